@@ -1,0 +1,332 @@
+//! The simulator's state file (SPEC.md, "The simulator") and what the
+//! simulated driver reports from it at a given moment: which processes are
+//! alive, which have been gone for less than `release_delay_ms`, and the memory
+//! that follows from them.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The whole state file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// `nvmlSystemGetDriverVersion`.
+    #[serde(default = "default_driver")]
+    pub driver_version: String,
+    /// `nvmlSystemGetCudaDriverVersion`, e.g. 13000 for 13.0.
+    #[serde(default = "default_cuda")]
+    pub cuda_driver_version: i32,
+    /// The GPUs, in index order.
+    #[serde(default)]
+    pub devices: Vec<Device>,
+}
+
+fn default_driver() -> String {
+    "580.95.05".to_string()
+}
+
+fn default_cuda() -> i32 {
+    13000
+}
+
+/// One simulated GPU.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Device {
+    /// Product name.
+    pub name: String,
+    /// `GPU-...` UUID.
+    pub uuid: String,
+    /// `00000000:01:00.0` form.
+    pub pci_bus_id: String,
+    /// N of `/dev/nvidiaN`.
+    pub minor_number: u32,
+    /// Framebuffer size.
+    pub memory_total_bytes: u64,
+    /// Used even when idle (driver reserve).
+    #[serde(default)]
+    pub memory_baseline_bytes: u64,
+    /// Used, attributed to no process.
+    #[serde(default)]
+    pub leaked_bytes: u64,
+    /// How long memory stays after its process is first seen gone.
+    #[serde(default)]
+    pub release_delay_ms: u64,
+    /// Processes with memory on this GPU.
+    #[serde(default)]
+    pub processes: Vec<Process>,
+}
+
+/// A process entry of a device.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Process {
+    /// PID as the caller's /proc sees it (or any number for `always`).
+    pub pid: u32,
+    /// Memory this process uses on the device.
+    pub used_bytes: u64,
+    /// Which list reports it.
+    #[serde(default, rename = "type")]
+    pub kind: ProcessKind,
+    /// When it is reported.
+    #[serde(default)]
+    pub visible: Visibility,
+}
+
+/// The NVML list that reports a process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessKind {
+    /// `nvmlDeviceGetComputeRunningProcesses`.
+    #[default]
+    Compute,
+    /// `nvmlDeviceGetGraphicsRunningProcesses`.
+    Graphics,
+    /// `nvmlDeviceGetMPSComputeRunningProcesses`.
+    Mps,
+}
+
+/// When a process entry is reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Visibility {
+    /// While the PID exists and is not a zombie, then for the release delay.
+    #[default]
+    WhileAlive,
+    /// Always, even if no such PID exists here (another PID namespace).
+    Always,
+}
+
+/// Why the state file could not be used; the message names the file.
+#[derive(Debug)]
+pub struct StateError(pub String);
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl State {
+    /// Parses a state file's bytes; `path` only names it in errors.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<State, StateError> {
+        let state: State = serde_json::from_slice(bytes)
+            .map_err(|e| StateError(format!("invalid simulator state {}: {e}", path.display())))?;
+        for (i, d) in state.devices.iter().enumerate() {
+            if d.uuid.is_empty() || d.name.is_empty() {
+                return Err(StateError(format!(
+                    "invalid simulator state {}: device {i} needs a name and a uuid",
+                    path.display()
+                )));
+            }
+        }
+        Ok(state)
+    }
+
+    /// Reads and parses the state file at `path`.
+    pub fn load(path: &Path) -> Result<State, StateError> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            StateError(format!(
+                "cannot read simulator state {}: {e}",
+                path.display()
+            ))
+        })?;
+        State::parse(&bytes, path)
+    }
+}
+
+/// Whether a PID exists in this /proc and is not a zombie (or dead).
+pub fn pid_alive(proc_root: &Path, pid: u32) -> bool {
+    let Ok(stat) = std::fs::read(proc_root.join(pid.to_string()).join("stat")) else {
+        return false;
+    };
+    // The state is the first field after the last ')' (comm may hold ')').
+    let Some(close) = stat.iter().rposition(|&b| b == b')') else {
+        return false;
+    };
+    !matches!(stat.get(close + 2), Some(b'Z' | b'X' | b'x') | None)
+}
+
+/// The moments at which `while-alive` PIDs were first seen gone, kept in a
+/// file beside the state file so that every client process agrees on them.
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub struct GoneLog {
+    /// PID -> milliseconds since the Unix epoch.
+    pub first_gone_ms: BTreeMap<u32, u64>,
+}
+
+/// The file beside `state_path` that holds the [`GoneLog`].
+pub fn gone_log_path(state_path: &Path) -> PathBuf {
+    let mut name = state_path.file_name().unwrap_or_default().to_os_string();
+    name.push(".gone");
+    state_path.with_file_name(name)
+}
+
+impl GoneLog {
+    /// Reads the log; a missing or unreadable log is an empty one.
+    pub fn load(path: &Path) -> GoneLog {
+        std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Writes the log atomically (temp file, then rename).
+    pub fn store(&self, path: &Path) {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if let Ok(bytes) = serde_json::to_vec(self) {
+            if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+    }
+}
+
+/// What the simulated driver reports for one device at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceView {
+    /// The reported processes: (pid, used bytes, kind).
+    pub processes: Vec<(u32, u64, ProcessKind)>,
+    /// Baseline + leaked + the reported processes, at most the total.
+    pub used_bytes: u64,
+}
+
+/// Decides which processes are reported now. `alive` says whether a PID
+/// lives; `log` records first-gone moments (changed is set when it grew).
+pub fn view_device(
+    dev: &Device,
+    now_ms: u64,
+    alive: &dyn Fn(u32) -> bool,
+    log: &mut GoneLog,
+    changed: &mut bool,
+) -> DeviceView {
+    let mut processes = Vec::new();
+    for p in &dev.processes {
+        let reported = match p.visible {
+            Visibility::Always => true,
+            Visibility::WhileAlive if alive(p.pid) => {
+                if log.first_gone_ms.remove(&p.pid).is_some() {
+                    *changed = true;
+                }
+                true
+            }
+            Visibility::WhileAlive if dev.release_delay_ms == 0 => false,
+            Visibility::WhileAlive => {
+                let since = *log.first_gone_ms.entry(p.pid).or_insert_with(|| {
+                    *changed = true;
+                    now_ms
+                });
+                now_ms.saturating_sub(since) < dev.release_delay_ms
+            }
+        };
+        if reported {
+            processes.push((p.pid, p.used_bytes, p.kind));
+        }
+    }
+    let used = processes
+        .iter()
+        .fold(
+            dev.memory_baseline_bytes.saturating_add(dev.leaked_bytes),
+            |acc, p| acc.saturating_add(p.1),
+        )
+        .min(dev.memory_total_bytes);
+    DeviceView {
+        processes,
+        used_bytes: used,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(delay: u64) -> Device {
+        Device {
+            name: "sim".into(),
+            uuid: "GPU-1".into(),
+            pci_bus_id: "00000000:01:00.0".into(),
+            minor_number: 0,
+            memory_total_bytes: 1000,
+            memory_baseline_bytes: 10,
+            leaked_bytes: 5,
+            release_delay_ms: delay,
+            processes: vec![
+                Process {
+                    pid: 7,
+                    used_bytes: 100,
+                    kind: ProcessKind::Compute,
+                    visible: Visibility::WhileAlive,
+                },
+                Process {
+                    pid: 999_999,
+                    used_bytes: 50,
+                    kind: ProcessKind::Graphics,
+                    visible: Visibility::Always,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn alive_process_counts_and_always_counts_when_absent() {
+        let mut log = GoneLog::default();
+        let mut changed = false;
+        let v = view_device(&dev(0), 0, &|pid| pid == 7, &mut log, &mut changed);
+        assert_eq!(v.used_bytes, 165);
+        assert_eq!(v.processes.len(), 2);
+    }
+
+    #[test]
+    fn gone_process_is_released_after_the_delay() {
+        let d = dev(2000);
+        let mut log = GoneLog::default();
+        let mut changed = false;
+        let v = view_device(&d, 1000, &|_| false, &mut log, &mut changed);
+        assert!(changed, "first sight of the exit is recorded");
+        assert_eq!(v.used_bytes, 165, "still held during the delay");
+        let v = view_device(&d, 2999, &|_| false, &mut log, &mut changed);
+        assert_eq!(v.used_bytes, 165);
+        let v = view_device(&d, 3000, &|_| false, &mut log, &mut changed);
+        assert_eq!(v.used_bytes, 65, "released once the delay has passed");
+    }
+
+    #[test]
+    fn no_delay_releases_at_once() {
+        let mut log = GoneLog::default();
+        let mut changed = false;
+        let v = view_device(&dev(0), 0, &|_| false, &mut log, &mut changed);
+        assert_eq!(v.used_bytes, 65);
+        assert!(!changed);
+    }
+
+    #[test]
+    fn used_never_exceeds_total() {
+        let mut d = dev(0);
+        d.leaked_bytes = 10_000;
+        let mut log = GoneLog::default();
+        let v = view_device(&d, 0, &|_| true, &mut log, &mut false);
+        assert_eq!(v.used_bytes, 1000);
+    }
+
+    #[test]
+    fn corrupt_state_names_the_file() {
+        let e = State::parse(b"{\"devices\": [", Path::new("/x/s.json")).unwrap_err();
+        assert!(e.0.contains("/x/s.json"), "{}", e.0);
+        let e = State::parse(br#"{"devices":[{"name":"","uuid":"","pci_bus_id":"","minor_number":0,"memory_total_bytes":1}]}"#, Path::new("s")).unwrap_err();
+        assert!(e.0.contains("device 0"), "{}", e.0);
+    }
+
+    #[test]
+    fn zombie_and_missing_pids_are_not_alive() {
+        let dir = std::env::temp_dir().join(format!("gpufree-sim-alive-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("5")).unwrap();
+        std::fs::write(dir.join("5/stat"), b"5 (a) b) Z 1 2").unwrap();
+        std::fs::create_dir_all(dir.join("6")).unwrap();
+        std::fs::write(dir.join("6/stat"), b"6 (x) S 1 2").unwrap();
+        assert!(!pid_alive(&dir, 5));
+        assert!(pid_alive(&dir, 6));
+        assert!(!pid_alive(&dir, 7));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,392 @@
+//! `gpufree demo`: the reference incident (fixtures/seed-incident), replayed
+//! on any machine with real processes and simulated GPUs.
+//!
+//! It builds a temporary device directory and simulator state for an 8-GPU
+//! host, starts a launcher (`VLLM::EngineCore`), eight workers that rename
+//! themselves exactly as setproctitle does (`VLLM::Worker_TP0..7`) and a
+//! multiprocessing resource tracker, all holding and mapping their nodes;
+//! shows what `pkill -f "python3.*vllm"` and `ps aux | grep` would have seen
+//! (computed, never run); then shows `gpufree status`. It signals only what
+//! it started, and everything it started dies with it, Ctrl-C included.
+
+use crate::holder::{self, ChildSpec, HoldSpec, Spawned};
+use crate::model::Snapshot;
+use crate::present::{table, write_json, Paint};
+use crate::snapshot::{self, Config};
+use anyhow::Context;
+use regex::Regex;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Each worker's GPU memory in the incident (nvidia-smi-compute-apps.csv).
+pub const WORKER_MIB: u64 = 96_610;
+/// Framebuffer of an RTX PRO 6000 Blackwell (97,887 MiB).
+pub const GPU_TOTAL_BYTES: u64 = 102_642_810_880;
+/// GPUs on the incident's host.
+pub const GPUS: u32 = 8;
+/// The operator's pattern.
+pub const PKILL_PATTERN: &str = "python3.*vllm";
+
+/// Options of `gpufree demo`.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Print only the status JSON of the incident.
+    pub json: bool,
+    /// Keep the incident running until Enter or Ctrl-C.
+    pub hold: bool,
+    /// Colours.
+    pub paint: Paint,
+}
+
+/// The device nodes of the incident's host.
+pub fn node_names() -> Vec<String> {
+    let mut n: Vec<String> = (0..GPUS).map(|i| format!("nvidia{i}")).collect();
+    n.extend(["nvidiactl", "nvidia-uvm"].map(String::from));
+    n
+}
+
+/// Creates the nodes as plain 4 KiB files (mappable) in `dev`.
+pub fn make_dev_dir(dev: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dev)?;
+    for n in node_names() {
+        std::fs::write(dev.join(n), vec![0u8; 4096])?;
+    }
+    Ok(())
+}
+
+/// The incident's process tree over the nodes in `dev`: the launcher, its
+/// resource tracker and eight renamed workers.
+pub fn incident_tree(dev: &Path) -> ChildSpec {
+    let spawn_main = |fd: u32| {
+        vec![
+            "/usr/bin/python3".to_string(),
+            "-c".into(),
+            format!("from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd={fd}, pipe_handle=9)"),
+            "--multiprocessing-fork".into(),
+        ]
+    };
+    let mut children = vec![ChildSpec {
+        argv: vec![
+            "/usr/bin/python3".into(),
+            "-c".into(),
+            "from multiprocessing.resource_tracker import main;main(25)".into(),
+        ],
+        spec: HoldSpec {
+            label: "tracker".into(),
+            fd: vec![dev.join("nvidia-uvm")],
+            mmap: vec![dev.join("nvidia0")],
+            ..HoldSpec::default()
+        },
+    }];
+    for i in 0..GPUS {
+        children.push(ChildSpec {
+            argv: spawn_main(26 + i),
+            spec: HoldSpec {
+                label: format!("worker{i}"),
+                title: Some(format!("VLLM::Worker_TP{i}")),
+                fd: vec![dev.join("nvidiactl")],
+                mmap: vec![dev.join("nvidia-uvm"), dev.join(format!("nvidia{i}"))],
+                ..HoldSpec::default()
+            },
+        });
+    }
+    ChildSpec {
+        argv: spawn_main(5),
+        spec: HoldSpec {
+            label: "launcher".into(),
+            title: Some("VLLM::EngineCore".into()),
+            fd: vec![dev.join("nvidia-uvm"), dev.join("nvidia0")],
+            children,
+            ..HoldSpec::default()
+        },
+    }
+}
+
+/// The simulator state of the incident: worker `i` holds 96,610 MiB on GPU `i`.
+pub fn incident_state(workers: &[u32]) -> serde_json::Value {
+    let devices: Vec<serde_json::Value> = (0..GPUS)
+        .map(|i| {
+            let processes: Vec<serde_json::Value> = workers
+                .get(i as usize)
+                .map(|&pid| json!({"pid": pid, "used_bytes": WORKER_MIB << 20, "type": "compute", "visible": "while-alive"}))
+                .into_iter()
+                .collect();
+            json!({
+                "name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+                "uuid": format!("GPU-7f3a{i:04x}-0c1d-4e2f-9a3b-5c6d7e8f{i:04x}"),
+                "pci_bus_id": format!("00000000:{:02X}:00.0", [0x01, 0x21, 0x41, 0x61, 0x81, 0xA1, 0xC1, 0xE1][i as usize]),
+                "minor_number": i,
+                "memory_total_bytes": GPU_TOTAL_BYTES,
+                "memory_baseline_bytes": 0,
+                "leaked_bytes": 0,
+                "release_delay_ms": 2000,
+                "processes": processes,
+            })
+        })
+        .collect();
+    json!({"driver_version": "580.95.05", "cuda_driver_version": 13000, "devices": devices})
+}
+
+/// A temporary directory removed on drop.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn new() -> std::io::Result<WorkDir> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let p = std::env::temp_dir().join(format!("gpufree-demo-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&p)?;
+        Ok(WorkDir(p))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The running incident: its processes and files, gone when dropped.
+pub struct Incident {
+    dir: WorkDir,
+    /// The holder tree.
+    pub spawned: Spawned,
+    /// Device directory.
+    pub dev: PathBuf,
+    /// Simulator state file.
+    pub state: PathBuf,
+}
+
+impl Incident {
+    /// Starts the incident: files, processes, simulator state.
+    pub fn start() -> anyhow::Result<Incident> {
+        let dir = WorkDir::new().context("demo: cannot create a temporary directory")?;
+        let dev = dir.0.join("dev");
+        make_dev_dir(&dev).with_context(|| format!("demo: cannot create {}", dev.display()))?;
+        let exe =
+            python_alias(&dir.0).context("demo: cannot link the gpufree binary as python3.12")?;
+        let spawned = holder::spawn(&exe, &incident_tree(&dev))
+            .context("demo: cannot start the incident's processes")?;
+        let state = dir.0.join("state.json");
+        let workers = pids_labelled(&spawned, "worker");
+        let text = serde_json::to_vec_pretty(&incident_state(&workers))?;
+        std::fs::write(&state, text)
+            .with_context(|| format!("demo: cannot write {}", state.display()))?;
+        Ok(Incident {
+            dir,
+            spawned,
+            dev,
+            state,
+        })
+    }
+
+    /// The PID with this label.
+    pub fn pid(&self, label: &str) -> Option<u32> {
+        self.spawned
+            .pids
+            .iter()
+            .find(|(_, l)| l == label)
+            .map(|(p, _)| *p)
+    }
+
+    /// The working directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir.0
+    }
+}
+
+impl Drop for Incident {
+    fn drop(&mut self) {
+        self.spawned.kill();
+        // The tree dies by PDEATHSIG; wait until none of it runs any more.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline
+            && self
+                .spawned
+                .pids
+                .iter()
+                .any(|(p, _)| crate::proc::scan::alive(*p))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// The gpufree binary under the name `python3.12` (a hard link, else a
+/// copy), so the demo's processes show the exe a Python program has: their
+/// comm and argv[0] then agree with it until they rename themselves.
+pub fn python_alias(dir: &Path) -> std::io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin)?;
+    let alias = bin.join("python3.12");
+    if std::fs::hard_link(&exe, &alias).is_err() {
+        std::fs::copy(&exe, &alias)?;
+    }
+    Ok(alias)
+}
+
+fn pids_labelled(s: &Spawned, prefix: &str) -> Vec<u32> {
+    s.pids
+        .iter()
+        .filter(|(_, l)| l.starts_with(prefix))
+        .map(|(p, _)| *p)
+        .collect()
+}
+
+/// Which processes of `snap` a `pkill -f REGEX` would signal (whole command
+/// line, joined by spaces), as pkill does. Computed, never run.
+pub fn pkill_f_hits<'a>(snap: &'a Snapshot, re: &Regex) -> Vec<&'a crate::model::Process> {
+    snap.processes
+        .iter()
+        .filter(|p| re.is_match(&p.cmdline_joined()))
+        .collect()
+}
+
+/// Runs the demo; returns the exit code.
+pub fn run(opts: &Options) -> anyhow::Result<i32> {
+    let incident = Incident::start()?;
+    let launcher_pid = incident.spawned.child.id();
+    // Ctrl-C: kill what we started (our child; the rest follow) and leave.
+    let workdir = incident.dir().to_path_buf();
+    let _ = ctrlc::set_handler(move || {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(launcher_pid as i32)
+                .unwrap_or(rustix::process::Pid::INIT),
+            rustix::process::Signal::KILL,
+        );
+        let _ = std::fs::remove_dir_all(&workdir);
+        std::process::exit(130);
+    });
+    let lib = crate::sim::library_dir()?.join(crate::sim::NVML_SONAME);
+    std::env::set_var("GPUFREE_SIM_STATE", &incident.state);
+    let cfg = Config {
+        proc_root: PathBuf::from("/proc"),
+        dev_dir: incident.dev.clone(),
+        nvml_lib: Some(lib),
+    };
+    let snap = snapshot::take(&cfg)?;
+    let mut out = std::io::stdout().lock();
+    if opts.json {
+        write_json(&mut out, &snap)?;
+        return Ok(0);
+    }
+    narrate(&mut out, &incident, &snap, &opts.paint)?;
+    if opts.hold {
+        writeln!(
+            out,
+            "\nThe incident keeps running. Try, in another terminal:"
+        )?;
+        writeln!(
+            out,
+            "  gpufree sim exec --state {} -- gpufree status --dev-dir {}",
+            incident.state.display(),
+            incident.dev.display()
+        )?;
+        writeln!(
+            out,
+            "  gpufree sim exec --state {} -- nvitop -1",
+            incident.state.display()
+        )?;
+        writeln!(out, "Press Enter to end it.")?;
+        out.flush()?;
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+    }
+    Ok(0)
+}
+
+fn narrate<W: Write>(
+    w: &mut W,
+    inc: &Incident,
+    snap: &Snapshot,
+    paint: &Paint,
+) -> anyhow::Result<()> {
+    let pid = |l: &str| inc.pid(l).map_or("?".into(), |p| p.to_string());
+    writeln!(
+        w,
+        "{}",
+        paint.bold(
+            "gpufree demo: the seed incident, replayed with real processes on simulated GPUs"
+        )
+    )?;
+    writeln!(
+        w,
+        "An 8-GPU vLLM host (8 x RTX PRO 6000 Blackwell, 97,887 MiB each). Started here:\n  \
+         launcher VLLM::EngineCore (pid {}), resource tracker (pid {}),\n  \
+         8 workers that renamed themselves VLLM::Worker_TP0..7 (pids {}..{}),\n  \
+         each worker holding 96,610 MiB on its GPU.",
+        pid("launcher"),
+        pid("tracker"),
+        pid("worker0"),
+        pid("worker7")
+    )?;
+    writeln!(
+        w,
+        "{}",
+        paint.dim(&format!(
+            "device dir {}, simulator state {}",
+            inc.dev.display(),
+            inc.state.display()
+        ))
+    )?;
+
+    // What the operator's tools saw.
+    writeln!(w)?;
+    writeln!(
+        w,
+        "{}",
+        paint.bold(&format!(
+            "$ pkill -9 -f \"{PKILL_PATTERN}\"    (computed here, never run)"
+        ))
+    )?;
+    let re = Regex::new(PKILL_PATTERN)?;
+    let hits = pkill_f_hits(snap, &re);
+    writeln!(
+        w,
+        "  would signal {} of the {} GPU holders",
+        hits.len(),
+        snap.processes.len()
+    )?;
+    for p in snap
+        .processes
+        .iter()
+        .filter(|p| p.renamed && !re.is_match(&p.cmdline_joined()))
+    {
+        writeln!(
+            w,
+            "  misses {:>7} {:<16} cmdline is now \"{}\", exe {}",
+            p.pid,
+            p.comm,
+            p.cmdline_joined(),
+            p.exe.as_deref().unwrap_or("?")
+        )?;
+    }
+    writeln!(w)?;
+    writeln!(
+        w,
+        "{}",
+        paint.bold("$ ps aux | grep -E \"python|vllm\"    (computed over the holders)")
+    )?;
+    let grep = Regex::new("python|vllm")?;
+    for p in snap
+        .processes
+        .iter()
+        .filter(|p| grep.is_match(&p.cmdline_joined()))
+    {
+        writeln!(w, "  {:>7} {}", p.pid, p.cmdline_joined())?;
+    }
+    writeln!(
+        w,
+        "  {}",
+        paint.dim("(the eight workers and the launcher do not show: they renamed themselves)")
+    )?;
+
+    writeln!(w)?;
+    writeln!(w, "{}", paint.bold("$ gpufree status"))?;
+    table::write_status(w, snap, paint)?;
+    Ok(())
+}

@@ -1,0 +1,223 @@
+//! Real holder processes for the demo and the tests: the gpufree binary,
+//! started with [`HOLDER_ENV`] set to a [`HoldSpec`], opens and maps files of
+//! a (temporary) device directory, starts its own children, renames itself
+//! like a vLLM worker, reports `ready <pid>` on stdout and waits to be
+//! signalled. Its argv is whatever the starter chose (e.g. `python3 -m vllm
+//! ...`), so the original command line looks like the real thing.
+//!
+//! Every holder dies with its parent (`PR_SET_PDEATHSIG`), so nothing the demo
+//! or a test started outlives it, Ctrl-C and crashes included.
+
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// The environment variable that turns the gpufree binary into a holder.
+pub const HOLDER_ENV: &str = "GPUFREE_INTERNAL_HOLDER";
+const PARENT_ENV: &str = "GPUFREE_INTERNAL_HOLDER_PARENT";
+
+/// What a holder process does.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldSpec {
+    /// A name for this process in the ready report (`worker0`, `tracker`).
+    #[serde(default)]
+    pub label: String,
+    /// Rename like setproctitle: comm and cmdline.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Rename comm only (`prctl(PR_SET_NAME)`).
+    #[serde(default)]
+    pub comm: Option<String>,
+    /// Files to open and keep open.
+    #[serde(default)]
+    pub fd: Vec<PathBuf>,
+    /// Files to open and map, keeping both.
+    #[serde(default)]
+    pub mmap: Vec<PathBuf>,
+    /// Files to map, then close: a maps-only holder.
+    #[serde(default)]
+    pub maps_only: Vec<PathBuf>,
+    /// Children to start (and wait for) before reporting ready.
+    #[serde(default)]
+    pub children: Vec<ChildSpec>,
+    /// Ignore SIGTERM.
+    #[serde(default)]
+    pub ignore_term: bool,
+    /// Exit this long after reporting ready.
+    #[serde(default)]
+    pub exit_after_ms: Option<u64>,
+}
+
+/// A child holder: its argv and what it does.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildSpec {
+    /// argv, argv[0] included (e.g. `["python3", "-m", "vllm..."]`).
+    pub argv: Vec<String>,
+    /// What it does.
+    pub spec: HoldSpec,
+}
+
+impl HoldSpec {
+    /// How many processes this spec starts, itself included.
+    pub fn process_count(&self) -> usize {
+        1 + self
+            .children
+            .iter()
+            .map(|c| c.spec.process_count())
+            .sum::<usize>()
+    }
+}
+
+/// A started holder tree.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The top holder (the caller's child).
+    pub child: Child,
+    /// Every process of the tree as (PID, label), in the order they became
+    /// ready (children before their parent).
+    pub pids: Vec<(u32, String)>,
+}
+
+impl Spawned {
+    /// Kills the top holder (its descendants follow by PDEATHSIG) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `exe` as a holder with `argv` and `spec`; returns once every
+/// process of the tree reported ready.
+pub fn spawn(exe: &Path, child: &ChildSpec) -> std::io::Result<Spawned> {
+    let json = serde_json::to_string(&child.spec).map_err(std::io::Error::other)?;
+    let (argv0, rest) = child
+        .argv
+        .split_first()
+        .ok_or_else(|| std::io::Error::other("holder argv is empty"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg0(argv0)
+        .args(rest)
+        .env(HOLDER_ENV, json)
+        .env(PARENT_ENV, std::process::id().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut proc = cmd.spawn()?;
+    let out = proc
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdout"))?;
+    let mut pids = Vec::new();
+    let mut lines = BufReader::new(out).lines();
+    while pids.len() < child.spec.process_count() {
+        let Some(line) = lines.next().transpose()? else {
+            let _ = proc.kill();
+            let status = proc.wait()?;
+            return Err(std::io::Error::other(format!(
+                "holder {argv0} exited before it was ready ({status})"
+            )));
+        };
+        if let Some(rest) = line.strip_prefix("ready ") {
+            let (pid, label) = rest.split_once(' ').unwrap_or((rest, ""));
+            if let Ok(pid) = pid.parse() {
+                pids.push((pid, label.to_string()));
+            }
+        }
+    }
+    Ok(Spawned { child: proc, pids })
+}
+
+fn open(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
+#[allow(unsafe_code)]
+fn map(file: &std::fs::File) -> std::io::Result<()> {
+    use rustix::mm::{mmap, MapFlags, ProtFlags};
+    // SAFETY: a fresh shared read-only mapping chosen by the kernel
+    // (null hint); we never read or write through it or unmap it, so no
+    // Rust reference aliases it.
+    unsafe {
+        mmap(
+            std::ptr::null_mut(),
+            4096,
+            ProtFlags::READ,
+            MapFlags::SHARED,
+            file,
+            0,
+        )
+    }?;
+    Ok(())
+}
+
+/// The holder's main: runs `spec` (JSON) and never returns normally.
+pub fn run(spec_json: &str) -> std::io::Result<()> {
+    // Die with the parent; if it is already gone, stop now.
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    let expected_parent: Option<u32> = std::env::var(PARENT_ENV).ok().and_then(|p| p.parse().ok());
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
+    if expected_parent.is_some() && parent != expected_parent {
+        std::process::exit(0);
+    }
+    let spec: HoldSpec = serde_json::from_str(spec_json)
+        .map_err(|e| std::io::Error::other(format!("{HOLDER_ENV}: {e}")))?;
+    if spec.ignore_term {
+        ignore_sigterm();
+    }
+    let mut kept: Vec<OwnedFd> = Vec::new();
+    for p in &spec.fd {
+        kept.push(open(p)?.into());
+    }
+    for p in &spec.mmap {
+        let f = open(p)?;
+        map(&f)?;
+        kept.push(f.into());
+    }
+    for p in &spec.maps_only {
+        let f = open(p)?;
+        map(&f)?;
+        drop(f);
+    }
+    let exe = std::env::current_exe()?;
+    let mut ready = Vec::new();
+    let mut children = Vec::new();
+    for c in &spec.children {
+        let s = spawn(&exe, c)?;
+        ready.extend(s.pids.iter().cloned());
+        children.push(s);
+    }
+    if let Some(title) = &spec.title {
+        crate::proc::title::set_process_title(title)?;
+    } else if let Some(comm) = &spec.comm {
+        let c = std::ffi::CString::new(comm.as_bytes()).map_err(std::io::Error::other)?;
+        rustix::thread::set_name(&c)?;
+    }
+    ready.push((std::process::id(), spec.label.clone()));
+    let mut out = std::io::stdout().lock();
+    for (pid, label) in ready {
+        writeln!(out, "ready {pid} {label}")?;
+    }
+    out.flush()?;
+    drop(out);
+    match spec.exit_after_ms {
+        Some(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
+        None => loop {
+            std::thread::park();
+        },
+    }
+    drop(kept);
+    std::process::exit(0);
+}
+
+#[allow(unsafe_code)]
+fn ignore_sigterm() {
+    // SAFETY: SIG_IGN installs no handler code; async-signal safety is moot.
+    unsafe {
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    }
+}

@@ -1,0 +1,25 @@
+//! gpufree: who holds my GPU memory, why is it not free, and what exactly
+//! frees it.
+//!
+//! The crate is a library with a thin binary (`src/main.rs`). Modules, each
+//! depending only on those above it:
+//!
+//! - [`model`]: the [`model::Snapshot`] every presenter reads (serde).
+//! - [`proc`]: /proc and device-node scanning, pure parsers.
+//! - [`nvml`]: the NVML backend over nvml-wrapper.
+//! - [`snapshot`]: takes one snapshot from the scan and NVML.
+//! - [`diagnose`]: findings, a pure function of a snapshot.
+//! - [`present`]: table and JSON output of a snapshot.
+//! - [`holder`], [`demo`], [`sim`]: the reference incident on the simulator.
+
+pub mod cli;
+pub mod demo;
+pub mod diagnose;
+pub mod holder;
+pub mod model;
+pub mod nvml;
+pub mod present;
+pub mod proc;
+pub mod sim;
+pub mod snapshot;
+pub mod units;

@@ -1,0 +1,295 @@
+//! The model: one [`Snapshot`] of GPUs, processes, holders and findings.
+//!
+//! Every presenter (table, JSON, later TUI and metrics) and the diagnosis read
+//! a `Snapshot`; none of them touches /proc or NVML. Field names follow the
+//! JSON contract of SPEC.md (`gpufree status --json`); fields beyond it are
+//! additions, never renames.
+
+use serde::{Deserialize, Serialize};
+
+/// Everything gpufree knows about the host's GPUs at one moment.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Snapshot {
+    /// The GPUs, selected by `--gpu`.
+    pub gpus: Vec<Gpu>,
+    /// Every process that holds GPU memory or a GPU device node.
+    pub processes: Vec<Process>,
+    /// The diagnosis, most important first.
+    pub findings: Vec<Finding>,
+    /// What could not be seen.
+    pub visibility: Visibility,
+    /// The NVML library: where it came from, or why it is unavailable.
+    pub nvml: NvmlStatus,
+    /// Calls that failed, each with the reason: never silently missing data.
+    pub unavailable: Vec<Unavailable>,
+    /// The device directory that was scanned.
+    pub dev_dir: String,
+}
+
+/// One GPU as NVML (or, without NVML, its device node) describes it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Gpu {
+    /// NVML index (without NVML: the minor number of `/dev/nvidiaN`).
+    pub index: u32,
+    /// `GPU-...`; empty when unknown.
+    pub uuid: String,
+    /// Product name.
+    pub name: String,
+    /// `00000000:01:00.0` form; empty when unknown.
+    pub pci_bus_id: String,
+    /// N of `/dev/nvidiaN`, which ties the device node to this GPU.
+    pub minor_number: Option<u32>,
+    /// Memory as NVML reports it, split by attribution.
+    pub memory: Memory,
+    /// The processes NVML lists on this GPU, visible here or not.
+    pub nvml_processes: Vec<NvmlProcess>,
+}
+
+/// Memory of one GPU, in bytes.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Memory {
+    /// Framebuffer size.
+    pub total_bytes: u64,
+    /// In use, as NVML reports it.
+    pub used_bytes: u64,
+    /// Used by processes visible in this /proc.
+    pub accounted_bytes: u64,
+    /// `used - accounted`: held by nobody visible here.
+    pub unaccounted_bytes: u64,
+    /// Reserved by the driver (memory_info v2), outside `used`.
+    pub reserved_bytes: u64,
+    /// False when NVML could not report memory for this GPU.
+    pub known: bool,
+}
+
+/// A process listed by NVML on one GPU.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NvmlProcess {
+    /// PID as NVML reports it.
+    pub pid: u32,
+    /// Memory used; None when NVML says "not available".
+    pub used_bytes: Option<u64>,
+    /// Which NVML list reported it.
+    pub kind: NvmlProcessKind,
+}
+
+/// The NVML process list a process came from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NvmlProcessKind {
+    /// Compute (CUDA) context.
+    Compute,
+    /// Graphics context.
+    Graphics,
+    /// MPS client.
+    Mps,
+}
+
+/// A process that holds GPU memory or a GPU device node.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Process {
+    /// PID in the namespace of the scanned /proc.
+    pub pid: u32,
+    /// Parent PID.
+    pub ppid: u32,
+    /// Kernel thread name (15 bytes at most), as `pkill` sees it.
+    pub comm: String,
+    /// argv as the process shows it now (`pkill -f` sees it joined by spaces);
+    /// invalid UTF-8 bytes are written `\xNN`.
+    pub cmdline: Vec<String>,
+    /// The executable; None when unreadable.
+    pub exe: Option<String>,
+    /// Real UID.
+    pub uid: u32,
+    /// User name, or the UID as text when it has none.
+    pub user: String,
+    /// State letter of /proc/PID/stat (R, S, D, Z, T, t, I...).
+    pub state: String,
+    /// Start time in clock ticks since boot (stat field 22): the identity.
+    pub start_time_ticks: u64,
+    /// Number of threads.
+    pub threads: u32,
+    /// PIDs in each nested PID namespace, this /proc's first.
+    pub nspid: Vec<u32>,
+    /// comm/cmdline no longer look like the executable (setproctitle).
+    pub renamed: bool,
+    /// Its parent is init or a subreaper while it holds a GPU.
+    pub orphaned: bool,
+    /// GPU memory NVML attributes to it.
+    pub gpu_memory: Vec<GpuMemory>,
+    /// GPU device nodes it holds.
+    pub devices: Vec<DeviceUse>,
+    /// Who started it: unit, container, pod, job, session.
+    pub owner: Owner,
+    /// The cgroup path the owner was read from.
+    pub cgroup: String,
+}
+
+impl Process {
+    /// Total GPU memory attributed to this process.
+    pub fn memory_bytes(&self) -> u64 {
+        self.gpu_memory.iter().filter_map(|m| m.used_bytes).sum()
+    }
+
+    /// The command line as `pkill -f` matches it: argv joined by spaces.
+    pub fn cmdline_joined(&self) -> String {
+        self.cmdline.join(" ")
+    }
+
+    /// Whether this process holds anything on GPU `index`.
+    pub fn touches_gpu(&self, index: u32) -> bool {
+        self.gpu_memory.iter().any(|m| m.gpu == index)
+            || self.devices.iter().any(|d| d.gpu == Some(index))
+    }
+}
+
+/// GPU memory of one process on one GPU.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuMemory {
+    /// GPU index.
+    pub gpu: u32,
+    /// Bytes; None when NVML says "not available".
+    pub used_bytes: Option<u64>,
+}
+
+/// One device node a process holds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeviceUse {
+    /// The node's path under the device directory.
+    pub path: String,
+    /// GPU index; None for shared control nodes (nvidiactl, nvidia-uvm...).
+    pub gpu: Option<u32>,
+    /// How: an open fd, a mapping, or both (fuser's `m`).
+    pub via: Vec<Via>,
+}
+
+/// How a process holds a device node.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// An open file descriptor.
+    Fd,
+    /// A memory mapping.
+    Mmap,
+}
+
+/// The thing that started a process, read from its cgroup.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Owner {
+    /// What kind of owner.
+    pub kind: OwnerKind,
+    /// Unit name, container id, pod UID, job id or session.
+    pub id: String,
+    /// A readable name: `vllm.service`, `docker 3f2a1b…`, `slurm job 3385`.
+    pub name: String,
+}
+
+/// Kinds of owner (SPEC.md).
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+pub enum OwnerKind {
+    /// A systemd service or scope that is not a session.
+    #[serde(rename = "systemd-unit")]
+    SystemdUnit,
+    /// Docker, containerd, CRI-O, podman, LXC/LXD/Incus.
+    #[serde(rename = "container")]
+    Container,
+    /// A Kubernetes pod.
+    #[serde(rename = "k8s-pod")]
+    K8sPod,
+    /// A Slurm job.
+    #[serde(rename = "slurm-job")]
+    SlurmJob,
+    /// A login session or a user's app scope.
+    #[serde(rename = "session")]
+    Session,
+    /// Nothing recognisable.
+    #[default]
+    #[serde(rename = "none")]
+    None,
+}
+
+impl OwnerKind {
+    /// The SPEC.md spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnerKind::SystemdUnit => "systemd-unit",
+            OwnerKind::Container => "container",
+            OwnerKind::K8sPod => "k8s-pod",
+            OwnerKind::SlurmJob => "slurm-job",
+            OwnerKind::Session => "session",
+            OwnerKind::None => "none",
+        }
+    }
+}
+
+/// One finding of the diagnosis.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Finding {
+    /// Machine-readable kind, e.g. `live-holders`, `renamed-holders`.
+    pub kind: String,
+    /// How bad.
+    pub severity: Severity,
+    /// One or two sentences for a person.
+    pub message: String,
+    /// The processes it is about.
+    pub pids: Vec<u32>,
+    /// The GPUs it is about.
+    pub gpus: Vec<u32>,
+    /// The exact next command.
+    pub next: String,
+}
+
+/// Severity of a finding.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// For context.
+    Info,
+    /// Worth acting on.
+    Warning,
+    /// Why the GPU is not free.
+    Error,
+}
+
+/// What the scan could not see.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Visibility {
+    /// Processes whose fd table and maps were examined.
+    pub processes_scanned: u32,
+    /// Processes whose fd table or maps could not be read (EACCES).
+    pub processes_unreadable: u32,
+    /// The unreadable PIDs (at most 64 listed).
+    pub unreadable_pids: Vec<u32>,
+    /// PIDs NVML lists with memory that this /proc does not have.
+    pub nvml_pids_not_visible: Vec<u32>,
+    /// /proc is mounted with hidepid: other users' processes are hidden.
+    pub hidepid: bool,
+    /// The scan ran as root.
+    pub root: bool,
+}
+
+/// The NVML library's state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NvmlStatus {
+    /// NVML initialised and answered.
+    pub available: bool,
+    /// The library that was loaded (or tried).
+    pub library: String,
+    /// Driver version, when known.
+    pub driver_version: Option<String>,
+    /// Why NVML is unavailable, when it is.
+    pub error: Option<String>,
+}
+
+/// A call that failed, with why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Unavailable {
+    /// What could not be read, e.g. `memory_info`, `compute processes`.
+    pub what: String,
+    /// The GPU, when the call was per GPU.
+    pub gpu: Option<u32>,
+    /// Why, e.g. "NOT_SUPPORTED", "missing symbol nvmlX_v3 (driver too old)".
+    pub why: String,
+}

@@ -1,0 +1,58 @@
+//! Presenters: they read a [`crate::model::Snapshot`] and write text or
+//! JSON into any writer; none touches /proc or NVML.
+
+pub mod table;
+
+use anstyle::{AnsiColor, Style};
+use std::io::{self, Write};
+
+/// Whether and how to colour text. Decided once by the caller from
+/// `--no-color`, `NO_COLOR` and whether stdout is a terminal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Paint {
+    /// Emit ANSI colours.
+    pub color: bool,
+}
+
+impl Paint {
+    /// Colour for a terminal that wants it: not with `--no-color`, not when
+    /// `NO_COLOR` is set and non-empty, not when stdout is not a terminal.
+    pub fn for_stdout(no_color_flag: bool) -> Paint {
+        use std::io::IsTerminal;
+        let env_off = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Paint {
+            color: !no_color_flag && !env_off && std::io::stdout().is_terminal(),
+        }
+    }
+
+    fn paint(&self, style: Style, s: &str) -> String {
+        if self.color {
+            format!("{}{s}{}", style.render(), style.render_reset())
+        } else {
+            s.to_string()
+        }
+    }
+
+    /// Headings.
+    pub fn bold(&self, s: &str) -> String {
+        self.paint(Style::new().bold(), s)
+    }
+    /// Secondary text.
+    pub fn dim(&self, s: &str) -> String {
+        self.paint(Style::new().dimmed(), s)
+    }
+    /// Things worth attention.
+    pub fn warn(&self, s: &str) -> String {
+        self.paint(AnsiColor::Yellow.on_default(), s)
+    }
+    /// Errors.
+    pub fn error(&self, s: &str) -> String {
+        self.paint(AnsiColor::Red.on_default().bold(), s)
+    }
+}
+
+/// Writes `value` as one pretty JSON document and a newline.
+pub fn write_json<W: Write, T: serde::Serialize>(w: &mut W, value: &T) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, value).map_err(io::Error::other)?;
+    writeln!(w)
+}

@@ -1,0 +1,124 @@
+//! Collection from /proc and the device directory: pure parsers
+//! ([`parse`], [`owner`]), device-node discovery ([`nodes`]), the holder
+//! scan ([`scan`]), and the heuristics that read a process's identity
+//! ([`looks_renamed`]).
+//!
+//! The roots (`/proc`, `/dev`) are values, so tests point them at temporary
+//! trees as well as at the live system.
+
+pub mod nodes;
+pub mod owner;
+pub mod parse;
+pub mod scan;
+pub mod title;
+
+/// The file name of a path, without a trailing " (deleted)".
+fn base(path: &str) -> &str {
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Whether `name` (a comm or an argv[0] base name) plausibly names the
+/// program `exe_base`: equal, a prefix either way (`python3` runs
+/// `python3.11`; comm is cut at 15 bytes), or a login shell's `-bash`.
+fn names_program(name: &str, exe_base: &str) -> bool {
+    let name = name.strip_prefix('-').unwrap_or(name);
+    !name.is_empty() && (exe_base.starts_with(name) || name.starts_with(exe_base))
+}
+
+/// Whether a process has renamed itself (setproctitle, `prctl(PR_SET_NAME)`):
+/// its argv[0] no longer names its executable, or its comm names neither
+/// the executable nor its first two arguments (a script run by an
+/// interpreter has comm = the script's name). Kernel threads and processes
+/// whose exe cannot be read are never called renamed: there is nothing to
+/// compare.
+pub fn looks_renamed(comm: &str, cmdline: &[String], exe: Option<&str>) -> bool {
+    let Some(exe) = exe.filter(|e| !e.is_empty()) else {
+        return false;
+    };
+    let exe_base = base(exe);
+    let Some(argv0) = cmdline.first() else {
+        return false; // zombies and kernel threads have no cmdline
+    };
+    let argv0_base = base(argv0.split(' ').next().unwrap_or(argv0));
+    if !names_program(argv0_base, exe_base) {
+        return true;
+    }
+    let comm_ok = names_program(comm, exe_base)
+        || cmdline.iter().take(2).any(|a| {
+            let b = base(a);
+            b.starts_with(comm) || (comm.len() >= 15 && b.as_bytes().starts_with(comm.as_bytes()))
+        });
+    !comm_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_renamed;
+
+    fn argv(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn setproctitle_workers_are_renamed() {
+        assert!(looks_renamed(
+            "VLLM::Worker_TP",
+            &argv(&["VLLM::Worker_TP0"]),
+            Some("/usr/bin/python3.12")
+        ));
+        assert!(looks_renamed(
+            "pt_data_worker",
+            &argv(&["python3", "train.py"]),
+            Some("/usr/bin/python3.11")
+        ));
+    }
+
+    #[test]
+    fn ordinary_programs_are_not() {
+        let py = Some("/usr/bin/python3.11");
+        assert!(!looks_renamed(
+            "python3",
+            &argv(&["python3", "train.py"]),
+            py
+        ));
+        assert!(!looks_renamed(
+            "python",
+            &argv(&["/opt/conda/bin/python", "-m", "x"]),
+            py
+        ));
+        // A script run through its shebang: comm is the script's name.
+        assert!(!looks_renamed(
+            "vllm",
+            &argv(&["/usr/bin/python3", "/usr/local/bin/vllm", "serve"]),
+            py
+        ));
+        assert!(!looks_renamed(
+            "bash",
+            &argv(&["-bash"]),
+            Some("/usr/bin/bash")
+        ));
+        assert!(!looks_renamed(
+            "Xorg",
+            &argv(&["/usr/lib/xorg/Xorg", ":0"]),
+            Some("/usr/lib/xorg/Xorg")
+        ));
+        assert!(!looks_renamed(
+            "nvidia-persiste",
+            &argv(&["/usr/bin/nvidia-persistenced"]),
+            Some("/usr/bin/nvidia-persistenced")
+        ));
+        assert!(!looks_renamed(
+            "gpu",
+            &argv(&["/tmp/gpu"]),
+            Some("/tmp/gpu (deleted)")
+        ));
+    }
+
+    #[test]
+    fn unknown_exe_or_empty_cmdline_is_not_renamed() {
+        assert!(!looks_renamed("kworker/0:1", &[], None));
+        assert!(!looks_renamed("x", &[], Some("/bin/x")));
+        assert!(!looks_renamed("x", &argv(&["y"]), None));
+    }
+}

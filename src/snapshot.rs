@@ -1,0 +1,515 @@
+//! Takes one [`Snapshot`]: device nodes, the holder scan, NVML, process
+//! details and owners, joined into the model; and narrows it to the GPUs a
+//! user selected with `--gpu`.
+
+use crate::model::{
+    DeviceUse, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Snapshot, Via, Visibility,
+};
+use crate::nvml::{self, NvmlReport};
+use crate::proc::nodes::{NodeKind, NodeSet};
+use crate::proc::scan::{self, Details, ScanError};
+use crate::proc::{looks_renamed, owner, parse};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+/// Where to look.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The proc root (default `/proc`).
+    pub proc_root: PathBuf,
+    /// The device directory (default `/dev`).
+    pub dev_dir: PathBuf,
+    /// The NVML library; None for the system's.
+    pub nvml_lib: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            proc_root: PathBuf::from("/proc"),
+            dev_dir: PathBuf::from("/dev"),
+            nvml_lib: None,
+        }
+    }
+}
+
+/// Why no snapshot could be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// Neither an NVML library nor any GPU device node: nothing to report.
+    #[error("no GPU here: {nvml}, and no GPU device nodes in {dev_dir}")]
+    NoGpu {
+        /// Why NVML is unavailable.
+        nvml: String,
+        /// The device directory that had no nodes.
+        dev_dir: String,
+    },
+    /// The device directory could not be listed.
+    #[error("--dev-dir: {0}")]
+    DevDir(std::io::Error),
+    /// /proc could not be read.
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+}
+
+/// Takes a snapshot of every GPU and every holder.
+pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
+    let nodes = NodeSet::discover(&cfg.dev_dir).map_err(SnapshotError::DevDir)?;
+    let report = nvml::collect(cfg.nvml_lib.as_deref());
+    if !report.status.available && nodes.is_empty() {
+        return Err(SnapshotError::NoGpu {
+            nvml: report.status.error.clone().unwrap_or_default(),
+            dev_dir: cfg.dev_dir.display().to_string(),
+        });
+    }
+    let scanned = scan::scan(&cfg.proc_root, &nodes)?;
+    let proc_fd = scan::open_proc(&cfg.proc_root)?;
+    Ok(assemble(cfg, &proc_fd, &nodes, report, scanned))
+}
+
+fn gpus_without_nvml(nodes: &NodeSet) -> Vec<Gpu> {
+    nodes
+        .nodes
+        .iter()
+        .filter_map(|n| match n.kind {
+            NodeKind::NvidiaGpu(minor) => Some(Gpu {
+                index: minor,
+                name: "unknown (NVML unavailable)".into(),
+                minor_number: Some(minor),
+                ..Gpu::default()
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn assemble(
+    cfg: &Config,
+    proc_fd: &OwnedFd,
+    nodes: &NodeSet,
+    report: NvmlReport,
+    scanned: scan::ScanResult,
+) -> Snapshot {
+    let mut gpus = if report.status.available {
+        report.gpus
+    } else {
+        gpus_without_nvml(nodes)
+    };
+    let index_of_minor: HashMap<u32, u32> = gpus
+        .iter()
+        .filter_map(|g| g.minor_number.map(|m| (m, g.index)))
+        .collect();
+
+    // PID -> (GPU -> bytes) from NVML, summed over the lists.
+    let mut nvml_mem: BTreeMap<u32, BTreeMap<u32, Option<u64>>> = BTreeMap::new();
+    for g in &gpus {
+        for p in &g.nvml_processes {
+            let slot = nvml_mem
+                .entry(p.pid)
+                .or_default()
+                .entry(g.index)
+                .or_insert(Some(0));
+            *slot = match (*slot, p.used_bytes) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+        }
+    }
+    let holder_uses: HashMap<u32, &Vec<scan::NodeUse>> =
+        scanned.holders.iter().map(|h| (h.pid, &h.uses)).collect();
+    let pids: BTreeSet<u32> = holder_uses.keys().chain(nvml_mem.keys()).copied().collect();
+
+    let mut users = UserNames::default();
+    let mut processes = Vec::new();
+    let mut not_visible = Vec::new();
+    let me = std::process::id();
+    for pid in pids {
+        let details = if pid == me {
+            None
+        } else {
+            scan::read_details(proc_fd, pid)
+        };
+        let Some(d) = details else {
+            if nvml_mem.contains_key(&pid) {
+                not_visible.push(pid);
+            }
+            continue;
+        };
+        let devices = holder_uses
+            .get(&pid)
+            .map(|uses| device_uses(uses, nodes, &index_of_minor))
+            .unwrap_or_default();
+        let gpu_memory = nvml_mem
+            .get(&pid)
+            .map(|m| {
+                m.iter()
+                    .map(|(&gpu, &used_bytes)| GpuMemory { gpu, used_bytes })
+                    .collect()
+            })
+            .unwrap_or_default();
+        processes.push(process_from(pid, d, devices, gpu_memory, &mut users));
+    }
+    mark_orphans(proc_fd, &mut processes);
+
+    for g in &mut gpus {
+        let accounted: u64 = g
+            .nvml_processes
+            .iter()
+            .filter(|p| processes.iter().any(|q| q.pid == p.pid))
+            .filter_map(|p| p.used_bytes)
+            .sum();
+        g.memory.accounted_bytes = accounted;
+        g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
+    }
+
+    let mountinfo = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let root_path = cfg.proc_root.to_string_lossy();
+    let visibility = Visibility {
+        processes_scanned: scanned.scanned,
+        processes_unreadable: scanned.unreadable.len() as u32,
+        unreadable_pids: scanned.unreadable.iter().take(64).copied().collect(),
+        nvml_pids_not_visible: not_visible,
+        hidepid: parse::mountinfo_hidepid(&mountinfo, root_path.as_bytes()),
+        root: rustix::process::geteuid().is_root(),
+    };
+    let mut snapshot = Snapshot {
+        gpus,
+        processes,
+        findings: Vec::new(),
+        visibility,
+        nvml: report.status,
+        unavailable: report.unavailable,
+        dev_dir: cfg.dev_dir.display().to_string(),
+    };
+    snapshot.findings = crate::diagnose::diagnose(&snapshot);
+    snapshot
+}
+
+fn device_uses(
+    uses: &[scan::NodeUse],
+    nodes: &NodeSet,
+    index_of_minor: &HashMap<u32, u32>,
+) -> Vec<DeviceUse> {
+    uses.iter()
+        .map(|u| {
+            let node = &nodes.nodes[u.node];
+            let gpu = match node.kind {
+                NodeKind::NvidiaGpu(minor) => Some(*index_of_minor.get(&minor).unwrap_or(&minor)),
+                _ => None,
+            };
+            let mut via = Vec::new();
+            if u.fd {
+                via.push(Via::Fd);
+            }
+            if u.mmap {
+                via.push(Via::Mmap);
+            }
+            DeviceUse {
+                path: node.path.display().to_string(),
+                gpu,
+                via,
+            }
+        })
+        .collect()
+}
+
+/// User names by UID, looked up once each.
+#[derive(Default)]
+struct UserNames(HashMap<u32, String>);
+
+impl UserNames {
+    fn name(&mut self, uid: u32) -> String {
+        self.0
+            .entry(uid)
+            .or_insert_with(|| {
+                uzers::get_user_by_uid(uid)
+                    .map(|u| u.name().to_string_lossy().into_owned())
+                    .unwrap_or_else(|| uid.to_string())
+            })
+            .clone()
+    }
+}
+
+fn process_from(
+    pid: u32,
+    d: Details,
+    devices: Vec<DeviceUse>,
+    gpu_memory: Vec<GpuMemory>,
+    users: &mut UserNames,
+) -> Process {
+    let (cgroup, owner) = owner::parse_cgroup(&d.cgroup);
+    let renamed = looks_renamed(&d.stat.comm, &d.cmdline, d.exe.as_deref());
+    Process {
+        pid,
+        ppid: d.stat.ppid,
+        renamed,
+        orphaned: false,
+        comm: d.stat.comm,
+        cmdline: d.cmdline,
+        exe: d.exe,
+        uid: d.status.uid,
+        user: users.name(d.status.uid),
+        state: d.stat.state.to_string(),
+        start_time_ticks: d.stat.start_time,
+        threads: d.stat.threads,
+        nspid: d.status.nspid,
+        gpu_memory,
+        devices,
+        owner,
+        cgroup,
+    }
+}
+
+/// Marks holders whose parent is init or a user manager (a subreaper) as
+/// orphaned, except the main process of a unit or container: the earliest
+/// process of its cgroup whose parent is that reaper.
+fn mark_orphans(proc_fd: &OwnedFd, processes: &mut [Process]) {
+    let parent_is_reaper = |p: &Process| {
+        p.ppid == 1
+            || (p.ppid > 1
+                && scan::read_at(proc_fd, &format!("{}/comm", p.ppid))
+                    .is_ok_and(|c| c.trim_ascii_end() == b"systemd"))
+    };
+    let candidates: Vec<usize> = (0..processes.len())
+        .filter(|&i| parent_is_reaper(&processes[i]))
+        .collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let needs_main = candidates
+        .iter()
+        .any(|&i| has_main_process(&processes[i].owner));
+    // The reaper's other children, with their cgroups and start times.
+    let siblings: Vec<(u32, String, u64)> = if needs_main {
+        reaper_children(
+            proc_fd,
+            &candidates.iter().map(|&i| processes[i].ppid).collect(),
+        )
+    } else {
+        Vec::new()
+    };
+    for i in candidates {
+        let p = &processes[i];
+        let is_main = has_main_process(&p.owner)
+            && !siblings.iter().any(|(ppid, cg, start)| {
+                *ppid == p.ppid && *cg == p.cgroup && *start < p.start_time_ticks
+            });
+        processes[i].orphaned = !is_main;
+    }
+}
+
+fn has_main_process(owner: &Owner) -> bool {
+    matches!(
+        owner.kind,
+        OwnerKind::SystemdUnit | OwnerKind::Container | OwnerKind::K8sPod | OwnerKind::SlurmJob
+    )
+}
+
+/// (ppid, cgroup path, start time) of every process whose parent is one of `reapers`.
+fn reaper_children(proc_fd: &OwnedFd, reapers: &BTreeSet<u32>) -> Vec<(u32, String, u64)> {
+    let Ok(pids) = scan::list_pids(proc_fd) else {
+        return Vec::new();
+    };
+    pids.into_iter()
+        .filter_map(|pid| {
+            let stat =
+                parse::parse_stat(&scan::read_at(proc_fd, &format!("{pid}/stat")).ok()?).ok()?;
+            if !reapers.contains(&stat.ppid) {
+                return None;
+            }
+            let cg = scan::read_at(proc_fd, &format!("{pid}/cgroup")).ok()?;
+            Some((
+                stat.ppid,
+                owner::cgroup_path(&cg).unwrap_or_default(),
+                stat.start_time,
+            ))
+        })
+        .collect()
+}
+
+/// One `--gpu` selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuSelector {
+    /// Every GPU.
+    All,
+    /// An NVML index.
+    Index(u32),
+    /// A UUID or a prefix of one (`GPU-7f3a`).
+    Uuid(String),
+    /// A PCI bus id in any common spelling (`01:00.0`, `0000:01:00.0`).
+    PciBusId(String),
+}
+
+impl std::str::FromStr for GpuSelector {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err("empty GPU selector".into());
+        }
+        if s.eq_ignore_ascii_case("all") {
+            Ok(GpuSelector::All)
+        } else if let Ok(i) = s.parse() {
+            Ok(GpuSelector::Index(i))
+        } else if s.contains(':') {
+            normalize_pci(s)
+                .map(GpuSelector::PciBusId)
+                .ok_or_else(|| format!("'{s}' is not a PCI bus id (like 0000:01:00.0)"))
+        } else if s.len() >= 4
+            && (s.starts_with("GPU-")
+                || s.starts_with("MIG-")
+                || s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
+        {
+            Ok(GpuSelector::Uuid(s.to_string()))
+        } else {
+            Err(format!(
+                "'{s}' is not a GPU index, UUID, PCI bus id or 'all'"
+            ))
+        }
+    }
+}
+
+/// `domain:bus:device.function` as numbers, from any common spelling.
+fn normalize_pci(s: &str) -> Option<String> {
+    let parts: Vec<&str> = s.split([':', '.']).collect();
+    let nums: Option<Vec<u32>> = parts
+        .iter()
+        .map(|p| u32::from_str_radix(p, 16).ok())
+        .collect();
+    let nums = nums?;
+    let (domain, bus, dev, func) = match nums.as_slice() {
+        [b, d, f] => (0, *b, *d, *f),
+        [dom, b, d, f] => (*dom, *b, *d, *f),
+        _ => return None,
+    };
+    Some(format!("{domain:08x}:{bus:02x}:{dev:02x}.{func:x}"))
+}
+
+impl GpuSelector {
+    fn matches(&self, g: &Gpu) -> bool {
+        match self {
+            GpuSelector::All => true,
+            GpuSelector::Index(i) => g.index == *i,
+            GpuSelector::Uuid(u) => {
+                let want = u.to_ascii_lowercase();
+                let have = g.uuid.to_ascii_lowercase();
+                !have.is_empty()
+                    && (have.starts_with(&want)
+                        || have.trim_start_matches("gpu-").starts_with(&want))
+            }
+            GpuSelector::PciBusId(p) => normalize_pci(&g.pci_bus_id).is_some_and(|q| q == *p),
+        }
+    }
+}
+
+/// Resolves selectors to GPU indexes; an empty list means all. A selector
+/// that names no GPU (or a UUID prefix that names several) is an error.
+pub fn resolve(gpus: &[Gpu], selectors: &[GpuSelector]) -> Result<Vec<u32>, String> {
+    if selectors.is_empty() || selectors.contains(&GpuSelector::All) {
+        return Ok(gpus.iter().map(|g| g.index).collect());
+    }
+    let mut out = BTreeSet::new();
+    for s in selectors {
+        let hits: Vec<u32> = gpus
+            .iter()
+            .filter(|g| s.matches(g))
+            .map(|g| g.index)
+            .collect();
+        match hits.as_slice() {
+            [] => {
+                let have: Vec<String> = gpus.iter().map(|g| g.index.to_string()).collect();
+                return Err(format!(
+                    "--gpu {}: no such GPU (GPUs here: {})",
+                    describe_selector(s),
+                    if have.is_empty() {
+                        "none".into()
+                    } else {
+                        have.join(", ")
+                    }
+                ));
+            }
+            [_, _, ..] if matches!(s, GpuSelector::Uuid(_)) => {
+                return Err(format!(
+                    "--gpu {}: UUID prefix matches several GPUs",
+                    describe_selector(s)
+                ));
+            }
+            _ => out.extend(hits),
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+fn describe_selector(s: &GpuSelector) -> String {
+    match s {
+        GpuSelector::All => "all".into(),
+        GpuSelector::Index(i) => i.to_string(),
+        GpuSelector::Uuid(u) | GpuSelector::PciBusId(u) => u.clone(),
+    }
+}
+
+/// Keeps only the selected GPUs and the processes that touch them (and
+/// those that hold only shared nodes, which belong to every GPU), then
+/// re-runs the diagnosis on what is left.
+pub fn select(mut snap: Snapshot, indexes: &[u32]) -> Snapshot {
+    if indexes.len() == snap.gpus.len() {
+        return snap;
+    }
+    snap.gpus.retain(|g| indexes.contains(&g.index));
+    snap.processes.retain(|p| {
+        indexes.iter().any(|&i| p.touches_gpu(i))
+            || (p.gpu_memory.is_empty() && p.devices.iter().all(|d| d.gpu.is_none()))
+    });
+    for p in &mut snap.processes {
+        p.gpu_memory.retain(|m| indexes.contains(&m.gpu));
+    }
+    snap.findings = crate::diagnose::diagnose(&snap);
+    snap
+}
+
+/// The memory of a GPU as a plain total, for presenters and tests.
+pub fn memory_of(snap: &Snapshot, index: u32) -> Option<Memory> {
+    snap.gpus
+        .iter()
+        .find(|g| g.index == index)
+        .map(|g| g.memory)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(index: u32, uuid: &str, bus: &str) -> Gpu {
+        Gpu {
+            index,
+            uuid: uuid.into(),
+            pci_bus_id: bus.into(),
+            ..Gpu::default()
+        }
+    }
+
+    #[test]
+    fn selectors_parse_and_resolve() {
+        let gpus = [
+            gpu(0, "GPU-7f3a0000-aaaa", "00000000:01:00.0"),
+            gpu(1, "GPU-7f3b0000-bbbb", "00000000:C1:00.0"),
+        ];
+        let r = |s: &[&str]| {
+            let sels: Vec<GpuSelector> = s.iter().map(|x| x.parse().unwrap()).collect();
+            resolve(&gpus, &sels)
+        };
+        assert_eq!(r(&[]).unwrap(), vec![0, 1]);
+        assert_eq!(r(&["all"]).unwrap(), vec![0, 1]);
+        assert_eq!(r(&["1"]).unwrap(), vec![1]);
+        assert_eq!(r(&["GPU-7f3b"]).unwrap(), vec![1]);
+        assert_eq!(r(&["7f3a"]).unwrap(), vec![0]);
+        assert_eq!(r(&["c1:00.0"]).unwrap(), vec![1]);
+        assert_eq!(r(&["0000:01:00.0", "1"]).unwrap(), vec![0, 1]);
+        assert!(r(&["GPU-7f3"]).unwrap_err().contains("several"));
+        assert!(r(&["5"]).unwrap_err().contains("--gpu 5: no such GPU"));
+        assert!("".parse::<GpuSelector>().is_err());
+        assert!("zz:1".parse::<GpuSelector>().is_err());
+        assert!("lots".parse::<GpuSelector>().is_err());
+    }
+}
