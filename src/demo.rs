@@ -161,13 +161,14 @@ pub struct Incident {
 }
 
 impl Incident {
-    /// Starts the incident: files, processes, simulator state.
-    pub fn start() -> anyhow::Result<Incident> {
+    /// Starts the incident: files, processes (run from the gpufree binary
+    /// `exe`), simulator state.
+    pub fn start(exe: &Path) -> anyhow::Result<Incident> {
         let dir = WorkDir::new().context("demo: cannot create a temporary directory")?;
         let dev = dir.0.join("dev");
         make_dev_dir(&dev).with_context(|| format!("demo: cannot create {}", dev.display()))?;
-        let exe =
-            python_alias(&dir.0).context("demo: cannot link the gpufree binary as python3.12")?;
+        let exe = python_alias(&dir.0, exe)
+            .context("demo: cannot link the gpufree binary as python3.12")?;
         let spawned = holder::spawn(&exe, &incident_tree(&dev))
             .context("demo: cannot start the incident's processes")?;
         let state = dir.0.join("state.json");
@@ -218,13 +219,12 @@ impl Drop for Incident {
 /// The gpufree binary under the name `python3.12` (a hard link, else a
 /// copy), so the demo's processes show the exe a Python program has: their
 /// comm and argv[0] then agree with it until they rename themselves.
-pub fn python_alias(dir: &Path) -> std::io::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
+pub fn python_alias(dir: &Path, exe: &Path) -> std::io::Result<PathBuf> {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin)?;
     let alias = bin.join("python3.12");
-    if std::fs::hard_link(&exe, &alias).is_err() {
-        std::fs::copy(&exe, &alias)?;
+    if std::fs::hard_link(exe, &alias).is_err() {
+        std::fs::copy(exe, &alias)?;
     }
     Ok(alias)
 }
@@ -248,7 +248,8 @@ pub fn pkill_f_hits<'a>(snap: &'a Snapshot, re: &Regex) -> Vec<&'a crate::model:
 
 /// Runs the demo; returns the exit code.
 pub fn run(opts: &Options) -> anyhow::Result<i32> {
-    let incident = Incident::start()?;
+    let exe = std::env::current_exe().context("demo: cannot find the gpufree binary")?;
+    let incident = Incident::start(&exe)?;
     let launcher_pid = incident.spawned.child.id();
     // Ctrl-C: kill what we started (our child; the rest follow) and leave.
     let workdir = incident.dir().to_path_buf();

@@ -50,6 +50,10 @@ pub struct HoldSpec {
     /// Exit this long after reporting ready.
     #[serde(default)]
     pub exit_after_ms: Option<u64>,
+    /// After reporting ready, end the main thread (the thread-group leader)
+    /// and keep running in another thread: a zombie leader with live threads.
+    #[serde(default)]
+    pub leader_exits: bool,
 }
 
 /// A child holder: its argv and what it does.
@@ -88,6 +92,17 @@ impl Spawned {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// The top holder's PID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -204,6 +219,12 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     }
     out.flush()?;
     drop(out);
+    if spec.leader_exits {
+        std::thread::spawn(|| loop {
+            std::thread::park();
+        });
+        end_main_thread();
+    }
     match spec.exit_after_ms {
         Some(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
         None => loop {
@@ -212,6 +233,18 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     }
     drop(kept);
     std::process::exit(0);
+}
+
+#[allow(unsafe_code)]
+fn end_main_thread() -> ! {
+    // SAFETY: the raw exit syscall (not exit_group) ends only the calling
+    // thread, without unwinding (pthread_exit's forced unwind would abort
+    // in Rust's main); the process lives on in the parked thread, and
+    // nothing of this thread's stack is used again.
+    unsafe {
+        libc::syscall(libc::SYS_exit, 0);
+    }
+    unreachable!("SYS_exit returned")
 }
 
 #[allow(unsafe_code)]

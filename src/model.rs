@@ -260,7 +260,7 @@ pub struct Visibility {
     pub processes_scanned: u32,
     /// Processes whose fd table or maps could not be read (EACCES).
     pub processes_unreadable: u32,
-    /// The unreadable PIDs (at most 64 listed).
+    /// The unreadable PIDs.
     pub unreadable_pids: Vec<u32>,
     /// PIDs NVML lists with memory that this /proc does not have.
     pub nvml_pids_not_visible: Vec<u32>,

@@ -168,7 +168,7 @@ fn assemble(
     let visibility = Visibility {
         processes_scanned: scanned.scanned,
         processes_unreadable: scanned.unreadable.len() as u32,
-        unreadable_pids: scanned.unreadable.iter().take(64).copied().collect(),
+        unreadable_pids: scanned.unreadable.clone(),
         nvml_pids_not_visible: not_visible,
         hidepid: parse::mountinfo_hidepid(&mountinfo, root_path.as_bytes()),
         root: rustix::process::geteuid().is_root(),

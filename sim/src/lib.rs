@@ -39,7 +39,7 @@ mod ret {
     pub const UNKNOWN: u32 = 999;
 }
 
-/// The opaque `nvmlDevice_t`: a pointer into [`HANDLES`].
+/// The opaque `nvmlDevice_t`: a pointer into a static array, one slot a device.
 pub type NvmlDevice = *const u8;
 
 const MAX_DEVICES: usize = 64;
@@ -607,7 +607,7 @@ unsafe fn running(
 
 macro_rules! process_lists {
     ($($name:ident => $kind:ident, $stride:expr;)*) => {$(
-        /// A running-processes list of nvml.h (see [`running`]).
+        /// A running-processes list of nvml.h (count protocol, 24- or 16-byte records).
         #[no_mangle]
         pub unsafe extern "C" fn $name(dev: NvmlDevice, count: *mut c_uint, infos: *mut u8) -> u32 {
             // SAFETY: nvml.h's count/array contract, checked in `running`.

@@ -1,0 +1,58 @@
+//! `gpufree demo`: the incident end to end, computed pkill matches, and
+//! nothing left behind.
+
+use crate::harness::*;
+use gpufree::demo::WORKER_MIB;
+
+#[test]
+fn demo_json_is_the_incident() {
+    let r = gpufree(&["demo", "--json"], &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    let procs = doc["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 10, "8 workers, launcher, tracker");
+    let workers: Vec<&serde_json::Value> = procs
+        .iter()
+        .filter(|p| p["comm"] == "VLLM::Worker_TP")
+        .collect();
+    assert_eq!(workers.len(), 8);
+    for w in &workers {
+        assert_eq!(w["renamed"], true);
+        assert_eq!(w["gpu_memory"][0]["used_bytes"], WORKER_MIB << 20);
+    }
+    for p in procs {
+        assert!(
+            !alive(p["pid"].as_u64().unwrap() as u32),
+            "demo left {p} running"
+        );
+    }
+}
+
+#[test]
+fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
+    let r = gpufree(&["demo"], &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = &r.stdout;
+    assert!(
+        out.contains("would signal 0 of the 10 GPU holders"),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("  misses ").count(),
+        9,
+        "8 workers and the launcher: {out}"
+    );
+    assert!(out.contains("multiprocessing.resource_tracker"));
+    assert!(out.contains("$ gpufree status"));
+    assert!(out.contains("8 live processes hold 754.8 GiB on GPUs 0-7"));
+    // Every PID the demo printed is gone.
+    let pids: Vec<u32> = out
+        .lines()
+        .filter(|l| l.starts_with("  misses "))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    assert_eq!(pids.len(), 9);
+    for p in pids {
+        assert!(!alive(p), "demo left {p} running");
+    }
+}

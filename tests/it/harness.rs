@@ -1,0 +1,189 @@
+//! The integration harness: a temporary device directory with plain-file
+//! GPU nodes, a simulator state beside it, real holder processes started
+//! from the gpufree binary (renamed, holding and mapping the nodes), and a
+//! command for the built binary. Tests never open the machine's real GPU
+//! nodes and signal only the processes they started.
+
+use gpufree::holder::{self, ChildSpec, HoldSpec, Spawned};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The gpufree binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_gpufree"))
+}
+
+/// A temporary device directory (`dev/`) with nodes for `gpus` GPUs, plus
+/// room for a simulator state.
+pub struct TestDir {
+    pub tmp: tempfile::TempDir,
+    pub dev: PathBuf,
+}
+
+impl TestDir {
+    pub fn new(gpus: u32) -> TestDir {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dev = tmp.path().join("dev");
+        std::fs::create_dir(&dev).unwrap();
+        let mut names: Vec<String> = (0..gpus).map(|i| format!("nvidia{i}")).collect();
+        names.extend(["nvidiactl".into(), "nvidia-uvm".into()]);
+        for n in names {
+            std::fs::write(dev.join(n), vec![0u8; 4096]).unwrap();
+        }
+        TestDir { tmp, dev }
+    }
+
+    pub fn node(&self, name: &str) -> PathBuf {
+        self.dev.join(name)
+    }
+
+    /// Writes a simulator state; returns its path.
+    pub fn state(&self, state: &Value) -> PathBuf {
+        let p = self.tmp.path().join("state.json");
+        std::fs::write(&p, serde_json::to_vec_pretty(state).unwrap()).unwrap();
+        p
+    }
+}
+
+/// One simulated GPU with the given processes `(pid, MiB, visible)`.
+pub fn sim_gpu(index: u32, procs: &[(u32, u64, &str)], delay_ms: u64) -> Value {
+    let processes: Vec<Value> = procs
+        .iter()
+        .map(|(pid, mib, vis)| json!({"pid": pid, "used_bytes": mib << 20, "type": "compute", "visible": vis}))
+        .collect();
+    json!({
+        "name": "NVIDIA H200",
+        "uuid": format!("GPU-aa{index:02}bb00-1111-2222-3333-444455556666"),
+        "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + index),
+        "minor_number": index,
+        "memory_total_bytes": 150_754_820_096u64,
+        "memory_baseline_bytes": 0,
+        "release_delay_ms": delay_ms,
+        "processes": processes,
+    })
+}
+
+pub fn sim_state(gpus: Vec<Value>) -> Value {
+    json!({"driver_version": "580.95.05", "cuda_driver_version": 13000, "devices": gpus})
+}
+
+/// Starts a holder tree from the gpufree binary with `argv`.
+pub fn hold(argv: &[&str], spec: HoldSpec) -> Spawned {
+    let child = ChildSpec {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        spec,
+    };
+    holder::spawn(&bin(), &child).expect("holder starts")
+}
+
+/// What a run of gpufree printed.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON document ({e}):\n{}\nstderr: {}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// Runs the gpufree binary with `args` and extra environment.
+pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_cmd(Command::new(bin()).args(args).envs(env.iter().copied()))
+}
+
+pub fn run_cmd(cmd: &mut Command) -> Run {
+    let out = cmd
+        .env_remove("NO_COLOR")
+        .env_remove("GPUFREE_DEV_DIR")
+        .env_remove("GPUFREE_NVML_LIB")
+        .stdin(Stdio::null())
+        .output()
+        .expect("gpufree runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The simulated libnvidia-ml.so.1, as `gpufree sim lib` gives it.
+pub fn sim_lib() -> PathBuf {
+    let r = gpufree(&["sim", "lib"], &[]);
+    assert_eq!(r.code, 0, "sim lib: {}", r.stderr);
+    PathBuf::from(r.stdout.trim()).join("libnvidia-ml.so.1")
+}
+
+/// `gpufree status --json` on `dir` against the simulator state `state`.
+pub fn status_json(dir: &TestDir, state: &Path, extra: &[&str]) -> Value {
+    let lib = sim_lib();
+    let mut args = vec![
+        "status",
+        "--json",
+        "--dev-dir",
+        dir.dev.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let r = gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
+    assert_eq!(r.code, 0, "status failed: {}", r.stderr);
+    r.json()
+}
+
+/// `gpufree status --json` on `dir` with no NVML library at all.
+pub fn status_json_no_nvml(dir: &TestDir) -> Value {
+    let r = gpufree(
+        &[
+            "status",
+            "--json",
+            "--dev-dir",
+            dir.dev.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 0, "status failed: {}", r.stderr);
+    r.json()
+}
+
+/// The process with `pid` in a status document.
+pub fn process(doc: &Value, pid: u32) -> Option<&Value> {
+    doc["processes"]
+        .as_array()?
+        .iter()
+        .find(|p| p["pid"] == pid)
+}
+
+/// `via` of the device whose path ends with `/name`, as strings.
+pub fn via(proc_: &Value, name: &str) -> Vec<String> {
+    proc_["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"].as_str().unwrap().ends_with(&format!("/{name}")))
+        .map(|d| {
+            d["via"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a PID exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    gpufree::proc::scan::alive(pid)
+}

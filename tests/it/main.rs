@@ -1,0 +1,11 @@
+//! gpufree's one integration-test binary (STYLE.md 13): real processes,
+//! temporary device directories and the simulated NVML library.
+
+#![allow(clippy::unwrap_used)] // Tests fail loudly by design.
+
+mod demo;
+mod harness;
+mod real_gpu;
+mod scan;
+mod sim;
+mod status;

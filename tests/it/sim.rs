@@ -1,0 +1,178 @@
+//! The simulated libnvidia-ml.so.1: `sim lib`, `sim exec`, liveness and
+//! release delay, and unmodified NVML clients (pynvml, gpustat, nvitop).
+
+use crate::harness::*;
+use gpufree::demo::{Incident, WORKER_MIB};
+use gpufree::holder::HoldSpec;
+use std::time::{Duration, Instant};
+
+#[test]
+fn sim_lib_is_a_directory_holding_libnvidia_ml() {
+    let lib = sim_lib();
+    assert!(lib.exists(), "{}", lib.display());
+    assert!(std::fs::canonicalize(&lib)
+        .unwrap()
+        .ends_with("libgpufree_nvml_sim.so"));
+}
+
+#[test]
+fn sim_exec_of_a_missing_program_exits_127_naming_it() {
+    let d = TestDir::new(1);
+    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let r = gpufree(
+        &[
+            "sim",
+            "exec",
+            "--state",
+            state.to_str().unwrap(),
+            "--",
+            "/nonexistent/tool",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 127);
+    assert!(r.stderr.contains("/nonexistent/tool"), "{}", r.stderr);
+}
+
+#[test]
+fn memory_of_an_exited_process_is_released_after_the_delay() {
+    let d = TestDir::new(1);
+    let mut h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 2048, "while-alive")],
+        1500,
+    )]));
+    let used = || {
+        status_json(&d, &state, &[])["gpus"][0]["memory"]["used_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(used(), 2048 << 20, "held while alive");
+    h.kill();
+    let gone = Instant::now();
+    assert_eq!(
+        used(),
+        2048 << 20,
+        "still held just after the exit (release delay)"
+    );
+    let deadline = gone + Duration::from_secs(10);
+    while used() != 0 {
+        assert!(Instant::now() < deadline, "never released");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        gone.elapsed() >= Duration::from_millis(1400),
+        "released only after the delay: {:?}",
+        gone.elapsed()
+    );
+}
+
+#[test]
+fn zombie_holder_memory_is_released_by_the_simulator() {
+    let d = TestDir::new(1);
+    let z = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            exit_after_ms: Some(0),
+            ..HoldSpec::default()
+        },
+    );
+    // Never reaped by us until `z` drops: a zombie.
+    std::thread::sleep(Duration::from_millis(200));
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(z.pid(), 512, "while-alive")],
+        0,
+    )]));
+    let doc = status_json(&d, &state, &[]);
+    assert_eq!(
+        doc["gpus"][0]["memory"]["used_bytes"], 0,
+        "a zombie is not alive: {doc}"
+    );
+}
+
+fn python_has(modules: &str) -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Unmodified NVML clients see the same GPUs, memory and processes as gpufree.
+/// Required in CI (which installs them); elsewhere skipped when missing.
+#[test]
+fn pynvml_gpustat_and_nvitop_see_what_gpufree_sees() {
+    if !python_has("pynvml, gpustat, nvitop") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install nvidia-ml-py, gpustat and nvitop"
+        );
+        eprintln!("skipped: pip install nvidia-ml-py gpustat nvitop");
+        return;
+    }
+    let inc = Incident::start(&bin()).unwrap();
+    let st = inc.state.to_str().unwrap();
+    let exec = |cmd: &[&str]| {
+        let mut args = vec!["sim", "exec", "--state", st, "--"];
+        args.extend(cmd);
+        let r = gpufree(&args, &[]);
+        assert_eq!(r.code, 0, "{cmd:?}: {}", r.stderr);
+        r.stdout
+    };
+    let b = bin();
+    let ours: serde_json::Value = serde_json::from_str(&exec(&[
+        b.to_str().unwrap(),
+        "status",
+        "--json",
+        "--dev-dir",
+        inc.dev.to_str().unwrap(),
+    ]))
+    .unwrap();
+
+    let py = exec(&["python3", "-c", "import pynvml as n, json\nn.nvmlInit()\nout=[]\nfor i in range(n.nvmlDeviceGetCount()):\n  h=n.nvmlDeviceGetHandleByIndex(i)\n  m=n.nvmlDeviceGetMemoryInfo(h)\n  out.append({'uuid':n.nvmlDeviceGetUUID(h),'used':m.used,'total':m.total,'bus':n.nvmlDeviceGetPciInfo(h).busId,'pids':[p.pid for p in n.nvmlDeviceGetComputeRunningProcesses(h)]})\nn.nvmlShutdown()\nprint(json.dumps(out))"]);
+    let py: Vec<serde_json::Value> = serde_json::from_str(&py).unwrap();
+    assert_eq!(py.len(), 8);
+    for (i, g) in py.iter().enumerate() {
+        let o = &ours["gpus"][i];
+        assert_eq!(g["uuid"], o["uuid"]);
+        assert_eq!(g["bus"], o["pci_bus_id"]);
+        assert_eq!(g["used"], o["memory"]["used_bytes"]);
+        assert_eq!(g["total"], o["memory"]["total_bytes"]);
+        assert_eq!(
+            g["pids"],
+            serde_json::json!([inc.pid(&format!("worker{i}")).unwrap()])
+        );
+    }
+
+    let gs: serde_json::Value = serde_json::from_str(&exec(&["gpustat", "--json"])).unwrap();
+    let gpus = gs["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 8);
+    for (i, g) in gpus.iter().enumerate() {
+        assert_eq!(g["uuid"], ours["gpus"][i]["uuid"]);
+        assert_eq!(g["memory.used"], WORKER_MIB);
+        assert_eq!(g["memory.total"], 97_887);
+        assert_eq!(
+            g["processes"][0]["pid"],
+            inc.pid(&format!("worker{i}")).unwrap()
+        );
+        assert_eq!(g["processes"][0]["command"], format!("VLLM::Worker_TP{i}"));
+    }
+
+    let nv = exec(&["nvitop", "-1"]);
+    assert_eq!(nv.matches("94.35GiB / 95.59GiB").count(), 8, "{nv}");
+    for i in 0..8 {
+        assert!(
+            nv.contains(&inc.pid(&format!("worker{i}")).unwrap().to_string()),
+            "{nv}"
+        );
+    }
+}

@@ -1,0 +1,301 @@
+//! `gpufree status` on the simulator: the seed incident end to end, GPU
+//! selection, accounting, bad input and environment errors.
+
+use crate::harness::*;
+use gpufree::demo::{incident_state, Incident, WORKER_MIB};
+use gpufree::holder::HoldSpec;
+use serde_json::Value;
+
+fn incident() -> Incident {
+    Incident::start(&bin()).expect("incident starts")
+}
+
+/// `gpufree sim exec --state S -- gpufree status --json --dev-dir D ARGS`.
+fn incident_status(inc: &Incident, extra: &[&str]) -> Run {
+    let mut args = vec!["sim", "exec", "--state", inc.state.to_str().unwrap(), "--"];
+    let b = bin();
+    args.push(b.to_str().unwrap());
+    args.extend(["status", "--json", "--dev-dir", inc.dev.to_str().unwrap()]);
+    args.extend(extra);
+    gpufree(&args, &[])
+}
+
+#[test]
+fn seed_incident_eight_renamed_workers_hold_96610_mib_each_and_launcher_and_tracker_hold_nodes() {
+    let inc = incident();
+    let r = incident_status(&inc, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    let gpus = doc["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 8);
+    for (i, g) in gpus.iter().enumerate() {
+        let m = &g["memory"];
+        assert_eq!(g["index"], i);
+        assert_eq!(m["used_bytes"], WORKER_MIB << 20, "GPU {i}");
+        assert_eq!(
+            m["accounted_bytes"], m["used_bytes"],
+            "GPU {i}: accounted = used"
+        );
+        assert_eq!(m["unaccounted_bytes"], 0);
+        assert_eq!(m["total_bytes"], 102_642_810_880u64);
+    }
+    for i in 0..8 {
+        let pid = inc.pid(&format!("worker{i}")).unwrap();
+        let p = process(&doc, pid).unwrap_or_else(|| panic!("worker {i} ({pid}) missing"));
+        assert_eq!(p["renamed"], true);
+        assert_eq!(p["comm"], "VLLM::Worker_TP");
+        assert_eq!(
+            p["cmdline"],
+            serde_json::json!([format!("VLLM::Worker_TP{i}")])
+        );
+        assert_eq!(
+            p["gpu_memory"],
+            serde_json::json!([{"gpu": i, "used_bytes": WORKER_MIB << 20}])
+        );
+        assert_eq!(via(p, &format!("nvidia{i}")), ["fd", "mmap"]);
+        assert_eq!(via(p, "nvidia-uvm"), ["fd", "mmap"]);
+        assert_eq!(p["ppid"], inc.pid("launcher").unwrap());
+    }
+    let launcher = process(&doc, inc.pid("launcher").unwrap()).expect("launcher is a holder");
+    assert_eq!(launcher["gpu_memory"], serde_json::json!([]));
+    assert_eq!(via(launcher, "nvidia-uvm"), ["fd"]);
+    assert_eq!(via(launcher, "nvidia0"), ["fd"]);
+    assert_eq!(launcher["renamed"], true);
+    let tracker = process(&doc, inc.pid("tracker").unwrap()).expect("tracker is a holder");
+    assert_eq!(via(tracker, "nvidia-uvm"), ["fd"]);
+    assert_eq!(via(tracker, "nvidia0"), ["fd", "mmap"]);
+    assert_eq!(
+        tracker["renamed"], false,
+        "the tracker kept its python command line"
+    );
+    assert_eq!(doc["processes"].as_array().unwrap().len(), 10);
+    let f = &doc["findings"][0];
+    assert_eq!(f["kind"], "live-holders");
+    assert_eq!(f["pids"].as_array().unwrap().len(), 8);
+    assert!(doc["visibility"]["nvml_pids_not_visible"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn seed_incident_table_reads_like_the_answer() {
+    let inc = incident();
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "status",
+            "--dev-dir",
+            inc.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stdout.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+    assert!(r.stdout.contains("96,610 MiB / 97,887 MiB"), "{}", r.stdout);
+    assert!(r.stdout.contains("cmdline: VLLM::Worker_TP3"));
+    assert!(r
+        .stdout
+        .contains("8 live processes hold 754.8 GiB on GPUs 0-7"));
+    assert!(r.stdout.contains(&format!(
+        "next: gpufree kill --pid {}",
+        inc.pid("worker0").unwrap()
+    )));
+}
+
+#[test]
+fn gpu_selection_by_index_uuid_prefix_and_pci_bus_id() {
+    let inc = incident();
+    let w3 = inc.pid("worker3").unwrap();
+    for sel in ["3", "GPU-7f3a0003", "61:00.0", "00000000:61:00.0"] {
+        let doc = incident_status(&inc, &["--gpu", sel]).json();
+        let gpus: Vec<&Value> = doc["gpus"].as_array().unwrap().iter().collect();
+        assert_eq!(gpus.len(), 1, "--gpu {sel}");
+        assert_eq!(gpus[0]["index"], 3);
+        let pids: Vec<u64> = doc["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["pid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            pids,
+            vec![w3 as u64],
+            "--gpu {sel}: only worker 3 touches GPU 3"
+        );
+    }
+    let doc = incident_status(&inc, &["--gpu", "0", "--gpu", "1"]).json();
+    assert_eq!(doc["gpus"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        doc["processes"].as_array().unwrap().len(),
+        4,
+        "workers 0, 1, launcher and tracker"
+    );
+}
+
+#[test]
+fn unknown_gpu_is_a_usage_error_in_one_line() {
+    let inc = incident();
+    let r = incident_status(&inc, &["--gpu", "9"]);
+    assert_eq!(r.code, 2);
+    assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("--gpu 9: no such GPU"), "{}", r.stderr);
+    assert!(r.stdout.is_empty());
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    let r = gpufree(&["status", "--gpu", "nonsense"], &[]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("nonsense"));
+    let r = gpufree(&["status", "--dev-dir", "/nonexistent/gpufree-dev"], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--dev-dir") && r.stderr.contains("/nonexistent/gpufree-dev"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(gpufree(&["frobnicate"], &[]).code, 2);
+}
+
+#[test]
+fn no_library_and_no_device_nodes_exits_3_in_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let r = gpufree(
+        &[
+            "status",
+            "--dev-dir",
+            d.path().to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 3);
+    assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no GPU here") && r.stderr.contains("/nonexistent/libnvidia-ml.so.1"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn no_library_still_reports_device_node_holders() {
+    let d = TestDir::new(2);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![d.node("nvidia1")],
+            ..HoldSpec::default()
+        },
+    );
+    let r = gpufree(
+        &[
+            "status",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("NVML unavailable"), "{}", r.stdout);
+    assert!(r.stdout.contains(&h.pid().to_string()));
+    let doc = status_json_no_nvml(&d);
+    assert_eq!(doc["nvml"]["available"], false);
+    assert_eq!(
+        doc["gpus"].as_array().unwrap().len(),
+        2,
+        "GPUs known from their nodes"
+    );
+    assert_eq!(process(&doc, h.pid()).unwrap()["devices"][0]["gpu"], 1);
+    assert!(doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["kind"] == "partial-view"));
+}
+
+#[test]
+fn pid_from_another_namespace_is_not_visible_and_its_memory_unaccounted() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    // PID 4194304 is above any pid_max: it cannot exist in this namespace.
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 1000, "while-alive"), (4_194_304, 5000, "always")],
+        0,
+    )]));
+    let doc = status_json(&d, &state, &[]);
+    let m = &doc["gpus"][0]["memory"];
+    assert_eq!(m["used_bytes"], 6000u64 << 20);
+    assert_eq!(m["accounted_bytes"], 1000u64 << 20);
+    assert_eq!(m["unaccounted_bytes"], 5000u64 << 20);
+    assert_eq!(
+        doc["visibility"]["nvml_pids_not_visible"],
+        serde_json::json!([4_194_304])
+    );
+    assert!(doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["kind"] == "outside-namespace"));
+}
+
+#[test]
+fn corrupt_state_file_is_named_in_one_line() {
+    let d = TestDir::new(1);
+    let state = d.tmp.path().join("state.json");
+    std::fs::write(&state, b"{\"devices\": [ {").unwrap();
+    let r = gpufree(
+        &[
+            "sim",
+            "exec",
+            "--state",
+            state.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains(state.to_str().unwrap()), "{}", r.stderr);
+    assert_eq!(r.stderr.trim().lines().count(), 1);
+    // Loaded anyway, the simulated library names the file and status
+    // still reports the device nodes.
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "status",
+            "--json",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0);
+    assert!(r.stderr.contains(state.to_str().unwrap()), "{}", r.stderr);
+    assert_eq!(r.json()["nvml"]["available"], false);
+}
+
+#[test]
+fn state_json_of_the_demo_is_a_valid_simulator_state() {
+    let s = incident_state(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    let p: gpufree_nvml_sim::state::State = serde_json::from_value(s).unwrap();
+    assert_eq!(p.devices.len(), 8);
+}
