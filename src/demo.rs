@@ -218,7 +218,7 @@ impl Drop for Incident {
 
 /// The gpufree binary under the name `python3.12` (a hard link, else a
 /// copy), so the demo's processes show the exe a Python program has: their
-/// comm and argv[0] then agree with it until they rename themselves.
+/// comm and `argv[0]` then agree with it until they rename themselves.
 pub fn python_alias(dir: &Path, exe: &Path) -> std::io::Result<PathBuf> {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin)?;

@@ -60,7 +60,7 @@ pub struct HoldSpec {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChildSpec {
-    /// argv, argv[0] included (e.g. `["python3", "-m", "vllm..."]`).
+    /// argv, `argv[0]` included (e.g. `["python3", "-m", "vllm..."]`).
     pub argv: Vec<String>,
     /// What it does.
     pub spec: HoldSpec,

@@ -231,7 +231,7 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length
     with_state(|s| unsafe { write_cstr(version, length, &s.driver_version) })
 }
 
-/// `nvmlSystemGetNVMLVersion`: "<cuda major>.<driver version>".
+/// `nvmlSystemGetNVMLVersion`: CUDA major version, a dot, the driver version.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) -> u32 {
     with_state(|s| {

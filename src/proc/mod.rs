@@ -18,7 +18,7 @@ fn base(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Whether `name` (a comm or an argv[0] base name) plausibly names the
+/// Whether `name` (a comm or an `argv[0]` base name) plausibly names the
 /// program `exe_base`: equal, a prefix either way (`python3` runs
 /// `python3.11`; comm is cut at 15 bytes), or a login shell's `-bash`.
 fn names_program(name: &str, exe_base: &str) -> bool {
@@ -27,7 +27,7 @@ fn names_program(name: &str, exe_base: &str) -> bool {
 }
 
 /// Whether a process has renamed itself (setproctitle, `prctl(PR_SET_NAME)`):
-/// its argv[0] no longer names its executable, or its comm names neither
+/// its `argv[0]` no longer names its executable, or its comm names neither
 /// the executable nor its first two arguments (a script run by an
 /// interpreter has comm = the script's name). Kernel threads and processes
 /// whose exe cannot be read are never called renamed: there is nothing to
