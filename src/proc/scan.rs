@@ -148,8 +148,9 @@ fn scan_maps(
         OFlags::RDONLY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    buf.clear();
-    buf.resize(MAPS_CHUNK, 0);
+    if buf.len() < MAPS_CHUNK {
+        buf.resize(MAPS_CHUNK, 0); // once per thread: never re-zeroed
+    }
     let mut filled = 0;
     loop {
         if filled == buf.len() {

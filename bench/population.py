@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Starts the benchmark's process population and holds it until stdin closes.
+
+N processes (default 700), each with about F open fds (default 90: /dev/null
+and pipes) and M extra file mappings (default 14), of which H (default 20)
+also hold GPU nodes of DEVDIR by fd and by mmap. Prints "ready" when all are
+set up. On EOF of stdin it SIGKILLs and reaps exactly the processes it
+started, nothing else.
+"""
+import mmap
+import os
+import signal
+import sys
+
+
+def child(i, args, devnodes, mapfiles, ready_w):
+    keep = []
+    for _ in range(args["fds"] // 3):
+        keep.append(os.open("/dev/null", os.O_RDONLY))
+        keep.extend(os.pipe())
+    for f in mapfiles[: args["maps"]]:
+        fd = os.open(f, os.O_RDONLY)
+        keep.append(mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ))
+        os.close(fd)
+    if i < args["holders"]:
+        for node in (devnodes[i % (len(devnodes) - 1)], devnodes[-1]):
+            fd = os.open(node, os.O_RDONLY)
+            keep.append(fd)
+            keep.append(mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ))
+    os.write(ready_w, b".")
+    while True:
+        signal.pause()
+
+
+def main():
+    dev = sys.argv[1]
+    args = {"n": 700, "fds": 90, "maps": 14, "holders": 20}
+    for a in sys.argv[2:]:
+        k, v = a.split("=")
+        args[k] = int(v)
+    os.makedirs(dev, exist_ok=True)
+    names = [f"nvidia{i}" for i in range(8)] + ["nvidiactl", "nvidia-uvm"]
+    for n in names:
+        with open(os.path.join(dev, n), "wb") as f:
+            f.write(b"\0" * 4096)
+    devnodes = [os.path.join(dev, n) for n in names[:8]] + [os.path.join(dev, "nvidia-uvm")]
+    mapdir = os.path.join(os.path.dirname(os.path.abspath(dev)), "maps")
+    os.makedirs(mapdir, exist_ok=True)
+    mapfiles = []
+    for j in range(args["maps"]):
+        p = os.path.join(mapdir, f"lib{j}.so")
+        with open(p, "wb") as f:
+            f.write(b"\0" * 4096)
+        mapfiles.append(p)
+    ready_r, ready_w = os.pipe()
+    pids = []
+    for i in range(args["n"]):
+        pid = os.fork()
+        if pid == 0:
+            os.close(ready_r)
+            try:
+                child(i, args, devnodes, mapfiles, ready_w)
+            finally:
+                os._exit(1)
+        pids.append(pid)
+    got = 0
+    while got < len(pids):
+        got += len(os.read(ready_r, 4096))
+    print("ready", flush=True)
+    sys.stdin.read()
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        os.waitpid(pid, 0)
+
+
+if __name__ == "__main__":
+    main()
