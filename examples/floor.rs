@@ -60,10 +60,7 @@ fn main() {
             Mode::empty(),
         ) {
             let mut carry = 0;
-            loop {
-                let Ok(n) = rustix::io::read(&maps, &mut buf[carry..]) else {
-                    break;
-                };
+            while let Ok(n) = rustix::io::read(&maps, &mut buf[carry..]) {
                 let end = carry + n;
                 let cut = if n == 0 {
                     end
