@@ -377,8 +377,11 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     length: c_uint,
 ) -> u32 {
-    // SAFETY: the caller's buffer contract is nvml.h's.
-    with_device(dev, |d, _, _| unsafe { write_cstr(name, length, &d.name) })
+    with_device(dev, |d, _, _| match d.injected("name") {
+        Some(e) => e,
+        // SAFETY: the caller's buffer contract is nvml.h's.
+        None => unsafe { write_cstr(name, length, &d.name) },
+    })
 }
 
 /// `nvmlDeviceGetUUID`.
@@ -388,8 +391,11 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> u32 {
-    // SAFETY: the caller's buffer contract is nvml.h's.
-    with_device(dev, |d, _, _| unsafe { write_cstr(uuid, length, &d.uuid) })
+    with_device(dev, |d, _, _| match d.injected("uuid") {
+        Some(e) => e,
+        // SAFETY: the caller's buffer contract is nvml.h's.
+        None => unsafe { write_cstr(uuid, length, &d.uuid) },
+    })
 }
 
 /// `nvmlDeviceGetIndex`.
@@ -402,8 +408,11 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(dev: NvmlDevice, index: *mut c_uint)
 /// `nvmlDeviceGetMinorNumber`: N of /dev/nvidiaN.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(dev: NvmlDevice, minor: *mut c_uint) -> u32 {
-    // SAFETY: `minor` points to an unsigned int owned by the caller.
-    with_device(dev, |d, _, _| unsafe { write(minor, d.minor_number) })
+    with_device(dev, |d, _, _| match d.injected("minor_number") {
+        Some(e) => e,
+        // SAFETY: `minor` points to an unsigned int owned by the caller.
+        None => unsafe { write(minor, d.minor_number) },
+    })
 }
 
 /// `nvmlDeviceIsMigDeviceHandle`: simulated GPUs are never MIG instances.
@@ -466,6 +475,9 @@ fn fill<const N: usize>(s: &str) -> [u8; N] {
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(dev: NvmlDevice, pci: *mut PciInfo) -> u32 {
     with_device(dev, |d, _, _| {
+        if let Some(e) = d.injected("pci_info") {
+            return e;
+        }
         let p = Pci::parse(&d.pci_bus_id);
         let info = PciInfo {
             bus_id_legacy: fill(&p.legacy()),
@@ -520,6 +532,9 @@ const MEMORY_V2_VERSION: c_uint = 0x0200_0028;
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(dev: NvmlDevice, mem: *mut Memory) -> u32 {
     with_device(dev, |d, path, _| {
+        if let Some(e) = d.injected("memory_info") {
+            return e;
+        }
         let used = view(d, path).used_bytes;
         let m = Memory {
             total: d.memory_total_bytes,
@@ -542,6 +557,9 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(dev: NvmlDevice, mem: *mut M
         return ret::ARGUMENT_VERSION_MISMATCH;
     }
     with_device(dev, |d, path, _| {
+        if let Some(e) = d.injected("memory_info") {
+            return e;
+        }
         let used = view(d, path).used_bytes;
         let m = MemoryV2 {
             version: MEMORY_V2_VERSION,
@@ -568,6 +586,14 @@ unsafe fn running(
         return ret::INVALID_ARGUMENT;
     }
     with_device(dev, |d, path, _| {
+        let call = match kind {
+            ProcessKind::Compute => "compute_processes",
+            ProcessKind::Graphics => "graphics_processes",
+            ProcessKind::Mps => "mps_processes",
+        };
+        if let Some(e) = d.injected(call) {
+            return e;
+        }
         let list: Vec<(u32, u64)> = view(d, path)
             .processes
             .into_iter()
@@ -710,5 +736,127 @@ mod tests {
         assert_eq!(std::mem::size_of::<PciInfo>(), 68);
         assert_eq!(std::mem::size_of::<Memory>(), 24);
         assert_eq!(std::mem::size_of::<MemoryV2>(), 40);
+    }
+}
+
+/// The exported ABI called as a C client would. One test function: the
+/// library's state is process-global.
+#[cfg(test)]
+mod abi {
+    use super::*;
+
+    #[test]
+    fn refcount_count_protocol_and_version_checks() {
+        let dir = std::env::temp_dir().join(format!("gpufree-sim-abi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = dir.join("s.json");
+        let me = std::process::id();
+        std::fs::write(
+            &state,
+            format!(
+                r#"{{"devices":[{{"name":"G","uuid":"GPU-1","pci_bus_id":"00000000:01:00.0","minor_number":0,
+                "memory_total_bytes":1000,"memory_baseline_bytes":10,
+                "processes":[{{"pid":{me},"used_bytes":100}},{{"pid":4194304,"used_bytes":7,"visible":"always"}},
+                             {{"pid":4194305,"used_bytes":9,"type":"graphics","visible":"always"}}]}}]}}"#
+            ),
+        )
+        .unwrap();
+        std::env::set_var("GPUFREE_SIM_STATE", &state);
+        let mut count: c_uint = 0;
+        // SAFETY: valid pointers to locals, as a C client passes them.
+        unsafe {
+            assert_eq!(nvmlDeviceGetCount_v2(&mut count), ret::UNINITIALIZED);
+            assert_eq!(nvmlInit_v2(), ret::SUCCESS);
+            assert_eq!(nvmlInitWithFlags(0), ret::SUCCESS);
+            assert_eq!(nvmlShutdown(), ret::SUCCESS);
+            assert_eq!(
+                nvmlDeviceGetCount_v2(&mut count),
+                ret::SUCCESS,
+                "still initialised once"
+            );
+            assert_eq!(count, 1);
+            let mut h: NvmlDevice = std::ptr::null();
+            assert_eq!(nvmlDeviceGetHandleByIndex_v2(0, &mut h), ret::SUCCESS);
+            assert_eq!(
+                nvmlDeviceGetHandleByIndex_v2(1, &mut h),
+                ret::INVALID_ARGUMENT
+            );
+            assert_eq!(nvmlDeviceGetHandleByIndex_v2(0, &mut h), ret::SUCCESS);
+
+            // Count protocol: ask with 0 and NULL, then too small, then enough.
+            let mut n: c_uint = 0;
+            let r = nvmlDeviceGetComputeRunningProcesses_v3(h, &mut n, std::ptr::null_mut());
+            assert_eq!((r, n), (ret::INSUFFICIENT_SIZE, 2));
+            let mut buf = [0u8; 24 * 3];
+            let mut n: c_uint = 1;
+            let r = nvmlDeviceGetComputeRunningProcesses_v3(h, &mut n, buf.as_mut_ptr());
+            assert_eq!((r, n), (ret::INSUFFICIENT_SIZE, 2));
+            let mut n: c_uint = 3;
+            let r = nvmlDeviceGetComputeRunningProcesses_v3(h, &mut n, buf.as_mut_ptr());
+            assert_eq!((r, n), (ret::SUCCESS, 2));
+            assert_eq!(u32::from_ne_bytes(buf[0..4].try_into().unwrap()), me);
+            assert_eq!(u64::from_ne_bytes(buf[8..16].try_into().unwrap()), 100);
+            assert_eq!(
+                u32::from_ne_bytes(buf[16..20].try_into().unwrap()),
+                u32::MAX,
+                "no MIG"
+            );
+            assert_eq!(
+                u32::from_ne_bytes(buf[24..28].try_into().unwrap()),
+                4_194_304
+            );
+            let mut n: c_uint = 5;
+            let mut v1 = [0u8; 16 * 5];
+            assert_eq!(
+                nvmlDeviceGetGraphicsRunningProcesses(h, &mut n, v1.as_mut_ptr()),
+                ret::SUCCESS
+            );
+            assert_eq!(n, 1);
+            assert_eq!(
+                u64::from_ne_bytes(v1[8..16].try_into().unwrap()),
+                9,
+                "v1 records are 16 bytes"
+            );
+
+            // Memory: v1, and v2 with and without the right version.
+            let mut m = Memory {
+                total: 0,
+                free: 0,
+                used: 0,
+            };
+            assert_eq!(nvmlDeviceGetMemoryInfo(h, &mut m), ret::SUCCESS);
+            assert_eq!((m.total, m.used, m.free), (1000, 126, 874));
+            let mut m2 = MemoryV2 {
+                version: 1,
+                total: 0,
+                reserved: 0,
+                free: 0,
+                used: 0,
+            };
+            assert_eq!(
+                nvmlDeviceGetMemoryInfo_v2(h, &mut m2),
+                ret::ARGUMENT_VERSION_MISMATCH
+            );
+            m2.version = MEMORY_V2_VERSION;
+            assert_eq!(nvmlDeviceGetMemoryInfo_v2(h, &mut m2), ret::SUCCESS);
+            assert_eq!(m2.used, 126);
+
+            // Strings: too short a buffer is INSUFFICIENT_SIZE.
+            let mut small = [0 as c_char; 4];
+            assert_eq!(
+                nvmlDeviceGetUUID(h, small.as_mut_ptr(), 4),
+                ret::INSUFFICIENT_SIZE
+            );
+            let mut uuid = [0 as c_char; 96];
+            assert_eq!(nvmlDeviceGetUUID(h, uuid.as_mut_ptr(), 96), ret::SUCCESS);
+            assert_eq!(CStr::from_ptr(uuid.as_ptr()).to_str().unwrap(), "GPU-1");
+            assert_eq!(nvmlDeviceGetFanSpeed(), ret::NOT_SUPPORTED);
+
+            assert_eq!(nvmlShutdown(), ret::SUCCESS);
+            assert_eq!(nvmlDeviceGetCount_v2(&mut count), ret::UNINITIALIZED);
+            assert_eq!(nvmlShutdown(), ret::UNINITIALIZED);
+            assert_eq!(nvmlDeviceGetFanSpeed(), ret::UNINITIALIZED);
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -56,6 +56,20 @@ pub struct Device {
     /// Processes with memory on this GPU.
     #[serde(default)]
     pub processes: Vec<Process>,
+    /// Calls that fail on this device, with the NVML return code they give
+    /// (an extension of SPEC.md's format): keys `name`, `uuid`, `pci_info`,
+    /// `minor_number`, `memory_info`, `compute_processes`,
+    /// `graphics_processes`, `mps_processes`; e.g. `{"memory_info": 15}`
+    /// for GPU_IS_LOST.
+    #[serde(default)]
+    pub errors: BTreeMap<String, u32>,
+}
+
+impl Device {
+    /// The return code injected for `call`, if any.
+    pub fn injected(&self, call: &str) -> Option<u32> {
+        self.errors.get(call).copied()
+    }
 }
 
 /// A process entry of a device.
@@ -251,6 +265,7 @@ mod tests {
             memory_baseline_bytes: 10,
             leaked_bytes: 5,
             release_delay_ms: delay,
+            errors: BTreeMap::new(),
             processes: vec![
                 Process {
                     pid: 7,

@@ -56,3 +56,51 @@ fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
         assert!(!alive(p), "demo left {p} running");
     }
 }
+
+#[test]
+fn ctrl_c_ends_the_demo_and_everything_it_started() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(bin())
+        .args(["demo", "--hold"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pids = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.starts_with("  misses ") {
+            pids.push(
+                line.split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .parse::<u32>()
+                    .unwrap(),
+            );
+        }
+        if line.starts_with("Press Enter") {
+            break;
+        }
+    }
+    assert_eq!(pids.len(), 9);
+    assert!(
+        pids.iter().all(|p| alive(*p)),
+        "the incident runs while held"
+    );
+    // SIGINT to the demo, which this test started.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while pids.iter().any(|p| alive(*p)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "demo processes outlived Ctrl-C"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -187,3 +187,104 @@ pub fn via(proc_: &Value, name: &str) -> Vec<String> {
 pub fn alive(pid: u32) -> bool {
     gpufree::proc::scan::alive(pid)
 }
+
+/// A fake /proc tree (for `--proc-root`): plain files with the kernel's
+/// formats, fd entries as symlinks to nodes, maps lines naming the nodes'
+/// device and inode.
+pub struct FakeProc {
+    pub root: PathBuf,
+}
+
+/// One fake process.
+pub struct FakeProcess<'a> {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: &'a str,
+    pub state: char,
+    pub start: u64,
+    pub cmdline: &'a [&'a str],
+    pub exe: &'a str,
+    pub uid: u32,
+    pub cgroup: &'a str,
+    pub fds: &'a [&'a Path],
+    pub maps: &'a [&'a Path],
+}
+
+impl FakeProc {
+    pub fn new(dir: &Path) -> FakeProc {
+        let root = dir.join("proc");
+        std::fs::create_dir_all(&root).unwrap();
+        FakeProc { root }
+    }
+
+    pub fn add(&self, p: &FakeProcess<'_>) {
+        use std::os::unix::fs::MetadataExt;
+        let d = self.root.join(p.pid.to_string());
+        std::fs::create_dir_all(d.join("fd")).unwrap();
+        let mut fields: Vec<String> = (3..=52).map(|_| "0".to_string()).collect();
+        fields[0] = p.state.to_string();
+        fields[1] = p.ppid.to_string();
+        fields[17] = "1".into();
+        fields[19] = p.start.to_string();
+        std::fs::write(
+            d.join("stat"),
+            format!("{} ({}) {}\n", p.pid, p.comm, fields.join(" ")),
+        )
+        .unwrap();
+        std::fs::write(d.join("comm"), format!("{}\n", p.comm)).unwrap();
+        std::fs::write(
+            d.join("status"),
+            format!(
+                "Name:\t{}\nUid:\t{u}\t{u}\t{u}\t{u}\nNSpid:\t{}\n",
+                p.comm,
+                p.pid,
+                u = p.uid
+            ),
+        )
+        .unwrap();
+        let mut cmd = p.cmdline.join("\0");
+        cmd.push('\0');
+        std::fs::write(d.join("cmdline"), cmd).unwrap();
+        std::os::unix::fs::symlink(p.exe, d.join("exe")).unwrap();
+        std::fs::write(d.join("cgroup"), p.cgroup).unwrap();
+        for (i, node) in p.fds.iter().enumerate() {
+            std::os::unix::fs::symlink(node, d.join("fd").join((3 + i).to_string())).unwrap();
+        }
+        let mut maps = String::from(
+            "55d0c0000000-55d0c0001000 r--p 00000000 fd:01 1234 /usr/bin/python3.12\n",
+        );
+        for node in p.maps {
+            let m = std::fs::metadata(node).unwrap();
+            maps.push_str(&format!(
+                "7f0000000000-7f0000001000 rw-s 00000000 {:02x}:{:02x} {}                 {}\n",
+                rustix::fs::major(m.dev()),
+                rustix::fs::minor(m.dev()),
+                m.ino(),
+                node.display()
+            ));
+        }
+        maps.push_str(
+            "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]\n",
+        );
+        std::fs::write(d.join("maps"), maps).unwrap();
+    }
+
+    /// `gpufree status --json` over this tree and `dev`, without NVML.
+    pub fn status(&self, dev: &Path) -> Value {
+        let r = gpufree(
+            &[
+                "status",
+                "--json",
+                "--proc-root",
+                self.root.to_str().unwrap(),
+                "--dev-dir",
+                dev.to_str().unwrap(),
+                "--nvml-lib",
+                "/nonexistent/libnvidia-ml.so.1",
+            ],
+            &[],
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.json()
+    }
+}

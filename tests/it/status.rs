@@ -299,3 +299,53 @@ fn state_json_of_the_demo_is_a_valid_simulator_state() {
     let p: gpufree_nvml_sim::state::State = serde_json::from_value(s).unwrap();
     assert_eq!(p.devices.len(), 8);
 }
+
+#[test]
+fn failing_nvml_calls_are_reported_unavailable_with_why() {
+    let d = TestDir::new(2);
+    let mut g0 = sim_gpu(0, &[], 0);
+    g0["errors"] = serde_json::json!({"graphics_processes": 3, "compute_processes": 4});
+    let mut g1 = sim_gpu(1, &[], 0);
+    g1["errors"] = serde_json::json!({"memory_info": 15, "name": 15});
+    let state = d.state(&sim_state(vec![g0, g1]));
+    let doc = status_json(&d, &state, &[]);
+    let un: Vec<(Option<u64>, String, String)> = doc["unavailable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["gpu"].as_u64(),
+                u["what"].as_str().unwrap().to_string(),
+                u["why"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let has = |gpu: u64, what: &str, why: &str| {
+        un.iter()
+            .any(|u| u.0 == Some(gpu) && u.1 == what && u.2.contains(why))
+    };
+    assert!(has(0, "graphics processes", "NOT_SUPPORTED"), "{un:?}");
+    assert!(has(0, "compute processes", "NO_PERMISSION"), "{un:?}");
+    assert!(has(1, "memory", "GPU_IS_LOST"), "{un:?}");
+    assert!(has(1, "name", "GPU_IS_LOST"), "{un:?}");
+    assert_eq!(doc["gpus"][1]["memory"]["known"], false);
+    assert_eq!(doc["gpus"][0]["memory"]["known"], true);
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "status",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains("GPU 1 memory: unavailable: GPU_IS_LOST"),
+        "{}",
+        r.stdout
+    );
+}
