@@ -69,6 +69,14 @@ pub struct Common {
 pub enum Command {
     /// Per-GPU memory and every process holding GPU memory or a GPU device node.
     Status,
+    /// Why memory on the selected GPUs is not free: ordered findings, each
+    /// with the exact next command. Exit 0 when free, 1 when something holds them.
+    Why {
+        /// Also say which holders `pkill -f REGEX` and `pkill REGEX` would hit
+        /// and miss, and which other processes they would hit.
+        #[arg(long, value_name = "REGEX")]
+        pattern: Option<String>,
+    },
     /// Replay the reference incident on the simulator, with real processes.
     Demo {
         /// Keep the incident running until Enter, to try other tools on it.
@@ -126,11 +134,15 @@ fn config(common: &Common) -> Config {
         proc_root: common.proc_root.clone().unwrap_or(d.proc_root),
         dev_dir: common.dev_dir.clone().unwrap_or(d.dev_dir),
         nvml_lib: common.nvml_lib.clone(),
+        others: false,
     }
 }
 
-fn take_selected(common: &Common) -> Result<crate::model::Snapshot, Failure> {
-    let cfg = config(common);
+fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot, Failure> {
+    let cfg = Config {
+        others,
+        ..config(common)
+    };
     let started = std::time::Instant::now();
     let snap = snapshot::take(&cfg).map_err(|e| match e {
         SnapshotError::DevDir(_) if common.dev_dir.is_some() => Failure::new(exit::USAGE, e),
@@ -155,7 +167,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
     let mut out = std::io::stdout().lock();
     match cli.command.unwrap_or(Command::Status) {
         Command::Status => {
-            let mut snap = take_selected(common)?;
+            let mut snap = take_selected(common, false)?;
             if common.json {
                 write_json(&mut out, &snap)?;
             } else {
@@ -165,6 +177,40 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 table::write_status(&mut out, &snap, &paint)?;
             }
             Ok(exit::OK)
+        }
+        Command::Why { pattern } => {
+            let pattern = match pattern {
+                Some(p) => {
+                    let re = regex::Regex::new(&p).map_err(|e| {
+                        let why = e
+                            .to_string()
+                            .lines()
+                            .last()
+                            .unwrap_or("")
+                            .trim()
+                            .to_string();
+                        Failure::new(
+                            exit::USAGE,
+                            format!("--pattern '{p}': invalid regular expression: {why}"),
+                        )
+                    })?;
+                    Some((p, re))
+                }
+                None => None,
+            };
+            let mut snap = take_selected(common, pattern.is_some())?;
+            snap.findings =
+                crate::diagnose::diagnose_with(&snap, &crate::diagnose::Options { pattern });
+            if common.json {
+                write_json(&mut out, &snap)?;
+            } else {
+                crate::present::why::write_why(&mut out, &snap, &paint)?;
+            }
+            Ok(if crate::diagnose::is_free(&snap.findings) {
+                exit::OK
+            } else {
+                exit::NOT_REACHED
+            })
         }
         Command::Demo { hold } => {
             drop(out);

@@ -11,7 +11,7 @@
 
 use crate::holder::{self, ChildSpec, HoldSpec, Spawned};
 use crate::model::Snapshot;
-use crate::present::{table, write_json, Paint};
+use crate::present::{table, why, write_json, Paint};
 use crate::snapshot::{self, Config};
 use anyhow::Context;
 use regex::Regex;
@@ -268,6 +268,7 @@ pub fn run(opts: &Options) -> anyhow::Result<i32> {
         proc_root: PathBuf::from("/proc"),
         dev_dir: incident.dev.clone(),
         nvml_lib: Some(lib),
+        others: false,
     };
     let snap = snapshot::take(&cfg)?;
     let mut out = std::io::stdout().lock();
@@ -388,6 +389,19 @@ fn narrate<W: Write>(
 
     writeln!(w)?;
     writeln!(w, "{}", paint.bold("$ gpufree status"))?;
-    table::write_status(w, snap, paint)?;
+    let plain = Snapshot {
+        findings: Vec::new(),
+        ..snap.clone()
+    };
+    table::write_status(w, &plain, paint)?;
+
+    writeln!(w)?;
+    writeln!(
+        w,
+        "{}",
+        paint.bold("The operator's first theory: \"CUDA memory stays pinned after process death in LXC containers; reset the GPUs.\"")
+    )?;
+    writeln!(w, "{}", paint.bold("$ gpufree why"))?;
+    why::write_why(w, snap, paint)?;
     Ok(())
 }

@@ -1,9 +1,29 @@
 //! The diagnosis: a pure function from a [`Snapshot`] to ordered findings,
 //! each with its evidence and the exact next command. It never reads /proc
 //! or NVML, so every finding is tested from a snapshot value.
+//!
+//! It names the true cause first: live holders (grouped by what started
+//! them), renamed holders, device-node holders, orphans, zombies, D and T
+//! states, processes outside this PID namespace, protected daemons. Only when
+//! memory is used with no holder at all, and the view is complete, may it
+//! speak of a driver-level leak and print a GPU reset for the operator (never
+//! run by gpufree).
 
-use crate::model::{Finding, Process, Severity, Snapshot};
+use crate::model::{Finding, OwnerKind, Process, Severity, Snapshot};
 use crate::units::{gib, mib};
+use regex::Regex;
+use std::collections::{BTreeMap, HashMap};
+
+/// Unaccounted memory up to this much, with no holder, counts as the GPU's
+/// idle baseline (driver reservations), not as a leak.
+pub const IDLE_SLACK_BYTES: u64 = 512 << 20;
+
+/// Options of the diagnosis.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `why --pattern`: the pattern as typed and compiled.
+    pub pattern: Option<(String, Regex)>,
+}
 
 /// GPU indexes as `0-7` or `0, 2, 5`.
 pub fn gpu_list(gpus: &[u32]) -> String {
@@ -16,12 +36,24 @@ pub fn gpu_list(gpus: &[u32]) -> String {
     g.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
+fn gpus_phrase(gpus: &[u32]) -> String {
+    let list = gpu_list(gpus);
+    if list.contains([',', '-']) {
+        format!("GPUs {list}")
+    } else {
+        format!("GPU {list}")
+    }
+}
+
+fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The `gpufree kill` command that targets exactly these PIDs.
 pub fn kill_command(pids: &[u32]) -> String {
+    if pids.is_empty() {
+        return String::new();
+    }
     let mut cmd = String::from("gpufree kill");
     for p in pids {
         cmd.push_str(&format!(" --pid {p}"));
@@ -35,6 +67,130 @@ fn gpus_of(p: &Process) -> Vec<u32> {
     g.sort_unstable();
     g.dedup();
     g
+}
+
+fn gpus_of_all<'a>(ps: impl IntoIterator<Item = &'a Process>) -> Vec<u32> {
+    let mut g: Vec<u32> = ps.into_iter().flat_map(gpus_of).collect();
+    g.sort_unstable();
+    g.dedup();
+    g
+}
+
+/// Alive for the GPU's purposes: not a zombie, or a zombie leader whose
+/// other threads still run (and still hold what the process holds).
+fn is_live(p: &Process) -> bool {
+    p.state != "Z" || p.threads > 1
+}
+
+/// What pkill -f matches: the command line joined by spaces, or comm when
+/// the command line is empty (kernel threads, zombies).
+pub fn pkill_f_text(comm: &str, cmdline: &[String]) -> String {
+    if cmdline.is_empty() {
+        comm.to_string()
+    } else {
+        cmdline.join(" ")
+    }
+}
+
+/// A short description: `9635 VLLM::Worker_TP ('VLLM::Worker_TP0')`.
+fn who(p: &Process) -> String {
+    let cmd = p.cmdline_joined();
+    let mut s = if cmd.is_empty() || cmd == p.comm {
+        format!("{} {}", p.pid, p.comm)
+    } else {
+        format!("{} {} ('{}')", p.pid, p.comm, shorten(&cmd, 60))
+    };
+    if let Some(role) = role(p) {
+        s.push_str(&format!(" [{role}]"));
+    }
+    if p.nspid.len() > 1 {
+        s.push_str(&format!(
+            " = PID {} in its container",
+            p.nspid[p.nspid.len() - 1]
+        ));
+    }
+    s
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}...", s.chars().take(max).collect::<String>())
+    }
+}
+
+/// Well-known helper processes, named for the operator.
+fn role(p: &Process) -> Option<&'static str> {
+    let cmd = p.cmdline_joined();
+    if cmd.contains("multiprocessing.resource_tracker") {
+        Some("multiprocessing resource tracker")
+    } else if cmd.contains("torch/utils/data") || p.comm.starts_with("pt_data_worker") {
+        Some("DataLoader worker")
+    } else {
+        None
+    }
+}
+
+/// What started a group of holders.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Group {
+    /// A unit, container, pod or job (from the cgroup).
+    Owner(OwnerKind, String, String),
+    /// A process tree: its topmost holder.
+    Tree(u32),
+}
+
+struct Ctx<'a> {
+    s: &'a Snapshot,
+    by_pid: HashMap<u32, &'a Process>,
+}
+
+impl<'a> Ctx<'a> {
+    fn group(&self, p: &Process) -> Group {
+        if matches!(
+            p.owner.kind,
+            OwnerKind::SystemdUnit | OwnerKind::Container | OwnerKind::K8sPod | OwnerKind::SlurmJob
+        ) {
+            return Group::Owner(p.owner.kind, p.owner.id.clone(), p.owner.name.clone());
+        }
+        let mut root = p;
+        for _ in 0..64 {
+            match self.by_pid.get(&root.ppid) {
+                Some(parent) if !parent.protected && parent.pid != root.pid => root = parent,
+                _ => break,
+            }
+        }
+        Group::Tree(root.pid)
+    }
+
+    fn group_name(&self, g: &Group, members: &[&Process]) -> String {
+        match g {
+            Group::Owner(_, _, name) => name.clone(),
+            Group::Tree(root) => match self.by_pid.get(root) {
+                Some(r) if members.len() > 1 || members.iter().any(|m| m.pid != *root) => {
+                    format!("launcher {} ({})", r.pid, r.comm)
+                }
+                Some(r) => format!("{} ({})", r.pid, r.comm),
+                None => format!("PID {root}"),
+            },
+        }
+    }
+
+    fn group_kill(&self, g: &Group, members: &[&Process]) -> String {
+        match g {
+            Group::Owner(_, id, _) => format!("gpufree kill --unit {id}"),
+            Group::Tree(_) => {
+                let mut pids: Vec<u32> = members
+                    .iter()
+                    .filter(|p| !p.protected)
+                    .map(|p| p.pid)
+                    .collect();
+                pids.sort_unstable();
+                kill_command(&pids)
+            }
+        }
+    }
 }
 
 fn finding(
@@ -52,273 +208,997 @@ fn finding(
         pids,
         gpus,
         next,
+        details: Vec::new(),
+        bytes: 0,
     }
 }
 
-/// Diagnoses a snapshot; the most important finding first.
+fn with(mut f: Finding, details: Vec<String>, bytes: u64) -> Finding {
+    const MAX: usize = 12;
+    if details.len() > MAX {
+        let more = details.len() - MAX;
+        f.details = details.into_iter().take(MAX).collect();
+        f.details.push(format!("... and {more} more"));
+    } else {
+        f.details = details;
+    }
+    f.bytes = bytes;
+    f
+}
+
+/// Diagnoses a snapshot with default options.
 pub fn diagnose(s: &Snapshot) -> Vec<Finding> {
+    diagnose_with(s, &Options::default())
+}
+
+/// Whether the diagnosis says the selected GPUs are free.
+pub fn is_free(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| f.kind == "free")
+}
+
+/// Diagnoses a snapshot; the finding that explains the most memory, most
+/// surely, comes first.
+pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
+    let ctx = Ctx {
+        s,
+        by_pid: s.processes.iter().map(|p| (p.pid, p)).collect(),
+    };
     let mut out = Vec::new();
-    let live: Vec<&Process> = s
-        .processes
-        .iter()
-        .filter(|p| p.memory_bytes() > 0 && p.state != "Z")
-        .collect();
-    let memory: u64 = live.iter().map(|p| p.memory_bytes()).sum();
-    if !live.is_empty() {
-        let pids: Vec<u32> = live.iter().map(|p| p.pid).collect();
-        let gpus: Vec<u32> = live.iter().flat_map(|p| gpus_of(p)).collect();
+    live_holders(&ctx, &mut out);
+    renamed(s, &mut out);
+    if let Some((text, re)) = &opts.pattern {
+        pattern(s, text, re, &mut out);
+    }
+    node_only(&ctx, &mut out);
+    orphans(s, &mut out);
+    zombies(s, &mut out);
+    blocked(s, &mut out);
+    protected(s, &mut out);
+    let partial = partial_view(s, &mut out);
+    outside_namespace(s, &mut out);
+    unaccounted(s, partial, &mut out);
+    if out.is_empty() && !s.gpus.is_empty() {
+        let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
         out.push(finding(
+            "free",
+            Severity::Info,
+            format!("{} free: no process holds memory or a device node, used memory at the idle baseline", gpus_phrase(&gpus)),
+            Vec::new(),
+            gpus,
+            String::new(),
+        ));
+    }
+    out.sort_by_key(|f| (std::cmp::Reverse(f.severity), std::cmp::Reverse(f.bytes)));
+    out
+}
+
+fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
+    let s = ctx.s;
+    let mut groups: BTreeMap<Group, Vec<&Process>> = BTreeMap::new();
+    for p in s.processes.iter().filter(|p| is_live(p)) {
+        groups.entry(ctx.group(p)).or_default().push(p);
+    }
+    for (g, members) in &groups {
+        let holding: Vec<&&Process> = members
+            .iter()
+            .filter(|p| p.memory_bytes() > 0 && !p.protected)
+            .collect();
+        if holding.is_empty() {
+            continue;
+        }
+        let bytes: u64 = holding.iter().map(|p| p.memory_bytes()).sum();
+        let gpus = gpus_of_all(holding.iter().map(|p| **p));
+        let details = holding
+            .iter()
+            .map(|p| {
+                let on: Vec<String> = p
+                    .gpu_memory
+                    .iter()
+                    .map(|m| {
+                        format!(
+                            "{} on GPU {}",
+                            m.used_bytes.map_or("n/a".into(), mib),
+                            m.gpu
+                        )
+                    })
+                    .collect();
+                format!("{}: {}", who(p), on.join(", "))
+            })
+            .collect();
+        let message = format!(
+            "{} of {} {} {} on {}",
+            count(holding.len(), "live process", "live processes"),
+            ctx.group_name(g, members),
+            if holding.len() == 1 { "holds" } else { "hold" },
+            gib(bytes),
+            gpus_phrase(&gpus)
+        );
+        let f = finding(
             "live-holders",
             Severity::Error,
-            format!(
-                "{} {} {} on GPU{} {}",
-                plural(live.len(), "live process", "live processes"),
-                if live.len() == 1 { "holds" } else { "hold" },
-                gib(memory),
-                if gpu_list(&gpus).contains([',', '-']) {
-                    "s"
-                } else {
-                    ""
-                },
-                gpu_list(&gpus)
-            ),
-            pids.clone(),
+            message,
+            holding.iter().map(|p| p.pid).collect(),
             gpus,
-            kill_command(&pids),
-        ));
+            ctx.group_kill(g, members),
+        );
+        out.push(with(f, details, bytes));
     }
-    let renamed: Vec<&Process> = s.processes.iter().filter(|p| p.renamed).collect();
-    if !renamed.is_empty() {
-        let first = renamed[0];
-        out.push(finding(
-            "renamed-holders",
-            Severity::Warning,
+}
+
+fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
+    let renamed: Vec<&Process> = s
+        .processes
+        .iter()
+        .filter(|p| p.renamed && is_live(p))
+        .collect();
+    if renamed.is_empty() {
+        return;
+    }
+    let grep = renamed
+        .iter()
+        .filter(|p| p.cmdline_joined().contains("python"))
+        .count();
+    let mut details: Vec<String> = renamed
+        .iter()
+        .map(|p| {
             format!(
-                "{} renamed {} (e.g. PID {} runs {} but shows comm '{}' and cmdline '{}'): `ps | grep` and `pkill -f` patterns written for the original command line miss {}",
-                plural(renamed.len(), "holder has", "holders have"),
-                if renamed.len() == 1 { "itself" } else { "themselves" },
-                first.pid,
-                first.exe.as_deref().unwrap_or("?"),
-                first.comm,
-                first.cmdline_joined(),
-                if renamed.len() == 1 { "it" } else { "them" },
-            ),
-            renamed.iter().map(|p| p.pid).collect(),
-            renamed.iter().flat_map(|p| gpus_of(p)).collect(),
-            "gpufree why --pattern 'REGEX'".into(),
-        ));
+                "{}: comm '{}', cmdline '{}', exe {}",
+                p.pid,
+                p.comm,
+                shorten(&p.cmdline_joined(), 60),
+                p.exe.as_deref().unwrap_or("?")
+            )
+        })
+        .collect();
+    details.insert(
+        0,
+        format!(
+            "`ps aux | grep python` shows {} of them; `pkill` and `pkill -f` match the new comm and cmdline, never the exe",
+            grep
+        ),
+    );
+    let bytes = renamed.iter().map(|p| p.memory_bytes()).sum();
+    let f = finding(
+        "renamed-holders",
+        Severity::Warning,
+        format!(
+            "{} renamed {} (setproctitle): patterns written for the original command line, like `pkill -f 'python3.*vllm'`, miss {}",
+            count(renamed.len(), "holder has", "holders have"),
+            if renamed.len() == 1 { "itself" } else { "themselves" },
+            if renamed.len() == 1 { "it" } else { "them" },
+        ),
+        renamed.iter().map(|p| p.pid).collect(),
+        gpus_of_all(renamed.iter().copied()),
+        kill_command(&renamed.iter().filter(|p| !p.protected).map(|p| p.pid).collect::<Vec<_>>()),
+    );
+    out.push(with(f, details, bytes));
+}
+
+fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
+    let holders: Vec<&Process> = s.processes.iter().filter(|p| is_live(p)).collect();
+    let f_hit = |p: &Process| re.is_match(&pkill_f_text(&p.comm, &p.cmdline));
+    let comm_hit = |comm: &str| re.is_match(comm);
+    let hits: Vec<&Process> = holders.iter().copied().filter(|p| f_hit(p)).collect();
+    let misses: Vec<&Process> = holders.iter().copied().filter(|p| !f_hit(p)).collect();
+    let comm_hits = holders.iter().filter(|p| comm_hit(&p.comm)).count();
+    let collateral: Vec<String> = s
+        .others
+        .iter()
+        .filter(|o| re.is_match(&pkill_f_text(&o.comm, &o.cmdline)))
+        .map(|o| {
+            format!(
+                "also hits {} {} ('{}'), which holds no GPU",
+                o.pid,
+                o.comm,
+                shorten(&pkill_f_text(&o.comm, &o.cmdline), 60)
+            )
+        })
+        .collect();
+    let mut details = Vec::new();
+    for p in &misses {
+        let why = if p.renamed {
+            format!(
+                "its cmdline is now '{}' (renamed)",
+                shorten(&p.cmdline_joined(), 50)
+            )
+        } else {
+            format!(
+                "'{}' does not match",
+                shorten(&pkill_f_text(&p.comm, &p.cmdline), 50)
+            )
+        };
+        details.push(format!("misses {} {}: {why}", p.pid, p.comm));
     }
+    for p in &hits {
+        details.push(format!("hits {} {}", p.pid, p.comm));
+    }
+    if text.len() > 15 {
+        details.push(format!("`pkill '{text}'` (without -f) matches comm, at most 15 bytes: a pattern this long matches nothing"));
+    }
+    let n_collateral = collateral.len();
+    details.extend(collateral);
+    let bytes = misses.iter().map(|p| p.memory_bytes()).sum();
+    let severity = if misses.is_empty() && n_collateral == 0 {
+        Severity::Info
+    } else {
+        Severity::Warning
+    };
+    let next = if misses.is_empty() {
+        format!("gpufree kill --match '{text}'")
+    } else {
+        kill_command(
+            &holders
+                .iter()
+                .filter(|p| !p.protected)
+                .map(|p| p.pid)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let f = finding(
+        "pattern",
+        severity,
+        format!(
+            "`pkill -f '{text}'` would hit {} of {} holders and {}; `pkill '{text}'` (comm) would hit {} of {}",
+            hits.len(),
+            holders.len(),
+            count(n_collateral, "other process", "other processes"),
+            comm_hits,
+            holders.len()
+        ),
+        misses.iter().map(|p| p.pid).collect(),
+        gpus_of_all(misses.iter().copied()),
+        next,
+    );
+    out.push(with(f, details, bytes));
+}
+
+fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
+    let s = ctx.s;
+    let memory_groups: Vec<Group> = s
+        .processes
+        .iter()
+        .filter(|p| p.memory_bytes() > 0 && is_live(p))
+        .map(|p| ctx.group(p))
+        .collect();
     let node_only: Vec<&Process> = s
         .processes
         .iter()
-        .filter(|p| p.memory_bytes() == 0 && !p.devices.is_empty())
+        .filter(|p| p.memory_bytes() == 0 && !p.devices.is_empty() && is_live(p) && !p.protected)
         .collect();
-    if !node_only.is_empty() {
-        let pids: Vec<u32> = node_only.iter().map(|p| p.pid).collect();
-        out.push(finding(
-            "device-holders-without-memory",
+    let (with_group, alone): (Vec<&Process>, Vec<&Process>) = node_only
+        .iter()
+        .partition(|p| memory_groups.contains(&ctx.group(p)));
+    if !with_group.is_empty() {
+        let f = finding(
+            "device-holders",
             Severity::Warning,
             format!(
-                "{} GPU device nodes open without GPU memory ({}): they keep the driver's files open",
-                plural(node_only.len(), "process holds", "processes hold"),
-                node_only.iter().map(|p| format!("{} {}", p.pid, p.comm)).collect::<Vec<_>>().join(", ")
+                "{} GPU device nodes open without GPU memory, started with the memory holders: free {} together with the memory holders",
+                count(with_group.len(), "process holds", "processes hold"),
+                if with_group.len() == 1 { "it" } else { "them" }
             ),
-            pids.clone(),
-            node_only.iter().flat_map(|p| gpus_of(p)).collect(),
-            kill_command(&pids),
+            with_group.iter().map(|p| p.pid).collect(),
+            gpus_of_all(with_group.iter().copied()),
+            kill_command(&with_group.iter().map(|p| p.pid).collect::<Vec<_>>()),
+        );
+        out.push(with(
+            f,
+            with_group
+                .iter()
+                .map(|p| format!("{}: {}", who(p), nodes(p)))
+                .collect(),
+            0,
         ));
     }
-    let orphans: Vec<&Process> = s.processes.iter().filter(|p| p.orphaned).collect();
-    if !orphans.is_empty() {
-        let pids: Vec<u32> = orphans.iter().map(|p| p.pid).collect();
-        out.push(finding(
-            "orphans",
-            Severity::Warning,
+    if !alone.is_empty() {
+        let f = finding(
+            "device-holders",
+            Severity::Info,
             format!(
-                "{} whose parent died (reparented to init or a subreaper): whatever started {} is gone",
-                plural(orphans.len(), "holder", "holders"),
-                if orphans.len() == 1 { "it" } else { "them" }
-            ),
-            pids.clone(),
-            orphans.iter().flat_map(|p| gpus_of(p)).collect(),
-            kill_command(&pids),
+                "{} GPU device nodes open without GPU memory: not needed to free memory, but the driver keeps its files open until {} exit",
+                count(alone.len(), "process holds", "processes hold"),
+                if alone.len() == 1 { "it exits" } else { "they" }
+            )
+            .replace("it exits exit", "it exits"),
+            alone.iter().map(|p| p.pid).collect(),
+            gpus_of_all(alone.iter().copied()),
+            kill_command(&alone.iter().map(|p| p.pid).collect::<Vec<_>>()),
+        );
+        out.push(with(
+            f,
+            alone
+                .iter()
+                .map(|p| format!("{}: {}", who(p), nodes(p)))
+                .collect(),
+            0,
         ));
     }
-    let zombies: Vec<&Process> = s.processes.iter().filter(|p| p.state == "Z").collect();
-    if !zombies.is_empty() {
-        let parents: Vec<String> = zombies.iter().map(|p| p.ppid.to_string()).collect();
-        out.push(finding(
-            "zombies",
-            Severity::Warning,
-            format!(
-                "{}: killing does nothing; parent{} {} must reap {}",
-                plural(zombies.len(), "zombie holder", "zombie holders"),
-                if parents.len() == 1 { "" } else { "s" },
-                parents.join(", "),
-                if zombies.len() == 1 { "it" } else { "them" }
-            ),
-            zombies.iter().map(|p| p.pid).collect(),
-            zombies.iter().flat_map(|p| gpus_of(p)).collect(),
-            format!(
-                "gpufree status --json  # then signal parent {}",
-                parents.join(", ")
-            ),
-        ));
+}
+
+fn nodes(p: &Process) -> String {
+    p.devices
+        .iter()
+        .map(|d| {
+            let name = d.path.rsplit('/').next().unwrap_or(&d.path);
+            let via: Vec<String> = d
+                .via
+                .iter()
+                .map(|v| format!("{v:?}").to_lowercase())
+                .collect();
+            format!("{name} ({})", via.join("+"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn orphans(s: &Snapshot, out: &mut Vec<Finding>) {
+    let orphans: Vec<&Process> = s
+        .processes
+        .iter()
+        .filter(|p| p.orphaned && is_live(p))
+        .collect();
+    if orphans.is_empty() {
+        return;
     }
-    if !s.visibility.nvml_pids_not_visible.is_empty() {
-        let pids = s.visibility.nvml_pids_not_visible.clone();
-        let gpus: Vec<u32> = s
+    let bytes = orphans.iter().map(|p| p.memory_bytes()).sum();
+    let f = finding(
+        "orphans",
+        Severity::Warning,
+        format!(
+            "{} whose parent died (reparented to init or a subreaper): the service that started {} is gone, and a restart will find the GPU full",
+            count(orphans.len(), "holder", "holders"),
+            if orphans.len() == 1 { "it" } else { "them" }
+        ),
+        orphans.iter().map(|p| p.pid).collect(),
+        gpus_of_all(orphans.iter().copied()),
+        kill_command(&orphans.iter().filter(|p| !p.protected).map(|p| p.pid).collect::<Vec<_>>()),
+    );
+    let details = orphans
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: parent now {}, owner {}",
+                who(p),
+                p.ppid,
+                if p.owner.name.is_empty() {
+                    "-"
+                } else {
+                    &p.owner.name
+                }
+            )
+        })
+        .collect();
+    out.push(with(f, details, bytes));
+}
+
+fn zombies(s: &Snapshot, out: &mut Vec<Finding>) {
+    for p in s.processes.iter().filter(|p| p.state == "Z") {
+        let listed = s
             .gpus
             .iter()
-            .filter(|g| g.nvml_processes.iter().any(|p| pids.contains(&p.pid)))
-            .map(|g| g.index)
-            .collect();
-        out.push(finding(
-            "outside-namespace",
-            Severity::Error,
-            format!(
-                "NVML lists {} that this /proc does not have (another PID namespace: a container, or the host): run gpufree on the host (or with hostPID)",
-                plural(pids.len(), "PID", "PIDs")
+            .any(|g| g.nvml_processes.iter().any(|n| n.pid == p.pid));
+        let (severity, message) = if p.threads > 1 {
+            (
+                Severity::Error,
+                format!(
+                    "{} is a zombie leader whose {} still {} and {} the GPU: killing the process ends {}",
+                    p.pid,
+                    count(p.threads as usize - 1, "other thread", "other threads"),
+                    if p.threads == 2 { "runs" } else { "run" },
+                    if p.threads == 2 { "holds" } else { "hold" },
+                    if p.threads == 2 { "it" } else { "them" }
+                ),
+            )
+        } else if listed {
+            (
+                Severity::Warning,
+                format!("{} is a zombie that NVML still lists: the driver is releasing its memory; killing does nothing, parent {} must reap it", p.pid, p.ppid),
+            )
+        } else {
+            (
+                Severity::Info,
+                format!("{} is a zombie: its memory is already released; killing does nothing, parent {} must reap it", p.pid, p.ppid),
+            )
+        };
+        let next = if p.threads > 1 {
+            kill_command(&[p.pid])
+        } else {
+            format!("kill -s CHLD {}", p.ppid)
+        };
+        let f = finding("zombies", severity, message, vec![p.pid], gpus_of(p), next);
+        out.push(with(f, vec![who(p)], p.memory_bytes()));
+    }
+}
+
+fn blocked(s: &Snapshot, out: &mut Vec<Finding>) {
+    for p in s.processes.iter() {
+        let wchan = p
+            .wchan
+            .as_deref()
+            .map(|w| format!(" (waiting in {w})"))
+            .unwrap_or_default();
+        let (kind, message, next) = match p.state.as_str() {
+            "D" => (
+                "uninterruptible",
+                format!("{} is in uninterruptible sleep{wchan}: SIGKILL takes effect only when it leaves that kernel wait", p.pid),
+                format!("gpufree wait --gpu {} --timeout 300s", gpu_list(&gpus_of(p))),
             ),
-            pids,
-            gpus,
-            "nsenter -t 1 -p -m gpufree status".into(),
+            "T" | "t" => (
+                "stopped",
+                format!("{} is stopped{wchan}: it cannot handle SIGTERM until it gets SIGCONT", p.pid),
+                kill_command(&[p.pid]),
+            ),
+            _ => continue,
+        };
+        let f = finding(
+            kind,
+            Severity::Warning,
+            message,
+            vec![p.pid],
+            gpus_of(p),
+            next,
+        );
+        out.push(with(f, vec![who(p)], p.memory_bytes()));
+    }
+}
+
+fn protected(s: &Snapshot, out: &mut Vec<Finding>) {
+    let prot: Vec<&Process> = s.processes.iter().filter(|p| p.protected).collect();
+    if prot.is_empty() {
+        return;
+    }
+    let stop: Vec<String> = prot
+        .iter()
+        .map(|p| format!("{}: stop with `{}`", who(p), stop_command(p)))
+        .collect();
+    let f = finding(
+        "protected-holders",
+        Severity::Info,
+        format!(
+            "{} ({}): never part of a kill by default; a GPU reset fails while {} hold the GPU",
+            count(
+                prot.len(),
+                "driver daemon or display server holds the GPU",
+                "driver daemons or display servers hold the GPU"
+            ),
+            prot.iter()
+                .map(|p| p.comm.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if prot.len() == 1 { "it" } else { "they" }
+        )
+        .replace("while it hold", "while it holds"),
+        prot.iter().map(|p| p.pid).collect(),
+        gpus_of_all(prot.iter().copied()),
+        prot.first().map(|p| stop_command(p)).unwrap_or_default(),
+    );
+    out.push(with(f, stop, prot.iter().map(|p| p.memory_bytes()).sum()));
+}
+
+/// How an operator stops a protected daemon (printed, never run).
+fn stop_command(p: &Process) -> String {
+    let exe = p.exe.as_deref().unwrap_or(&p.comm);
+    let name = exe.rsplit('/').next().unwrap_or(exe);
+    match name {
+        "nvidia-persistenced" => "systemctl stop nvidia-persistenced".into(),
+        "nv-fabricmanager" => "systemctl stop nvidia-fabricmanager".into(),
+        "nv-hostengine" => "systemctl stop nvidia-dcgm".into(),
+        "nvidia-cuda-mps-control" | "nvidia-cuda-mps-server" => {
+            "echo quit | nvidia-cuda-mps-control".into()
+        }
+        "Xorg" | "X" | "Xwayland" | "gnome-shell" | "kwin_wayland" => {
+            "systemctl stop display-manager".into()
+        }
+        _ => format!("gpufree kill --force-protected --pid {}", p.pid),
+    }
+}
+
+/// Reports what could not be seen; returns whether the view is partial.
+fn partial_view(s: &Snapshot, out: &mut Vec<Finding>) -> bool {
+    let v = &s.visibility;
+    let mut why = Vec::new();
+    if v.processes_unreadable > 0 {
+        why.push(format!(
+            "{} could not be read",
+            count(v.processes_unreadable as usize, "process", "processes")
         ));
     }
+    if v.hidepid {
+        why.push("/proc is mounted with hidepid: other users' processes are invisible".into());
+    }
+    if !s.nvml.available {
+        why.push(format!(
+            "NVML is unavailable ({})",
+            s.nvml.error.as_deref().unwrap_or("?")
+        ));
+    }
+    for u in &s.unavailable {
+        let gpu = u.gpu.map(|g| format!("GPU {g} ")).unwrap_or_default();
+        why.push(format!("{gpu}{}: {}", u.what, u.why));
+    }
+    if why.is_empty() {
+        return false;
+    }
+    let next = if v.root {
+        "gpufree why --json  # see visibility and unavailable".into()
+    } else {
+        "sudo gpufree why".into()
+    };
+    let f = finding(
+        "partial-view",
+        Severity::Warning,
+        format!(
+            "partial view: {}; gpufree cannot call these GPUs free or speak of a driver leak",
+            why.join("; ")
+        ),
+        v.unreadable_pids.iter().take(32).copied().collect(),
+        Vec::new(),
+        next,
+    );
+    out.push(f);
+    true
+}
+
+fn outside_namespace(s: &Snapshot, out: &mut Vec<Finding>) {
+    let hidden = &s.visibility.nvml_pids_not_visible;
+    if hidden.is_empty() {
+        return;
+    }
+    let mut bytes = 0;
+    let mut gpus = Vec::new();
     for g in &s.gpus {
-        let listed_elsewhere: u64 = g
+        for p in g.nvml_processes.iter().filter(|p| hidden.contains(&p.pid)) {
+            bytes += p.used_bytes.unwrap_or(0);
+            gpus.push(g.index);
+        }
+    }
+    gpus.sort_unstable();
+    gpus.dedup();
+    let f = finding(
+        "outside-namespace",
+        Severity::Error,
+        format!(
+            "NVML lists {} with {} that this /proc does not have: processes of another PID namespace (the host, or a container on an older driver); run gpufree on the host (or with hostPID) to see and free them",
+            count(hidden.len(), "PID", "PIDs"),
+            gib(bytes)
+        ),
+        hidden.clone(),
+        gpus,
+        "nsenter --target 1 --pid --mount -- gpufree why".into(),
+    );
+    out.push(with(f, Vec::new(), bytes));
+}
+
+fn unaccounted(s: &Snapshot, partial: bool, out: &mut Vec<Finding>) {
+    let in_container = s.visibility.nested_pid_namespace;
+    for g in &s.gpus {
+        let m = &g.memory;
+        if !m.known || m.unaccounted_bytes <= IDLE_SLACK_BYTES {
+            continue;
+        }
+        let listed_hidden: u64 = g
             .nvml_processes
             .iter()
             .filter(|p| s.visibility.nvml_pids_not_visible.contains(&p.pid))
             .filter_map(|p| p.used_bytes)
             .sum();
-        let unexplained = g.memory.unaccounted_bytes.saturating_sub(listed_elsewhere);
-        if g.memory.known
-            && unexplained > 0
-            && g.nvml_processes.is_empty()
-            && !s.processes.iter().any(|p| p.touches_gpu(g.index))
+        let unexplained = m.unaccounted_bytes.saturating_sub(listed_hidden);
+        if unexplained <= IDLE_SLACK_BYTES {
+            continue;
+        }
+        let holders: Vec<&Process> = s
+            .processes
+            .iter()
+            .filter(|p| {
+                is_live(p)
+                    && (p.touches_gpu(g.index)
+                        || (p.gpu_memory.is_empty() && p.devices.iter().all(|d| d.gpu.is_none())))
+            })
+            .collect();
+        let (kind, severity, message, next, details) = if partial
+            || in_container
+            || !holders.is_empty()
         {
-            out.push(finding(
+            let why = if in_container {
+                "gpufree runs in a nested PID namespace: new drivers hide other namespaces' processes but count their memory"
+            } else if partial {
+                "the view is partial"
+            } else {
+                "processes hold this GPU's device nodes but NVML attributes the memory to none of them"
+            };
+            (
                 "unaccounted-memory",
                 Severity::Warning,
                 format!(
-                    "GPU {}: {} used with no process listed and no holder of its device node",
+                    "GPU {}: {} used that no visible process accounts for; {why}",
                     g.index,
                     mib(unexplained)
                 ),
-                Vec::new(),
-                vec![g.index],
-                format!("gpufree why --gpu {}", g.index),
-            ));
-        }
+                if in_container {
+                    "nsenter --target 1 --pid --mount -- gpufree why".to_string()
+                } else {
+                    "sudo gpufree why".to_string()
+                },
+                holders.iter().map(|p| who(p)).collect::<Vec<_>>(),
+            )
+        } else {
+            (
+                "driver-leak",
+                Severity::Error,
+                format!(
+                    "GPU {}: {} used with no process listed by NVML and no holder of any GPU device node: memory the driver has not released",
+                    g.index,
+                    mib(unexplained)
+                ),
+                format!("nvidia-smi --gpu-reset -i {}", g.index),
+                vec![
+                    "printed for the operator, never run by gpufree; a reset needs: no process using any GPU of the board (gpufree status shows none),".into(),
+                    "nvidia-persistenced, nv-fabricmanager and DCGM stopped, root, and on NVLink systems all GPUs of the fabric reset together".into(),
+                ],
+            )
+        };
+        let f = finding(
+            kind,
+            severity,
+            message,
+            holders.iter().map(|p| p.pid).collect(),
+            vec![g.index],
+            next,
+        );
+        out.push(with(f, details, unexplained));
     }
-    let v = &s.visibility;
-    if v.processes_unreadable > 0 || v.hidepid || !s.nvml.available {
-        let mut why = Vec::new();
-        if v.processes_unreadable > 0 {
-            why.push(format!(
-                "{} could not be read",
-                plural(v.processes_unreadable as usize, "process", "processes")
-            ));
-        }
-        if v.hidepid {
-            why.push("/proc is mounted with hidepid".into());
-        }
-        if !s.nvml.available {
-            why.push(format!(
-                "NVML is unavailable ({})",
-                s.nvml.error.as_deref().unwrap_or("?")
-            ));
-        }
-        out.push(finding(
-            "partial-view",
-            Severity::Warning,
-            format!("partial view: {}", why.join("; ")),
-            v.unreadable_pids.clone(),
-            Vec::new(),
-            "sudo gpufree status".into(),
-        ));
-    }
-    if out.is_empty() && !s.gpus.is_empty() {
-        out.push(finding(
-            "free",
-            Severity::Info,
-            format!(
-                "GPU{} {} free: no holders",
-                if s.gpus.len() == 1 { "" } else { "s" },
-                gpu_list(&s.gpus.iter().map(|g| g.index).collect::<Vec<_>>())
-            ),
-            Vec::new(),
-            s.gpus.iter().map(|g| g.index).collect(),
-            String::new(),
-        ));
-    }
-    out.sort_by_key(|f| std::cmp::Reverse(f.severity));
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Gpu, GpuMemory, Memory};
+    use crate::model::{
+        DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, Via,
+        Visibility,
+    };
 
-    fn worker(pid: u32, gpu: u32) -> Process {
+    const W: u64 = 96_610 << 20;
+
+    fn gpu(i: u32, used: u64, accounted: u64) -> Gpu {
+        Gpu {
+            index: i,
+            memory: Memory {
+                total_bytes: 102_642_810_880,
+                used_bytes: used,
+                accounted_bytes: accounted,
+                unaccounted_bytes: used - accounted,
+                known: true,
+                ..Memory::default()
+            },
+            ..Gpu::default()
+        }
+    }
+
+    fn base(gpus: Vec<Gpu>, processes: Vec<Process>) -> Snapshot {
+        Snapshot {
+            gpus,
+            processes,
+            nvml: NvmlStatus {
+                available: true,
+                ..NvmlStatus::default()
+            },
+            visibility: Visibility {
+                root: true,
+                ..Visibility::default()
+            },
+            ..Snapshot::default()
+        }
+    }
+
+    fn node(gpu: Option<u32>, name: &str) -> DeviceUse {
+        DeviceUse {
+            path: format!("/dev/{name}"),
+            gpu,
+            via: vec![Via::Fd],
+        }
+    }
+
+    fn worker(pid: u32, ppid: u32, gpu: u32) -> Process {
         Process {
             pid,
+            ppid,
             comm: "VLLM::Worker_TP".into(),
             cmdline: vec![format!("VLLM::Worker_TP{gpu}")],
             exe: Some("/usr/bin/python3.12".into()),
             state: "S".into(),
+            threads: 40,
             renamed: true,
             gpu_memory: vec![GpuMemory {
                 gpu,
-                used_bytes: Some(96_610 << 20),
+                used_bytes: Some(W),
             }],
+            devices: vec![
+                node(Some(gpu), &format!("nvidia{gpu}")),
+                node(None, "nvidia-uvm"),
+            ],
             ..Process::default()
         }
     }
 
-    #[test]
-    fn live_renamed_holders_come_first_with_a_kill_of_exactly_them() {
-        let s = Snapshot {
-            gpus: (0..8)
-                .map(|i| Gpu {
-                    index: i,
-                    memory: Memory {
-                        known: true,
-                        ..Memory::default()
-                    },
-                    ..Gpu::default()
-                })
-                .collect(),
-            processes: (0..8).map(|i| worker(212_702 + i, i)).collect(),
-            ..Snapshot::default()
-        };
-        let f = diagnose(&s);
-        assert_eq!(f[0].kind, "live-holders");
-        assert_eq!(f[0].message, "8 live processes hold 754.8 GiB on GPUs 0-7");
-        assert_eq!(f[0].pids.len(), 8);
-        assert!(f[0]
-            .next
-            .starts_with("gpufree kill --pid 212702 --pid 212703"));
-        assert!(f.iter().any(|x| x.kind == "renamed-holders"));
-        assert!(!f.iter().any(|x| x.kind == "free"));
+    fn plain(pid: u32, ppid: u32, comm: &str, cmdline: &[&str]) -> Process {
+        Process {
+            pid,
+            ppid,
+            comm: comm.into(),
+            cmdline: cmdline.iter().map(|s| s.to_string()).collect(),
+            exe: Some("/usr/bin/python3.12".into()),
+            state: "S".into(),
+            threads: 1,
+            devices: vec![node(None, "nvidia-uvm"), node(Some(0), "nvidia0")],
+            ..Process::default()
+        }
+    }
+
+    /// The seed incident as a snapshot value.
+    fn incident() -> Snapshot {
+        let mut procs = vec![
+            Process {
+                comm: "VLLM::EngineCor".into(),
+                cmdline: vec!["VLLM::EngineCore".into()],
+                renamed: true,
+                ..plain(202_515, 4000, "", &[])
+            },
+            plain(
+                212_437,
+                202_515,
+                "python3",
+                &[
+                    "/usr/bin/python3",
+                    "-c",
+                    "from multiprocessing.resource_tracker import main;main(25)",
+                ],
+            ),
+        ];
+        procs.extend((0..8).map(|i| worker(212_702 + i, 202_515, i)));
+        base((0..8).map(|i| gpu(i, W, W)).collect(), procs)
     }
 
     #[test]
-    fn no_holders_is_free() {
-        let s = Snapshot {
-            gpus: vec![Gpu::default()],
-            ..Snapshot::default()
-        };
-        let s = Snapshot {
-            nvml: crate::model::NvmlStatus {
-                available: true,
-                ..Default::default()
+    fn seed_incident_live_renamed_workers_first_with_a_kill_of_exactly_the_ten() {
+        let f = diagnose(&incident());
+        assert_eq!(f[0].kind, "live-holders");
+        assert_eq!(
+            f[0].message,
+            "8 live processes of launcher 202515 (VLLM::EngineCor) hold 754.8 GiB on GPUs 0-7"
+        );
+        assert_eq!(f[0].pids.len(), 8);
+        let mut ten: Vec<u32> = vec![202_515, 212_437];
+        ten.extend(212_702..212_710);
+        assert_eq!(f[0].next, kill_command(&ten));
+        let kinds: Vec<&str> = f.iter().map(|x| x.kind.as_str()).collect();
+        assert!(kinds.contains(&"renamed-holders"));
+        assert!(kinds.contains(&"device-holders"));
+        assert!(
+            !kinds.contains(&"driver-leak"),
+            "never a driver leak while live holders exist"
+        );
+        assert!(!kinds.contains(&"free"));
+        let dev = f.iter().find(|x| x.kind == "device-holders").unwrap();
+        assert_eq!(dev.pids, vec![202_515, 212_437]);
+        assert!(dev.message.contains("started with the memory holders"));
+        assert!(dev
+            .details
+            .iter()
+            .any(|d| d.contains("multiprocessing resource tracker")));
+        assert!(!is_free(&f));
+    }
+
+    #[test]
+    fn pattern_says_what_pkill_hits_misses_and_hits_by_accident() {
+        let mut s = incident();
+        s.others = vec![
+            crate::model::Brief {
+                pid: 77,
+                comm: "python3".into(),
+                cmdline: vec![
+                    "python3".into(),
+                    "-m".into(),
+                    "vllm.entrypoints.openai.api_server".into(),
+                ],
             },
-            ..s
+            crate::model::Brief {
+                pid: 78,
+                comm: "bash".into(),
+                cmdline: vec!["bash".into()],
+            },
+        ];
+        let opts = Options {
+            pattern: Some(("python3.*vllm".into(), Regex::new("python3.*vllm").unwrap())),
         };
-        assert_eq!(diagnose(&s)[0].kind, "free");
+        let f = diagnose_with(&s, &opts);
+        let p = f.iter().find(|x| x.kind == "pattern").unwrap();
+        assert_eq!(p.message, "`pkill -f 'python3.*vllm'` would hit 0 of 10 holders and 1 other process; `pkill 'python3.*vllm'` (comm) would hit 0 of 10");
+        assert_eq!(p.pids.len(), 10, "every holder is missed");
+        assert!(p.details.iter().any(|d| d.starts_with(
+            "misses 212702 VLLM::Worker_TP: its cmdline is now 'VLLM::Worker_TP0' (renamed)"
+        )));
+        assert!(p
+            .details
+            .iter()
+            .any(|d| d.starts_with("also hits 77 python3")));
+        let opts = Options {
+            pattern: Some(("Worker_TP".into(), Regex::new("Worker_TP").unwrap())),
+        };
+        let p = diagnose_with(&s, &opts)
+            .into_iter()
+            .find(|x| x.kind == "pattern")
+            .unwrap();
+        assert!(
+            p.message
+                .contains("would hit 8 of 10 holders and 0 other processes"),
+            "{}",
+            p.message
+        );
+    }
+
+    #[test]
+    fn zombies_stopped_and_uninterruptible_holders() {
+        let mut z = worker(10, 9, 0);
+        z.state = "Z".into();
+        z.threads = 1;
+        z.gpu_memory.clear();
+        let mut zl = worker(11, 9, 1);
+        zl.state = "Z".into();
+        let mut t = worker(12, 9, 2);
+        t.state = "T".into();
+        let mut d = worker(13, 9, 3);
+        d.state = "D".into();
+        d.wchan = Some("uvm_va_space_destroy".into());
+        let s = base(
+            (0..4)
+                .map(|i| gpu(i, if i == 0 { 0 } else { W }, if i == 0 { 0 } else { W }))
+                .collect(),
+            vec![z, zl, t, d],
+        );
+        let f = diagnose(&s);
+        let z = f
+            .iter()
+            .find(|x| x.kind == "zombies" && x.pids == [10])
+            .unwrap();
+        assert!(
+            z.message.contains("already released") && z.next == "kill -s CHLD 9",
+            "{z:?}"
+        );
+        let zl = f
+            .iter()
+            .find(|x| x.kind == "zombies" && x.pids == [11])
+            .unwrap();
+        assert_eq!(zl.severity, Severity::Error);
+        assert!(
+            zl.message.contains("39 other threads still run"),
+            "{}",
+            zl.message
+        );
+        assert!(
+            f.iter()
+                .any(|x| x.kind == "live-holders" && x.pids.contains(&11)),
+            "a zombie leader with threads is live"
+        );
+        let t = f.iter().find(|x| x.kind == "stopped").unwrap();
+        assert!(t.message.contains("SIGCONT"));
+        let d = f.iter().find(|x| x.kind == "uninterruptible").unwrap();
+        assert!(d.message.contains("uvm_va_space_destroy"));
+    }
+
+    #[test]
+    fn driver_leak_only_with_no_holder_and_a_complete_view() {
+        let leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+        let f = diagnose(&leak);
+        assert_eq!(f[0].kind, "driver-leak");
+        assert_eq!(f[0].next, "nvidia-smi --gpu-reset -i 0");
+        // With a holder of the node: not a leak.
+        let held = base(
+            vec![gpu(0, 40 << 30, 0)],
+            vec![plain(5, 1, "python3", &["python3"])],
+        );
+        assert!(diagnose(&held).iter().all(|x| x.kind != "driver-leak"));
+        // Partial view: not a leak, and not free.
+        let mut partial = leak.clone();
+        partial.visibility.processes_unreadable = 3;
+        let f = diagnose(&partial);
+        assert!(f.iter().all(|x| x.kind != "driver-leak"));
+        assert!(f.iter().any(|x| x.kind == "partial-view"));
+        let mut idle = base(vec![gpu(0, 0, 0)], vec![]);
+        idle.visibility.hidepid = true;
+        assert!(!is_free(&diagnose(&idle)), "never free from a partial view");
+        // In a nested PID namespace: another namespace's processes, not a leak.
+        let mut nested = leak.clone();
+        nested.visibility.nested_pid_namespace = true;
+        let f = diagnose(&nested);
+        assert_eq!(f[0].kind, "unaccounted-memory");
+        assert!(f[0].next.starts_with("nsenter"));
+    }
+
+    #[test]
+    fn outside_namespace_pids_are_named() {
+        let mut s = base(vec![gpu(0, 5000 << 20, 0)], vec![]);
+        s.gpus[0].nvml_processes = vec![NvmlProcess {
+            pid: 4_194_304,
+            used_bytes: Some(5000 << 20),
+            kind: NvmlProcessKind::Compute,
+        }];
+        s.visibility.nvml_pids_not_visible = vec![4_194_304];
+        let f = diagnose(&s);
+        assert_eq!(f[0].kind, "outside-namespace");
+        assert!(f
+            .iter()
+            .all(|x| x.kind != "driver-leak" && x.kind != "unaccounted-memory"));
+    }
+
+    #[test]
+    fn protected_daemons_are_named_and_left_out_of_kills() {
+        let mut pd = plain(900, 1, "nvidia-persiste", &["/usr/bin/nvidia-persistenced"]);
+        pd.exe = Some("/usr/bin/nvidia-persistenced".into());
+        pd.protected = true;
+        let mut w = worker(901, 1, 0);
+        w.owner = Owner {
+            kind: OwnerKind::None,
+            ..Owner::default()
+        };
+        let s = base(vec![gpu(0, W, W)], vec![pd, w]);
+        let f = diagnose(&s);
+        let p = f.iter().find(|x| x.kind == "protected-holders").unwrap();
+        assert_eq!(p.next, "systemctl stop nvidia-persistenced");
+        let live = f.iter().find(|x| x.kind == "live-holders").unwrap();
+        assert!(!live.next.contains("900"), "{}", live.next);
+    }
+
+    #[test]
+    fn units_are_freed_by_unit_and_orphans_named() {
+        let mut a = worker(1, 1, 0);
+        a.owner = Owner {
+            kind: OwnerKind::SystemdUnit,
+            id: "vllm.service".into(),
+            name: "vllm.service".into(),
+        };
+        a.orphaned = true;
+        let s = base(vec![gpu(0, W, W)], vec![a]);
+        let f = diagnose(&s);
+        assert_eq!(
+            f[0].message,
+            "1 live process of vllm.service holds 94.3 GiB on GPU 0"
+        );
+        assert_eq!(f[0].next, "gpufree kill --unit vllm.service");
+        assert!(f
+            .iter()
+            .any(|x| x.kind == "orphans" && x.message.contains("restart will find the GPU full")));
+    }
+
+    #[test]
+    fn idle_gpus_with_no_holders_are_free() {
+        let s = base(vec![gpu(0, 0, 0), gpu(1, 300 << 20, 0)], vec![]);
+        let f = diagnose(&s);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].message, "GPUs 0, 1 free: no process holds memory or a device node, used memory at the idle baseline");
+        assert!(is_free(&f));
+    }
+
+    #[test]
+    fn findings_are_ordered_by_severity_then_memory() {
+        let mut s = incident();
+        s.gpus.push(gpu(8, 0, 0));
+        let mut small = worker(5, 1, 8);
+        small.gpu_memory = vec![GpuMemory {
+            gpu: 8,
+            used_bytes: Some(1 << 30),
+        }];
+        small.renamed = false;
+        s.processes.push(small);
+        let f = diagnose(&s);
+        assert_eq!(
+            f[0].bytes,
+            8 * W,
+            "the group explaining the most memory first"
+        );
+        assert_eq!(f[1].bytes, 1 << 30);
+        for w in f.windows(2) {
+            assert!(w[0].severity >= w[1].severity);
+        }
     }
 
     #[test]

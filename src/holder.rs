@@ -44,6 +44,10 @@ pub struct HoldSpec {
     /// Children to start (and wait for) before reporting ready.
     #[serde(default)]
     pub children: Vec<ChildSpec>,
+    /// Survive the parent (no PDEATHSIG): becomes an orphan when its
+    /// parent exits. Whoever starts it must end it by identity (pidfd).
+    #[serde(default)]
+    pub survive_parent: bool,
     /// Ignore SIGTERM.
     #[serde(default)]
     pub ignore_term: bool,
@@ -172,15 +176,18 @@ fn map(file: &std::fs::File) -> std::io::Result<()> {
 
 /// The holder's main: runs `spec` (JSON) and never returns normally.
 pub fn run(spec_json: &str) -> std::io::Result<()> {
-    // Die with the parent; if it is already gone, stop now.
-    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-    let expected_parent: Option<u32> = std::env::var(PARENT_ENV).ok().and_then(|p| p.parse().ok());
-    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
-    if expected_parent.is_some() && parent != expected_parent {
-        std::process::exit(0);
-    }
     let spec: HoldSpec = serde_json::from_str(spec_json)
         .map_err(|e| std::io::Error::other(format!("{HOLDER_ENV}: {e}")))?;
+    if !spec.survive_parent {
+        // Die with the parent; if it is already gone, stop now.
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+        let expected_parent: Option<u32> =
+            std::env::var(PARENT_ENV).ok().and_then(|p| p.parse().ok());
+        let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
+        if expected_parent.is_some() && parent != expected_parent {
+            std::process::exit(0);
+        }
+    }
     if spec.ignore_term {
         ignore_sigterm();
     }

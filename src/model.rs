@@ -24,6 +24,21 @@ pub struct Snapshot {
     pub unavailable: Vec<Unavailable>,
     /// The device directory that was scanned.
     pub dev_dir: String,
+    /// Every other process, briefly: only collected for `why --pattern`,
+    /// to tell which non-holders a `pkill` pattern would also hit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<Brief>,
+}
+
+/// A process that holds nothing, as `pkill` sees it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Brief {
+    /// PID.
+    pub pid: u32,
+    /// Kernel thread name.
+    pub comm: String,
+    /// argv now.
+    pub cmdline: Vec<String>,
 }
 
 /// One GPU as NVML (or, without NVML, its device node) describes it.
@@ -123,6 +138,12 @@ pub struct Process {
     pub owner: Owner,
     /// The cgroup path the owner was read from.
     pub cgroup: String,
+    /// Where the kernel has it waiting (/proc/PID/wchan), when readable and
+    /// it is not running.
+    pub wchan: Option<String>,
+    /// A driver daemon or display server (nvidia-persistenced, nv-hostengine,
+    /// MPS, Xorg...) that is never part of a kill by default.
+    pub protected: bool,
 }
 
 impl Process {
@@ -239,6 +260,11 @@ pub struct Finding {
     pub gpus: Vec<u32>,
     /// The exact next command.
     pub next: String,
+    /// Evidence, one line each (processes, states, commands).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
+    /// Bytes of GPU memory this finding explains (for ordering).
+    pub bytes: u64,
 }
 
 /// Severity of a finding.
@@ -268,6 +294,9 @@ pub struct Visibility {
     pub hidepid: bool,
     /// The scan ran as root.
     pub root: bool,
+    /// gpufree runs in a nested PID namespace (a container): NVML on new
+    /// drivers hides other namespaces' processes but counts their memory.
+    pub nested_pid_namespace: bool,
 }
 
 /// The NVML library's state.

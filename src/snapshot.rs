@@ -3,12 +3,12 @@
 //! user selected with `--gpu`.
 
 use crate::model::{
-    DeviceUse, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Snapshot, Via, Visibility,
+    Brief, DeviceUse, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Snapshot, Via, Visibility,
 };
 use crate::nvml::{self, NvmlReport};
 use crate::proc::nodes::{NodeKind, NodeSet};
 use crate::proc::scan::{self, Details, ScanError};
-use crate::proc::{looks_renamed, owner, parse};
+use crate::proc::{is_protected, looks_renamed, owner, parse};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -22,6 +22,8 @@ pub struct Config {
     pub dev_dir: PathBuf,
     /// The NVML library; None for the system's.
     pub nvml_lib: Option<PathBuf>,
+    /// Also collect every other process briefly (for `why --pattern`).
+    pub others: bool,
 }
 
 impl Default for Config {
@@ -30,6 +32,7 @@ impl Default for Config {
             proc_root: PathBuf::from("/proc"),
             dev_dir: PathBuf::from("/dev"),
             nvml_lib: None,
+            others: false,
         }
     }
 }
@@ -172,6 +175,15 @@ fn assemble(
         nvml_pids_not_visible: not_visible,
         hidepid: parse::mountinfo_hidepid(&mountinfo, root_path.as_bytes()),
         root: rustix::process::geteuid().is_root(),
+        nested_pid_namespace: std::fs::read("/proc/self/status")
+            .ok()
+            .and_then(|b| parse::parse_status(&b).ok())
+            .is_some_and(|st| st.nspid.len() > 1),
+    };
+    let others = if cfg.others {
+        others(proc_fd, &processes)
+    } else {
+        Vec::new()
     };
     let mut snapshot = Snapshot {
         gpus,
@@ -181,9 +193,33 @@ fn assemble(
         nvml: report.status,
         unavailable: report.unavailable,
         dev_dir: cfg.dev_dir.display().to_string(),
+        others,
     };
     snapshot.findings = crate::diagnose::diagnose(&snapshot);
     snapshot
+}
+
+/// Every process that is not a holder (nor gpufree), as pkill sees it.
+fn others(proc_fd: &OwnedFd, holders: &[Process]) -> Vec<Brief> {
+    let me = std::process::id();
+    let Ok(pids) = scan::list_pids(proc_fd) else {
+        return Vec::new();
+    };
+    pids.into_iter()
+        .filter(|pid| *pid != me && !holders.iter().any(|h| h.pid == *pid))
+        .filter_map(|pid| {
+            let stat =
+                parse::parse_stat(&scan::read_at(proc_fd, &format!("{pid}/stat")).ok()?).ok()?;
+            let cmdline = scan::read_at(proc_fd, &format!("{pid}/cmdline"))
+                .map(|b| parse::parse_cmdline(&b))
+                .unwrap_or_default();
+            Some(Brief {
+                pid,
+                comm: stat.comm,
+                cmdline,
+            })
+        })
+        .collect()
 }
 
 fn device_uses(
@@ -240,7 +276,10 @@ fn process_from(
 ) -> Process {
     let (cgroup, owner) = owner::parse_cgroup(&d.cgroup);
     let renamed = looks_renamed(&d.stat.comm, &d.cmdline, d.exe.as_deref());
+    let protected = is_protected(&d.stat.comm, d.exe.as_deref());
     Process {
+        protected,
+        wchan: d.wchan,
         pid,
         ppid: d.stat.ppid,
         renamed,

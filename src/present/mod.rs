@@ -2,6 +2,7 @@
 //! JSON into any writer; none touches /proc or NVML.
 
 pub mod table;
+pub mod why;
 
 use anstyle::{AnsiColor, Style};
 use std::io::{self, Write};

@@ -52,9 +52,53 @@ pub fn looks_renamed(comm: &str, cmdline: &[String], exe: Option<&str>) -> bool 
     !comm_ok
 }
 
+/// Processes that are never part of a kill by default: NVIDIA's driver
+/// daemons (persistence, fabric manager, DCGM host engine, MPS) and display
+/// servers. A GPU reset fails while they hold the GPU. (gpufree itself
+/// never opens a GPU node; the kill path protects its own PID and ancestors.)
+pub const PROTECTED: &[&str] = &[
+    "nvidia-persistenced",
+    "nv-fabricmanager",
+    "nv-hostengine",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
+    "nvidia-powerd",
+    "dcgm-exporter",
+    "Xorg",
+    "X",
+    "Xwayland",
+    "gnome-shell",
+    "kwin_wayland",
+];
+
+/// Whether a process is protected, by its exe's file name (its comm when
+/// the exe is unreadable). comm is cut at 15 bytes, so names are compared on
+/// their first 15 bytes there.
+pub fn is_protected(comm: &str, exe: Option<&str>) -> bool {
+    match exe.filter(|e| !e.is_empty()) {
+        Some(exe) => PROTECTED.contains(&base(exe)),
+        None => PROTECTED
+            .iter()
+            .any(|p| *p == comm || (comm.len() == 15 && p.starts_with(comm))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::looks_renamed;
+    use super::{is_protected, looks_renamed};
+
+    #[test]
+    fn protected_daemons_by_exe_or_comm() {
+        assert!(is_protected(
+            "nvidia-persiste",
+            Some("/usr/bin/nvidia-persistenced")
+        ));
+        assert!(is_protected("nvidia-persiste", None));
+        assert!(is_protected("Xorg", Some("/usr/lib/xorg/Xorg")));
+        assert!(!is_protected("python3", Some("/usr/bin/python3.12")));
+        // A renamed worker cannot make itself protected: the exe decides.
+        assert!(!is_protected("Xorg", Some("/usr/bin/python3.12")));
+    }
 
     fn argv(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()

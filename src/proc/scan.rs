@@ -361,12 +361,29 @@ pub struct Details {
     pub exe: Option<String>,
     /// Raw /proc/PID/cgroup.
     pub cgroup: Vec<u8>,
+    /// /proc/PID/wchan when the process waits (not R), if readable and not "0".
+    pub wchan: Option<String>,
 }
 
 /// Reads a process's details; None when it is gone (or its stat is unusable).
 pub fn read_details(proc_fd: &OwnedFd, pid: u32) -> Option<Details> {
     let dir = open_dir(proc_fd, &pid.to_string()).ok()?;
-    let stat = parse::parse_stat(&read_at(&dir, "stat").ok()?).ok()?;
+    let mut stat = parse::parse_stat(&read_at(&dir, "stat").ok()?).ok()?;
+    if stat.state == 'Z' {
+        // A dead leader no longer counts itself in num_threads; its live
+        // threads still show in task/. Count the tasks, leader included.
+        if let Some(n) = open_dir(&dir, "task")
+            .ok()
+            .and_then(|t| Dir::new(t).ok())
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| !e.file_name().to_bytes().starts_with(b"."))
+                    .count()
+            })
+        {
+            stat.threads = n as u32;
+        }
+    }
     let status = read_at(&dir, "status")
         .ok()
         .and_then(|b| parse::parse_status(&b).ok())
@@ -378,7 +395,13 @@ pub fn read_details(proc_fd: &OwnedFd, pid: u32) -> Option<Details> {
         .ok()
         .map(|c| parse::escape_bytes(c.as_bytes()));
     let cgroup = read_at(&dir, "cgroup").unwrap_or_default();
+    let wchan = (stat.state != 'R')
+        .then(|| read_at(&dir, "wchan").ok())
+        .flatten()
+        .map(|w| parse::escape_bytes(w.trim_ascii()))
+        .filter(|w| !w.is_empty() && w != "0");
     Some(Details {
+        wchan,
         stat,
         status,
         cmdline,

@@ -44,7 +44,9 @@ fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
     );
     assert!(out.contains("multiprocessing.resource_tracker"));
     assert!(out.contains("$ gpufree status"));
-    assert!(out.contains("8 live processes hold 754.8 GiB on GPUs 0-7"));
+    assert!(
+        out.contains("8 live processes of launcher") && out.contains("hold 754.8 GiB on GPUs 0-7")
+    );
     // Every PID the demo printed is gone.
     let pids: Vec<u32> = out
         .lines()

@@ -10,3 +10,4 @@ mod real_gpu;
 mod scan;
 mod sim;
 mod status;
+mod why;

@@ -99,13 +99,21 @@ fn seed_incident_table_reads_like_the_answer() {
     );
     assert!(r.stdout.contains("96,610 MiB / 97,887 MiB"), "{}", r.stdout);
     assert!(r.stdout.contains("cmdline: VLLM::Worker_TP3"));
-    assert!(r
+    assert!(
+        r.stdout.contains("8 live processes of launcher")
+            && r.stdout.contains("hold 754.8 GiB on GPUs 0-7")
+    );
+    let next = r
         .stdout
-        .contains("8 live processes hold 754.8 GiB on GPUs 0-7"));
-    assert!(r.stdout.contains(&format!(
-        "next: gpufree kill --pid {}",
-        inc.pid("worker0").unwrap()
-    )));
+        .lines()
+        .find(|l| l.trim_start().starts_with("next: gpufree kill"))
+        .unwrap();
+    for label in ["launcher", "tracker", "worker0", "worker7"] {
+        assert!(
+            next.contains(&format!("--pid {}", inc.pid(label).unwrap())),
+            "{label}: {next}"
+        );
+    }
 }
 
 #[test]

@@ -1,0 +1,48 @@
+//! The `gpufree why` explanation: the findings in order, each with its
+//! evidence and the exact next command.
+
+use super::Paint;
+use crate::diagnose::{gpu_list, is_free};
+use crate::model::{Severity, Snapshot};
+use std::io::{self, Write};
+
+/// Writes the diagnosis of `s`.
+pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+    let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
+    let which = match gpus.len() {
+        0 => "no GPU".to_string(),
+        1 => format!("GPU {}", gpu_list(&gpus)),
+        _ => format!("GPUs {}", gpu_list(&gpus)),
+    };
+    if is_free(&s.findings) {
+        writeln!(w, "{}", paint.bold(&format!("{which}: free.")))?;
+    } else {
+        writeln!(
+            w,
+            "{}",
+            paint.bold(&format!(
+                "Why {which} {} not free:",
+                if gpus.len() == 1 { "is" } else { "are" }
+            ))
+        )?;
+    }
+    for (i, f) in s.findings.iter().enumerate() {
+        if f.kind == "free" {
+            writeln!(w, "  {}", f.message)?;
+            continue;
+        }
+        let tag = match f.severity {
+            Severity::Error => paint.error("error"),
+            Severity::Warning => paint.warn("warn "),
+            Severity::Info => paint.dim("info "),
+        };
+        writeln!(w, "{:>2}. {tag} {}", i + 1, f.message)?;
+        for d in &f.details {
+            writeln!(w, "           {}", paint.dim(d))?;
+        }
+        if !f.next.is_empty() {
+            writeln!(w, "           {} {}", paint.bold("next:"), f.next)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! `gpufree why` with real processes on the simulator: each kind of
+//! finding, the exit codes, and the order.
+
+use crate::harness::*;
+use gpufree::demo::Incident;
+use gpufree::holder::HoldSpec;
+use serde_json::Value;
+use std::path::Path;
+
+/// `gpufree why --json ARGS` on `dir` with the simulator state `state`;
+/// returns (exit code, document).
+fn why(dev: &Path, state: &Path, extra: &[&str]) -> (i32, Value) {
+    let lib = sim_lib();
+    let mut args = vec![
+        "why",
+        "--json",
+        "--dev-dir",
+        dev.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let r = gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
+    assert!(
+        r.code == 0 || r.code == 1,
+        "why failed: {} {}",
+        r.code,
+        r.stderr
+    );
+    (r.code, r.json())
+}
+
+fn find<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .collect()
+}
+
+fn pids(f: &Value) -> Vec<u32> {
+    f["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn seed_incident_why_names_the_live_renamed_workers_not_a_driver_bug() {
+    let inc = Incident::start(&bin()).unwrap();
+    let (code, doc) = why(&inc.dev, &inc.state, &["--pattern", "python3.*vllm"]);
+    assert_eq!(code, 1, "something holds the GPUs");
+    let first = &doc["findings"][0];
+    assert_eq!(first["kind"], "live-holders");
+    assert_eq!(first["severity"], "error");
+    let mut workers: Vec<u32> = (0..8)
+        .map(|i| inc.pid(&format!("worker{i}")).unwrap())
+        .collect();
+    workers.sort_unstable();
+    assert_eq!(pids(first), workers);
+    let launcher = inc.pid("launcher").unwrap();
+    assert!(first["message"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("8 live processes of launcher {launcher} ")));
+    // The next command frees exactly the ten: workers, launcher, tracker.
+    let mut ten = workers.clone();
+    ten.extend([launcher, inc.pid("tracker").unwrap()]);
+    ten.sort_unstable();
+    let expected: String = ten.iter().map(|p| format!(" --pid {p}")).collect();
+    assert_eq!(first["next"], format!("gpufree kill{expected}"));
+    let renamed = &find(&doc, "renamed-holders")[0];
+    assert_eq!(pids(renamed).len(), 9, "8 workers and the launcher");
+    let pattern = &find(&doc, "pattern")[0];
+    assert!(
+        pattern["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("`pkill -f 'python3.*vllm'` would hit 0 of 10 holders"),
+        "{pattern}"
+    );
+    let dev = &find(&doc, "device-holders")[0];
+    let mut two = pids(dev);
+    two.sort_unstable();
+    let mut expect = vec![launcher, inc.pid("tracker").unwrap()];
+    expect.sort_unstable();
+    assert_eq!(two, expect);
+    assert!(
+        find(&doc, "driver-leak").is_empty(),
+        "no reset while live holders exist"
+    );
+}
+
+#[test]
+fn why_text_is_a_short_explanation_with_next_commands() {
+    let inc = Incident::start(&bin()).unwrap();
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "why",
+            "--dev-dir",
+            inc.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout
+            .starts_with("Why GPUs 0-7 are not free:\n 1. error 8 live processes of launcher"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("next: gpufree kill --pid"));
+}
+
+#[test]
+fn zombie_holder_is_named_with_the_parent_that_must_reap_it() {
+    let d = TestDir::new(1);
+    let z = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            exit_after_ms: Some(0),
+            ..HoldSpec::default()
+        },
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300)); // exited, never reaped: a zombie
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(z.pid(), 4096, "while-alive")],
+        0,
+    )]));
+    let (_, doc) = why(&d.dev, &state, &[]);
+    // A zombie has no fds or maps left: only NVML could list it, and the
+    // simulator, like the driver, releases a zombie's memory.
+    assert!(process(&doc, z.pid()).is_none() || process(&doc, z.pid()).unwrap()["state"] == "Z");
+    assert_eq!(doc["gpus"][0]["memory"]["used_bytes"], 0);
+    assert!(
+        find(&doc, "live-holders").is_empty(),
+        "a zombie is not a live holder: {doc}"
+    );
+}
+
+#[test]
+fn zombie_leader_with_live_threads_is_a_live_holder() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            leader_exits: true,
+            ..HoldSpec::default()
+        },
+    );
+    for _ in 0..100 {
+        let st = gpufree::proc::parse::parse_stat(
+            &std::fs::read(format!("/proc/{}/stat", h.pid())).unwrap(),
+        )
+        .unwrap();
+        if st.state == 'Z' {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 4096, "always")],
+        0,
+    )]));
+    let (code, doc) = why(&d.dev, &state, &[]);
+    assert_eq!(code, 1);
+    let z = &find(&doc, "zombies")[0];
+    assert_eq!(z["severity"], "error");
+    assert!(
+        z["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 other thread still runs"),
+        "{z}"
+    );
+    assert_eq!(pids(find(&doc, "live-holders")[0]), vec![h.pid()]);
+}
+
+#[test]
+fn stopped_holder_needs_sigcont() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    // SIGSTOP the holder this test started.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(h.pid() as i32).unwrap(),
+        rustix::process::Signal::STOP,
+    )
+    .unwrap();
+    for _ in 0..100 {
+        let st = gpufree::proc::parse::parse_stat(
+            &std::fs::read(format!("/proc/{}/stat", h.pid())).unwrap(),
+        )
+        .unwrap();
+        if st.state == 'T' {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 2048, "while-alive")],
+        0,
+    )]));
+    let (_, doc) = why(&d.dev, &state, &[]);
+    let t = &find(&doc, "stopped")[0];
+    assert_eq!(pids(t), vec![h.pid()]);
+    assert!(t["message"].as_str().unwrap().contains("SIGCONT"));
+}
+
+#[test]
+fn orphaned_holder_is_named() {
+    let d = TestDir::new(1);
+    // A parent that exits at once, leaving a child that survives it.
+    let tree = hold(
+        &["gpufree"],
+        HoldSpec {
+            label: "parent".into(),
+            exit_after_ms: Some(0),
+            children: vec![gpufree::holder::ChildSpec {
+                argv: vec!["gpufree".into(), "worker".into()],
+                spec: HoldSpec {
+                    label: "orphan".into(),
+                    survive_parent: true,
+                    mmap: vec![d.node("nvidia0")],
+                    ..HoldSpec::default()
+                },
+            }],
+            ..HoldSpec::default()
+        },
+    );
+    let orphan = tree.pids.iter().find(|(_, l)| l == "orphan").unwrap().0;
+    // Keep a pidfd: the orphan is no longer our child, and is signalled
+    // only through this reference to the process we started.
+    let pidfd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(orphan as i32).unwrap(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let st = gpufree::proc::parse::parse_stat(
+            &std::fs::read(format!("/proc/{orphan}/stat")).unwrap(),
+        )
+        .unwrap();
+        if st.ppid != tree.pid() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never reparented");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(orphan, 1024, "while-alive")],
+        0,
+    )]));
+    let (_, doc) = why(&d.dev, &state, &[]);
+    let p = process(&doc, orphan).unwrap();
+    let reaper_is_init = p["ppid"] == 1;
+    if reaper_is_init {
+        assert_eq!(p["orphaned"], true);
+        assert_eq!(pids(find(&doc, "orphans")[0]), vec![orphan]);
+    } else {
+        eprintln!(
+            "orphan went to a subreaper ({}), which /proc cannot tell from a parent",
+            p["ppid"]
+        );
+    }
+    rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL).unwrap();
+}
+
+#[test]
+fn protected_daemon_is_named_and_left_out_of_the_kill() {
+    let d = TestDir::new(1);
+    let bin_dir = d.tmp.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let daemon = bin_dir.join("nvidia-persistenced");
+    if std::fs::hard_link(bin(), &daemon).is_err() {
+        std::fs::copy(bin(), &daemon).unwrap();
+    }
+    let child = gpufree::holder::ChildSpec {
+        argv: vec!["nvidia-persistenced".into()],
+        spec: HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    };
+    let pd = gpufree::holder::spawn(&daemon, &child).unwrap();
+    let w = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(w.pid(), 2048, "while-alive")],
+        0,
+    )]));
+    let (_, doc) = why(&d.dev, &state, &[]);
+    assert_eq!(process(&doc, pd.pid()).unwrap()["protected"], true);
+    let p = &find(&doc, "protected-holders")[0];
+    assert_eq!(p["next"], "systemctl stop nvidia-persistenced");
+    for f in doc["findings"].as_array().unwrap() {
+        if f["kind"] != "protected-holders" {
+            assert!(
+                !f["next"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("--pid {}", pd.pid())),
+                "{f}"
+            );
+        }
+    }
+}
+
+#[test]
+fn memory_of_another_namespace_says_run_on_the_host() {
+    let d = TestDir::new(1);
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(4_194_304, 8192, "always")],
+        0,
+    )]));
+    let (code, doc) = why(&d.dev, &state, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(doc["findings"][0]["kind"], "outside-namespace");
+    assert!(find(&doc, "driver-leak").is_empty());
+}
+
+/// An empty fake /proc: a complete view with no process at all.
+fn empty_proc(dir: &Path) -> std::path::PathBuf {
+    let p = dir.join("emptyproc");
+    std::fs::create_dir(&p).unwrap();
+    p
+}
+
+#[test]
+fn leaked_memory_with_no_holder_and_a_complete_view_is_a_driver_leak_with_a_printed_reset() {
+    let d = TestDir::new(1);
+    let mut g = sim_gpu(0, &[], 0);
+    g["leaked_bytes"] = serde_json::json!(20u64 << 30);
+    let state = d.state(&sim_state(vec![g]));
+    let proc_root = empty_proc(d.tmp.path());
+    let (code, doc) = why(
+        &d.dev,
+        &state,
+        &["--proc-root", proc_root.to_str().unwrap()],
+    );
+    assert_eq!(code, 1);
+    let f = &doc["findings"][0];
+    assert_eq!(f["kind"], "driver-leak");
+    assert_eq!(f["next"], "nvidia-smi --gpu-reset -i 0");
+    // The same with a holder of the GPU's node: no reset recommended.
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let (_, doc) = why(&d.dev, &state, &[]);
+    assert!(find(&doc, "driver-leak").is_empty(), "{doc}");
+    assert!(process(&doc, h.pid()).is_some());
+}
+
+#[test]
+fn free_gpus_exit_0_and_partial_views_never_say_free() {
+    let d = TestDir::new(2);
+    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
+    let proc_root = empty_proc(d.tmp.path());
+    let (code, doc) = why(
+        &d.dev,
+        &state,
+        &["--proc-root", proc_root.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["findings"][0]["kind"], "free");
+    if rustix::process::geteuid().is_root() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let lib = sim_lib();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let r = run_cmd(
+            std::process::Command::new("setpriv")
+                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+                .arg(bin())
+                .args([
+                    "why",
+                    "--json",
+                    "--dev-dir",
+                    d.dev.to_str().unwrap(),
+                    "--nvml-lib",
+                    lib.to_str().unwrap(),
+                ])
+                .env("GPUFREE_SIM_STATE", &state),
+        );
+        assert_eq!(
+            r.code, 1,
+            "as nobody the view is partial: never free: {}",
+            r.stderr
+        );
+        assert!(find(&r.json(), "partial-view").len() == 1);
+    }
+}
+
+#[test]
+fn invalid_pattern_is_a_usage_error_in_one_line() {
+    let r = gpufree(&["why", "--pattern", "python3.*(vllm"], &[]);
+    assert_eq!(r.code, 2);
+    assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("--pattern"));
+}
