@@ -18,6 +18,10 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     /// Environment error: no driver/library and no nodes, permission needed.
     pub const ENVIRONMENT: i32 = 3;
+    /// kill: some targets survived or the memory was not released.
+    pub const SURVIVORS: i32 = 4;
+    /// Refused for safety (protected process, no confirmation).
+    pub const REFUSED: i32 = 5;
     /// `sim exec`: the command could not be run (as `env` and shells do).
     pub const CANNOT_EXEC: i32 = 127;
 }
@@ -77,6 +81,11 @@ pub enum Command {
         #[arg(long, value_name = "REGEX")]
         pattern: Option<String>,
     },
+    /// Free the selected GPUs (or PIDs) safely, then wait until the memory is
+    /// really released. Targets are always GPU holders; selectors narrow them.
+    Kill(KillArgs),
+    /// Block until the selected GPUs are free (systemd ExecStartPre=, Slurm prolog, CI).
+    Wait(WaitArgs),
     /// Replay the reference incident on the simulator, with real processes.
     Demo {
         /// Keep the incident running until Enter, to try other tools on it.
@@ -86,6 +95,92 @@ pub enum Command {
     /// The simulated NVML library.
     #[command(subcommand)]
     Sim(SimCommand),
+}
+
+/// `gpufree kill` flags.
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    /// A holder's PID (repeatable).
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Holders whose comm, whole command line or exe path matches REGEX.
+    #[arg(long = "match", value_name = "REGEX")]
+    pub matcher: Option<String>,
+    /// Holders of this user (name or UID).
+    #[arg(long, value_name = "NAME|UID")]
+    pub user: Option<String>,
+    /// Holders of this systemd unit, container id, pod UID or Slurm job.
+    #[arg(long, value_name = "NAME")]
+    pub unit: Option<String>,
+    /// Print the plan and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask (without a terminal and without --yes, gpufree refuses).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// First signal: TERM, INT, HUP, QUIT, USR1, USR2 or KILL.
+    #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
+    pub signal: (String, rustix::process::Signal),
+    /// How long to wait after the first signal before SIGKILL.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = crate::units::parse_duration)]
+    pub grace: std::time::Duration,
+    /// How long to wait for the memory to come back.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = crate::units::parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Do not wait for the memory.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Also signal protected daemons (nvidia-persistenced, DCGM, MPS, Xorg...). Never implied.
+    #[arg(long)]
+    pub force_protected: bool,
+    /// Also signal holders of only shared nodes (nvidia-uvm, nvidiactl) that
+    /// belong to no targeted group.
+    #[arg(long)]
+    pub include_shared: bool,
+}
+
+/// `gpufree wait` flags.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Free means at most SIZE used (512MiB, 2GiB, 0). Default: no holder
+    /// processes and used memory at the idle baseline.
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
+    pub max_used: Option<u64>,
+    /// Give up after DUR (0 = check once).
+    #[arg(long, value_name = "DUR", default_value = "300s", value_parser = crate::units::parse_duration)]
+    pub timeout: std::time::Duration,
+    /// How often to look.
+    #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = crate::units::parse_duration)]
+    pub interval: std::time::Duration,
+}
+
+fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal), String> {
+    use rustix::process::Signal;
+    let name = s.trim().trim_start_matches("SIG").to_ascii_uppercase();
+    let sig = match name.as_str() {
+        "TERM" | "15" => Signal::TERM,
+        "INT" | "2" => Signal::INT,
+        "HUP" | "1" => Signal::HUP,
+        "QUIT" | "3" => Signal::QUIT,
+        "USR1" | "10" => Signal::USR1,
+        "USR2" | "12" => Signal::USR2,
+        "KILL" | "9" => Signal::KILL,
+        _ => {
+            return Err(format!(
+                "'{s}' is not one of TERM, INT, HUP, QUIT, USR1, USR2, KILL"
+            ))
+        }
+    };
+    let canonical = match sig {
+        Signal::TERM => "TERM",
+        Signal::INT => "INT",
+        Signal::HUP => "HUP",
+        Signal::QUIT => "QUIT",
+        Signal::USR1 => "USR1",
+        Signal::USR2 => "USR2",
+        _ => "KILL",
+    };
+    Ok((canonical.to_string(), sig))
 }
 
 /// `gpufree sim ...`.
@@ -138,16 +233,26 @@ fn config(common: &Common) -> Config {
     }
 }
 
-fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot, Failure> {
+fn snapshot_failure(common: &Common, e: SnapshotError) -> Failure {
+    match e {
+        SnapshotError::DevDir(_) if common.dev_dir.is_some() => Failure::new(exit::USAGE, e),
+        e => Failure::new(exit::ENVIRONMENT, e),
+    }
+}
+
+fn collector(common: &Common, others: bool) -> Result<snapshot::Collector, Failure> {
     let cfg = Config {
         others,
         ..config(common)
     };
+    snapshot::Collector::new(cfg).map_err(|e| snapshot_failure(common, e))
+}
+
+fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot, Failure> {
     let started = std::time::Instant::now();
-    let snap = snapshot::take(&cfg).map_err(|e| match e {
-        SnapshotError::DevDir(_) if common.dev_dir.is_some() => Failure::new(exit::USAGE, e),
-        e => Failure::new(exit::ENVIRONMENT, e),
-    })?;
+    let snap = collector(common, others)?
+        .snapshot()
+        .map_err(|e| snapshot_failure(common, e))?;
     if common.verbose > 0 {
         eprintln!(
             "gpufree: snapshot of {} processes in {:.1} ms",
@@ -212,6 +317,8 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 exit::NOT_REACHED
             })
         }
+        Command::Kill(args) => run_kill(common, &args, &paint),
+        Command::Wait(args) => run_wait(common, &args, &paint),
         Command::Demo { hold } => {
             drop(out);
             let opts = crate::demo::Options {
@@ -237,6 +344,245 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             Err(Failure::new(code, e))
         }
     }
+}
+
+/// The document `kill --json` prints: the status after, the plan, the outcome.
+#[derive(serde::Serialize)]
+struct KillDoc<'a> {
+    #[serde(flatten)]
+    snapshot: &'a crate::model::Snapshot,
+    plan: &'a crate::act::kill::Plan,
+    kill: &'a crate::act::kill::Report,
+}
+
+fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Failure> {
+    use crate::act::kill::{self, Selectors, UserSel};
+    if common
+        .proc_root
+        .as_ref()
+        .is_some_and(|p| p != std::path::Path::new("/proc"))
+    {
+        return Err(Failure::new(
+            exit::USAGE,
+            "--proc-root: kill signals only processes of this PID namespace's /proc",
+        ));
+    }
+    let matcher = match &args.matcher {
+        Some(m) => Some(regex::Regex::new(m).map_err(|e| {
+            Failure::new(
+                exit::USAGE,
+                format!(
+                    "--match '{m}': invalid regular expression: {}",
+                    e.to_string().lines().last().unwrap_or("").trim()
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let c = collector(common, false)?;
+    let snap = c.snapshot().map_err(|e| snapshot_failure(common, e))?;
+    let indexes =
+        snapshot::resolve(&snap.gpus, &common.gpu).map_err(|e| Failure::new(exit::USAGE, e))?;
+    let nothing_else =
+        args.pid.is_empty() && args.matcher.is_none() && args.user.is_none() && args.unit.is_none();
+    let sel = Selectors {
+        gpus: (!common.gpu.is_empty() || nothing_else).then(|| indexes.clone()),
+        pids: args.pid.clone(),
+        matcher,
+        user: args.user.as_ref().map(|u| {
+            u.parse()
+                .map(UserSel::Uid)
+                .unwrap_or_else(|_| UserSel::Name(u.clone()))
+        }),
+        unit: args.unit.clone(),
+    };
+    let safety = kill::Safety {
+        force_protected: args.force_protected,
+        include_shared: args.include_shared,
+        ..kill::Safety::current()
+    };
+    let plan = kill::plan(&snap, &sel, &safety);
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    // The plan goes to stdout, or to stderr when stdout carries JSON.
+    {
+        let w: &mut dyn Write = if common.json { &mut err } else { &mut out };
+        if !common.quiet || args.dry_run {
+            crate::present::kill::write_plan(
+                w,
+                &snap,
+                &plan,
+                &args.signal.0,
+                args.grace.as_secs_f64(),
+                paint,
+            )?;
+        }
+    }
+    let refused_explicit = plan.skipped.iter().any(|k| k.refused);
+    if args.dry_run {
+        if common.json {
+            let report = kill::Report {
+                skipped: plan.skipped.clone(),
+                ..kill::Report::default()
+            };
+            write_json(
+                &mut out,
+                &KillDoc {
+                    snapshot: &snap,
+                    plan: &plan,
+                    kill: &report,
+                },
+            )?;
+        }
+        return Ok(exit::OK);
+    }
+    if plan.targets.is_empty() {
+        if common.json {
+            let report = kill::Report {
+                skipped: plan.skipped.clone(),
+                released: true,
+                ..kill::Report::default()
+            };
+            write_json(
+                &mut out,
+                &KillDoc {
+                    snapshot: &snap,
+                    plan: &plan,
+                    kill: &report,
+                },
+            )?;
+        }
+        return Ok(if refused_explicit {
+            exit::REFUSED
+        } else {
+            exit::OK
+        });
+    }
+    if !args.yes {
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::new(
+                exit::REFUSED,
+                "refusing to signal without --yes: no terminal to confirm on",
+            ));
+        }
+        write!(err, "Signal these {} processes? [y/N] ", plan.targets.len())?;
+        err.flush()?;
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            return Err(Failure::new(
+                exit::REFUSED,
+                "not confirmed; nothing signalled",
+            ));
+        }
+    }
+    let opts = kill::Options {
+        signal: args.signal.1,
+        grace: args.grace,
+        timeout: args.timeout,
+        no_wait: args.no_wait,
+        progress: !common.quiet
+            && !common.json
+            && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        stale_identity: std::env::var("GPUFREE_TEST_STALE_IDENTITY")
+            .ok()
+            .and_then(|p| p.parse().ok()),
+    };
+    let report = kill::execute(&c, &snap, plan.clone(), &sel, &safety, &opts);
+    if common.json {
+        let after = c
+            .snapshot()
+            .map(|s| snapshot::select(s, &indexes))
+            .unwrap_or(snap);
+        write_json(
+            &mut out,
+            &KillDoc {
+                snapshot: &after,
+                plan: &plan,
+                kill: &report,
+            },
+        )?;
+    } else if !common.quiet {
+        crate::present::kill::write_report(&mut out, &report, !args.no_wait, paint)?;
+    }
+    Ok(
+        if !report.survivors.is_empty() || (!args.no_wait && !report.released) {
+            exit::SURVIVORS
+        } else {
+            exit::OK
+        },
+    )
+}
+
+/// The document `wait --json` prints.
+#[derive(serde::Serialize)]
+struct WaitDoc<'a> {
+    #[serde(flatten)]
+    snapshot: &'a crate::model::Snapshot,
+    wait: WaitResult,
+}
+
+#[derive(serde::Serialize)]
+struct WaitResult {
+    free: bool,
+    seconds: f64,
+    snapshots: u32,
+}
+
+fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Failure> {
+    let c = collector(common, false)?;
+    let first = c.snapshot().map_err(|e| snapshot_failure(common, e))?;
+    let gpus =
+        snapshot::resolve(&first.gpus, &common.gpu).map_err(|e| Failure::new(exit::USAGE, e))?;
+    let opts = crate::act::wait::Options {
+        gpus: gpus.clone(),
+        max_used: args.max_used,
+        timeout: args.timeout,
+        interval: args.interval,
+    };
+    let outcome = crate::act::wait::wait(&c, &opts).map_err(|e| snapshot_failure(common, e))?;
+    let mut out = std::io::stdout().lock();
+    if common.json {
+        let doc = WaitDoc {
+            snapshot: &outcome.last,
+            wait: WaitResult {
+                free: outcome.free,
+                seconds: outcome.seconds,
+                snapshots: outcome.snapshots,
+            },
+        };
+        write_json(&mut out, &doc)?;
+    } else if !common.quiet {
+        let which = crate::diagnose::gpu_list(&gpus);
+        if outcome.free {
+            writeln!(
+                out,
+                "GPU{} {which} free after {:.2} s",
+                if gpus.len() == 1 { "" } else { "s" },
+                outcome.seconds
+            )?;
+        } else {
+            let top = outcome
+                .last
+                .findings
+                .first()
+                .map(|f| f.message.clone())
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "{} GPU{} {which} not free after {:.1} s: {top}",
+                paint.error("timeout:"),
+                if gpus.len() == 1 { "" } else { "s" },
+                outcome.seconds
+            )?;
+        }
+    }
+    Ok(if outcome.free {
+        exit::OK
+    } else {
+        exit::NOT_REACHED
+    })
 }
 
 /// The binary's main: parse, run, report. A closed stdout (`| head`) is success.

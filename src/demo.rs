@@ -270,14 +270,18 @@ pub fn run(opts: &Options) -> anyhow::Result<i32> {
         nvml_lib: Some(lib),
         others: false,
     };
-    let snap = snapshot::take(&cfg)?;
+    let collector = snapshot::Collector::new(cfg)?;
+    let snap = collector.snapshot()?;
     let mut out = std::io::stdout().lock();
     if opts.json {
         write_json(&mut out, &snap)?;
         return Ok(0);
     }
     narrate(&mut out, &incident, &snap, &opts.paint)?;
-    if opts.hold {
+    if !opts.hold {
+        return free_it(&mut out, &incident, &collector, &snap, &opts.paint);
+    }
+    {
         writeln!(
             out,
             "\nThe incident keeps running. Try, in another terminal:"
@@ -299,6 +303,69 @@ pub fn run(opts: &Options) -> anyhow::Result<i32> {
         let _ = std::io::stdin().read_line(&mut line);
     }
     Ok(0)
+}
+
+/// The second half: `gpufree kill` on the demo's own processes, the
+/// simulated release (about 2 s), and the GPUs free.
+fn free_it<W: Write>(
+    w: &mut W,
+    inc: &Incident,
+    c: &snapshot::Collector,
+    snap: &Snapshot,
+    paint: &Paint,
+) -> anyhow::Result<i32> {
+    use crate::act::kill;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "{}",
+        paint.bold("$ gpufree kill --yes    (the demo signals only the processes it started)")
+    )?;
+    let sel = kill::Selectors {
+        gpus: Some(snap.gpus.iter().map(|g| g.index).collect()),
+        ..kill::Selectors::default()
+    };
+    let safety = kill::Safety::current();
+    let plan = kill::plan(snap, &sel, &safety);
+    let ours: Vec<u32> = inc.spawned.pids.iter().map(|(p, _)| *p).collect();
+    if let Some(stranger) = plan.targets.iter().find(|e| !ours.contains(&e.pid)) {
+        anyhow::bail!(
+            "demo: refusing to kill PID {}: the demo did not start it",
+            stranger.pid
+        );
+    }
+    crate::present::kill::write_plan(w, snap, &plan, "TERM", 10.0, paint)?;
+    let opts = kill::Options {
+        timeout: std::time::Duration::from_secs(30),
+        ..kill::Options::default()
+    };
+    let report = kill::execute(c, snap, plan, &sel, &safety, &opts);
+    crate::present::kill::write_report(w, &report, true, paint)?;
+    let after = c.snapshot()?;
+    writeln!(w)?;
+    writeln!(w, "{}", paint.bold("$ gpufree status --quiet"))?;
+    table::write_status(
+        w,
+        &Snapshot {
+            findings: Vec::new(),
+            ..after.clone()
+        },
+        paint,
+    )?;
+    let free = after
+        .gpus
+        .iter()
+        .all(|g| crate::diagnose::gpu_free(&after, g.index));
+    writeln!(
+        w,
+        "{}",
+        paint.bold(if free && report.released {
+            "All 8 GPUs are free again: no driver bug, no GPU reset; 10 processes by identity, and the release confirmed."
+        } else {
+            "The GPUs did not come back: see above."
+        })
+    )?;
+    Ok(if free && report.released { 0 } else { 4 })
 }
 
 fn narrate<W: Write>(

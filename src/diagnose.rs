@@ -193,6 +193,35 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// A stable key for what started `p`: its unit, container, pod or job, or
+/// the top of its tree of holders (the launcher).
+pub fn group_key(s: &Snapshot, p: &Process) -> String {
+    let ctx = Ctx {
+        s,
+        by_pid: s.processes.iter().map(|q| (q.pid, q)).collect(),
+    };
+    match ctx.group(p) {
+        Group::Owner(kind, id, _) => format!("{}:{id}", kind.as_str()),
+        Group::Tree(root) => format!("tree:{root}"),
+    }
+}
+
+/// Whether GPU `index` of `s` is free: no live, unprotected process holds
+/// its memory or its node, NVML lists no unprotected process on it, and
+/// what no process accounts for is within the idle baseline.
+pub fn gpu_free(s: &Snapshot, index: u32) -> bool {
+    let Some(g) = s.gpus.iter().find(|g| g.index == index) else {
+        return false;
+    };
+    let protected = |pid: u32| s.processes.iter().any(|p| p.pid == pid && p.protected);
+    let held = s
+        .processes
+        .iter()
+        .any(|p| is_live(p) && !p.protected && p.touches_gpu(index));
+    let listed = g.nvml_processes.iter().any(|p| !protected(p.pid));
+    !held && !listed && (!g.memory.known || g.memory.unaccounted_bytes <= IDLE_SLACK_BYTES)
+}
+
 fn finding(
     kind: &str,
     severity: Severity,

@@ -51,6 +51,11 @@ pub struct HoldSpec {
     /// Ignore SIGTERM.
     #[serde(default)]
     pub ignore_term: bool,
+    /// On SIGTERM, start this child (it should `survive_parent`), wait for
+    /// it to be ready, then exit: a target that forks a holder while it is
+    /// being stopped.
+    #[serde(default)]
+    pub fork_on_term: Option<Box<ChildSpec>>,
     /// Exit this long after reporting ready.
     #[serde(default)]
     pub exit_after_ms: Option<u64>,
@@ -191,6 +196,9 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     if spec.ignore_term {
         ignore_sigterm();
     }
+    if let Some(child) = spec.fork_on_term.clone() {
+        fork_on_term(*child)?;
+    }
     let mut kept: Vec<OwnedFd> = Vec::new();
     for p in &spec.fd {
         kept.push(open(p)?.into());
@@ -240,6 +248,37 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     }
     drop(kept);
     std::process::exit(0);
+}
+
+/// Blocks SIGTERM in every thread and lets one thread take it with
+/// `sigwait`: then it starts `child` and exits the process.
+#[allow(unsafe_code)]
+fn fork_on_term(child: ChildSpec) -> std::io::Result<()> {
+    // SAFETY: plain libc calls on a local, zero-initialised sigset_t; the
+    // mask is set before any other thread exists, so all inherit it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    std::thread::spawn(move || {
+        // SAFETY: as above; sigwait only reads the set and writes `sig`.
+        let mut sig = 0;
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigwait(&set, &mut sig);
+        }
+        if let Ok(exe) = std::env::current_exe() {
+            if let Ok(s) = spawn(&exe, &child) {
+                std::mem::forget(s); // it must outlive us
+            }
+        }
+        std::process::exit(0);
+    });
+    Ok(())
 }
 
 #[allow(unsafe_code)]

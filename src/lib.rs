@@ -12,6 +12,7 @@
 //! - [`present`]: table and JSON output of a snapshot.
 //! - [`holder`], [`demo`], [`sim`]: the reference incident on the simulator.
 
+pub mod act;
 pub mod cli;
 pub mod demo;
 pub mod diagnose;

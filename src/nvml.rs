@@ -91,60 +91,84 @@ fn list(
     }
 }
 
-/// Reads every GPU from the library at `lib` (default: the system's).
-pub fn collect(lib: Option<&Path>) -> NvmlReport {
-    let library = lib.map_or(DEFAULT_LIB.to_string(), |p| p.display().to_string());
-    let mut report = NvmlReport {
-        status: NvmlStatus {
+/// An initialised NVML library, kept for repeated reads (`wait`, `kill`).
+pub struct Session {
+    nvml: Nvml,
+    status: NvmlStatus,
+}
+
+impl Session {
+    /// Loads and initialises the library at `lib` (default: the system's);
+    /// on failure, the status says why.
+    pub fn open(lib: Option<&Path>) -> Result<Session, NvmlStatus> {
+        let library = lib.map_or(DEFAULT_LIB.to_string(), |p| p.display().to_string());
+        let mut status = NvmlStatus {
             library: library.clone(),
             ..NvmlStatus::default()
-        },
-        ..NvmlReport::default()
-    };
-    let mut builder = Nvml::builder();
-    if let Some(p) = lib {
-        builder.lib_path(p.as_os_str());
+        };
+        let mut builder = Nvml::builder();
+        if let Some(p) = lib {
+            builder.lib_path(p.as_os_str());
+        }
+        match builder.init() {
+            Ok(nvml) => {
+                status.available = true;
+                status.driver_version = nvml.sys_driver_version().ok();
+                Ok(Session { nvml, status })
+            }
+            Err(e) => {
+                status.error = Some(match e {
+                    NvmlError::LibloadingError(_) => format!("no NVIDIA library ({library}): {e}"),
+                    e => format!("NVML init failed ({library}): {}", describe(&e)),
+                });
+                Err(status)
+            }
+        }
     }
-    let nvml = match builder.init() {
-        Ok(n) => n,
-        Err(e) => {
-            report.status.error = Some(match e {
-                NvmlError::LibloadingError(_) => format!("no NVIDIA library ({library}): {e}"),
-                e => format!("NVML init failed ({library}): {}", describe(&e)),
-            });
-            return report;
-        }
-    };
-    report.status.available = true;
-    report.status.driver_version = nvml.sys_driver_version().ok();
-    let count = match nvml.device_count() {
-        Ok(c) => c,
-        Err(e) => {
-            report.unavailable.push(Unavailable {
-                what: "device count".into(),
-                gpu: None,
-                why: describe(&e),
-            });
-            0
-        }
-    };
-    for index in 0..count {
-        let dev = match nvml.device_by_index(index) {
-            Ok(d) => d,
+
+    /// Reads every GPU now.
+    pub fn read(&self) -> NvmlReport {
+        let mut report = NvmlReport {
+            status: self.status.clone(),
+            ..NvmlReport::default()
+        };
+        let count = match self.nvml.device_count() {
+            Ok(c) => c,
             Err(e) => {
                 report.unavailable.push(Unavailable {
+                    what: "device count".into(),
+                    gpu: None,
+                    why: describe(&e),
+                });
+                0
+            }
+        };
+        for index in 0..count {
+            match self.nvml.device_by_index(index) {
+                Ok(dev) => {
+                    let gpu = read_gpu(&dev, index, &mut report.unavailable);
+                    report.gpus.push(gpu);
+                }
+                Err(e) => report.unavailable.push(Unavailable {
                     what: "device handle".into(),
                     gpu: Some(index),
                     why: describe(&e),
-                });
-                continue;
+                }),
             }
-        };
+        }
         report
-            .gpus
-            .push(read_gpu(&dev, index, &mut report.unavailable));
     }
-    report
+}
+
+/// Reads every GPU once from the library at `lib` (default: the system's).
+pub fn collect(lib: Option<&Path>) -> NvmlReport {
+    match Session::open(lib) {
+        Ok(session) => session.read(),
+        Err(status) => NvmlReport {
+            status,
+            ..NvmlReport::default()
+        },
+    }
 }
 
 fn read_gpu(dev: &Device<'_>, index: u32, unavailable: &mut Vec<Unavailable>) -> Gpu {

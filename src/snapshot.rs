@@ -58,17 +58,61 @@ pub enum SnapshotError {
 
 /// Takes a snapshot of every GPU and every holder.
 pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
-    let nodes = NodeSet::discover(&cfg.dev_dir).map_err(SnapshotError::DevDir)?;
-    let report = nvml::collect(cfg.nvml_lib.as_deref());
-    if !report.status.available && nodes.is_empty() {
-        return Err(SnapshotError::NoGpu {
-            nvml: report.status.error.clone().unwrap_or_default(),
-            dev_dir: cfg.dev_dir.display().to_string(),
-        });
+    Collector::new(cfg.clone())?.snapshot()
+}
+
+/// Takes snapshots repeatedly with one NVML session (for `wait`, `kill`).
+pub struct Collector {
+    cfg: Config,
+    nodes: NodeSet,
+    nvml: Result<nvml::Session, crate::model::NvmlStatus>,
+}
+
+impl Collector {
+    /// Discovers the device nodes and opens NVML; fails only when there is
+    /// neither a library nor a node.
+    pub fn new(cfg: Config) -> Result<Collector, SnapshotError> {
+        let nodes = NodeSet::discover(&cfg.dev_dir).map_err(SnapshotError::DevDir)?;
+        let nvml = nvml::Session::open(cfg.nvml_lib.as_deref());
+        if let Err(status) = &nvml {
+            if nodes.is_empty() {
+                return Err(SnapshotError::NoGpu {
+                    nvml: status.error.clone().unwrap_or_default(),
+                    dev_dir: cfg.dev_dir.display().to_string(),
+                });
+            }
+        }
+        Ok(Collector { cfg, nodes, nvml })
     }
-    let scanned = scan::scan(&cfg.proc_root, &nodes)?;
-    let proc_fd = scan::open_proc(&cfg.proc_root)?;
-    Ok(assemble(cfg, &proc_fd, &nodes, report, scanned))
+
+    /// NVML only: the GPUs' memory and process lists now (cheap; no scan).
+    pub fn nvml(&self) -> NvmlReport {
+        match &self.nvml {
+            Ok(session) => session.read(),
+            Err(status) => NvmlReport {
+                status: status.clone(),
+                ..NvmlReport::default()
+            },
+        }
+    }
+
+    /// Whether NVML answers.
+    pub fn has_nvml(&self) -> bool {
+        self.nvml.is_ok()
+    }
+
+    /// A full snapshot: NVML, the holder scan, details, findings.
+    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        let report = self.nvml();
+        let scanned = scan::scan(&self.cfg.proc_root, &self.nodes)?;
+        let proc_fd = scan::open_proc(&self.cfg.proc_root)?;
+        Ok(assemble(&self.cfg, &proc_fd, &self.nodes, report, scanned))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
 }
 
 fn gpus_without_nvml(nodes: &NodeSet) -> Vec<Gpu> {

@@ -22,9 +22,96 @@ pub fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
+/// Parses a duration: `10s`, `200ms`, `1.5s`, `2m`, `1h`, or `0`. A bare
+/// number other than 0 is refused (seconds or milliseconds?).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    if t == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (like 10s, 200ms, 2m)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        "" => return Err(format!("'{s}' needs a unit (like 10s or 200ms)")),
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || !(0.0..=365.0 * 86400.0).contains(&secs) {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Parses a size: `512MiB`, `2GiB`, `100MB`, `4096` (bytes), `0`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (like 512MiB, 2GiB, 0)"))?;
+    let mult: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "KiB" | "K" => 1024.0,
+        "MiB" | "M" => 1024.0 * 1024.0,
+        "GiB" | "G" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" | "T" => 1024f64.powi(4),
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        u => {
+            return Err(format!(
+                "'{s}': unknown unit '{u}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB)"
+            ))
+        }
+    };
+    let bytes = n * mult;
+    if !bytes.is_finite() || !(0.0..=u64::MAX as f64).contains(&bytes) {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("10").unwrap_err().contains("needs a unit"));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5y").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("0").unwrap(), 0);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert_eq!(parse_size("100MB").unwrap(), 100_000_000);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("5XB").unwrap_err().contains("unknown unit"));
+    }
 
     #[test]
     fn mib_like_nvidia_smi() {

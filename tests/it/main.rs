@@ -5,6 +5,7 @@
 
 mod demo;
 mod harness;
+mod kill;
 mod procfs;
 mod real_gpu;
 mod scan;

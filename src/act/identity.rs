@@ -1,0 +1,206 @@
+//! Signalling a process by identity, never by a bare number.
+//!
+//! The scan identified a process by (PID, start time). To signal it, we open
+//! its /proc directory and check the start time through that directory fd;
+//! then `pidfd_open(pid)`, and check the start time through the directory fd
+//! once more: a PID is freed only when its process is reaped, so a match
+//! after the pidfd exists proves the pidfd is the scanned process. The
+//! signal goes through the pidfd. If `pidfd_open` is refused (ENOSYS, or
+//! EPERM under old seccomp profiles), `pidfd_send_signal` on the /proc
+//! directory fd itself (Linux 5.1+); last resort, a start-time-verified
+//! `kill()`.
+
+use crate::proc::parse::parse_stat;
+use crate::proc::scan::read_at;
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags, Signal};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Why a process could not be signalled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KillError {
+    /// It exited (and may have been reaped) before the signal.
+    #[error("gone before it was signalled")]
+    Gone,
+    /// The PID now belongs to another process (PID reuse).
+    #[error("identity changed: the PID now belongs to a process started at tick {found}, not {expected}")]
+    IdentityChanged {
+        /// Start time seen by the scan.
+        expected: u64,
+        /// Start time found now.
+        found: u64,
+    },
+    /// Not allowed (another user's process, not root).
+    #[error("permission denied: owned by another user (run as root)")]
+    Permission,
+    /// Another error from the kernel.
+    #[error("{0}")]
+    Os(String),
+}
+
+fn os(e: Errno) -> KillError {
+    match e {
+        Errno::SRCH | Errno::NOENT => KillError::Gone,
+        Errno::PERM | Errno::ACCESS => KillError::Permission,
+        e => KillError::Os(e.to_string()),
+    }
+}
+
+/// How the signal is delivered.
+#[derive(Debug)]
+enum Handle {
+    Pidfd(OwnedFd),
+    /// `pidfd_send_signal` on the /proc directory fd, else `kill()` after
+    /// a start-time check (no pidfd support at all).
+    ProcDir,
+}
+
+/// A process to signal, pinned to the identity the scan saw.
+#[derive(Debug)]
+pub struct Target {
+    /// PID.
+    pub pid: u32,
+    /// Start time the scan saw (stat field 22).
+    pub start_time: u64,
+    dir: OwnedFd,
+    handle: Handle,
+}
+
+fn start_time_at(dir: &OwnedFd) -> Result<(u64, char), KillError> {
+    let stat = read_at(dir, "stat").map_err(os)?;
+    let s = parse_stat(&stat).map_err(|e| KillError::Os(e.to_string()))?;
+    Ok((s.start_time, s.state))
+}
+
+impl Target {
+    /// Pins `pid` in `proc_root`, checking it is still the process that
+    /// started at `start_time`.
+    pub fn pin(proc_root: &Path, pid: u32, start_time: u64) -> Result<Target, KillError> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir =
+            rustix::fs::open(proc_root.join(pid.to_string()), flags, Mode::empty()).map_err(os)?;
+        let check = |dir: &OwnedFd| -> Result<(), KillError> {
+            let (found, _) = start_time_at(dir)?;
+            if found != start_time {
+                return Err(KillError::IdentityChanged {
+                    expected: start_time,
+                    found,
+                });
+            }
+            Ok(())
+        };
+        check(&dir)?;
+        let raw = Pid::from_raw(pid as i32).ok_or(KillError::Gone)?;
+        let handle = match rustix::process::pidfd_open(raw, PidfdFlags::empty()) {
+            Ok(fd) => Handle::Pidfd(fd),
+            // No pidfd_open: the /proc directory fd works as a pidfd for
+            // pidfd_send_signal since 5.1; `signal` falls back to a verified
+            // kill() where even that is refused.
+            Err(Errno::NOSYS | Errno::PERM) => Handle::ProcDir,
+            Err(e) => return Err(os(e)),
+        };
+        // The PID cannot have been reused while the process the directory
+        // names is unreaped: a matching start time now pins the pidfd too.
+        check(&dir)?;
+        Ok(Target {
+            pid,
+            start_time,
+            dir,
+            handle,
+        })
+    }
+
+    /// Sends `sig` to exactly the pinned process.
+    pub fn signal(&self, sig: Signal) -> Result<(), KillError> {
+        match &self.handle {
+            Handle::Pidfd(fd) => rustix::process::pidfd_send_signal(fd, sig).map_err(os),
+            Handle::ProcDir => match rustix::process::pidfd_send_signal(&self.dir, sig) {
+                Err(Errno::BADF | Errno::INVAL | Errno::NOSYS) => self.verified_kill(sig),
+                r => r.map_err(os),
+            },
+        }
+    }
+
+    /// The last resort: `kill()` right after checking the start time
+    /// through the directory fd (the window is one syscall wide).
+    fn verified_kill(&self, sig: Signal) -> Result<(), KillError> {
+        let (found, _) = start_time_at(&self.dir)?;
+        if found != self.start_time {
+            return Err(KillError::IdentityChanged {
+                expected: self.start_time,
+                found,
+            });
+        }
+        let raw = Pid::from_raw(self.pid as i32).ok_or(KillError::Gone)?;
+        rustix::process::kill_process(raw, sig).map_err(os)
+    }
+
+    /// Whether the whole thread group has exited (a zombie counts: it holds
+    /// nothing any more).
+    pub fn exited(&self) -> bool {
+        match &self.handle {
+            Handle::Pidfd(fd) => {
+                let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                poll(
+                    &mut fds,
+                    Some(&rustix::event::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    }),
+                )
+                .is_ok_and(|n| n > 0)
+            }
+            _ => match start_time_at(&self.dir) {
+                Ok((_, state)) => state == 'Z' || state == 'X',
+                Err(_) => true,
+            },
+        }
+    }
+
+    /// The state letter now ('?' once gone).
+    pub fn state(&self) -> char {
+        start_time_at(&self.dir).map_or('?', |(_, s)| s)
+    }
+
+    /// The pidfd, for polling several targets at once.
+    pub fn pidfd(&self) -> Option<&OwnedFd> {
+        match &self.handle {
+            Handle::Pidfd(fd) => Some(fd),
+            _ => None,
+        }
+    }
+}
+
+/// Waits until every target has exited or `timeout` passes, waking as soon
+/// as a pidfd reports an exit. Returns the indexes of those still running.
+pub fn wait_exited(targets: &[&Target], timeout: Duration) -> Vec<usize> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let running: Vec<usize> = (0..targets.len())
+            .filter(|&i| !targets[i].exited())
+            .collect();
+        let now = Instant::now();
+        if running.is_empty() || now >= deadline {
+            return running;
+        }
+        let left = (deadline - now).min(Duration::from_millis(100));
+        let mut fds: Vec<PollFd<'_>> = running
+            .iter()
+            .filter_map(|&i| targets[i].pidfd())
+            .map(|fd| PollFd::new(fd, PollFlags::IN))
+            .collect();
+        let ts = rustix::event::Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        if fds.is_empty() {
+            std::thread::sleep(left);
+        } else {
+            let _ = poll(&mut fds, Some(&ts));
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The `gpufree kill` plan and its outcome, as text.
+
+use super::Paint;
+use crate::act::kill::{Plan, Report};
+use crate::model::Snapshot;
+use std::io::{self, Write};
+
+/// Writes the plan: each target with user, comm, cmdline, owner, memory and
+/// why it is a target; then what is left out and why.
+pub fn write_plan<W: Write + ?Sized>(
+    w: &mut W,
+    snap: &Snapshot,
+    plan: &Plan,
+    signal: &str,
+    grace: f64,
+    paint: &Paint,
+) -> io::Result<()> {
+    if plan.targets.is_empty() {
+        writeln!(
+            w,
+            "{}",
+            paint.bold("Nothing to signal: no GPU holder matches.")
+        )?;
+    } else {
+        writeln!(
+            w,
+            "{}",
+            paint.bold(&format!(
+                "Plan: signal {} process{} with SIG{signal}, SIGKILL after {grace:.0}s if still running:",
+                plan.targets.len(),
+                if plan.targets.len() == 1 { "" } else { "es" }
+            ))
+        )?;
+    }
+    for e in &plan.targets {
+        let p = snap.processes.iter().find(|p| p.pid == e.pid);
+        let (user, comm, cmd, owner) = p.map_or(Default::default(), |p| {
+            (
+                p.user.clone(),
+                p.comm.clone(),
+                p.cmdline_joined(),
+                if p.owner.name.is_empty() {
+                    "-".to_string()
+                } else {
+                    p.owner.name.clone()
+                },
+            )
+        });
+        writeln!(w, "  {:>7}  {:<8} {:<16} {}", e.pid, user, comm, e.reason)?;
+        writeln!(
+            w,
+            "           {} {}   {} {}",
+            paint.dim("cmdline:"),
+            cmd,
+            paint.dim("owner:"),
+            owner
+        )?;
+    }
+    if !plan.skipped.is_empty() {
+        writeln!(w, "{}", paint.bold("Left out:"))?;
+        for k in &plan.skipped {
+            writeln!(w, "  {:>7}  {}", k.pid, k.reason)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes what happened.
+pub fn write_report<W: Write>(
+    w: &mut W,
+    r: &Report,
+    waited: bool,
+    paint: &Paint,
+) -> io::Result<()> {
+    let gone = r.targets.len() - r.survivors.len();
+    writeln!(
+        w,
+        "Signalled {}: {} exited{}.",
+        r.targets.len(),
+        gone,
+        if r.killed_hard.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} needed SIGKILL ({:?})",
+                r.killed_hard.len(),
+                r.killed_hard
+            )
+        }
+    )?;
+    if !r.found_by_rescan.is_empty() {
+        writeln!(
+            w,
+            "Found by the rescan and handled too: {:?}",
+            r.found_by_rescan
+        )?;
+    }
+    if !r.identity_changed.is_empty() {
+        writeln!(
+            w,
+            "{} {:?}: the PID now names another process; not signalled",
+            paint.warn("identity changed:"),
+            r.identity_changed
+        )?;
+    }
+    if !r.survivors.is_empty() {
+        writeln!(w, "{} {:?}", paint.error("still running:"), r.survivors)?;
+    }
+    if !r.waiting_for_kernel.is_empty() {
+        writeln!(
+            w,
+            "{} {:?}: in uninterruptible sleep; SIGKILL acts when the kernel wait ends",
+            paint.warn("waiting for the kernel:"),
+            r.waiting_for_kernel
+        )?;
+    }
+    if waited {
+        if r.released {
+            writeln!(
+                w,
+                "{}",
+                paint.bold(&format!(
+                    "GPU memory released after {:.2} s.",
+                    r.seconds_to_release
+                ))
+            )?;
+        } else {
+            writeln!(
+                w,
+                "{} {}",
+                paint.error("GPU memory not released:"),
+                r.still_holding.join("; ")
+            )?;
+        }
+    }
+    Ok(())
+}

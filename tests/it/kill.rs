@@ -1,0 +1,574 @@
+//! `gpufree kill` and `gpufree wait` on real processes and the simulator:
+//! TERM-handling and TERM-ignoring targets, stopped targets, a target that
+//! forks a holder while being stopped, zombies, PID reuse, protected names,
+//! non-root refusal, confirmation, the release wait, `wait` exits.
+
+use crate::harness::*;
+use gpufree::demo::Incident;
+use gpufree::holder::{ChildSpec, HoldSpec};
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// `gpufree kill --json ARGS` (stdin not a terminal) against the simulator.
+fn kill(dev: &Path, state: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+    let lib = sim_lib();
+    let mut a = vec![
+        "kill",
+        "--json",
+        "--dev-dir",
+        dev.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ];
+    a.extend(args);
+    let mut e = vec![("GPUFREE_SIM_STATE", state.to_str().unwrap())];
+    e.extend(env);
+    let r = gpufree(&a, &e);
+    let doc = if r.stdout.trim().is_empty() {
+        Value::Null
+    } else {
+        r.json()
+    };
+    (r.code, doc, r.stderr)
+}
+
+fn u32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn wait_state(pid: u32, want: char) {
+    for _ in 0..200 {
+        if let Ok(b) = std::fs::read(format!("/proc/{pid}/stat")) {
+            if gpufree::proc::parse::parse_stat(&b).unwrap().state == want {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("{pid} never reached state {want}");
+}
+
+#[test]
+fn seed_incident_kill_frees_exactly_the_ten_and_confirms_the_release() {
+    let inc = Incident::start(&bin()).unwrap();
+    let ours: Vec<u32> = inc.spawned.pids.iter().map(|(p, _)| *p).collect();
+    let started = Instant::now();
+    let (code, doc, err) = kill(&inc.dev, &inc.state, &["--yes"], &[]);
+    assert_eq!(code, 0, "{err}");
+    let k = &doc["kill"];
+    let mut targets = u32s(&k["targets"]);
+    targets.sort_unstable();
+    let mut expect = ours.clone();
+    expect.sort_unstable();
+    assert_eq!(
+        targets, expect,
+        "exactly the launcher, the tracker and the eight workers"
+    );
+    assert_eq!(k["survivors"], serde_json::json!([]));
+    assert_eq!(k["released"], true);
+    let secs = k["seconds_to_release"].as_f64().unwrap();
+    assert!(
+        secs >= 1.9,
+        "the simulated driver holds the memory 2 s after the exits: {secs}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    for g in doc["gpus"].as_array().unwrap() {
+        assert_eq!(g["memory"]["used_bytes"], 0);
+    }
+    for p in ours {
+        assert!(!alive(p), "{p} survived");
+    }
+}
+
+#[test]
+fn term_ignoring_target_gets_sigkill_after_the_grace_period() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ignore_term: true,
+            ..HoldSpec::default()
+        },
+    );
+    let ok = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 1024, "while-alive")],
+        0,
+    )]));
+    let pid = h.pid().to_string();
+    let (code, doc, err) = kill(
+        &d.dev,
+        &state,
+        &[
+            "--pid",
+            &pid,
+            "--pid",
+            &ok.pid().to_string(),
+            "--grace",
+            "300ms",
+            "--yes",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        u32s(&doc["kill"]["killed_hard"]),
+        vec![h.pid()],
+        "only the TERM-ignoring one needed KILL"
+    );
+    assert!(!alive(h.pid()) && !alive(ok.pid()));
+    assert_eq!(doc["kill"]["released"], true);
+}
+
+#[test]
+fn stopped_target_is_continued_and_handles_term() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(h.pid() as i32).unwrap(),
+        rustix::process::Signal::STOP,
+    )
+    .unwrap();
+    wait_state(h.pid(), 'T');
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 1024, "while-alive")],
+        0,
+    )]));
+    let (code, doc, err) = kill(
+        &d.dev,
+        &state,
+        &["--gpu", "0", "--grace", "5s", "--yes"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        doc["kill"]["killed_hard"],
+        serde_json::json!([]),
+        "SIGCONT let it act on TERM"
+    );
+    assert!(!alive(h.pid()));
+}
+
+#[test]
+fn target_forking_a_holder_during_the_grace_period_is_handled_in_the_same_run() {
+    let d = TestDir::new(1);
+    let child = ChildSpec {
+        argv: vec!["gpufree".into(), "forked-worker".into()],
+        spec: HoldSpec {
+            label: "forked".into(),
+            survive_parent: true,
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    };
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            fork_on_term: Some(Box::new(child)),
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let (code, doc, err) = kill(
+        &d.dev,
+        &state,
+        &["--gpu", "0", "--grace", "2s", "--yes"],
+        &[],
+    );
+    let rescued = u32s(&doc["kill"]["found_by_rescan"]);
+    // Clean up by identity if gpufree failed to (the forked child is not ours).
+    for &p in &rescued {
+        if alive(p) {
+            if let Ok(fd) = rustix::process::pidfd_open(
+                rustix::process::Pid::from_raw(p as i32).unwrap(),
+                rustix::process::PidfdFlags::empty(),
+            ) {
+                let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
+            }
+        }
+    }
+    assert_eq!(code, 0, "{err}\n{doc}");
+    assert_eq!(
+        rescued.len(),
+        1,
+        "the forked holder was found by the rescan: {}",
+        doc["kill"]
+    );
+    assert!(!alive(h.pid()) && !alive(rescued[0]));
+    assert!(
+        doc["processes"].as_array().unwrap().is_empty(),
+        "nothing holds the node any more"
+    );
+}
+
+#[test]
+fn zombie_holder_is_not_killed_and_its_parent_is_named() {
+    let d = TestDir::new(1);
+    let z = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            exit_after_ms: Some(0),
+            ..HoldSpec::default()
+        },
+    );
+    wait_state(z.pid(), 'Z');
+    // NVML still lists it (as a driver may while it tears down).
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(z.pid(), 1024, "always")],
+        0,
+    )]));
+    let (code, doc, err) = kill(
+        &d.dev,
+        &state,
+        &["--pid", &z.pid().to_string(), "--yes", "--no-wait"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let skipped = &doc["kill"]["skipped"][0];
+    assert_eq!(skipped["pid"], z.pid());
+    assert!(
+        skipped["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("parent {} must reap it", std::process::id())),
+        "{skipped}"
+    );
+    assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
+}
+
+#[test]
+fn pid_reused_between_scan_and_signal_is_not_signalled() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 1024, "while-alive")],
+        0,
+    )]));
+    let pid = h.pid().to_string();
+    // The seam makes the plan carry another start time for this PID, exactly
+    // as if the scanned process had exited and a new one taken its PID.
+    let (code, doc, err) = kill(
+        &d.dev,
+        &state,
+        &["--pid", &pid, "--yes", "--no-wait"],
+        &[("GPUFREE_TEST_STALE_IDENTITY", &pid)],
+    );
+    assert_eq!(
+        u32s(&doc["kill"]["identity_changed"]),
+        vec![h.pid()],
+        "{err}"
+    );
+    assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
+    assert!(
+        alive(h.pid()),
+        "the process now behind the PID was not signalled"
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn protected_daemon_is_refused_unless_forced() {
+    let d = TestDir::new(1);
+    let link = d.tmp.path().join("nvidia-persistenced");
+    if std::fs::hard_link(bin(), &link).is_err() {
+        std::fs::copy(bin(), &link).unwrap();
+    }
+    let pd = gpufree::holder::spawn(
+        &link,
+        &ChildSpec {
+            argv: vec!["nvidia-persistenced".into()],
+            spec: HoldSpec {
+                fd: vec![d.node("nvidia0")],
+                ..HoldSpec::default()
+            },
+        },
+    )
+    .unwrap();
+    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let (code, doc, _) = kill(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
+    assert_eq!(code, 5, "refused for safety");
+    assert!(doc["kill"]["skipped"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("protected"));
+    assert!(alive(pd.pid()));
+    let (code, doc, err) = kill(
+        &d.dev,
+        &state,
+        &["--gpu", "0", "--yes", "--force-protected"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(u32s(&doc["kill"]["targets"]), vec![pd.pid()]);
+    assert!(!alive(pd.pid()));
+}
+
+#[test]
+fn non_root_may_not_signal_other_users_processes() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to run gpufree as nobody");
+        return;
+    }
+    let d = TestDir::new(1);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    // NVML lists root's process, so nobody sees it as a holder.
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 1024, "while-alive")],
+        0,
+    )]));
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let lib = sim_lib();
+    let r = run_cmd(
+        std::process::Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg(bin())
+            .args([
+                "kill",
+                "--json",
+                "--gpu",
+                "0",
+                "--yes",
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+                "--nvml-lib",
+                lib.to_str().unwrap(),
+            ])
+            .env("GPUFREE_SIM_STATE", &state),
+    );
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    let doc = r.json();
+    assert!(
+        doc["kill"]["skipped"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("run as root"),
+        "{}",
+        doc["kill"]
+    );
+    assert!(alive(h.pid()));
+}
+
+#[test]
+fn without_a_terminal_and_without_yes_nothing_is_signalled() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let (code, _, err) = kill(&d.dev, &state, &["--gpu", "0"], &[]);
+    assert_eq!(code, 5);
+    assert!(err.contains("--yes"), "{err}");
+    assert!(alive(h.pid()));
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "kill",
+            "--dry-run",
+            "--gpu",
+            "0",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains("Plan: signal 1 process") && r.stdout.contains(&h.pid().to_string()),
+        "{}",
+        r.stdout
+    );
+    assert!(alive(h.pid()), "--dry-run signals nothing");
+}
+
+#[test]
+fn release_without_a_delay_is_seen_at_once() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 8192, "while-alive")],
+        0,
+    )]));
+    let (code, doc, err) = kill(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        doc["kill"]["seconds_to_release"].as_f64().unwrap() < 1.5,
+        "{}",
+        doc["kill"]
+    );
+}
+
+#[test]
+fn memory_that_never_comes_back_exits_4_and_says_what_holds_it() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    // The driver keeps the memory for 60 s after the exit.
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 8192, "while-alive")],
+        60_000,
+    )]));
+    let (code, doc, _) = kill(
+        &d.dev,
+        &state,
+        &["--gpu", "0", "--yes", "--timeout", "500ms"],
+        &[],
+    );
+    assert_eq!(code, 4);
+    assert_eq!(doc["kill"]["released"], false);
+    assert!(
+        doc["kill"]["still_holding"][0]
+            .as_str()
+            .unwrap()
+            .contains("GPU 0"),
+        "{}",
+        doc["kill"]
+    );
+}
+
+fn wait_cmd(dev: &Path, state: &Path, args: &[&str]) -> std::process::Command {
+    let lib = sim_lib();
+    let mut c = std::process::Command::new(bin());
+    c.args([
+        "wait",
+        "--dev-dir",
+        dev.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ])
+    .args(args)
+    .env("GPUFREE_SIM_STATE", state)
+    .env_remove("NO_COLOR");
+    c
+}
+
+#[test]
+fn wait_times_out_with_exit_1_while_held_and_returns_0_once_released() {
+    let d = TestDir::new(1);
+    let mut h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 4096, "while-alive")],
+        500,
+    )]));
+    let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--timeout", "400ms"]));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stdout.contains("timeout:"), "{}", r.stdout);
+    let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--timeout", "0"]));
+    assert_eq!(r.code, 1, "--timeout 0 checks once");
+    let waiter = wait_cmd(&d.dev, &state, &["--timeout", "20s", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    h.kill();
+    let gone = Instant::now();
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["wait"]["free"], true);
+    let after = gone.elapsed();
+    assert!(
+        after >= Duration::from_millis(450),
+        "not before the simulated release: {after:?}"
+    );
+}
+
+#[test]
+fn wait_max_used_threshold() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 2048, "while-alive")],
+        0,
+    )]));
+    assert_eq!(
+        run_cmd(&mut wait_cmd(
+            &d.dev,
+            &state,
+            &["--max-used", "4GiB", "--timeout", "0", "-q"]
+        ))
+        .code,
+        0
+    );
+    let r = run_cmd(&mut wait_cmd(
+        &d.dev,
+        &state,
+        &["--max-used", "1GiB", "--timeout", "0", "-q"],
+    ));
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.is_empty(), "-q prints nothing");
+    let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--max-used", "lots"]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("lots"));
+}
