@@ -86,6 +86,14 @@ pub enum Command {
     Kill(KillArgs),
     /// Block until the selected GPUs are free (systemd ExecStartPre=, Slurm prolog, CI).
     Wait(WaitArgs),
+    /// Check a systemd unit for the mistakes that keep GPUs busy or hidden
+    /// ($ and % substitution in Exec lines, KillMode=process, PrivateDevices=yes,
+    /// inline nvidia-smi wait loops). Exit 0 when clean, 1 with problems.
+    Doctor {
+        /// The unit file (or drop-in) to read.
+        #[arg(long, value_name = "FILE")]
+        unit: PathBuf,
+    },
     /// Replay the reference incident on the simulator, with real processes.
     Demo {
         /// Keep the incident running until Enter, to try other tools on it.
@@ -318,6 +326,35 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             })
         }
         Command::Kill(args) => run_kill(common, &args, &paint),
+        Command::Doctor { unit } => {
+            let text = std::fs::read_to_string(&unit).map_err(|e| {
+                Failure::new(exit::USAGE, format!("--unit {}: {e}", unit.display()))
+            })?;
+            let problems = crate::doctor::check(&text);
+            if common.json {
+                write_json(
+                    &mut out,
+                    &serde_json::json!({ "unit": unit, "problems": problems }),
+                )?;
+            } else if problems.is_empty() {
+                writeln!(out, "{}: no problems found", unit.display())?;
+            } else {
+                for p in &problems {
+                    let sev = if p.severity == "error" {
+                        paint.error("error")
+                    } else {
+                        paint.warn("warning")
+                    };
+                    writeln!(out, "{}:{}: {sev}: {}", unit.display(), p.line, p.message)?;
+                    writeln!(out, "    {} {}", paint.dim("fix:"), p.fix)?;
+                }
+            }
+            Ok(if problems.is_empty() {
+                exit::OK
+            } else {
+                exit::NOT_REACHED
+            })
+        }
         Command::Wait(args) => run_wait(common, &args, &paint),
         Command::Demo { hold } => {
             drop(out);

@@ -16,6 +16,7 @@ pub mod act;
 pub mod cli;
 pub mod demo;
 pub mod diagnose;
+pub mod doctor;
 pub mod holder;
 pub mod model;
 pub mod nvml;

@@ -98,17 +98,18 @@ impl Run {
 
 /// Runs the gpufree binary with `args` and extra environment.
 pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Run {
-    run_cmd(Command::new(bin()).args(args).envs(env.iter().copied()))
+    run_cmd(
+        Command::new(bin())
+            .args(args)
+            .env_remove("NO_COLOR")
+            .env_remove("GPUFREE_DEV_DIR")
+            .env_remove("GPUFREE_NVML_LIB")
+            .envs(env.iter().copied()),
+    )
 }
 
 pub fn run_cmd(cmd: &mut Command) -> Run {
-    let out = cmd
-        .env_remove("NO_COLOR")
-        .env_remove("GPUFREE_DEV_DIR")
-        .env_remove("GPUFREE_NVML_LIB")
-        .stdin(Stdio::null())
-        .output()
-        .expect("gpufree runs");
+    let out = cmd.stdin(Stdio::null()).output().expect("gpufree runs");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

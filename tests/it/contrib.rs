@@ -1,0 +1,136 @@
+//! The shipped integration files: Slurm prolog and epilog scripts run
+//! against the simulator with real holders; the systemd drop-in and the
+//! incident's unit through `gpufree doctor`.
+
+use crate::harness::*;
+use gpufree::holder::HoldSpec;
+use std::path::{Path, PathBuf};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// Runs a contrib script as Slurm would, pointed at the simulator.
+fn slurm(script: &str, d: &TestDir, state: &Path, job_gpus: &str) -> Run {
+    let lib = sim_lib();
+    run_cmd(
+        std::process::Command::new("bash")
+            .arg(repo(script))
+            .env_clear()
+            .env("GPUFREE", bin())
+            .env("SLURM_JOB_ID", "4242")
+            .env("SLURM_JOB_GPUS", job_gpus)
+            .env("GPUFREE_PROLOG_TIMEOUT", "300ms")
+            .env("GPUFREE_EPILOG_GRACE", "1s")
+            .env("GPUFREE_EPILOG_TIMEOUT", "10s")
+            .env("GPUFREE_DEV_DIR", &d.dev)
+            .env("GPUFREE_NVML_LIB", lib)
+            .env("GPUFREE_SIM_STATE", state),
+    )
+}
+
+#[test]
+fn slurm_prolog_passes_free_gpus_and_drains_busy_ones_with_the_reason() {
+    let d = TestDir::new(2);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia1")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![
+        sim_gpu(0, &[], 0),
+        sim_gpu(1, &[(h.pid(), 4096, "while-alive")], 0),
+    ]));
+    let r = slurm("contrib/slurm/prolog.sh", &d, &state, "0");
+    assert_eq!(r.code, 0, "GPU 0 is free: {}", r.stderr);
+    let r = slurm("contrib/slurm/prolog.sh", &d, &state, "0,1");
+    assert_eq!(r.code, 1, "GPU 1 is busy: the node drains");
+    assert!(
+        r.stderr.contains("GPUs 0,1 of job 4242 not free"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&h.pid().to_string()) || r.stderr.contains("live process"),
+        "the reason names the holder: {}",
+        r.stderr
+    );
+    assert!(alive(h.pid()), "the prolog signals nothing");
+}
+
+#[test]
+fn slurm_epilog_frees_the_jobs_gpus_only() {
+    let d = TestDir::new(2);
+    let left = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let other = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia1")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![
+        sim_gpu(0, &[(left.pid(), 4096, "while-alive")], 300),
+        sim_gpu(1, &[(other.pid(), 4096, "while-alive")], 0),
+    ]));
+    let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!alive(left.pid()), "the job's leftover is gone");
+    assert!(alive(other.pid()), "another job's GPU is untouched");
+    let r = slurm("contrib/slurm/epilog.sh", &d, &state, "");
+    assert_eq!(r.code, 0, "no GPUs: nothing to do");
+}
+
+#[test]
+fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
+    let r = gpufree(
+        &[
+            "doctor",
+            "--unit",
+            repo("contrib/systemd/gpufree.conf").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let text = std::fs::read_to_string(repo("contrib/systemd/gpufree.conf")).unwrap();
+    assert!(text.contains("ExecStartPre=/usr/local/bin/gpufree wait"));
+    assert!(text.contains("ExecStopPost=-/usr/local/bin/gpufree kill --unit %n --yes"));
+    let r = gpufree(
+        &[
+            "doctor",
+            "--json",
+            "--unit",
+            repo("fixtures/seed-incident/vllm.service")
+                .to_str()
+                .unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 1);
+    let doc = r.json();
+    let messages: Vec<&str> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages.iter().any(|m| m.contains("${free}")),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m.contains("nvidia-smi")),
+        "{messages:?}"
+    );
+    let r = gpufree(&["doctor", "--unit", "/nonexistent/x.service"], &[]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("/nonexistent/x.service"));
+}
