@@ -250,7 +250,7 @@ pub fn check(text: &str) -> Vec<Problem> {
                 message: "KillMode=none: a stop kills nothing; every GPU process outlives the unit".into(),
                 fix: "KillMode=control-group".into(),
             }),
-            ("PrivateDevices", v) if matches!(v, "yes" | "true" | "1" | "on") => out.push(Problem {
+            ("PrivateDevices", "yes" | "true" | "1" | "on") => out.push(Problem {
                 line,
                 severity: "error",
                 message: "PrivateDevices=yes hides /dev/nvidia* from the service: CUDA finds no GPU".into(),
