@@ -86,6 +86,29 @@ pub enum Command {
     Kill(KillArgs),
     /// Block until the selected GPUs are free (systemd ExecStartPre=, Slurm prolog, CI).
     Wait(WaitArgs),
+    /// Prometheus metrics over HTTP (read-only; a cached snapshot, refreshed
+    /// every --interval).
+    Serve {
+        /// Address to listen on.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
+        listen: String,
+        /// How often to take a snapshot.
+        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = crate::units::parse_duration)]
+        interval: std::time::Duration,
+        /// Add each holder's command line as a label (may hold secrets).
+        #[arg(long)]
+        label_cmdline: bool,
+    },
+    /// The same metrics once, on stdout or atomically into FILE (node_exporter's
+    /// textfile collector).
+    Metrics {
+        /// Write here (via a temporary file and rename) instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Add each holder's command line as a label (may hold secrets).
+        #[arg(long)]
+        label_cmdline: bool,
+    },
     /// Check a systemd unit for the mistakes that keep GPUs busy or hidden
     /// ($ and % substitution in Exec lines, KillMode=process, PrivateDevices=yes,
     /// inline nvidia-smi wait loops). Exit 0 when clean, 1 with problems.
@@ -326,6 +349,48 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             })
         }
         Command::Kill(args) => run_kill(common, &args, &paint),
+        Command::Serve {
+            listen,
+            interval,
+            label_cmdline,
+        } => {
+            drop(out);
+            let c = collector(common, false)?;
+            let opts = crate::serve::Options {
+                listen,
+                interval,
+                label_cmdline,
+                workers: 4,
+            };
+            crate::serve::serve(c, &opts, |addr| {
+                eprintln!("gpufree serve: listening on http://{addr}/metrics")
+            })
+            .map_err(|e| Failure::new(exit::USAGE, e))?;
+            Ok(exit::OK)
+        }
+        Command::Metrics {
+            output,
+            label_cmdline,
+        } => {
+            let started = std::time::Instant::now();
+            let snap = take_selected(common, false)?;
+            let extra = crate::present::metrics::Extra {
+                label_cmdline,
+                snapshot_duration_seconds: Some(started.elapsed().as_secs_f64()),
+                ..Default::default()
+            };
+            let text = crate::present::metrics::render_textfile(&snap, &extra);
+            match output {
+                None => out.write_all(text.as_bytes())?,
+                Some(path) => write_atomically(&path, text.as_bytes()).map_err(|e| {
+                    Failure::new(
+                        exit::ENVIRONMENT,
+                        format!("--output {}: {e}", path.display()),
+                    )
+                })?,
+            }
+            Ok(exit::OK)
+        }
         Command::Doctor { unit } => {
             let text = std::fs::read_to_string(&unit).map_err(|e| {
                 Failure::new(exit::USAGE, format!("--unit {}: {e}", unit.display()))
@@ -381,6 +446,23 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             Err(Failure::new(code, e))
         }
     }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory
+/// and a rename, so a reader (node_exporter) never sees half a file.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("not a file name"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 /// The document `kill --json` prints: the status after, the plan, the outcome.

@@ -22,6 +22,7 @@ pub mod model;
 pub mod nvml;
 pub mod present;
 pub mod proc;
+pub mod serve;
 pub mod sim;
 pub mod snapshot;
 pub mod units;

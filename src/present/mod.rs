@@ -2,6 +2,7 @@
 //! JSON into any writer; none touches /proc or NVML.
 
 pub mod kill;
+pub mod metrics;
 pub mod table;
 pub mod why;
 

@@ -10,6 +10,7 @@ mod kill;
 mod procfs;
 mod real_gpu;
 mod scan;
+mod serve;
 mod sim;
 mod status;
 mod why;

@@ -1,0 +1,296 @@
+//! Prometheus metrics of a snapshot (prometheus-client, base units).
+//!
+//! Per GPU: total, used, accounted and unaccounted bytes, holder counts. Per
+//! holder: its GPU memory, labelled with gpu, uuid, pid, comm, user,
+//! owner_kind, owner and the orphaned/renamed flags (never the command line
+//! unless asked: it can hold secrets and has unbounded cardinality). Per
+//! finding kind and GPU: how many processes it names, so an alert can say
+//! "GPU 3 on node X has 40 GiB held by an orphan of vllm.service".
+
+use crate::model::Snapshot;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+type Labels = Vec<(String, String)>;
+
+/// What the metrics include beyond the snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct Extra {
+    /// Add the holder's command line as a label.
+    pub label_cmdline: bool,
+    /// Seconds since the snapshot was taken (`serve`'s cache).
+    pub snapshot_age_seconds: Option<f64>,
+    /// How long the snapshot took.
+    pub snapshot_duration_seconds: Option<f64>,
+    /// Snapshots that failed since start (`serve`).
+    pub collection_errors: Option<u64>,
+}
+
+fn gauge_family(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
+    let f = Family::<Labels, Gauge>::default();
+    registry.register(name, help, f.clone());
+    f
+}
+
+fn l(pairs: &[(&str, String)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+/// The metrics of `s` in the OpenMetrics text format.
+pub fn render(s: &Snapshot, extra: &Extra) -> String {
+    let mut r = Registry::with_prefix("gpufree");
+    let total = gauge_family(&mut r, "gpu_memory_total_bytes", "GPU framebuffer size");
+    let used = gauge_family(
+        &mut r,
+        "gpu_memory_used_bytes",
+        "GPU memory in use, as NVML reports it",
+    );
+    let accounted = gauge_family(
+        &mut r,
+        "gpu_memory_accounted_bytes",
+        "GPU memory used by processes visible here",
+    );
+    let unaccounted = gauge_family(
+        &mut r,
+        "gpu_memory_unaccounted_bytes",
+        "GPU memory used that no visible process accounts for",
+    );
+    let holders = gauge_family(
+        &mut r,
+        "gpu_holders",
+        "Processes holding the GPU's memory (kind=memory) or only its device node (kind=node)",
+    );
+    for g in &s.gpus {
+        let base = [
+            ("gpu", g.index.to_string()),
+            ("uuid", g.uuid.clone()),
+            ("name", g.name.clone()),
+        ];
+        if g.memory.known {
+            total
+                .get_or_create(&l(&base))
+                .set(g.memory.total_bytes as i64);
+            used.get_or_create(&l(&base))
+                .set(g.memory.used_bytes as i64);
+            accounted
+                .get_or_create(&l(&base))
+                .set(g.memory.accounted_bytes as i64);
+            unaccounted
+                .get_or_create(&l(&base))
+                .set(g.memory.unaccounted_bytes as i64);
+        }
+        let on: Vec<_> = s
+            .processes
+            .iter()
+            .filter(|p| p.touches_gpu(g.index))
+            .collect();
+        let with_memory = on
+            .iter()
+            .filter(|p| p.gpu_memory.iter().any(|m| m.gpu == g.index))
+            .count();
+        holders
+            .get_or_create(&l(&[
+                ("gpu", g.index.to_string()),
+                ("uuid", g.uuid.clone()),
+                ("kind", "memory".into()),
+            ]))
+            .set(with_memory as i64);
+        holders
+            .get_or_create(&l(&[
+                ("gpu", g.index.to_string()),
+                ("uuid", g.uuid.clone()),
+                ("kind", "node".into()),
+            ]))
+            .set((on.len() - with_memory) as i64);
+    }
+    let per_process = gauge_family(
+        &mut r,
+        "process_gpu_memory_bytes",
+        "GPU memory held by one process",
+    );
+    for p in &s.processes {
+        for m in &p.gpu_memory {
+            let uuid = s
+                .gpus
+                .iter()
+                .find(|g| g.index == m.gpu)
+                .map(|g| g.uuid.clone())
+                .unwrap_or_default();
+            let mut labels = l(&[
+                ("gpu", m.gpu.to_string()),
+                ("uuid", uuid),
+                ("pid", p.pid.to_string()),
+                ("comm", p.comm.clone()),
+                ("user", p.user.clone()),
+                ("owner_kind", p.owner.kind.as_str().to_string()),
+                ("owner", p.owner.id.clone()),
+                ("orphaned", p.orphaned.to_string()),
+                ("renamed", p.renamed.to_string()),
+            ]);
+            if extra.label_cmdline {
+                labels.push(("cmdline".into(), p.cmdline_joined()));
+            }
+            per_process
+                .get_or_create(&labels)
+                .set(m.used_bytes.unwrap_or(0) as i64);
+        }
+    }
+    let findings = gauge_family(
+        &mut r,
+        "findings",
+        "Processes (or GPUs) named by each kind of finding of `gpufree why`, per GPU",
+    );
+    for f in &s.findings {
+        let gpus: Vec<String> = if f.gpus.is_empty() {
+            vec![String::new()]
+        } else {
+            f.gpus.iter().map(u32::to_string).collect()
+        };
+        for gpu in gpus {
+            let n = f.pids.len().max(1) as i64;
+            findings
+                .get_or_create(&l(&[("kind", f.kind.clone()), ("gpu", gpu)]))
+                .inc_by(n);
+        }
+    }
+    let nvml = gauge_family(&mut r, "nvml_up", "1 when NVML answered");
+    nvml.get_or_create(&Vec::new())
+        .set(i64::from(s.nvml.available));
+    let unreadable = gauge_family(
+        &mut r,
+        "processes_unreadable",
+        "Processes whose fds or maps could not be read",
+    );
+    unreadable
+        .get_or_create(&Vec::new())
+        .set(i64::from(s.visibility.processes_unreadable));
+    let scanned = gauge_family(
+        &mut r,
+        "processes_scanned",
+        "Processes whose fds and maps were read",
+    );
+    scanned
+        .get_or_create(&Vec::new())
+        .set(i64::from(s.visibility.processes_scanned));
+    let seconds = |r: &mut Registry, name: &str, help: &str, v: f64| {
+        let g = Gauge::<f64, AtomicU64>::default();
+        g.set(v);
+        r.register(name, help, g);
+    };
+    if let Some(age) = extra.snapshot_age_seconds {
+        seconds(
+            &mut r,
+            "snapshot_age_seconds",
+            "Age of the snapshot these metrics show",
+            age,
+        );
+    }
+    if let Some(d) = extra.snapshot_duration_seconds {
+        seconds(
+            &mut r,
+            "snapshot_duration_seconds",
+            "How long the snapshot took",
+            d,
+        );
+    }
+    if let Some(n) = extra.collection_errors {
+        let c = prometheus_client::metrics::counter::Counter::<u64>::default();
+        c.inc_by(n);
+        r.register(
+            "collection_errors",
+            "Snapshots that failed (NVML or /proc errors)",
+            c,
+        );
+    }
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, &r);
+    out
+}
+
+/// The same text for node_exporter's textfile collector (Prometheus text
+/// format: no `# EOF`).
+pub fn render_textfile(s: &Snapshot, extra: &Extra) -> String {
+    render(s, extra).replace("# EOF\n", "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Finding, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Severity};
+
+    #[test]
+    fn gpus_holders_and_findings_in_base_units() {
+        let s = Snapshot {
+            gpus: vec![Gpu {
+                index: 3,
+                uuid: "GPU-3".into(),
+                name: "H200".into(),
+                memory: Memory {
+                    total_bytes: 100,
+                    used_bytes: 60,
+                    accounted_bytes: 40,
+                    unaccounted_bytes: 20,
+                    known: true,
+                    ..Memory::default()
+                },
+                ..Gpu::default()
+            }],
+            processes: vec![Process {
+                pid: 77,
+                comm: "python3".into(),
+                cmdline: vec!["python3".into(), "--token=secret".into()],
+                user: "alice".into(),
+                orphaned: true,
+                owner: Owner {
+                    kind: OwnerKind::SystemdUnit,
+                    id: "vllm.service".into(),
+                    name: "vllm.service".into(),
+                },
+                gpu_memory: vec![GpuMemory {
+                    gpu: 3,
+                    used_bytes: Some(40),
+                }],
+                ..Process::default()
+            }],
+            findings: vec![Finding {
+                kind: "orphans".into(),
+                severity: Severity::Warning,
+                message: String::new(),
+                pids: vec![77],
+                gpus: vec![3],
+                next: String::new(),
+                details: vec![],
+                bytes: 40,
+            }],
+            ..Snapshot::default()
+        };
+        let text = render(&s, &Extra::default());
+        assert!(
+            text.contains(
+                r#"gpufree_gpu_memory_unaccounted_bytes{gpu="3",uuid="GPU-3",name="H200"} 20"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"gpufree_process_gpu_memory_bytes{gpu="3",uuid="GPU-3",pid="77",comm="python3",user="alice",owner_kind="systemd-unit",owner="vllm.service",orphaned="true",renamed="false"} 40"#), "{text}");
+        assert!(text.contains(r#"gpufree_findings{kind="orphans",gpu="3"} 1"#));
+        assert!(text.contains(r#"gpufree_gpu_holders{gpu="3",uuid="GPU-3",kind="memory"} 1"#));
+        assert!(!text.contains("secret"), "no command line unless asked");
+        assert!(text.ends_with("# EOF\n"));
+        let with = render(
+            &s,
+            &Extra {
+                label_cmdline: true,
+                ..Extra::default()
+            },
+        );
+        assert!(with.contains(r#"cmdline="python3 --token=secret""#));
+        assert!(!render_textfile(&s, &Extra::default()).contains("# EOF"));
+    }
+}
