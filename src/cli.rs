@@ -86,6 +86,16 @@ pub enum Command {
     Kill(KillArgs),
     /// Block until the selected GPUs are free (systemd ExecStartPre=, Slurm prolog, CI).
     Wait(WaitArgs),
+    /// Live terminal view: GPU memory bars, the holders, the top finding; kill from the view.
+    Watch {
+        /// Screen and memory refresh.
+        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::units::parse_duration)]
+        interval: std::time::Duration,
+        /// A full holder scan at least this often (also on a holder's exit,
+        /// a change of NVML's process lists, and the r key).
+        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = crate::units::parse_duration)]
+        scan_every: std::time::Duration,
+    },
     /// Prometheus metrics over HTTP (read-only; a cached snapshot, refreshed
     /// every --interval).
     Serve {
@@ -349,6 +359,25 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             })
         }
         Command::Kill(args) => run_kill(common, &args, &paint),
+        Command::Watch {
+            interval,
+            scan_every,
+        } => {
+            drop(out);
+            let first = take_selected(common, false)?;
+            let opts = crate::watch::Options {
+                interval,
+                scan_every,
+                gpus: if common.gpu.is_empty() {
+                    Vec::new()
+                } else {
+                    first.gpus.iter().map(|g| g.index).collect()
+                },
+            };
+            crate::watch::run(config(common), opts)
+                .map_err(|e| Failure::new(exit::ENVIRONMENT, format!("{e:#}")))?;
+            Ok(exit::OK)
+        }
         Command::Serve {
             listen,
             interval,

@@ -26,3 +26,4 @@ pub mod serve;
 pub mod sim;
 pub mod snapshot;
 pub mod units;
+pub mod watch;

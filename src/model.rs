@@ -24,6 +24,11 @@ pub struct Snapshot {
     pub unavailable: Vec<Unavailable>,
     /// The device directory that was scanned.
     pub dev_dir: String,
+    /// Clock ticks since boot when the snapshot was taken (with
+    /// `ticks_per_second`, the age of a process from its start time).
+    pub uptime_ticks: u64,
+    /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+    pub ticks_per_second: u64,
     /// Every other process, briefly: only collected for `why --pattern`,
     /// to tell which non-holders a `pkill` pattern would also hit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -144,6 +149,14 @@ pub struct Process {
     /// A driver daemon or display server (nvidia-persistenced, nv-hostengine,
     /// MPS, Xorg...) that is never part of a kill by default.
     pub protected: bool,
+}
+
+impl Snapshot {
+    /// Seconds since `p` started, when the snapshot knows the uptime.
+    pub fn age_seconds(&self, p: &Process) -> Option<u64> {
+        (self.ticks_per_second > 0 && self.uptime_ticks >= p.start_time_ticks)
+            .then(|| (self.uptime_ticks - p.start_time_ticks) / self.ticks_per_second)
+    }
 }
 
 impl Process {

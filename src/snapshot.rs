@@ -238,7 +238,15 @@ fn assemble(
         unavailable: report.unavailable,
         dev_dir: cfg.dev_dir.display().to_string(),
         others,
+        uptime_ticks: 0,
+        ticks_per_second: rustix::param::clock_ticks_per_second(),
     };
+    if let Some(up) = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
+    {
+        snapshot.uptime_ticks = (up * snapshot.ticks_per_second as f64) as u64;
+    }
     snapshot.findings = crate::diagnose::diagnose(&snapshot);
     snapshot
 }
@@ -411,6 +419,66 @@ fn reaper_children(proc_fd: &OwnedFd, reapers: &BTreeSet<u32>) -> Vec<(u32, Stri
         .collect()
 }
 
+/// Folds a fresh NVML reading into `snap` without rescanning /proc: GPU
+/// memory and process lists, the memory of known processes, accounting and
+/// findings. Returns false (and changes nothing) when NVML now lists a PID
+/// the snapshot does not know or no longer lists one it knew: then a full
+/// snapshot is needed.
+pub fn refresh_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
+    let pids = |gpus: &[Gpu]| -> BTreeSet<(u32, u32)> {
+        gpus.iter()
+            .flat_map(|g| g.nvml_processes.iter().map(move |p| (g.index, p.pid)))
+            .collect()
+    };
+    let fresh: Vec<&Gpu> = report
+        .gpus
+        .iter()
+        .filter(|g| snap.gpus.iter().any(|s| s.index == g.index))
+        .collect();
+    let fresh_owned: Vec<Gpu> = fresh.iter().map(|g| (*g).clone()).collect();
+    if pids(&fresh_owned) != pids(&snap.gpus) {
+        return false;
+    }
+    for g in &mut snap.gpus {
+        let Some(f) = fresh.iter().find(|f| f.index == g.index) else {
+            continue;
+        };
+        let accounted_before = g.memory.accounted_bytes;
+        let visible: BTreeSet<u32> = g
+            .nvml_processes
+            .iter()
+            .map(|p| p.pid)
+            .filter(|pid| !snap.visibility.nvml_pids_not_visible.contains(pid))
+            .collect();
+        g.memory = Memory {
+            accounted_bytes: accounted_before,
+            ..f.memory
+        };
+        g.nvml_processes = f.nvml_processes.clone();
+        let accounted: u64 = g
+            .nvml_processes
+            .iter()
+            .filter(|p| visible.contains(&p.pid))
+            .filter_map(|p| p.used_bytes)
+            .sum();
+        g.memory.accounted_bytes = accounted;
+        g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
+        for p in &mut snap.processes {
+            for m in p.gpu_memory.iter_mut().filter(|m| m.gpu == g.index) {
+                m.used_bytes = g
+                    .nvml_processes
+                    .iter()
+                    .filter(|n| n.pid == p.pid)
+                    .map(|n| n.used_bytes)
+                    .next()
+                    .flatten();
+            }
+        }
+    }
+    snap.findings = crate::diagnose::diagnose(snap);
+    true
+}
+
 /// One `--gpu` selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GpuSelector {
@@ -570,6 +638,63 @@ mod tests {
             pci_bus_id: bus.into(),
             ..Gpu::default()
         }
+    }
+
+    #[test]
+    fn refresh_memory_folds_nvml_into_the_snapshot_until_the_process_set_changes() {
+        use crate::model::{GpuMemory, NvmlProcess, NvmlProcessKind, Process};
+        let nvml = |pid: u32, used: u64| NvmlProcess {
+            pid,
+            used_bytes: Some(used),
+            kind: NvmlProcessKind::Compute,
+        };
+        let mut g = gpu(0, "GPU-0", "00000000:01:00.0");
+        g.memory = Memory {
+            total_bytes: 1000,
+            used_bytes: 100,
+            accounted_bytes: 100,
+            known: true,
+            ..Memory::default()
+        };
+        g.nvml_processes = vec![nvml(5, 100)];
+        let mut snap = Snapshot {
+            gpus: vec![g.clone()],
+            processes: vec![Process {
+                pid: 5,
+                state: "S".into(),
+                gpu_memory: vec![GpuMemory {
+                    gpu: 0,
+                    used_bytes: Some(100),
+                }],
+                ..Process::default()
+            }],
+            ..Snapshot::default()
+        };
+        let mut later = g.clone();
+        later.memory.used_bytes = 300;
+        later.nvml_processes = vec![nvml(5, 250)];
+        let report = NvmlReport {
+            gpus: vec![later.clone()],
+            ..NvmlReport::default()
+        };
+        assert!(refresh_memory(&mut snap, &report));
+        assert_eq!(snap.gpus[0].memory.used_bytes, 300);
+        assert_eq!(snap.gpus[0].memory.accounted_bytes, 250);
+        assert_eq!(snap.gpus[0].memory.unaccounted_bytes, 50);
+        assert_eq!(snap.processes[0].gpu_memory[0].used_bytes, Some(250));
+        later.nvml_processes.push(nvml(6, 10));
+        let before = snap.clone();
+        assert!(
+            !refresh_memory(
+                &mut snap,
+                &NvmlReport {
+                    gpus: vec![later],
+                    ..NvmlReport::default()
+                }
+            ),
+            "a new PID needs a full snapshot"
+        );
+        assert_eq!(snap, before);
     }
 
     #[test]

@@ -13,4 +13,5 @@ mod scan;
 mod serve;
 mod sim;
 mod status;
+mod watch;
 mod why;

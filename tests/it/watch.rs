@@ -1,0 +1,151 @@
+//! `gpufree watch` used as a person uses it: tmux runs it in a pseudo-terminal
+//! on the incident; the test reads the screen, sorts, opens the detail pane,
+//! filters to a GPU, kills from the view, and quits.
+
+use crate::harness::*;
+use gpufree::demo::Incident;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p"]).stdout).into_owned()
+    }
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.cmd(&["send-keys", k]);
+        }
+    }
+    /// Waits until the screen shows `text`; returns the screen.
+    fn wait_for(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "screen never showed {text:?}:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.cmd(&["kill-server"]);
+    }
+}
+
+#[test]
+fn watch_shows_sorts_details_kills_and_quits_cleanly() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let inc = Incident::start(&bin()).unwrap();
+    let lib = sim_lib();
+    let t = Tmux {
+        socket: format!("gpufree-it-{}", std::process::id()),
+    };
+    let cmd = format!(
+        "env GPUFREE_SIM_STATE={} {} watch --dev-dir {} --nvml-lib {} --interval 200ms",
+        inc.state.display(),
+        bin().display(),
+        inc.dev.display(),
+        lib.display()
+    );
+    let out = t.cmd(&["new-session", "-d", "-x", "180", "-y", "45", &cmd]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    t.cmd(&["set-option", "-g", "remain-on-exit", "on"]);
+
+    let s = t.wait_for("VLLM::Worker_TP");
+    assert_eq!(
+        s.matches("96,610 MiB / 97,887 MiB").count(),
+        8,
+        "a memory bar per GPU:\n{s}"
+    );
+    assert!(s.contains("sorted by memory"));
+    assert!(
+        s.contains("error: 8 live processes of launcher"),
+        "the top finding of why:\n{s}"
+    );
+
+    t.keys(&["p"]);
+    let s = t.wait_for("sorted by pid");
+    let first_row = s
+        .lines()
+        .skip_while(|l| !l.contains("PID      USER"))
+        .nth(1)
+        .unwrap();
+    assert!(
+        first_row.contains(&inc.pid("launcher").unwrap().to_string()),
+        "lowest PID first: {first_row}"
+    );
+
+    t.keys(&["Enter"]);
+    let s = t.wait_for("┌ detail");
+    assert!(
+        s.contains("cmdline: VLLM::EngineCore") && s.contains("via fd"),
+        "{s}"
+    );
+
+    t.keys(&["Enter", "g", "g", "g", "g"]);
+    let s = t.wait_for("gpu=3");
+    let w3 = inc.pid("worker3").unwrap();
+    assert!(s.contains(&w3.to_string()));
+    assert!(
+        !s.contains(&inc.pid("worker2").unwrap().to_string()),
+        "filtered to GPU 3:\n{s}"
+    );
+
+    t.keys(&["k"]);
+    let s = t.wait_for("kill: plan");
+    assert!(
+        s.contains(&format!("{w3}  holds 96,610 MiB on GPU 3")),
+        "{s}"
+    );
+    t.keys(&["y"]);
+    let s = t.wait_for("kill: done");
+    assert!(s.contains("memory released after"), "{s}");
+    assert!(!alive(w3), "killed through the safe path");
+    assert!(alive(inc.pid("worker2").unwrap()), "and nothing else");
+
+    t.keys(&["Escape", "q"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let state = String::from_utf8_lossy(
+            &t.cmd(&["display", "-p", "#{pane_dead} #{alternate_on}"])
+                .stdout,
+        )
+        .trim()
+        .to_string();
+        if state == "1 0" {
+            break; // exited, and the alternate screen was left: terminal restored
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watch did not quit cleanly: {state}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
