@@ -274,6 +274,24 @@ fn config(common: &Common) -> Config {
     }
 }
 
+/// Compiles a regular expression given to `flag`; a bad one is a usage
+/// error in one line (regex's own message spans several).
+fn regex_flag(flag: &str, text: &str) -> Result<regex::Regex, Failure> {
+    regex::Regex::new(text).map_err(|e| {
+        let why = e
+            .to_string()
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        Failure::new(
+            exit::USAGE,
+            format!("{flag} '{text}': invalid regular expression: {why}"),
+        )
+    })
+}
+
 fn snapshot_failure(common: &Common, e: SnapshotError) -> Failure {
     match e {
         SnapshotError::DevDir(_) if common.dev_dir.is_some() => Failure::new(exit::USAGE, e),
@@ -326,22 +344,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         }
         Command::Why { pattern } => {
             let pattern = match pattern {
-                Some(p) => {
-                    let re = regex::Regex::new(&p).map_err(|e| {
-                        let why = e
-                            .to_string()
-                            .lines()
-                            .last()
-                            .unwrap_or("")
-                            .trim()
-                            .to_string();
-                        Failure::new(
-                            exit::USAGE,
-                            format!("--pattern '{p}': invalid regular expression: {why}"),
-                        )
-                    })?;
-                    Some((p, re))
-                }
+                Some(p) => Some((p.clone(), regex_flag("--pattern", &p)?)),
                 None => None,
             };
             let mut snap = take_selected(common, pattern.is_some())?;
@@ -516,15 +519,7 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
         ));
     }
     let matcher = match &args.matcher {
-        Some(m) => Some(regex::Regex::new(m).map_err(|e| {
-            Failure::new(
-                exit::USAGE,
-                format!(
-                    "--match '{m}': invalid regular expression: {}",
-                    e.to_string().lines().last().unwrap_or("").trim()
-                ),
-            )
-        })?),
+        Some(m) => Some(regex_flag("--match", m)?),
         None => None,
     };
     let c = collector(common, false)?;
@@ -567,10 +562,12 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
         }
     }
     let refused_explicit = plan.skipped.iter().any(|k| k.refused);
-    if args.dry_run {
+    // Nothing to execute: the plan alone (dry run), or nothing matched.
+    if args.dry_run || plan.targets.is_empty() {
         if common.json {
             let report = kill::Report {
                 skipped: plan.skipped.clone(),
+                released: !args.dry_run,
                 ..kill::Report::default()
             };
             write_json(
@@ -582,25 +579,7 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
                 },
             )?;
         }
-        return Ok(exit::OK);
-    }
-    if plan.targets.is_empty() {
-        if common.json {
-            let report = kill::Report {
-                skipped: plan.skipped.clone(),
-                released: true,
-                ..kill::Report::default()
-            };
-            write_json(
-                &mut out,
-                &KillDoc {
-                    snapshot: &snap,
-                    plan: &plan,
-                    kill: &report,
-                },
-            )?;
-        }
-        return Ok(if refused_explicit {
+        return Ok(if !args.dry_run && refused_explicit {
             exit::REFUSED
         } else {
             exit::OK

@@ -92,6 +92,21 @@ pub fn pkill_f_text(comm: &str, cmdline: &[String]) -> String {
     }
 }
 
+/// `96,610 MiB on GPU 0, 2,048 MiB on GPU 1`: a process's GPU memory.
+pub fn memory_on_gpus(p: &Process) -> String {
+    p.gpu_memory
+        .iter()
+        .map(|m| {
+            format!(
+                "{} on GPU {}",
+                m.used_bytes.map_or("n/a".into(), mib),
+                m.gpu
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A short description: `9635 VLLM::Worker_TP ('VLLM::Worker_TP0')`.
 fn who(p: &Process) -> String {
     let cmd = p.cmdline_joined();
@@ -319,20 +334,7 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         let gpus = gpus_of_all(holding.iter().map(|p| **p));
         let details = holding
             .iter()
-            .map(|p| {
-                let on: Vec<String> = p
-                    .gpu_memory
-                    .iter()
-                    .map(|m| {
-                        format!(
-                            "{} on GPU {}",
-                            m.used_bytes.map_or("n/a".into(), mib),
-                            m.gpu
-                        )
-                    })
-                    .collect();
-                format!("{}: {}", who(p), on.join(", "))
-            })
+            .map(|p| format!("{}: {}", who(p), memory_on_gpus(p)))
             .collect();
         let message = format!(
             "{} of {} {} {} on {}",

@@ -22,6 +22,15 @@ pub fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
+/// Splits `1.5GiB` into its number and its unit.
+fn number_and_unit(t: &str) -> Option<(f64, &str)> {
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    Some((num.parse().ok()?, unit.trim()))
+}
+
 /// Parses a duration: `10s`, `200ms`, `1.5s`, `2m`, `1h`, or `0`. A bare
 /// number other than 0 is refused (seconds or milliseconds?).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -29,13 +38,8 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     if t == "0" {
         return Ok(std::time::Duration::ZERO);
     }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration (like 10s, 200ms, 2m)"))?;
+    let (n, unit) = number_and_unit(t)
+        .ok_or_else(|| format!("'{s}' is not a duration (like 10s, 200ms, 2m)"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" => n,
@@ -53,14 +57,9 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 /// Parses a size: `512MiB`, `2GiB`, `100MB`, `4096` (bytes), `0`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (like 512MiB, 2GiB, 0)"))?;
-    let mult: f64 = match unit.trim() {
+    let (n, unit) =
+        number_and_unit(t).ok_or_else(|| format!("'{s}' is not a size (like 512MiB, 2GiB, 0)"))?;
+    let mult: f64 = match unit {
         "" | "B" => 1.0,
         "KiB" | "K" => 1024.0,
         "MiB" | "M" => 1024.0 * 1024.0,

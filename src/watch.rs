@@ -64,12 +64,7 @@ fn collect(c: Collector, opts: Options, tx: Sender<Msg>, rescan: Arc<AtomicBool>
             return;
         }
         let full_at = Instant::now() + opts.scan_every;
-        let pinned: Vec<Target> = snap
-            .processes
-            .iter()
-            .filter(|p| p.state != "Z")
-            .filter_map(|p| Target::pin(&c.config().proc_root, p.pid, p.start_time_ticks).ok())
-            .collect();
+        let pinned = Target::pin_all(&c.config().proc_root, &snap.processes);
         loop {
             std::thread::sleep(opts.interval);
             if rescan.swap(false, Ordering::Relaxed)
@@ -198,26 +193,6 @@ fn age(s: &Snapshot, p: &Process) -> String {
     }
 }
 
-fn flags(p: &Process) -> String {
-    let mut f = Vec::new();
-    if p.renamed {
-        f.push("renamed");
-    }
-    if p.orphaned {
-        f.push("orphan");
-    }
-    if p.protected {
-        f.push("protected");
-    }
-    match p.state.as_str() {
-        "Z" => f.push("zombie"),
-        "D" => f.push("D-state"),
-        "T" | "t" => f.push("stopped"),
-        _ => {}
-    }
-    f.join(",")
-}
-
 fn draw(f: &mut Frame<'_>, app: &mut App) {
     let area = f.area();
     let Some(s) = app.snap.take() else {
@@ -317,7 +292,7 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
                 } else {
                     p.owner.name.clone()
                 }),
-                Cell::from(flags(p)),
+                Cell::from(crate::present::flags(p)),
             ])
             .style(style)
         })

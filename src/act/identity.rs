@@ -114,6 +114,16 @@ impl Target {
         })
     }
 
+    /// Pins every live (non-zombie) process of a snapshot that is still
+    /// the process the snapshot saw; the rest are left out.
+    pub fn pin_all(proc_root: &Path, processes: &[crate::model::Process]) -> Vec<Target> {
+        processes
+            .iter()
+            .filter(|p| p.state != "Z")
+            .filter_map(|p| Target::pin(proc_root, p.pid, p.start_time_ticks).ok())
+            .collect()
+    }
+
     /// Sends `sig` to exactly the pinned process.
     pub fn signal(&self, sig: Signal) -> Result<(), KillError> {
         match &self.handle {

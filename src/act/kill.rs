@@ -5,7 +5,7 @@
 //! nodes meanwhile, and the wait until NVML shows the memory released.
 
 use super::identity::{wait_exited, KillError, Target};
-use crate::diagnose::{group_key, IDLE_SLACK_BYTES};
+use crate::diagnose::{group_key, memory_on_gpus, IDLE_SLACK_BYTES};
 use crate::model::{Process, Snapshot};
 use crate::snapshot::Collector;
 use crate::units::mib;
@@ -161,18 +161,7 @@ fn shared_only(p: &Process) -> bool {
 
 fn reason(p: &Process) -> String {
     if p.memory_bytes() > 0 {
-        let on: Vec<String> = p
-            .gpu_memory
-            .iter()
-            .map(|m| {
-                format!(
-                    "{} on GPU {}",
-                    m.used_bytes.map_or("n/a".into(), mib),
-                    m.gpu
-                )
-            })
-            .collect();
-        format!("holds {}", on.join(", "))
+        format!("holds {}", memory_on_gpus(p))
     } else {
         let nodes: Vec<&str> = p
             .devices

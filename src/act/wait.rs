@@ -84,12 +84,7 @@ pub fn wait(c: &Collector, opts: &Options) -> Result<Outcome, SnapshotError> {
             });
         }
         // Sleep until something may have changed.
-        let pinned: Vec<Target> = snap
-            .processes
-            .iter()
-            .filter(|p| p.state != "Z")
-            .filter_map(|p| Target::pin(&c.config().proc_root, p.pid, p.start_time_ticks).ok())
-            .collect();
+        let pinned = Target::pin_all(&c.config().proc_root, &snap.processes);
         let before = fingerprint(c, &opts.gpus);
         loop {
             let now = Instant::now();

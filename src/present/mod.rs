@@ -54,6 +54,28 @@ impl Paint {
     }
 }
 
+/// A holder's flags as the table and the live view show them:
+/// `renamed,orphaned,protected` and the state when it matters.
+pub fn flags(p: &crate::model::Process) -> String {
+    let mut f = Vec::new();
+    if p.renamed {
+        f.push("renamed");
+    }
+    if p.orphaned {
+        f.push("orphaned");
+    }
+    if p.protected {
+        f.push("protected");
+    }
+    match p.state.as_str() {
+        "Z" => f.push("zombie"),
+        "D" => f.push("uninterruptible"),
+        "T" | "t" => f.push("stopped"),
+        _ => {}
+    }
+    f.join(",")
+}
+
 /// Writes `value` as one pretty JSON document and a newline.
 pub fn write_json<W: Write, T: serde::Serialize>(w: &mut W, value: &T) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *w, value).map_err(io::Error::other)?;

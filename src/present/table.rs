@@ -2,7 +2,7 @@
 //! visible processes, unaccounted), then the holders grouped by GPU, then
 //! the findings with their next commands.
 
-use super::Paint;
+use super::{flags, Paint};
 use crate::diagnose::gpu_list;
 use crate::model::{DeviceUse, Process, Severity, Snapshot, Via};
 use crate::units::mib;
@@ -19,23 +19,6 @@ fn via(d: &DeviceUse) -> String {
         })
         .collect();
     format!("{name}:{}", how.join("+"))
-}
-
-fn flags(p: &Process) -> String {
-    let mut f = Vec::new();
-    if p.renamed {
-        f.push("renamed");
-    }
-    if p.orphaned {
-        f.push("orphaned");
-    }
-    match p.state.as_str() {
-        "Z" => f.push("zombie"),
-        "D" => f.push("uninterruptible"),
-        "T" | "t" => f.push("stopped"),
-        _ => {}
-    }
-    f.join(",")
 }
 
 fn owner(p: &Process) -> String {

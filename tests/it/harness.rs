@@ -289,3 +289,26 @@ impl FakeProc {
         r.json()
     }
 }
+
+/// Waits (up to 2 s) until `pid` is in state `want` (e.g. 'Z', 'T').
+pub fn wait_state(pid: u32, want: char) {
+    for _ in 0..200 {
+        if let Ok(b) = std::fs::read(format!("/proc/{pid}/stat")) {
+            if gpufree::proc::parse::parse_stat(&b).unwrap().state == want {
+                return;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{pid} never reached state {want}");
+}
+
+/// The gpufree binary with `args`, run as nobody through setpriv (tests
+/// that need it check for root first).
+pub fn as_nobody(args: &[&str]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        .arg(bin())
+        .args(args);
+    c
+}

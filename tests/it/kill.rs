@@ -41,18 +41,6 @@ fn u32s(v: &Value) -> Vec<u32> {
         .collect()
 }
 
-fn wait_state(pid: u32, want: char) {
-    for _ in 0..200 {
-        if let Ok(b) = std::fs::read(format!("/proc/{pid}/stat")) {
-            if gpufree::proc::parse::parse_stat(&b).unwrap().state == want {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("{pid} never reached state {want}");
-}
-
 #[test]
 fn seed_incident_kill_frees_exactly_the_ten_and_confirms_the_release() {
     let inc = Incident::start(&bin()).unwrap();
@@ -358,21 +346,18 @@ fn non_root_may_not_signal_other_users_processes() {
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
     let lib = sim_lib();
     let r = run_cmd(
-        std::process::Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-            .arg(bin())
-            .args([
-                "kill",
-                "--json",
-                "--gpu",
-                "0",
-                "--yes",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-            ])
-            .env("GPUFREE_SIM_STATE", &state),
+        as_nobody(&[
+            "kill",
+            "--json",
+            "--gpu",
+            "0",
+            "--yes",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ])
+        .env("GPUFREE_SIM_STATE", &state),
     );
     assert_eq!(r.code, 5, "{}", r.stderr);
     let doc = r.json();

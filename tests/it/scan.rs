@@ -180,14 +180,7 @@ fn dead_thread_group_leader_with_live_threads_still_holds() {
         },
     );
     // Wait until the leader is a zombie while its thread lives on.
-    let stat_path = format!("/proc/{}/stat", h.pid());
-    for _ in 0..100 {
-        let s = std::fs::read(&stat_path).unwrap();
-        if gpufree::proc::parse::parse_stat(&s).unwrap().state == 'Z' {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_state(h.pid(), 'Z');
     let doc = status_json_no_nvml(&d);
     let p = process(&doc, h.pid()).expect("found through task/*/");
     assert_eq!(p["state"], "Z");
@@ -210,13 +203,14 @@ fn non_root_scan_counts_what_it_cannot_read_and_sees_its_own() {
             ..HoldSpec::default()
         },
     );
-    let mut cmd = std::process::Command::new("setpriv");
-    cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-        .arg(bin())
-        .args(["status", "--json", "--dev-dir"])
-        .arg(&d.dev)
-        .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"]);
-    let r = run_cmd(&mut cmd);
+    let r = run_cmd(&mut as_nobody(&[
+        "status",
+        "--json",
+        "--dev-dir",
+        d.dev.to_str().unwrap(),
+        "--nvml-lib",
+        "/nonexistent/libnvidia-ml.so.1",
+    ]));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
     assert_eq!(doc["visibility"]["root"], false);

@@ -157,16 +157,7 @@ fn zombie_leader_with_live_threads_is_a_live_holder() {
             ..HoldSpec::default()
         },
     );
-    for _ in 0..100 {
-        let st = gpufree::proc::parse::parse_stat(
-            &std::fs::read(format!("/proc/{}/stat", h.pid())).unwrap(),
-        )
-        .unwrap();
-        if st.state == 'Z' {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_state(h.pid(), 'Z');
     let state = d.state(&sim_state(vec![sim_gpu(
         0,
         &[(h.pid(), 4096, "always")],
@@ -202,16 +193,7 @@ fn stopped_holder_needs_sigcont() {
         rustix::process::Signal::STOP,
     )
     .unwrap();
-    for _ in 0..100 {
-        let st = gpufree::proc::parse::parse_stat(
-            &std::fs::read(format!("/proc/{}/stat", h.pid())).unwrap(),
-        )
-        .unwrap();
-        if st.state == 'T' {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_state(h.pid(), 'T');
     let state = d.state(&sim_state(vec![sim_gpu(
         0,
         &[(h.pid(), 2048, "while-alive")],
@@ -398,18 +380,15 @@ fn free_gpus_exit_0_and_partial_views_never_say_free() {
         let lib = sim_lib();
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
         let r = run_cmd(
-            std::process::Command::new("setpriv")
-                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-                .arg(bin())
-                .args([
-                    "why",
-                    "--json",
-                    "--dev-dir",
-                    d.dev.to_str().unwrap(),
-                    "--nvml-lib",
-                    lib.to_str().unwrap(),
-                ])
-                .env("GPUFREE_SIM_STATE", &state),
+            as_nobody(&[
+                "why",
+                "--json",
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+                "--nvml-lib",
+                lib.to_str().unwrap(),
+            ])
+            .env("GPUFREE_SIM_STATE", &state),
         );
         assert_eq!(
             r.code, 1,
