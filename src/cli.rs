@@ -127,6 +127,13 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         unit: PathBuf,
     },
+    /// Print shell completions (generated from this command line's definition).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff, generated from this command line's definition).
+    Man,
     /// Replay the reference incident on the simulator, with real processes.
     Demo {
         /// Keep the incident running until Enter, to try other tools on it.
@@ -362,6 +369,16 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             })
         }
         Command::Kill(args) => run_kill(common, &args, &paint),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "gpufree", &mut out);
+            Ok(exit::OK)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Cli::command()).render(&mut out)?;
+            Ok(exit::OK)
+        }
         Command::Watch {
             interval,
             scan_every,

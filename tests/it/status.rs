@@ -357,3 +357,156 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
         r.stdout
     );
 }
+
+/// Every field SPEC.md fixes for `gpufree status --json`, with its JSON type.
+#[test]
+fn status_json_has_every_field_of_the_spec() {
+    let inc = incident();
+    let doc = incident_status(&inc, &[]).json();
+    let is = |v: &Value, t: &str| match t {
+        "n" => v.is_u64(),
+        "s" => v.is_string(),
+        "b" => v.is_boolean(),
+        "a" => v.is_array(),
+        "o" => v.is_object(),
+        "s?" => v.is_string() || v.is_null(),
+        "n?" => v.is_u64() || v.is_null(),
+        _ => unreachable!(),
+    };
+    let check = |v: &Value, fields: &[(&str, &str)], what: &str| {
+        for (k, t) in fields {
+            assert!(
+                v.get(k).is_some_and(|x| is(x, t)),
+                "{what}.{k} missing or not {t}: {v}"
+            );
+        }
+    };
+    check(
+        &doc,
+        &[
+            ("gpus", "a"),
+            ("processes", "a"),
+            ("findings", "a"),
+            ("visibility", "o"),
+        ],
+        "doc",
+    );
+    let g = &doc["gpus"][0];
+    check(
+        g,
+        &[
+            ("index", "n"),
+            ("uuid", "s"),
+            ("name", "s"),
+            ("pci_bus_id", "s"),
+            ("memory", "o"),
+        ],
+        "gpu",
+    );
+    check(
+        &g["memory"],
+        &[
+            ("total_bytes", "n"),
+            ("used_bytes", "n"),
+            ("accounted_bytes", "n"),
+            ("unaccounted_bytes", "n"),
+        ],
+        "memory",
+    );
+    for p in doc["processes"].as_array().unwrap() {
+        check(
+            p,
+            &[
+                ("pid", "n"),
+                ("ppid", "n"),
+                ("comm", "s"),
+                ("cmdline", "a"),
+                ("exe", "s?"),
+                ("uid", "n"),
+                ("user", "s"),
+                ("state", "s"),
+                ("start_time_ticks", "n"),
+                ("renamed", "b"),
+                ("orphaned", "b"),
+                ("gpu_memory", "a"),
+                ("devices", "a"),
+                ("owner", "o"),
+            ],
+            "process",
+        );
+        for m in p["gpu_memory"].as_array().unwrap() {
+            check(m, &[("gpu", "n"), ("used_bytes", "n?")], "gpu_memory");
+        }
+        for d in p["devices"].as_array().unwrap() {
+            check(d, &[("path", "s"), ("gpu", "n?"), ("via", "a")], "device");
+            for v in d["via"].as_array().unwrap() {
+                assert!(v == "fd" || v == "mmap", "{v}");
+            }
+        }
+        check(
+            &p["owner"],
+            &[("kind", "s"), ("id", "s"), ("name", "s")],
+            "owner",
+        );
+        let kind = p["owner"]["kind"].as_str().unwrap();
+        assert!(
+            [
+                "systemd-unit",
+                "container",
+                "k8s-pod",
+                "slurm-job",
+                "session",
+                "none"
+            ]
+            .contains(&kind),
+            "{kind}"
+        );
+    }
+    for f in doc["findings"].as_array().unwrap() {
+        check(
+            f,
+            &[
+                ("kind", "s"),
+                ("severity", "s"),
+                ("message", "s"),
+                ("pids", "a"),
+                ("gpus", "a"),
+                ("next", "s"),
+            ],
+            "finding",
+        );
+        assert!(["info", "warning", "error"].contains(&f["severity"].as_str().unwrap()));
+    }
+    check(
+        &doc["visibility"],
+        &[
+            ("processes_scanned", "n"),
+            ("processes_unreadable", "n"),
+            ("nvml_pids_not_visible", "a"),
+        ],
+        "visibility",
+    );
+    // Shared control nodes have a null gpu.
+    let uvm = doc["processes"][0]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"].as_str().unwrap().ends_with("/nvidia-uvm"))
+        .unwrap();
+    assert!(uvm["gpu"].is_null());
+}
+
+#[test]
+fn man_page_and_completions_come_from_the_command_definition() {
+    let r = gpufree(&["man"], &[]);
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stdout.contains(".TH gpufree") && r.stdout.contains("kill"),
+        "{}",
+        &r.stdout[..200.min(r.stdout.len())]
+    );
+    let r = gpufree(&["completions", "bash"], &[]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("--force-protected") && r.stdout.contains("--max-used"));
+    assert_eq!(gpufree(&["completions", "tcsh"], &[]).code, 2);
+}
