@@ -406,3 +406,74 @@ fn invalid_pattern_is_a_usage_error_in_one_line() {
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--pattern"));
 }
+
+/// A real Python interpreter renames itself as setproctitle does (via
+/// scripts/cuda_worker.py --hold, which maps a node instead of creating a
+/// CUDA context): gpufree sees through it, pkill would not, kill frees it.
+#[test]
+fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
+    use std::io::BufRead;
+    let d = TestDir::new(1);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cuda_worker.py");
+    let mut py = std::process::Command::new("python3")
+        .arg(&script)
+        .args([
+            "--hold",
+            d.node("nvidia0").to_str().unwrap(),
+            "VLLM::Worker_TP3",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(py.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: u32 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(pid, py.id());
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(pid, 8192, "while-alive")],
+        0,
+    )]));
+    let (code, doc) = why(&d.dev, &state, &["--pattern", "python3.*vllm"]);
+    assert_eq!(code, 1);
+    let p = process(&doc, pid).expect("the renamed interpreter is a holder");
+    assert_eq!(p["renamed"], true);
+    assert_eq!(p["comm"], "VLLM::Worker_TP");
+    assert_eq!(p["cmdline"], serde_json::json!(["VLLM::Worker_TP3"]));
+    assert!(
+        p["exe"].as_str().unwrap().contains("python3"),
+        "{}",
+        p["exe"]
+    );
+    assert_eq!(via(p, "nvidia0"), ["fd", "mmap"]);
+    let pattern = &find(&doc, "pattern")[0];
+    assert!(
+        pattern["message"]
+            .as_str()
+            .unwrap()
+            .contains("would hit 0 of 1 holders"),
+        "{pattern}"
+    );
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "kill",
+            "--pid",
+            &pid.to_string(),
+            "--yes",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    if r.code != 0 {
+        let _ = py.kill(); // never leave it running, nor hang on it
+    }
+    let status = py.wait().unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(!status.success(), "ended by SIGTERM");
+}
