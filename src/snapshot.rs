@@ -619,14 +619,6 @@ pub fn select(mut snap: Snapshot, indexes: &[u32]) -> Snapshot {
     snap
 }
 
-/// The memory of a GPU as a plain total, for presenters and tests.
-pub fn memory_of(snap: &Snapshot, index: u32) -> Option<Memory> {
-    snap.gpus
-        .iter()
-        .find(|g| g.index == index)
-        .map(|g| g.memory)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
