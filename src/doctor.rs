@@ -168,7 +168,9 @@ pub fn check(text: &str) -> Vec<Problem> {
         })
         .collect();
     // Variables may also come from files gpufree cannot read here.
-    let env_file = entries(text).iter().any(|(_, _, k, _)| k == "EnvironmentFile");
+    let env_file = entries(text)
+        .iter()
+        .any(|(_, _, k, _)| k == "EnvironmentFile");
     for (line, _section, key, value) in entries(text) {
         if EXEC_KEYS.contains(&key.as_str()) {
             let shell = shell_code(&value);
@@ -312,7 +314,8 @@ KillMode=process
         assert_eq!(p.len(), 1, "only the loop remains: {p:#?}");
         let good = "[Service]\nEnvironment=MODEL=/m\nExecStartPre=/usr/local/bin/gpufree wait --timeout 120s\nExecStart=/usr/bin/vllm serve $MODEL\nExecStopPost=/usr/local/bin/gpufree kill --unit %n --yes\n";
         assert_eq!(check(good), vec![]);
-        let from_file = "[Service]\nEnvironmentFile=/etc/vllm.env\nExecStart=/usr/bin/vllm serve $MODEL\n";
+        let from_file =
+            "[Service]\nEnvironmentFile=/etc/vllm.env\nExecStart=/usr/bin/vllm serve $MODEL\n";
         assert_eq!(check(from_file), vec![], "EnvironmentFile= may set it");
         let missing = "[Service]\nExecStart=/usr/bin/vllm serve $MODEL\n";
         assert_eq!(check(missing)[0].severity, "warning");

@@ -312,3 +312,90 @@ pub fn as_nobody(args: &[&str]) -> Command {
         .args(args);
     c
 }
+
+/// A private tmux server: a pseudo-terminal to run gpufree in as a person
+/// would, read the screen and type keys.
+pub struct Tmux {
+    pub socket: String,
+}
+
+impl Tmux {
+    pub fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+    pub fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p"]).stdout).into_owned()
+    }
+    pub fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.cmd(&["send-keys", k]);
+        }
+    }
+    /// Waits until the screen shows `text`; returns the screen.
+    pub fn wait_for(&self, text: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "screen never showed {text:?}:\n{s}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.cmd(&["kill-server"]);
+    }
+}
+
+impl Tmux {
+    /// A new server with one session running `cmd` (None without tmux).
+    pub fn start(name: &str, cmd: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
+            eprintln!("skipped: tmux is not installed");
+            return None;
+        }
+        let t = Tmux {
+            socket: format!("gpufree-it-{name}-{}", std::process::id()),
+        };
+        // The pane prints the exit code itself (pane_dead_status is not in every tmux).
+        let wrapped = format!("sh -c '{cmd}; echo gpufree-exit=$?'");
+        let out = t.cmd(&["new-session", "-d", "-x", "180", "-y", "45", &wrapped]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t.cmd(&["set-option", "-g", "remain-on-exit", "on"]);
+        Some(t)
+    }
+
+    /// Waits until the command in the pane has exited; returns its exit code.
+    pub fn wait_exit(&self) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let screen = self.screen();
+            if let Some(code) = screen.split("gpufree-exit=").nth(1) {
+                return code.split_whitespace().next().unwrap_or("").to_string();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never exited:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}

@@ -557,3 +557,45 @@ fn wait_max_used_threshold() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("lots"));
 }
+
+/// On a terminal, kill asks first; `y` goes ahead, anything else stops.
+#[test]
+fn on_a_terminal_kill_asks_and_acts_only_on_yes() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.state(&sim_state(vec![sim_gpu(
+        0,
+        &[(h.pid(), 1024, "while-alive")],
+        0,
+    )]));
+    let lib = sim_lib();
+    let cmd = format!(
+        "env GPUFREE_SIM_STATE={} {} kill --gpu 0 --dev-dir {} --nvml-lib {}",
+        state.display(),
+        bin().display(),
+        d.dev.display(),
+        lib.display()
+    );
+    let Some(t) = Tmux::start("kill-no", &cmd) else {
+        return;
+    };
+    t.wait_for("Signal these 1 processes? [y/N]");
+    t.keys(&["n", "Enter"]);
+    assert_eq!(t.wait_exit(), "5", "not confirmed: refused");
+    assert!(alive(h.pid()));
+    drop(t);
+    let Some(t) = Tmux::start("kill-yes", &cmd) else {
+        return;
+    };
+    t.wait_for("[y/N]");
+    t.keys(&["y", "Enter"]);
+    assert_eq!(t.wait_exit(), "0", "{}", t.screen());
+    assert!(t.screen().contains("GPU memory released after"));
+    assert!(!alive(h.pid()));
+}

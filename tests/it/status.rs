@@ -510,3 +510,39 @@ fn man_page_and_completions_come_from_the_command_definition() {
     assert!(r.stdout.contains("--force-protected") && r.stdout.contains("--max-used"));
     assert_eq!(gpufree(&["completions", "tcsh"], &[]).code, 2);
 }
+
+/// Colour on a terminal; none with NO_COLOR, with --no-color, or when piped.
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    let d = TestDir::new(1);
+    let _h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let base = format!(
+        "{} status --dev-dir {} --nvml-lib /nonexistent/libnvidia-ml.so.1",
+        bin().display(),
+        d.dev.display()
+    );
+    for (name, cmd, coloured) in [
+        ("tty", format!("env -u NO_COLOR {base}"), true),
+        ("no-color-env", format!("env NO_COLOR=1 {base}"), false),
+        (
+            "no-color-flag",
+            format!("env -u NO_COLOR {base} --no-color"),
+            false,
+        ),
+    ] {
+        let Some(t) = Tmux::start(name, &cmd) else {
+            return;
+        };
+        t.wait_exit();
+        let screen =
+            String::from_utf8_lossy(&t.cmd(&["capture-pane", "-p", "-e"]).stdout).into_owned();
+        assert!(screen.contains("NVML unavailable"), "{screen}");
+        assert_eq!(screen.contains("\x1b["), coloured, "{name}: {screen:?}");
+    }
+}

@@ -4,65 +4,12 @@
 
 use crate::harness::*;
 use gpufree::demo::Incident;
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs")
-    }
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p"]).stdout).into_owned()
-    }
-    fn keys(&self, keys: &[&str]) {
-        for k in keys {
-            self.cmd(&["send-keys", k]);
-        }
-    }
-    /// Waits until the screen shows `text`; returns the screen.
-    fn wait_for(&self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let s = self.screen();
-            if s.contains(text) {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "screen never showed {text:?}:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        self.cmd(&["kill-server"]);
-    }
-}
 
 #[test]
 fn watch_shows_sorts_details_kills_and_quits_cleanly() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
-        eprintln!("skipped: tmux is not installed");
-        return;
-    }
     let inc = Incident::start(&bin()).unwrap();
     let lib = sim_lib();
-    let t = Tmux {
-        socket: format!("gpufree-it-{}", std::process::id()),
-    };
     let cmd = format!(
         "env GPUFREE_SIM_STATE={} {} watch --dev-dir {} --nvml-lib {} --interval 200ms",
         inc.state.display(),
@@ -70,14 +17,9 @@ fn watch_shows_sorts_details_kills_and_quits_cleanly() {
         inc.dev.display(),
         lib.display()
     );
-    let out = t.cmd(&["new-session", "-d", "-x", "180", "-y", "45", &cmd]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    t.cmd(&["set-option", "-g", "remain-on-exit", "on"]);
-
+    let Some(t) = Tmux::start("watch", &cmd) else {
+        return;
+    };
     let s = t.wait_for("VLLM::Worker_TP");
     assert_eq!(
         s.matches("96,610 MiB / 97,887 MiB").count(),
