@@ -563,7 +563,8 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
     };
     let plan = kill::plan(&snap, &sel, &safety);
     let mut out = std::io::stdout().lock();
-    let mut err = std::io::stderr().lock();
+    // Not locked: the progress bar draws on stderr from its own thread.
+    let mut err = std::io::stderr();
     // The plan goes to stdout, or to stderr when stdout carries JSON.
     {
         let w: &mut dyn Write = if common.json { &mut err } else { &mut out };

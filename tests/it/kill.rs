@@ -559,6 +559,8 @@ fn wait_max_used_threshold() {
 }
 
 /// On a terminal, kill asks first; `y` goes ahead, anything else stops.
+/// Regression: the progress bar, drawing on stderr from its own thread,
+/// deadlocked against a stderr lock held by kill.
 #[test]
 fn on_a_terminal_kill_asks_and_acts_only_on_yes() {
     let d = TestDir::new(1);
@@ -572,7 +574,7 @@ fn on_a_terminal_kill_asks_and_acts_only_on_yes() {
     let state = d.state(&sim_state(vec![sim_gpu(
         0,
         &[(h.pid(), 1024, "while-alive")],
-        0,
+        1000, // the driver takes 1 s: the progress bar ticks while kill waits
     )]));
     let lib = sim_lib();
     let cmd = format!(
