@@ -477,3 +477,102 @@ fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
     assert!(!status.success(), "ended by SIGTERM");
 }
+
+/// A real `hidepid` proc mount (in a private mount namespace): noticed, and
+/// never called free.
+#[test]
+fn hidepid_proc_is_noticed_and_never_called_free() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: mounting proc needs root");
+        return;
+    }
+    let d = TestDir::new(1);
+    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let proc_dir = d.tmp.path().join("proc");
+    std::fs::create_dir(&proc_dir).unwrap();
+    let lib = sim_lib();
+    let script = format!(
+        "mount -t proc -o hidepid=2 proc {p} && exec {bin} why --json --proc-root {p} --dev-dir {dev} --nvml-lib {lib}",
+        p = proc_dir.display(),
+        bin = bin().display(),
+        dev = d.dev.display(),
+        lib = lib.display()
+    );
+    let r = run_cmd(
+        std::process::Command::new("unshare")
+            .args(["--mount", "--fork", "--", "sh", "-c", &script])
+            .env("GPUFREE_SIM_STATE", &state),
+    );
+    if r.stderr.contains("Operation not permitted") || r.stderr.contains("unshare failed") {
+        eprintln!("skipped: no mount namespaces here: {}", r.stderr);
+        return;
+    }
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let doc = r.json();
+    assert_eq!(doc["visibility"]["hidepid"], true);
+    let partial = &find(&doc, "partial-view")[0];
+    assert!(
+        partial["message"].as_str().unwrap().contains("hidepid"),
+        "{partial}"
+    );
+    assert!(find(&doc, "free").is_empty());
+}
+
+/// A holder in its own PID namespace (a container's process seen from the
+/// host): its PID there is named next to the host PID.
+#[test]
+fn holder_in_another_pid_namespace_is_mapped_through_nspid() {
+    use std::io::BufRead;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: a PID namespace needs root");
+        return;
+    }
+    let d = TestDir::new(1);
+    let spec = serde_json::to_string(&HoldSpec {
+        mmap: vec![d.node("nvidia0")],
+        survive_parent: true,
+        ..HoldSpec::default()
+    })
+    .unwrap();
+    let mut ns = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "--"])
+        .arg(bin())
+        .env(gpufree::holder::HOLDER_ENV, spec)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(ns.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready 1", "PID 1 inside its namespace");
+    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let (_, doc) = why(&d.dev, &state, &[]);
+    let p = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["nspid"].as_array().is_some_and(|n| n.len() == 2))
+        .expect("the namespaced holder");
+    let host_pid = p["pid"].as_u64().unwrap();
+    assert_eq!(p["nspid"], serde_json::json!([host_pid, 1]));
+    let dev = &find(&doc, "device-holders")[0];
+    assert!(
+        dev["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("= PID 1 in its container")),
+        "{dev}"
+    );
+    ns.kill().unwrap(); // unshare --kill-child takes the holder with it
+    ns.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while alive(host_pid as u32) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the namespaced holder outlived its unshare"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
