@@ -3,7 +3,6 @@
 //! incident's unit through `gpufree doctor`.
 
 use crate::harness::*;
-use gpufree::holder::HoldSpec;
 use std::path::{Path, PathBuf};
 
 fn repo(path: &str) -> PathBuf {
@@ -32,13 +31,7 @@ fn slurm(script: &str, d: &TestDir, state: &Path, job_gpus: &str) -> Run {
 #[test]
 fn slurm_prolog_passes_free_gpus_and_drains_busy_ones_with_the_reason() {
     let d = TestDir::new(2);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia1")],
-            ..HoldSpec::default()
-        },
-    );
+    let h = d.mapper("nvidia1");
     let state = d.state(&sim_state(vec![
         sim_gpu(0, &[], 0),
         sim_gpu(1, &[(h.pid(), 4096, "while-alive")], 0),
@@ -63,20 +56,8 @@ fn slurm_prolog_passes_free_gpus_and_drains_busy_ones_with_the_reason() {
 #[test]
 fn slurm_epilog_frees_the_jobs_gpus_only() {
     let d = TestDir::new(2);
-    let left = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let other = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia1")],
-            ..HoldSpec::default()
-        },
-    );
+    let left = d.mapper("nvidia0");
+    let other = d.mapper("nvidia1");
     let state = d.state(&sim_state(vec![
         sim_gpu(0, &[(left.pid(), 4096, "while-alive")], 300),
         sim_gpu(1, &[(other.pid(), 4096, "while-alive")], 0),

@@ -38,6 +38,23 @@ impl TestDir {
         self.dev.join(name)
     }
 
+    /// A holder (the gpufree binary) that opens and maps `node`.
+    pub fn mapper(&self, node: &str) -> Spawned {
+        hold(
+            &["gpufree"],
+            HoldSpec {
+                mmap: vec![self.node(node)],
+                ..HoldSpec::default()
+            },
+        )
+    }
+
+    /// A one-GPU simulator state with `procs` (pid, MiB, visible) and a
+    /// release delay; returns its path.
+    pub fn one_gpu(&self, procs: &[(u32, u64, &str)], delay_ms: u64) -> PathBuf {
+        self.state(&sim_state(vec![sim_gpu(0, procs, delay_ms)]))
+    }
+
     /// Writes a simulator state; returns its path.
     pub fn state(&self, state: &Value) -> PathBuf {
         let p = self.tmp.path().join("state.json");

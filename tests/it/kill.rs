@@ -91,11 +91,7 @@ fn term_ignoring_target_gets_sigkill_after_the_grace_period() {
             ..HoldSpec::default()
         },
     );
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 1024, "while-alive")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     let pid = h.pid().to_string();
     let (code, doc, err) = kill(
         &d.dev,
@@ -124,24 +120,14 @@ fn term_ignoring_target_gets_sigkill_after_the_grace_period() {
 #[test]
 fn stopped_target_is_continued_and_handles_term() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
+    let h = d.mapper("nvidia0");
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(h.pid() as i32).unwrap(),
         rustix::process::Signal::STOP,
     )
     .unwrap();
     wait_state(h.pid(), 'T');
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 1024, "while-alive")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     let (code, doc, err) = kill(
         &d.dev,
         &state,
@@ -177,7 +163,7 @@ fn target_forking_a_holder_during_the_grace_period_is_handled_in_the_same_run() 
             ..HoldSpec::default()
         },
     );
-    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let state = d.one_gpu(&[], 0);
     let (code, doc, err) = kill(
         &d.dev,
         &state,
@@ -223,11 +209,7 @@ fn zombie_holder_is_not_killed_and_its_parent_is_named() {
     );
     wait_state(z.pid(), 'Z');
     // NVML still lists it (as a driver may while it tears down).
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(z.pid(), 1024, "always")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(z.pid(), 1024, "always")], 0);
     let (code, doc, err) = kill(
         &d.dev,
         &state,
@@ -250,18 +232,8 @@ fn zombie_holder_is_not_killed_and_its_parent_is_named() {
 #[test]
 fn pid_reused_between_scan_and_signal_is_not_signalled() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 1024, "while-alive")],
-        0,
-    )]));
+    let h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     let pid = h.pid().to_string();
     // The seam makes the plan carry another start time for this PID, exactly
     // as if the scanned process had exited and a new one taken its PID.
@@ -302,7 +274,7 @@ fn protected_daemon_is_refused_unless_forced() {
         },
     )
     .unwrap();
-    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let state = d.one_gpu(&[], 0);
     let (code, doc, _) = kill(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
     assert_eq!(code, 5, "refused for safety");
     assert!(doc["kill"]["skipped"][0]["reason"]
@@ -330,19 +302,9 @@ fn non_root_may_not_signal_other_users_processes() {
     let d = TestDir::new(1);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
+    let h = d.mapper("nvidia0");
     // NVML lists root's process, so nobody sees it as a holder.
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 1024, "while-alive")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
     let lib = sim_lib();
     let r = run_cmd(
@@ -375,14 +337,8 @@ fn non_root_may_not_signal_other_users_processes() {
 #[test]
 fn without_a_terminal_and_without_yes_nothing_is_signalled() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[], 0);
     let (code, _, err) = kill(&d.dev, &state, &["--gpu", "0"], &[]);
     assert_eq!(code, 5);
     assert!(err.contains("--yes"), "{err}");
@@ -413,18 +369,8 @@ fn without_a_terminal_and_without_yes_nothing_is_signalled() {
 #[test]
 fn release_without_a_delay_is_seen_at_once() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 8192, "while-alive")],
-        0,
-    )]));
+    let h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 8192, "while-alive")], 0);
     let (code, doc, err) = kill(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -437,13 +383,7 @@ fn release_without_a_delay_is_seen_at_once() {
 #[test]
 fn memory_that_never_comes_back_exits_4_and_says_what_holds_it() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
+    let h = d.mapper("nvidia0");
     // The driver keeps the memory for 60 s after the exit.
     let state = d.state(&sim_state(vec![sim_gpu(
         0,
@@ -487,18 +427,8 @@ fn wait_cmd(dev: &Path, state: &Path, args: &[&str]) -> std::process::Command {
 #[test]
 fn wait_times_out_with_exit_1_while_held_and_returns_0_once_released() {
     let d = TestDir::new(1);
-    let mut h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 4096, "while-alive")],
-        500,
-    )]));
+    let mut h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 4096, "while-alive")], 500);
     let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--timeout", "400ms"]));
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stdout.contains("timeout:"), "{}", r.stdout);
@@ -525,18 +455,8 @@ fn wait_times_out_with_exit_1_while_held_and_returns_0_once_released() {
 #[test]
 fn wait_max_used_threshold() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 2048, "while-alive")],
-        0,
-    )]));
+    let h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 0);
     assert_eq!(
         run_cmd(&mut wait_cmd(
             &d.dev,
@@ -564,13 +484,7 @@ fn wait_max_used_threshold() {
 #[test]
 fn on_a_terminal_kill_asks_and_acts_only_on_yes() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
+    let h = d.mapper("nvidia0");
     let state = d.state(&sim_state(vec![sim_gpu(
         0,
         &[(h.pid(), 1024, "while-alive")],

@@ -15,13 +15,7 @@ fn fd_only_mmap_and_maps_only_holders_are_found_with_how_they_hold() {
             ..HoldSpec::default()
         },
     );
-    let both = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia1")],
-            ..HoldSpec::default()
-        },
-    );
+    let both = d.mapper("nvidia1");
     let maps_only = hold(
         &["gpufree"],
         HoldSpec {

@@ -18,7 +18,7 @@ fn sim_lib_is_a_directory_holding_libnvidia_ml() {
 #[test]
 fn sim_exec_of_a_missing_program_exits_127_naming_it() {
     let d = TestDir::new(1);
-    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let state = d.one_gpu(&[], 0);
     let r = gpufree(
         &[
             "sim",
@@ -37,18 +37,8 @@ fn sim_exec_of_a_missing_program_exits_127_naming_it() {
 #[test]
 fn memory_of_an_exited_process_is_released_after_the_delay() {
     let d = TestDir::new(1);
-    let mut h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 2048, "while-alive")],
-        1500,
-    )]));
+    let mut h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 1500);
     let used = || {
         status_json(&d, &state, &[])["gpus"][0]["memory"]["used_bytes"]
             .as_u64()
@@ -87,11 +77,7 @@ fn zombie_holder_memory_is_released_by_the_simulator() {
     );
     // Never reaped by us until `z` drops: a zombie.
     std::thread::sleep(Duration::from_millis(200));
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(z.pid(), 512, "while-alive")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(z.pid(), 512, "while-alive")], 0);
     let doc = status_json(&d, &state, &[]);
     assert_eq!(
         doc["gpus"][0]["memory"]["used_bytes"], 0,

@@ -234,19 +234,12 @@ fn no_library_still_reports_device_node_holders() {
 #[test]
 fn pid_from_another_namespace_is_not_visible_and_its_memory_unaccounted() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
+    let h = d.mapper("nvidia0");
     // PID 4194304 is above any pid_max: it cannot exist in this namespace.
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
+    let state = d.one_gpu(
         &[(h.pid(), 1000, "while-alive"), (4_194_304, 5000, "always")],
         0,
-    )]));
+    );
     let doc = status_json(&d, &state, &[]);
     let m = &doc["gpus"][0]["memory"];
     assert_eq!(m["used_bytes"], 6000u64 << 20);
@@ -515,13 +508,7 @@ fn man_page_and_completions_come_from_the_command_definition() {
 #[test]
 fn colour_only_on_a_terminal_and_never_with_no_color() {
     let d = TestDir::new(1);
-    let _h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
+    let _h = d.mapper("nvidia0");
     let base = format!(
         "{} status --dev-dir {} --nvml-lib /nonexistent/libnvidia-ml.so.1",
         bin().display(),

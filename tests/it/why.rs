@@ -130,11 +130,7 @@ fn zombie_holder_is_named_with_the_parent_that_must_reap_it() {
         },
     );
     std::thread::sleep(std::time::Duration::from_millis(300)); // exited, never reaped: a zombie
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(z.pid(), 4096, "while-alive")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(z.pid(), 4096, "while-alive")], 0);
     let (_, doc) = why(&d.dev, &state, &[]);
     // A zombie has no fds or maps left: only NVML could list it, and the
     // simulator, like the driver, releases a zombie's memory.
@@ -158,11 +154,7 @@ fn zombie_leader_with_live_threads_is_a_live_holder() {
         },
     );
     wait_state(h.pid(), 'Z');
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 4096, "always")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(h.pid(), 4096, "always")], 0);
     let (code, doc) = why(&d.dev, &state, &[]);
     assert_eq!(code, 1);
     let z = &find(&doc, "zombies")[0];
@@ -180,13 +172,7 @@ fn zombie_leader_with_live_threads_is_a_live_holder() {
 #[test]
 fn stopped_holder_needs_sigcont() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
+    let h = d.mapper("nvidia0");
     // SIGSTOP the holder this test started.
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(h.pid() as i32).unwrap(),
@@ -194,11 +180,7 @@ fn stopped_holder_needs_sigcont() {
     )
     .unwrap();
     wait_state(h.pid(), 'T');
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(h.pid(), 2048, "while-alive")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 0);
     let (_, doc) = why(&d.dev, &state, &[]);
     let t = &find(&doc, "stopped")[0];
     assert_eq!(pids(t), vec![h.pid()]);
@@ -246,11 +228,7 @@ fn orphaned_holder_is_named() {
         assert!(std::time::Instant::now() < deadline, "never reparented");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(orphan, 1024, "while-alive")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(orphan, 1024, "while-alive")], 0);
     let (_, doc) = why(&d.dev, &state, &[]);
     let p = process(&doc, orphan).unwrap();
     let reaper_is_init = p["ppid"] == 1;
@@ -283,18 +261,8 @@ fn protected_daemon_is_named_and_left_out_of_the_kill() {
         },
     };
     let pd = gpufree::holder::spawn(&daemon, &child).unwrap();
-    let w = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(w.pid(), 2048, "while-alive")],
-        0,
-    )]));
+    let w = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(w.pid(), 2048, "while-alive")], 0);
     let (_, doc) = why(&d.dev, &state, &[]);
     assert_eq!(process(&doc, pd.pid()).unwrap()["protected"], true);
     let p = &find(&doc, "protected-holders")[0];
@@ -315,11 +283,7 @@ fn protected_daemon_is_named_and_left_out_of_the_kill() {
 #[test]
 fn memory_of_another_namespace_says_run_on_the_host() {
     let d = TestDir::new(1);
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(4_194_304, 8192, "always")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(4_194_304, 8192, "always")], 0);
     let (code, doc) = why(&d.dev, &state, &[]);
     assert_eq!(code, 1);
     assert_eq!(doc["findings"][0]["kind"], "outside-namespace");
@@ -431,11 +395,7 @@ fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
         .unwrap();
     let pid: u32 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert_eq!(pid, py.id());
-    let state = d.state(&sim_state(vec![sim_gpu(
-        0,
-        &[(pid, 8192, "while-alive")],
-        0,
-    )]));
+    let state = d.one_gpu(&[(pid, 8192, "while-alive")], 0);
     let (code, doc) = why(&d.dev, &state, &["--pattern", "python3.*vllm"]);
     assert_eq!(code, 1);
     let p = process(&doc, pid).expect("the renamed interpreter is a holder");
@@ -487,7 +447,7 @@ fn hidepid_proc_is_noticed_and_never_called_free() {
         return;
     }
     let d = TestDir::new(1);
-    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let state = d.one_gpu(&[], 0);
     let proc_dir = d.tmp.path().join("proc");
     std::fs::create_dir(&proc_dir).unwrap();
     let lib = sim_lib();
@@ -546,7 +506,7 @@ fn holder_in_another_pid_namespace_is_mapped_through_nspid() {
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "ready 1", "PID 1 inside its namespace");
-    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let state = d.one_gpu(&[], 0);
     let (_, doc) = why(&d.dev, &state, &[]);
     let p = doc["processes"]
         .as_array()
