@@ -237,15 +237,6 @@ fn pids_labelled(s: &Spawned, prefix: &str) -> Vec<u32> {
         .collect()
 }
 
-/// Which processes of `snap` a `pkill -f REGEX` would signal (whole command
-/// line, joined by spaces), as pkill does. Computed, never run.
-pub fn pkill_f_hits<'a>(snap: &'a Snapshot, re: &Regex) -> Vec<&'a crate::model::Process> {
-    snap.processes
-        .iter()
-        .filter(|p| re.is_match(&p.cmdline_joined()))
-        .collect()
-}
-
 /// Runs the demo; returns the exit code.
 pub fn run(opts: &Options) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().context("demo: cannot find the gpufree binary")?;
@@ -413,18 +404,18 @@ fn narrate<W: Write>(
         ))
     )?;
     let re = Regex::new(PKILL_PATTERN)?;
-    let hits = pkill_f_hits(snap, &re);
+    // What pkill -f matches, as `why --pattern` computes it; never run.
+    let (hits, misses): (Vec<&crate::model::Process>, Vec<_>) = snap
+        .processes
+        .iter()
+        .partition(|p| re.is_match(&crate::diagnose::pkill_f_text(&p.comm, &p.cmdline)));
     writeln!(
         w,
         "  would signal {} of the {} GPU holders",
         hits.len(),
         snap.processes.len()
     )?;
-    for p in snap
-        .processes
-        .iter()
-        .filter(|p| p.renamed && !re.is_match(&p.cmdline_joined()))
-    {
+    for p in misses.iter().filter(|p| p.renamed) {
         writeln!(
             w,
             "  misses {:>7} {:<16} cmdline is now \"{}\", exe {}",

@@ -208,16 +208,25 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// A stable key for what started `p`: its unit, container, pod or job, or
-/// the top of its tree of holders (the launcher).
-pub fn group_key(s: &Snapshot, p: &Process) -> String {
-    let ctx = Ctx {
-        s,
-        by_pid: s.processes.iter().map(|q| (q.pid, q)).collect(),
-    };
-    match ctx.group(p) {
-        Group::Owner(kind, id, _) => format!("{}:{id}", kind.as_str()),
-        Group::Tree(root) => format!("tree:{root}"),
+/// What started each holder of a snapshot, looked up through one PID map.
+pub struct Groups<'a>(Ctx<'a>);
+
+impl<'a> Groups<'a> {
+    /// Indexes the holders of `s`.
+    pub fn new(s: &'a Snapshot) -> Groups<'a> {
+        Groups(Ctx {
+            s,
+            by_pid: s.processes.iter().map(|q| (q.pid, q)).collect(),
+        })
+    }
+
+    /// A stable key for what started `p`: its unit, container, pod or job,
+    /// or the top of its tree of holders (the launcher).
+    pub fn key(&self, p: &Process) -> String {
+        match self.0.group(p) {
+            Group::Owner(kind, id, _) => format!("{}:{id}", kind.as_str()),
+            Group::Tree(root) => format!("tree:{root}"),
+        }
     }
 }
 
@@ -526,11 +535,10 @@ fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
             "device-holders",
             Severity::Info,
             format!(
-                "{} GPU device nodes open without GPU memory: not needed to free memory, but the driver keeps its files open until {} exit",
+                "{} GPU device nodes open without GPU memory: not needed to free memory, but the driver keeps its files open until {}",
                 count(alone.len(), "process holds", "processes hold"),
-                if alone.len() == 1 { "it exits" } else { "they" }
-            )
-            .replace("it exits exit", "it exits"),
+                if alone.len() == 1 { "it exits" } else { "they exit" }
+            ),
             alone.iter().map(|p| p.pid).collect(),
             gpus_of_all(alone.iter().copied()),
             kill_command(&alone.iter().map(|p| p.pid).collect::<Vec<_>>()),
@@ -686,7 +694,7 @@ fn protected(s: &Snapshot, out: &mut Vec<Finding>) {
         "protected-holders",
         Severity::Info,
         format!(
-            "{} ({}): never part of a kill by default; a GPU reset fails while {} hold the GPU",
+            "{} ({}): never part of a kill by default; a GPU reset fails while {} the GPU",
             count(
                 prot.len(),
                 "driver daemon or display server holds the GPU",
@@ -696,9 +704,12 @@ fn protected(s: &Snapshot, out: &mut Vec<Finding>) {
                 .map(|p| p.comm.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
-            if prot.len() == 1 { "it" } else { "they" }
-        )
-        .replace("while it hold", "while it holds"),
+            if prot.len() == 1 {
+                "it holds"
+            } else {
+                "they hold"
+            }
+        ),
         prot.iter().map(|p| p.pid).collect(),
         gpus_of_all(prot.iter().copied()),
         prot.first().map(|p| stop_command(p)).unwrap_or_default(),

@@ -73,11 +73,11 @@ fn collect(c: Collector, opts: Options, tx: Sender<Msg>, rescan: Arc<AtomicBool>
             {
                 break;
             }
-            let before = (snap.gpus.clone(), snap.findings.clone());
+            let (gpus_before, findings_before) = (snap.gpus.clone(), snap.findings.clone());
             if !refresh_memory(&mut snap, &c.nvml()) {
                 break;
             }
-            if (snap.gpus.clone(), snap.findings.clone()) != before
+            if (snap.gpus != gpus_before || snap.findings != findings_before)
                 && tx.send(Msg::Snapshot(Box::new(snap.clone()))).is_err()
             {
                 return;

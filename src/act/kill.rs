@@ -5,7 +5,7 @@
 //! nodes meanwhile, and the wait until NVML shows the memory released.
 
 use super::identity::{wait_exited, KillError, Target};
-use crate::diagnose::{group_key, memory_on_gpus, IDLE_SLACK_BYTES};
+use crate::diagnose::{memory_on_gpus, Groups, IDLE_SLACK_BYTES};
 use crate::model::{Process, Snapshot};
 use crate::snapshot::Collector;
 use crate::units::mib;
@@ -215,10 +215,11 @@ fn refusal(p: &Process, safety: &Safety) -> Option<(String, bool)> {
 pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
     let mut plan = Plan::default();
     let matched: Vec<&Process> = snap.processes.iter().filter(|p| matches(p, sel)).collect();
+    let grouper = Groups::new(snap);
     let groups: BTreeSet<String> = matched
         .iter()
         .filter(|p| p.memory_bytes() > 0)
-        .map(|p| group_key(snap, p))
+        .map(|p| grouper.key(p))
         .collect();
     let mut chosen: BTreeMap<u32, (&Process, String)> =
         matched.iter().map(|p| (p.pid, (*p, reason(p)))).collect();
@@ -229,7 +230,7 @@ pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
             .filter(|p| shared_only(p) && !chosen.contains_key(&p.pid))
             .collect();
         for p in extra {
-            let same_group = groups.contains(&group_key(snap, p));
+            let same_group = groups.contains(&grouper.key(p));
             if same_group || safety.include_shared {
                 let why = if same_group {
                     "started with the memory holders"

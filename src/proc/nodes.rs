@@ -114,7 +114,7 @@ impl NodeSet {
                     continue;
                 }
                 let rdev = meta.file_type().is_char_device().then(|| meta.rdev());
-                set.push(Node {
+                set.nodes.push(Node {
                     rel,
                     path: entry.path(),
                     kind,
@@ -127,10 +127,6 @@ impl NodeSet {
         set.nodes.sort_by(|a, b| a.rel.cmp(&b.rel));
         set.reindex(dev_dir == Path::new("/dev"));
         Ok(set)
-    }
-
-    fn push(&mut self, node: Node) {
-        self.nodes.push(node);
     }
 
     fn reindex(&mut self, real_dev: bool) {
