@@ -321,12 +321,38 @@ pub fn wait_state(pid: u32, want: char) {
 }
 
 /// The gpufree binary with `args`, run as nobody through setpriv (tests
-/// that need it check for root first).
-pub fn as_nobody(args: &[&str]) -> Command {
+/// that need it check for root first). The checkout may sit below a
+/// directory only root may enter (a clone in `mktemp -d`), so nobody runs a
+/// copy of gpufree placed in the test's own directory, opened to others,
+/// with the simulated NVML library beside it as `GPUFREE_NVML_LIB`.
+pub fn as_nobody(d: &TestDir, args: &[&str]) -> Command {
+    use std::os::unix::fs::PermissionsExt;
+    let open =
+        |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    open(d.tmp.path());
+    let kit = d.tmp.path().join("kit");
+    if !kit.exists() {
+        std::fs::create_dir(&kit).unwrap();
+        open(&kit);
+        for (from, name) in [
+            (bin(), "gpufree"),
+            (
+                std::fs::canonicalize(sim_lib()).unwrap(),
+                "libnvidia-ml.so.1",
+            ),
+        ] {
+            let to = kit.join(name);
+            if std::fs::hard_link(&from, &to).is_err() {
+                std::fs::copy(&from, &to).unwrap();
+            }
+            open(&to);
+        }
+    }
     let mut c = Command::new("setpriv");
     c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-        .arg(bin())
-        .args(args);
+        .arg(kit.join("gpufree"))
+        .args(args)
+        .env("GPUFREE_NVML_LIB", kit.join("libnvidia-ml.so.1"));
     c
 }
 

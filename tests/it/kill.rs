@@ -301,24 +301,23 @@ fn non_root_may_not_signal_other_users_processes() {
     }
     let d = TestDir::new(1);
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let h = d.mapper("nvidia0");
     // NVML lists root's process, so nobody sees it as a holder.
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let lib = sim_lib();
     let r = run_cmd(
-        as_nobody(&[
-            "kill",
-            "--json",
-            "--gpu",
-            "0",
-            "--yes",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ])
+        as_nobody(
+            &d,
+            &[
+                "kill",
+                "--json",
+                "--gpu",
+                "0",
+                "--yes",
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+            ],
+        )
         .env("GPUFREE_SIM_STATE", &state),
     );
     assert_eq!(r.code, 5, "{}", r.stderr);

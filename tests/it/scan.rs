@@ -188,8 +188,6 @@ fn non_root_scan_counts_what_it_cannot_read_and_sees_its_own() {
         return;
     }
     let d = TestDir::new(1);
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let root_holder = hold(
         &["gpufree"],
         HoldSpec {
@@ -197,14 +195,17 @@ fn non_root_scan_counts_what_it_cannot_read_and_sees_its_own() {
             ..HoldSpec::default()
         },
     );
-    let r = run_cmd(&mut as_nobody(&[
-        "status",
-        "--json",
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        "/nonexistent/libnvidia-ml.so.1",
-    ]));
+    let r = run_cmd(&mut as_nobody(
+        &d,
+        &[
+            "status",
+            "--json",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ],
+    ));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();
     assert_eq!(doc["visibility"]["root"], false);

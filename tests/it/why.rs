@@ -340,19 +340,10 @@ fn free_gpus_exit_0_and_partial_views_never_say_free() {
     assert_eq!(doc["findings"][0]["kind"], "free");
     if rustix::process::geteuid().is_root() {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let lib = sim_lib();
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
         let r = run_cmd(
-            as_nobody(&[
-                "why",
-                "--json",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-            ])
-            .env("GPUFREE_SIM_STATE", &state),
+            as_nobody(&d, &["why", "--json", "--dev-dir", d.dev.to_str().unwrap()])
+                .env("GPUFREE_SIM_STATE", &state),
         );
         assert_eq!(
             r.code, 1,
