@@ -2,6 +2,7 @@
 //! access), then one fallible step that builds the real objects and runs the
 //! command. Errors map to the exit codes of SPEC.md here and nowhere else.
 
+use crate::model::VerdictState;
 use crate::present::{table, write_json, Paint};
 use crate::snapshot::{self, Config, GpuSelector, SnapshotError};
 use clap::{Args, Parser, Subcommand};
@@ -66,6 +67,11 @@ pub struct Common {
     /// Print more to stderr (timings).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// How long one read may take (a process's fds and maps, an NVML call)
+    /// before it counts as timed out and the verdict as unknown.
+    #[arg(long, value_name = "DUR", env = "GPUFREE_READ_TIMEOUT", default_value = "5s",
+          value_parser = crate::units::parse_duration, global = true)]
+    pub read_timeout: std::time::Duration,
 }
 
 /// The commands.
@@ -172,12 +178,17 @@ pub struct KillArgs {
     /// How long to wait after the first signal before SIGKILL.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = crate::units::parse_duration)]
     pub grace: std::time::Duration,
-    /// How long to wait for the memory to come back.
+    /// The whole kill after confirmation (signals, grace, the wait for the
+    /// memory) ends within DUR.
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = crate::units::parse_duration)]
     pub timeout: std::time::Duration,
     /// Do not wait for the memory.
     #[arg(long)]
     pub no_wait: bool,
+    /// Without NVML, call the memory released once no holder is left
+    /// (otherwise the release is unknown: exit 3).
+    #[arg(long)]
+    pub holders_only: bool,
     /// Also signal protected daemons (nvidia-persistenced, DCGM, MPS, Xorg...). Never implied.
     #[arg(long)]
     pub force_protected: bool,
@@ -200,6 +211,10 @@ pub struct WaitArgs {
     /// How often to look.
     #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = crate::units::parse_duration)]
     pub interval: std::time::Duration,
+    /// Without NVML, call the GPUs free when no process holds them
+    /// (otherwise the verdict is unknown: exit 3).
+    #[arg(long)]
+    pub holders_only: bool,
 }
 
 fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal), String> {
@@ -278,6 +293,7 @@ fn config(common: &Common) -> Config {
         dev_dir: common.dev_dir.clone().unwrap_or(d.dev_dir),
         nvml_lib: common.nvml_lib.clone(),
         others: false,
+        read_timeout: common.read_timeout,
     }
 }
 
@@ -306,17 +322,21 @@ fn snapshot_failure(common: &Common, e: SnapshotError) -> Failure {
     }
 }
 
-fn collector(common: &Common, others: bool) -> Result<snapshot::Collector, Failure> {
+fn collector(
+    common: &Common,
+    others: bool,
+    deadline: Option<std::time::Instant>,
+) -> Result<snapshot::Collector, Failure> {
     let cfg = Config {
         others,
         ..config(common)
     };
-    snapshot::Collector::new(cfg).map_err(|e| snapshot_failure(common, e))
+    snapshot::Collector::new(cfg, deadline).map_err(|e| snapshot_failure(common, e))
 }
 
 fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot, Failure> {
     let started = std::time::Instant::now();
-    let snap = collector(common, others)?
+    let snap = collector(common, others, None)?
         .snapshot()
         .map_err(|e| snapshot_failure(common, e))?;
     if common.verbose > 0 {
@@ -362,11 +382,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             } else {
                 crate::present::why::write_why(&mut out, &snap, &paint)?;
             }
-            Ok(if crate::diagnose::is_free(&snap.findings) {
-                exit::OK
-            } else {
-                exit::NOT_REACHED
-            })
+            Ok(verdict_exit(snap.verdict.state))
         }
         Command::Kill(args) => run_kill(common, &args, &paint),
         Command::Completions { shell } => {
@@ -404,7 +420,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             label_cmdline,
         } => {
             drop(out);
-            let c = collector(common, false)?;
+            let c = collector(common, false, None)?;
             let opts = crate::serve::Options {
                 listen,
                 interval,
@@ -523,6 +539,15 @@ struct KillDoc<'a> {
     kill: &'a crate::act::kill::Report,
 }
 
+/// The exit code of a verdict: free 0, busy 1, unknown 3.
+fn verdict_exit(state: VerdictState) -> i32 {
+    match state {
+        VerdictState::Free => exit::OK,
+        VerdictState::Busy => exit::NOT_REACHED,
+        VerdictState::Unknown => exit::ENVIRONMENT,
+    }
+}
+
 fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Failure> {
     use crate::act::kill::{self, Selectors, UserSel};
     if common
@@ -539,21 +564,24 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
         Some(m) => Some(regex_flag("--match", m)?),
         None => None,
     };
-    let c = collector(common, false)?;
+    let c = collector(common, false, None)?;
     let snap = c.snapshot().map_err(|e| snapshot_failure(common, e))?;
     let indexes =
         snapshot::resolve(&snap.gpus, &common.gpu).map_err(|e| Failure::new(exit::USAGE, e))?;
+    if let Some(unit) = &args.unit {
+        kill::check_unit(&snap, unit).map_err(|e| Failure::new(exit::USAGE, e))?;
+    }
+    let user = args.user.as_ref().map(|u| match u.parse() {
+        Ok(uid) => UserSel::Uid(uid),
+        Err(_) => UserSel::Name(u.clone()),
+    });
     let nothing_else =
         args.pid.is_empty() && args.matcher.is_none() && args.user.is_none() && args.unit.is_none();
     let sel = Selectors {
         gpus: (!common.gpu.is_empty() || nothing_else).then(|| indexes.clone()),
         pids: args.pid.clone(),
         matcher,
-        user: args.user.as_ref().map(|u| {
-            u.parse()
-                .map(UserSel::Uid)
-                .unwrap_or_else(|_| UserSel::Name(u.clone()))
-        }),
+        user,
         unit: args.unit.clone(),
     };
     let safety = kill::Safety {
@@ -579,31 +607,39 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
             )?;
         }
     }
-    let refused_explicit = plan.skipped.iter().any(|k| k.refused);
-    // Nothing to execute: the plan alone (dry run), or nothing matched.
-    if args.dry_run || plan.targets.is_empty() {
+    if args.dry_run {
         if common.json {
-            let report = kill::Report {
-                skipped: plan.skipped.clone(),
-                released: !args.dry_run,
-                ..kill::Report::default()
-            };
             write_json(
                 &mut out,
                 &KillDoc {
                     snapshot: &snap,
                     plan: &plan,
-                    kill: &report,
+                    kill: &kill::Report {
+                        skipped: plan.skipped.clone(),
+                        ..kill::Report::default()
+                    },
                 },
             )?;
         }
-        return Ok(if !args.dry_run && refused_explicit {
-            exit::REFUSED
-        } else {
-            exit::OK
-        });
+        return Ok(exit::OK);
     }
-    if !args.yes {
+    if plan.targets.is_empty() && plan.skipped.iter().any(|k| k.refused) {
+        if common.json {
+            write_json(
+                &mut out,
+                &KillDoc {
+                    snapshot: &snap,
+                    plan: &plan,
+                    kill: &kill::Report {
+                        skipped: plan.skipped.clone(),
+                        ..kill::Report::default()
+                    },
+                },
+            )?;
+        }
+        return Ok(exit::REFUSED);
+    }
+    if !plan.targets.is_empty() && !args.yes {
         use std::io::IsTerminal;
         if !std::io::stdin().is_terminal() {
             return Err(Failure::new(
@@ -630,14 +666,14 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
         progress: !common.quiet
             && !common.json
             && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        stale_identity: std::env::var("GPUFREE_TEST_STALE_IDENTITY")
-            .ok()
-            .and_then(|p| p.parse().ok()),
+        holders_only: args.holders_only,
     };
     let report = kill::execute(&c, &snap, plan.clone(), &sel, &safety, &opts);
     if common.json {
         let after = c
-            .snapshot()
+            .snapshot_until(Some(
+                std::time::Instant::now() + crate::act::wait::LAST_LOOK,
+            ))
             .map(|s| snapshot::select(s, &indexes))
             .unwrap_or(snap);
         write_json(
@@ -651,13 +687,27 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
     } else if !common.quiet {
         crate::present::kill::write_report(&mut out, &report, !args.no_wait, paint)?;
     }
-    Ok(
-        if !report.survivors.is_empty() || (!args.no_wait && !report.released) {
-            exit::SURVIVORS
-        } else {
-            exit::OK
-        },
-    )
+    let code = if !report.survivors.is_empty() {
+        exit::SURVIVORS
+    } else if args.no_wait {
+        exit::OK
+    } else {
+        match report.verdict {
+            VerdictState::Free => exit::OK,
+            VerdictState::Busy => exit::SURVIVORS,
+            VerdictState::Unknown => exit::ENVIRONMENT,
+        }
+    };
+    if code == exit::ENVIRONMENT {
+        return Err(Failure::new(
+            code,
+            format!(
+                "kill: the release is unknown: {}",
+                report.reasons.join("; ")
+            ),
+        ));
+    }
+    Ok(code)
 }
 
 /// The document `wait --json` prints.
@@ -671,63 +721,79 @@ struct WaitDoc<'a> {
 #[derive(serde::Serialize)]
 struct WaitResult {
     free: bool,
+    verdict: VerdictState,
     seconds: f64,
     snapshots: u32,
 }
 
 fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Failure> {
-    let c = collector(common, false)?;
-    let first = c.snapshot().map_err(|e| snapshot_failure(common, e))?;
+    use crate::act::wait::LAST_LOOK;
+    let deadline = std::time::Instant::now() + args.timeout;
+    let c = collector(common, false, Some(deadline + LAST_LOOK))?;
+    let first = c
+        .snapshot_until(Some(deadline + LAST_LOOK))
+        .map_err(|e| snapshot_failure(common, e))?;
     let gpus =
         snapshot::resolve(&first.gpus, &common.gpu).map_err(|e| Failure::new(exit::USAGE, e))?;
     let opts = crate::act::wait::Options {
         gpus: gpus.clone(),
-        max_used: args.max_used,
-        timeout: args.timeout,
-        interval: args.interval,
+        policy: crate::diagnose::verdict::Policy {
+            max_used: args.max_used,
+            holders_only: args.holders_only,
+        },
+        deadline,
+        interval: args.interval.max(std::time::Duration::from_millis(1)),
     };
     let outcome = crate::act::wait::wait(&c, &opts).map_err(|e| snapshot_failure(common, e))?;
+    let state = outcome.verdict.state;
     let mut out = std::io::stdout().lock();
+    let which = format!(
+        "GPU{} {}",
+        if gpus.len() == 1 { "" } else { "s" },
+        crate::diagnose::gpu_list(&gpus)
+    );
     if common.json {
+        let mut last = outcome.last.clone();
+        last.verdict = outcome.verdict.clone();
         let doc = WaitDoc {
-            snapshot: &outcome.last,
+            snapshot: &last,
             wait: WaitResult {
-                free: outcome.free,
+                free: state == VerdictState::Free,
+                verdict: state,
                 seconds: outcome.seconds,
                 snapshots: outcome.snapshots,
             },
         };
         write_json(&mut out, &doc)?;
     } else if !common.quiet {
-        let which = crate::diagnose::gpu_list(&gpus);
-        if outcome.free {
-            writeln!(
+        match state {
+            VerdictState::Free => {
+                writeln!(out, "{which} free after {:.2} s", outcome.seconds)?;
+                for c in &outcome.verdict.caveats {
+                    writeln!(out, "  {} {c}", paint.warn("caveat:"))?;
+                }
+            }
+            VerdictState::Busy => writeln!(
                 out,
-                "GPU{} {which} free after {:.2} s",
-                if gpus.len() == 1 { "" } else { "s" },
-                outcome.seconds
-            )?;
-        } else {
-            let top = outcome
-                .last
-                .findings
-                .first()
-                .map(|f| f.message.clone())
-                .unwrap_or_default();
-            writeln!(
-                out,
-                "{} GPU{} {which} not free after {:.1} s: {top}",
+                "{} {which} not free after {:.1} s: {}",
                 paint.error("timeout:"),
-                if gpus.len() == 1 { "" } else { "s" },
-                outcome.seconds
-            )?;
+                outcome.seconds,
+                outcome.verdict.reasons.join("; ")
+            )?,
+            VerdictState::Unknown => {}
         }
     }
-    Ok(if outcome.free {
-        exit::OK
-    } else {
-        exit::NOT_REACHED
-    })
+    if state == VerdictState::Unknown {
+        return Err(Failure::new(
+            exit::ENVIRONMENT,
+            format!(
+                "wait: cannot tell whether {which} {} free: {}",
+                if gpus.len() == 1 { "is" } else { "are" },
+                outcome.verdict.reasons.join("; ")
+            ),
+        ));
+    }
+    Ok(verdict_exit(state))
 }
 
 /// The binary's main: parse, run, report. A closed stdout (`| head`) is success.

@@ -259,9 +259,9 @@ pub fn run(opts: &Options) -> anyhow::Result<i32> {
         proc_root: PathBuf::from("/proc"),
         dev_dir: incident.dev.clone(),
         nvml_lib: Some(lib),
-        others: false,
+        ..Config::default()
     };
-    let collector = snapshot::Collector::new(cfg)?;
+    let collector = snapshot::Collector::new(cfg, None)?;
     let snap = collector.snapshot()?;
     let mut out = std::io::stdout().lock();
     if opts.json {
@@ -343,10 +343,7 @@ fn free_it<W: Write>(
         },
         paint,
     )?;
-    let free = after
-        .gpus
-        .iter()
-        .all(|g| crate::diagnose::gpu_free(&after, g.index));
+    let free = after.verdict.state == crate::model::VerdictState::Free;
     writeln!(
         w,
         "{}",

@@ -20,6 +20,7 @@ pub mod doctor;
 pub mod holder;
 pub mod model;
 pub mod nvml;
+pub mod pause;
 pub mod present;
 pub mod proc;
 pub mod serve;

@@ -6,6 +6,9 @@
 //! additions, never renames.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// Everything gpufree knows about the host's GPUs at one moment.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -33,6 +36,98 @@ pub struct Snapshot {
     /// to tell which non-holders a `pkill` pattern would also hit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub others: Vec<Brief>,
+    /// The verdict over the selected GPUs: free only if every one is free.
+    #[serde(default)]
+    pub verdict: Verdict,
+    /// Handles on the processes as the scan saw them, for acting on them
+    /// by identity (never serialized: a snapshot read back from JSON pins
+    /// nothing, so nothing can be signalled from it).
+    #[serde(skip)]
+    pub pins: Pins,
+}
+
+/// One process pinned by the scan: its start time and its `/proc/PID`
+/// directory fd, which stays bound to that process (reads through it fail
+/// once it has been reaped, whatever now has its PID).
+#[derive(Debug)]
+pub struct Pin {
+    /// Start time read through `dir`.
+    pub start_time_ticks: u64,
+    /// The `/proc/PID` directory fd.
+    pub dir: OwnedFd,
+}
+
+/// The pinned processes of a snapshot, by PID (shared by its clones).
+#[derive(Debug, Clone, Default)]
+pub struct Pins(Arc<BTreeMap<u32, Pin>>);
+
+impl Pins {
+    /// Pins from a map of PID to pin.
+    pub fn new(pins: BTreeMap<u32, Pin>) -> Pins {
+        Pins(Arc::new(pins))
+    }
+
+    /// The directory fd of `pid` if it was pinned with this start time.
+    pub fn get(&self, pid: u32, start_time_ticks: u64) -> Option<&OwnedFd> {
+        self.0
+            .get(&pid)
+            .filter(|p| p.start_time_ticks == start_time_ticks)
+            .map(|p| &p.dir)
+    }
+
+    /// Every pin.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Pin)> {
+        self.0.iter().map(|(pid, p)| (*pid, p))
+    }
+}
+
+impl PartialEq for Pins {
+    /// Two snapshots pin the same thing when they pin the same identities.
+    fn eq(&self, other: &Pins) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .iter()
+                .zip(other.iter())
+                .all(|(a, b)| a.0 == b.0 && a.1.start_time_ticks == b.1.start_time_ticks)
+    }
+}
+
+/// Whether GPUs are free: the one answer `wait`, `kill`, `why`, `watch`
+/// and the metrics give (SPEC.md). Unknown is never free.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Verdict {
+    /// free, busy or unknown.
+    pub state: VerdictState,
+    /// Why it is busy or unknown, one sentence each (empty when free).
+    pub reasons: Vec<String>,
+    /// What gpufree could not see but that does not change the answer
+    /// (processes it may not read while NVML accounts for all memory).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caveats: Vec<String>,
+}
+
+/// The three verdicts.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum VerdictState {
+    /// Nothing holds the GPU and its memory is at the idle baseline.
+    Free,
+    /// Something holds it (or its memory is used), and gpufree says what.
+    Busy,
+    /// What gpufree could not see could change the answer.
+    #[default]
+    Unknown,
+}
+
+impl VerdictState {
+    /// The SPEC.md spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictState::Free => "free",
+            VerdictState::Busy => "busy",
+            VerdictState::Unknown => "unknown",
+        }
+    }
 }
 
 /// A process that holds nothing, as `pkill` sees it.
@@ -63,6 +158,9 @@ pub struct Gpu {
     pub memory: Memory,
     /// The processes NVML lists on this GPU, visible here or not.
     pub nvml_processes: Vec<NvmlProcess>,
+    /// Whether this GPU is free.
+    #[serde(default)]
+    pub verdict: Verdict,
 }
 
 /// Memory of one GPU, in bytes.
@@ -112,6 +210,12 @@ pub struct Process {
     pub pid: u32,
     /// Parent PID.
     pub ppid: u32,
+    /// Process group (a forked child keeps its parent's).
+    #[serde(default)]
+    pub pgid: u32,
+    /// Session (a forked child keeps its parent's).
+    #[serde(default)]
+    pub sid: u32,
     /// Kernel thread name (15 bytes at most), as `pkill` sees it.
     pub comm: String,
     /// argv as the process shows it now (`pkill -f` sees it joined by spaces);
@@ -160,6 +264,12 @@ impl Snapshot {
 }
 
 impl Process {
+    /// Alive for the GPU's purposes: not a zombie, or a zombie leader whose
+    /// other threads still run (and still hold what the process holds).
+    pub fn is_live(&self) -> bool {
+        self.state != "Z" || self.threads > 1
+    }
+
     /// Total GPU memory attributed to this process.
     pub fn memory_bytes(&self) -> u64 {
         self.gpu_memory.iter().filter_map(|m| m.used_bytes).sum()
@@ -297,10 +407,18 @@ pub enum Severity {
 pub struct Visibility {
     /// Processes whose fd table and maps were examined.
     pub processes_scanned: u32,
-    /// Processes whose fd table or maps could not be read (EACCES).
+    /// Processes whose fd table or maps could not be read (permission, a
+    /// read that failed or timed out).
     pub processes_unreadable: u32,
     /// The unreadable PIDs.
     pub unreadable_pids: Vec<u32>,
+    /// Each unreadable process with why.
+    #[serde(default)]
+    pub unreadable: Vec<Unreadable>,
+    /// Holders dropped because they were gone when their identity was read
+    /// again (their PID may already name another process).
+    #[serde(default)]
+    pub vanished_pids: Vec<u32>,
     /// PIDs NVML lists with memory that this /proc does not have.
     pub nvml_pids_not_visible: Vec<u32>,
     /// /proc is mounted with hidepid: other users' processes are hidden.
@@ -310,6 +428,33 @@ pub struct Visibility {
     /// gpufree runs in a nested PID namespace (a container): NVML on new
     /// drivers hides other namespaces' processes but counts their memory.
     pub nested_pid_namespace: bool,
+}
+
+/// A process gpufree could not read, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Unreadable {
+    /// PID.
+    pub pid: u32,
+    /// Its comm, when even that could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// `permission` (not root, or a process even root may not read),
+    /// `timeout` or `error`.
+    pub reason: UnreadableReason,
+    /// The error in words.
+    pub why: String,
+}
+
+/// Why a process could not be read.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UnreadableReason {
+    /// EACCES/EPERM.
+    Permission,
+    /// A read did not finish in time.
+    Timeout,
+    /// Another error (EIO, EMFILE...).
+    Error,
 }
 
 /// The NVML library's state.

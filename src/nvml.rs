@@ -14,6 +14,8 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 use std::path::Path;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 /// The library loaded when none is named.
 pub const DEFAULT_LIB: &str = "libnvidia-ml.so.1";
@@ -91,79 +93,198 @@ fn list(
     }
 }
 
-/// An initialised NVML library, kept for repeated reads (`wait`, `kill`).
+/// An initialised NVML library on its own thread, kept for repeated reads
+/// (`wait`, `kill`, `watch`). Every call is made on that thread and waited
+/// for with a deadline: a driver call that hangs makes this read report
+/// NVML as unavailable ("did not answer within ..."), naming the call,
+/// instead of hanging the command. A session whose thread hangs stays
+/// unavailable; the thread is left behind.
 pub struct Session {
-    nvml: Nvml,
+    requests: Mutex<mpsc::Sender<mpsc::Sender<NvmlReport>>>,
+    /// The answer to a read that was given up on: until it comes, the
+    /// thread is still inside the driver and no new read is sent.
+    pending: Mutex<Option<mpsc::Receiver<NvmlReport>>>,
+    shared: Arc<Shared>,
     status: NvmlStatus,
 }
 
+/// What the NVML thread is doing now.
+#[derive(Default)]
+struct Shared {
+    step: Mutex<String>,
+}
+
+impl Shared {
+    fn step(&self, what: impl Into<String>) {
+        *self.step.lock().unwrap_or_else(|p| p.into_inner()) = what.into();
+    }
+    fn current(&self) -> String {
+        self.step.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+fn hung_message(step: &str, after: Duration) -> String {
+    format!(
+        "NVML did not answer within {:.1} s ({step} hangs in the driver)",
+        after.as_secs_f64()
+    )
+}
+
 impl Session {
-    /// Loads and initialises the library at `lib` (default: the system's);
-    /// on failure, the status says why.
-    pub fn open(lib: Option<&Path>) -> Result<Session, NvmlStatus> {
+    /// Loads and initialises the library at `lib` (default: the system's)
+    /// on a thread of its own, waiting at most `timeout`; on failure, the
+    /// status says why.
+    pub fn open(lib: Option<&Path>, timeout: Duration) -> Result<Session, NvmlStatus> {
         let library = lib.map_or(DEFAULT_LIB.to_string(), |p| p.display().to_string());
-        let mut status = NvmlStatus {
+        let status = NvmlStatus {
             library: library.clone(),
             ..NvmlStatus::default()
         };
-        let mut builder = Nvml::builder();
-        if let Some(p) = lib {
-            builder.lib_path(p.as_os_str());
-        }
-        match builder.init() {
-            Ok(nvml) => {
+        let shared = Arc::new(Shared::default());
+        let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<NvmlReport>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<NvmlStatus, NvmlStatus>>();
+        let lib = lib.map(Path::to_path_buf);
+        let worker = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("nvml".into())
+            .spawn(move || {
+                let mut status = status;
+                worker.step("nvmlInit_v2");
+                let mut builder = Nvml::builder();
+                if let Some(p) = &lib {
+                    builder.lib_path(p.as_os_str());
+                }
+                let nvml = match builder.init() {
+                    Ok(nvml) => nvml,
+                    Err(e) => {
+                        status.error = Some(match e {
+                            NvmlError::LibloadingError(_) => {
+                                format!("no NVIDIA library ({}): {e}", status.library)
+                            }
+                            e => format!("NVML init failed ({}): {}", status.library, describe(&e)),
+                        });
+                        let _ = ready_tx.send(Err(status));
+                        return;
+                    }
+                };
+                worker.step("nvmlSystemGetDriverVersion");
                 status.available = true;
                 status.driver_version = nvml.sys_driver_version().ok();
-                Ok(Session { nvml, status })
-            }
-            Err(e) => {
-                status.error = Some(match e {
-                    NvmlError::LibloadingError(_) => format!("no NVIDIA library ({library}): {e}"),
-                    e => format!("NVML init failed ({library}): {}", describe(&e)),
-                });
+                if ready_tx.send(Ok(status.clone())).is_err() {
+                    return;
+                }
+                while let Ok(reply) = req_rx.recv() {
+                    let report = read_all(&nvml, &status, &worker);
+                    worker.step("idle");
+                    if reply.send(report).is_err() {
+                        break;
+                    }
+                }
+            });
+        let mut status = NvmlStatus {
+            library,
+            ..NvmlStatus::default()
+        };
+        if let Err(e) = spawned {
+            status.error = Some(format!("cannot start the NVML thread: {e}"));
+            return Err(status);
+        }
+        match ready_rx.recv_timeout(timeout) {
+            Ok(Ok(status)) => Ok(Session {
+                requests: Mutex::new(req_tx),
+                pending: Mutex::new(None),
+                shared,
+                status,
+            }),
+            Ok(Err(status)) => Err(status),
+            Err(_) => {
+                status.error = Some(hung_message(&shared.current(), timeout));
                 Err(status)
             }
         }
     }
 
-    /// Reads every GPU now.
-    pub fn read(&self) -> NvmlReport {
-        let mut report = NvmlReport {
-            status: self.status.clone(),
-            ..NvmlReport::default()
-        };
-        let count = match self.nvml.device_count() {
-            Ok(c) => c,
-            Err(e) => {
-                report.unavailable.push(Unavailable {
-                    what: "device count".into(),
-                    gpu: None,
-                    why: describe(&e),
-                });
-                0
+    /// Reads every GPU now, waiting at most `timeout` for the driver. A
+    /// read still unanswered from before is waited for first: while the
+    /// thread is stuck in the driver, NVML counts as unavailable.
+    pub fn read(&self, timeout: Duration) -> NvmlReport {
+        let started = std::time::Instant::now();
+        let unavailable = |why: String| {
+            let mut status = self.status.clone();
+            status.available = false;
+            status.error = Some(why);
+            NvmlReport {
+                status,
+                ..NvmlReport::default()
             }
         };
-        for index in 0..count {
-            match self.nvml.device_by_index(index) {
-                Ok(dev) => {
-                    let gpu = read_gpu(&dev, index, &mut report.unavailable);
-                    report.gpus.push(gpu);
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(rx) = pending.as_ref() {
+            match rx.recv_timeout(timeout) {
+                Ok(_) | Err(mpsc::RecvTimeoutError::Disconnected) => *pending = None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return unavailable(hung_message(&self.shared.current(), started.elapsed()))
                 }
-                Err(e) => report.unavailable.push(Unavailable {
-                    what: "device handle".into(),
-                    gpu: Some(index),
-                    why: describe(&e),
-                }),
             }
         }
-        report
+        let (tx, rx) = mpsc::channel();
+        let sent = self
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(tx);
+        if sent.is_err() {
+            return unavailable("the NVML thread has stopped".into());
+        }
+        match rx.recv_timeout(timeout.saturating_sub(started.elapsed())) {
+            Ok(report) => report,
+            Err(_) => {
+                let why = hung_message(&self.shared.current(), started.elapsed());
+                *pending = Some(rx);
+                unavailable(why)
+            }
+        }
     }
 }
 
+fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlReport {
+    let mut report = NvmlReport {
+        status: status.clone(),
+        ..NvmlReport::default()
+    };
+    at.step("nvmlDeviceGetCount");
+    let count = match nvml.device_count() {
+        Ok(c) => c,
+        Err(e) => {
+            report.unavailable.push(Unavailable {
+                what: "device count".into(),
+                gpu: None,
+                why: describe(&e),
+            });
+            0
+        }
+    };
+    for index in 0..count {
+        at.step(format!("nvmlDeviceGetHandleByIndex({index})"));
+        match nvml.device_by_index(index) {
+            Ok(dev) => {
+                let gpu = read_gpu(&dev, index, &mut report.unavailable, at);
+                report.gpus.push(gpu);
+            }
+            Err(e) => report.unavailable.push(Unavailable {
+                what: "device handle".into(),
+                gpu: Some(index),
+                why: describe(&e),
+            }),
+        }
+    }
+    report
+}
+
 /// Reads every GPU once from the library at `lib` (default: the system's).
-pub fn collect(lib: Option<&Path>) -> NvmlReport {
-    match Session::open(lib) {
-        Ok(session) => session.read(),
+pub fn collect(lib: Option<&Path>, timeout: Duration) -> NvmlReport {
+    match Session::open(lib, timeout) {
+        Ok(session) => session.read(timeout),
         Err(status) => NvmlReport {
             status,
             ..NvmlReport::default()
@@ -171,7 +292,7 @@ pub fn collect(lib: Option<&Path>) -> NvmlReport {
     }
 }
 
-fn read_gpu(dev: &Device<'_>, index: u32, unavailable: &mut Vec<Unavailable>) -> Gpu {
+fn read_gpu(dev: &Device<'_>, index: u32, unavailable: &mut Vec<Unavailable>, at: &Shared) -> Gpu {
     let mut miss = |what: &str, e: NvmlError| {
         unavailable.push(Unavailable {
             what: what.into(),
@@ -179,19 +300,24 @@ fn read_gpu(dev: &Device<'_>, index: u32, unavailable: &mut Vec<Unavailable>) ->
             why: describe(&e),
         })
     };
+    at.step(format!("nvmlDeviceGetName on GPU {index}"));
     let name = dev.name().unwrap_or_else(|e| {
         miss("name", e);
         String::new()
     });
+    at.step(format!("nvmlDeviceGetUUID on GPU {index}"));
     let uuid = dev.uuid().unwrap_or_else(|e| {
         miss("uuid", e);
         String::new()
     });
+    at.step(format!("nvmlDeviceGetPciInfo on GPU {index}"));
     let pci_bus_id = dev.pci_info().map(|p| p.bus_id).unwrap_or_else(|e| {
         miss("pci info", e);
         String::new()
     });
+    at.step(format!("nvmlDeviceGetMinorNumber on GPU {index}"));
     let minor_number = dev.minor_number().map_err(|e| miss("minor number", e)).ok();
+    at.step(format!("nvmlDeviceGetMemoryInfo on GPU {index}"));
     let memory = match dev.memory_info() {
         Ok(m) => Memory {
             total_bytes: m.total,
@@ -211,6 +337,10 @@ fn read_gpu(dev: &Device<'_>, index: u32, unavailable: &mut Vec<Unavailable>) ->
         NvmlProcessKind::Graphics,
         NvmlProcessKind::Mps,
     ] {
+        at.step(format!(
+            "the {} process list of GPU {index}",
+            format!("{kind:?}").to_lowercase()
+        ));
         nvml_processes.extend(list(dev, kind, index, unavailable));
     }
     Gpu {
@@ -221,5 +351,6 @@ fn read_gpu(dev: &Device<'_>, index: u32, unavailable: &mut Vec<Unavailable>) ->
         minor_number,
         memory,
         nvml_processes,
+        verdict: Default::default(),
     }
 }

@@ -1,17 +1,30 @@
 //! Takes one [`Snapshot`]: device nodes, the holder scan, NVML, process
 //! details and owners, joined into the model; and narrows it to the GPUs a
 //! user selected with `--gpu`.
+//!
+//! The order makes every record one process: the scan pins each holder
+//! (its `/proc/PID` directory fd and start time) and reads it only through
+//! that fd; NVML is read after the pins; PIDs NVML lists that the scan did
+//! not pin are pinned and NVML read again; and every pin is checked alive
+//! after the last NVML read. A pinned process alive after NVML listed its
+//! PID is the process NVML meant (a PID names one process until it is
+//! reaped, and the driver does not report a process that is not there), so
+//! memory is never attributed to whoever got a PID later.
 
+use crate::diagnose::verdict;
 use crate::model::{
-    Brief, DeviceUse, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Snapshot, Via, Visibility,
+    Brief, DeviceUse, Gpu, GpuMemory, Memory, Owner, OwnerKind, Pin, Pins, Process, Snapshot,
+    Unreadable, UnreadableReason, Via, Visibility,
 };
 use crate::nvml::{self, NvmlReport};
 use crate::proc::nodes::{NodeKind, NodeSet};
-use crate::proc::scan::{self, Details, ScanError};
+use crate::proc::scan::{self, Details, Limits, ScanError, Seen, Unread};
 use crate::proc::{is_protected, looks_renamed, owner, parse};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Where to look.
 #[derive(Debug, Clone)]
@@ -24,7 +37,13 @@ pub struct Config {
     pub nvml_lib: Option<PathBuf>,
     /// Also collect every other process briefly (for `why --pattern`).
     pub others: bool,
+    /// How long any one read (a process's fds and maps, an NVML call) may
+    /// take before it counts as timed out (`GPUFREE_READ_TIMEOUT`).
+    pub read_timeout: Duration,
 }
+
+/// The read timeout when none is given.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Default for Config {
     fn default() -> Self {
@@ -33,6 +52,7 @@ impl Default for Config {
             dev_dir: PathBuf::from("/dev"),
             nvml_lib: None,
             others: false,
+            read_timeout: DEFAULT_READ_TIMEOUT,
         }
     }
 }
@@ -58,22 +78,43 @@ pub enum SnapshotError {
 
 /// Takes a snapshot of every GPU and every holder.
 pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
-    Collector::new(cfg.clone())?.snapshot()
+    Collector::new(cfg.clone(), None)?.snapshot()
+}
+
+/// Raises the soft limit of open files to the hard one: a snapshot keeps
+/// one directory fd per holder, and running out (EMFILE) would leave
+/// processes unread.
+fn raise_fd_limit() {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    if limit.current < limit.maximum {
+        let _ = rustix::process::setrlimit(
+            rustix::process::Resource::Nofile,
+            rustix::process::Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            },
+        );
+    }
 }
 
 /// Takes snapshots repeatedly with one NVML session (for `wait`, `kill`).
 pub struct Collector {
     cfg: Config,
-    nodes: NodeSet,
+    nodes: Arc<NodeSet>,
+    proc_fd: Arc<OwnedFd>,
     nvml: Result<nvml::Session, crate::model::NvmlStatus>,
 }
 
 impl Collector {
-    /// Discovers the device nodes and opens NVML; fails only when there is
-    /// neither a library nor a node.
-    pub fn new(cfg: Config) -> Result<Collector, SnapshotError> {
+    /// Discovers the device nodes, opens the proc root and NVML (waiting
+    /// for NVML at most the read timeout, or until `deadline`); fails only
+    /// when there is neither a library nor a node, or no /proc.
+    pub fn new(cfg: Config, deadline: Option<Instant>) -> Result<Collector, SnapshotError> {
+        raise_fd_limit();
         let nodes = NodeSet::discover(&cfg.dev_dir).map_err(SnapshotError::DevDir)?;
-        let nvml = nvml::Session::open(cfg.nvml_lib.as_deref());
+        let proc_fd = scan::open_proc(&cfg.proc_root)?;
+        let wait = remaining(cfg.read_timeout, deadline);
+        let nvml = nvml::Session::open(cfg.nvml_lib.as_deref(), wait);
         if let Err(status) = &nvml {
             if nodes.is_empty() {
                 return Err(SnapshotError::NoGpu {
@@ -82,13 +123,23 @@ impl Collector {
                 });
             }
         }
-        Ok(Collector { cfg, nodes, nvml })
+        Ok(Collector {
+            cfg,
+            nodes: Arc::new(nodes),
+            proc_fd: Arc::new(proc_fd),
+            nvml,
+        })
     }
 
     /// NVML only: the GPUs' memory and process lists now (cheap; no scan).
     pub fn nvml(&self) -> NvmlReport {
+        self.nvml_until(None)
+    }
+
+    /// NVML only, waiting for the driver until `deadline` at most.
+    pub fn nvml_until(&self, deadline: Option<Instant>) -> NvmlReport {
         match &self.nvml {
-            Ok(session) => session.read(),
+            Ok(session) => session.read(remaining(self.cfg.read_timeout, deadline)),
             Err(status) => NvmlReport {
                 status: status.clone(),
                 ..NvmlReport::default()
@@ -96,23 +147,101 @@ impl Collector {
         }
     }
 
-    /// Whether NVML answers.
+    /// Whether NVML answered when the collector was made.
     pub fn has_nvml(&self) -> bool {
         self.nvml.is_ok()
     }
 
+    /// The device nodes.
+    pub fn nodes(&self) -> &NodeSet {
+        &self.nodes
+    }
+
     /// A full snapshot: NVML, the holder scan, details, findings.
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
-        let report = self.nvml();
-        let scanned = scan::scan(&self.cfg.proc_root, &self.nodes)?;
-        let proc_fd = scan::open_proc(&self.cfg.proc_root)?;
-        Ok(assemble(&self.cfg, &proc_fd, &self.nodes, report, scanned))
+        self.snapshot_until(None)
+    }
+
+    /// A full snapshot whose reads end by `deadline` (what is not read by
+    /// then is reported as timed out).
+    pub fn snapshot_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
+        let limits = Limits {
+            read_timeout: self.cfg.read_timeout,
+            deadline,
+        };
+        let scanned = scan::scan(&self.proc_fd, &self.cfg.proc_root, &self.nodes, limits)?;
+        let mut seen: BTreeMap<u32, Seen> =
+            scanned.holders.into_iter().map(|h| (h.pid, h)).collect();
+        let mut unreadable: BTreeMap<u32, Unread> = scanned.unreadable.into_iter().collect();
+        let mut vanished = scanned.vanished;
+        let me = std::process::id();
+        // NVML after the pins; pin what it lists that the scan did not, and
+        // read it again, until every listed PID was pinned before the read.
+        let mut report = self.nvml_until(deadline);
+        // Tried and not pinned: absent from this /proc, or unreadable.
+        let mut tried: BTreeSet<u32> = BTreeSet::new();
+        for _ in 0..3 {
+            let extra: Vec<u32> = listed_pids(&report)
+                .into_iter()
+                .filter(|p| *p != me && !seen.contains_key(p) && !tried.contains(p))
+                .collect();
+            if extra.is_empty() {
+                break;
+            }
+            let (pinned, unread) = scan::pin(&self.proc_fd, extra.clone(), limits);
+            tried.extend(extra);
+            seen.extend(pinned.into_iter().map(|s| (s.pid, s)));
+            unreadable.extend(unread);
+            report = self.nvml_until(deadline);
+        }
+        // Every pin alive after the last NVML read is the process it names.
+        seen.retain(|pid, s| match scan::start_time_now(&s.dir) {
+            Ok((start, _)) if start == s.details.stat.start_time => true,
+            _ => {
+                vanished.push(*pid);
+                false
+            }
+        });
+        let collected = Collected {
+            report,
+            seen,
+            unreadable,
+            vanished,
+            scanned: scanned.scanned,
+        };
+        Ok(assemble(&self.cfg, &self.proc_fd, &self.nodes, collected))
     }
 
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.cfg
     }
+}
+
+/// The time left for a read: the read timeout, or less before `deadline`.
+pub fn remaining(read_timeout: Duration, deadline: Option<Instant>) -> Duration {
+    match deadline {
+        Some(d) => read_timeout.min(d.saturating_duration_since(Instant::now())),
+        None => read_timeout,
+    }
+}
+
+/// Every PID NVML lists, on any GPU.
+fn listed_pids(report: &NvmlReport) -> BTreeSet<u32> {
+    report
+        .gpus
+        .iter()
+        .flat_map(|g| g.nvml_processes.iter().map(|p| p.pid))
+        .collect()
+}
+
+/// What one snapshot collected, before it is joined into the model.
+struct Collected {
+    report: NvmlReport,
+    seen: BTreeMap<u32, Seen>,
+    unreadable: BTreeMap<u32, Unread>,
+    vanished: Vec<u32>,
+    scanned: u32,
 }
 
 fn gpus_without_nvml(nodes: &NodeSet) -> Vec<Gpu> {
@@ -131,13 +260,14 @@ fn gpus_without_nvml(nodes: &NodeSet) -> Vec<Gpu> {
         .collect()
 }
 
-fn assemble(
-    cfg: &Config,
-    proc_fd: &OwnedFd,
-    nodes: &NodeSet,
-    report: NvmlReport,
-    scanned: scan::ScanResult,
-) -> Snapshot {
+fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> Snapshot {
+    let Collected {
+        report,
+        seen,
+        unreadable,
+        mut vanished,
+        scanned,
+    } = c;
     let mut gpus = if report.status.available {
         report.gpus
     } else {
@@ -163,30 +293,12 @@ fn assemble(
             };
         }
     }
-    let holder_uses: HashMap<u32, &Vec<scan::NodeUse>> =
-        scanned.holders.iter().map(|h| (h.pid, &h.uses)).collect();
-    let pids: BTreeSet<u32> = holder_uses.keys().chain(nvml_mem.keys()).copied().collect();
 
     let mut users = UserNames::default();
     let mut processes = Vec::new();
-    let mut not_visible = Vec::new();
-    let me = std::process::id();
-    for pid in pids {
-        let details = if pid == me {
-            None
-        } else {
-            scan::read_details(proc_fd, pid)
-        };
-        let Some(d) = details else {
-            if nvml_mem.contains_key(&pid) {
-                not_visible.push(pid);
-            }
-            continue;
-        };
-        let devices = holder_uses
-            .get(&pid)
-            .map(|uses| device_uses(uses, nodes, &index_of_minor))
-            .unwrap_or_default();
+    let mut pins = BTreeMap::new();
+    for (pid, s) in seen {
+        let devices = device_uses(&s.uses, nodes, &index_of_minor);
         let gpu_memory = nvml_mem
             .get(&pid)
             .map(|m| {
@@ -195,8 +307,24 @@ fn assemble(
                     .collect()
             })
             .unwrap_or_default();
-        processes.push(process_from(pid, d, devices, gpu_memory, &mut users));
+        pins.insert(
+            pid,
+            Pin {
+                start_time_ticks: s.details.stat.start_time,
+                dir: s.dir,
+            },
+        );
+        processes.push(process_from(
+            pid, s.details, devices, gpu_memory, &mut users,
+        ));
     }
+    // Listed by NVML, but not a process of this /proc (or not one that
+    // could be pinned): another PID namespace's.
+    let not_visible: Vec<u32> = nvml_mem
+        .keys()
+        .copied()
+        .filter(|pid| !pins.contains_key(pid) && !unreadable.contains_key(pid))
+        .collect();
     mark_orphans(proc_fd, &mut processes);
 
     for g in &mut gpus {
@@ -212,10 +340,29 @@ fn assemble(
 
     let mountinfo = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
     let root_path = cfg.proc_root.to_string_lossy();
+    vanished.sort_unstable();
+    vanished.dedup();
+    let unreadable: Vec<Unreadable> = unreadable
+        .into_iter()
+        .map(|(pid, why)| Unreadable {
+            pid,
+            comm: scan::read_at(proc_fd, &format!("{pid}/comm"))
+                .ok()
+                .map(|c| parse::escape_bytes(c.trim_ascii_end())),
+            reason: match why {
+                Unread::Permission => UnreadableReason::Permission,
+                Unread::TimedOut(_) => UnreadableReason::Timeout,
+                Unread::Failed { .. } => UnreadableReason::Error,
+            },
+            why: why.to_string(),
+        })
+        .collect();
     let visibility = Visibility {
-        processes_scanned: scanned.scanned,
-        processes_unreadable: scanned.unreadable.len() as u32,
-        unreadable_pids: scanned.unreadable.clone(),
+        processes_scanned: scanned,
+        processes_unreadable: unreadable.len() as u32,
+        unreadable_pids: unreadable.iter().map(|u| u.pid).collect(),
+        unreadable,
+        vanished_pids: vanished,
         nvml_pids_not_visible: not_visible,
         hidepid: parse::mountinfo_hidepid(&mountinfo, root_path.as_bytes()),
         root: rustix::process::geteuid().is_root(),
@@ -240,6 +387,8 @@ fn assemble(
         others,
         uptime_ticks: 0,
         ticks_per_second: rustix::param::clock_ticks_per_second(),
+        verdict: Default::default(),
+        pins: Pins::new(pins),
     };
     if let Some(up) = std::fs::read_to_string("/proc/uptime")
         .ok()
@@ -247,8 +396,14 @@ fn assemble(
     {
         snapshot.uptime_ticks = (up * snapshot.ticks_per_second as f64) as u64;
     }
-    snapshot.findings = crate::diagnose::diagnose(&snapshot);
+    judge(&mut snapshot);
     snapshot
+}
+
+/// Sets the verdicts and the findings from what the snapshot holds now.
+fn judge(s: &mut Snapshot) {
+    verdict::apply(s);
+    s.findings = crate::diagnose::diagnose(s);
 }
 
 /// Every process that is not a holder (nor gpufree), as pkill sees it.
@@ -334,6 +489,8 @@ fn process_from(
         wchan: d.wchan,
         pid,
         ppid: d.stat.ppid,
+        pgid: d.stat.pgid,
+        sid: d.stat.sid,
         renamed,
         orphaned: false,
         comm: d.stat.comm,
@@ -475,7 +632,7 @@ pub fn refresh_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
             }
         }
     }
-    snap.findings = crate::diagnose::diagnose(snap);
+    judge(snap);
     true
 }
 
@@ -615,7 +772,7 @@ pub fn select(mut snap: Snapshot, indexes: &[u32]) -> Snapshot {
     for p in &mut snap.processes {
         p.gpu_memory.retain(|m| indexes.contains(&m.gpu));
     }
-    snap.findings = crate::diagnose::diagnose(&snap);
+    judge(&mut snap);
     snap
 }
 

@@ -64,7 +64,7 @@ fn collect(c: Collector, opts: Options, tx: Sender<Msg>, rescan: Arc<AtomicBool>
             return;
         }
         let full_at = Instant::now() + opts.scan_every;
-        let pinned = Target::pin_all(&c.config().proc_root, &snap.processes);
+        let pinned = Target::pin_all(&snap);
         loop {
             std::thread::sleep(opts.interval);
             if rescan.swap(false, Ordering::Relaxed)
@@ -450,7 +450,7 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
 
 /// Runs the live view until q or Esc.
 pub fn run(cfg: Config, opts: Options) -> anyhow::Result<()> {
-    let c = Collector::new(cfg.clone())?;
+    let c = Collector::new(cfg.clone(), None)?;
     let (tx, rx): (Sender<Msg>, Receiver<Msg>) = mpsc::channel();
     let rescan = Arc::new(AtomicBool::new(false));
     {
@@ -527,7 +527,7 @@ fn ui(
                     )));
                     let (cfg, tx) = (cfg.clone(), tx.clone());
                     std::thread::spawn(move || {
-                        let msg = match Collector::new(cfg) {
+                        let msg = match Collector::new(cfg, None) {
                             Ok(c) => match c.snapshot() {
                                 Ok(snap) => {
                                     let safety = Safety::current();

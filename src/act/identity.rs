@@ -1,23 +1,23 @@
 //! Signalling a process by identity, never by a bare number.
 //!
-//! The scan identified a process by (PID, start time). To signal it, we open
-//! its /proc directory and check the start time through that directory fd;
-//! then `pidfd_open(pid)`, and check the start time through the directory fd
-//! once more: a PID is freed only when its process is reaped, so a match
+//! The scan pinned each process: its `/proc/PID` directory fd, opened once,
+//! and its start time read through it ([`crate::model::Pins`]). To signal
+//! it, we take that directory fd (never `/proc/PID` opened again by number),
+//! read the start time through it, `pidfd_open(pid)`, and read it through
+//! the directory fd once more: a directory fd stops answering once its
+//! process is reaped, and a PID is freed only at reaping, so a live answer
 //! after the pidfd exists proves the pidfd is the scanned process. The
 //! signal goes through the pidfd. If `pidfd_open` is refused (ENOSYS, or
 //! EPERM under old seccomp profiles), `pidfd_send_signal` on the /proc
 //! directory fd itself (Linux 5.1+); last resort, a start-time-verified
 //! `kill()`.
 
-use crate::proc::parse::parse_stat;
-use crate::proc::scan::read_at;
+use crate::model::{Pins, Snapshot};
+use crate::proc::scan::start_time_now;
 use rustix::event::{poll, PollFd, PollFlags};
-use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Signal};
 use std::os::fd::OwnedFd;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Why a process could not be signalled.
@@ -34,6 +34,9 @@ pub enum KillError {
         /// Start time found now.
         found: u64,
     },
+    /// The snapshot did not pin this identity: nothing to act through.
+    #[error("not pinned by the scan: never signalled by number")]
+    NotPinned,
     /// Not allowed (another user's process, not root).
     #[error("permission denied: owned by another user (run as root)")]
     Permission,
@@ -70,30 +73,27 @@ pub struct Target {
     handle: Handle,
 }
 
-fn start_time_at(dir: &OwnedFd) -> Result<(u64, char), KillError> {
-    let stat = read_at(dir, "stat").map_err(os)?;
-    let s = parse_stat(&stat).map_err(|e| KillError::Os(e.to_string()))?;
-    Ok((s.start_time, s.state))
+fn check(dir: &OwnedFd, start_time: u64) -> Result<char, KillError> {
+    let (found, state) = start_time_now(dir).map_err(os)?;
+    if found != start_time {
+        return Err(KillError::IdentityChanged {
+            expected: start_time,
+            found,
+        });
+    }
+    Ok(state)
 }
 
 impl Target {
-    /// Pins `pid` in `proc_root`, checking it is still the process that
-    /// started at `start_time`.
-    pub fn pin(proc_root: &Path, pid: u32, start_time: u64) -> Result<Target, KillError> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let dir =
-            rustix::fs::open(proc_root.join(pid.to_string()), flags, Mode::empty()).map_err(os)?;
-        let check = |dir: &OwnedFd| -> Result<(), KillError> {
-            let (found, _) = start_time_at(dir)?;
-            if found != start_time {
-                return Err(KillError::IdentityChanged {
-                    expected: start_time,
-                    found,
-                });
-            }
-            Ok(())
-        };
-        check(&dir)?;
+    /// Pins `pid` through the directory fd the snapshot's scan opened for
+    /// it, checking it is still the process that started at `start_time`.
+    pub fn pin(pins: &Pins, pid: u32, start_time: u64) -> Result<Target, KillError> {
+        let dir = pins
+            .get(pid, start_time)
+            .ok_or(KillError::NotPinned)?
+            .try_clone()
+            .map_err(|e| KillError::Os(format!("dup of its /proc directory fd: {e}")))?;
+        check(&dir, start_time)?;
         let raw = Pid::from_raw(pid as i32).ok_or(KillError::Gone)?;
         let handle = match rustix::process::pidfd_open(raw, PidfdFlags::empty()) {
             Ok(fd) => Handle::Pidfd(fd),
@@ -104,8 +104,8 @@ impl Target {
             Err(e) => return Err(os(e)),
         };
         // The PID cannot have been reused while the process the directory
-        // names is unreaped: a matching start time now pins the pidfd too.
-        check(&dir)?;
+        // names is unreaped: a live answer now pins the pidfd too.
+        check(&dir, start_time)?;
         Ok(Target {
             pid,
             start_time,
@@ -116,12 +116,17 @@ impl Target {
 
     /// Pins every live (non-zombie) process of a snapshot that is still
     /// the process the snapshot saw; the rest are left out.
-    pub fn pin_all(proc_root: &Path, processes: &[crate::model::Process]) -> Vec<Target> {
-        processes
+    pub fn pin_all(snap: &Snapshot) -> Vec<Target> {
+        snap.processes
             .iter()
             .filter(|p| p.state != "Z")
-            .filter_map(|p| Target::pin(proc_root, p.pid, p.start_time_ticks).ok())
+            .filter_map(|p| Target::pin(&snap.pins, p.pid, p.start_time_ticks).ok())
             .collect()
+    }
+
+    /// The pinned `/proc/PID` directory fd.
+    pub fn dir(&self) -> &OwnedFd {
+        &self.dir
     }
 
     /// Sends `sig` to exactly the pinned process.
@@ -138,13 +143,7 @@ impl Target {
     /// The last resort: `kill()` right after checking the start time
     /// through the directory fd (the window is one syscall wide).
     fn verified_kill(&self, sig: Signal) -> Result<(), KillError> {
-        let (found, _) = start_time_at(&self.dir)?;
-        if found != self.start_time {
-            return Err(KillError::IdentityChanged {
-                expected: self.start_time,
-                found,
-            });
-        }
+        check(&self.dir, self.start_time)?;
         let raw = Pid::from_raw(self.pid as i32).ok_or(KillError::Gone)?;
         rustix::process::kill_process(raw, sig).map_err(os)
     }
@@ -164,7 +163,7 @@ impl Target {
                 )
                 .is_ok_and(|n| n > 0)
             }
-            _ => match start_time_at(&self.dir) {
+            _ => match start_time_now(&self.dir) {
                 Ok((_, state)) => state == 'Z' || state == 'X',
                 Err(_) => true,
             },
@@ -173,7 +172,7 @@ impl Target {
 
     /// The state letter now ('?' once gone).
     pub fn state(&self) -> char {
-        start_time_at(&self.dir).map_or('?', |(_, s)| s)
+        start_time_now(&self.dir).map_or('?', |(_, s)| s)
     }
 
     /// The pidfd, for polling several targets at once.

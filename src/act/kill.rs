@@ -1,13 +1,30 @@
 //! `gpufree kill`: the plan (a pure function of a snapshot, the selectors
-//! and the safety context), then its execution: identity-checked signals,
-//! SIGCONT to stopped targets, a grace period polled through pidfds, SIGKILL
-//! for survivors, a rescan for processes that appeared or inherited the
-//! nodes meanwhile, and the wait until NVML shows the memory released.
+//! and the safety context), then its execution by identity, to quiescence:
+//!
+//! 1. each target is pinned through the directory fd the scan opened for
+//!    it (never by number) and stopped (SIGSTOP), so it can neither exec
+//!    nor fork while it is checked;
+//! 2. it is checked to still hold a GPU node (or NVML memory): one that
+//!    exec'd or let go is continued and reported as changed, not signalled;
+//! 3. the signal, SIGCONT, the grace period polled through pidfds, SIGKILL
+//!    for survivors;
+//! 4. a rescan: holders that matched meanwhile, that were forked by the
+//!    targets (their child, or an orphan of their process group, session
+//!    and cgroup started after the first signal) or that their unit,
+//!    container, pod or job started again join the next round; a bounded
+//!    number of rounds, SIGKILL at once from the third;
+//! 5. the end verdict from NVML and a fresh scan: the memory back, no
+//!    target or descendant left holding, no zombie still listed. Anything
+//!    else is "not released" or "unknown", never "released".
+//!
+//! `--timeout` bounds all of it.
 
 use super::identity::{wait_exited, KillError, Target};
+use crate::diagnose::verdict::{self, Policy};
 use crate::diagnose::{memory_on_gpus, Groups, IDLE_SLACK_BYTES};
-use crate::model::{Process, Snapshot};
-use crate::snapshot::Collector;
+use crate::model::{Owner, OwnerKind, Process, Snapshot, VerdictState};
+use crate::proc::scan::{holding_now, Holding};
+use crate::snapshot::{select, Collector};
 use crate::units::mib;
 use regex::Regex;
 use rustix::process::Signal;
@@ -37,6 +54,18 @@ pub struct Selectors {
     pub user: Option<UserSel>,
     /// `--unit`: systemd unit, container id, pod UID, job id.
     pub unit: Option<String>,
+}
+
+impl Selectors {
+    /// Whether only GPUs were selected: the command is "free these GPUs",
+    /// and its end verdict is theirs.
+    pub fn gpus_only(&self) -> bool {
+        self.gpus.is_some()
+            && self.pids.is_empty()
+            && self.matcher.is_none()
+            && self.user.is_none()
+            && self.unit.is_none()
+    }
 }
 
 /// What must never be signalled, and what may be.
@@ -115,6 +144,48 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
 }
 
+/// Whether `owner` is the one `--unit unit` names: its unit with or without
+/// `.service`, its readable name, or, for a container or pod, its id in
+/// full or by a prefix of at least 12 hex digits.
+fn unit_names(owner: &Owner, unit: &str) -> bool {
+    if unit.is_empty() || owner.kind == OwnerKind::None {
+        return false;
+    }
+    if owner.id == unit || owner.name == unit {
+        return true;
+    }
+    match owner.kind {
+        OwnerKind::SystemdUnit => owner.id == format!("{unit}.service"),
+        OwnerKind::Container | OwnerKind::K8sPod => {
+            let hex = unit.chars().filter(char::is_ascii_hexdigit).count();
+            hex >= 12
+                && unit.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+                && owner.id.starts_with(unit)
+        }
+        _ => false,
+    }
+}
+
+/// Checks that `--unit unit` names at most one owner among the holders of
+/// `snap`; an ambiguous prefix is an error listing the candidates.
+pub fn check_unit(snap: &Snapshot, unit: &str) -> Result<(), String> {
+    let owners: BTreeSet<(&str, &str)> = snap
+        .processes
+        .iter()
+        .filter(|p| unit_names(&p.owner, unit))
+        .map(|p| (p.owner.kind.as_str(), p.owner.id.as_str()))
+        .collect();
+    if owners.len() > 1 {
+        let list: Vec<String> = owners.iter().map(|(k, id)| format!("{k} {id}")).collect();
+        return Err(format!(
+            "--unit {unit}: ambiguous, it names {}: {}",
+            owners.len(),
+            list.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 fn matches(p: &Process, sel: &Selectors) -> bool {
     if let Some(gpus) = &sel.gpus {
         if !gpus.iter().any(|&g| p.touches_gpu(g)) {
@@ -142,13 +213,7 @@ fn matches(p: &Process, sel: &Selectors) -> bool {
         }
     }
     if let Some(unit) = &sel.unit {
-        let o = &p.owner;
-        let hit = !unit.is_empty()
-            && (o.id == *unit
-                || o.name == *unit
-                || o.id == format!("{unit}.service")
-                || (unit.len() >= 12 && o.id.starts_with(unit.as_str())));
-        if !hit {
+        if !unit_names(&p.owner, unit) {
             return false;
         }
     }
@@ -198,7 +263,7 @@ fn refusal(p: &Process, safety: &Safety) -> Option<(String, bool)> {
             true,
         ));
     }
-    if p.state == "Z" && p.threads <= 1 {
+    if !p.is_live() {
         return Some((
             format!(
                 "a zombie: it has exited already; parent {} must reap it",
@@ -274,15 +339,16 @@ pub struct Options {
     pub signal: Signal,
     /// How long to wait after the first signal before KILL.
     pub grace: Duration,
-    /// How long to wait for the memory.
+    /// The whole execution, from the first signal to the verdict on the
+    /// memory, ends within this (SPEC.md: a hard cap).
     pub timeout: Duration,
     /// Do not wait for the memory.
     pub no_wait: bool,
     /// Show a progress bar (on a terminal).
     pub progress: bool,
-    /// Test seam: pretend the scan saw this PID with another start time, as
-    /// if it had been replaced by a new process with the same PID.
-    pub stale_identity: Option<u32>,
+    /// `--holders-only`: without NVML, "released" may rest on the holders
+    /// alone.
+    pub holders_only: bool,
 }
 
 impl Default for Options {
@@ -293,9 +359,18 @@ impl Default for Options {
             timeout: Duration::from_secs(60),
             no_wait: false,
             progress: false,
-            stale_identity: None,
+            holders_only: false,
         }
     }
+}
+
+/// A target that was not signalled because it had changed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Changed {
+    /// PID.
+    pub pid: u32,
+    /// What changed.
+    pub why: String,
 }
 
 /// What happened (SPEC.md's `kill` object, with additions).
@@ -305,43 +380,106 @@ pub struct Report {
     pub targets: Vec<u32>,
     /// Targets still running at the end.
     pub survivors: Vec<u32>,
-    /// NVML shows the memory back (or, without NVML, the holders are gone).
+    /// The memory is proven back: the verdict is free.
     pub released: bool,
+    /// free (released), busy (not released) or unknown (it could not be
+    /// proven either way).
+    pub verdict: VerdictState,
+    /// Why not released, or why that is unknown.
+    pub reasons: Vec<String>,
     /// From the first signal to the release.
     pub seconds_to_release: f64,
     /// Targets that needed SIGKILL.
     pub killed_hard: Vec<u32>,
     /// Targets whose PID now names another process: not signalled.
     pub identity_changed: Vec<u32>,
+    /// Targets that no longer held a GPU (exec'd or let go) when checked
+    /// right before the signal: not signalled.
+    pub changed: Vec<Changed>,
     /// Survivors in uninterruptible sleep: waiting for the kernel.
     pub waiting_for_kernel: Vec<u32>,
     /// Left out, with why.
     pub skipped: Vec<Skipped>,
-    /// Processes found by the rescan (forked or inherited meanwhile).
+    /// Processes found by a rescan (matched, forked or restarted
+    /// meanwhile) and handled in the same run.
     pub found_by_rescan: Vec<u32>,
     /// What still holds the GPUs when not released.
     pub still_holding: Vec<String>,
+    /// Rounds of signals (1 unless the rescans found more).
+    pub rounds: u32,
 }
 
-/// One round: pin, signal, grace, KILL. Returns the pinned targets.
+/// At most this many rounds of signals; from the third on, SIGKILL at once
+/// (what keeps forking on SIGTERM gets no more chances).
+const MAX_ROUNDS: u32 = 5;
+
+/// The clock ticks since boot now, comparable with start times.
+fn ticks_now() -> u64 {
+    let tps = rustix::param::clock_ticks_per_second();
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0, |up| (up * tps as f64) as u64)
+}
+
+/// The deadlines of one execution: signals and waits end by `act`, the
+/// verdict by `end` (the user's cap).
+struct Deadlines {
+    act: Instant,
+    end: Instant,
+}
+
+impl Deadlines {
+    fn new(timeout: Duration) -> Deadlines {
+        let now = Instant::now();
+        let reserve = (timeout / 5).min(Duration::from_millis(400));
+        Deadlines {
+            act: now + timeout.saturating_sub(reserve),
+            end: now + timeout,
+        }
+    }
+    fn left(&self) -> Duration {
+        self.act.saturating_duration_since(Instant::now())
+    }
+}
+
+/// Stops `t` (unless it was stopped already) and waits briefly for the stop
+/// to take effect; returns whether gpufree stopped it.
+fn stop(t: &Target) -> bool {
+    if matches!(t.state(), 'T' | 't' | 'Z' | '?') {
+        return false;
+    }
+    if t.signal(Signal::STOP).is_err() {
+        return false;
+    }
+    let until = Instant::now() + Duration::from_millis(100);
+    while Instant::now() < until && !matches!(t.state(), 'T' | 't' | 'Z' | '?') {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// One round: pin, stop, check, signal, continue, grace, KILL. Returns the
+/// targets signalled.
 fn round(
-    collector: &Collector,
+    c: &Collector,
+    snap: &Snapshot,
     entries: &[PlanEntry],
+    sig: Signal,
     opts: &Options,
+    deadlines: &Deadlines,
     report: &mut Report,
 ) -> Vec<Target> {
-    let proc_root = &collector.config().proc_root;
     let mut pinned = Vec::new();
     for e in entries {
-        let start = if opts.stale_identity == Some(e.pid) {
-            e.start_time_ticks + 1
-        } else {
-            e.start_time_ticks
-        };
-        match Target::pin(proc_root, e.pid, start) {
+        match Target::pin(&snap.pins, e.pid, e.start_time_ticks) {
             Ok(t) => pinned.push(t),
+            Err(KillError::Gone) => {
+                if reused(c, e) {
+                    report.identity_changed.push(e.pid);
+                }
+            }
             Err(KillError::IdentityChanged { .. }) => report.identity_changed.push(e.pid),
-            Err(KillError::Gone) => {}
             Err(err) => report.skipped.push(Skipped {
                 pid: e.pid,
                 reason: err.to_string(),
@@ -349,75 +487,220 @@ fn round(
             }),
         }
     }
-    for t in &pinned {
-        let stopped = matches!(t.state(), 'T' | 't');
-        match t.signal(opts.signal) {
-            Ok(()) => report.targets.push(t.pid),
-            Err(KillError::Gone) => report.targets.push(t.pid),
-            Err(err) => report.skipped.push(Skipped {
-                pid: t.pid,
-                reason: err.to_string(),
-                refused: true,
-            }),
-        }
-        if stopped && opts.signal != Signal::KILL {
-            let _ = t.signal(Signal::CONT); // a stopped process handles TERM only once continued
+    // Quiescence: stopped, a target can neither exec nor fork while it is
+    // checked and signalled.
+    let stopped: Vec<bool> = pinned.iter().map(stop).collect();
+    let needs_nvml = pinned.iter().any(|t| {
+        snap.processes
+            .iter()
+            .any(|p| p.pid == t.pid && p.devices.is_empty())
+    });
+    let listed = if needs_nvml {
+        let now = c.nvml_until(Some(deadlines.act));
+        now.gpus
+            .iter()
+            .flat_map(|g| g.nvml_processes.iter().map(|p| p.pid))
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    // Check every target, then signal every one still holding, then
+    // continue them together: none acts on its signal before all have it.
+    let mut checked = Vec::new();
+    for (t, we_stopped) in pinned.into_iter().zip(stopped) {
+        let holding = match holding_now(t.dir(), c.nodes()) {
+            Holding::Yes => Ok(()),
+            Holding::Gone => Err(None),
+            Holding::No if listed.contains(&t.pid) => Ok(()),
+            Holding::No => Err(Some(
+                "no longer holds a GPU node or GPU memory (it exec'd another program or let go)"
+                    .to_string(),
+            )),
+            Holding::Unknown(why) => Err(Some(format!("could not be checked again ({why})"))),
+        };
+        match holding {
+            Ok(()) => checked.push((t, we_stopped)),
+            Err(why) => {
+                if we_stopped {
+                    let _ = t.signal(Signal::CONT); // left as it was found
+                }
+                if let Some(why) = why {
+                    report.changed.push(Changed { pid: t.pid, why });
+                }
+            }
         }
     }
-    let refs: Vec<&Target> = pinned.iter().collect();
-    let running = wait_exited(&refs, opts.grace);
+    let mut signalled = Vec::new();
+    for (t, we_stopped) in checked {
+        match t.signal(sig) {
+            Ok(()) | Err(KillError::Gone) => {
+                report.targets.push(t.pid);
+                signalled.push(t);
+            }
+            Err(err) => {
+                if we_stopped {
+                    let _ = t.signal(Signal::CONT);
+                }
+                report.skipped.push(Skipped {
+                    pid: t.pid,
+                    reason: err.to_string(),
+                    refused: true,
+                });
+            }
+        }
+    }
+    if sig != Signal::KILL {
+        // A stopped process acts on its signal only once continued (and one
+        // stopped before gpufree came would never act on it).
+        for t in &signalled {
+            let _ = t.signal(Signal::CONT);
+        }
+    }
+    let refs: Vec<&Target> = signalled.iter().collect();
+    let running = if sig == Signal::KILL {
+        (0..refs.len()).collect()
+    } else {
+        wait_exited(&refs, opts.grace.min(deadlines.left()))
+    };
     if !running.is_empty() {
         for &i in &running {
-            if refs[i].signal(Signal::KILL).is_ok() {
+            if refs[i].signal(Signal::KILL).is_ok() && !refs[i].exited() {
                 report.killed_hard.push(refs[i].pid);
             }
         }
         let _ = wait_exited(
             &running.iter().map(|&i| refs[i]).collect::<Vec<_>>(),
-            Duration::from_secs(5),
+            Duration::from_secs(5).min(deadlines.left()),
         );
     }
-    pinned
+    signalled
+}
+
+/// Whether the PID of a target that is gone now names another process.
+fn reused(c: &Collector, e: &PlanEntry) -> bool {
+    std::fs::read(c.config().proc_root.join(e.pid.to_string()).join("stat"))
+        .ok()
+        .and_then(|b| crate::proc::parse::parse_stat(&b).ok())
+        .is_some_and(|s| s.start_time != e.start_time_ticks)
+}
+
+/// The holders of `snap` that join the next round: they match the
+/// selectors, or they were forked by a signalled target (its child, or an
+/// orphan of its process group, session and cgroup) or started by its
+/// unit, container, pod or job, after the first signal.
+fn joiners(
+    snap: &Snapshot,
+    sel: &Selectors,
+    safety: &Safety,
+    handled: &BTreeSet<(u32, u64)>,
+    signalled: &[Process],
+    first_tick: u64,
+) -> Vec<PlanEntry> {
+    let mut out: BTreeMap<u32, PlanEntry> = BTreeMap::new();
+    for e in plan(snap, sel, safety).targets {
+        if !handled.contains(&(e.pid, e.start_time_ticks)) {
+            out.insert(e.pid, e);
+        }
+    }
+    for p in &snap.processes {
+        if handled.contains(&(p.pid, p.start_time_ticks))
+            || out.contains_key(&p.pid)
+            || p.start_time_ticks < first_tick
+            || refusal(p, safety).is_some()
+        {
+            continue;
+        }
+        let why = signalled.iter().find_map(|t| {
+            if p.ppid == t.pid && p.start_time_ticks >= t.start_time_ticks {
+                Some(format!("forked by target {}", t.pid))
+            } else if p.orphaned
+                && p.uid == t.uid
+                && p.pgid == t.pgid
+                && p.sid == t.sid
+                && p.cgroup == t.cgroup
+            {
+                Some(format!(
+                    "forked in target {}'s process group and left as an orphan",
+                    t.pid
+                ))
+            } else if matches!(
+                t.owner.kind,
+                OwnerKind::SystemdUnit
+                    | OwnerKind::Container
+                    | OwnerKind::K8sPod
+                    | OwnerKind::SlurmJob
+            ) && p.owner == t.owner
+            {
+                Some(format!("started again by {}", t.owner.name))
+            } else {
+                None
+            }
+        });
+        if let Some(why) = why {
+            out.insert(
+                p.pid,
+                PlanEntry {
+                    pid: p.pid,
+                    start_time_ticks: p.start_time_ticks,
+                    reason: format!("{}; {why}", reason(p)),
+                },
+            );
+        }
+    }
+    out.into_values().collect()
 }
 
 /// Executes `plan` (made from `initial` with `sel` and `safety`).
 pub fn execute(
-    collector: &Collector,
+    c: &Collector,
     initial: &Snapshot,
     plan: Plan,
     sel: &Selectors,
     safety: &Safety,
     opts: &Options,
 ) -> Report {
+    crate::pause::before_signals();
+    let deadlines = Deadlines::new(opts.timeout);
+    let started = Instant::now();
+    let first_tick = ticks_now();
     let mut report = Report {
         skipped: plan.skipped.clone(),
         ..Report::default()
     };
-    let started = Instant::now();
-    let mut all: Vec<Target> = round(collector, &plan.targets, opts, &mut report);
     let mut handled: BTreeSet<(u32, u64)> = plan
         .targets
         .iter()
         .map(|e| (e.pid, e.start_time_ticks))
         .collect();
-    // Rescan: children forked during the grace period, or processes that
-    // inherited the nodes, are handled in the same run.
-    for _ in 0..3 {
-        let Ok(snap) = collector.snapshot() else {
-            break;
+    let mut all: Vec<Target> = Vec::new();
+    // The processes signalled, as the snapshots saw them.
+    let mut signalled: Vec<Process> = Vec::new();
+    let mut snap = initial.clone();
+    let mut entries = plan.targets.clone();
+    while !entries.is_empty() && report.rounds < MAX_ROUNDS {
+        report.rounds += 1;
+        let sig = if report.rounds >= 3 {
+            Signal::KILL
+        } else {
+            opts.signal
         };
-        let again = self::plan(&snap, sel, safety);
-        let fresh: Vec<PlanEntry> = again
-            .targets
-            .into_iter()
-            .filter(|e| !handled.contains(&(e.pid, e.start_time_ticks)))
-            .collect();
-        if fresh.is_empty() {
+        let done = round(c, &snap, &entries, sig, opts, &deadlines, &mut report);
+        signalled.extend(
+            done.iter()
+                .filter_map(|t| snap.processes.iter().find(|p| p.pid == t.pid))
+                .cloned(),
+        );
+        all.extend(done);
+        if Instant::now() >= deadlines.act {
             break;
         }
-        handled.extend(fresh.iter().map(|e| (e.pid, e.start_time_ticks)));
-        report.found_by_rescan.extend(fresh.iter().map(|e| e.pid));
-        all.extend(round(collector, &fresh, opts, &mut report));
+        let Ok(next) = c.snapshot_until(Some(deadlines.act)) else {
+            break;
+        };
+        snap = next;
+        entries = joiners(&snap, sel, safety, &handled, &signalled, first_tick);
+        handled.extend(entries.iter().map(|e| (e.pid, e.start_time_ticks)));
+        report.found_by_rescan.extend(entries.iter().map(|e| e.pid));
     }
     report.survivors = all.iter().filter(|t| !t.exited()).map(|t| t.pid).collect();
     report.waiting_for_kernel = all
@@ -427,44 +710,121 @@ pub fn execute(
         .collect();
     report.targets.sort_unstable();
     report.targets.dedup();
+    report.found_by_rescan.sort_unstable();
+    report.found_by_rescan.dedup();
 
-    // The memory: wait until NVML shows it back.
-    let target_pids: BTreeSet<u32> = report.targets.iter().copied().collect();
-    let mut expected: BTreeMap<u32, u64> = BTreeMap::new();
-    for g in &initial.gpus {
-        let theirs: u64 = g
-            .nvml_processes
-            .iter()
-            .filter(|p| target_pids.contains(&p.pid))
-            .filter_map(|p| p.used_bytes)
-            .sum();
-        let touched = theirs > 0
-            || initial
-                .processes
-                .iter()
-                .any(|p| target_pids.contains(&p.pid) && p.touches_gpu(g.index));
-        if touched {
-            expected.insert(g.index, g.memory.used_bytes.saturating_sub(theirs));
+    if opts.no_wait {
+        report.verdict = VerdictState::Unknown;
+        report.reasons = vec!["not waited for (--no-wait)".into()];
+        return report;
+    }
+    let release = Release::new(initial, &signalled, &report, sel);
+    let bar = opts.progress.then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_message("waiting for the GPU memory to come back");
+        b.enable_steady_tick(Duration::from_millis(120));
+        b
+    });
+    // NVML alone until the targets' memory is back, then one fresh snapshot
+    // decides.
+    if c.has_nvml() {
+        loop {
+            let now = c.nvml_until(Some(deadlines.end));
+            report.still_holding = release.memory_held(&now);
+            if report.still_holding.is_empty() || Instant::now() >= deadlines.act {
+                break;
+            }
+            if let Some(b) = &bar {
+                b.set_message(format!(
+                    "waiting for the GPU memory: {}",
+                    report.still_holding.join("; ")
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(25));
         }
     }
-    let released = |report: &mut Report| -> bool {
-        if !collector.has_nvml() {
-            return all.iter().all(|t| t.exited());
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let end = c.snapshot_until(Some(deadlines.end));
+    let (state, reasons) = match end {
+        Ok(end) => release.judge(&end, &report, &signalled, first_tick, opts.holders_only),
+        Err(e) => (
+            VerdictState::Unknown,
+            vec![format!("no final snapshot: {e}")],
+        ),
+    };
+    report.verdict = state;
+    report.reasons = reasons;
+    report.released = state == VerdictState::Free;
+    report.seconds_to_release = if report.released {
+        started.elapsed().as_secs_f64()
+    } else {
+        0.0
+    };
+    report
+}
+
+/// What "released" means for one execution.
+struct Release {
+    /// Per GPU the targets touched: used bytes expected once their memory
+    /// is back.
+    expected: BTreeMap<u32, u64>,
+    /// PIDs whose NVML listing must go: targets and zombies that matched.
+    watched: BTreeSet<u32>,
+    /// The GPUs the command is about, when only GPUs were selected.
+    gpus: Option<Vec<u32>>,
+}
+
+impl Release {
+    fn new(initial: &Snapshot, signalled: &[Process], report: &Report, sel: &Selectors) -> Release {
+        let mut watched: BTreeSet<u32> = signalled.iter().map(|p| p.pid).collect();
+        // Matched zombies that NVML lists: their memory is part of the ask.
+        watched.extend(report.skipped.iter().filter(|k| !k.refused).map(|k| k.pid));
+        let mut expected = BTreeMap::new();
+        for g in &initial.gpus {
+            let theirs: u64 = g
+                .nvml_processes
+                .iter()
+                .filter(|p| watched.contains(&p.pid))
+                .filter_map(|p| p.used_bytes)
+                .sum();
+            let touched = theirs > 0
+                || signalled.iter().any(|p| p.touches_gpu(g.index))
+                || g.nvml_processes.iter().any(|p| watched.contains(&p.pid));
+            if touched {
+                expected.insert(g.index, g.memory.used_bytes.saturating_sub(theirs));
+            }
         }
-        let now = collector.nvml();
-        let mut ok = true;
-        report.still_holding.clear();
-        for g in now.gpus.iter().filter(|g| expected.contains_key(&g.index)) {
+        Release {
+            expected,
+            watched,
+            gpus: sel
+                .gpus_only()
+                .then(|| sel.gpus.clone().unwrap_or_default()),
+        }
+    }
+
+    /// What NVML says still holds the watched memory (empty: it is back).
+    fn memory_held(&self, now: &crate::nvml::NvmlReport) -> Vec<String> {
+        let mut held = Vec::new();
+        if !now.status.available {
+            return held; // judged by the final snapshot
+        }
+        for g in now
+            .gpus
+            .iter()
+            .filter(|g| self.expected.contains_key(&g.index))
+        {
             let listed: Vec<u32> = g
                 .nvml_processes
                 .iter()
-                .filter(|p| target_pids.contains(&p.pid))
+                .filter(|p| self.watched.contains(&p.pid))
                 .map(|p| p.pid)
                 .collect();
-            let limit = expected[&g.index] + IDLE_SLACK_BYTES;
-            if !listed.is_empty() || g.memory.used_bytes > limit {
-                ok = false;
-                report.still_holding.push(format!(
+            let limit = self.expected[&g.index] + IDLE_SLACK_BYTES;
+            if !listed.is_empty() || (g.memory.known && g.memory.used_bytes > limit) {
+                held.push(format!(
                     "GPU {}: {} used (expected at most {}){}",
                     g.index,
                     mib(g.memory.used_bytes),
@@ -477,44 +837,88 @@ pub fn execute(
                 ));
             }
         }
-        ok
-    };
-    if opts.no_wait {
-        report.released = released(&mut report);
-    } else {
-        let bar = opts.progress.then(|| {
-            let b = indicatif::ProgressBar::new_spinner();
-            b.set_message("waiting for the GPU memory to come back");
-            b.enable_steady_tick(Duration::from_millis(120));
-            b
-        });
-        let deadline = Instant::now() + opts.timeout;
-        loop {
-            if released(&mut report) {
-                report.released = true;
-                break;
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
-            if let Some(b) = &bar {
-                b.set_message(format!(
-                    "waiting for the GPU memory: {}",
-                    report.still_holding.join("; ")
+        held
+    }
+
+    /// The end verdict from a fresh snapshot.
+    fn judge(
+        &self,
+        end: &Snapshot,
+        report: &Report,
+        signalled: &[Process],
+        first_tick: u64,
+        holders_only: bool,
+    ) -> (VerdictState, Vec<String>) {
+        let policy = Policy {
+            holders_only,
+            ..Policy::default()
+        };
+        if let Some(gpus) = &self.gpus {
+            // "Free these GPUs": their verdict is the answer.
+            let v = verdict::overall(&select(end.clone(), gpus), &policy);
+            return (v.state, v.reasons);
+        }
+        let mut busy = Vec::new();
+        let mut unknown = Vec::new();
+        for p in &end.processes {
+            let target = signalled
+                .iter()
+                .any(|t| t.pid == p.pid && t.start_time_ticks == p.start_time_ticks);
+            let zombie_listed = self.watched.contains(&p.pid)
+                && !p.is_live()
+                && end
+                    .gpus
+                    .iter()
+                    .any(|g| g.nvml_processes.iter().any(|n| n.pid == p.pid));
+            if target && p.is_live() {
+                busy.push(format!(
+                    "PID {} ({}) still holds {}",
+                    p.pid,
+                    p.comm,
+                    reason(p).trim_start_matches("holds ")
+                ));
+            } else if zombie_listed {
+                busy.push(format!(
+                    "zombie PID {} is still listed by NVML with its memory: its parent PID {} must reap it",
+                    p.pid, p.ppid
+                ));
+            } else if p.is_live()
+                && !p.protected
+                && p.start_time_ticks >= first_tick
+                && signalled.iter().any(|t| {
+                    (p.ppid == t.pid || (p.orphaned && p.pgid == t.pgid && p.sid == t.sid))
+                        && t.devices
+                            .iter()
+                            .any(|d| p.devices.iter().any(|e| e.path == d.path))
+                })
+            {
+                busy.push(format!(
+                    "PID {} ({}), forked by the targets during the kill, holds {}",
+                    p.pid,
+                    p.comm,
+                    reason(p).trim_start_matches("holds ")
                 ));
             }
-            std::thread::sleep(Duration::from_millis(25));
         }
-        if let Some(b) = bar {
-            b.finish_and_clear();
+        let memory_gone = !end.nvml.available;
+        if memory_gone && !holders_only && !self.expected.is_empty() {
+            unknown.push(format!(
+                "the release cannot be proven: NVML is unavailable ({}); --holders-only accepts the holders alone",
+                end.nvml.error.as_deref().unwrap_or("unknown error")
+            ));
         }
+        if !report.still_holding.is_empty() {
+            busy.extend(report.still_holding.iter().cloned());
+        }
+        let state = if !busy.is_empty() {
+            VerdictState::Busy
+        } else if !unknown.is_empty() {
+            VerdictState::Unknown
+        } else {
+            VerdictState::Free
+        };
+        (state, busy.into_iter().chain(unknown).collect())
     }
-    report.seconds_to_release = if report.released {
-        started.elapsed().as_secs_f64()
-    } else {
-        0.0
-    };
-    report
 }
 
 #[cfg(test)]

@@ -1,28 +1,33 @@
 //! `gpufree wait`: block until the selected GPUs are free, for systemd's
 //! ExecStartPre=, Slurm's prolog and CI.
 //!
-//! A full snapshot decides. Between snapshots it sleeps on the pidfds of the
-//! holders it knows (waking the moment one exits) and polls NVML alone each
-//! interval, taking the next full snapshot only when NVML shows a change or a
-//! holder exited: cheap on a busy host, prompt when the memory comes back.
+//! A full snapshot decides, through the one verdict
+//! ([`crate::diagnose::verdict`]). Between snapshots it sleeps on the pidfds
+//! of the holders it knows (waking the moment one exits) and polls NVML alone
+//! each interval, taking the next full snapshot only when NVML shows a change
+//! or a holder exited: cheap on a busy host, prompt when the memory comes
+//! back. Every read ends by the deadline, so `--timeout` is a hard cap.
 
 use super::identity::Target;
-use crate::diagnose::gpu_free;
-use crate::model::Snapshot;
+use crate::diagnose::verdict::{self, Policy};
+use crate::model::{Snapshot, Verdict, VerdictState};
 use crate::snapshot::{select, Collector, SnapshotError};
 use rustix::event::{poll, PollFd, PollFlags};
 use std::time::{Duration, Instant};
+
+/// How far past its deadline a snapshot's reads may go, so that the last
+/// look is a whole one (SPEC.md allows 0.5 s).
+pub const LAST_LOOK: Duration = Duration::from_millis(250);
 
 /// Options of `gpufree wait`.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// The GPUs to wait for (NVML indexes).
     pub gpus: Vec<u32>,
-    /// Free means at most this much used (default: no holders and the idle
-    /// baseline).
-    pub max_used: Option<u64>,
-    /// Give up after this long; zero checks once.
-    pub timeout: Duration,
+    /// What free means (`--max-used`, `--holders-only`).
+    pub policy: Policy,
+    /// Stop looking at this moment.
+    pub deadline: Instant,
     /// How often NVML is polled.
     pub interval: Duration,
 }
@@ -30,8 +35,8 @@ pub struct Options {
 /// The outcome.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    /// The GPUs are free.
-    pub free: bool,
+    /// The verdict of the last look.
+    pub verdict: Verdict,
     /// Seconds waited.
     pub seconds: f64,
     /// Full snapshots taken.
@@ -40,20 +45,9 @@ pub struct Outcome {
     pub last: Snapshot,
 }
 
-fn is_free(s: &Snapshot, opts: &Options, nvml: bool) -> bool {
-    match opts.max_used {
-        Some(max) if nvml => opts.gpus.iter().all(|&i| {
-            s.gpus
-                .iter()
-                .any(|g| g.index == i && g.memory.known && g.memory.used_bytes <= max)
-        }),
-        _ => opts.gpus.iter().all(|&i| gpu_free(s, i)),
-    }
-}
-
 /// NVML's view of the selected GPUs: (used, listed PIDs) each.
-fn fingerprint(c: &Collector, gpus: &[u32]) -> Vec<(u64, Vec<u32>)> {
-    c.nvml()
+fn fingerprint(c: &Collector, gpus: &[u32], deadline: Instant) -> Vec<(u64, Vec<u32>)> {
+    c.nvml_until(Some(deadline))
         .gpus
         .iter()
         .filter(|g| gpus.contains(&g.index))
@@ -66,37 +60,42 @@ fn fingerprint(c: &Collector, gpus: &[u32]) -> Vec<(u64, Vec<u32>)> {
         .collect()
 }
 
-/// Waits until the selected GPUs are free or the timeout passes.
+/// Waits until the selected GPUs are free or the deadline passes. An
+/// unknown verdict that cannot change by waiting (no NVML library, without
+/// `--holders-only`) ends the wait at once.
 pub fn wait(c: &Collector, opts: &Options) -> Result<Outcome, SnapshotError> {
     let started = Instant::now();
-    let deadline = started + opts.timeout;
     let mut snapshots = 0;
     loop {
-        let snap = select(c.snapshot()?, &opts.gpus);
+        let snap = select(
+            c.snapshot_until(Some(opts.deadline + LAST_LOOK))?,
+            &opts.gpus,
+        );
         snapshots += 1;
-        let free = is_free(&snap, opts, c.has_nvml());
-        if free || Instant::now() >= deadline {
+        let verdict = verdict::overall(&snap, &opts.policy);
+        let hopeless = verdict.state == VerdictState::Unknown && !c.has_nvml();
+        if verdict.state == VerdictState::Free || hopeless || Instant::now() >= opts.deadline {
             return Ok(Outcome {
-                free,
+                verdict,
                 seconds: started.elapsed().as_secs_f64(),
                 snapshots,
                 last: snap,
             });
         }
         // Sleep until something may have changed.
-        let pinned = Target::pin_all(&c.config().proc_root, &snap.processes);
-        let before = fingerprint(c, &opts.gpus);
+        let pinned = Target::pin_all(&snap);
+        let before = fingerprint(c, &opts.gpus, opts.deadline + LAST_LOOK);
         loop {
             let now = Instant::now();
-            if now >= deadline {
+            if now >= opts.deadline {
                 break;
             }
-            let nap = opts.interval.min(deadline - now);
-            let exited = if pinned.is_empty() {
+            let nap = opts.interval.min(opts.deadline - now);
+            let fds: Vec<_> = pinned.iter().filter_map(|t| t.pidfd()).collect();
+            let exited = if fds.is_empty() {
                 std::thread::sleep(nap);
-                false
+                pinned.iter().any(Target::exited)
             } else {
-                let fds: Vec<_> = pinned.iter().filter_map(|t| t.pidfd()).collect();
                 let mut polls: Vec<PollFd<'_>> = fds
                     .iter()
                     .map(|fd| PollFd::new(*fd, PollFlags::IN))
@@ -105,14 +104,9 @@ pub fn wait(c: &Collector, opts: &Options) -> Result<Outcome, SnapshotError> {
                     tv_sec: nap.as_secs() as i64,
                     tv_nsec: i64::from(nap.subsec_nanos()),
                 };
-                if polls.is_empty() {
-                    std::thread::sleep(nap);
-                    pinned.iter().any(Target::exited)
-                } else {
-                    poll(&mut polls, Some(&ts)).is_ok_and(|n| n > 0)
-                }
+                poll(&mut polls, Some(&ts)).is_ok_and(|n| n > 0)
             };
-            if exited || fingerprint(c, &opts.gpus) != before {
+            if exited || fingerprint(c, &opts.gpus, opts.deadline + LAST_LOOK) != before {
                 break;
             }
         }

@@ -2,8 +2,8 @@
 //! evidence and the exact next command.
 
 use super::Paint;
-use crate::diagnose::{gpu_list, is_free};
-use crate::model::{Severity, Snapshot};
+use crate::diagnose::gpu_list;
+use crate::model::{Severity, Snapshot, VerdictState};
 use std::io::{self, Write};
 
 /// Writes the diagnosis of `s`.
@@ -14,8 +14,18 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result
         1 => format!("GPU {}", gpu_list(&gpus)),
         _ => format!("GPUs {}", gpu_list(&gpus)),
     };
-    if is_free(&s.findings) {
+    if s.verdict.state == VerdictState::Free {
         writeln!(w, "{}", paint.bold(&format!("{which}: free.")))?;
+    } else if s.verdict.state == VerdictState::Unknown {
+        writeln!(
+            w,
+            "{}",
+            paint.bold(&format!(
+                "Whether {which} {} free is unknown: {}",
+                if gpus.len() == 1 { "is" } else { "are" },
+                s.verdict.reasons.join("; ")
+            ))
+        )?;
     } else {
         writeln!(
             w,

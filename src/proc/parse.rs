@@ -25,6 +25,10 @@ pub struct Stat {
     pub state: char,
     /// Field 4.
     pub ppid: u32,
+    /// Field 5: the process group.
+    pub pgid: u32,
+    /// Field 6: the session.
+    pub sid: u32,
     /// Field 20.
     pub threads: u32,
     /// Field 22, clock ticks since boot: with the PID, the process's identity.
@@ -56,6 +60,8 @@ pub fn parse_stat(bytes: &[u8]) -> Result<Stat, ParseError> {
         .map(|&b| b as char)
         .ok_or(err("no state"))?;
     let ppid = field(4).and_then(parse_num).ok_or(err("no ppid"))?;
+    let pgid = field(5).and_then(parse_num).unwrap_or(0);
+    let sid = field(6).and_then(parse_num).unwrap_or(0);
     let threads = field(20)
         .and_then(parse_num)
         .ok_or(err("no thread count"))?;
@@ -68,6 +74,8 @@ pub fn parse_stat(bytes: &[u8]) -> Result<Stat, ParseError> {
         comm,
         state,
         ppid,
+        pgid,
+        sid,
         threads,
         start_time,
         arg_area,

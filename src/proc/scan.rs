@@ -1,20 +1,37 @@
 //! The holder scan: every process with an open fd on, or a mapping of, a GPU
-//! device node, found through /proc directory fds with one `fstatat` per fd
+//! device node, found through /proc directory fds with one `statx` per fd
 //! and maps read in 256 KiB reads, in parallel over processes.
 //!
+//! One process, one directory fd: `/proc/N` is opened once, and everything
+//! gpufree knows of the process — its start time before and after its fds
+//! and maps, its details, and later the identity check before a signal — is
+//! read through that fd. A `/proc/N` directory fd stays bound to the process
+//! it was opened on: once that process is reaped, reads through it fail with
+//! ESRCH, even if the number N has meanwhile been given to another process.
+//! So a record can never mix two processes.
+//!
 //! It never opens a device node or an fd link (that would run the driver's
-//! open), never counts itself, treats a process that exits mid-scan as gone,
-//! and counts the processes it may not read instead of calling them clean.
+//! open), never asks a file system for fresh attributes (`AT_STATX_DONT_SYNC`:
+//! a FUSE or NFS server that hangs or answers EIO cannot stall or blind the
+//! scan), never counts itself, treats a process that exits mid-scan as gone,
+//! and counts the processes it may not read, or could not read in time,
+//! with the reason, instead of calling them clean. Every per-process read
+//! runs on a worker thread under a deadline: a read that blocks (maps of a
+//! process stuck in D state, a hung network file system) is reported as
+//! timed out and its thread left behind.
 
 use super::nodes::NodeSet;
 use super::parse::{self, Stat, Status};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, StatxFlags};
 use rustix::io::Errno;
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How one process holds one node.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -27,24 +44,59 @@ pub struct NodeUse {
     pub mmap: bool,
 }
 
-/// One holder found by the scan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder {
+/// A process read through one /proc directory fd.
+#[derive(Debug)]
+pub struct Seen {
     /// PID in the scanned /proc.
     pub pid: u32,
-    /// The nodes it holds, by node index.
+    /// The nodes it holds (empty for a process pinned only because NVML
+    /// lists it).
     pub uses: Vec<NodeUse>,
+    /// What gpufree shows of it, read through `dir`.
+    pub details: Details,
+    /// Its `/proc/PID` directory fd: the pinned identity.
+    pub dir: OwnedFd,
+}
+
+/// Why a process could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unread {
+    /// EACCES/EPERM: not root, or a process even root may not read (an
+    /// outer sandbox's init).
+    Permission,
+    /// A read did not finish within the read timeout.
+    TimedOut(Duration),
+    /// A read failed with another error (EIO, EMFILE...).
+    Failed {
+        /// Which file or step.
+        what: &'static str,
+        /// The error.
+        errno: Errno,
+    },
+}
+
+impl std::fmt::Display for Unread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unread::Permission => f.write_str("permission denied"),
+            Unread::TimedOut(d) => write!(f, "a read timed out after {:.1} s", d.as_secs_f64()),
+            Unread::Failed { what, errno } => write!(f, "reading {what} failed: {errno}"),
+        }
+    }
 }
 
 /// The result of a scan.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct ScanResult {
     /// Holders, by PID.
-    pub holders: Vec<Holder>,
+    pub holders: Vec<Seen>,
     /// Processes whose fd table and maps were examined.
     pub scanned: u32,
-    /// Processes that could not be read (EACCES/EPERM), by PID.
-    pub unreadable: Vec<u32>,
+    /// Processes that could not be read, with why, by PID.
+    pub unreadable: Vec<(u32, Unread)>,
+    /// Holders dropped because the process was gone by the time its
+    /// identity was read again (its PID may already name another process).
+    pub vanished: Vec<u32>,
 }
 
 /// Errors of the scan as a whole (per-process trouble is never one).
@@ -60,11 +112,30 @@ pub enum ScanError {
     },
 }
 
+/// How long reads may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// One process's reads (fd table, maps, details) may take this long.
+    pub read_timeout: Duration,
+    /// Nothing is read after this moment: what is left is reported as timed out.
+    pub deadline: Option<Instant>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            read_timeout: Duration::from_secs(5),
+            deadline: None,
+        }
+    }
+}
+
 enum Outcome {
     Gone,
-    Unreadable,
+    Vanished,
+    Unreadable(Unread),
     Clean,
-    Holds(Vec<NodeUse>),
+    Holds(Box<Seen>),
 }
 
 const MAPS_CHUNK: usize = 256 * 1024;
@@ -96,6 +167,18 @@ fn is_denied(e: Errno) -> bool {
     e == Errno::ACCESS || e == Errno::PERM
 }
 
+/// An error of one read, classified: gone, no permission, or a failure
+/// that leaves the process unseen.
+fn classify(what: &'static str, e: Errno) -> Outcome {
+    if is_gone(e) {
+        Outcome::Gone
+    } else if is_denied(e) {
+        Outcome::Unreadable(Unread::Permission)
+    } else {
+        Outcome::Unreadable(Unread::Failed { what, errno: e })
+    }
+}
+
 /// Adds (node, how) to the list, merging with an existing entry.
 fn note(uses: &mut Vec<NodeUse>, node: usize, fd: bool, mmap: bool) {
     match uses.iter_mut().find(|u| u.node == node) {
@@ -107,32 +190,56 @@ fn note(uses: &mut Vec<NodeUse>, node: usize, fd: bool, mmap: bool) {
     }
 }
 
-/// Looks at every fd of a task directory; Ok(count of fds seen).
-fn scan_fds(task: &OwnedFd, nodes: &NodeSet, uses: &mut Vec<NodeUse>) -> rustix::io::Result<usize> {
-    let fd_dir = open_dir(task, "fd")?;
-    let mut seen = 0;
-    let dir = Dir::new(fd_dir.try_clone().map_err(|_| Errno::MFILE)?)?;
+/// What one task directory's fds and maps showed.
+struct TaskScan {
+    fds: usize,
+    uses: Vec<NodeUse>,
+    /// An fd that could not be examined (not merely closed meanwhile).
+    fd_error: Option<Errno>,
+}
+
+/// Looks at every fd of a task directory.
+fn scan_fds(
+    task: &OwnedFd,
+    nodes: &NodeSet,
+    out: &mut TaskScan,
+) -> Result<(), (&'static str, Errno)> {
+    let fd_dir = open_dir(task, "fd").map_err(|e| ("fd", e))?;
+    let dup = fd_dir.try_clone().map_err(|_| ("fd", Errno::MFILE))?;
+    let dir = Dir::new(dup).map_err(|e| ("fd", e))?;
     for entry in dir {
-        let entry = entry?;
+        let entry = entry.map_err(|e| ("fd", e))?;
         let name = entry.file_name();
         if name.to_bytes().first() == Some(&b'.') {
             continue;
         }
-        seen += 1;
-        // stat follows the magic link to the open file itself, without
-        // opening it.
-        let st = match rustix::fs::statat(&fd_dir, name, AtFlags::empty()) {
+        out.fds += 1;
+        // statx follows the magic link to the open file itself, without
+        // opening it; DONT_SYNC takes cached attributes instead of asking
+        // the file's server (FUSE, NFS), which may hang or fail.
+        let st = match rustix::fs::statx(
+            &fd_dir,
+            name,
+            AtFlags::STATX_DONT_SYNC,
+            StatxFlags::TYPE | StatxFlags::INO,
+        ) {
             Ok(st) => st,
             Err(e) if is_gone(e) => continue, // fd closed meanwhile
-            Err(e) => return Err(e),
+            Err(e) if is_denied(e) => return Err(("fd", e)),
+            Err(e) => {
+                out.fd_error.get_or_insert(e);
+                continue;
+            }
         };
-        let rdev = (FileType::from_raw_mode(st.st_mode) == FileType::CharacterDevice)
-            .then_some(st.st_rdev);
-        if let Some(node) = nodes.match_stat(st.st_dev, st.st_ino, rdev) {
-            note(uses, node, true, false);
+        let mode = u32::from(st.stx_mode);
+        let rdev = (FileType::from_raw_mode(mode) == FileType::CharacterDevice)
+            .then(|| rustix::fs::makedev(st.stx_rdev_major, st.stx_rdev_minor));
+        let dev = rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor);
+        if let Some(node) = nodes.match_stat(dev, st.stx_ino, rdev) {
+            note(&mut out.uses, node, true, false);
         }
     }
-    Ok(seen)
+    Ok(())
 }
 
 /// Reads maps in large chunks and notes mapped nodes.
@@ -192,45 +299,108 @@ fn scan_task(
     task: &OwnedFd,
     nodes: &NodeSet,
     buf: &mut Vec<u8>,
-) -> rustix::io::Result<(usize, Vec<NodeUse>)> {
-    let mut uses = Vec::new();
-    let fds = scan_fds(task, nodes, &mut uses)?;
-    scan_maps(task, nodes, &mut uses, buf)?;
-    Ok((fds, uses))
+) -> Result<TaskScan, (&'static str, Errno)> {
+    let mut out = TaskScan {
+        fds: 0,
+        uses: Vec::new(),
+        fd_error: None,
+    };
+    scan_fds(task, nodes, &mut out)?;
+    scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
+    Ok(out)
+}
+
+/// Whether a pinned process holds a node now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    /// It holds at least one node.
+    Yes,
+    /// It holds none.
+    No,
+    /// It has been reaped.
+    Gone,
+    /// Its fds or maps could not be read.
+    Unknown(Unread),
+}
+
+/// Whether a process holds any of `nodes` now, read through its pinned
+/// directory fd (the check right before a signal).
+pub fn holding_now(dir: &OwnedFd, nodes: &NodeSet) -> Holding {
+    let outcome = |o: Outcome| match o {
+        Outcome::Unreadable(why) => Holding::Unknown(why),
+        _ => Holding::Gone,
+    };
+    let stat = match read_stat(dir) {
+        Ok(s) => s,
+        Err(e) => return outcome(classify("stat", e)),
+    };
+    let mut buf = Vec::new();
+    match task_uses(dir, &stat, nodes, &mut buf) {
+        Ok(uses) if uses.is_empty() => Holding::No,
+        Ok(_) => Holding::Yes,
+        Err((what, e)) => outcome(classify(what, e)),
+    }
+}
+
+fn read_stat(dir: &OwnedFd) -> rustix::io::Result<Stat> {
+    let bytes = read_at(dir, "stat")?;
+    // An unparsable stat is not a process we can know.
+    parse::parse_stat(&bytes).map_err(|_| Errno::INVAL)
+}
+
+/// The nodes a process holds, through a live thread when its leader has
+/// exited (a dead leader shows an empty fd table and maps).
+fn task_uses(
+    dir: &OwnedFd,
+    stat: &Stat,
+    nodes: &NodeSet,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<NodeUse>, (&'static str, Errno)> {
+    let scan = scan_task(dir, nodes, buf)?;
+    let mut uses = scan.uses;
+    if scan.fds == 0 && uses.is_empty() && stat.state == 'Z' && stat.threads > 1 {
+        uses = scan_live_thread(dir, stat.pid, nodes, buf);
+    }
+    if uses.is_empty() {
+        if let Some(e) = scan.fd_error {
+            return Err(("an fd", e));
+        }
+    }
+    uses.sort_by_key(|u| u.node);
+    Ok(uses)
 }
 
 fn scan_process(proc_fd: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>) -> Outcome {
-    let classify = |e: Errno| {
-        if is_gone(e) {
-            Outcome::Gone
-        } else if is_denied(e) {
-            Outcome::Unreadable
-        } else {
-            Outcome::Gone // a vanished process can surface as odd errnos (e.g. EINVAL)
-        }
-    };
     let dir = match open_dir(proc_fd, &pid.to_string()) {
         Ok(d) => d,
-        Err(e) => return classify(e),
+        Err(e) => return classify("the /proc directory", e),
     };
-    let (fds, mut uses) = match scan_task(&dir, nodes, buf) {
-        Ok(r) => r,
-        Err(e) => return classify(e),
+    // The identity before the fds and maps...
+    let before = match read_stat(&dir) {
+        Ok(s) => s,
+        Err(e) => return classify("stat", e),
     };
-    // A thread-group leader that exited while other threads live shows an
-    // empty fd table and maps: look through a live thread instead.
-    if fds == 0 && uses.is_empty() {
-        if let Ok(stat) = read_at(&dir, "stat").map(|b| parse::parse_stat(&b)) {
-            if stat.is_ok_and(|s| s.state == 'Z' && s.threads > 1) {
-                uses = scan_live_thread(&dir, pid, nodes, buf);
-            }
-        }
-    }
+    let uses = match task_uses(&dir, &before, nodes, buf) {
+        Ok(u) => u,
+        Err((what, e)) => return classify(what, e),
+    };
     if uses.is_empty() {
-        Outcome::Clean
-    } else {
-        uses.sort_by_key(|u| u.node);
-        Outcome::Holds(uses)
+        return Outcome::Clean;
+    }
+    crate::pause::after_holder_scan(pid);
+    // ... and after them, with the details, through the same fd.
+    match read_details(&dir) {
+        Ok(details) if details.stat.start_time == before.start_time => {
+            Outcome::Holds(Box::new(Seen {
+                pid,
+                uses,
+                details,
+                dir,
+            }))
+        }
+        Ok(_) => Outcome::Vanished,
+        Err(e) if is_gone(e) => Outcome::Vanished,
+        Err(e) => classify("details", e),
     }
 }
 
@@ -250,9 +420,9 @@ fn scan_live_thread(dir: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>)
             continue;
         }
         if let Ok(task) = open_dir(&task_dir, &name) {
-            if let Ok((_, uses)) = scan_task(&task, nodes, buf) {
-                if !uses.is_empty() {
-                    return uses;
+            if let Ok(scan) = scan_task(&task, nodes, buf) {
+                if !scan.uses.is_empty() {
+                    return scan.uses;
                 }
             }
         }
@@ -260,9 +430,10 @@ fn scan_live_thread(dir: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>)
     Vec::new()
 }
 
-/// Lists the numeric entries of the proc root.
+/// Lists the numeric entries of the proc root (through a fresh open of it:
+/// a duplicated fd would share, and exhaust, the directory offset).
 pub fn list_pids(proc_fd: &OwnedFd) -> rustix::io::Result<Vec<u32>> {
-    let dir = Dir::new(proc_fd.try_clone().map_err(|_| Errno::MFILE)?)?;
+    let dir = Dir::new(open_dir(proc_fd, ".")?)?;
     let mut pids = Vec::with_capacity(1024);
     for entry in dir {
         if let Ok(pid) = std::str::from_utf8(entry?.file_name().to_bytes())
@@ -289,63 +460,186 @@ pub fn open_proc(proc_root: &Path) -> Result<OwnedFd, ScanError> {
     })
 }
 
-/// Scans every process of `proc_root` (except this one) for holders of `nodes`.
-pub fn scan(proc_root: &Path, nodes: &NodeSet) -> Result<ScanResult, ScanError> {
-    let proc_fd = open_proc(proc_root)?;
-    let pids = list_pids(&proc_fd).map_err(|e| ScanError::ProcRoot {
-        path: proc_root.to_path_buf(),
-        source: e.into(),
-    })?;
-    let me = rustix::process::getpid().as_raw_nonzero().get() as u32;
-    let threads = std::thread::available_parallelism()
+/// One process's reads, run on a worker thread with a reusable buffer.
+type Job<T> = Arc<dyn Fn(u32, &mut Vec<u8>) -> T + Send + Sync>;
+
+/// Runs `job` on every PID over worker threads, each PID's job under
+/// `limits`. A job that does not return in time is reported as `Err` with
+/// the time it was given; its thread is left behind (it holds only shared
+/// references), and a fresh worker takes over the queue.
+fn run_jobs<T: Send + 'static>(
+    pids: Vec<u32>,
+    threads: usize,
+    limits: Limits,
+    job: Job<T>,
+) -> Vec<(u32, Result<T, Duration>)> {
+    struct Queue {
+        pids: Vec<u32>,
+        next: AtomicUsize,
+        /// Per worker: the PID it works on and since when.
+        busy: Mutex<Vec<Option<(u32, Instant)>>>,
+    }
+    let queue = Arc::new(Queue {
+        pids,
+        next: AtomicUsize::new(0),
+        busy: Mutex::new(Vec::new()),
+    });
+    let (tx, rx) = mpsc::channel::<(u32, T)>();
+    let spawn = |queue: &Arc<Queue>, tx: &mpsc::Sender<(u32, T)>| {
+        let slot = {
+            let mut busy = queue.busy.lock().unwrap_or_else(|p| p.into_inner());
+            busy.push(None);
+            busy.len() - 1
+        };
+        let (queue, tx, job) = (Arc::clone(queue), tx.clone(), Arc::clone(&job));
+        std::thread::spawn(move || {
+            let mut buf = Vec::with_capacity(MAPS_CHUNK);
+            loop {
+                let i = queue.next.fetch_add(1, Ordering::Relaxed);
+                let Some(&pid) = queue.pids.get(i) else { break };
+                queue.busy.lock().unwrap_or_else(|p| p.into_inner())[slot] =
+                    Some((pid, Instant::now()));
+                let r = job(pid, &mut buf);
+                queue.busy.lock().unwrap_or_else(|p| p.into_inner())[slot] = None;
+                if tx.send((pid, r)).is_err() {
+                    break; // the caller has given up on us
+                }
+            }
+        })
+    };
+    for _ in 0..threads.max(1) {
+        let _ = spawn(&queue, &tx);
+    }
+    let total = queue.pids.len();
+    let mut done: BTreeMap<u32, Result<T, Duration>> = BTreeMap::new();
+    let tick = Duration::from_millis(20).min(limits.read_timeout);
+    while done.len() < total {
+        let now = Instant::now();
+        if limits.deadline.is_some_and(|d| now >= d) {
+            for &pid in &queue.pids {
+                done.entry(pid).or_insert(Err(limits.read_timeout));
+            }
+            break;
+        }
+        match rx.recv_timeout(tick) {
+            Ok((pid, r)) => {
+                done.entry(pid).or_insert(Ok(r));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let stuck: Vec<u32> = {
+                    let mut busy = queue.busy.lock().unwrap_or_else(|p| p.into_inner());
+                    busy.iter_mut()
+                        .filter_map(|s| match *s {
+                            Some((pid, since)) if since.elapsed() >= limits.read_timeout => {
+                                *s = None; // reported once; the thread stays stuck
+                                Some(pid)
+                            }
+                            _ => None,
+                        })
+                        .collect()
+                };
+                for pid in stuck {
+                    done.entry(pid).or_insert(Err(limits.read_timeout));
+                    let _ = spawn(&queue, &tx);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    done.into_iter().collect()
+}
+
+fn worker_count(n: usize) -> usize {
+    std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .clamp(1, 8)
-        .min(pids.len().div_ceil(64).max(1));
-    let next = AtomicUsize::new(0);
-    let result = Mutex::new(ScanResult::default());
-    let work = || {
-        let mut local = ScanResult::default();
-        let mut buf = Vec::with_capacity(MAPS_CHUNK);
-        const CHUNK: usize = 16;
-        loop {
-            let start = next.fetch_add(CHUNK, Ordering::Relaxed);
-            if start >= pids.len() {
-                break;
+        .min(n.div_ceil(64).max(1))
+}
+
+/// Scans every process of the proc root (except this one) for holders of
+/// `nodes`.
+pub fn scan(
+    proc_fd: &Arc<OwnedFd>,
+    proc_root: &Path,
+    nodes: &Arc<NodeSet>,
+    limits: Limits,
+) -> Result<ScanResult, ScanError> {
+    let me = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    let pids: Vec<u32> = list_pids(proc_fd)
+        .map_err(|e| ScanError::ProcRoot {
+            path: proc_root.to_path_buf(),
+            source: e.into(),
+        })?
+        .into_iter()
+        .filter(|&p| p != me)
+        .collect();
+    let threads = worker_count(pids.len());
+    let (proc_fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
+    let job = Arc::new(move |pid, buf: &mut Vec<u8>| scan_process(&proc_fd, pid, &nodes, buf));
+    let mut result = ScanResult::default();
+    for (pid, outcome) in run_jobs(pids, threads, limits, job) {
+        match outcome {
+            Ok(Outcome::Gone) => {}
+            Ok(Outcome::Vanished) => result.vanished.push(pid),
+            Ok(Outcome::Unreadable(why)) => {
+                result.scanned += 1;
+                result.unreadable.push((pid, why));
             }
-            for &pid in &pids[start..(start + CHUNK).min(pids.len())] {
-                if pid == me {
-                    continue;
-                }
-                match scan_process(&proc_fd, pid, nodes, &mut buf) {
-                    Outcome::Gone => {}
-                    Outcome::Unreadable => {
-                        local.scanned += 1;
-                        local.unreadable.push(pid);
-                    }
-                    Outcome::Clean => local.scanned += 1,
-                    Outcome::Holds(uses) => {
-                        local.scanned += 1;
-                        local.holders.push(Holder { pid, uses });
-                    }
-                }
+            Err(after) => {
+                result.scanned += 1;
+                result.unreadable.push((pid, Unread::TimedOut(after)));
+            }
+            Ok(Outcome::Clean) => result.scanned += 1,
+            Ok(Outcome::Holds(seen)) => {
+                result.scanned += 1;
+                result.holders.push(*seen);
             }
         }
-        let mut all = result.lock().unwrap_or_else(|p| p.into_inner());
-        all.scanned += local.scanned;
-        all.unreadable.extend(local.unreadable);
-        all.holders.extend(local.holders);
-    };
-    std::thread::scope(|s| {
-        for _ in 1..threads {
-            s.spawn(work);
-        }
-        work();
-    });
-    let mut result = result.into_inner().unwrap_or_else(|p| p.into_inner());
-    result.holders.sort_by_key(|h| h.pid);
-    result.unreadable.sort_unstable();
+    }
     Ok(result)
+}
+
+/// Pins processes that the scan did not find holding a node (NVML lists
+/// them): opens each `/proc/PID` once and reads its details through it.
+/// Gone PIDs are left out; unreadable ones are returned with why.
+pub fn pin(
+    proc_fd: &Arc<OwnedFd>,
+    pids: Vec<u32>,
+    limits: Limits,
+) -> (Vec<Seen>, Vec<(u32, Unread)>) {
+    let proc_fd = Arc::clone(proc_fd);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
+        let dir = open_dir(&*proc_fd, &pid.to_string())?;
+        let details = read_details(&dir)?;
+        Ok::<_, Errno>(Seen {
+            pid,
+            uses: Vec::new(),
+            details,
+            dir,
+        })
+    });
+    let threads = pids.len().clamp(1, 4);
+    let mut seen = Vec::new();
+    let mut unread = Vec::new();
+    for (pid, r) in run_jobs(pids, threads, limits, job) {
+        match r {
+            Ok(Ok(s)) => seen.push(s),
+            Ok(Err(e)) => {
+                if let Outcome::Unreadable(why) = classify("details", e) {
+                    unread.push((pid, why));
+                }
+            }
+            Err(after) => unread.push((pid, Unread::TimedOut(after))),
+        }
+    }
+    (seen, unread)
+}
+
+/// The start time read through a pinned directory fd now; Err once the
+/// process has been reaped (ESRCH).
+pub fn start_time_now(dir: &OwnedFd) -> rustix::io::Result<(u64, char)> {
+    read_stat(dir).map(|s| (s.start_time, s.state))
 }
 
 /// What gpufree shows of a process, read through its /proc directory fd.
@@ -365,14 +659,14 @@ pub struct Details {
     pub wchan: Option<String>,
 }
 
-/// Reads a process's details; None when it is gone (or its stat is unusable).
-pub fn read_details(proc_fd: &OwnedFd, pid: u32) -> Option<Details> {
-    let dir = open_dir(proc_fd, &pid.to_string()).ok()?;
-    let mut stat = parse::parse_stat(&read_at(&dir, "stat").ok()?).ok()?;
+/// Reads a process's details through its directory fd; Err(ESRCH/ENOENT)
+/// when it is gone.
+pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
+    let mut stat = read_stat(dir)?;
     if stat.state == 'Z' {
         // A dead leader no longer counts itself in num_threads; its live
         // threads still show in task/. Count the tasks, leader included.
-        if let Some(n) = open_dir(&dir, "task")
+        if let Some(n) = open_dir(dir, "task")
             .ok()
             .and_then(|t| Dir::new(t).ok())
             .map(|d| {
@@ -384,23 +678,23 @@ pub fn read_details(proc_fd: &OwnedFd, pid: u32) -> Option<Details> {
             stat.threads = n as u32;
         }
     }
-    let status = read_at(&dir, "status")
+    let status = read_at(dir, "status")
         .ok()
         .and_then(|b| parse::parse_status(&b).ok())
         .unwrap_or_default();
-    let cmdline = read_at(&dir, "cmdline")
+    let cmdline = read_at(dir, "cmdline")
         .map(|b| parse::parse_cmdline(&b))
         .unwrap_or_default();
-    let exe = rustix::fs::readlinkat(&dir, "exe", Vec::new())
+    let exe = rustix::fs::readlinkat(dir, "exe", Vec::new())
         .ok()
         .map(|c| parse::escape_bytes(c.as_bytes()));
-    let cgroup = read_at(&dir, "cgroup").unwrap_or_default();
+    let cgroup = read_at(dir, "cgroup").unwrap_or_default();
     let wchan = (stat.state != 'R')
-        .then(|| read_at(&dir, "wchan").ok())
+        .then(|| read_at(dir, "wchan").ok())
         .flatten()
         .map(|w| parse::escape_bytes(w.trim_ascii()))
         .filter(|w| !w.is_empty() && w != "0");
-    Some(Details {
+    Ok(Details {
         wchan,
         stat,
         status,
@@ -410,7 +704,8 @@ pub fn read_details(proc_fd: &OwnedFd, pid: u32) -> Option<Details> {
     })
 }
 
-/// Whether `pid` exists in /proc and is neither a zombie nor dead.
+/// Whether `pid` exists in /proc and is neither a zombie nor dead (for the
+/// demo's and the tests' own bookkeeping of the processes they started).
 pub fn alive(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/stat"))
         .ok()

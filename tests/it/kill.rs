@@ -230,33 +230,6 @@ fn zombie_holder_is_not_killed_and_its_parent_is_named() {
 }
 
 #[test]
-fn pid_reused_between_scan_and_signal_is_not_signalled() {
-    let d = TestDir::new(1);
-    let h = d.mapper("nvidia0");
-    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
-    let pid = h.pid().to_string();
-    // The seam makes the plan carry another start time for this PID, exactly
-    // as if the scanned process had exited and a new one taken its PID.
-    let (code, doc, err) = kill(
-        &d.dev,
-        &state,
-        &["--pid", &pid, "--yes", "--no-wait"],
-        &[("GPUFREE_TEST_STALE_IDENTITY", &pid)],
-    );
-    assert_eq!(
-        u32s(&doc["kill"]["identity_changed"]),
-        vec![h.pid()],
-        "{err}"
-    );
-    assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
-    assert!(
-        alive(h.pid()),
-        "the process now behind the PID was not signalled"
-    );
-    assert_eq!(code, 0);
-}
-
-#[test]
 fn protected_daemon_is_refused_unless_forced() {
     let d = TestDir::new(1);
     let link = d.tmp.path().join("nvidia-persistenced");

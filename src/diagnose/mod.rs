@@ -9,14 +9,14 @@
 //! speak of a driver-level leak and print a GPU reset for the operator (never
 //! run by gpufree).
 
-use crate::model::{Finding, OwnerKind, Process, Severity, Snapshot};
+use crate::model::{Finding, OwnerKind, Process, Severity, Snapshot, VerdictState};
 use crate::units::{gib, mib};
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 
-/// Unaccounted memory up to this much, with no holder, counts as the GPU's
-/// idle baseline (driver reservations), not as a leak.
-pub const IDLE_SLACK_BYTES: u64 = 512 << 20;
+pub mod verdict;
+
+pub use verdict::IDLE_SLACK_BYTES;
 
 /// Options of the diagnosis.
 #[derive(Debug, Clone, Default)]
@@ -76,10 +76,8 @@ fn gpus_of_all<'a>(ps: impl IntoIterator<Item = &'a Process>) -> Vec<u32> {
     g
 }
 
-/// Alive for the GPU's purposes: not a zombie, or a zombie leader whose
-/// other threads still run (and still hold what the process holds).
 fn is_live(p: &Process) -> bool {
-    p.state != "Z" || p.threads > 1
+    p.is_live()
 }
 
 /// What pkill -f matches: the command line joined by spaces, or comm when
@@ -230,22 +228,6 @@ impl<'a> Groups<'a> {
     }
 }
 
-/// Whether GPU `index` of `s` is free: no live, unprotected process holds
-/// its memory or its node, NVML lists no unprotected process on it, and
-/// what no process accounts for is within the idle baseline.
-pub fn gpu_free(s: &Snapshot, index: u32) -> bool {
-    let Some(g) = s.gpus.iter().find(|g| g.index == index) else {
-        return false;
-    };
-    let protected = |pid: u32| s.processes.iter().any(|p| p.pid == pid && p.protected);
-    let held = s
-        .processes
-        .iter()
-        .any(|p| is_live(p) && !p.protected && p.touches_gpu(index));
-    let listed = g.nvml_processes.iter().any(|p| !protected(p.pid));
-    !held && !listed && (!g.memory.known || g.memory.unaccounted_bytes <= IDLE_SLACK_BYTES)
-}
-
 fn finding(
     kind: &str,
     severity: Severity,
@@ -284,11 +266,6 @@ pub fn diagnose(s: &Snapshot) -> Vec<Finding> {
     diagnose_with(s, &Options::default())
 }
 
-/// Whether the diagnosis says the selected GPUs are free.
-pub fn is_free(findings: &[Finding]) -> bool {
-    findings.iter().any(|f| f.kind == "free")
-}
-
 /// Diagnoses a snapshot; the finding that explains the most memory, most
 /// surely, comes first.
 pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
@@ -307,10 +284,11 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     zombies(s, &mut out);
     blocked(s, &mut out);
     protected(s, &mut out);
-    let partial = partial_view(s, &mut out);
+    let overall = verdict::overall(s, &verdict::Policy::default());
+    partial_view(s, overall.state, &mut out);
     outside_namespace(s, &mut out);
-    unaccounted(s, partial, &mut out);
-    if out.is_empty() && !s.gpus.is_empty() {
+    unaccounted(s, &mut out);
+    if overall.state == VerdictState::Free {
         let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
         out.push(finding(
             "free",
@@ -735,17 +713,26 @@ fn stop_command(p: &Process) -> String {
     }
 }
 
-/// Reports what could not be seen; returns whether the view is partial.
-fn partial_view(s: &Snapshot, out: &mut Vec<Finding>) -> bool {
+/// Reports what could not be seen: a warning when it leaves the verdict
+/// open, a note when NVML accounts for the memory all the same.
+fn partial_view(s: &Snapshot, state: VerdictState, out: &mut Vec<Finding>) {
     let v = &s.visibility;
     let mut why = Vec::new();
-    if v.processes_unreadable > 0 {
+    if !v.unreadable.is_empty() {
+        let each: Vec<String> = v
+            .unreadable
+            .iter()
+            .take(6)
+            .map(|u| format!("PID {}: {}", u.pid, u.why))
+            .collect();
         why.push(format!(
-            "{} could not be read",
-            count(v.processes_unreadable as usize, "process", "processes")
+            "{} could not be read ({}{})",
+            count(v.unreadable.len(), "process", "processes"),
+            each.join("; "),
+            if v.unreadable.len() > 6 { "; ..." } else { "" }
         ));
     }
-    if v.hidepid {
+    if v.hidepid && !v.root {
         why.push("/proc is mounted with hidepid: other users' processes are invisible".into());
     }
     if !s.nvml.available {
@@ -759,26 +746,42 @@ fn partial_view(s: &Snapshot, out: &mut Vec<Finding>) -> bool {
         why.push(format!("{gpu}{}: {}", u.what, u.why));
     }
     if why.is_empty() {
-        return false;
+        return;
     }
     let next = if v.root {
         "gpufree why --json  # see visibility and unavailable".into()
     } else {
         "sudo gpufree why".into()
     };
+    let (severity, message) = match state {
+        VerdictState::Unknown => (
+            Severity::Warning,
+            format!(
+                "partial view: {}; gpufree cannot call these GPUs free or speak of a driver leak",
+                why.join("; ")
+            ),
+        ),
+        VerdictState::Free => (
+            Severity::Info,
+            format!(
+                "not everything could be read: {}; NVML accounts for all used memory, so this does not change the verdict",
+                why.join("; ")
+            ),
+        ),
+        VerdictState::Busy => (
+            Severity::Info,
+            format!("not everything could be read: {}", why.join("; ")),
+        ),
+    };
     let f = finding(
         "partial-view",
-        Severity::Warning,
-        format!(
-            "partial view: {}; gpufree cannot call these GPUs free or speak of a driver leak",
-            why.join("; ")
-        ),
+        severity,
+        message,
         v.unreadable_pids.iter().take(32).copied().collect(),
         Vec::new(),
         next,
     );
     out.push(f);
-    true
 }
 
 fn outside_namespace(s: &Snapshot, out: &mut Vec<Finding>) {
@@ -811,7 +814,7 @@ fn outside_namespace(s: &Snapshot, out: &mut Vec<Finding>) {
     out.push(with(f, Vec::new(), bytes));
 }
 
-fn unaccounted(s: &Snapshot, partial: bool, out: &mut Vec<Finding>) {
+fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
     let in_container = s.visibility.nested_pid_namespace;
     for g in &s.gpus {
         let m = &g.memory;
@@ -837,16 +840,17 @@ fn unaccounted(s: &Snapshot, partial: bool, out: &mut Vec<Finding>) {
                         || (p.gpu_memory.is_empty() && p.devices.iter().all(|d| d.gpu.is_none())))
             })
             .collect();
-        let (kind, severity, message, next, details) = if partial
+        let blind = verdict::blind_spots(s, g.index);
+        let (kind, severity, message, next, details) = if !blind.is_empty()
             || in_container
             || !holders.is_empty()
         {
             let why = if in_container {
-                "gpufree runs in a nested PID namespace: new drivers hide other namespaces' processes but count their memory"
-            } else if partial {
-                "the view is partial"
+                "gpufree runs in a nested PID namespace: new drivers hide other namespaces' processes but count their memory".to_string()
+            } else if !blind.is_empty() {
+                format!("the view is partial: {}", blind.join("; "))
             } else {
-                "processes hold this GPU's device nodes but NVML attributes the memory to none of them"
+                "processes hold this GPU's device nodes but NVML attributes the memory to none of them".to_string()
             };
             (
                 "unaccounted-memory",
@@ -900,6 +904,21 @@ mod tests {
     };
 
     const W: u64 = 96_610 << 20;
+
+    fn is_free(f: &[Finding]) -> bool {
+        f.iter().any(|x| x.kind == "free")
+    }
+
+    fn denied(pids: &[u32]) -> Vec<crate::model::Unreadable> {
+        pids.iter()
+            .map(|&pid| crate::model::Unreadable {
+                pid,
+                comm: None,
+                reason: crate::model::UnreadableReason::Permission,
+                why: "permission denied".into(),
+            })
+            .collect()
+    }
 
     fn gpu(i: u32, used: u64, accounted: u64) -> Gpu {
         Gpu {
@@ -1141,13 +1160,21 @@ mod tests {
         assert!(diagnose(&held).iter().all(|x| x.kind != "driver-leak"));
         // Partial view: not a leak, and not free.
         let mut partial = leak.clone();
-        partial.visibility.processes_unreadable = 3;
+        partial.visibility.unreadable = denied(&[7, 8, 9]);
         let f = diagnose(&partial);
         assert!(f.iter().all(|x| x.kind != "driver-leak"));
         assert!(f.iter().any(|x| x.kind == "partial-view"));
+        assert!(!is_free(&f), "never free from a partial view");
+        // Hidden processes while NVML accounts for all memory: free, with
+        // the caveat said (SPEC.md).
         let mut idle = base(vec![gpu(0, 0, 0)], vec![]);
         idle.visibility.hidepid = true;
-        assert!(!is_free(&diagnose(&idle)), "never free from a partial view");
+        idle.visibility.root = false;
+        let f = diagnose(&idle);
+        assert!(is_free(&f));
+        assert!(f
+            .iter()
+            .any(|x| x.kind == "partial-view" && x.message.contains("hidepid")));
         // In a nested PID namespace: another namespace's processes, not a leak.
         let mut nested = leak.clone();
         nested.visibility.nested_pid_namespace = true;

@@ -1,0 +1,318 @@
+//! The verdict, defined once: is a GPU free, busy, or is that unknown?
+//! `wait`, `kill`, `why`, `watch`, `status` and the metrics all read it
+//! from here (SPEC.md, "Exit codes").
+//!
+//! - **busy**: a live, unprotected process holds the GPU's node or memory;
+//!   NVML lists a process on it (a zombie, or a PID of another namespace);
+//!   or its memory is used above the idle baseline with nobody to account
+//!   for it while gpufree saw everything (a leak in the driver).
+//! - **unknown**: what gpufree could not see could change the answer: no
+//!   NVML or a GPU whose memory NVML could not report (lost, hung), a
+//!   process whose read failed or timed out, or memory above the baseline
+//!   that NVML attributes to no visible process while some processes could
+//!   not be read (not root, hidepid, an unlisted process list).
+//! - **free**: neither. Processes gpufree may not read are named as caveats
+//!   even then: NVML accounts for all the memory, so they cannot change it.
+
+use crate::model::{Gpu, Process, Snapshot, UnreadableReason, Verdict, VerdictState};
+use crate::units::mib;
+
+/// Unaccounted memory up to this much, with no holder, counts as the GPU's
+/// idle baseline (driver reservations), not as a leak.
+pub const IDLE_SLACK_BYTES: u64 = 512 << 20;
+
+/// What "free" means for a command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// `wait --max-used SIZE`: free means at most this much used, whoever
+    /// holds it.
+    pub max_used: Option<u64>,
+    /// `--holders-only`: the user accepts a verdict from the device-node
+    /// holders alone where NVML cannot report memory.
+    pub holders_only: bool,
+}
+
+/// How many PIDs a sentence names before "and N more".
+const NAMED: usize = 6;
+
+fn pid_list(pids: &[String]) -> String {
+    if pids.len() <= NAMED {
+        pids.join(", ")
+    } else {
+        format!(
+            "{} and {} more",
+            pids[..NAMED].join(", "),
+            pids.len() - NAMED
+        )
+    }
+}
+
+fn label(p: &Process) -> String {
+    format!("PID {} ({})", p.pid, p.comm)
+}
+
+/// Why NVML cannot report this GPU's memory, if it cannot.
+fn memory_unknown(s: &Snapshot, g: &Gpu) -> Option<String> {
+    if !s.nvml.available {
+        return Some(format!(
+            "NVML is unavailable, so its memory cannot be read ({})",
+            s.nvml.error.as_deref().unwrap_or("unknown error")
+        ));
+    }
+    if !g.memory.known {
+        let why = s
+            .unavailable
+            .iter()
+            .find(|u| u.gpu == Some(g.index) && u.what == "memory")
+            .map_or("NVML did not report it".to_string(), |u| u.why.clone());
+        return Some(format!("its memory could not be read: {why}"));
+    }
+    None
+}
+
+/// Why memory that NVML attributes to no visible process cannot be called
+/// a driver leak: the parts of the view that are missing. Empty when the
+/// view is complete.
+pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<String> {
+    let mut why = Vec::new();
+    if let Some(u) = s
+        .unavailable
+        .iter()
+        .find(|u| u.gpu == Some(gpu) && u.what.ends_with("processes"))
+    {
+        why.push(format!("NVML's {} list is unavailable ({})", u.what, u.why));
+    }
+    let denied: Vec<String> = s
+        .visibility
+        .unreadable
+        .iter()
+        .map(|u| u.pid.to_string())
+        .collect();
+    if !denied.is_empty() {
+        why.push(format!(
+            "{} could not be read (PID {})",
+            if denied.len() == 1 {
+                "1 process".to_string()
+            } else {
+                format!("{} processes", denied.len())
+            },
+            pid_list(&denied)
+        ));
+    }
+    if s.visibility.hidepid && !s.visibility.root {
+        why.push("/proc is mounted with hidepid: other users' processes are hidden".into());
+    }
+    why
+}
+
+/// The verdict for one GPU of `s`.
+pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
+    let mut busy = Vec::new();
+    let mut unknown = Vec::new();
+    let mut caveats = Vec::new();
+    let memory = memory_unknown(s, g);
+    let failed: Vec<String> = s
+        .visibility
+        .unreadable
+        .iter()
+        .filter(|u| u.reason != UnreadableReason::Permission)
+        .map(|u| format!("PID {}: {}", u.pid, u.why))
+        .collect();
+    let denied: Vec<String> = s
+        .visibility
+        .unreadable
+        .iter()
+        .filter(|u| u.reason == UnreadableReason::Permission)
+        .map(|u| u.pid.to_string())
+        .collect();
+    let hidden = s.visibility.hidepid && !s.visibility.root;
+
+    if let Some(max) = policy.max_used {
+        match &memory {
+            Some(why) => unknown.push(why.clone()),
+            None if g.memory.used_bytes > max => busy.push(format!(
+                "{} used, more than the {} allowed",
+                mib(g.memory.used_bytes),
+                mib(max)
+            )),
+            None => {}
+        }
+        return finish(busy, unknown, caveats);
+    }
+
+    let holders: Vec<String> = s
+        .processes
+        .iter()
+        .filter(|p| p.is_live() && !p.protected && p.touches_gpu(g.index))
+        .map(label)
+        .collect();
+    if !holders.is_empty() {
+        busy.push(format!(
+            "{} {} it: {}",
+            if holders.len() == 1 {
+                "1 process".to_string()
+            } else {
+                format!("{} processes", holders.len())
+            },
+            if holders.len() == 1 { "holds" } else { "hold" },
+            pid_list(&holders)
+        ));
+    }
+    for n in &g.nvml_processes {
+        match s.processes.iter().find(|p| p.pid == n.pid) {
+            Some(p) if !p.is_live() && !p.protected => busy.push(format!(
+                "zombie PID {} is still listed by NVML with {}: its parent PID {} must reap it",
+                p.pid,
+                n.used_bytes.map_or("memory".into(), mib),
+                p.ppid
+            )),
+            Some(_) => {}
+            None if s.visibility.nvml_pids_not_visible.contains(&n.pid) => busy.push(format!(
+                "NVML lists PID {} with {}, which this /proc does not have (another PID namespace)",
+                n.pid,
+                n.used_bytes.map_or("memory".into(), mib)
+            )),
+            None => {}
+        }
+    }
+
+    match &memory {
+        Some(why) if policy.holders_only => {
+            caveats.push(format!("memory not checked (--holders-only): {why}"));
+            if !denied.is_empty() || hidden {
+                unknown.push(format!(
+                    "a holders-only verdict needs every process, and {}",
+                    blind_spots(s, g.index).join("; ")
+                ));
+            }
+        }
+        Some(why) => unknown.push(why.clone()),
+        None => {
+            let listed_hidden: u64 = g
+                .nvml_processes
+                .iter()
+                .filter(|p| s.visibility.nvml_pids_not_visible.contains(&p.pid))
+                .filter_map(|p| p.used_bytes)
+                .sum();
+            let unexplained = g.memory.unaccounted_bytes.saturating_sub(listed_hidden);
+            if unexplained > IDLE_SLACK_BYTES {
+                let blind = blind_spots(s, g.index);
+                if blind.is_empty() {
+                    busy.push(format!(
+                        "{} used that no process holds: the driver has not released it",
+                        mib(unexplained)
+                    ));
+                } else {
+                    unknown.push(format!(
+                        "{} used that NVML attributes to no process gpufree can see, and {}",
+                        mib(unexplained),
+                        blind.join("; ")
+                    ));
+                }
+            }
+        }
+    }
+    if !failed.is_empty() {
+        unknown.push(format!(
+            "{} could not be read, so what {} hold is unknown: {}",
+            if failed.len() == 1 {
+                "1 process".to_string()
+            } else {
+                format!("{} processes", failed.len())
+            },
+            if failed.len() == 1 {
+                "it may"
+            } else {
+                "they may"
+            },
+            pid_list(&failed)
+        ));
+    }
+    let accounted = if unknown.is_empty() {
+        "; NVML accounts for the memory"
+    } else {
+        ""
+    };
+    if !denied.is_empty() {
+        caveats.push(format!(
+            "{} could not be read (permission denied: PID {}){}{accounted}",
+            if denied.len() == 1 {
+                "1 process".to_string()
+            } else {
+                format!("{} processes", denied.len())
+            },
+            pid_list(&denied),
+            if s.visibility.root {
+                ""
+            } else {
+                "; run as root to read them"
+            }
+        ));
+    }
+    if hidden {
+        caveats.push(format!(
+            "/proc is mounted with hidepid: other users' processes are hidden{accounted}"
+        ));
+    }
+    finish(busy, unknown, caveats)
+}
+
+fn finish(busy: Vec<String>, unknown: Vec<String>, caveats: Vec<String>) -> Verdict {
+    let state = if !busy.is_empty() {
+        VerdictState::Busy
+    } else if !unknown.is_empty() {
+        VerdictState::Unknown
+    } else {
+        VerdictState::Free
+    };
+    Verdict {
+        state,
+        reasons: busy.into_iter().chain(unknown).collect(),
+        caveats,
+    }
+}
+
+/// The verdict over every GPU of `s`: busy if one is busy, else unknown if
+/// one is unknown, else free. Reasons name their GPU.
+pub fn overall(s: &Snapshot, policy: &Policy) -> Verdict {
+    if s.gpus.is_empty() {
+        return Verdict {
+            state: VerdictState::Unknown,
+            reasons: vec!["no GPU to look at".into()],
+            caveats: Vec::new(),
+        };
+    }
+    let mut all = Verdict {
+        state: VerdictState::Free,
+        ..Verdict::default()
+    };
+    for g in &s.gpus {
+        let v = gpu(s, g, policy);
+        all.state = match (all.state, v.state) {
+            (VerdictState::Busy, _) | (_, VerdictState::Busy) => VerdictState::Busy,
+            (VerdictState::Unknown, _) | (_, VerdictState::Unknown) => VerdictState::Unknown,
+            _ => VerdictState::Free,
+        };
+        all.reasons.extend(
+            v.reasons
+                .into_iter()
+                .map(|r| format!("GPU {}: {r}", g.index)),
+        );
+        for c in v.caveats {
+            if !all.caveats.contains(&c) {
+                all.caveats.push(c);
+            }
+        }
+    }
+    all
+}
+
+/// Sets every GPU's verdict and the snapshot's, with the default policy.
+pub fn apply(s: &mut Snapshot) {
+    let policy = Policy::default();
+    let verdicts: Vec<Verdict> = s.gpus.iter().map(|g| gpu(s, g, &policy)).collect();
+    for (g, v) in s.gpus.iter_mut().zip(verdicts) {
+        g.verdict = v;
+    }
+    s.verdict = overall(s, &policy);
+}

@@ -1,0 +1,44 @@
+//! Test pause points: `GPUFREE_TEST_PAUSE` makes gpufree stop itself
+//! (SIGSTOP) at one named moment, so a test harness (its parent, waiting
+//! with `WUNTRACED`) can change the world exactly there — exit a holder and
+//! hand its PID to an innocent process, make a target exec — and then
+//! continue it with SIGCONT. It changes nothing gpufree reads or decides:
+//! the code after the pause sees the real system, as it would after any
+//! slow moment.
+//!
+//! Points: `scan:PID` (the scan has read PID's fd table and maps and found
+//! it a holder, and has not yet read its identity and details again) and
+//! `signal` (a kill was confirmed; no target has been pinned or stopped yet).
+
+use std::sync::OnceLock;
+
+/// The variable that names the pause point.
+pub const ENV: &str = "GPUFREE_TEST_PAUSE";
+
+fn wanted() -> Option<&'static str> {
+    static WANTED: OnceLock<Option<String>> = OnceLock::new();
+    WANTED
+        .get_or_init(|| std::env::var(ENV).ok().filter(|v| !v.is_empty()))
+        .as_deref()
+}
+
+fn stop_here() {
+    // The whole thread group stops; the harness continues it.
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::STOP);
+}
+
+/// The scan has read `pid`'s fds and maps and found a holder.
+pub fn after_holder_scan(pid: u32) {
+    if let Some(w) = wanted() {
+        if w.strip_prefix("scan:").and_then(|p| p.parse().ok()) == Some(pid) {
+            stop_here();
+        }
+    }
+}
+
+/// A kill was confirmed; nothing is pinned or signalled yet.
+pub fn before_signals() {
+    if wanted() == Some("signal") {
+        stop_here();
+    }
+}
