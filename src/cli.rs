@@ -744,7 +744,8 @@ fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Fail
         deadline,
         interval: args.interval.max(std::time::Duration::from_millis(1)),
     };
-    let outcome = crate::act::wait::wait(&c, &opts).map_err(|e| snapshot_failure(common, e))?;
+    let outcome =
+        crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_failure(common, e))?;
     let state = outcome.verdict.state;
     let mut out = std::io::stdout().lock();
     let which = format!(

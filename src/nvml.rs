@@ -103,7 +103,7 @@ pub struct Session {
     requests: Mutex<mpsc::Sender<mpsc::Sender<NvmlReport>>>,
     /// The answer to a read that was given up on: until it comes, the
     /// thread is still inside the driver and no new read is sent.
-    pending: Mutex<Option<mpsc::Receiver<NvmlReport>>>,
+    pending: Mutex<Option<(mpsc::Receiver<NvmlReport>, std::time::Instant)>>,
     shared: Arc<Shared>,
     status: NvmlStatus,
 }
@@ -219,11 +219,11 @@ impl Session {
             }
         };
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(rx) = pending.as_ref() {
+        if let Some((rx, since)) = pending.as_ref() {
             match rx.recv_timeout(timeout) {
                 Ok(_) | Err(mpsc::RecvTimeoutError::Disconnected) => *pending = None,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return unavailable(hung_message(&self.shared.current(), started.elapsed()))
+                    return unavailable(hung_message(&self.shared.current(), since.elapsed()))
                 }
             }
         }
@@ -240,7 +240,7 @@ impl Session {
             Ok(report) => report,
             Err(_) => {
                 let why = hung_message(&self.shared.current(), started.elapsed());
-                *pending = Some(rx);
+                *pending = Some((rx, started));
                 unavailable(why)
             }
         }

@@ -351,7 +351,7 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
                 .map(|c| parse::escape_bytes(c.trim_ascii_end())),
             reason: match why {
                 Unread::Permission => UnreadableReason::Permission,
-                Unread::TimedOut(_) => UnreadableReason::Timeout,
+                Unread::TimedOut(_) | Unread::NotReached => UnreadableReason::Timeout,
                 Unread::Failed { .. } => UnreadableReason::Error,
             },
             why: why.to_string(),

@@ -100,7 +100,7 @@ fn view(dev: &Device, state_path: &Path) -> DeviceView {
     let v = view_device(
         dev,
         now_ms(),
-        &|pid| pid_alive(proc_root, pid),
+        &|pid, start| pid_alive(proc_root, pid, start),
         &mut log,
         &mut changed,
     );
@@ -152,6 +152,7 @@ fn init() -> u32 {
             ret::UNKNOWN
         }
         Ok(state) => {
+            state::hang(&state.hang_ms, "init");
             lib.state = Some(state);
             lib.path = path;
             lib.refcount += 1;
@@ -286,7 +287,11 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> u32 {
     // SAFETY: `count` points to an unsigned int owned by the caller.
-    with_state(|s| unsafe { write(count, s.devices.len() as c_uint) })
+    with_state(|s| {
+        state::hang(&s.hang_ms, "device_count");
+        // SAFETY: as above.
+        unsafe { write(count, s.devices.len() as c_uint) }
+    })
 }
 
 /// `nvmlDeviceGetCount` (v1 name).

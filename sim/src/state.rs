@@ -20,6 +20,18 @@ pub struct State {
     /// The GPUs, in index order.
     #[serde(default)]
     pub devices: Vec<Device>,
+    /// Calls that hang this many milliseconds before they answer (an
+    /// extension of SPEC.md's format, for timeout tests): `init`,
+    /// `device_count`.
+    #[serde(default)]
+    pub hang_ms: BTreeMap<String, u64>,
+}
+
+/// Sleeps as long as `hang_ms` says for `call`: a driver call that hangs.
+pub fn hang(hang_ms: &BTreeMap<String, u64>, call: &str) {
+    if let Some(&ms) = hang_ms.get(call) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 fn default_driver() -> String {
@@ -63,11 +75,17 @@ pub struct Device {
     /// for GPU_IS_LOST.
     #[serde(default)]
     pub errors: BTreeMap<String, u32>,
+    /// Calls that hang this many milliseconds before they answer (an
+    /// extension of SPEC.md's format), with the keys of `errors`.
+    #[serde(default)]
+    pub hang_ms: BTreeMap<String, u64>,
 }
 
 impl Device {
-    /// The return code injected for `call`, if any.
+    /// Hangs as configured for `call`, then gives the return code injected
+    /// for it, if any.
     pub fn injected(&self, call: &str) -> Option<u32> {
+        hang(&self.hang_ms, call);
         self.errors.get(call).copied()
     }
 }
@@ -86,6 +104,11 @@ pub struct Process {
     /// When it is reported.
     #[serde(default)]
     pub visible: Visibility,
+    /// With `while-alive`: reported only while the process with this PID
+    /// has this start time (stat field 22), as the real driver tracks a
+    /// process and not a number: a reused PID is not reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time_ticks: Option<u64>,
 }
 
 /// The NVML list that reports a process.
@@ -150,16 +173,21 @@ impl State {
     }
 }
 
-/// Whether a PID exists in this /proc and is not a zombie (or dead).
-pub fn pid_alive(proc_root: &Path, pid: u32) -> bool {
+/// Whether a PID exists in this /proc and is not a zombie (or dead), and,
+/// when `start_time` is given, started at that tick.
+pub fn pid_alive(proc_root: &Path, pid: u32, start_time: Option<u64>) -> bool {
     let Ok(stat) = std::fs::read(proc_root.join(pid.to_string()).join("stat")) else {
         return false;
     };
-    // The state is the first field after the last ')' (comm may hold ')').
+    // Fields after the last ')' (comm may hold ')'): state first, the
+    // start time 20th.
     let Some(close) = stat.iter().rposition(|&b| b == b')') else {
         return false;
     };
-    !matches!(stat.get(close + 2), Some(b'Z' | b'X' | b'x') | None)
+    let rest = String::from_utf8_lossy(stat.get(close + 2..).unwrap_or_default());
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let live = !matches!(fields.first(), Some(&("Z" | "X" | "x")) | None);
+    live && start_time.is_none_or(|want| fields.get(19).and_then(|f| f.parse().ok()) == Some(want))
 }
 
 /// The moments at which `while-alive` PIDs were first seen gone, kept in a
@@ -211,7 +239,7 @@ pub struct DeviceView {
 pub fn view_device(
     dev: &Device,
     now_ms: u64,
-    alive: &dyn Fn(u32) -> bool,
+    alive: &dyn Fn(u32, Option<u64>) -> bool,
     log: &mut GoneLog,
     changed: &mut bool,
 ) -> DeviceView {
@@ -219,7 +247,7 @@ pub fn view_device(
     for p in &dev.processes {
         let reported = match p.visible {
             Visibility::Always => true,
-            Visibility::WhileAlive if alive(p.pid) => {
+            Visibility::WhileAlive if alive(p.pid, p.start_time_ticks) => {
                 if log.first_gone_ms.remove(&p.pid).is_some() {
                     *changed = true;
                 }
@@ -266,18 +294,21 @@ mod tests {
             leaked_bytes: 5,
             release_delay_ms: delay,
             errors: BTreeMap::new(),
+            hang_ms: BTreeMap::new(),
             processes: vec![
                 Process {
                     pid: 7,
                     used_bytes: 100,
                     kind: ProcessKind::Compute,
                     visible: Visibility::WhileAlive,
+                    start_time_ticks: None,
                 },
                 Process {
                     pid: 999_999,
                     used_bytes: 50,
                     kind: ProcessKind::Graphics,
                     visible: Visibility::Always,
+                    start_time_ticks: None,
                 },
             ],
         }
@@ -287,7 +318,7 @@ mod tests {
     fn alive_process_counts_and_always_counts_when_absent() {
         let mut log = GoneLog::default();
         let mut changed = false;
-        let v = view_device(&dev(0), 0, &|pid| pid == 7, &mut log, &mut changed);
+        let v = view_device(&dev(0), 0, &|pid, _| pid == 7, &mut log, &mut changed);
         assert_eq!(v.used_bytes, 165);
         assert_eq!(v.processes.len(), 2);
     }
@@ -297,12 +328,12 @@ mod tests {
         let d = dev(2000);
         let mut log = GoneLog::default();
         let mut changed = false;
-        let v = view_device(&d, 1000, &|_| false, &mut log, &mut changed);
+        let v = view_device(&d, 1000, &|_, _| false, &mut log, &mut changed);
         assert!(changed, "first sight of the exit is recorded");
         assert_eq!(v.used_bytes, 165, "still held during the delay");
-        let v = view_device(&d, 2999, &|_| false, &mut log, &mut changed);
+        let v = view_device(&d, 2999, &|_, _| false, &mut log, &mut changed);
         assert_eq!(v.used_bytes, 165);
-        let v = view_device(&d, 3000, &|_| false, &mut log, &mut changed);
+        let v = view_device(&d, 3000, &|_, _| false, &mut log, &mut changed);
         assert_eq!(v.used_bytes, 65, "released once the delay has passed");
     }
 
@@ -310,7 +341,7 @@ mod tests {
     fn no_delay_releases_at_once() {
         let mut log = GoneLog::default();
         let mut changed = false;
-        let v = view_device(&dev(0), 0, &|_| false, &mut log, &mut changed);
+        let v = view_device(&dev(0), 0, &|_, _| false, &mut log, &mut changed);
         assert_eq!(v.used_bytes, 65);
         assert!(!changed);
     }
@@ -320,7 +351,7 @@ mod tests {
         let mut d = dev(0);
         d.leaked_bytes = 10_000;
         let mut log = GoneLog::default();
-        let v = view_device(&d, 0, &|_| true, &mut log, &mut false);
+        let v = view_device(&d, 0, &|_, _| true, &mut log, &mut false);
         assert_eq!(v.used_bytes, 1000);
     }
 
@@ -338,10 +369,20 @@ mod tests {
         std::fs::create_dir_all(dir.join("5")).unwrap();
         std::fs::write(dir.join("5/stat"), b"5 (a) b) Z 1 2").unwrap();
         std::fs::create_dir_all(dir.join("6")).unwrap();
-        std::fs::write(dir.join("6/stat"), b"6 (x) S 1 2").unwrap();
-        assert!(!pid_alive(&dir, 5));
-        assert!(pid_alive(&dir, 6));
-        assert!(!pid_alive(&dir, 7));
+        let fields: Vec<String> = (3..=22).map(|f| f.to_string()).collect();
+        std::fs::write(
+            dir.join("6/stat"),
+            format!("6 (x) S {}", fields[1..].join(" ")),
+        )
+        .unwrap();
+        assert!(!pid_alive(&dir, 5, None));
+        assert!(pid_alive(&dir, 6, None));
+        assert!(pid_alive(&dir, 6, Some(22)), "field 22 is the start time");
+        assert!(
+            !pid_alive(&dir, 6, Some(21)),
+            "another start time: a reused PID"
+        );
+        assert!(!pid_alive(&dir, 7, None));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -564,7 +564,7 @@ fn round(
     };
     if !running.is_empty() {
         for &i in &running {
-            if refs[i].signal(Signal::KILL).is_ok() && !refs[i].exited() {
+            if refs[i].signal(Signal::KILL).is_ok() {
                 report.killed_hard.push(refs[i].pid);
             }
         }

@@ -60,18 +60,14 @@ fn fingerprint(c: &Collector, gpus: &[u32], deadline: Instant) -> Vec<(u64, Vec<
         .collect()
 }
 
-/// Waits until the selected GPUs are free or the deadline passes. An
-/// unknown verdict that cannot change by waiting (no NVML library, without
-/// `--holders-only`) ends the wait at once.
-pub fn wait(c: &Collector, opts: &Options) -> Result<Outcome, SnapshotError> {
+/// Waits until the selected GPUs are free or the deadline passes, from a
+/// first snapshot already taken. An unknown verdict that cannot change by
+/// waiting (no NVML library, without `--holders-only`) ends the wait at once.
+pub fn wait(c: &Collector, opts: &Options, first: Snapshot) -> Result<Outcome, SnapshotError> {
     let started = Instant::now();
-    let mut snapshots = 0;
+    let mut snapshots = 1;
+    let mut snap = select(first, &opts.gpus);
     loop {
-        let snap = select(
-            c.snapshot_until(Some(opts.deadline + LAST_LOOK))?,
-            &opts.gpus,
-        );
-        snapshots += 1;
         let verdict = verdict::overall(&snap, &opts.policy);
         let hopeless = verdict.state == VerdictState::Unknown && !c.has_nvml();
         if verdict.state == VerdictState::Free || hopeless || Instant::now() >= opts.deadline {
@@ -110,5 +106,10 @@ pub fn wait(c: &Collector, opts: &Options) -> Result<Outcome, SnapshotError> {
                 break;
             }
         }
+        snap = select(
+            c.snapshot_until(Some(opts.deadline + LAST_LOOK))?,
+            &opts.gpus,
+        );
+        snapshots += 1;
     }
 }

@@ -66,6 +66,8 @@ pub enum Unread {
     Permission,
     /// A read did not finish within the read timeout.
     TimedOut(Duration),
+    /// Not read at all: the command's deadline came first.
+    NotReached,
     /// A read failed with another error (EIO, EMFILE...).
     Failed {
         /// Which file or step.
@@ -80,6 +82,7 @@ impl std::fmt::Display for Unread {
         match self {
             Unread::Permission => f.write_str("permission denied"),
             Unread::TimedOut(d) => write!(f, "a read timed out after {:.1} s", d.as_secs_f64()),
+            Unread::NotReached => f.write_str("not read before the deadline"),
             Unread::Failed { what, errno } => write!(f, "reading {what} failed: {errno}"),
         }
     }
@@ -464,15 +467,16 @@ pub fn open_proc(proc_root: &Path) -> Result<OwnedFd, ScanError> {
 type Job<T> = Arc<dyn Fn(u32, &mut Vec<u8>) -> T + Send + Sync>;
 
 /// Runs `job` on every PID over worker threads, each PID's job under
-/// `limits`. A job that does not return in time is reported as `Err` with
-/// the time it was given; its thread is left behind (it holds only shared
-/// references), and a fresh worker takes over the queue.
+/// `limits`. A job that does not return in time is reported as
+/// `Err(TimedOut)`; its thread is left behind (it holds only shared
+/// references), and a fresh worker takes over the queue. PIDs not started
+/// by the deadline are `Err(NotReached)`.
 fn run_jobs<T: Send + 'static>(
     pids: Vec<u32>,
     threads: usize,
     limits: Limits,
     job: Job<T>,
-) -> Vec<(u32, Result<T, Duration>)> {
+) -> Vec<(u32, Result<T, Unread>)> {
     struct Queue {
         pids: Vec<u32>,
         next: AtomicUsize,
@@ -511,13 +515,32 @@ fn run_jobs<T: Send + 'static>(
         let _ = spawn(&queue, &tx);
     }
     let total = queue.pids.len();
-    let mut done: BTreeMap<u32, Result<T, Duration>> = BTreeMap::new();
+    let mut done: BTreeMap<u32, Result<T, Unread>> = BTreeMap::new();
     let tick = Duration::from_millis(20).min(limits.read_timeout);
     while done.len() < total {
         let now = Instant::now();
         if limits.deadline.is_some_and(|d| now >= d) {
-            for &pid in &queue.pids {
-                done.entry(pid).or_insert(Err(limits.read_timeout));
+            // Stop the queue; what was in hand timed out, the rest was
+            // never reached.
+            let started = queue.next.swap(total, Ordering::Relaxed).min(total);
+            let in_hand: Vec<(u32, Instant)> = queue
+                .busy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .flatten()
+                .copied()
+                .collect();
+            for (pid, since) in in_hand {
+                done.entry(pid)
+                    .or_insert(Err(Unread::TimedOut(since.elapsed())));
+            }
+            for &pid in &queue.pids[..started] {
+                done.entry(pid)
+                    .or_insert(Err(Unread::TimedOut(limits.read_timeout)));
+            }
+            for &pid in &queue.pids[started..] {
+                done.entry(pid).or_insert(Err(Unread::NotReached));
             }
             break;
         }
@@ -539,7 +562,8 @@ fn run_jobs<T: Send + 'static>(
                         .collect()
                 };
                 for pid in stuck {
-                    done.entry(pid).or_insert(Err(limits.read_timeout));
+                    done.entry(pid)
+                        .or_insert(Err(Unread::TimedOut(limits.read_timeout)));
                     let _ = spawn(&queue, &tx);
                 }
             }
@@ -586,9 +610,9 @@ pub fn scan(
                 result.scanned += 1;
                 result.unreadable.push((pid, why));
             }
-            Err(after) => {
+            Err(why) => {
                 result.scanned += 1;
-                result.unreadable.push((pid, Unread::TimedOut(after)));
+                result.unreadable.push((pid, why));
             }
             Ok(Outcome::Clean) => result.scanned += 1,
             Ok(Outcome::Holds(seen)) => {
@@ -630,7 +654,7 @@ pub fn pin(
                     unread.push((pid, why));
                 }
             }
-            Err(after) => unread.push((pid, Unread::TimedOut(after))),
+            Err(why) => unread.push((pid, why)),
         }
     }
     (seen, unread)
