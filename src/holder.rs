@@ -56,6 +56,11 @@ pub struct HoldSpec {
     /// being stopped.
     #[serde(default)]
     pub fork_on_term: Option<Box<ChildSpec>>,
+    /// On each SIGTERM, start a copy of this holder (surviving its parent,
+    /// with one fewer re-fork; the last copy ignores SIGTERM) and keep
+    /// running: a TERM-ignoring holder that re-forks.
+    #[serde(default)]
+    pub refork_on_term: u32,
     /// Exit this long after reporting ready.
     #[serde(default)]
     pub exit_after_ms: Option<u64>,
@@ -196,8 +201,19 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     if spec.ignore_term {
         ignore_sigterm();
     }
+    unblock_signals();
     if let Some(child) = spec.fork_on_term.clone() {
-        fork_on_term(*child)?;
+        on_term(*child, false)?;
+    }
+    if spec.refork_on_term > 0 {
+        let mut copy = spec.clone();
+        copy.refork_on_term -= 1;
+        copy.ignore_term = copy.refork_on_term == 0;
+        copy.survive_parent = true;
+        copy.children.clear();
+        copy.label = "refork".into();
+        let argv = std::env::args().collect();
+        on_term(ChildSpec { argv, spec: copy }, true)?;
     }
     let mut kept: Vec<OwnedFd> = Vec::new();
     for p in &spec.fd {
@@ -250,10 +266,24 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     std::process::exit(0);
 }
 
-/// Blocks SIGTERM in every thread and lets one thread take it with
-/// `sigwait`: then it starts `child` and exits the process.
+/// Starts with no signal blocked: a mask inherited from the starter (one
+/// that blocks SIGTERM for `sigwait`) would make this holder deaf to TERM.
 #[allow(unsafe_code)]
-fn fork_on_term(child: ChildSpec) -> std::io::Result<()> {
+fn unblock_signals() {
+    // SAFETY: plain libc calls on a local, zero-initialised sigset_t, made
+    // before any other thread exists.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Blocks SIGTERM in every thread and lets one thread take it with
+/// `sigwait`: then it starts `child`, and exits the process unless `stay`
+/// (then it waits for the next SIGTERM).
+#[allow(unsafe_code)]
+fn on_term(child: ChildSpec, stay: bool) -> std::io::Result<()> {
     // SAFETY: plain libc calls on a local, zero-initialised sigset_t; the
     // mask is set before any other thread exists, so all inherit it.
     unsafe {
@@ -262,7 +292,7 @@ fn fork_on_term(child: ChildSpec) -> std::io::Result<()> {
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
-    std::thread::spawn(move || {
+    std::thread::spawn(move || loop {
         // SAFETY: as above; sigwait only reads the set and writes `sig`.
         let mut sig = 0;
         unsafe {
@@ -276,7 +306,9 @@ fn fork_on_term(child: ChildSpec) -> std::io::Result<()> {
                 std::mem::forget(s); // it must outlive us
             }
         }
-        std::process::exit(0);
+        if !stay {
+            std::process::exit(0);
+        }
     });
     Ok(())
 }

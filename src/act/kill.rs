@@ -568,9 +568,10 @@ fn round(
                 report.killed_hard.push(refs[i].pid);
             }
         }
+        // SIGKILL takes a moment to land; the verdict's reserve pays for it.
         let _ = wait_exited(
             &running.iter().map(|&i| refs[i]).collect::<Vec<_>>(),
-            Duration::from_secs(5).min(deadlines.left()),
+            Duration::from_secs(5).min(deadlines.end.saturating_duration_since(Instant::now())),
         );
     }
     signalled
@@ -702,18 +703,13 @@ pub fn execute(
         handled.extend(entries.iter().map(|e| (e.pid, e.start_time_ticks)));
         report.found_by_rescan.extend(entries.iter().map(|e| e.pid));
     }
-    report.survivors = all.iter().filter(|t| !t.exited()).map(|t| t.pid).collect();
-    report.waiting_for_kernel = all
-        .iter()
-        .filter(|t| !t.exited() && t.state() == 'D')
-        .map(|t| t.pid)
-        .collect();
     report.targets.sort_unstable();
     report.targets.dedup();
     report.found_by_rescan.sort_unstable();
     report.found_by_rescan.dedup();
 
     if opts.no_wait {
+        report.survivors = all.iter().filter(|t| !t.exited()).map(|t| t.pid).collect();
         report.verdict = VerdictState::Unknown;
         report.reasons = vec!["not waited for (--no-wait)".into()];
         return report;
@@ -754,6 +750,12 @@ pub fn execute(
             vec![format!("no final snapshot: {e}")],
         ),
     };
+    report.survivors = all.iter().filter(|t| !t.exited()).map(|t| t.pid).collect();
+    report.waiting_for_kernel = all
+        .iter()
+        .filter(|t| !t.exited() && t.state() == 'D')
+        .map(|t| t.pid)
+        .collect();
     report.verdict = state;
     report.reasons = reasons;
     report.released = state == VerdictState::Free;

@@ -178,13 +178,9 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
 
     match &memory {
         Some(why) if policy.holders_only => {
+            // The user accepts the holders as the answer; what could not be
+            // read for lack of permission stays a caveat, named below.
             caveats.push(format!("memory not checked (--holders-only): {why}"));
-            if !denied.is_empty() || hidden {
-                unknown.push(format!(
-                    "a holders-only verdict needs every process, and {}",
-                    blind_spots(s, g.index).join("; ")
-                ));
-            }
         }
         Some(why) => unknown.push(why.clone()),
         None => {

@@ -175,6 +175,53 @@ pub fn status_json_no_nvml(dir: &TestDir) -> Value {
     r.json()
 }
 
+/// `gpufree kill --json ARGS` (stdin not a terminal) against the simulator:
+/// exit code, the JSON document (null when none), stderr.
+pub fn kill_json(
+    dev: &Path,
+    state: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, Value, String) {
+    let lib = sim_lib();
+    let mut a = vec![
+        "kill",
+        "--json",
+        "--dev-dir",
+        dev.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ];
+    a.extend(args);
+    let mut e = vec![("GPUFREE_SIM_STATE", state.to_str().unwrap())];
+    e.extend(env);
+    let r = gpufree(&a, &e);
+    let doc = if r.stdout.trim().is_empty() {
+        Value::Null
+    } else {
+        r.json()
+    };
+    (r.code, doc, r.stderr)
+}
+
+/// PIDs of a JSON array.
+pub fn u32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .map(|a| a.iter().map(|p| p.as_u64().unwrap() as u32).collect())
+        .unwrap_or_default()
+}
+
+/// Sends SIGKILL through a pidfd to a process a test started (directly or
+/// through a holder that forked it), if it is still there.
+pub fn reap_stray(pid: u32) {
+    if let Ok(fd) = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::PidfdFlags::empty(),
+    ) {
+        let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
+    }
+}
+
 /// The process with `pid` in a status document.
 pub fn process(doc: &Value, pid: u32) -> Option<&Value> {
     doc["processes"]

@@ -10,35 +10,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// `gpufree kill --json ARGS` (stdin not a terminal) against the simulator.
 fn kill(dev: &Path, state: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
-    let lib = sim_lib();
-    let mut a = vec![
-        "kill",
-        "--json",
-        "--dev-dir",
-        dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    a.extend(args);
-    let mut e = vec![("GPUFREE_SIM_STATE", state.to_str().unwrap())];
-    e.extend(env);
-    let r = gpufree(&a, &e);
-    let doc = if r.stdout.trim().is_empty() {
-        Value::Null
-    } else {
-        r.json()
-    };
-    (r.code, doc, r.stderr)
-}
-
-fn u32s(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_u64().unwrap() as u32)
-        .collect()
+    kill_json(dev, state, args, env)
 }
 
 #[test]

@@ -13,5 +13,6 @@ mod scan;
 mod serve;
 mod sim;
 mod status;
+mod trust;
 mod watch;
 mod why;

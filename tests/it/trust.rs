@@ -1,0 +1,446 @@
+//! Trust in `kill` and `wait` (issue "Trust I"): nothing unproven is called
+//! free or released, selectors match exactly, the timeout is a hard cap,
+//! and what the targets fork while they are being stopped is freed in the
+//! same run. Real processes, the simulator, real cgroups where named.
+
+use crate::harness::*;
+use gpufree::holder::{ChildSpec, HoldSpec, Spawned};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Root-only tests skip loudly off CI and fail on CI.
+fn need_root(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI runs as root: {what}");
+    eprintln!("skipped: {what} needs root");
+    false
+}
+
+fn no_nvml_kill(dev: &Path, args: &[&str]) -> Run {
+    let mut a = vec![
+        "kill",
+        "--json",
+        "--dev-dir",
+        dev.to_str().unwrap(),
+        "--nvml-lib",
+        "/nonexistent/libnvidia-ml.so.1",
+    ];
+    a.extend(args);
+    gpufree(&a, &[])
+}
+
+#[test]
+fn zombie_still_listed_by_nvml_is_not_released_exit_4_naming_the_parent() {
+    let d = TestDir::new(1);
+    let z = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            exit_after_ms: Some(0),
+            ..HoldSpec::default()
+        },
+    );
+    wait_state(z.pid(), 'Z');
+    let state = d.one_gpu(&[(z.pid(), 1024, "always")], 0);
+    let pid = z.pid().to_string();
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &["--pid", &pid, "--yes", "--timeout", "1s"],
+        &[],
+    );
+    assert_eq!(code, 4, "{err}\n{}", doc["kill"]);
+    assert_eq!(doc["kill"]["released"], false);
+    let reasons = doc["kill"]["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!("parent PID {} must reap it", std::process::id())),
+        "{reasons}"
+    );
+    // The same GPU-wide: the verdict of GPU 0 names the zombie.
+    let (code, doc, _) = kill_json(
+        &d.dev,
+        &state,
+        &["--gpu", "0", "--yes", "--timeout", "1s"],
+        &[],
+    );
+    assert_eq!(code, 4, "{}", doc["kill"]);
+    assert!(doc["kill"]["reasons"].to_string().contains("zombie"));
+}
+
+#[test]
+fn without_nvml_the_release_is_unknown_exit_3_unless_holders_only() {
+    let d = TestDir::new(1);
+    let h = d.mapper("nvidia0");
+    let r = no_nvml_kill(&d.dev, &["--gpu", "0", "--yes", "--grace", "2s"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let last = r.stderr.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("gpufree: kill: the release is unknown") && last.contains("NVML"),
+        "one line says why: {}",
+        r.stderr
+    );
+    assert!(!alive(h.pid()), "the holder was still freed");
+    let doc = r.json();
+    assert_eq!(doc["kill"]["released"], false);
+    assert_eq!(doc["kill"]["verdict"], "unknown");
+    let h = d.mapper("nvidia0");
+    let r = no_nvml_kill(&d.dev, &["--gpu", "0", "--yes", "--holders-only"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["kill"]["released"], true);
+    assert!(!alive(h.pid()));
+}
+
+#[test]
+fn wait_without_nvml_exits_3_at_once_naming_why_and_0_with_holders_only() {
+    let d = TestDir::new(1);
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "wait".to_string(),
+            "--dev-dir".into(),
+            d.dev.to_str().unwrap().into(),
+            "--nvml-lib".into(),
+            "/nonexistent/libnvidia-ml.so.1".into(),
+            "--timeout".into(),
+            "30s".into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let started = Instant::now();
+    let a = args(&[]);
+    let r = gpufree(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no point waiting"
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("NVML is unavailable"), "{}", r.stderr);
+    let a = args(&["--holders-only"]);
+    let r = gpufree(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+#[test]
+fn wait_on_a_lost_gpu_is_unknown_exit_3_never_free() {
+    let d = TestDir::new(1);
+    let mut g = sim_gpu(0, &[], 0);
+    g["errors"] = json!({"memory_info": 15, "compute_processes": 15, "graphics_processes": 15});
+    let state = d.state(&sim_state(vec![g]));
+    let lib = sim_lib();
+    let started = Instant::now();
+    let r = gpufree(
+        &[
+            "wait",
+            "--timeout",
+            "1s",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("GPU_IS_LOST"), "{}", r.stderr);
+    assert!(started.elapsed() < Duration::from_millis(1700));
+}
+
+#[test]
+fn scan_hitting_emfile_is_unknown_never_free() {
+    // A hard limit of 8 open files: gpufree cannot open /proc/PID
+    // directories for most processes. That is "could not see", not "gone".
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let lib = sim_lib();
+    let r = run_cmd(
+        std::process::Command::new("prlimit")
+            .args(["--nofile=8:8", "--"])
+            .arg(bin())
+            .args([
+                "wait",
+                "--json",
+                "--timeout",
+                "0",
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+                "--nvml-lib",
+                lib.to_str().unwrap(),
+            ])
+            .env("GPUFREE_SIM_STATE", &state),
+    );
+    assert_ne!(
+        r.code, 0,
+        "never free when the scan could not read: {}",
+        r.stdout
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("Too many open files"), "{}", r.stderr);
+}
+
+#[test]
+fn kill_timeout_bounds_the_whole_kill_grace_included() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ignore_term: true,
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
+    let started = Instant::now();
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &["--gpu", "0", "--yes", "--grace", "30s", "--timeout", "2s"],
+        &[],
+    );
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(2500 + 300),
+        "--timeout 2s took {took:?} (the kill's own start included)"
+    );
+    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    assert_eq!(u32s(&doc["kill"]["killed_hard"]), vec![h.pid()]);
+    assert!(!alive(h.pid()));
+}
+
+#[test]
+fn fork_on_term_chain_is_followed_to_the_end_in_one_run() {
+    // A forks B on SIGTERM and exits; B forks C on SIGTERM and exits; C
+    // holds the node until it is signalled. Each is orphaned by the time
+    // the rescan sees it, in the same process group and session as A.
+    let d = TestDir::new(1);
+    let c = ChildSpec {
+        argv: vec!["gpufree".into(), "link-c".into()],
+        spec: HoldSpec {
+            survive_parent: true,
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    };
+    let b = ChildSpec {
+        argv: vec!["gpufree".into(), "link-b".into()],
+        spec: HoldSpec {
+            survive_parent: true,
+            mmap: vec![d.node("nvidia0")],
+            fork_on_term: Some(Box::new(c)),
+            ..HoldSpec::default()
+        },
+    };
+    let a = hold(
+        &["gpufree", "link-a"],
+        HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            fork_on_term: Some(Box::new(b)),
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.one_gpu(&[], 0);
+    let pid = a.pid().to_string();
+    // --pid names A only: B and C join because A forked them.
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "20s"],
+        &[],
+    );
+    let found = u32s(&doc["kill"]["found_by_rescan"]);
+    for &p in &found {
+        reap_stray(p);
+    }
+    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    assert_eq!(found.len(), 2, "B and C: {}", doc["kill"]);
+    for p in found.iter().chain([a.pid()].iter()) {
+        assert!(!alive(*p), "{p} survived");
+    }
+    assert_eq!(doc["kill"]["released"], true);
+    assert!(doc["processes"].as_array().unwrap().is_empty(), "{doc}");
+}
+
+#[test]
+fn term_ignoring_child_that_reforks_is_killed_and_its_copies_too() {
+    // A holder whose child ignores SIGTERM and answers each one by forking
+    // a copy of itself that holds the node.
+    let d = TestDir::new(1);
+    let parent = hold(
+        &["gpufree", "launcher"],
+        HoldSpec {
+            fd: vec![d.node("nvidia-uvm")],
+            children: vec![ChildSpec {
+                argv: vec!["gpufree".into(), "reforker".into()],
+                spec: HoldSpec {
+                    label: "reforker".into(),
+                    survive_parent: true,
+                    mmap: vec![d.node("nvidia0")],
+                    refork_on_term: 4,
+                    ..HoldSpec::default()
+                },
+            }],
+            ..HoldSpec::default()
+        },
+    );
+    let reforker = parent.pids[0].0;
+    let state = d.one_gpu(&[(reforker, 2048, "while-alive")], 0);
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &[
+            "--gpu",
+            "0",
+            "--yes",
+            "--grace",
+            "500ms",
+            "--timeout",
+            "20s",
+        ],
+        &[],
+    );
+    let found = u32s(&doc["kill"]["found_by_rescan"]);
+    for &p in found.iter().chain([reforker].iter()) {
+        reap_stray(p);
+    }
+    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    assert!(!found.is_empty(), "its copies were found: {}", doc["kill"]);
+    assert!(u32s(&doc["kill"]["killed_hard"]).contains(&reforker));
+    for p in found.iter().chain([reforker].iter()) {
+        assert!(!alive(*p), "{p} survived");
+    }
+    assert!(doc["kill"]["rounds"].as_u64().unwrap() >= 2);
+    assert_eq!(doc["kill"]["released"], true);
+}
+
+/// A cgroup v2 directory of the test's own, removed at the end.
+struct Cgroup {
+    path: PathBuf,
+}
+
+impl Cgroup {
+    /// `/sys/fs/cgroup/unified/gpufree-it-PID/REL` (or under the v2 root).
+    fn new(rel: &str) -> Option<Cgroup> {
+        let root = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| {
+                p.join("cgroup.procs").exists() && p.join("cgroup.subtree_control").exists()
+            })?;
+        let path = root
+            .join(format!("gpufree-it-{}", std::process::id()))
+            .join(rel);
+        std::fs::create_dir_all(&path).ok()?;
+        Some(Cgroup { path })
+    }
+
+    fn add(&self, pid: u32) {
+        std::fs::write(self.path.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Our processes are gone by now (declared after this guard); remove
+        // the directory and its parent if empty.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.path).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(parent) = self.path.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}
+
+fn in_cgroup(d: &TestDir, cg: &Cgroup) -> Spawned {
+    let h = d.mapper("nvidia0");
+    cg.add(h.pid());
+    h
+}
+
+#[test]
+fn kill_unit_matches_exactly_not_by_prefix() {
+    if !need_root("moving processes into cgroups") {
+        return;
+    }
+    let d = TestDir::new(1);
+    let (Some(one), Some(ten)) = (
+        Cgroup::new("audit-vllm-1.service"),
+        Cgroup::new("audit-vllm-10.service"),
+    ) else {
+        assert!(std::env::var_os("CI").is_none(), "CI needs cgroup v2");
+        eprintln!("skipped: no writable cgroup v2 here");
+        return;
+    };
+    let h1 = in_cgroup(&d, &one);
+    let h10 = in_cgroup(&d, &ten);
+    let state = d.one_gpu(&[], 0);
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &["--unit", "audit-vllm-1", "--yes", "--grace", "2s"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    assert_eq!(u32s(&doc["kill"]["targets"]), vec![h1.pid()]);
+    assert!(!alive(h1.pid()));
+    assert!(alive(h10.pid()), "audit-vllm-10 is another unit");
+    let (code, doc, _) = kill_json(
+        &d.dev,
+        &state,
+        &["--unit", "audit-vllm-10.service", "--yes", "--grace", "2s"],
+        &[],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(u32s(&doc["kill"]["targets"]), vec![h10.pid()]);
+}
+
+#[test]
+fn kill_unit_container_prefix_must_be_unique_and_12_hex_digits() {
+    if !need_root("moving processes into cgroups") {
+        return;
+    }
+    let d = TestDir::new(1);
+    let id_a = format!("abcdef012345{}", "0".repeat(52));
+    let id_b = format!("abcdef012345{}", "1".repeat(52));
+    let (Some(a), Some(b)) = (
+        Cgroup::new(&format!("docker/{id_a}")),
+        Cgroup::new(&format!("docker/{id_b}")),
+    ) else {
+        assert!(std::env::var_os("CI").is_none(), "CI needs cgroup v2");
+        eprintln!("skipped: no writable cgroup v2 here");
+        return;
+    };
+    let ha = in_cgroup(&d, &a);
+    let hb = in_cgroup(&d, &b);
+    let state = d.one_gpu(&[], 0);
+    let (code, _, err) = kill_json(&d.dev, &state, &["--unit", "abcdef012345", "--yes"], &[]);
+    assert_eq!(code, 2, "ambiguous: {err}");
+    assert!(
+        err.contains("ambiguous") && err.contains(&id_a) && err.contains(&id_b),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (code, doc, _) = kill_json(&d.dev, &state, &["--unit", "abcdef01234", "--yes"], &[]);
+    assert_eq!(code, 0, "11 hex digits name nothing");
+    assert_eq!(u32s(&doc["kill"]["targets"]), Vec::<u32>::new());
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &["--unit", "abcdef0123451", "--yes", "--grace", "2s"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(u32s(&doc["kill"]["targets"]), vec![hb.pid()]);
+    assert!(alive(ha.pid()));
+    let _ = Value::Null;
+}
