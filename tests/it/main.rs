@@ -14,5 +14,6 @@ mod serve;
 mod sim;
 mod status;
 mod trust;
+mod verdict;
 mod watch;
 mod why;
