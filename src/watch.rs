@@ -155,11 +155,23 @@ impl App {
 }
 
 fn bar(width: usize, g: &crate::model::Gpu) -> Line<'static> {
+    use crate::model::VerdictState;
     let m = g.memory;
-    let mut spans = vec![Span::styled(
-        format!("GPU {:<2} ", g.index),
-        Style::new().add_modifier(Modifier::BOLD),
-    )];
+    let color = match g.verdict.state {
+        VerdictState::Free => Color::Green,
+        VerdictState::Busy => Color::Red,
+        VerdictState::Unknown => Color::Yellow,
+    };
+    let mut spans = vec![
+        Span::styled(
+            format!("GPU {:<2} ", g.index),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(
+            format!("{:<8}", g.verdict.state.as_str()),
+            Style::new().fg(color),
+        ),
+    ];
     if !m.known || m.total_bytes == 0 {
         spans.push(Span::raw("memory unknown"));
         return Line::from(spans);

@@ -66,7 +66,25 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
         "gpu_holders",
         "Processes holding the GPU's memory (kind=memory) or only its device node (kind=node)",
     );
+    let verdict = gauge_family(
+        &mut r,
+        "gpu_verdict",
+        "1 for the GPU's verdict (state=free|busy|unknown), 0 for the other two: unknown is never free",
+    );
     for g in &s.gpus {
+        for state in [
+            crate::model::VerdictState::Free,
+            crate::model::VerdictState::Busy,
+            crate::model::VerdictState::Unknown,
+        ] {
+            verdict
+                .get_or_create(&l(&[
+                    ("gpu", g.index.to_string()),
+                    ("uuid", g.uuid.clone()),
+                    ("state", state.as_str().into()),
+                ]))
+                .set(i64::from(g.verdict.state == state));
+        }
         let base = [
             ("gpu", g.index.to_string()),
             ("uuid", g.uuid.clone()),

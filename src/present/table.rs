@@ -126,11 +126,12 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
         )?;
     }
     // GPUs.
-    let gpu_rows: Vec<[String; 5]> = s
+    let gpu_rows: Vec<[String; 6]> = s
         .gpus
         .iter()
         .map(|g| {
             let m = &g.memory;
+            let state = g.verdict.state.as_str().to_string();
             if m.known {
                 [
                     g.index.to_string(),
@@ -138,6 +139,7 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
                     format!("{} / {}", mib(m.used_bytes), mib(m.total_bytes)),
                     mib(m.accounted_bytes),
                     mib(m.unaccounted_bytes),
+                    state,
                 ]
             } else {
                 [
@@ -146,25 +148,34 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
                     "unknown".into(),
                     "-".into(),
                     "-".into(),
+                    state,
                 ]
             }
         })
         .collect();
-    let head = ["GPU", "NAME", "USED / TOTAL", "ACCOUNTED", "UNACCOUNTED"];
+    let head = [
+        "GPU",
+        "NAME",
+        "USED / TOTAL",
+        "ACCOUNTED",
+        "UNACCOUNTED",
+        "VERDICT",
+    ];
     let mut width = head.map(str::len);
     for r in &gpu_rows {
         for (i, c) in r.iter().enumerate() {
             width[i] = width[i].max(c.chars().count());
         }
     }
-    let fmt = |c: [&str; 5]| {
+    let fmt = |c: [&str; 6]| {
         format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}",
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {}",
             c[0],
             c[1],
             c[2],
             c[3],
             c[4],
+            c[5],
             w0 = width[0],
             w1 = width[1],
             w2 = width[2],
@@ -174,11 +185,12 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
     };
     writeln!(w, "{}", paint.bold(&fmt(head)))?;
     for (r, g) in gpu_rows.iter().zip(&s.gpus) {
-        let text = fmt([&r[0], &r[1], &r[2], &r[3], &r[4]]);
+        let text = fmt([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
         writeln!(
             w,
             "{}",
-            if g.memory.unaccounted_bytes > 0 {
+            if g.verdict.state != crate::model::VerdictState::Free || g.memory.unaccounted_bytes > 0
+            {
                 paint.warn(&text)
             } else {
                 text

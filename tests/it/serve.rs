@@ -47,6 +47,22 @@ fn metrics_of_the_incident_name_every_worker_and_write_atomically() {
         assert!(line.ends_with(" 101302927360"), "{line}");
     }
     assert!(r.stdout.contains("gpufree_nvml_up 1"));
+    // One verdict per GPU, one-hot over its three states.
+    for i in 0..8 {
+        let state = |s: &str| {
+            r.stdout
+                .lines()
+                .find(|l| {
+                    l.starts_with("gpufree_gpu_verdict")
+                        && l.contains(&format!("gpu=\"{i}\""))
+                        && l.contains(&format!("state=\"{s}\""))
+                })
+                .unwrap_or_else(|| panic!("no {s} verdict line for GPU {i}"))
+                .to_string()
+        };
+        assert!(state("busy").ends_with(" 1"));
+        assert!(state("free").ends_with(" 0") && state("unknown").ends_with(" 0"));
+    }
     assert!(!r.stdout.contains("# EOF"), "textfile format");
     assert!(!r.stdout.contains("cmdline="));
     let dir = tempfile::tempdir().unwrap();
