@@ -2,8 +2,9 @@
 //! and the safety context), then its execution by identity, to quiescence:
 //!
 //! 1. each target is pinned through the directory fd the scan opened for
-//!    it (never by number) and stopped (SIGSTOP), so it can neither exec
-//!    nor fork while it is checked;
+//!    it (never by number) and held still — its cgroup frozen where every
+//!    process of it is a target, else SIGSTOP — so it can neither exec nor
+//!    fork while it is checked;
 //! 2. it is checked to still hold a GPU node (or NVML memory): one that
 //!    exec'd or let go is continued and reported as changed, not signalled;
 //! 3. the signal, SIGCONT, the grace period polled through pidfds, SIGKILL
@@ -20,6 +21,7 @@
 //! `--timeout` bounds all of it.
 
 use super::identity::{wait_exited, KillError, Target};
+use super::quiesce::quiesce;
 use crate::diagnose::verdict::{self, Policy};
 use crate::diagnose::{memory_on_gpus, Groups, IDLE_SLACK_BYTES};
 use crate::model::{Owner, OwnerKind, Process, Snapshot, VerdictState};
@@ -407,6 +409,9 @@ pub struct Report {
     pub still_holding: Vec<String>,
     /// Rounds of signals (1 unless the rescans found more).
     pub rounds: u32,
+    /// Cgroups frozen while their processes (all targets) were checked and
+    /// signalled; other targets were stopped with SIGSTOP.
+    pub frozen_cgroups: Vec<String>,
 }
 
 /// At most this many rounds of signals; from the third on, SIGKILL at once
@@ -443,22 +448,6 @@ impl Deadlines {
     }
 }
 
-/// Stops `t` (unless it was stopped already) and waits briefly for the stop
-/// to take effect; returns whether gpufree stopped it.
-fn stop(t: &Target) -> bool {
-    if matches!(t.state(), 'T' | 't' | 'Z' | '?') {
-        return false;
-    }
-    if t.signal(Signal::STOP).is_err() {
-        return false;
-    }
-    let until = Instant::now() + Duration::from_millis(100);
-    while Instant::now() < until && !matches!(t.state(), 'T' | 't' | 'Z' | '?') {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
-}
-
 /// One round: pin, stop, check, signal, continue, grace, KILL. Returns the
 /// targets signalled.
 fn round(
@@ -487,9 +476,11 @@ fn round(
             }),
         }
     }
-    // Quiescence: stopped, a target can neither exec nor fork while it is
-    // checked and signalled.
-    let stopped: Vec<bool> = pinned.iter().map(stop).collect();
+    // Quiescence: frozen or stopped, a target can neither exec nor fork
+    // while it is checked and signalled.
+    let held = quiesce(&pinned);
+    report.frozen_cgroups.extend(held.frozen());
+    let stopped: Vec<bool> = (0..pinned.len()).map(|i| held.stopped(i)).collect();
     let needs_nvml = pinned.iter().any(|t| {
         snap.processes
             .iter()
@@ -556,6 +547,7 @@ fn round(
             let _ = t.signal(Signal::CONT);
         }
     }
+    held.release();
     let refs: Vec<&Target> = signalled.iter().collect();
     let running = if sig == Signal::KILL {
         (0..refs.len()).collect()

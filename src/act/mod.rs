@@ -4,4 +4,5 @@
 
 pub mod identity;
 pub mod kill;
+pub mod quiesce;
 pub mod wait;

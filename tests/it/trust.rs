@@ -319,7 +319,8 @@ fn term_ignoring_child_that_reforks_is_killed_and_its_copies_too() {
     assert_eq!(doc["kill"]["released"], true);
 }
 
-/// A cgroup v2 directory of the test's own, removed at the end.
+/// A cgroup directory of the test's own (v2, or the v1 freezer), removed at
+/// the end.
 struct Cgroup {
     path: PathBuf,
 }
@@ -333,6 +334,17 @@ impl Cgroup {
             .find(|p| {
                 p.join("cgroup.procs").exists() && p.join("cgroup.subtree_control").exists()
             })?;
+        Cgroup::under(&root, rel)
+    }
+
+    /// The same in the cgroup v1 freezer hierarchy.
+    fn freezer(rel: &str) -> Option<Cgroup> {
+        let root = PathBuf::from("/sys/fs/cgroup/freezer");
+        root.join("tasks").exists().then_some(())?;
+        Cgroup::under(&root, rel)
+    }
+
+    fn under(root: &Path, rel: &str) -> Option<Cgroup> {
         let path = root
             .join(format!("gpufree-it-{}", std::process::id()))
             .join(rel);
@@ -443,4 +455,81 @@ fn kill_unit_container_prefix_must_be_unique_and_12_hex_digits() {
     assert_eq!(u32s(&doc["kill"]["targets"]), vec![hb.pid()]);
     assert!(alive(ha.pid()));
     let _ = Value::Null;
+}
+
+/// Kills the holders of `cg` (and an innocent beside them, when given);
+/// returns the kill document.
+fn kill_in(d: &TestDir, holders: &[&Spawned]) -> Value {
+    let state = d.one_gpu(&[], 0);
+    let pids: Vec<String> = holders.iter().map(|h| h.pid().to_string()).collect();
+    let mut args = vec!["--yes", "--grace", "2s"];
+    for p in &pids {
+        args.extend(["--pid", p.as_str()]);
+    }
+    let (code, doc, err) = kill_json(&d.dev, &state, &args, &[]);
+    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    for h in holders {
+        assert!(!alive(h.pid()), "{} survived", h.pid());
+    }
+    doc
+}
+
+#[test]
+fn a_cgroup_of_only_targets_is_frozen_not_stopped_v2_and_v1() {
+    if !need_root("freezing cgroups") {
+        return;
+    }
+    let d = TestDir::new(1);
+    if let Some(cg) = Cgroup::new("frozen-v2") {
+        let (a, b) = (in_cgroup(&d, &cg), in_cgroup(&d, &cg));
+        let doc = kill_in(&d, &[&a, &b]);
+        let frozen = doc["kill"]["frozen_cgroups"].to_string();
+        assert!(
+            frozen.contains("cgroup v2") && frozen.contains("frozen-v2"),
+            "{frozen}"
+        );
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "CI needs cgroup v2");
+    }
+    if let Some(cg) = Cgroup::freezer("frozen-v1") {
+        let (a, b) = (in_cgroup(&d, &cg), in_cgroup(&d, &cg));
+        let doc = kill_in(&d, &[&a, &b]);
+        let frozen = doc["kill"]["frozen_cgroups"].to_string();
+        assert!(
+            frozen.contains("freezer") && frozen.contains("frozen-v1"),
+            "{frozen}"
+        );
+    } else {
+        eprintln!("no cgroup v1 freezer here");
+    }
+}
+
+#[test]
+fn a_cgroup_shared_with_a_bystander_is_never_frozen() {
+    if !need_root("moving processes into cgroups") {
+        return;
+    }
+    let d = TestDir::new(1);
+    let Some(cg) = Cgroup::new("shared") else {
+        assert!(std::env::var_os("CI").is_none(), "CI needs cgroup v2");
+        eprintln!("skipped: no writable cgroup v2 here");
+        return;
+    };
+    let h = in_cgroup(&d, &cg);
+    // A process of the same cgroup that holds no GPU: never a target, and
+    // never frozen or stopped by gpufree.
+    let bystander = hold(&["gpufree", "bystander"], HoldSpec::default());
+    cg.add(bystander.pid());
+    let doc = kill_in(&d, &[&h]);
+    assert_eq!(doc["kill"]["frozen_cgroups"], json!([]));
+    assert!(alive(bystander.pid()));
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", bystander.pid())).unwrap();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert_eq!(state, "S", "the bystander runs on: {stat}");
 }
