@@ -562,8 +562,9 @@ fn ui(
                                             )
                                         } else {
                                             format!(
-                                                "memory not released: {}",
-                                                r.still_holding.join("; ")
+                                                "memory not released ({}): {}",
+                                                r.verdict.as_str(),
+                                                r.reasons.join("; ")
                                             )
                                         }
                                     )
