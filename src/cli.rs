@@ -607,37 +607,28 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
             )?;
         }
     }
-    if args.dry_run {
+    // Nothing will be signalled: the plan is the answer.
+    let refused = plan.targets.is_empty() && plan.skipped.iter().any(|k| k.refused);
+    if args.dry_run || refused {
         if common.json {
+            let report = kill::Report {
+                skipped: plan.skipped.clone(),
+                ..kill::Report::default()
+            };
             write_json(
                 &mut out,
                 &KillDoc {
                     snapshot: &snap,
                     plan: &plan,
-                    kill: &kill::Report {
-                        skipped: plan.skipped.clone(),
-                        ..kill::Report::default()
-                    },
+                    kill: &report,
                 },
             )?;
         }
-        return Ok(exit::OK);
-    }
-    if plan.targets.is_empty() && plan.skipped.iter().any(|k| k.refused) {
-        if common.json {
-            write_json(
-                &mut out,
-                &KillDoc {
-                    snapshot: &snap,
-                    plan: &plan,
-                    kill: &kill::Report {
-                        skipped: plan.skipped.clone(),
-                        ..kill::Report::default()
-                    },
-                },
-            )?;
-        }
-        return Ok(exit::REFUSED);
+        return Ok(if args.dry_run {
+            exit::OK
+        } else {
+            exit::REFUSED
+        });
     }
     if !plan.targets.is_empty() && !args.yes {
         use std::io::IsTerminal;

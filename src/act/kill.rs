@@ -901,17 +901,9 @@ impl Release {
                 end.nvml.error.as_deref().unwrap_or("unknown error")
             ));
         }
-        if !report.still_holding.is_empty() {
-            busy.extend(report.still_holding.iter().cloned());
-        }
-        let state = if !busy.is_empty() {
-            VerdictState::Busy
-        } else if !unknown.is_empty() {
-            VerdictState::Unknown
-        } else {
-            VerdictState::Free
-        };
-        (state, busy.into_iter().chain(unknown).collect())
+        busy.extend(report.still_holding.iter().cloned());
+        let v = verdict::finish(busy, unknown, Vec::new());
+        (v.state, v.reasons)
     }
 }
 

@@ -821,13 +821,7 @@ fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
         if !m.known || m.unaccounted_bytes <= IDLE_SLACK_BYTES {
             continue;
         }
-        let listed_hidden: u64 = g
-            .nvml_processes
-            .iter()
-            .filter(|p| s.visibility.nvml_pids_not_visible.contains(&p.pid))
-            .filter_map(|p| p.used_bytes)
-            .sum();
-        let unexplained = m.unaccounted_bytes.saturating_sub(listed_hidden);
+        let unexplained = verdict::unexplained_bytes(s, g);
         if unexplained <= IDLE_SLACK_BYTES {
             continue;
         }

@@ -70,6 +70,18 @@ fn memory_unknown(s: &Snapshot, g: &Gpu) -> Option<String> {
     None
 }
 
+/// Memory used on `g` that no process accounts for, not even one NVML lists
+/// from another PID namespace.
+pub fn unexplained_bytes(s: &Snapshot, g: &Gpu) -> u64 {
+    let listed_hidden: u64 = g
+        .nvml_processes
+        .iter()
+        .filter(|p| s.visibility.nvml_pids_not_visible.contains(&p.pid))
+        .filter_map(|p| p.used_bytes)
+        .sum();
+    g.memory.unaccounted_bytes.saturating_sub(listed_hidden)
+}
+
 /// Why memory that NVML attributes to no visible process cannot be called
 /// a driver leak: the parts of the view that are missing. Empty when the
 /// view is complete.
@@ -184,13 +196,7 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
         }
         Some(why) => unknown.push(why.clone()),
         None => {
-            let listed_hidden: u64 = g
-                .nvml_processes
-                .iter()
-                .filter(|p| s.visibility.nvml_pids_not_visible.contains(&p.pid))
-                .filter_map(|p| p.used_bytes)
-                .sum();
-            let unexplained = g.memory.unaccounted_bytes.saturating_sub(listed_hidden);
+            let unexplained = unexplained_bytes(s, g);
             if unexplained > IDLE_SLACK_BYTES {
                 let blind = blind_spots(s, g.index);
                 if blind.is_empty() {
@@ -253,7 +259,9 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
     finish(busy, unknown, caveats)
 }
 
-fn finish(busy: Vec<String>, unknown: Vec<String>, caveats: Vec<String>) -> Verdict {
+/// The verdict from its reasons: busy if any says busy, else unknown if any
+/// says unknown, else free.
+pub fn finish(busy: Vec<String>, unknown: Vec<String>, caveats: Vec<String>) -> Verdict {
     let state = if !busy.is_empty() {
         VerdictState::Busy
     } else if !unknown.is_empty() {

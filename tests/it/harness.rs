@@ -49,6 +49,21 @@ impl TestDir {
         )
     }
 
+    /// A holder of `node` that exited at once and is never reaped by us
+    /// until it drops: a zombie, whose parent is the test process.
+    pub fn zombie(&self, node: &str) -> Spawned {
+        let z = hold(
+            &["gpufree"],
+            HoldSpec {
+                mmap: vec![self.node(node)],
+                exit_after_ms: Some(0),
+                ..HoldSpec::default()
+            },
+        );
+        wait_state(z.pid(), 'Z');
+        z
+    }
+
     /// A one-GPU simulator state with `procs` (pid, MiB, visible) and a
     /// release delay; returns its path.
     pub fn one_gpu(&self, procs: &[(u32, u64, &str)], delay_ms: u64) -> PathBuf {

@@ -172,15 +172,7 @@ fn target_forking_a_holder_during_the_grace_period_is_handled_in_the_same_run() 
 #[test]
 fn zombie_holder_is_not_killed_and_its_parent_is_named() {
     let d = TestDir::new(1);
-    let z = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            exit_after_ms: Some(0),
-            ..HoldSpec::default()
-        },
-    );
-    wait_state(z.pid(), 'Z');
+    let z = d.zombie("nvidia0");
     // NVML still lists it (as a driver may while it tears down).
     let state = d.one_gpu(&[(z.pid(), 1024, "always")], 0);
     let (code, doc, err) = kill(

@@ -3,7 +3,6 @@
 
 use crate::harness::*;
 use gpufree::demo::{Incident, WORKER_MIB};
-use gpufree::holder::HoldSpec;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -67,16 +66,7 @@ fn memory_of_an_exited_process_is_released_after_the_delay() {
 #[test]
 fn zombie_holder_memory_is_released_by_the_simulator() {
     let d = TestDir::new(1);
-    let z = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            exit_after_ms: Some(0),
-            ..HoldSpec::default()
-        },
-    );
-    // Never reaped by us until `z` drops: a zombie.
-    std::thread::sleep(Duration::from_millis(200));
+    let z = d.zombie("nvidia0");
     let state = d.one_gpu(&[(z.pid(), 512, "while-alive")], 0);
     let doc = status_json(&d, &state, &[]);
     assert_eq!(

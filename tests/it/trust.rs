@@ -39,15 +39,7 @@ fn no_nvml_kill(dev: &Path, args: &[&str]) -> Run {
 #[test]
 fn zombie_still_listed_by_nvml_is_not_released_exit_4_naming_the_parent() {
     let d = TestDir::new(1);
-    let z = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            exit_after_ms: Some(0),
-            ..HoldSpec::default()
-        },
-    );
-    wait_state(z.pid(), 'Z');
+    let z = d.zombie("nvidia0");
     let state = d.one_gpu(&[(z.pid(), 1024, "always")], 0);
     let pid = z.pid().to_string();
     let (code, doc, err) = kill_json(

@@ -6,7 +6,7 @@
 //! below follows SPEC.md's verdict and exit codes.
 
 use crate::harness::*;
-use gpufree::holder::{HoldSpec, Spawned};
+use gpufree::holder::Spawned;
 use serde_json::{json, Value};
 use std::process::Command;
 
@@ -113,15 +113,7 @@ fn scene(v: View, n: Nvml, h: Held) -> Scene {
             (Some(s), vec![(pid, 1024, visible)])
         }
         Held::Zombie => {
-            let z = hold(
-                &["gpufree"],
-                HoldSpec {
-                    mmap: vec![d.node("nvidia0")],
-                    exit_after_ms: Some(0),
-                    ..HoldSpec::default()
-                },
-            );
-            wait_state(z.pid(), 'Z');
+            let z = d.zombie("nvidia0");
             let pid = z.pid();
             (Some(z), vec![(pid, 1024, "always")])
         }

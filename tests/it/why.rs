@@ -121,15 +121,7 @@ fn why_text_is_a_short_explanation_with_next_commands() {
 #[test]
 fn zombie_holder_is_named_with_the_parent_that_must_reap_it() {
     let d = TestDir::new(1);
-    let z = hold(
-        &["gpufree"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            exit_after_ms: Some(0),
-            ..HoldSpec::default()
-        },
-    );
-    std::thread::sleep(std::time::Duration::from_millis(300)); // exited, never reaped: a zombie
+    let z = d.zombie("nvidia0"); // exited, never reaped
     let state = d.one_gpu(&[(z.pid(), 4096, "while-alive")], 0);
     let (_, doc) = why(&d.dev, &state, &[]);
     // A zombie has no fds or maps left: only NVML could list it, and the
