@@ -9,6 +9,7 @@ mod harness;
 mod kill;
 mod procfs;
 mod real_gpu;
+mod reuse;
 mod scan;
 mod serve;
 mod sim;

@@ -1,0 +1,64 @@
+//! The PID-reuse harness (tests/reuse/driver.py) in a PID namespace of its
+//! own: at each window (the scan between the fd table and the identity
+//! read, between plan and signal, an exec between plan and signal) a
+//! holder's PID goes to an innocent process, or the holder exec's, and
+//! gpufree must neither list nor signal the wrong process.
+//! `scripts/pid-reuse-trials.sh` runs 10,000 trials.
+
+use crate::harness::*;
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Instant;
+
+/// Trials across the three windows (a third each): about 30 s in a debug
+/// build on 2 cores.
+const TRIALS: u32 = 300;
+
+/// The driver's last line, `key=value ...`, as a map.
+fn summary(stdout: &str) -> BTreeMap<String, f64> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("trials="))
+        .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_reused_or_exec_d_pid_is_never_listed_or_signalled() {
+    if !rustix::process::geteuid().is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the PID-reuse harness as root"
+        );
+        eprintln!("skipped: the PID-reuse harness needs root (a PID namespace, ns_last_pid)");
+        return;
+    }
+    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/reuse/driver.py");
+    let started = Instant::now();
+    let r = run_cmd(
+        Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "python3", driver])
+            .arg("--gpufree")
+            .arg(bin())
+            .arg("--lib")
+            .arg(sim_lib())
+            .args(["--trials", &TRIALS.to_string(), "--window", "all"]),
+    );
+    let took = started.elapsed();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let s = summary(&r.stdout);
+    eprintln!("{} ({took:.1?})", r.stdout.trim_end());
+    assert_eq!(s["trials"], f64::from(TRIALS));
+    for bad in ["wrong_kills", "wrong_listings", "missed_reports", "errors"] {
+        assert_eq!(s[bad], 0.0, "{bad}:\n{}\n{}", r.stdout, r.stderr);
+    }
+    assert!(
+        s["forced"] >= 0.95 * f64::from(TRIALS),
+        "the PID was handed over (or the exec happened) in too few trials:\n{}",
+        r.stdout
+    );
+}
