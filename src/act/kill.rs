@@ -864,7 +864,17 @@ impl Release {
                     .gpus
                     .iter()
                     .any(|g| g.nvml_processes.iter().any(|n| n.pid == p.pid));
-            if target && p.is_live() {
+            let changed = report.changed.iter().any(|c| c.pid == p.pid)
+                && end
+                    .gpus
+                    .iter()
+                    .any(|g| g.nvml_processes.iter().any(|n| n.pid == p.pid));
+            if changed {
+                busy.push(format!(
+                    "PID {} changed before the signal (it exec'd or let go) and was not signalled, but NVML still lists it with memory",
+                    p.pid
+                ));
+            } else if target && p.is_live() {
                 busy.push(format!(
                     "PID {} ({}) still holds {}",
                     p.pid,
