@@ -5,6 +5,7 @@
 
 mod contrib;
 mod demo;
+mod fuse;
 mod harness;
 mod kill;
 mod procfs;
