@@ -18,7 +18,7 @@ use crate::model::{
 };
 use crate::nvml::{self, NvmlReport};
 use crate::proc::nodes::{NodeKind, NodeSet};
-use crate::proc::scan::{self, Details, Limits, ScanError, Seen, Unread};
+use crate::proc::scan::{self, Details, Limits, ScanError, Seen, Stuck, Unread};
 use crate::proc::{is_protected, looks_renamed, owner, parse};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::OwnedFd;
@@ -103,6 +103,7 @@ pub struct Collector {
     nodes: Arc<NodeSet>,
     proc_fd: Arc<OwnedFd>,
     nvml: Result<nvml::Session, crate::model::NvmlStatus>,
+    stuck: Stuck,
 }
 
 impl Collector {
@@ -128,6 +129,7 @@ impl Collector {
             nodes: Arc::new(nodes),
             proc_fd: Arc::new(proc_fd),
             nvml,
+            stuck: Stuck::default(),
         })
     }
 
@@ -169,7 +171,13 @@ impl Collector {
             read_timeout: self.cfg.read_timeout,
             deadline,
         };
-        let scanned = scan::scan(&self.proc_fd, &self.cfg.proc_root, &self.nodes, limits)?;
+        let scanned = scan::scan(
+            &self.proc_fd,
+            &self.cfg.proc_root,
+            &self.nodes,
+            limits,
+            &self.stuck,
+        )?;
         let mut seen: BTreeMap<u32, Seen> =
             scanned.holders.into_iter().map(|h| (h.pid, h)).collect();
         let mut unreadable: BTreeMap<u32, Unread> = scanned.unreadable.into_iter().collect();
@@ -188,7 +196,7 @@ impl Collector {
             if extra.is_empty() {
                 break;
             }
-            let (pinned, unread) = scan::pin(&self.proc_fd, extra.clone(), limits);
+            let (pinned, unread) = scan::pin(&self.proc_fd, extra.clone(), limits, &self.stuck);
             tried.extend(extra);
             seen.extend(pinned.into_iter().map(|s| (s.pid, s)));
             unreadable.extend(unread);

@@ -466,6 +466,19 @@ pub fn open_proc(proc_root: &Path) -> Result<OwnedFd, ScanError> {
 /// One process's reads, run on a worker thread with a reusable buffer.
 type Job<T> = Arc<dyn Fn(u32, &mut Vec<u8>) -> T + Send + Sync>;
 
+/// PIDs whose reads are stuck in the kernel (a thread still waits on one),
+/// kept across scans: a process that hangs every read costs one thread,
+/// not one per scan of a `watch` or `serve` that runs for days. Until that
+/// thread returns, the PID is reported as timed out without a new read.
+#[derive(Debug, Clone, Default)]
+pub struct Stuck(Arc<Mutex<std::collections::BTreeSet<u32>>>);
+
+impl Stuck {
+    fn set(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<u32>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// Runs `job` on every PID over worker threads, each PID's job under
 /// `limits`. A job that does not return in time is reported as
 /// `Err(TimedOut)`; its thread is left behind (it holds only shared
@@ -475,8 +488,22 @@ fn run_jobs<T: Send + 'static>(
     pids: Vec<u32>,
     threads: usize,
     limits: Limits,
+    stuck: &Stuck,
     job: Job<T>,
 ) -> Vec<(u32, Result<T, Unread>)> {
+    let mut done: BTreeMap<u32, Result<T, Unread>> = BTreeMap::new();
+    let pids: Vec<u32> = {
+        let still = stuck.set();
+        pids.into_iter()
+            .filter(|pid| {
+                let hung = still.contains(pid);
+                if hung {
+                    done.insert(*pid, Err(Unread::TimedOut(limits.read_timeout)));
+                }
+                !hung
+            })
+            .collect()
+    };
     struct Queue {
         pids: Vec<u32>,
         next: AtomicUsize,
@@ -495,7 +522,12 @@ fn run_jobs<T: Send + 'static>(
             busy.push(None);
             busy.len() - 1
         };
-        let (queue, tx, job) = (Arc::clone(queue), tx.clone(), Arc::clone(&job));
+        let (queue, tx, job, stuck) = (
+            Arc::clone(queue),
+            tx.clone(),
+            Arc::clone(&job),
+            stuck.clone(),
+        );
         std::thread::spawn(move || {
             let mut buf = Vec::with_capacity(MAPS_CHUNK);
             loop {
@@ -505,6 +537,7 @@ fn run_jobs<T: Send + 'static>(
                     Some((pid, Instant::now()));
                 let r = job(pid, &mut buf);
                 queue.busy.lock().unwrap_or_else(|p| p.into_inner())[slot] = None;
+                stuck.set().remove(&pid); // unstuck, if it ever was
                 if tx.send((pid, r)).is_err() {
                     break; // the caller has given up on us
                 }
@@ -514,15 +547,15 @@ fn run_jobs<T: Send + 'static>(
     for _ in 0..threads.max(1) {
         let _ = spawn(&queue, &tx);
     }
-    let total = queue.pids.len();
-    let mut done: BTreeMap<u32, Result<T, Unread>> = BTreeMap::new();
+    let total = done.len() + queue.pids.len();
     let tick = Duration::from_millis(20).min(limits.read_timeout);
     while done.len() < total {
         let now = Instant::now();
         if limits.deadline.is_some_and(|d| now >= d) {
             // Stop the queue; what was in hand timed out, the rest was
             // never reached.
-            let started = queue.next.swap(total, Ordering::Relaxed).min(total);
+            let queued = queue.pids.len();
+            let started = queue.next.swap(queued, Ordering::Relaxed).min(queued);
             let in_hand: Vec<(u32, Instant)> = queue
                 .busy
                 .lock()
@@ -532,6 +565,7 @@ fn run_jobs<T: Send + 'static>(
                 .copied()
                 .collect();
             for (pid, since) in in_hand {
+                stuck.set().insert(pid);
                 done.entry(pid)
                     .or_insert(Err(Unread::TimedOut(since.elapsed())));
             }
@@ -549,7 +583,7 @@ fn run_jobs<T: Send + 'static>(
                 done.entry(pid).or_insert(Ok(r));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let stuck: Vec<u32> = {
+                let hung: Vec<u32> = {
                     let mut busy = queue.busy.lock().unwrap_or_else(|p| p.into_inner());
                     busy.iter_mut()
                         .filter_map(|s| match *s {
@@ -561,7 +595,8 @@ fn run_jobs<T: Send + 'static>(
                         })
                         .collect()
                 };
-                for pid in stuck {
+                for pid in hung {
+                    stuck.set().insert(pid);
                     done.entry(pid)
                         .or_insert(Err(Unread::TimedOut(limits.read_timeout)));
                     let _ = spawn(&queue, &tx);
@@ -588,6 +623,7 @@ pub fn scan(
     proc_root: &Path,
     nodes: &Arc<NodeSet>,
     limits: Limits,
+    stuck: &Stuck,
 ) -> Result<ScanResult, ScanError> {
     let me = rustix::process::getpid().as_raw_nonzero().get() as u32;
     let pids: Vec<u32> = list_pids(proc_fd)
@@ -602,7 +638,7 @@ pub fn scan(
     let (proc_fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
     let job = Arc::new(move |pid, buf: &mut Vec<u8>| scan_process(&proc_fd, pid, &nodes, buf));
     let mut result = ScanResult::default();
-    for (pid, outcome) in run_jobs(pids, threads, limits, job) {
+    for (pid, outcome) in run_jobs(pids, threads, limits, stuck, job) {
         match outcome {
             Ok(Outcome::Gone) => {}
             Ok(Outcome::Vanished) => result.vanished.push(pid),
@@ -631,6 +667,7 @@ pub fn pin(
     proc_fd: &Arc<OwnedFd>,
     pids: Vec<u32>,
     limits: Limits,
+    stuck: &Stuck,
 ) -> (Vec<Seen>, Vec<(u32, Unread)>) {
     let proc_fd = Arc::clone(proc_fd);
     let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
@@ -646,7 +683,7 @@ pub fn pin(
     let threads = pids.len().clamp(1, 4);
     let mut seen = Vec::new();
     let mut unread = Vec::new();
-    for (pid, r) in run_jobs(pids, threads, limits, job) {
+    for (pid, r) in run_jobs(pids, threads, limits, stuck, job) {
         match r {
             Ok(Ok(s)) => seen.push(s),
             Ok(Err(e)) => {
@@ -735,4 +772,92 @@ pub fn alive(pid: u32) -> bool {
         .ok()
         .and_then(|b| parse::parse_stat(&b).ok())
         .is_some_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    /// A job over PIDs 1..=4 where PID 2's read blocks until `gate` opens;
+    /// counts the reads of PID 2.
+    fn blocking_job(gate: Arc<Mutex<bool>>, reads: Arc<AtomicU32>) -> Job<u32> {
+        Arc::new(move |pid, _: &mut Vec<u8>| {
+            if pid == 2 {
+                reads.fetch_add(1, Ordering::Relaxed);
+                while !*gate.lock().unwrap() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            pid * 10
+        })
+    }
+
+    #[test]
+    fn a_read_that_hangs_times_out_and_costs_one_thread_across_scans() {
+        let gate = Arc::new(Mutex::new(false));
+        let reads = Arc::new(AtomicU32::new(0));
+        let stuck = Stuck::default();
+        let limits = Limits {
+            read_timeout: Duration::from_millis(100),
+            deadline: None,
+        };
+        let run = || {
+            run_jobs(
+                vec![1, 2, 3, 4],
+                2,
+                limits,
+                &stuck,
+                blocking_job(Arc::clone(&gate), Arc::clone(&reads)),
+            )
+        };
+        let first = run();
+        assert_eq!(first.len(), 4);
+        assert!(matches!(first[1], (2, Err(Unread::TimedOut(_)))));
+        assert!(first
+            .iter()
+            .filter(|r| r.0 != 2)
+            .all(|r| r.1 == Ok(r.0 * 10)));
+        // The next scan does not read PID 2 again while its read hangs.
+        let second = run();
+        assert!(matches!(second[1], (2, Err(Unread::TimedOut(_)))));
+        assert_eq!(
+            reads.load(Ordering::Relaxed),
+            1,
+            "one stuck thread, not two"
+        );
+        // Once the read returns, PID 2 is read again.
+        *gate.lock().unwrap() = true;
+        for _ in 0..200 {
+            if !stuck.set().contains(&2) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let third = run();
+        assert_eq!(third[1], (2, Ok(20)));
+        assert_eq!(reads.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn what_the_deadline_leaves_unread_is_said_so() {
+        let gate = Arc::new(Mutex::new(false));
+        let reads = Arc::new(AtomicU32::new(0));
+        let limits = Limits {
+            read_timeout: Duration::from_secs(10),
+            deadline: Some(Instant::now() + Duration::from_millis(100)),
+        };
+        let r = run_jobs(
+            vec![1, 2, 3, 4],
+            1,
+            limits,
+            &Stuck::default(),
+            blocking_job(Arc::clone(&gate), reads),
+        );
+        *gate.lock().unwrap() = true;
+        assert_eq!(r[0], (1, Ok(10)));
+        assert!(matches!(r[1], (2, Err(Unread::TimedOut(_)))), "{:?}", r[1]);
+        assert_eq!(r[2], (3, Err(Unread::NotReached)));
+        assert_eq!(r[3], (4, Err(Unread::NotReached)));
+    }
 }
