@@ -421,6 +421,11 @@ pub struct Visibility {
     pub vanished_pids: Vec<u32>,
     /// PIDs NVML lists with memory that this /proc does not have.
     pub nvml_pids_not_visible: Vec<u32>,
+    /// PIDs NVML lists with memory whose process here holds no GPU device
+    /// node (its fds were read): the memory is another process's, one that
+    /// had this PID before or inherited its GPU files. Never attributed.
+    #[serde(default)]
+    pub nvml_pids_stale: Vec<u32>,
     /// /proc is mounted with hidepid: other users' processes are hidden.
     pub hidepid: bool,
     /// The scan ran as root.

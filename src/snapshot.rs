@@ -196,7 +196,13 @@ impl Collector {
             if extra.is_empty() {
                 break;
             }
-            let (pinned, unread) = scan::pin(&self.proc_fd, extra.clone(), limits, &self.stuck);
+            let (pinned, unread) = scan::pin(
+                &self.proc_fd,
+                &self.nodes,
+                extra.clone(),
+                limits,
+                &self.stuck,
+            );
             tried.extend(extra);
             seen.extend(pinned.into_iter().map(|s| (s.pid, s)));
             unreadable.extend(unread);
@@ -302,6 +308,31 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
         }
     }
 
+    // A live process gpufree could read whole that holds no GPU node cannot
+    // hold GPU memory: a CUDA context lives in the device files. When NVML
+    // lists its PID anyway (outside MPS), the memory is another process's:
+    // one that had this PID before (reused since), or one that inherited
+    // its GPU files. It is never attributed to this process.
+    let mps: BTreeSet<u32> = gpus
+        .iter()
+        .flat_map(|g| g.nvml_processes.iter())
+        .filter(|p| p.kind == crate::model::NvmlProcessKind::Mps)
+        .map(|p| p.pid)
+        .collect();
+    let mut stale = Vec::new();
+    let seen: BTreeMap<u32, Seen> = seen
+        .into_iter()
+        .filter(|(pid, s)| {
+            // A zombie keeps its PID until reaped: a listing of it is its own
+            // memory, still being released.
+            let zombie = s.details.stat.state == 'Z';
+            let holds_nothing = s.uses.is_empty() && s.fds_read && !mps.contains(pid) && !zombie;
+            if holds_nothing && nvml_mem.contains_key(pid) {
+                stale.push(*pid);
+            }
+            !holds_nothing
+        })
+        .collect();
     let mut users = UserNames::default();
     let mut processes = Vec::new();
     let mut pins = BTreeMap::new();
@@ -331,7 +362,9 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
     let not_visible: Vec<u32> = nvml_mem
         .keys()
         .copied()
-        .filter(|pid| !pins.contains_key(pid) && !unreadable.contains_key(pid))
+        .filter(|pid| {
+            !pins.contains_key(pid) && !unreadable.contains_key(pid) && !stale.contains(pid)
+        })
         .collect();
     mark_orphans(proc_fd, &mut processes);
 
@@ -372,6 +405,7 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
         unreadable,
         vanished_pids: vanished,
         nvml_pids_not_visible: not_visible,
+        nvml_pids_stale: stale,
         hidepid: parse::mountinfo_hidepid(&mountinfo, root_path.as_bytes()),
         root: rustix::process::geteuid().is_root(),
         nested_pid_namespace: std::fs::read("/proc/self/status")

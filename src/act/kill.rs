@@ -481,20 +481,6 @@ fn round(
     let held = quiesce(&pinned);
     report.frozen_cgroups.extend(held.frozen());
     let stopped: Vec<bool> = (0..pinned.len()).map(|i| held.stopped(i)).collect();
-    let needs_nvml = pinned.iter().any(|t| {
-        snap.processes
-            .iter()
-            .any(|p| p.pid == t.pid && p.devices.is_empty())
-    });
-    let listed = if needs_nvml {
-        let now = c.nvml_until(Some(deadlines.act));
-        now.gpus
-            .iter()
-            .flat_map(|g| g.nvml_processes.iter().map(|p| p.pid))
-            .collect()
-    } else {
-        BTreeSet::new()
-    };
     // Check every target, then signal every one still holding, then
     // continue them together: none acts on its signal before all have it.
     let mut checked = Vec::new();
@@ -502,9 +488,11 @@ fn round(
         let holding = match holding_now(t.dir(), c.nodes()) {
             Holding::Yes => Ok(()),
             Holding::Gone => Err(None),
-            Holding::No if listed.contains(&t.pid) => Ok(()),
+            // NVML's word alone never suffices: a process gpufree can read
+            // that holds no GPU node holds no GPU memory (a listing of its
+            // PID is another process's, one that had the PID before).
             Holding::No => Err(Some(
-                "no longer holds a GPU node or GPU memory (it exec'd another program or let go)"
+                "no longer holds a GPU device node (it exec'd another program or let go)"
                     .to_string(),
             )),
             Holding::Unknown(why) => Err(Some(format!("could not be checked again ({why})"))),

@@ -287,6 +287,7 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     let overall = verdict::overall(s, &verdict::Policy::default());
     partial_view(s, overall.state, &mut out);
     outside_namespace(s, &mut out);
+    stale_pids(s, &mut out);
     unaccounted(s, &mut out);
     if overall.state == VerdictState::Free {
         let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
@@ -810,6 +811,36 @@ fn outside_namespace(s: &Snapshot, out: &mut Vec<Finding>) {
         hidden.clone(),
         gpus,
         "nsenter --target 1 --pid --mount -- gpufree why".into(),
+    );
+    out.push(with(f, Vec::new(), bytes));
+}
+
+fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
+    let stale = &s.visibility.nvml_pids_stale;
+    if stale.is_empty() {
+        return;
+    }
+    let mut bytes = 0;
+    let mut gpus = Vec::new();
+    for g in &s.gpus {
+        for p in g.nvml_processes.iter().filter(|p| stale.contains(&p.pid)) {
+            bytes += p.used_bytes.unwrap_or(0);
+            gpus.push(g.index);
+        }
+    }
+    gpus.sort_unstable();
+    gpus.dedup();
+    let f = finding(
+        "stale-nvml-pid",
+        Severity::Error,
+        format!(
+            "NVML lists {} with {} whose process here holds no GPU device node: not that process's memory (it was never signalled for it), but kept by a process that had the PID before (reused since) or one that inherited its GPU files",
+            count(stale.len(), "PID", "PIDs"),
+            gib(bytes)
+        ),
+        stale.clone(),
+        gpus.clone(),
+        format!("gpufree why --gpu {}", gpu_list(&gpus)),
     );
     out.push(with(f, Vec::new(), bytes));
 }

@@ -71,15 +71,16 @@ fn memory_unknown(s: &Snapshot, g: &Gpu) -> Option<String> {
 }
 
 /// Memory used on `g` that no process accounts for, not even one NVML lists
-/// from another PID namespace.
+/// from another PID namespace or under a PID that now names another process.
 pub fn unexplained_bytes(s: &Snapshot, g: &Gpu) -> u64 {
-    let listed_hidden: u64 = g
+    let v = &s.visibility;
+    let listed_elsewhere: u64 = g
         .nvml_processes
         .iter()
-        .filter(|p| s.visibility.nvml_pids_not_visible.contains(&p.pid))
+        .filter(|p| v.nvml_pids_not_visible.contains(&p.pid) || v.nvml_pids_stale.contains(&p.pid))
         .filter_map(|p| p.used_bytes)
         .sum();
-    g.memory.unaccounted_bytes.saturating_sub(listed_hidden)
+    g.memory.unaccounted_bytes.saturating_sub(listed_elsewhere)
 }
 
 /// Why memory that NVML attributes to no visible process cannot be called
@@ -181,6 +182,11 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
             Some(_) => {}
             None if s.visibility.nvml_pids_not_visible.contains(&n.pid) => busy.push(format!(
                 "NVML lists PID {} with {}, which this /proc does not have (another PID namespace)",
+                n.pid,
+                n.used_bytes.map_or("memory".into(), mib)
+            )),
+            None if s.visibility.nvml_pids_stale.contains(&n.pid) => busy.push(format!(
+                "NVML lists PID {} with {}, but that PID here names a process that holds no GPU device node: the memory is kept by a process that had this PID before, or one that inherited its GPU files",
                 n.pid,
                 n.used_bytes.map_or("memory".into(), mib)
             )),

@@ -56,6 +56,8 @@ pub struct Seen {
     pub details: Details,
     /// Its `/proc/PID` directory fd: the pinned identity.
     pub dir: OwnedFd,
+    /// Its fd table and maps were read (so `uses` is the whole truth).
+    pub fds_read: bool,
 }
 
 /// Why a process could not be read.
@@ -399,6 +401,7 @@ fn scan_process(proc_fd: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>)
                 uses,
                 details,
                 dir,
+                fds_read: true,
             }))
         }
         Ok(_) => Outcome::Vanished,
@@ -661,23 +664,30 @@ pub fn scan(
 }
 
 /// Pins processes that the scan did not find holding a node (NVML lists
-/// them): opens each `/proc/PID` once and reads its details through it.
-/// Gone PIDs are left out; unreadable ones are returned with why.
+/// them): opens each `/proc/PID` once and reads its details, fds and maps
+/// through it (whether it holds a node now, where that can be read). Gone
+/// PIDs are left out; unreadable ones are returned with why.
 pub fn pin(
     proc_fd: &Arc<OwnedFd>,
+    nodes: &Arc<NodeSet>,
     pids: Vec<u32>,
     limits: Limits,
     stuck: &Stuck,
 ) -> (Vec<Seen>, Vec<(u32, Unread)>) {
-    let proc_fd = Arc::clone(proc_fd);
-    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
+    let (proc_fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
+    let job = Arc::new(move |pid: u32, buf: &mut Vec<u8>| {
         let dir = open_dir(&*proc_fd, &pid.to_string())?;
         let details = read_details(&dir)?;
+        let (uses, fds_read) = match task_uses(&dir, &details.stat, &nodes, buf) {
+            Ok(uses) => (uses, true),
+            Err(_) => (Vec::new(), false),
+        };
         Ok::<_, Errno>(Seen {
             pid,
-            uses: Vec::new(),
+            uses,
             details,
             dir,
+            fds_read,
         })
     });
     let threads = pids.len().clamp(1, 4);

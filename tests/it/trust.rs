@@ -525,3 +525,40 @@ fn a_cgroup_shared_with_a_bystander_is_never_frozen() {
         .unwrap();
     assert_eq!(state, "S", "the bystander runs on: {stat}");
 }
+
+/// NVML may go on listing a PID after its process is gone (the context kept
+/// by a child that inherited the GPU files, or a driver that lags), and the
+/// PID may name an innocent process by then. A process gpufree can read
+/// that holds no GPU node holds no GPU memory: never attributed, never a
+/// target.
+#[test]
+fn nvml_listing_a_pid_that_now_names_an_innocent_never_makes_it_a_target() {
+    let d = TestDir::new(1);
+    let innocent = hold(&["gpufree", "innocent"], HoldSpec::default());
+    let pid = innocent.pid();
+    let state = d.one_gpu(&[(pid, 2048, "always")], 0);
+    let doc = status_json(&d, &state, &[]);
+    assert!(process(&doc, pid).is_none(), "not a holder: {doc}");
+    assert_eq!(doc["visibility"]["nvml_pids_stale"], json!([pid]));
+    assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy");
+    assert!(doc["gpus"][0]["verdict"]["reasons"]
+        .to_string()
+        .contains("had this PID before"));
+    assert!(doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["kind"] == "stale-nvml-pid" && f["pids"] == json!([pid])));
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &["--gpu", "0", "--yes", "--timeout", "1s"],
+        &[],
+    );
+    assert_eq!(code, 4, "the memory is not back: {err}\n{}", doc["kill"]);
+    assert_eq!(u32s(&doc["kill"]["targets"]), Vec::<u32>::new());
+    let p = pid.to_string();
+    let (code, doc, _) = kill_json(&d.dev, &state, &["--pid", &p, "--yes"], &[]);
+    assert_eq!(code, 5, "{}", doc["kill"]);
+    assert!(alive(pid), "the innocent was never signalled");
+}
