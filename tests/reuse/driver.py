@@ -64,7 +64,7 @@ SENTINEL = signal.SIGRTMAX
 STOP_TIMEOUT_S = 20.0
 EXIT_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 10.0
-SENTINEL_TIMEOUT_S = 5.0
+SENTINEL_TIMEOUT_S = 30.0  # generous: a loaded 2-core machine can be slow
 
 # The program of the innocent process and of the exec'd holder: it records
 # every catchable signal to argv[1], says it is ready on fd argv[2], then
@@ -404,10 +404,22 @@ def gpufree_argv(t, binary, lib, dev):
     return [binary, "kill", "--yes", "--pid", str(t.holder), "--grace", "1s", "--timeout", "10s"] + common
 
 
+def ticks_now():
+    """Clock ticks since boot, as start times count them."""
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
 def hand_pid_over(t):
-    """Kills and reaps H, then forks the innocent onto its PID."""
+    """Kills and reaps H, then forks the innocent onto its PID, at least two
+    clock ticks after H started: the simulated driver tells processes apart
+    by start time, which has the resolution of a tick (the real driver
+    tracks the process itself), so a same-tick innocent would be a lie of
+    the simulator, not a test of gpufree."""
     h = t.holder
     h_start = start_time(h)
+    while ticks_now() < h_start + 2:
+        time.sleep(0.002)
     kill_and_reap(t, h)
     i = spawn_innocent(t, h)
     t.forced = i == h
