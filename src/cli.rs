@@ -70,7 +70,7 @@ pub struct Common {
     /// How long one read may take (a process's fds and maps, an NVML call)
     /// before it counts as timed out and the verdict as unknown.
     #[arg(long, value_name = "DUR", env = "GPUFREE_READ_TIMEOUT", default_value = "5s",
-          value_parser = crate::units::parse_duration, global = true)]
+          value_parser = parse_read_timeout, global = true)]
     pub read_timeout: std::time::Duration,
 }
 
@@ -215,6 +215,16 @@ pub struct WaitArgs {
     /// (otherwise the verdict is unknown: exit 3).
     #[arg(long)]
     pub holders_only: bool,
+}
+
+/// A read timeout: a duration of at least 10ms (a smaller one would call
+/// every read hung).
+fn parse_read_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::units::parse_duration(s)?;
+    if d < std::time::Duration::from_millis(10) {
+        return Err(format!("'{s}' is below 10ms: every read would time out"));
+    }
+    Ok(d)
 }
 
 fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal), String> {
@@ -659,14 +669,10 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
             && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         holders_only: args.holders_only,
     };
-    let report = kill::execute(&c, &snap, plan.clone(), &sel, &safety, &opts);
+    let (report, end) = kill::execute(&c, &snap, plan.clone(), &sel, &safety, &opts);
     if common.json {
-        let after = c
-            .snapshot_until(Some(
-                std::time::Instant::now() + crate::act::wait::LAST_LOOK,
-            ))
-            .map(|s| snapshot::select(s, &indexes))
-            .unwrap_or(snap);
+        // The snapshot the verdict was made from (with --no-wait, the plan's).
+        let after = end.map_or(snap, |s| snapshot::select(s, &indexes));
         write_json(
             &mut out,
             &KillDoc {

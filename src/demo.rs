@@ -330,7 +330,7 @@ fn free_it<W: Write>(
         timeout: std::time::Duration::from_secs(30),
         ..kill::Options::default()
     };
-    let report = kill::execute(c, snap, plan, &sel, &safety, &opts);
+    let (report, _) = kill::execute(c, snap, plan, &sel, &safety, &opts);
     crate::present::kill::write_report(w, &report, true, paint)?;
     let after = c.snapshot()?;
     writeln!(w)?;

@@ -97,8 +97,8 @@ fn list(
 /// (`wait`, `kill`, `watch`). Every call is made on that thread and waited
 /// for with a deadline: a driver call that hangs makes this read report
 /// NVML as unavailable ("did not answer within ..."), naming the call,
-/// instead of hanging the command. A session whose thread hangs stays
-/// unavailable; the thread is left behind.
+/// instead of hanging the command. Until the stuck call returns, reads
+/// wait for it and report NVML unavailable; no second thread is started.
 pub struct Session {
     requests: Mutex<mpsc::Sender<mpsc::Sender<NvmlReport>>>,
     /// The answer to a read that was given up on: until it comes, the
@@ -123,9 +123,17 @@ impl Shared {
     }
 }
 
+/// Whether an open failed because the library hung (its thread is still
+/// inside the driver: opening again would leave another one there).
+pub fn open_hung(status: &NvmlStatus) -> bool {
+    status.error.as_deref().is_some_and(|e| e.starts_with(HUNG))
+}
+
+const HUNG: &str = "NVML did not answer within";
+
 fn hung_message(step: &str, after: Duration) -> String {
     format!(
-        "NVML did not answer within {:.1} s ({step} hangs in the driver)",
+        "{HUNG} {:.1} s ({step} hangs in the driver)",
         after.as_secs_f64()
     )
 }
@@ -141,6 +149,7 @@ impl Session {
             ..NvmlStatus::default()
         };
         let shared = Arc::new(Shared::default());
+        shared.step("dlopen of the library");
         let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<NvmlReport>>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<NvmlStatus, NvmlStatus>>();
         let lib = lib.map(Path::to_path_buf);
@@ -279,17 +288,6 @@ fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlReport {
         }
     }
     report
-}
-
-/// Reads every GPU once from the library at `lib` (default: the system's).
-pub fn collect(lib: Option<&Path>, timeout: Duration) -> NvmlReport {
-    match Session::open(lib, timeout) {
-        Ok(session) => session.read(timeout),
-        Err(status) => NvmlReport {
-            status,
-            ..NvmlReport::default()
-        },
-    }
 }
 
 fn read_gpu(dev: &Device<'_>, index: u32, unavailable: &mut Vec<Unavailable>, at: &Shared) -> Gpu {

@@ -7,8 +7,10 @@
 //! slow moment.
 //!
 //! Points: `scan:PID` (the scan has read PID's fd table and maps and found
-//! it a holder, and has not yet read its identity and details again) and
-//! `signal` (a kill was confirmed; no target has been pinned or stopped yet).
+//! it a holder, and has not yet read its identity and details again),
+//! `signal` (a kill was confirmed; no target has been pinned or stopped yet)
+//! and `held` (the first round's targets are frozen or stopped, not yet
+//! checked or signalled).
 
 use std::sync::OnceLock;
 
@@ -39,6 +41,13 @@ pub fn after_holder_scan(pid: u32) {
 /// A kill was confirmed; nothing is pinned or signalled yet.
 pub fn before_signals() {
     if wanted() == Some("signal") {
+        stop_here();
+    }
+}
+
+/// A kill holds its targets still (frozen or stopped), before the check.
+pub fn while_held() {
+    if wanted() == Some("held") {
         stop_here();
     }
 }

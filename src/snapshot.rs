@@ -102,9 +102,14 @@ pub struct Collector {
     cfg: Config,
     nodes: Arc<NodeSet>,
     proc_fd: Arc<OwnedFd>,
-    nvml: Result<nvml::Session, crate::model::NvmlStatus>,
+    /// The NVML session, or why there is none (retried now and then when
+    /// the library failed without hanging: a driver loaded after boot).
+    nvml: std::sync::Mutex<(Result<nvml::Session, crate::model::NvmlStatus>, Instant)>,
     stuck: Stuck,
 }
+
+/// How often a failed NVML open is tried again (by `watch` and `serve`).
+const NVML_RETRY: Duration = Duration::from_secs(30);
 
 impl Collector {
     /// Discovers the device nodes, opens the proc root and NVML (waiting
@@ -128,7 +133,7 @@ impl Collector {
             cfg,
             nodes: Arc::new(nodes),
             proc_fd: Arc::new(proc_fd),
-            nvml,
+            nvml: std::sync::Mutex::new((nvml, Instant::now())),
             stuck: Stuck::default(),
         })
     }
@@ -140,8 +145,17 @@ impl Collector {
 
     /// NVML only, waiting for the driver until `deadline` at most.
     pub fn nvml_until(&self, deadline: Option<Instant>) -> NvmlReport {
-        match &self.nvml {
-            Ok(session) => session.read(remaining(self.cfg.read_timeout, deadline)),
+        let wait = remaining(self.cfg.read_timeout, deadline);
+        let mut guard = self.nvml.lock().unwrap_or_else(|p| p.into_inner());
+        let (session, tried) = &mut *guard;
+        if let Err(status) = session {
+            if !nvml::open_hung(status) && tried.elapsed() >= NVML_RETRY {
+                *session = nvml::Session::open(self.cfg.nvml_lib.as_deref(), wait);
+                *tried = Instant::now();
+            }
+        }
+        match session {
+            Ok(session) => session.read(wait),
             Err(status) => NvmlReport {
                 status: status.clone(),
                 ..NvmlReport::default()
@@ -149,9 +163,13 @@ impl Collector {
         }
     }
 
-    /// Whether NVML answered when the collector was made.
+    /// Whether NVML answers (an open that failed, for good or not yet).
     pub fn has_nvml(&self) -> bool {
-        self.nvml.is_ok()
+        self.nvml
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .is_ok()
     }
 
     /// The device nodes.
@@ -223,7 +241,25 @@ impl Collector {
             vanished,
             scanned: scanned.scanned,
         };
-        Ok(assemble(&self.cfg, &self.proc_fd, &self.nodes, collected))
+        let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
+        if self.cfg.others {
+            snap.others = others(&self.proc_fd, &snap.processes, limits, &self.stuck);
+        }
+        Ok(snap)
+    }
+
+    /// Whether each pinned process (its `/proc/PID` fd) holds a GPU node
+    /// now, each read ending by the read timeout or `deadline`.
+    pub fn holding(
+        &self,
+        dirs: Vec<(u32, OwnedFd)>,
+        deadline: Option<Instant>,
+    ) -> Vec<(u32, scan::Holding)> {
+        let limits = Limits {
+            read_timeout: self.cfg.read_timeout,
+            deadline,
+        };
+        scan::holding_many(dirs, &self.nodes, limits, &self.stuck)
     }
 
     /// The configuration.
@@ -392,7 +428,9 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
                 .map(|c| parse::escape_bytes(c.trim_ascii_end())),
             reason: match why {
                 Unread::Permission => UnreadableReason::Permission,
-                Unread::TimedOut(_) | Unread::NotReached => UnreadableReason::Timeout,
+                Unread::TimedOut(_) | Unread::NotReached | Unread::StillStuck => {
+                    UnreadableReason::Timeout
+                }
                 Unread::Failed { .. } => UnreadableReason::Error,
             },
             why: why.to_string(),
@@ -413,11 +451,6 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
             .and_then(|b| parse::parse_status(&b).ok())
             .is_some_and(|st| st.nspid.len() > 1),
     };
-    let others = if cfg.others {
-        others(proc_fd, &processes)
-    } else {
-        Vec::new()
-    };
     let mut snapshot = Snapshot {
         gpus,
         processes,
@@ -426,7 +459,7 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
         nvml: report.status,
         unavailable: report.unavailable,
         dev_dir: cfg.dev_dir.display().to_string(),
-        others,
+        others: Vec::new(),
         uptime_ticks: 0,
         ticks_per_second: rustix::param::clock_ticks_per_second(),
         verdict: Default::default(),
@@ -449,25 +482,23 @@ fn judge(s: &mut Snapshot) {
 }
 
 /// Every process that is not a holder (nor gpufree), as pkill sees it.
-fn others(proc_fd: &OwnedFd, holders: &[Process]) -> Vec<Brief> {
+fn others(
+    proc_fd: &Arc<OwnedFd>,
+    holders: &[Process],
+    limits: Limits,
+    stuck: &Stuck,
+) -> Vec<Brief> {
     let me = std::process::id();
     let Ok(pids) = scan::list_pids(proc_fd) else {
         return Vec::new();
     };
-    pids.into_iter()
+    let pids = pids
+        .into_iter()
         .filter(|pid| *pid != me && !holders.iter().any(|h| h.pid == *pid))
-        .filter_map(|pid| {
-            let stat =
-                parse::parse_stat(&scan::read_at(proc_fd, &format!("{pid}/stat")).ok()?).ok()?;
-            let cmdline = scan::read_at(proc_fd, &format!("{pid}/cmdline"))
-                .map(|b| parse::parse_cmdline(&b))
-                .unwrap_or_default();
-            Some(Brief {
-                pid,
-                comm: stat.comm,
-                cmdline,
-            })
-        })
+        .collect();
+    scan::titles(proc_fd, pids, limits, stuck)
+        .into_iter()
+        .map(|(pid, comm, cmdline)| Brief { pid, comm, cmdline })
         .collect()
 }
 
@@ -621,9 +652,25 @@ fn reaper_children(proc_fd: &OwnedFd, reapers: &BTreeSet<u32>) -> Vec<(u32, Stri
 /// Folds a fresh NVML reading into `snap` without rescanning /proc: GPU
 /// memory and process lists, the memory of known processes, accounting and
 /// findings. Returns false (and changes nothing) when NVML now lists a PID
-/// the snapshot does not know or no longer lists one it knew: then a full
-/// snapshot is needed.
+/// the snapshot does not know or no longer lists one it knew, or when NVML's
+/// own state changed: then a full snapshot is needed.
 pub fn refresh_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
+    // NVML failing now (hung, lost), or a GPU it no longer reports, is a
+    // change only a full snapshot can describe.
+    if report.status.available != snap.nvml.available {
+        return false;
+    }
+    if !report.status.available {
+        return true; // still no NVML: nothing to fold in
+    }
+    if snap.gpus.iter().any(|g| {
+        !report
+            .gpus
+            .iter()
+            .any(|f| f.index == g.index && f.memory.known == g.memory.known)
+    }) {
+        return false;
+    }
     let pids = |gpus: &[Gpu]| -> BTreeSet<(u32, u32)> {
         gpus.iter()
             .flat_map(|g| g.nvml_processes.iter().map(move |p| (g.index, p.pid)))
@@ -848,6 +895,10 @@ mod tests {
             ..Memory::default()
         };
         g.nvml_processes = vec![nvml(5, 100)];
+        let up = crate::model::NvmlStatus {
+            available: true,
+            ..crate::model::NvmlStatus::default()
+        };
         let mut snap = Snapshot {
             gpus: vec![g.clone()],
             processes: vec![Process {
@@ -859,6 +910,7 @@ mod tests {
                 }],
                 ..Process::default()
             }],
+            nvml: up.clone(),
             ..Snapshot::default()
         };
         let mut later = g.clone();
@@ -866,6 +918,7 @@ mod tests {
         later.nvml_processes = vec![nvml(5, 250)];
         let report = NvmlReport {
             gpus: vec![later.clone()],
+            status: up.clone(),
             ..NvmlReport::default()
         };
         assert!(refresh_memory(&mut snap, &report));
@@ -879,13 +932,26 @@ mod tests {
             !refresh_memory(
                 &mut snap,
                 &NvmlReport {
-                    gpus: vec![later],
+                    gpus: vec![later.clone()],
+                    status: up.clone(),
                     ..NvmlReport::default()
                 }
             ),
             "a new PID needs a full snapshot"
         );
         assert_eq!(snap, before);
+        let hung = NvmlReport {
+            status: crate::model::NvmlStatus {
+                available: false,
+                error: Some("NVML did not answer within 5.0 s".into()),
+                ..up.clone()
+            },
+            ..NvmlReport::default()
+        };
+        assert!(
+            !refresh_memory(&mut snap, &hung),
+            "NVML failing now needs a full snapshot, not the old memory"
+        );
     }
 
     #[test]

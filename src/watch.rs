@@ -543,7 +543,7 @@ fn ui(
                             Ok(c) => match c.snapshot() {
                                 Ok(snap) => {
                                     let safety = Safety::current();
-                                    let r = kill::execute(
+                                    let (r, _) = kill::execute(
                                         &c,
                                         &snap,
                                         plan,

@@ -114,12 +114,13 @@ impl Target {
         })
     }
 
-    /// Pins every live (non-zombie) process of a snapshot that is still
-    /// the process the snapshot saw; the rest are left out.
+    /// Pins every live process of a snapshot (a zombie leader whose
+    /// threads run counts) that is still the process the snapshot saw; the
+    /// rest are left out.
     pub fn pin_all(snap: &Snapshot) -> Vec<Target> {
         snap.processes
             .iter()
-            .filter(|p| p.state != "Z")
+            .filter(|p| p.is_live())
             .filter_map(|p| Target::pin(&snap.pins, p.pid, p.start_time_ticks).ok())
             .collect()
     }

@@ -25,7 +25,7 @@ use super::quiesce::quiesce;
 use crate::diagnose::verdict::{self, Policy};
 use crate::diagnose::{memory_on_gpus, Groups, IDLE_SLACK_BYTES};
 use crate::model::{Owner, OwnerKind, Process, Snapshot, VerdictState};
-use crate::proc::scan::{holding_now, Holding};
+use crate::proc::scan::Holding;
 use crate::snapshot::{select, Collector};
 use crate::units::mib;
 use regex::Regex;
@@ -398,6 +398,9 @@ pub struct Report {
     /// Targets that no longer held a GPU (exec'd or let go) when checked
     /// right before the signal: not signalled.
     pub changed: Vec<Changed>,
+    /// Targets that could not be checked again right before the signal (a
+    /// read failed or timed out): not signalled, and the release unknown.
+    pub unchecked: Vec<Changed>,
     /// Survivors in uninterruptible sleep: waiting for the kernel.
     pub waiting_for_kernel: Vec<u32>,
     /// Left out, with why.
@@ -478,48 +481,60 @@ fn round(
     }
     // Quiescence: frozen or stopped, a target can neither exec nor fork
     // while it is checked and signalled.
-    let held = quiesce(&pinned);
+    let held = quiesce(&pinned, deadlines.act);
     report.frozen_cgroups.extend(held.frozen());
-    let stopped: Vec<bool> = (0..pinned.len()).map(|i| held.stopped(i)).collect();
-    // Check every target, then signal every one still holding, then
-    // continue them together: none acts on its signal before all have it.
+    crate::pause::while_held();
+    // Check every target (through its pinned fd, each read under the
+    // deadline), then signal every one still holding, then release them
+    // together: none acts on its signal before all have it.
+    let dirs: Vec<(u32, std::os::fd::OwnedFd)> = pinned
+        .iter()
+        .filter_map(|t| t.dir().try_clone().ok().map(|d| (t.pid, d)))
+        .collect();
+    let holding: BTreeMap<u32, Holding> =
+        c.holding(dirs, Some(deadlines.act)).into_iter().collect();
     let mut checked = Vec::new();
-    for (t, we_stopped) in pinned.into_iter().zip(stopped) {
-        let holding = match holding_now(t.dir(), c.nodes()) {
-            Holding::Yes => Ok(()),
-            Holding::Gone => Err(None),
+    for t in pinned {
+        let verdict = match holding.get(&t.pid) {
+            Some(Holding::Yes) => Ok(()),
+            Some(Holding::Gone) => Err(None),
             // NVML's word alone never suffices: a process gpufree can read
             // that holds no GPU node holds no GPU memory (a listing of its
             // PID is another process's, one that had the PID before).
-            Holding::No => Err(Some(
-                "no longer holds a GPU device node (it exec'd another program or let go)"
-                    .to_string(),
-            )),
-            Holding::Unknown(why) => Err(Some(format!("could not be checked again ({why})"))),
+            Some(Holding::No) => Err(Some(Changed {
+                pid: t.pid,
+                why: "no longer holds a GPU device node (it exec'd another program or let go)"
+                    .into(),
+            })),
+            Some(Holding::Unknown(why)) => Err(Some(Changed {
+                pid: t.pid,
+                why: format!("could not be checked again ({why})"),
+            })),
+            None => Err(Some(Changed {
+                pid: t.pid,
+                why: "could not be checked again".into(),
+            })),
         };
-        match holding {
-            Ok(()) => checked.push((t, we_stopped)),
-            Err(why) => {
-                if we_stopped {
-                    let _ = t.signal(Signal::CONT); // left as it was found
-                }
-                if let Some(why) = why {
-                    report.changed.push(Changed { pid: t.pid, why });
+        match verdict {
+            Ok(()) => checked.push(t),
+            Err(None) => {}
+            Err(Some(changed)) => {
+                if matches!(holding.get(&t.pid), Some(Holding::No)) {
+                    report.changed.push(changed);
+                } else {
+                    report.unchecked.push(changed);
                 }
             }
         }
     }
     let mut signalled = Vec::new();
-    for (t, we_stopped) in checked {
+    for t in checked {
         match t.signal(sig) {
             Ok(()) | Err(KillError::Gone) => {
                 report.targets.push(t.pid);
                 signalled.push(t);
             }
             Err(err) => {
-                if we_stopped {
-                    let _ = t.signal(Signal::CONT);
-                }
                 report.skipped.push(Skipped {
                     pid: t.pid,
                     reason: err.to_string(),
@@ -535,6 +550,7 @@ fn round(
             let _ = t.signal(Signal::CONT);
         }
     }
+    // Thaw what was frozen, continue what was stopped and not signalled.
     held.release();
     let refs: Vec<&Target> = signalled.iter().collect();
     let running = if sig == Signal::KILL {
@@ -604,13 +620,15 @@ fn joiners(
                     "forked in target {}'s process group and left as an orphan",
                     t.pid
                 ))
-            } else if matches!(
-                t.owner.kind,
-                OwnerKind::SystemdUnit
-                    | OwnerKind::Container
-                    | OwnerKind::K8sPod
-                    | OwnerKind::SlurmJob
-            ) && p.owner == t.owner
+            } else if (sel.gpus.is_some() || sel.unit.is_some())
+                && matches!(
+                    t.owner.kind,
+                    OwnerKind::SystemdUnit
+                        | OwnerKind::Container
+                        | OwnerKind::K8sPod
+                        | OwnerKind::SlurmJob
+                )
+                && p.owner == t.owner
             {
                 Some(format!("started again by {}", t.owner.name))
             } else {
@@ -631,7 +649,8 @@ fn joiners(
     out.into_values().collect()
 }
 
-/// Executes `plan` (made from `initial` with `sel` and `safety`).
+/// Executes `plan` (made from `initial` with `sel` and `safety`); returns
+/// the report and the snapshot its verdict was made from.
 pub fn execute(
     c: &Collector,
     initial: &Snapshot,
@@ -639,8 +658,9 @@ pub fn execute(
     sel: &Selectors,
     safety: &Safety,
     opts: &Options,
-) -> Report {
+) -> (Report, Option<Snapshot>) {
     crate::pause::before_signals();
+    super::quiesce::release_on_interrupt();
     let deadlines = Deadlines::new(opts.timeout);
     let started = Instant::now();
     let first_tick = ticks_now();
@@ -692,29 +712,26 @@ pub fn execute(
         report.survivors = all.iter().filter(|t| !t.exited()).map(|t| t.pid).collect();
         report.verdict = VerdictState::Unknown;
         report.reasons = vec!["not waited for (--no-wait)".into()];
-        return report;
+        return (report, None);
     }
-    let release = Release::new(initial, &signalled, &report, sel);
+    let release = Release::new(initial, &signalled, &report, sel, handled);
     let bar = opts.progress.then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_message("waiting for the GPU memory to come back");
         b.enable_steady_tick(Duration::from_millis(120));
         b
     });
-    // NVML alone until the targets' memory is back, then one fresh snapshot
-    // decides.
-    if c.has_nvml() {
+    // NVML alone until the targets' memory is back (or the deadline), then
+    // one fresh snapshot decides.
+    if c.has_nvml() && !release.expected.is_empty() {
         loop {
-            let now = c.nvml_until(Some(deadlines.end));
-            report.still_holding = release.memory_held(&now);
-            if report.still_holding.is_empty() || Instant::now() >= deadlines.act {
+            let now = c.nvml_until(Some(deadlines.act));
+            let held = release.memory_held(&now.gpus, now.status.available);
+            if held.is_empty() || Instant::now() >= deadlines.act {
                 break;
             }
             if let Some(b) = &bar {
-                b.set_message(format!(
-                    "waiting for the GPU memory: {}",
-                    report.still_holding.join("; ")
-                ));
+                b.set_message(format!("waiting for the GPU memory: {}", held.join("; ")));
             }
             std::thread::sleep(Duration::from_millis(25));
         }
@@ -723,28 +740,32 @@ pub fn execute(
         b.finish_and_clear();
     }
     let end = c.snapshot_until(Some(deadlines.end));
-    let (state, reasons) = match end {
-        Ok(end) => release.judge(&end, &report, &signalled, first_tick, opts.holders_only),
-        Err(e) => (
-            VerdictState::Unknown,
+    let verdict = match &end {
+        Ok(end) => release.judge(end, &report, &signalled, first_tick, opts.holders_only),
+        Err(e) => verdict::finish(
+            Vec::new(),
             vec![format!("no final snapshot: {e}")],
+            Vec::new(),
         ),
     };
+    if let Ok(end) = &end {
+        report.still_holding = release.memory_held(&end.gpus, end.nvml.available);
+    }
     report.survivors = all.iter().filter(|t| !t.exited()).map(|t| t.pid).collect();
     report.waiting_for_kernel = all
         .iter()
         .filter(|t| !t.exited() && t.state() == 'D')
         .map(|t| t.pid)
         .collect();
-    report.verdict = state;
-    report.reasons = reasons;
-    report.released = state == VerdictState::Free;
+    report.verdict = verdict.state;
+    report.reasons = verdict.reasons;
+    report.released = verdict.state == VerdictState::Free;
     report.seconds_to_release = if report.released {
         started.elapsed().as_secs_f64()
     } else {
         0.0
     };
-    report
+    (report, end.ok())
 }
 
 /// What "released" means for one execution.
@@ -754,12 +775,20 @@ struct Release {
     expected: BTreeMap<u32, u64>,
     /// PIDs whose NVML listing must go: targets and zombies that matched.
     watched: BTreeSet<u32>,
+    /// Every identity the run meant to free (planned or joined).
+    meant: BTreeSet<(u32, u64)>,
     /// The GPUs the command is about, when only GPUs were selected.
     gpus: Option<Vec<u32>>,
 }
 
 impl Release {
-    fn new(initial: &Snapshot, signalled: &[Process], report: &Report, sel: &Selectors) -> Release {
+    fn new(
+        initial: &Snapshot,
+        signalled: &[Process],
+        report: &Report,
+        sel: &Selectors,
+        meant: BTreeSet<(u32, u64)>,
+    ) -> Release {
         let mut watched: BTreeSet<u32> = signalled.iter().map(|p| p.pid).collect();
         // Matched zombies that NVML lists: their memory is part of the ask.
         watched.extend(report.skipped.iter().filter(|k| !k.refused).map(|k| k.pid));
@@ -781,34 +810,36 @@ impl Release {
         Release {
             expected,
             watched,
+            meant,
             gpus: sel
                 .gpus_only()
                 .then(|| sel.gpus.clone().unwrap_or_default()),
         }
     }
 
-    /// What NVML says still holds the watched memory (empty: it is back).
-    fn memory_held(&self, now: &crate::nvml::NvmlReport) -> Vec<String> {
+    /// What still holds the watched memory on these GPUs (empty: it is
+    /// back). A GPU whose memory cannot be read is held until it can be.
+    fn memory_held(&self, gpus: &[crate::model::Gpu], nvml: bool) -> Vec<String> {
         let mut held = Vec::new();
-        if !now.status.available {
-            return held; // judged by the final snapshot
-        }
-        for g in now
-            .gpus
-            .iter()
-            .filter(|g| self.expected.contains_key(&g.index))
-        {
+        for (&index, &expected) in &self.expected {
+            let Some(g) = gpus.iter().find(|g| g.index == index).filter(|_| nvml) else {
+                held.push(format!("GPU {index}: NVML did not report it"));
+                continue;
+            };
+            if !g.memory.known {
+                held.push(format!("GPU {index}: its memory could not be read"));
+                continue;
+            }
             let listed: Vec<u32> = g
                 .nvml_processes
                 .iter()
                 .filter(|p| self.watched.contains(&p.pid))
                 .map(|p| p.pid)
                 .collect();
-            let limit = self.expected[&g.index] + IDLE_SLACK_BYTES;
-            if !listed.is_empty() || (g.memory.known && g.memory.used_bytes > limit) {
+            let limit = expected + IDLE_SLACK_BYTES;
+            if !listed.is_empty() || g.memory.used_bytes > limit {
                 held.push(format!(
-                    "GPU {}: {} used (expected at most {}){}",
-                    g.index,
+                    "GPU {index}: {} used (expected at most {}){}",
                     mib(g.memory.used_bytes),
                     mib(limit),
                     if listed.is_empty() {
@@ -830,46 +861,47 @@ impl Release {
         signalled: &[Process],
         first_tick: u64,
         holders_only: bool,
-    ) -> (VerdictState, Vec<String>) {
+    ) -> crate::model::Verdict {
         let policy = Policy {
             holders_only,
             ..Policy::default()
         };
+        let unchecked: Vec<String> = report
+            .unchecked
+            .iter()
+            .map(|u| format!("PID {} {}; it was not signalled", u.pid, u.why))
+            .collect();
         if let Some(gpus) = &self.gpus {
             // "Free these GPUs": their verdict is the answer.
             let v = verdict::overall(&select(end.clone(), gpus), &policy);
-            return (v.state, v.reasons);
+            let (busy, unknown) = match v.state {
+                VerdictState::Busy => (v.reasons, unchecked),
+                _ => (Vec::new(), unchecked.into_iter().chain(v.reasons).collect()),
+            };
+            return verdict::finish(busy, unknown, v.caveats);
         }
         let mut busy = Vec::new();
-        let mut unknown = Vec::new();
-        for p in &end.processes {
-            let target = signalled
+        let mut unknown = unchecked;
+        let listed = |pid: u32| {
+            end.gpus
                 .iter()
-                .any(|t| t.pid == p.pid && t.start_time_ticks == p.start_time_ticks);
-            let zombie_listed = self.watched.contains(&p.pid)
-                && !p.is_live()
-                && end
-                    .gpus
-                    .iter()
-                    .any(|g| g.nvml_processes.iter().any(|n| n.pid == p.pid));
-            let changed = report.changed.iter().any(|c| c.pid == p.pid)
-                && end
-                    .gpus
-                    .iter()
-                    .any(|g| g.nvml_processes.iter().any(|n| n.pid == p.pid));
-            if changed {
+                .any(|g| g.nvml_processes.iter().any(|n| n.pid == pid))
+        };
+        for p in &end.processes {
+            let meant = self.meant.contains(&(p.pid, p.start_time_ticks));
+            if report.changed.iter().any(|c| c.pid == p.pid) && listed(p.pid) {
                 busy.push(format!(
                     "PID {} changed before the signal (it exec'd or let go) and was not signalled, but NVML still lists it with memory",
                     p.pid
                 ));
-            } else if target && p.is_live() {
+            } else if meant && p.is_live() {
                 busy.push(format!(
                     "PID {} ({}) still holds {}",
                     p.pid,
                     p.comm,
                     reason(p).trim_start_matches("holds ")
                 ));
-            } else if zombie_listed {
+            } else if self.watched.contains(&p.pid) && !p.is_live() && listed(p.pid) {
                 busy.push(format!(
                     "zombie PID {} is still listed by NVML with its memory: its parent PID {} must reap it",
                     p.pid, p.ppid
@@ -892,16 +924,23 @@ impl Release {
                 ));
             }
         }
-        let memory_gone = !end.nvml.available;
-        if memory_gone && !holders_only && !self.expected.is_empty() {
-            unknown.push(format!(
-                "the release cannot be proven: NVML is unavailable ({}); --holders-only accepts the holders alone",
-                end.nvml.error.as_deref().unwrap_or("unknown error")
-            ));
+        // The targets' memory, from the end snapshot's NVML: what cannot be
+        // read leaves the release unknown, unless the holders alone count.
+        for held in self.memory_held(&end.gpus, end.nvml.available) {
+            if !held.contains("NVML did not report") && !held.contains("could not be read") {
+                busy.push(held);
+            } else if !holders_only {
+                unknown.push(format!(
+                    "the release cannot be proven: {held}{}; --holders-only accepts the holders alone",
+                    end.nvml
+                        .error
+                        .as_deref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                ));
+            }
         }
-        busy.extend(report.still_holding.iter().cloned());
-        let v = verdict::finish(busy, unknown, Vec::new());
-        (v.state, v.reasons)
+        verdict::finish(busy, unknown, Vec::new())
     }
 }
 

@@ -1,18 +1,63 @@
 //! Quiescence before the signal: the targets must neither exec nor fork
 //! while they are checked and signalled.
 //!
-//! Where every process of a cgroup is a target, the cgroup is frozen (v2
+//! Where every process of a cgroup is a target (and the cgroup has no child
+//! cgroups, and nobody else froze it), the cgroup is frozen (v2
 //! `cgroup.freeze`, else the v1 freezer's `freezer.state`): atomic for the
 //! whole group and invisible to the targets' parents. Every other target is
 //! stopped with SIGSTOP (which its parent may see as a stop). Thawing and
-//! continuing are the caller's last step: [`Quiesced::release`].
+//! continuing are the caller's last step: [`Quiesced::release`]. Until then
+//! what is held is also recorded process-wide, and [`release_all`] (run by
+//! gpufree's SIGINT/SIGTERM/SIGHUP handler) lets it go: an interrupted
+//! gpufree never leaves a target stopped or a cgroup frozen.
 
 use super::identity::Target;
 use crate::proc::scan::read_at;
 use rustix::process::Signal;
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// What is held right now, process-wide: frozen cgroups and pidfds of the
+/// processes gpufree stopped.
+static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
+
+enum Held {
+    Frozen(Freezer),
+    Stopped(OwnedFd),
+}
+
+fn held() -> std::sync::MutexGuard<'static, Vec<Held>> {
+    HELD.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Thaws every cgroup and continues every process gpufree holds now (for
+/// a signal handler: gpufree is about to exit).
+pub fn release_all() {
+    for h in held().drain(..) {
+        match h {
+            Held::Frozen(f) => f.thaw(),
+            Held::Stopped(fd) => {
+                let _ = rustix::process::pidfd_send_signal(&fd, Signal::CONT);
+            }
+        }
+    }
+}
+
+/// Installs, once, the handler that releases what is held and exits 130 on
+/// SIGINT, SIGTERM or SIGHUP. (Where another handler was installed first,
+/// as the demo's, that one stays.)
+pub fn release_on_interrupt() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            release_all();
+            std::process::exit(130);
+        });
+    });
+}
 
 /// A cgroup's freezer.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -24,7 +69,25 @@ enum Freezer {
 }
 
 impl Freezer {
-    fn freeze(&self) -> bool {
+    fn dir(&self) -> &Path {
+        match self {
+            Freezer::V2(d) | Freezer::V1(d) => d,
+        }
+    }
+
+    /// Whether it has child cgroups (which a freeze would freeze too).
+    fn has_children(&self) -> bool {
+        std::fs::read_dir(self.dir())
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            })
+            .unwrap_or(true)
+    }
+
+    /// Freezes it and waits until `until` at most for the freeze to settle.
+    fn freeze(&self, until: Instant) -> bool {
         let (file, value) = match self {
             Freezer::V2(d) => (d.join("cgroup.freeze"), "1"),
             Freezer::V1(d) => (d.join("freezer.state"), "FROZEN"),
@@ -32,7 +95,6 @@ impl Freezer {
         if std::fs::write(file, value).is_err() {
             return false;
         }
-        let until = Instant::now() + Duration::from_millis(500);
         while Instant::now() < until {
             if self.frozen() {
                 return true;
@@ -61,10 +123,7 @@ impl Freezer {
     }
 
     fn procs(&self) -> Option<BTreeSet<u32>> {
-        let dir = match self {
-            Freezer::V2(d) | Freezer::V1(d) => d,
-        };
-        let text = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+        let text = std::fs::read_to_string(self.dir().join("cgroup.procs")).ok()?;
         Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
     }
 
@@ -160,44 +219,26 @@ pub struct Quiesced {
 }
 
 impl Quiesced {
-    /// Whether gpufree stopped target `i` with SIGSTOP (so it must be
-    /// continued if it is not signalled).
-    pub fn stopped(&self, i: usize) -> bool {
-        self.stopped.get(i).copied().unwrap_or(false)
-    }
-
     /// The cgroups frozen, in words.
     pub fn frozen(&self) -> Vec<String> {
         self.frozen.iter().map(Freezer::describe).collect()
     }
 
-    /// Thaws the frozen cgroups (what was stopped is continued by the
-    /// caller, which knows what it signalled).
+    /// Thaws the frozen cgroups and continues what gpufree stopped and did
+    /// not signal since (the caller continues what it signalled).
     pub fn release(self) {
-        for f in &self.frozen {
-            f.thaw();
-        }
+        release_all();
     }
 }
 
-/// Stops `t` (unless it was stopped already) and waits briefly for the stop
-/// to take effect; returns whether gpufree stopped it.
-fn stop(t: &Target) -> bool {
-    if matches!(t.state(), 'T' | 't' | 'Z' | '?') {
-        return false;
-    }
-    if t.signal(Signal::STOP).is_err() {
-        return false;
-    }
-    let until = Instant::now() + Duration::from_millis(100);
-    while Instant::now() < until && !matches!(t.state(), 'T' | 't' | 'Z' | '?') {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
+/// Whether a state letter is stopped, or past stopping.
+fn still(state: char) -> bool {
+    matches!(state, 'T' | 't' | 'Z' | 'X' | '?')
 }
 
-/// Freezes every cgroup whose processes are all targets; stops the rest.
-pub fn quiesce(targets: &[Target]) -> Quiesced {
+/// Freezes every cgroup whose processes are all targets; stops the rest,
+/// all first, then waits once for the stops to land, until `until` at most.
+pub fn quiesce(targets: &[Target], until: Instant) -> Quiesced {
     let m = mounts();
     let mut groups: BTreeMap<Freezer, Vec<usize>> = BTreeMap::new();
     for (i, t) in targets.iter().enumerate() {
@@ -208,22 +249,42 @@ pub fn quiesce(targets: &[Target]) -> Quiesced {
     let pids: BTreeSet<u32> = targets.iter().map(|t| t.pid).collect();
     let mut held = vec![false; targets.len()];
     let mut q = Quiesced::default();
+    let settle = until.min(Instant::now() + Duration::from_millis(500));
     for (f, members) in groups {
         let only_targets = f
             .procs()
             .is_some_and(|procs| !procs.is_empty() && procs.is_subset(&pids));
-        if only_targets && f.freeze() {
+        // Frozen by someone else (a suspended job): theirs to thaw.
+        if only_targets && !f.has_children() && !f.frozen() && f.freeze(settle) {
             for i in members {
                 held[i] = true;
             }
-            q.frozen.push(f);
+            q.frozen.push(f.clone());
+            self::held().push(Held::Frozen(f));
         }
     }
     q.stopped = targets
         .iter()
         .zip(&held)
-        .map(|(t, &frozen)| !frozen && stop(t))
+        .map(|(t, &frozen)| {
+            if frozen || still(t.state()) || t.signal(Signal::STOP).is_err() {
+                return false;
+            }
+            if let Some(fd) = t.pidfd().and_then(|fd| fd.try_clone().ok()) {
+                self::held().push(Held::Stopped(fd));
+            }
+            true
+        })
         .collect();
+    let settle = until.min(Instant::now() + Duration::from_millis(100));
+    while Instant::now() < settle
+        && targets
+            .iter()
+            .zip(&q.stopped)
+            .any(|(t, &stopped)| stopped && !still(t.state()))
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     q
 }
 

@@ -78,7 +78,11 @@ pub fn wait(c: &Collector, opts: &Options, first: Snapshot) -> Result<Outcome, S
                 last: snap,
             });
         }
-        // Sleep until something may have changed.
+        // Sleep until something may have changed: a holder exits, NVML
+        // changes, or, while the verdict is unknown for what could not be
+        // read, a read timeout has passed (a stuck read may have cleared).
+        let looked = Instant::now();
+        let relook = (verdict.state == VerdictState::Unknown).then_some(c.config().read_timeout);
         let pinned = Target::pin_all(&snap);
         let before = fingerprint(c, &opts.gpus, opts.deadline + LAST_LOOK);
         loop {
@@ -102,7 +106,10 @@ pub fn wait(c: &Collector, opts: &Options, first: Snapshot) -> Result<Outcome, S
                 };
                 poll(&mut polls, Some(&ts)).is_ok_and(|n| n > 0)
             };
-            if exited || fingerprint(c, &opts.gpus, opts.deadline + LAST_LOOK) != before {
+            if exited
+                || relook.is_some_and(|r| looked.elapsed() >= r)
+                || fingerprint(c, &opts.gpus, opts.deadline + LAST_LOOK) != before
+            {
                 break;
             }
         }

@@ -76,10 +76,6 @@ fn gpus_of_all<'a>(ps: impl IntoIterator<Item = &'a Process>) -> Vec<u32> {
     g
 }
 
-fn is_live(p: &Process) -> bool {
-    p.is_live()
-}
-
 /// What pkill -f matches: the command line joined by spaces, or comm when
 /// the command line is empty (kernel threads, zombies).
 pub fn pkill_f_text(comm: &str, cmdline: &[String]) -> String {
@@ -307,7 +303,7 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
 fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let s = ctx.s;
     let mut groups: BTreeMap<Group, Vec<&Process>> = BTreeMap::new();
-    for p in s.processes.iter().filter(|p| is_live(p)) {
+    for p in s.processes.iter().filter(|p| p.is_live()) {
         groups.entry(ctx.group(p)).or_default().push(p);
     }
     for (g, members) in &groups {
@@ -348,7 +344,7 @@ fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
     let renamed: Vec<&Process> = s
         .processes
         .iter()
-        .filter(|p| p.renamed && is_live(p))
+        .filter(|p| p.renamed && p.is_live())
         .collect();
     if renamed.is_empty() {
         return;
@@ -394,7 +390,7 @@ fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
 }
 
 fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
-    let holders: Vec<&Process> = s.processes.iter().filter(|p| is_live(p)).collect();
+    let holders: Vec<&Process> = s.processes.iter().filter(|p| p.is_live()).collect();
     let f_hit = |p: &Process| re.is_match(&pkill_f_text(&p.comm, &p.cmdline));
     let comm_hit = |comm: &str| re.is_match(comm);
     let hits: Vec<&Process> = holders.iter().copied().filter(|p| f_hit(p)).collect();
@@ -476,13 +472,13 @@ fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let memory_groups: Vec<Group> = s
         .processes
         .iter()
-        .filter(|p| p.memory_bytes() > 0 && is_live(p))
+        .filter(|p| p.memory_bytes() > 0 && p.is_live())
         .map(|p| ctx.group(p))
         .collect();
     let node_only: Vec<&Process> = s
         .processes
         .iter()
-        .filter(|p| p.memory_bytes() == 0 && !p.devices.is_empty() && is_live(p) && !p.protected)
+        .filter(|p| p.memory_bytes() == 0 && !p.devices.is_empty() && p.is_live() && !p.protected)
         .collect();
     let (with_group, alone): (Vec<&Process>, Vec<&Process>) = node_only
         .iter()
@@ -553,7 +549,7 @@ fn orphans(s: &Snapshot, out: &mut Vec<Finding>) {
     let orphans: Vec<&Process> = s
         .processes
         .iter()
-        .filter(|p| p.orphaned && is_live(p))
+        .filter(|p| p.orphaned && p.is_live())
         .collect();
     if orphans.is_empty() {
         return;
@@ -860,7 +856,7 @@ fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
             .processes
             .iter()
             .filter(|p| {
-                is_live(p)
+                p.is_live()
                     && (p.touches_gpu(g.index)
                         || (p.gpu_memory.is_empty() && p.devices.iter().all(|d| d.gpu.is_none())))
             })

@@ -285,7 +285,16 @@ pub fn finish(busy: Vec<String>, unknown: Vec<String>, caveats: Vec<String>) -> 
 /// The verdict over every GPU of `s`: busy if one is busy, else unknown if
 /// one is unknown, else free. Reasons name their GPU.
 pub fn overall(s: &Snapshot, policy: &Policy) -> Verdict {
-    if s.gpus.is_empty() {
+    let each: Vec<(u32, Verdict)> = s
+        .gpus
+        .iter()
+        .map(|g| (g.index, gpu(s, g, policy)))
+        .collect();
+    combine(&each)
+}
+
+fn combine(each: &[(u32, Verdict)]) -> Verdict {
+    if each.is_empty() {
         return Verdict {
             state: VerdictState::Unknown,
             reasons: vec!["no GPU to look at".into()],
@@ -296,21 +305,17 @@ pub fn overall(s: &Snapshot, policy: &Policy) -> Verdict {
         state: VerdictState::Free,
         ..Verdict::default()
     };
-    for g in &s.gpus {
-        let v = gpu(s, g, policy);
+    for (index, v) in each {
         all.state = match (all.state, v.state) {
             (VerdictState::Busy, _) | (_, VerdictState::Busy) => VerdictState::Busy,
             (VerdictState::Unknown, _) | (_, VerdictState::Unknown) => VerdictState::Unknown,
             _ => VerdictState::Free,
         };
-        all.reasons.extend(
-            v.reasons
-                .into_iter()
-                .map(|r| format!("GPU {}: {r}", g.index)),
-        );
-        for c in v.caveats {
-            if !all.caveats.contains(&c) {
-                all.caveats.push(c);
+        all.reasons
+            .extend(v.reasons.iter().map(|r| format!("GPU {index}: {r}")));
+        for c in &v.caveats {
+            if !all.caveats.contains(c) {
+                all.caveats.push(c.clone());
             }
         }
     }
@@ -320,11 +325,15 @@ pub fn overall(s: &Snapshot, policy: &Policy) -> Verdict {
 /// Sets every GPU's verdict and the snapshot's, with the default policy.
 pub fn apply(s: &mut Snapshot) {
     let policy = Policy::default();
-    let verdicts: Vec<Verdict> = s.gpus.iter().map(|g| gpu(s, g, &policy)).collect();
-    for (g, v) in s.gpus.iter_mut().zip(verdicts) {
+    let each: Vec<(u32, Verdict)> = s
+        .gpus
+        .iter()
+        .map(|g| (g.index, gpu(s, g, &policy)))
+        .collect();
+    s.verdict = combine(&each);
+    for (g, (_, v)) in s.gpus.iter_mut().zip(each) {
         g.verdict = v;
     }
-    s.verdict = overall(s, &policy);
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ pub fn write_report<W: Write>(
     waited: bool,
     paint: &Paint,
 ) -> io::Result<()> {
-    let gone = r.targets.len() - r.survivors.len();
+    let gone = r.targets.len().saturating_sub(r.survivors.len());
     writeln!(
         w,
         "Signalled {}: {} exited{}.",
@@ -95,12 +95,29 @@ pub fn write_report<W: Write>(
             r.found_by_rescan
         )?;
     }
+    if !r.frozen_cgroups.is_empty() {
+        writeln!(
+            w,
+            "{} {}",
+            paint.dim("held still by freezing:"),
+            r.frozen_cgroups.join(", ")
+        )?;
+    }
     if !r.identity_changed.is_empty() {
         writeln!(
             w,
             "{} {:?}: the PID now names another process; not signalled",
             paint.warn("identity changed:"),
             r.identity_changed
+        )?;
+    }
+    for c in r.changed.iter().chain(&r.unchecked) {
+        writeln!(
+            w,
+            "{} {} {}; not signalled",
+            paint.warn("changed:"),
+            c.pid,
+            c.why
         )?;
     }
     if !r.survivors.is_empty() {
@@ -125,12 +142,12 @@ pub fn write_report<W: Write>(
                 ))
             )?;
         } else {
-            writeln!(
-                w,
-                "{} {}",
-                paint.error("GPU memory not released:"),
-                r.still_holding.join("; ")
-            )?;
+            let head = if r.verdict == crate::model::VerdictState::Unknown {
+                paint.warn("GPU memory release unknown:")
+            } else {
+                paint.error("GPU memory not released:")
+            };
+            writeln!(w, "{head} {}", r.reasons.join("; "))?;
         }
     }
     Ok(())

@@ -70,6 +70,8 @@ pub enum Unread {
     TimedOut(Duration),
     /// Not read at all: the command's deadline came first.
     NotReached,
+    /// Not read again: an earlier read of it is still stuck in the kernel.
+    StillStuck,
     /// A read failed with another error (EIO, EMFILE...).
     Failed {
         /// Which file or step.
@@ -85,6 +87,7 @@ impl std::fmt::Display for Unread {
             Unread::Permission => f.write_str("permission denied"),
             Unread::TimedOut(d) => write!(f, "a read timed out after {:.1} s", d.as_secs_f64()),
             Unread::NotReached => f.write_str("not read before the deadline"),
+            Unread::StillStuck => f.write_str("an earlier read of it is still stuck"),
             Unread::Failed { what, errno } => write!(f, "reading {what} failed: {errno}"),
         }
     }
@@ -364,7 +367,7 @@ fn task_uses(
     let scan = scan_task(dir, nodes, buf)?;
     let mut uses = scan.uses;
     if scan.fds == 0 && uses.is_empty() && stat.state == 'Z' && stat.threads > 1 {
-        uses = scan_live_thread(dir, stat.pid, nodes, buf);
+        uses = scan_live_thread(dir, stat.pid, nodes, buf)?;
     }
     if uses.is_empty() {
         if let Some(e) = scan.fd_error {
@@ -410,30 +413,38 @@ fn scan_process(proc_fd: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>)
     }
 }
 
-fn scan_live_thread(dir: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>) -> Vec<NodeUse> {
-    let Ok(task_dir) = open_dir(dir, "task") else {
-        return Vec::new();
-    };
-    let Ok(dup) = task_dir.try_clone() else {
-        return Vec::new();
-    };
-    let Ok(mut tasks) = Dir::new(dup) else {
-        return Vec::new();
-    };
-    while let Some(Ok(entry)) = tasks.next() {
+/// The nodes held through the first live thread of a process whose leader
+/// has exited; an error when no thread could be read.
+fn scan_live_thread(
+    dir: &OwnedFd,
+    pid: u32,
+    nodes: &NodeSet,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<NodeUse>, (&'static str, Errno)> {
+    let task_dir = open_dir(dir, "task").map_err(|e| ("task", e))?;
+    let dup = task_dir.try_clone().map_err(|_| ("task", Errno::MFILE))?;
+    let tasks = Dir::new(dup).map_err(|e| ("task", e))?;
+    let mut failure = None;
+    for entry in tasks {
+        let entry = entry.map_err(|e| ("task", e))?;
         let name = entry.file_name().to_string_lossy();
         if name.starts_with('.') || name == pid.to_string() {
             continue;
         }
-        if let Ok(task) = open_dir(&task_dir, &name) {
-            if let Ok(scan) = scan_task(&task, nodes, buf) {
-                if !scan.uses.is_empty() {
-                    return scan.uses;
-                }
-            }
+        match open_dir(&task_dir, &name)
+            .map_err(|e| ("task", e))
+            .and_then(|task| scan_task(&task, nodes, buf))
+        {
+            Ok(scan) if !scan.uses.is_empty() => return Ok(scan.uses),
+            Ok(_) => {}
+            Err((_, e)) if is_gone(e) => {} // that thread ended meanwhile
+            Err(e) => failure = Some(e),
         }
     }
-    Vec::new()
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Lists the numeric entries of the proc root (through a fresh open of it:
@@ -501,7 +512,7 @@ fn run_jobs<T: Send + 'static>(
             .filter(|pid| {
                 let hung = still.contains(pid);
                 if hung {
-                    done.insert(*pid, Err(Unread::TimedOut(limits.read_timeout)));
+                    done.insert(*pid, Err(Unread::StillStuck));
                 }
                 !hung
             })
@@ -510,7 +521,8 @@ fn run_jobs<T: Send + 'static>(
     struct Queue {
         pids: Vec<u32>,
         next: AtomicUsize,
-        /// Per worker: the PID it works on and since when.
+        /// Per worker: the PID it works on and since when. A worker and the
+        /// caller change a slot and the stuck set only under this lock.
         busy: Mutex<Vec<Option<(u32, Instant)>>>,
     }
     let queue = Arc::new(Queue {
@@ -518,10 +530,14 @@ fn run_jobs<T: Send + 'static>(
         next: AtomicUsize::new(0),
         busy: Mutex::new(Vec::new()),
     });
+    fn lock(q: &Queue) -> std::sync::MutexGuard<'_, Vec<Option<(u32, Instant)>>> {
+        q.busy.lock().unwrap_or_else(|p| p.into_inner())
+    }
     let (tx, rx) = mpsc::channel::<(u32, T)>();
-    let spawn = |queue: &Arc<Queue>, tx: &mpsc::Sender<(u32, T)>| {
+    // Starts a worker; false when the system refuses a thread (EAGAIN).
+    let spawn = |queue: &Arc<Queue>, tx: &mpsc::Sender<(u32, T)>| -> bool {
         let slot = {
-            let mut busy = queue.busy.lock().unwrap_or_else(|p| p.into_inner());
+            let mut busy = lock(queue);
             busy.push(None);
             busy.len() - 1
         };
@@ -531,53 +547,59 @@ fn run_jobs<T: Send + 'static>(
             Arc::clone(&job),
             stuck.clone(),
         );
-        std::thread::spawn(move || {
-            let mut buf = Vec::with_capacity(MAPS_CHUNK);
-            loop {
-                let i = queue.next.fetch_add(1, Ordering::Relaxed);
-                let Some(&pid) = queue.pids.get(i) else { break };
-                queue.busy.lock().unwrap_or_else(|p| p.into_inner())[slot] =
-                    Some((pid, Instant::now()));
-                let r = job(pid, &mut buf);
-                queue.busy.lock().unwrap_or_else(|p| p.into_inner())[slot] = None;
-                stuck.set().remove(&pid); // unstuck, if it ever was
-                if tx.send((pid, r)).is_err() {
-                    break; // the caller has given up on us
+        std::thread::Builder::new()
+            .name("gpufree-scan".into())
+            .spawn(move || {
+                let mut buf = Vec::with_capacity(MAPS_CHUNK);
+                loop {
+                    let i = queue.next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&pid) = queue.pids.get(i) else { break };
+                    lock(&queue)[slot] = Some((pid, Instant::now()));
+                    let r = job(pid, &mut buf);
+                    {
+                        let mut busy = lock(&queue);
+                        busy[slot] = None;
+                        stuck.set().remove(&pid); // unstuck, if it was
+                    }
+                    if tx.send((pid, r)).is_err() {
+                        break; // the caller has given up on us
+                    }
                 }
-            }
-        })
+            })
+            .is_ok()
     };
-    for _ in 0..threads.max(1) {
-        let _ = spawn(&queue, &tx);
-    }
+    let mut working = (0..threads.max(1)).filter(|_| spawn(&queue, &tx)).count();
     let total = done.len() + queue.pids.len();
     let tick = Duration::from_millis(20).min(limits.read_timeout);
     while done.len() < total {
         let now = Instant::now();
-        if limits.deadline.is_some_and(|d| now >= d) {
-            // Stop the queue; what was in hand timed out, the rest was
-            // never reached.
-            let queued = queue.pids.len();
-            let started = queue.next.swap(queued, Ordering::Relaxed).min(queued);
-            let in_hand: Vec<(u32, Instant)> = queue
-                .busy
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .flatten()
-                .copied()
-                .collect();
-            for (pid, since) in in_hand {
-                stuck.set().insert(pid);
-                done.entry(pid)
-                    .or_insert(Err(Unread::TimedOut(since.elapsed())));
+        let past_deadline = limits.deadline.is_some_and(|d| now >= d);
+        if past_deadline || working == 0 {
+            // Stop the queue. Results already sent count; a read in hand
+            // past the read timeout is stuck; the rest was not read.
+            queue.next.store(queue.pids.len(), Ordering::Relaxed);
+            for (pid, r) in rx.try_iter() {
+                done.entry(pid).or_insert(Ok(r));
             }
-            for &pid in &queue.pids[..started] {
-                done.entry(pid)
-                    .or_insert(Err(Unread::TimedOut(limits.read_timeout)));
+            let mut busy = lock(&queue);
+            for (pid, since) in busy.iter_mut().filter_map(|s| s.take()) {
+                if since.elapsed() >= limits.read_timeout {
+                    stuck.set().insert(pid);
+                    done.entry(pid)
+                        .or_insert(Err(Unread::TimedOut(since.elapsed())));
+                }
             }
-            for &pid in &queue.pids[started..] {
-                done.entry(pid).or_insert(Err(Unread::NotReached));
+            drop(busy);
+            let left = if working == 0 {
+                Unread::Failed {
+                    what: "a worker thread",
+                    errno: Errno::AGAIN,
+                }
+            } else {
+                Unread::NotReached
+            };
+            for &pid in &queue.pids {
+                done.entry(pid).or_insert(Err(left));
             }
             break;
         }
@@ -587,11 +609,13 @@ fn run_jobs<T: Send + 'static>(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let hung: Vec<u32> = {
-                    let mut busy = queue.busy.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut busy = lock(&queue);
                     busy.iter_mut()
                         .filter_map(|s| match *s {
                             Some((pid, since)) if since.elapsed() >= limits.read_timeout => {
-                                *s = None; // reported once; the thread stays stuck
+                                // Reported once; the thread stays stuck.
+                                *s = None;
+                                stuck.set().insert(pid);
                                 Some(pid)
                             }
                             _ => None,
@@ -599,10 +623,12 @@ fn run_jobs<T: Send + 'static>(
                         .collect()
                 };
                 for pid in hung {
-                    stuck.set().insert(pid);
                     done.entry(pid)
                         .or_insert(Err(Unread::TimedOut(limits.read_timeout)));
-                    let _ = spawn(&queue, &tx);
+                    working -= 1;
+                    if spawn(&queue, &tx) {
+                        working += 1;
+                    }
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -707,6 +733,54 @@ pub fn pin(
     (seen, unread)
 }
 
+/// Whether each pinned process holds a node now, read through its
+/// directory fd on worker threads under `limits`: a read that hangs (a
+/// target in D state) is Unknown, never a wait without end.
+pub fn holding_many(
+    dirs: Vec<(u32, OwnedFd)>,
+    nodes: &Arc<NodeSet>,
+    limits: Limits,
+    stuck: &Stuck,
+) -> Vec<(u32, Holding)> {
+    let pids: Vec<u32> = dirs.iter().map(|(pid, _)| *pid).collect();
+    let dirs: Arc<BTreeMap<u32, OwnedFd>> = Arc::new(dirs.into_iter().collect());
+    let nodes = Arc::clone(nodes);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| match dirs.get(&pid) {
+        Some(dir) => holding_now(dir, &nodes),
+        None => Holding::Gone,
+    });
+    let threads = pids.len().clamp(1, 4);
+    run_jobs(pids, threads, limits, stuck, job)
+        .into_iter()
+        .map(|(pid, r)| (pid, r.unwrap_or_else(Holding::Unknown)))
+        .collect()
+}
+
+/// Each process's comm and command line (what `pkill` matches), each read
+/// under `limits`: a process whose command line cannot be read in time
+/// (its memory map locked in D state) is left out.
+pub fn titles(
+    proc_fd: &Arc<OwnedFd>,
+    pids: Vec<u32>,
+    limits: Limits,
+    stuck: &Stuck,
+) -> Vec<(u32, String, Vec<String>)> {
+    let proc_fd = Arc::clone(proc_fd);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
+        let dir = open_dir(&*proc_fd, &pid.to_string()).ok()?;
+        let stat = read_stat(&dir).ok()?;
+        let cmdline = read_at(&dir, "cmdline")
+            .map(|b| parse::parse_cmdline(&b))
+            .unwrap_or_default();
+        Some((stat.comm, cmdline))
+    });
+    let threads = worker_count(pids.len());
+    run_jobs(pids, threads, limits, stuck, job)
+        .into_iter()
+        .filter_map(|(pid, r)| r.ok().flatten().map(|(comm, cmd)| (pid, comm, cmd)))
+        .collect()
+}
+
 /// The start time read through a pinned directory fd now; Err once the
 /// process has been reaped (ESRCH).
 pub fn start_time_now(dir: &OwnedFd) -> rustix::io::Result<(u64, char)> {
@@ -749,10 +823,15 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
             stat.threads = n as u32;
         }
     }
+    // Without a readable status, the owner of the /proc directory is the
+    // process's effective UID: never "root" by default.
     let status = read_at(dir, "status")
         .ok()
         .and_then(|b| parse::parse_status(&b).ok())
-        .unwrap_or_default();
+        .unwrap_or_else(|| Status {
+            uid: rustix::fs::fstat(dir).map_or(u32::MAX, |st| st.st_uid),
+            nspid: Vec::new(),
+        });
     let cmdline = read_at(dir, "cmdline")
         .map(|b| parse::parse_cmdline(&b))
         .unwrap_or_default();
@@ -830,7 +909,7 @@ mod tests {
             .all(|r| r.1 == Ok(r.0 * 10)));
         // The next scan does not read PID 2 again while its read hangs.
         let second = run();
-        assert!(matches!(second[1], (2, Err(Unread::TimedOut(_)))));
+        assert_eq!(second[1], (2, Err(Unread::StillStuck)));
         assert_eq!(
             reads.load(Ordering::Relaxed),
             1,
@@ -866,7 +945,9 @@ mod tests {
         );
         *gate.lock().unwrap() = true;
         assert_eq!(r[0], (1, Ok(10)));
-        assert!(matches!(r[1], (2, Err(Unread::TimedOut(_)))), "{:?}", r[1]);
+        // In hand at the deadline, but not past the read timeout: not read
+        // (and not taken for stuck).
+        assert_eq!(r[1], (2, Err(Unread::NotReached)));
         assert_eq!(r[2], (3, Err(Unread::NotReached)));
         assert_eq!(r[3], (4, Err(Unread::NotReached)));
     }

@@ -226,15 +226,27 @@ pub fn u32s(v: &Value) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// Sends SIGKILL through a pidfd to a process a test started (directly or
-/// through a holder that forked it), if it is still there.
-pub fn reap_stray(pid: u32) {
-    if let Ok(fd) = rustix::process::pidfd_open(
-        rustix::process::Pid::from_raw(pid as i32).unwrap(),
-        rustix::process::PidfdFlags::empty(),
-    ) {
-        let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
+/// Of `pids` (processes that a test's own holders forked, as gpufree
+/// reported them), those still alive; each of them is then killed through
+/// a pidfd, once /proc shows that the pidfd names a process whose command
+/// line contains `marker` (so a PID reused since is never touched).
+pub fn survivors_reaped(pids: &[u32], marker: &str) -> Vec<u32> {
+    let mut alive_ones = Vec::new();
+    for &pid in pids {
+        let Ok(fd) = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::PidfdFlags::empty(),
+        ) else {
+            continue; // gone
+        };
+        let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker));
+        if ours && alive(pid) {
+            alive_ones.push(pid);
+            let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
+        }
     }
+    alive_ones
 }
 
 /// The process with `pid` in a status document.

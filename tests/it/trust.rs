@@ -247,14 +247,11 @@ fn fork_on_term_chain_is_followed_to_the_end_in_one_run() {
         &[],
     );
     let found = u32s(&doc["kill"]["found_by_rescan"]);
-    for &p in &found {
-        reap_stray(p);
-    }
+    let survivors = survivors_reaped(&found, "link-");
     assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
     assert_eq!(found.len(), 2, "B and C: {}", doc["kill"]);
-    for p in found.iter().chain([a.pid()].iter()) {
-        assert!(!alive(*p), "{p} survived");
-    }
+    assert_eq!(survivors, Vec::<u32>::new(), "forked holders survived");
+    assert!(!alive(a.pid()));
     assert_eq!(doc["kill"]["released"], true);
     assert!(doc["processes"].as_array().unwrap().is_empty(), "{doc}");
 }
@@ -298,15 +295,17 @@ fn term_ignoring_child_that_reforks_is_killed_and_its_copies_too() {
         &[],
     );
     let found = u32s(&doc["kill"]["found_by_rescan"]);
-    for &p in found.iter().chain([reforker].iter()) {
-        reap_stray(p);
-    }
+    let mut all = found.clone();
+    all.push(reforker);
+    let survivors = survivors_reaped(&all, "reforker");
     assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
     assert!(!found.is_empty(), "its copies were found: {}", doc["kill"]);
     assert!(u32s(&doc["kill"]["killed_hard"]).contains(&reforker));
-    for p in found.iter().chain([reforker].iter()) {
-        assert!(!alive(*p), "{p} survived");
-    }
+    assert_eq!(
+        survivors,
+        Vec::<u32>::new(),
+        "the re-forker or a copy survived"
+    );
     assert!(doc["kill"]["rounds"].as_u64().unwrap() >= 2);
     assert_eq!(doc["kill"]["released"], true);
 }
@@ -515,15 +514,7 @@ fn a_cgroup_shared_with_a_bystander_is_never_frozen() {
     let doc = kill_in(&d, &[&h]);
     assert_eq!(doc["kill"]["frozen_cgroups"], json!([]));
     assert!(alive(bystander.pid()));
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", bystander.pid())).unwrap();
-    let state = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap();
-    assert_eq!(state, "S", "the bystander runs on: {stat}");
+    assert_eq!(state_of(bystander.pid()), 'S', "the bystander runs on");
 }
 
 /// NVML may go on listing a PID after its process is gone (the context kept
@@ -561,4 +552,91 @@ fn nvml_listing_a_pid_that_now_names_an_innocent_never_makes_it_a_target() {
     let (code, doc, _) = kill_json(&d.dev, &state, &["--pid", &p, "--yes"], &[]);
     assert_eq!(code, 5, "{}", doc["kill"]);
     assert!(alive(pid), "the innocent was never signalled");
+}
+
+/// Interrupted while it holds its targets still (one in a frozen cgroup,
+/// one stopped), kill lets both go before it exits: nothing stays frozen
+/// or stopped, and nothing was signalled.
+#[test]
+fn an_interrupted_kill_leaves_no_target_stopped_or_frozen() {
+    if !need_root("freezing cgroups") {
+        return;
+    }
+    let d = TestDir::new(1);
+    let Some(cg) = Cgroup::new("interrupted") else {
+        assert!(std::env::var_os("CI").is_none(), "CI needs cgroup v2");
+        eprintln!("skipped: no writable cgroup v2 here");
+        return;
+    };
+    let frozen = in_cgroup(&d, &cg);
+    let stopped = d.mapper("nvidia0");
+    let state = d.one_gpu(&[], 0);
+    let lib = sim_lib();
+    let (a, b) = (frozen.pid().to_string(), stopped.pid().to_string());
+    let mut child = std::process::Command::new(bin())
+        .args(["kill", "--yes", "--pid", &a, "--pid", &b, "--dev-dir"])
+        .arg(&d.dev)
+        .arg("--nvml-lib")
+        .arg(&lib)
+        .env("GPUFREE_SIM_STATE", &state)
+        .env("GPUFREE_TEST_PAUSE", "held")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = rustix::process::Pid::from_child(&child);
+    // gpufree stops itself once both targets are held.
+    let status = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::UNTRACED)
+        .unwrap()
+        .unwrap()
+        .1;
+    assert!(status.stopped(), "gpufree paused while holding its targets");
+    let events = std::fs::read_to_string(cg.path.join("cgroup.events")).unwrap();
+    assert!(events.contains("frozen 1"), "{events}");
+    assert_eq!(state_of(stopped.pid()), 'T');
+    // Ctrl-C (it acts once gpufree runs again).
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    let code = child.wait().unwrap().code();
+    assert_eq!(code, Some(130));
+    let events = std::fs::read_to_string(cg.path.join("cgroup.events")).unwrap();
+    assert!(events.contains("frozen 0"), "left frozen: {events}");
+    assert_eq!(state_of(stopped.pid()), 'S', "left stopped");
+    assert!(
+        alive(frozen.pid()) && alive(stopped.pid()),
+        "nothing was signalled"
+    );
+}
+
+fn state_of(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit(')')
+        .next()
+        .unwrap()
+        .trim_start()
+        .chars()
+        .next()
+        .unwrap()
+}
+
+#[test]
+fn kill_by_pid_on_a_gpu_whose_memory_cannot_be_read_is_unknown_not_released() {
+    let d = TestDir::new(1);
+    let h = d.mapper("nvidia0");
+    let mut g = sim_gpu(0, &[(h.pid(), 1024, "while-alive")], 0);
+    g["errors"] = json!({"memory_info": 15});
+    let state = d.state(&sim_state(vec![g]));
+    let pid = h.pid().to_string();
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &["--pid", &pid, "--yes", "--timeout", "1s"],
+        &[],
+    );
+    assert_eq!(code, 3, "{err}\n{}", doc["kill"]);
+    assert_eq!(doc["kill"]["released"], false);
+    assert!(doc["kill"]["reasons"]
+        .to_string()
+        .contains("memory could not be read"));
+    assert!(!alive(h.pid()), "the holder itself was freed");
 }
