@@ -514,7 +514,10 @@ fn a_cgroup_shared_with_a_bystander_is_never_frozen() {
     let doc = kill_in(&d, &[&h]);
     assert_eq!(doc["kill"]["frozen_cgroups"], json!([]));
     assert!(alive(bystander.pid()));
-    assert_eq!(state_of(bystander.pid()), 'S', "the bystander runs on");
+    assert!(
+        !matches!(state_of(bystander.pid()), 'T' | 't'),
+        "the bystander runs on"
+    );
 }
 
 /// NVML may go on listing a PID after its process is gone (the context kept
@@ -601,7 +604,10 @@ fn an_interrupted_kill_leaves_no_target_stopped_or_frozen() {
     assert_eq!(code, Some(130));
     let events = std::fs::read_to_string(cg.path.join("cgroup.events")).unwrap();
     assert!(events.contains("frozen 0"), "left frozen: {events}");
-    assert_eq!(state_of(stopped.pid()), 'S', "left stopped");
+    assert!(
+        !matches!(state_of(stopped.pid()), 'T' | 't'),
+        "left stopped"
+    );
     assert!(
         alive(frozen.pid()) && alive(stopped.pid()),
         "nothing was signalled"
