@@ -179,8 +179,8 @@ pub struct KillArgs {
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = crate::units::parse_duration)]
     pub grace: std::time::Duration,
     /// The whole kill after confirmation (signals, grace, the wait for the
-    /// memory) ends within DUR.
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = crate::units::parse_duration)]
+    /// memory) ends within DUR; a grace longer than that is cut to it.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_kill_timeout)]
     pub timeout: std::time::Duration,
     /// Do not wait for the memory.
     #[arg(long)]
@@ -215,6 +215,17 @@ pub struct WaitArgs {
     /// (otherwise the verdict is unknown: exit 3).
     #[arg(long)]
     pub holders_only: bool,
+}
+
+/// `kill --timeout`: more than nothing (a kill cannot be checked once).
+fn parse_kill_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::units::parse_duration(s)?;
+    if d < std::time::Duration::from_millis(100) {
+        return Err(format!(
+            "'{s}' is below 100ms: too short to signal, wait and check the release"
+        ));
+    }
+    Ok(d)
 }
 
 /// A read timeout: a duration of at least 10ms (a smaller one would call
@@ -612,7 +623,7 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
                 &snap,
                 &plan,
                 &args.signal.0,
-                args.grace.as_secs_f64(),
+                args.grace.min(args.timeout).as_secs_f64(),
                 paint,
             )?;
         }

@@ -51,6 +51,10 @@ pub struct HoldSpec {
     /// Ignore SIGTERM.
     #[serde(default)]
     pub ignore_term: bool,
+    /// Start a session of its own (`setsid`): a new session and process
+    /// group, as a daemonizing child does.
+    #[serde(default)]
+    pub new_session: bool,
     /// On SIGTERM, start this child (it should `survive_parent`), wait for
     /// it to be ready, then exit: a target that forks a holder while it is
     /// being stopped.
@@ -202,6 +206,9 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
         ignore_sigterm();
     }
     unblock_signals();
+    if spec.new_session {
+        rustix::process::setsid()?;
+    }
     if let Some(child) = spec.fork_on_term.clone() {
         on_term(*child, false)?;
     }

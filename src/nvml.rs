@@ -104,8 +104,20 @@ pub struct Session {
     /// The answer to a read that was given up on: until it comes, the
     /// thread is still inside the driver and no new read is sent.
     pending: Mutex<Option<(mpsc::Receiver<NvmlReport>, std::time::Instant)>>,
+    /// How the initialisation went: still running (its answer to come),
+    /// done, or failed.
+    init: Mutex<Init>,
+    library: String,
     shared: Arc<Shared>,
-    status: NvmlStatus,
+}
+
+enum Init {
+    Running(
+        mpsc::Receiver<Result<NvmlStatus, NvmlStatus>>,
+        std::time::Instant,
+    ),
+    Done(NvmlStatus),
+    Failed(NvmlStatus),
 }
 
 /// What the NVML thread is doing now.
@@ -123,12 +135,6 @@ impl Shared {
     }
 }
 
-/// Whether an open failed because the library hung (its thread is still
-/// inside the driver: opening again would leave another one there).
-pub fn open_hung(status: &NvmlStatus) -> bool {
-    status.error.as_deref().is_some_and(|e| e.starts_with(HUNG))
-}
-
 const HUNG: &str = "NVML did not answer within";
 
 fn hung_message(step: &str, after: Duration) -> String {
@@ -140,9 +146,10 @@ fn hung_message(step: &str, after: Duration) -> String {
 
 impl Session {
     /// Loads and initialises the library at `lib` (default: the system's)
-    /// on a thread of its own, waiting at most `timeout`; on failure, the
-    /// status says why.
-    pub fn open(lib: Option<&Path>, timeout: Duration) -> Result<Session, NvmlStatus> {
+    /// on a thread of its own, and returns at once: reads wait for the
+    /// initialisation (within their own timeout), so that a slow or hung
+    /// driver does not hold up the /proc scan meanwhile.
+    pub fn start(lib: Option<&Path>) -> Session {
         let library = lib.map_or(DEFAULT_LIB.to_string(), |p| p.display().to_string());
         let status = NvmlStatus {
             library: library.clone(),
@@ -179,6 +186,7 @@ impl Session {
                 worker.step("nvmlSystemGetDriverVersion");
                 status.available = true;
                 status.driver_version = nvml.sys_driver_version().ok();
+                worker.step("idle");
                 if ready_tx.send(Ok(status.clone())).is_err() {
                     return;
                 }
@@ -190,36 +198,76 @@ impl Session {
                     }
                 }
             });
-        let mut status = NvmlStatus {
-            library,
-            ..NvmlStatus::default()
-        };
-        if let Err(e) = spawned {
-            status.error = Some(format!("cannot start the NVML thread: {e}"));
-            return Err(status);
-        }
-        match ready_rx.recv_timeout(timeout) {
-            Ok(Ok(status)) => Ok(Session {
-                requests: Mutex::new(req_tx),
-                pending: Mutex::new(None),
-                shared,
-                status,
+        let init = match spawned {
+            Ok(_) => Init::Running(ready_rx, std::time::Instant::now()),
+            Err(e) => Init::Failed(NvmlStatus {
+                library: library.clone(),
+                error: Some(format!("cannot start the NVML thread: {e}")),
+                ..NvmlStatus::default()
             }),
-            Ok(Err(status)) => Err(status),
-            Err(_) => {
-                status.error = Some(hung_message(&shared.current(), timeout));
-                Err(status)
-            }
+        };
+        Session {
+            requests: Mutex::new(req_tx),
+            pending: Mutex::new(None),
+            init: Mutex::new(init),
+            library,
+            shared,
         }
     }
 
-    /// Reads every GPU now, waiting at most `timeout` for the driver. A
-    /// read still unanswered from before is waited for first: while the
-    /// thread is stuck in the driver, NVML counts as unavailable.
-    pub fn read(&self, timeout: Duration) -> NvmlReport {
+    /// Waits at most `timeout` for the initialisation; its status (an
+    /// error when it failed or has not answered yet).
+    pub fn ready(&self, timeout: Duration) -> Result<NvmlStatus, NvmlStatus> {
+        let mut init = self.init.lock().unwrap_or_else(|p| p.into_inner());
+        if let Init::Running(rx, since) = &*init {
+            match rx.recv_timeout(timeout) {
+                Ok(Ok(status)) => *init = Init::Done(status),
+                Ok(Err(status)) => *init = Init::Failed(status),
+                Err(_) => {
+                    return Err(NvmlStatus {
+                        library: self.library.clone(),
+                        error: Some(hung_message(&self.shared.current(), since.elapsed())),
+                        ..NvmlStatus::default()
+                    })
+                }
+            }
+        }
+        match &*init {
+            Init::Done(status) => Ok(status.clone()),
+            Init::Failed(status) => Err(status.clone()),
+            Init::Running(..) => Err(NvmlStatus::default()),
+        }
+    }
+
+    /// Whether the initialisation failed for good (not merely slow or
+    /// hung): a new session may be tried later.
+    pub fn failed(&self) -> bool {
+        matches!(
+            &*self.init.lock().unwrap_or_else(|p| p.into_inner()),
+            Init::Failed(_)
+        )
+    }
+
+    /// Reads every GPU now, waiting at most `timeout` for the driver (its
+    /// initialisation included). A read still unanswered from before is
+    /// waited for first: while the thread is stuck in the driver, NVML
+    /// counts as unavailable. `cut`: the timeout is shorter than the read
+    /// timeout because the command's deadline is near (then a late answer
+    /// is not called a hang).
+    pub fn read(&self, timeout: Duration, cut: bool) -> NvmlReport {
         let started = std::time::Instant::now();
+        let status = match self.ready(timeout) {
+            Ok(status) => status,
+            Err(status) => {
+                return NvmlReport {
+                    status,
+                    ..NvmlReport::default()
+                }
+            }
+        };
+        let timeout = timeout.saturating_sub(started.elapsed());
         let unavailable = |why: String| {
-            let mut status = self.status.clone();
+            let mut status = status.clone();
             status.available = false;
             status.error = Some(why);
             NvmlReport {
@@ -245,11 +293,19 @@ impl Session {
         if sent.is_err() {
             return unavailable("the NVML thread has stopped".into());
         }
+        let asked = std::time::Instant::now();
         match rx.recv_timeout(timeout.saturating_sub(started.elapsed())) {
             Ok(report) => report,
             Err(_) => {
-                let why = hung_message(&self.shared.current(), started.elapsed());
-                *pending = Some((rx, started));
+                let why = if cut {
+                    format!(
+                        "NVML was not read before the deadline ({} was still running)",
+                        self.shared.current()
+                    )
+                } else {
+                    hung_message(&self.shared.current(), asked.elapsed())
+                };
+                *pending = Some((rx, asked));
                 unavailable(why)
             }
         }

@@ -104,7 +104,7 @@ pub struct Collector {
     proc_fd: Arc<OwnedFd>,
     /// The NVML session, or why there is none (retried now and then when
     /// the library failed without hanging: a driver loaded after boot).
-    nvml: std::sync::Mutex<(Result<nvml::Session, crate::model::NvmlStatus>, Instant)>,
+    nvml: std::sync::Mutex<(nvml::Session, Instant)>,
     stuck: Stuck,
 }
 
@@ -112,19 +112,19 @@ pub struct Collector {
 const NVML_RETRY: Duration = Duration::from_secs(30);
 
 impl Collector {
-    /// Discovers the device nodes, opens the proc root and NVML (waiting
-    /// for NVML at most the read timeout, or until `deadline`); fails only
-    /// when there is neither a library nor a node, or no /proc.
+    /// Discovers the device nodes, opens the proc root and starts NVML
+    /// (its initialisation goes on while the first scan runs); fails only
+    /// when there is neither a library nor a node (then it waits for NVML
+    /// at most the read timeout, or until `deadline`), or no /proc.
     pub fn new(cfg: Config, deadline: Option<Instant>) -> Result<Collector, SnapshotError> {
         raise_fd_limit();
         let nodes = NodeSet::discover(&cfg.dev_dir).map_err(SnapshotError::DevDir)?;
         let proc_fd = scan::open_proc(&cfg.proc_root)?;
-        let wait = remaining(cfg.read_timeout, deadline);
-        let nvml = nvml::Session::open(cfg.nvml_lib.as_deref(), wait);
-        if let Err(status) = &nvml {
-            if nodes.is_empty() {
+        let session = nvml::Session::start(cfg.nvml_lib.as_deref());
+        if nodes.is_empty() {
+            if let Err(status) = session.ready(remaining(cfg.read_timeout, deadline)) {
                 return Err(SnapshotError::NoGpu {
-                    nvml: status.error.clone().unwrap_or_default(),
+                    nvml: status.error.unwrap_or_default(),
                     dev_dir: cfg.dev_dir.display().to_string(),
                 });
             }
@@ -133,7 +133,7 @@ impl Collector {
             cfg,
             nodes: Arc::new(nodes),
             proc_fd: Arc::new(proc_fd),
-            nvml: std::sync::Mutex::new((nvml, Instant::now())),
+            nvml: std::sync::Mutex::new((session, Instant::now())),
             stuck: Stuck::default(),
         })
     }
@@ -147,29 +147,24 @@ impl Collector {
     pub fn nvml_until(&self, deadline: Option<Instant>) -> NvmlReport {
         let wait = remaining(self.cfg.read_timeout, deadline);
         let mut guard = self.nvml.lock().unwrap_or_else(|p| p.into_inner());
-        let (session, tried) = &mut *guard;
-        if let Err(status) = session {
-            if !nvml::open_hung(status) && tried.elapsed() >= NVML_RETRY {
-                *session = nvml::Session::open(self.cfg.nvml_lib.as_deref(), wait);
-                *tried = Instant::now();
-            }
+        let (session, started) = &mut *guard;
+        // A library that failed (not hung) is tried again now and then: a
+        // driver loaded after `watch` or `serve` started.
+        if session.failed() && started.elapsed() >= NVML_RETRY {
+            *session = nvml::Session::start(self.cfg.nvml_lib.as_deref());
+            *started = Instant::now();
         }
-        match session {
-            Ok(session) => session.read(wait),
-            Err(status) => NvmlReport {
-                status: status.clone(),
-                ..NvmlReport::default()
-            },
-        }
+        session.read(wait, wait < self.cfg.read_timeout)
     }
 
-    /// Whether NVML answers (an open that failed, for good or not yet).
+    /// Whether NVML may answer: false once its initialisation failed.
     pub fn has_nvml(&self) -> bool {
-        self.nvml
+        !self
+            .nvml
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .0
-            .is_ok()
+            .failed()
     }
 
     /// The device nodes.

@@ -148,12 +148,22 @@ pub struct Plan {
 
 /// Whether `owner` is the one `--unit unit` names: its unit with or without
 /// `.service`, its readable name, or, for a container or pod, its id in
-/// full or by a prefix of at least 12 hex digits.
+/// full or by a prefix of at least 12 hex digits. A user's unit is named
+/// only by its readable name (`vllm.service (user 1000)`).
 fn unit_names(owner: &Owner, unit: &str) -> bool {
     if unit.is_empty() || owner.kind == OwnerKind::None {
         return false;
     }
-    if owner.id == unit || owner.name == unit {
+    if owner.name == unit {
+        return true;
+    }
+    // A user's unit (`vllm.service (user 1000)`) is named only in full: the
+    // system unit of the same name is another owner.
+    let user_unit = owner.kind == OwnerKind::SystemdUnit && owner.name != owner.id;
+    if user_unit {
+        return false;
+    }
+    if owner.id == unit {
         return true;
     }
     match owner.kind {
@@ -171,14 +181,29 @@ fn unit_names(owner: &Owner, unit: &str) -> bool {
 /// Checks that `--unit unit` names at most one owner among the holders of
 /// `snap`; an ambiguous prefix is an error listing the candidates.
 pub fn check_unit(snap: &Snapshot, unit: &str) -> Result<(), String> {
-    let owners: BTreeSet<(&str, &str)> = snap
+    let owners: BTreeSet<(&str, &str, &str)> = snap
         .processes
         .iter()
         .filter(|p| unit_names(&p.owner, unit))
-        .map(|p| (p.owner.kind.as_str(), p.owner.id.as_str()))
+        .map(|p| {
+            (
+                p.owner.kind.as_str(),
+                p.owner.id.as_str(),
+                p.owner.name.as_str(),
+            )
+        })
         .collect();
     if owners.len() > 1 {
-        let list: Vec<String> = owners.iter().map(|(k, id)| format!("{k} {id}")).collect();
+        let list: Vec<String> = owners
+            .iter()
+            .map(|(k, id, name)| {
+                if id == name {
+                    format!("{k} {id}")
+                } else {
+                    format!("{k} {id} ({name})")
+                }
+            })
+            .collect();
         return Err(format!(
             "--unit {unit}: ambiguous, it names {}: {}",
             owners.len(),
@@ -777,6 +802,8 @@ struct Release {
     watched: BTreeSet<u32>,
     /// Every identity the run meant to free (planned or joined).
     meant: BTreeSet<(u32, u64)>,
+    /// Children the targets had before the kill (not targets themselves).
+    children: BTreeMap<(u32, u64), u32>,
     /// The GPUs the command is about, when only GPUs were selected.
     gpus: Option<Vec<u32>>,
 }
@@ -807,10 +834,21 @@ impl Release {
                 expected.insert(g.index, g.memory.used_bytes.saturating_sub(theirs));
             }
         }
+        let children = initial
+            .processes
+            .iter()
+            .filter_map(|p| {
+                signalled
+                    .iter()
+                    .find(|t| t.pid == p.ppid)
+                    .map(|t| ((p.pid, p.start_time_ticks), t.pid))
+            })
+            .collect();
         Release {
             expected,
             watched,
             meant,
+            children,
             gpus: sel
                 .gpus_only()
                 .then(|| sel.gpus.clone().unwrap_or_default()),
@@ -906,22 +944,38 @@ impl Release {
                     "zombie PID {} is still listed by NVML with its memory: its parent PID {} must reap it",
                     p.pid, p.ppid
                 ));
-            } else if p.is_live()
-                && !p.protected
-                && p.start_time_ticks >= first_tick
-                && signalled.iter().any(|t| {
-                    (p.ppid == t.pid || (p.orphaned && p.pgid == t.pgid && p.sid == t.sid))
-                        && t.devices
-                            .iter()
-                            .any(|d| p.devices.iter().any(|e| e.path == d.path))
-                })
-            {
-                busy.push(format!(
-                    "PID {} ({}), forked by the targets during the kill, holds {}",
-                    p.pid,
-                    p.comm,
-                    reason(p).trim_start_matches("holds ")
-                ));
+            } else if p.is_live() && !p.protected {
+                // Not a target, but the targets' own: a child they had, or a
+                // process started during the kill with a target's parent, or
+                // its user and cgroup (a fork that left the session), that
+                // holds what the target held.
+                let shares = |t: &Process| {
+                    t.devices
+                        .iter()
+                        .any(|d| p.devices.iter().any(|e| e.path == d.path))
+                };
+                let child = self.children.get(&(p.pid, p.start_time_ticks));
+                let forked = signalled.iter().find(|t| {
+                    shares(t)
+                        && p.start_time_ticks >= first_tick
+                        && (p.ppid == t.pid || (p.uid == t.uid && p.cgroup == t.cgroup))
+                });
+                if let Some(parent) = child {
+                    busy.push(format!(
+                        "PID {} ({}), a child of target {parent}, still holds {}; it was not a target (free the GPU with --gpu, or name it)",
+                        p.pid,
+                        p.comm,
+                        reason(p).trim_start_matches("holds ")
+                    ));
+                } else if let Some(t) = forked {
+                    busy.push(format!(
+                        "PID {} ({}), started during the kill beside target {}, holds {}",
+                        p.pid,
+                        p.comm,
+                        t.pid,
+                        reason(p).trim_start_matches("holds ")
+                    ));
+                }
             }
         }
         // The targets' memory, from the end snapshot's NVML: what cannot be
@@ -1054,6 +1108,22 @@ mod tests {
             ..Selectors::default()
         };
         assert_eq!(pids(&plan(&s, &unit, &safety())), vec![101]);
+        // A user's unit of the same name is another owner, named in full.
+        let mut mine = s.clone();
+        let mut u = p(103, 10, Some(0), 5);
+        u.owner = Owner {
+            kind: OwnerKind::SystemdUnit,
+            id: "vllm.service".into(),
+            name: "vllm.service (user 1000)".into(),
+        };
+        mine.processes.push(u);
+        assert_eq!(pids(&plan(&mine, &unit, &safety())), vec![101]);
+        let full = Selectors {
+            unit: Some("vllm.service (user 1000)".into()),
+            ..Selectors::default()
+        };
+        assert_eq!(pids(&plan(&mine, &full, &safety())), vec![103]);
+        assert!(check_unit(&mine, "vllm").is_ok());
         let user = Selectors {
             user: Some(UserSel::Name("alice".into())),
             ..Selectors::default()

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// How far past its deadline a snapshot's reads may go, so that the last
 /// look is a whole one (SPEC.md allows 0.5 s).
-pub const LAST_LOOK: Duration = Duration::from_millis(250);
+pub const LAST_LOOK: Duration = Duration::from_millis(350);
 
 /// Options of `gpufree wait`.
 #[derive(Debug, Clone)]

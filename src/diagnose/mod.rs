@@ -49,6 +49,18 @@ fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// `s` as one shell word: as is when it is plain, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./_-".contains(&b));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 /// The `gpufree kill` command that targets exactly these PIDs.
 pub fn kill_command(pids: &[u32]) -> String {
     if pids.is_empty() {
@@ -188,7 +200,10 @@ impl<'a> Ctx<'a> {
 
     fn group_kill(&self, g: &Group, members: &[&Process]) -> String {
         match g {
-            Group::Owner(_, id, _) => format!("gpufree kill --unit {id}"),
+            Group::Owner(OwnerKind::SystemdUnit, id, name) if id != name => {
+                format!("gpufree kill --unit {}", shell_word(name))
+            }
+            Group::Owner(_, id, _) => format!("gpufree kill --unit {}", shell_word(id)),
             Group::Tree(_) => {
                 let mut pids: Vec<u32> = members
                     .iter()
@@ -290,7 +305,11 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
         out.push(finding(
             "free",
             Severity::Info,
-            format!("{} free: no process holds memory or a device node, used memory at the idle baseline", gpus_phrase(&gpus)),
+            if overall.caveats.is_empty() {
+                format!("{} free: no process holds memory or a device node, used memory at the idle baseline", gpus_phrase(&gpus))
+            } else {
+                format!("{} free: NVML shows no process with memory and the memory at the idle baseline; processes gpufree could not read may still hold device nodes ({})", gpus_phrase(&gpus), overall.caveats.join("; "))
+            },
             Vec::new(),
             gpus,
             String::new(),
@@ -439,7 +458,7 @@ fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
         Severity::Warning
     };
     let next = if misses.is_empty() {
-        format!("gpufree kill --match '{text}'")
+        format!("gpufree kill --match {}", shell_word(text))
     } else {
         kill_command(
             &holders
@@ -919,6 +938,18 @@ fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_words_paste_as_one_word() {
+        assert_eq!(shell_word("vllm.service"), "vllm.service");
+        assert_eq!(
+            shell_word("vllm.service (user 1000)"),
+            "'vllm.service (user 1000)'"
+        );
+        assert_eq!(shell_word("hold|x'y"), "'hold|x'\\''y'");
+        assert_eq!(shell_word("$(reboot)"), "'$(reboot)'");
+        assert_eq!(shell_word(""), "''");
+    }
     use crate::model::{
         DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, Via,
         Visibility,

@@ -236,7 +236,7 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
             pid_list(&failed)
         ));
     }
-    let accounted = if unknown.is_empty() {
+    let accounted = if unknown.is_empty() && memory.is_none() {
         "; NVML accounts for the memory"
     } else {
         ""

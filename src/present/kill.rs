@@ -73,21 +73,23 @@ pub fn write_report<W: Write>(
     paint: &Paint,
 ) -> io::Result<()> {
     let gone = r.targets.len().saturating_sub(r.survivors.len());
-    writeln!(
-        w,
-        "Signalled {}: {} exited{}.",
-        r.targets.len(),
-        gone,
-        if r.killed_hard.is_empty() {
-            String::new()
-        } else {
-            format!(
-                ", {} needed SIGKILL ({:?})",
-                r.killed_hard.len(),
-                r.killed_hard
-            )
-        }
-    )?;
+    if r.rounds > 0 {
+        writeln!(
+            w,
+            "Signalled {}: {} exited{}.",
+            r.targets.len(),
+            gone,
+            if r.killed_hard.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {} needed SIGKILL ({:?})",
+                    r.killed_hard.len(),
+                    r.killed_hard
+                )
+            }
+        )?;
+    }
     if !r.found_by_rescan.is_empty() {
         writeln!(
             w,
@@ -132,7 +134,12 @@ pub fn write_report<W: Write>(
         )?;
     }
     if waited {
-        if r.released {
+        if r.released && r.rounds == 0 {
+            writeln!(
+                w,
+                "Nothing signalled, and nothing selected holds GPU memory."
+            )?;
+        } else if r.released {
             writeln!(
                 w,
                 "{}",

@@ -646,3 +646,129 @@ fn kill_by_pid_on_a_gpu_whose_memory_cannot_be_read_is_unknown_not_released() {
         .contains("memory could not be read"));
     assert!(!alive(h.pid()), "the holder itself was freed");
 }
+
+/// What the targets leave holding is never "released": a child that starts
+/// a session of its own on SIGTERM (not followed: it is no longer
+/// recognisably theirs), and a child they had before the kill (not named).
+#[test]
+fn children_left_holding_make_the_release_busy_not_free() {
+    let d = TestDir::new(1);
+    let escaper = ChildSpec {
+        argv: vec!["gpufree".into(), "escaper".into()],
+        spec: HoldSpec {
+            survive_parent: true,
+            new_session: true,
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    };
+    let a = hold(
+        &["gpufree", "parent-a"],
+        HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            fork_on_term: Some(Box::new(escaper)),
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.one_gpu(&[], 0);
+    let pid = a.pid().to_string();
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "10s"],
+        &[],
+    );
+    let reasons = doc["kill"]["reasons"].to_string();
+    let left: Vec<u32> = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap() as u32)
+        .collect();
+    let survivors = survivors_reaped(&left, "escaper");
+    assert_eq!(code, 4, "{err}\n{}", doc["kill"]);
+    assert!(reasons.contains("started during the kill"), "{reasons}");
+    assert_eq!(
+        survivors.len(),
+        1,
+        "the escaper was left, and said: {left:?}"
+    );
+
+    let b = hold(
+        &["gpufree", "parent-b"],
+        HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            children: vec![ChildSpec {
+                argv: vec!["gpufree".into(), "older-child".into()],
+                spec: HoldSpec {
+                    survive_parent: true,
+                    mmap: vec![d.node("nvidia0")],
+                    ..HoldSpec::default()
+                },
+            }],
+            ..HoldSpec::default()
+        },
+    );
+    let child = b.pids[0].0;
+    let pid = b.pid().to_string();
+    let (code, doc, err) = kill_json(
+        &d.dev,
+        &state,
+        &["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "10s"],
+        &[],
+    );
+    let survivors = survivors_reaped(&[child], "older-child");
+    assert_eq!(code, 4, "{err}\n{}", doc["kill"]);
+    assert!(
+        doc["kill"]["reasons"]
+            .to_string()
+            .contains(&format!("a child of target {}", b.pid())),
+        "{}",
+        doc["kill"]
+    );
+    assert_eq!(
+        survivors,
+        vec![child],
+        "a child that was not named is left alone"
+    );
+}
+
+/// A driver whose initialisation hangs holds up neither the /proc scan nor
+/// the deadline: `wait` is unknown (3) in time, and with --holders-only it
+/// answers from the holders, saying that the memory was not checked.
+#[test]
+fn a_hung_nvml_init_starves_nothing() {
+    let d = TestDir::new(1);
+    let mut state = sim_state(vec![sim_gpu(0, &[], 0)]);
+    state["hang_ms"] = json!({"init": 60_000});
+    let state = d.state(&state);
+    let lib = sim_lib();
+    let wait = |extra: &[&str]| {
+        let mut a = vec![
+            "wait",
+            "--timeout",
+            "1s",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ];
+        a.extend(extra);
+        let started = Instant::now();
+        let r = gpufree(&a, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
+        (r, started.elapsed())
+    };
+    let (r, took) = wait(&[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("nvmlInit"),
+        "names the call: {}",
+        r.stderr
+    );
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    let (r, took) = wait(&["--holders-only"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("memory not checked"), "{}", r.stdout);
+    assert!(!r.stdout.contains("NVML accounts"), "{}", r.stdout);
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+}
