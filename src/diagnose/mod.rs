@@ -800,21 +800,27 @@ fn partial_view(s: &Snapshot, state: VerdictState, out: &mut Vec<Finding>) {
     out.push(f);
 }
 
-fn outside_namespace(s: &Snapshot, out: &mut Vec<Finding>) {
-    let hidden = &s.visibility.nvml_pids_not_visible;
-    if hidden.is_empty() {
-        return;
-    }
+/// The memory NVML lists for `pids`, and the GPUs it is on.
+fn listed_memory(s: &Snapshot, pids: &[u32]) -> (u64, Vec<u32>) {
     let mut bytes = 0;
     let mut gpus = Vec::new();
     for g in &s.gpus {
-        for p in g.nvml_processes.iter().filter(|p| hidden.contains(&p.pid)) {
+        for p in g.nvml_processes.iter().filter(|p| pids.contains(&p.pid)) {
             bytes += p.used_bytes.unwrap_or(0);
             gpus.push(g.index);
         }
     }
     gpus.sort_unstable();
     gpus.dedup();
+    (bytes, gpus)
+}
+
+fn outside_namespace(s: &Snapshot, out: &mut Vec<Finding>) {
+    let hidden = &s.visibility.nvml_pids_not_visible;
+    if hidden.is_empty() {
+        return;
+    }
+    let (bytes, gpus) = listed_memory(s, hidden);
     let f = finding(
         "outside-namespace",
         Severity::Error,
@@ -835,16 +841,7 @@ fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
     if stale.is_empty() {
         return;
     }
-    let mut bytes = 0;
-    let mut gpus = Vec::new();
-    for g in &s.gpus {
-        for p in g.nvml_processes.iter().filter(|p| stale.contains(&p.pid)) {
-            bytes += p.used_bytes.unwrap_or(0);
-            gpus.push(g.index);
-        }
-    }
-    gpus.sort_unstable();
-    gpus.dedup();
+    let (bytes, gpus) = listed_memory(s, stale);
     let f = finding(
         "stale-nvml-pid",
         Severity::Error,

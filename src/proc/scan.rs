@@ -558,8 +558,10 @@ fn run_jobs<T: Send + 'static>(
                     let r = job(pid, &mut buf);
                     {
                         let mut busy = lock(&queue);
-                        busy[slot] = None;
-                        stuck.set().remove(&pid); // unstuck, if it was
+                        // A slot the caller emptied was reported stuck.
+                        if busy[slot].take().is_none() {
+                            stuck.set().remove(&pid);
+                        }
                     }
                     if tx.send((pid, r)).is_err() {
                         break; // the caller has given up on us
