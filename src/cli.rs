@@ -4,6 +4,7 @@
 
 use crate::model::VerdictState;
 use crate::present::{table, write_json, Paint};
+use crate::safe::{fit, Guard};
 use crate::snapshot::{self, Config, GpuSelector, SnapshotError};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
@@ -61,7 +62,9 @@ pub struct Common {
     /// No colours (also: NO_COLOR, or stdout not a terminal).
     #[arg(long, global = true)]
     pub no_color: bool,
-    /// Print less: no findings or footer.
+    /// Print less: status without findings or footer, why without details
+    /// or next commands, kill and wait without a report; errors still go to
+    /// stderr and the exit code says the outcome.
     #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Print more to stderr (timings).
@@ -94,12 +97,12 @@ pub enum Command {
     Wait(WaitArgs),
     /// Live terminal view: GPU memory bars, the holders, the top finding; kill from the view.
     Watch {
-        /// Screen and memory refresh.
-        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::units::parse_duration)]
+        /// Screen and memory refresh (at least 100ms).
+        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = at_least_100ms)]
         interval: std::time::Duration,
         /// A full holder scan at least this often (also on a holder's exit,
-        /// a change of NVML's process lists, and the r key).
-        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = crate::units::parse_duration)]
+        /// a change of NVML's process lists, and the r key; at least 1s).
+        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = at_least_1s)]
         scan_every: std::time::Duration,
     },
     /// Prometheus metrics over HTTP (read-only; a cached snapshot, refreshed
@@ -108,8 +111,8 @@ pub enum Command {
         /// Address to listen on.
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
         listen: String,
-        /// How often to take a snapshot.
-        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = crate::units::parse_duration)]
+        /// How often to take a snapshot (at least 100ms).
+        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = at_least_100ms)]
         interval: std::time::Duration,
         /// Add each holder's command line as a label (may hold secrets).
         #[arg(long)]
@@ -138,8 +141,13 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff, generated from this command line's definition).
-    Man,
+    /// Print the man page (roff, generated from this command line's
+    /// definition), or write one page per command into DIR.
+    Man {
+        /// Write gpufree.1 and one gpufree-COMMAND.1 per command here.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Replay the reference incident on the simulator, with real processes.
     Demo {
         /// Keep the incident running until Enter, to try other tools on it.
@@ -208,8 +216,8 @@ pub struct WaitArgs {
     /// Give up after DUR (0 = check once).
     #[arg(long, value_name = "DUR", default_value = "300s", value_parser = crate::units::parse_duration)]
     pub timeout: std::time::Duration,
-    /// How often to look.
-    #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = crate::units::parse_duration)]
+    /// How often to look (at least 10ms).
+    #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = at_least_10ms)]
     pub interval: std::time::Duration,
     /// Without NVML, call the GPUs free when no process holds them
     /// (otherwise the verdict is unknown: exit 3).
@@ -236,6 +244,31 @@ fn parse_read_timeout(s: &str) -> Result<std::time::Duration, String> {
         return Err(format!("'{s}' is below 10ms: every read would time out"));
     }
     Ok(d)
+}
+
+/// A polling interval: a duration of at least `min` (a shorter one spins
+/// a core and reads the same state again).
+fn interval_at_least(s: &str, min: std::time::Duration) -> Result<std::time::Duration, String> {
+    let d = crate::units::parse_duration(s)?;
+    if d < min {
+        return Err(format!(
+            "'{s}' is below {}ms: an interval that short only spins",
+            min.as_millis()
+        ));
+    }
+    Ok(d)
+}
+
+fn at_least_10ms(s: &str) -> Result<std::time::Duration, String> {
+    interval_at_least(s, std::time::Duration::from_millis(10))
+}
+
+fn at_least_100ms(s: &str) -> Result<std::time::Duration, String> {
+    interval_at_least(s, std::time::Duration::from_millis(100))
+}
+
+fn at_least_1s(s: &str) -> Result<std::time::Duration, String> {
+    interval_at_least(s, std::time::Duration::from_secs(1))
 }
 
 fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal), String> {
@@ -290,6 +323,8 @@ pub struct Failure {
     pub code: i32,
     /// What went wrong, naming the flag, file or call.
     pub message: String,
+    /// The reader of stdout went away (`| head`): not a failure.
+    pub broken_pipe: bool,
 }
 
 impl Failure {
@@ -297,13 +332,29 @@ impl Failure {
         Failure {
             code,
             message: message.to_string(),
+            broken_pipe: false,
+        }
+    }
+
+    /// An error of a whole command (watch, demo), told by its I/O kind
+    /// whether it is only a closed pipe.
+    fn from_anyhow(code: i32, e: &anyhow::Error) -> Failure {
+        Failure {
+            broken_pipe: e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }),
+            ..Failure::new(code, format!("{e:#}"))
         }
     }
 }
 
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Failure {
-        Failure::new(exit::ENVIRONMENT, e)
+        Failure {
+            broken_pipe: e.kind() == std::io::ErrorKind::BrokenPipe,
+            ..Failure::new(exit::ENVIRONMENT, e)
+        }
     }
 }
 
@@ -352,7 +403,23 @@ fn collector(
         others,
         ..config(common)
     };
-    snapshot::Collector::new(cfg, deadline).map_err(|e| snapshot_failure(common, e))
+    let c = snapshot::Collector::new(cfg, deadline).map_err(|e| snapshot_failure(common, e))?;
+    if let Some(dir) = &common.dev_dir {
+        // A device directory given by hand that holds no GPU node, while
+        // NVML sees GPUs, is a typo, not an idle machine: every holder of a
+        // node would go unseen. (With no NVML either, the error above
+        // already said there is no GPU.)
+        if crate::proc::nodes::NodeSet::discover(dir).is_ok_and(|n| n.is_empty()) {
+            return Err(Failure::new(
+                exit::USAGE,
+                format!(
+                    "--dev-dir {}: no GPU device node there (nvidia*, dri/card*, dri/renderD*, kfd)",
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    Ok(c)
 }
 
 fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot, Failure> {
@@ -376,7 +443,7 @@ fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot
 pub fn run(cli: Cli) -> Result<i32, Failure> {
     let common = &cli.common;
     let paint = Paint::for_stdout(common.no_color);
-    let mut out = std::io::stdout().lock();
+    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     match cli.command.unwrap_or(Command::Status) {
         Command::Status => {
             let mut snap = take_selected(common, false)?;
@@ -386,7 +453,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 if common.quiet {
                     snap.findings.clear();
                 }
-                table::write_status(&mut out, &snap, &paint)?;
+                table::write_status_with(&mut out, &snap, &paint, !common.quiet)?;
             }
             Ok(exit::OK)
         }
@@ -401,6 +468,12 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             if common.json {
                 write_json(&mut out, &snap)?;
             } else {
+                if common.quiet {
+                    for f in &mut snap.findings {
+                        f.details.clear();
+                        f.next.clear();
+                    }
+                }
                 crate::present::why::write_why(&mut out, &snap, &paint)?;
             }
             Ok(verdict_exit(snap.verdict.state))
@@ -408,12 +481,24 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         Command::Kill(args) => run_kill(common, &args, &paint),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "gpufree", &mut out);
+            // Scripts, not data: tabs and all, written as generated.
+            drop(out);
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "gpufree",
+                &mut std::io::stdout(),
+            );
             Ok(exit::OK)
         }
-        Command::Man => {
-            use clap::CommandFactory;
-            clap_mangen::Man::new(Cli::command()).render(&mut out)?;
+        Command::Man { dir } => {
+            drop(out);
+            match dir {
+                Some(dir) => man_pages(&dir).map_err(|e| {
+                    Failure::new(exit::ENVIRONMENT, format!("--dir {}: {e}", dir.display()))
+                })?,
+                None => man_page(&mut std::io::stdout())?,
+            }
             Ok(exit::OK)
         }
         Command::Watch {
@@ -421,6 +506,13 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             scan_every,
         } => {
             drop(out);
+            use std::io::IsTerminal;
+            if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+                return Err(Failure::new(
+                    exit::ENVIRONMENT,
+                    "watch: needs a terminal on stdin and stdout; for one look use `gpufree status` (or --json)",
+                ));
+            }
             let first = take_selected(common, false)?;
             let opts = crate::watch::Options {
                 interval,
@@ -432,7 +524,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 },
             };
             crate::watch::run(config(common), opts)
-                .map_err(|e| Failure::new(exit::ENVIRONMENT, format!("{e:#}")))?;
+                .map_err(|e| Failure::from_anyhow(exit::ENVIRONMENT, &e))?;
             Ok(exit::OK)
         }
         Command::Serve {
@@ -448,8 +540,11 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 label_cmdline,
                 workers: 4,
             };
+            let quiet = common.quiet;
             crate::serve::serve(c, &opts, |addr| {
-                eprintln!("gpufree serve: listening on http://{addr}/metrics")
+                if !quiet {
+                    eprintln!("gpufree serve: listening on http://{addr}/metrics")
+                }
             })
             .map_err(|e| Failure::new(exit::USAGE, e))?;
             Ok(exit::OK)
@@ -488,7 +583,9 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                     &serde_json::json!({ "unit": unit, "problems": problems }),
                 )?;
             } else if problems.is_empty() {
-                writeln!(out, "{}: no problems found", unit.display())?;
+                if !common.quiet {
+                    writeln!(out, "{}: no problems found", unit.display())?;
+                }
             } else {
                 for p in &problems {
                     let sev = if p.severity == "error" {
@@ -497,7 +594,9 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                         paint.warn("warning")
                     };
                     writeln!(out, "{}:{}: {sev}: {}", unit.display(), p.line, p.message)?;
-                    writeln!(out, "    {} {}", paint.dim("fix:"), p.fix)?;
+                    if !common.quiet {
+                        writeln!(out, "    {} {}", paint.dim("fix:"), p.fix)?;
+                    }
                 }
             }
             Ok(if problems.is_empty() {
@@ -514,7 +613,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 hold,
                 paint,
             };
-            crate::demo::run(&opts).map_err(|e| Failure::new(exit::ENVIRONMENT, format!("{e:#}")))
+            crate::demo::run(&opts).map_err(|e| Failure::from_anyhow(exit::ENVIRONMENT, &e))
         }
         Command::Sim(SimCommand::Lib) => {
             let dir = crate::sim::library_dir().map_err(|e| Failure::new(exit::ENVIRONMENT, e))?;
@@ -532,6 +631,54 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             Err(Failure::new(code, e))
         }
     }
+}
+
+/// The one-page manual: the main page, with the commands listed in it
+/// (clap_mangen's own list names a page per command, which exists only
+/// where `man --dir` wrote them).
+fn man_page(w: &mut dyn Write) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let man = clap_mangen::Man::new(cmd.clone());
+    man.render_title(w)?;
+    man.render_name_section(w)?;
+    man.render_synopsis_section(w)?;
+    man.render_description_section(w)?;
+    man.render_options_section(w)?;
+    writeln!(w, ".SH COMMANDS")?;
+    for sub in cmd.get_subcommands() {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        writeln!(
+            w,
+            ".TP\n\\fBgpufree {}\\fR\n{}",
+            sub.get_name(),
+            roff_text(&about)
+        )?;
+    }
+    writeln!(
+        w,
+        ".PP\nOne page per command: \\fBgpufree man \\-\\-dir\\fR \\fIDIR\\fR."
+    )?;
+    man.render_version_section(w)
+}
+
+/// Text for a roff line: backslashes and dashes escaped, no line starting
+/// with a control character.
+fn roff_text(s: &str) -> String {
+    let t = s.replace('\\', "\\e").replace('-', "\\-");
+    if t.starts_with(['.', '\'']) {
+        format!("\\&{t}")
+    } else {
+        t
+    }
+}
+
+/// One page per command into `dir`, each naming only pages written beside it.
+fn man_pages(dir: &std::path::Path) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir)?;
+    clap_mangen::generate_to(Cli::command(), dir)
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory
@@ -592,10 +739,19 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
     if let Some(unit) = &args.unit {
         kill::check_unit(&snap, unit).map_err(|e| Failure::new(exit::USAGE, e))?;
     }
-    let user = args.user.as_ref().map(|u| match u.parse() {
-        Ok(uid) => UserSel::Uid(uid),
-        Err(_) => UserSel::Name(u.clone()),
-    });
+    let user = match &args.user {
+        None => None,
+        Some(u) => Some(match u.parse() {
+            Ok(uid) => UserSel::Uid(uid),
+            Err(_) if uzers::get_user_by_name(u).is_none() => {
+                return Err(Failure::new(
+                    exit::USAGE,
+                    format!("--user {u}: no such user (give a name of this host or a UID)"),
+                ))
+            }
+            Err(_) => UserSel::Name(u.clone()),
+        }),
+    };
     let nothing_else =
         args.pid.is_empty() && args.matcher.is_none() && args.user.is_none() && args.unit.is_none();
     let sel = Selectors {
@@ -611,9 +767,9 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
         ..kill::Safety::current()
     };
     let plan = kill::plan(&snap, &sel, &safety);
-    let mut out = std::io::stdout().lock();
+    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     // Not locked: the progress bar draws on stderr from its own thread.
-    let mut err = std::io::stderr();
+    let mut err = Guard::new(std::io::stderr(), paint.color);
     // The plan goes to stdout, or to stderr when stdout carries JSON.
     {
         let w: &mut dyn Write = if common.json { &mut err } else { &mut out };
@@ -750,12 +906,12 @@ fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Fail
             holders_only: args.holders_only,
         },
         deadline,
-        interval: args.interval.max(std::time::Duration::from_millis(1)),
+        interval: args.interval,
     };
     let outcome =
         crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_failure(common, e))?;
     let state = outcome.verdict.state;
-    let mut out = std::io::stdout().lock();
+    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     let which = format!(
         "GPU{} {}",
         if gpus.len() == 1 { "" } else { "s" },
@@ -779,7 +935,12 @@ fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Fail
             VerdictState::Free => {
                 writeln!(out, "{which} free after {:.2} s", outcome.seconds)?;
                 for c in &outcome.verdict.caveats {
-                    writeln!(out, "  {} {c}", paint.warn("caveat:"))?;
+                    writeln!(
+                        out,
+                        "  {} {}",
+                        paint.warn("caveat:"),
+                        fit(c, crate::present::table::MESSAGE_MAX)
+                    )?;
                 }
             }
             VerdictState::Busy => writeln!(
@@ -787,7 +948,10 @@ fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Fail
                 "{} {which} not free after {:.1} s: {}",
                 paint.error("timeout:"),
                 outcome.seconds,
-                outcome.verdict.reasons.join("; ")
+                fit(
+                    &outcome.verdict.reasons.join("; "),
+                    crate::present::table::MESSAGE_MAX
+                )
             )?,
             VerdictState::Unknown => {}
         }
@@ -820,9 +984,13 @@ pub fn main() -> i32 {
     };
     match run(cli) {
         Ok(code) => code,
-        Err(f) if f.message.contains("Broken pipe") => exit::OK,
+        Err(f) if f.broken_pipe => exit::OK,
         Err(f) => {
-            eprintln!("gpufree: {}", f.message);
+            // One line, whatever names it carries.
+            eprintln!(
+                "gpufree: {}",
+                fit(&f.message, crate::present::table::MESSAGE_MAX)
+            );
             f.code
         }
     }

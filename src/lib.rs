@@ -6,6 +6,8 @@
 //!
 //! - [`model`]: the [`model::Snapshot`] every presenter reads (serde).
 //! - [`proc`]: /proc and device-node scanning, pure parsers.
+//! - [`safe`]: hostile strings made harmless: escaped for a terminal,
+//!   quoted for a shell.
 //! - [`nvml`]: the NVML backend over nvml-wrapper.
 //! - [`snapshot`]: takes one snapshot from the scan and NVML.
 //! - [`diagnose`]: findings, a pure function of a snapshot.
@@ -23,6 +25,7 @@ pub mod nvml;
 pub mod pause;
 pub mod present;
 pub mod proc;
+pub mod safe;
 pub mod serve;
 pub mod sim;
 pub mod snapshot;

@@ -29,6 +29,11 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A string from a process, a cgroup or the driver, made safe for a cell.
+fn shown(s: &str) -> String {
+    crate::safe::fit(s, crate::safe::TEXT_MAX)
+}
+
 /// Options of `gpufree watch`.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -210,7 +215,8 @@ fn draw(f: &mut Frame<'_>, app: &mut App) {
     let Some(s) = app.snap.take() else {
         let text = app
             .error
-            .clone()
+            .as_deref()
+            .map(shown)
             .unwrap_or_else(|| "gpufree watch: taking the first snapshot...".into());
         f.render_widget(Paragraph::new(text), area);
         return;
@@ -262,8 +268,8 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
     };
     let filter = [
         app.gpu.map(|g| format!("gpu={g}")),
-        app.user.as_ref().map(|u| format!("user={u}")),
-        app.owner.as_ref().map(|o| format!("owner={o}")),
+        app.user.as_ref().map(|u| format!("user={}", shown(u))),
+        app.owner.as_ref().map(|o| format!("owner={}", shown(o))),
     ]
     .into_iter()
     .flatten()
@@ -290,8 +296,8 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
             };
             Row::new(vec![
                 Cell::from(p.pid.to_string()),
-                Cell::from(p.user.clone()),
-                Cell::from(p.comm.clone()),
+                Cell::from(shown(&p.user)),
+                Cell::from(shown(&p.comm)),
                 Cell::from(if p.memory_bytes() > 0 {
                     mib(p.memory_bytes())
                 } else {
@@ -302,7 +308,7 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
                 Cell::from(if p.owner.name.is_empty() {
                     "-".into()
                 } else {
-                    p.owner.name.clone()
+                    shown(&p.owner.name)
                 }),
                 Cell::from(crate::present::flags(p)),
             ])
@@ -352,17 +358,25 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
         let mut text = vec![
             Line::from(format!(
                 "PID {}  parent {}  user {} ({})  state {}  threads {}",
-                p.pid, p.ppid, p.user, p.uid, p.state, p.threads
+                p.pid,
+                p.ppid,
+                shown(&p.user),
+                p.uid,
+                shown(&p.state),
+                p.threads
             )),
-            Line::from(format!("comm:    {}", p.comm)),
-            Line::from(format!("cmdline: {}", p.cmdline_joined())),
-            Line::from(format!("exe:     {}", p.exe.as_deref().unwrap_or("?"))),
+            Line::from(format!("comm:    {}", shown(&p.comm))),
+            Line::from(format!("cmdline: {}", shown(&p.cmdline_joined()))),
+            Line::from(format!(
+                "exe:     {}",
+                shown(p.exe.as_deref().unwrap_or("?"))
+            )),
             Line::from(format!(
                 "owner:   {} {}",
                 p.owner.kind.as_str(),
-                p.owner.name
+                shown(&p.owner.name)
             )),
-            Line::from(format!("cgroup:  {}", p.cgroup)),
+            Line::from(format!("cgroup:  {}", shown(&p.cgroup))),
         ];
         if p.nspid.len() > 1 {
             text.push(Line::from(format!("NSpid:   {:?}", p.nspid)));
@@ -380,10 +394,14 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
                 .iter()
                 .map(|v| format!("{v:?}").to_lowercase())
                 .collect();
-            text.push(Line::from(format!("{} via {}", d.path, via.join("+"))));
+            text.push(Line::from(format!(
+                "{} via {}",
+                shown(&d.path),
+                via.join("+")
+            )));
         }
         if let Some(w) = &p.wchan {
-            text.push(Line::from(format!("waiting in {w}")));
+            text.push(Line::from(format!("waiting in {}", shown(w))));
         }
         f.render_widget(
             Paragraph::new(text)
@@ -400,7 +418,7 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
             Severity::Warning => "warn",
             Severity::Info => "info",
         };
-        format!("{sev}: {}", f.message)
+        format!("{sev}: {}", shown(&f.message))
     });
     let help = "q quit  ↑/↓ select  Enter detail  m/p/a sort  g/u/o filter  k kill  r rescan";
     let color = match top.map(|f| f.severity) {
@@ -423,12 +441,12 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
                 let mut lines: Vec<String> = plan
                     .targets
                     .iter()
-                    .map(|e| format!("{}  {}", e.pid, e.reason))
+                    .map(|e| format!("{}  {}", e.pid, shown(&e.reason)))
                     .collect();
                 lines.extend(
                     plan.skipped
                         .iter()
-                        .map(|k| format!("{}  left out: {}", k.pid, k.reason)),
+                        .map(|k| format!("{}  left out: {}", k.pid, shown(&k.reason))),
                 );
                 if plan.targets.is_empty() {
                     lines.push("nothing to signal".into());
@@ -439,8 +457,8 @@ fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
                 }
                 (" kill: plan ", lines.join("\n"))
             }
-            Popup::Busy(m) => (" kill ", m.clone()),
-            Popup::Done(m) => (" kill: done ", format!("{m}\n\nEsc: close")),
+            Popup::Busy(m) => (" kill ", shown(m)),
+            Popup::Done(m) => (" kill: done ", format!("{}\n\nEsc: close", shown(m))),
         };
         let w = area.width.saturating_sub(10).min(100);
         let h = (body.lines().count() as u16 + 2).min(area.height);
@@ -471,7 +489,9 @@ pub fn run(cfg: Config, opts: Options) -> anyhow::Result<()> {
         let opts = opts.clone();
         std::thread::spawn(move || collect(c, opts, tx, rescan));
     }
-    let mut terminal = ratatui::init();
+    // try_init: a terminal that cannot be set up is an error, not a panic.
+    let mut terminal =
+        ratatui::try_init().map_err(|e| anyhow::anyhow!("watch: the terminal: {e}"))?;
     let result = ui(&mut terminal, &cfg, &rx, &tx, &rescan);
     ratatui::restore();
     result

@@ -756,7 +756,10 @@ pub fn execute(
                 break;
             }
             if let Some(b) = &bar {
-                b.set_message(format!("waiting for the GPU memory: {}", held.join("; ")));
+                b.set_message(format!(
+                    "waiting for the GPU memory: {}",
+                    crate::safe::fit(&held.join("; "), 160)
+                ));
             }
             std::thread::sleep(Duration::from_millis(25));
         }

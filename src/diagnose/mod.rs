@@ -10,6 +10,7 @@
 //! run by gpufree).
 
 use crate::model::{Finding, OwnerKind, Process, Severity, Snapshot, VerdictState};
+use crate::safe::{shell_command, shell_word};
 use crate::units::{gib, mib};
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
@@ -49,16 +50,31 @@ fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// `s` as one shell word: as is when it is plain, else single-quoted.
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./_-".contains(&b));
-    if plain {
-        s.to_string()
+/// `--gpu N` for each of `gpus`: what a next command selects them with.
+fn gpu_args(gpus: &[u32]) -> Vec<String> {
+    let mut g = gpus.to_vec();
+    g.sort_unstable();
+    g.dedup();
+    g.iter()
+        .flat_map(|i| ["--gpu".to_string(), i.to_string()])
+        .collect()
+}
+
+/// `FLAG VALUE` for a value from outside, or the one word `FLAG=VALUE`
+/// when the value starts with `-` (so that it is never read as a flag).
+fn flag(name: &str, value: &str) -> Vec<String> {
+    if value.starts_with('-') {
+        vec![format!("{name}={value}")]
     } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
+        vec![name.to_string(), value.to_string()]
     }
+}
+
+/// `gpufree SUB ARGS...` as a line a shell runs as exactly that argv.
+fn gpufree_command(args: &[String]) -> String {
+    let mut argv = vec!["gpufree".to_string()];
+    argv.extend(args.iter().cloned());
+    shell_command(&argv)
 }
 
 /// The `gpufree kill` command that targets exactly these PIDs.
@@ -66,11 +82,11 @@ pub fn kill_command(pids: &[u32]) -> String {
     if pids.is_empty() {
         return String::new();
     }
-    let mut cmd = String::from("gpufree kill");
+    let mut args = vec!["kill".to_string()];
     for p in pids {
-        cmd.push_str(&format!(" --pid {p}"));
+        args.extend(["--pid".to_string(), p.to_string()]);
     }
-    cmd
+    gpufree_command(&args)
 }
 
 fn gpus_of(p: &Process) -> Vec<u32> {
@@ -201,9 +217,11 @@ impl<'a> Ctx<'a> {
     fn group_kill(&self, g: &Group, members: &[&Process]) -> String {
         match g {
             Group::Owner(OwnerKind::SystemdUnit, id, name) if id != name => {
-                format!("gpufree kill --unit {}", shell_word(name))
+                gpufree_command(&[vec!["kill".into()], flag("--unit", name)].concat())
             }
-            Group::Owner(_, id, _) => format!("gpufree kill --unit {}", shell_word(id)),
+            Group::Owner(_, id, _) => {
+                gpufree_command(&[vec!["kill".into()], flag("--unit", id)].concat())
+            }
             Group::Tree(_) => {
                 let mut pids: Vec<u32> = members
                     .iter()
@@ -447,7 +465,7 @@ fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
         details.push(format!("hits {} {}", p.pid, p.comm));
     }
     if text.len() > 15 {
-        details.push(format!("`pkill '{text}'` (without -f) matches comm, at most 15 bytes: a pattern this long matches nothing"));
+        details.push(format!("`pkill {}` (without -f) matches comm, at most 15 bytes: a pattern this long matches nothing", shell_word(text)));
     }
     let n_collateral = collateral.len();
     details.extend(collateral);
@@ -458,7 +476,7 @@ fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
         Severity::Warning
     };
     let next = if misses.is_empty() {
-        format!("gpufree kill --match {}", shell_word(text))
+        gpufree_command(&[vec!["kill".into()], flag("--match", text)].concat())
     } else {
         kill_command(
             &holders
@@ -472,12 +490,13 @@ fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
         "pattern",
         severity,
         format!(
-            "`pkill -f '{text}'` would hit {} of {} holders and {}; `pkill '{text}'` (comm) would hit {} of {}",
+            "`pkill -f {q}` would hit {} of {} holders and {}; `pkill {q}` (comm) would hit {} of {}",
             hits.len(),
             holders.len(),
             count(n_collateral, "other process", "other processes"),
             comm_hits,
-            holders.len()
+            holders.len(),
+            q = shell_word(text),
         ),
         misses.iter().map(|p| p.pid).collect(),
         gpus_of_all(misses.iter().copied()),
@@ -654,7 +673,14 @@ fn blocked(s: &Snapshot, out: &mut Vec<Finding>) {
             "D" => (
                 "uninterruptible",
                 format!("{} is in uninterruptible sleep{wchan}: SIGKILL takes effect only when it leaves that kernel wait", p.pid),
-                format!("gpufree wait --gpu {} --timeout 300s", gpu_list(&gpus_of(p))),
+                gpufree_command(
+                    &[
+                        vec!["wait".to_string()],
+                        gpu_args(&gpus_of(p)),
+                        vec!["--timeout".into(), "300s".into()],
+                    ]
+                    .concat(),
+                ),
             ),
             "T" | "t" => (
                 "stopped",
@@ -725,7 +751,12 @@ fn stop_command(p: &Process) -> String {
         "Xorg" | "X" | "Xwayland" | "gnome-shell" | "kwin_wayland" => {
             "systemctl stop display-manager".into()
         }
-        _ => format!("gpufree kill --force-protected --pid {}", p.pid),
+        _ => gpufree_command(&[
+            "kill".into(),
+            "--force-protected".into(),
+            "--pid".into(),
+            p.pid.to_string(),
+        ]),
     }
 }
 
@@ -852,7 +883,7 @@ fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
         ),
         stale.clone(),
         gpus.clone(),
-        format!("gpufree why --gpu {}", gpu_list(&gpus)),
+        gpufree_command(&[vec!["why".to_string()], gpu_args(&gpus)].concat()),
     );
     out.push(with(f, Vec::new(), bytes));
 }
@@ -943,7 +974,6 @@ mod tests {
             shell_word("vllm.service (user 1000)"),
             "'vllm.service (user 1000)'"
         );
-        assert_eq!(shell_word("hold|x'y"), "'hold|x'\\''y'");
         assert_eq!(shell_word("$(reboot)"), "'$(reboot)'");
         assert_eq!(shell_word(""), "''");
     }

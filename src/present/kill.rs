@@ -1,8 +1,10 @@
 //! The `gpufree kill` plan and its outcome, as text.
 
+use super::table::MESSAGE_MAX;
 use super::Paint;
 use crate::act::kill::{Plan, Report};
 use crate::model::Snapshot;
+use crate::safe::{fit, pad, TEXT_MAX};
 use std::io::{self, Write};
 
 /// Writes the plan: each target with user, comm, cmdline, owner, memory and
@@ -36,17 +38,24 @@ pub fn write_plan<W: Write + ?Sized>(
         let p = snap.processes.iter().find(|p| p.pid == e.pid);
         let (user, comm, cmd, owner) = p.map_or(Default::default(), |p| {
             (
-                p.user.clone(),
-                p.comm.clone(),
-                p.cmdline_joined(),
+                fit(&p.user, 16),
+                fit(&p.comm, 24),
+                fit(&p.cmdline_joined(), TEXT_MAX),
                 if p.owner.name.is_empty() {
                     "-".to_string()
                 } else {
-                    p.owner.name.clone()
+                    fit(&p.owner.name, TEXT_MAX)
                 },
             )
         });
-        writeln!(w, "  {:>7}  {:<8} {:<16} {}", e.pid, user, comm, e.reason)?;
+        writeln!(
+            w,
+            "  {:>7}  {} {} {}",
+            e.pid,
+            pad(&user, 8),
+            pad(&comm, 16),
+            fit(&e.reason, MESSAGE_MAX)
+        )?;
         writeln!(
             w,
             "           {} {}   {} {}",
@@ -59,7 +68,7 @@ pub fn write_plan<W: Write + ?Sized>(
     if !plan.skipped.is_empty() {
         writeln!(w, "{}", paint.bold("Left out:"))?;
         for k in &plan.skipped {
-            writeln!(w, "  {:>7}  {}", k.pid, k.reason)?;
+            writeln!(w, "  {:>7}  {}", k.pid, fit(&k.reason, MESSAGE_MAX))?;
         }
     }
     Ok(())
@@ -102,7 +111,7 @@ pub fn write_report<W: Write>(
             w,
             "{} {}",
             paint.dim("held still by freezing:"),
-            r.frozen_cgroups.join(", ")
+            fit(&r.frozen_cgroups.join(", "), MESSAGE_MAX)
         )?;
     }
     if !r.identity_changed.is_empty() {
@@ -119,7 +128,7 @@ pub fn write_report<W: Write>(
             "{} {} {}; not signalled",
             paint.warn("changed:"),
             c.pid,
-            c.why
+            fit(&c.why, MESSAGE_MAX)
         )?;
     }
     if !r.survivors.is_empty() {
@@ -154,7 +163,7 @@ pub fn write_report<W: Write>(
             } else {
                 paint.error("GPU memory not released:")
             };
-            writeln!(w, "{head} {}", r.reasons.join("; "))?;
+            writeln!(w, "{head} {}", fit(&r.reasons.join("; "), MESSAGE_MAX))?;
         }
     }
     Ok(())

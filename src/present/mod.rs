@@ -76,8 +76,11 @@ pub fn flags(p: &crate::model::Process) -> String {
     f.join(",")
 }
 
-/// Writes `value` as one pretty JSON document and a newline.
+/// Writes `value` as one pretty JSON document and a newline; the
+/// characters a terminal would obey are `\uXXXX` escapes ([`crate::safe`]).
 pub fn write_json<W: Write, T: serde::Serialize>(w: &mut W, value: &T) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *w, value).map_err(io::Error::other)?;
+    let mut ser =
+        serde_json::Serializer::with_formatter(&mut *w, crate::safe::JsonFormatter::default());
+    value.serialize(&mut ser).map_err(io::Error::other)?;
     writeln!(w)
 }

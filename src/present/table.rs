@@ -5,6 +5,7 @@
 use super::{flags, Paint};
 use crate::diagnose::gpu_list;
 use crate::model::{DeviceUse, Process, Severity, Snapshot, Via};
+use crate::safe::{escape, fit, pad, pad_left, TEXT_MAX};
 use crate::units::mib;
 use std::io::{self, Write};
 
@@ -25,9 +26,16 @@ fn owner(p: &Process) -> String {
     if p.owner.name.is_empty() {
         "-".into()
     } else {
-        p.owner.name.clone()
+        fit(&p.owner.name, OWNER_MAX)
     }
 }
+
+/// Column limits: a field longer than this is cut with `…`.
+const USER_MAX: usize = 16;
+const COMM_MAX: usize = 24;
+const DEVICES_MAX: usize = 48;
+const OWNER_MAX: usize = 48;
+const NAME_MAX: usize = 40;
 
 /// One holder row's cells.
 fn row(p: &Process, gpu: Option<u32>) -> [String; 7] {
@@ -48,13 +56,13 @@ fn row(p: &Process, gpu: Option<u32>) -> [String; 7] {
         .collect();
     [
         p.pid.to_string(),
-        p.user.clone(),
-        p.comm.clone(),
+        fit(&p.user, USER_MAX),
+        fit(&p.comm, COMM_MAX),
         memory,
         if nodes.is_empty() {
             "-".into()
         } else {
-            nodes.join(" ")
+            fit(&nodes.join(" "), DEVICES_MAX)
         },
         owner(p),
         flags(p),
@@ -70,7 +78,7 @@ fn write_rows<W: Write>(
     let mut width = header.map(str::len);
     for (r, _) in rows {
         for (i, c) in r.iter().enumerate() {
-            width[i] = width[i].max(c.chars().count());
+            width[i] = width[i].max(crate::safe::width(c));
         }
     }
     let line = |cells: [&str; 7]| {
@@ -79,7 +87,8 @@ fn write_rows<W: Write>(
             if i == 6 {
                 s.push_str(c);
             } else {
-                s.push_str(&format!("{c:<w$}  ", w = width[i]));
+                s.push_str(&pad(c, width[i]));
+                s.push_str("  ");
             }
         }
         s.trim_end().to_string()
@@ -99,30 +108,52 @@ fn write_rows<W: Write>(
         )?;
         let joined = p.cmdline_joined();
         if !joined.is_empty() && joined != p.comm {
-            writeln!(w, "      {} {}", paint.dim("cmdline:"), joined)?;
+            writeln!(
+                w,
+                "      {} {}",
+                paint.dim("cmdline:"),
+                fit(&joined, TEXT_MAX)
+            )?;
         }
         if p.renamed {
             writeln!(
                 w,
                 "      {} {}",
                 paint.dim("exe:"),
-                p.exe.as_deref().unwrap_or("?")
+                fit(p.exe.as_deref().unwrap_or("?"), TEXT_MAX)
             )?;
         }
     }
     Ok(())
 }
 
+/// Widest finding message in text output (messages embed names).
+pub const MESSAGE_MAX: usize = 1000;
+
 const HEADER: [&str; 7] = ["PID", "USER", "COMM", "MEMORY", "DEVICES", "OWNER", "FLAGS"];
 
 /// Writes the status table of `s`.
 pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+    write_status_with(w, s, paint, true)
+}
+
+/// Writes the status table of `s`, with or without the footer line (what
+/// was scanned; `-q` leaves it out).
+pub fn write_status_with<W: Write>(
+    w: &mut W,
+    s: &Snapshot,
+    paint: &Paint,
+    footer: bool,
+) -> io::Result<()> {
     if !s.nvml.available {
         writeln!(
             w,
             "{} {}; showing device-node holders only",
             paint.warn("NVML unavailable:"),
-            s.nvml.error.as_deref().unwrap_or("unknown reason")
+            fit(
+                s.nvml.error.as_deref().unwrap_or("unknown reason"),
+                TEXT_MAX
+            )
         )?;
     }
     // GPUs.
@@ -135,7 +166,7 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
             if m.known {
                 [
                     g.index.to_string(),
-                    g.name.clone(),
+                    fit(&g.name, NAME_MAX),
                     format!("{} / {}", mib(m.used_bytes), mib(m.total_bytes)),
                     mib(m.accounted_bytes),
                     mib(m.unaccounted_bytes),
@@ -144,7 +175,7 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
             } else {
                 [
                     g.index.to_string(),
-                    g.name.clone(),
+                    fit(&g.name, NAME_MAX),
                     "unknown".into(),
                     "-".into(),
                     "-".into(),
@@ -164,23 +195,18 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
     let mut width = head.map(str::len);
     for r in &gpu_rows {
         for (i, c) in r.iter().enumerate() {
-            width[i] = width[i].max(c.chars().count());
+            width[i] = width[i].max(crate::safe::width(c));
         }
     }
     let fmt = |c: [&str; 6]| {
         format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {}",
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            c[4],
+            "{}  {}  {}  {}  {}  {}",
+            pad(c[0], width[0]),
+            pad(c[1], width[1]),
+            pad_left(c[2], width[2]),
+            pad_left(c[3], width[3]),
+            pad_left(c[4], width[4]),
             c[5],
-            w0 = width[0],
-            w1 = width[1],
-            w2 = width[2],
-            w3 = width[3],
-            w4 = width[4]
         )
     };
     writeln!(w, "{}", paint.bold(&fmt(head)))?;
@@ -202,7 +228,11 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
         writeln!(
             w,
             "{}",
-            paint.dim(&format!("{gpu}{}: unavailable: {}", u.what, u.why))
+            paint.dim(&format!(
+                "{gpu}{}: unavailable: {}",
+                fit(&u.what, TEXT_MAX),
+                fit(&u.why, TEXT_MAX)
+            ))
         )?;
     }
 
@@ -278,11 +308,14 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
                 Severity::Warning => paint.warn("warn "),
                 Severity::Info => paint.dim("info "),
             };
-            writeln!(w, "{tag} {}", f.message)?;
+            writeln!(w, "{tag} {}", fit(&f.message, MESSAGE_MAX))?;
             if !f.next.is_empty() {
-                writeln!(w, "      {} {}", paint.dim("next:"), f.next)?;
+                writeln!(w, "      {} {}", paint.dim("next:"), escape(&f.next))?;
             }
         }
+    }
+    if !footer {
+        return Ok(());
     }
     let v = &s.visibility;
     writeln!(
@@ -301,7 +334,7 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
             } else {
                 gpu_list(&s.gpus.iter().map(|g| g.index).collect::<Vec<_>>())
             },
-            s.dev_dir
+            escape(&s.dev_dir)
         ))
     )?;
     Ok(())

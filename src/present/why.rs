@@ -1,9 +1,11 @@
 //! The `gpufree why` explanation: the findings in order, each with its
 //! evidence and the exact next command.
 
+use super::table::MESSAGE_MAX;
 use super::Paint;
 use crate::diagnose::gpu_list;
 use crate::model::{Severity, Snapshot, VerdictState};
+use crate::safe::{escape, fit, TEXT_MAX};
 use std::io::{self, Write};
 
 /// Writes the diagnosis of `s`.
@@ -23,7 +25,7 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result
             paint.bold(&format!(
                 "Whether {which} {} free is unknown: {}",
                 if gpus.len() == 1 { "is" } else { "are" },
-                s.verdict.reasons.join("; ")
+                fit(&s.verdict.reasons.join("; "), MESSAGE_MAX)
             ))
         )?;
     } else {
@@ -38,7 +40,7 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result
     }
     for (i, f) in s.findings.iter().enumerate() {
         if f.kind == "free" {
-            writeln!(w, "  {}", f.message)?;
+            writeln!(w, "  {}", fit(&f.message, MESSAGE_MAX))?;
             continue;
         }
         let tag = match f.severity {
@@ -46,12 +48,12 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result
             Severity::Warning => paint.warn("warn "),
             Severity::Info => paint.dim("info "),
         };
-        writeln!(w, "{:>2}. {tag} {}", i + 1, f.message)?;
+        writeln!(w, "{:>2}. {tag} {}", i + 1, fit(&f.message, MESSAGE_MAX))?;
         for d in &f.details {
-            writeln!(w, "           {}", paint.dim(d))?;
+            writeln!(w, "           {}", paint.dim(&fit(d, TEXT_MAX)))?;
         }
         if !f.next.is_empty() {
-            writeln!(w, "           {} {}", paint.bold("next:"), f.next)?;
+            writeln!(w, "           {} {}", paint.bold("next:"), escape(&f.next))?;
         }
     }
     Ok(())

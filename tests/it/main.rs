@@ -5,6 +5,7 @@
 
 mod contrib;
 mod demo;
+mod evil;
 mod fuse;
 mod harness;
 mod kill;
@@ -19,3 +20,4 @@ mod trust;
 mod verdict;
 mod watch;
 mod why;
+mod words;

@@ -1,0 +1,345 @@
+//! The one layer between hostile strings and a terminal.
+//!
+//! Every name gpufree prints comes from someone else: a process chooses its
+//! own comm and command line, a unit its cgroup name, a driver its error
+//! text. Text output shows each control character visibly (C0, DEL, C1 and
+//! the bidirectional overrides and isolates, as `\e`, `\n`, `\x7f`,
+//! `\u{202e}`), the way `ls -b` and systemd do, so that no string can move
+//! the cursor, retitle the window, clear the screen or reorder a line; long
+//! fields are cut to their column with `…`. JSON keeps every string
+//! complete, with the same characters written as `\uXXXX` escapes.
+//! Suggested commands are quoted here too, so that pasting one runs exactly
+//! the argument vector it was built from.
+
+use std::borrow::Cow;
+use std::io::{self, Write};
+use unicode_width::UnicodeWidthChar;
+
+/// Whether `c` must never reach a terminal as itself: C0 controls, DEL, C1
+/// controls, and the Unicode format characters that reorder or break a
+/// line (bidi embeddings, overrides, isolates and marks; line and
+/// paragraph separators).
+pub fn is_unsafe(c: char) -> bool {
+    matches!(c,
+        '\0'..='\x1f' | '\x7f'..='\u{9f}'
+        | '\u{061c}' | '\u{200e}' | '\u{200f}'
+        | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        '\x1b' => out.push_str("\\e"),
+        '\x07' => out.push_str("\\a"),
+        '\x08' => out.push_str("\\b"),
+        '\x0b' => out.push_str("\\v"),
+        '\x0c' => out.push_str("\\f"),
+        c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+        c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+    }
+}
+
+/// `s` with every unsafe character written visibly; borrowed when there is
+/// none.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if is_unsafe(c) {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Columns `s` takes on a terminal (after [`escape`], nothing in it is a
+/// control character; wide characters count two).
+pub fn width(s: &str) -> usize {
+    s.chars().map(|c| c.width().unwrap_or(0)).sum()
+}
+
+/// `s` escaped and cut to at most `max` columns, the cut marked with `…`.
+pub fn fit(s: &str, max: usize) -> String {
+    let e = escape(s);
+    if width(&e) <= max {
+        return e.into_owned();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in e.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > max {
+            break;
+        }
+        used += w;
+        out.push(c);
+    }
+    if max > 0 {
+        out.push('…');
+    }
+    out
+}
+
+/// `s` (already safe) padded with spaces to `cols` columns.
+pub fn pad(s: &str, cols: usize) -> String {
+    let w = width(s);
+    let mut out = s.to_string();
+    out.extend(std::iter::repeat_n(' ', cols.saturating_sub(w)));
+    out
+}
+
+/// `s` (already safe) padded on the left to `cols` columns.
+pub fn pad_left(s: &str, cols: usize) -> String {
+    let w = width(s);
+    let mut out: String = std::iter::repeat_n(' ', cols.saturating_sub(w)).collect();
+    out.push_str(s);
+    out
+}
+
+/// Widest free-text field (a command line, an executable path, a message
+/// that embeds names) in text output; `--json` has it whole.
+pub const TEXT_MAX: usize = 400;
+
+/// One shell word that a POSIX shell reads back as exactly `s`.
+///
+/// Plain text goes through shlex (single quotes where needed). A word that
+/// holds a character [`is_unsafe`] cannot be shown in single quotes without
+/// putting that character on the terminal, so it is written in the ANSI-C
+/// form `$'…'` (bash, zsh, ksh, busybox sh, and POSIX.1-2024) with each such
+/// byte as `\xHH`. Written here because no kept crate does this part:
+/// shell-quote 0.8's Bash form passes U+202E and C1 controls through raw
+/// (measured), and shlex has no `$'…'` form.
+pub fn shell_word(s: &str) -> String {
+    if !s.chars().any(|c| is_unsafe(c) || c == '\0') {
+        if let Ok(q) = shlex::try_quote(s) {
+            return q.into_owned();
+        }
+    }
+    let mut out = String::from("$'");
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            c if is_unsafe(c) => {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A command line that a POSIX shell runs as exactly `argv`.
+pub fn shell_command<S: AsRef<str>>(argv: &[S]) -> String {
+    argv.iter()
+        .map(|a| shell_word(a.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A writer for a terminal or a pipe that lets no unsafe character of the
+/// text through, whatever a presenter forgot: line breaks pass, and with
+/// colour the SGR sequences (`ESC [ digits ; m`) that [`crate::present::Paint`]
+/// writes; every other unsafe character is escaped as [`escape`] does.
+/// Text is passed on a line at a time (and on flush), so a character or a
+/// colour sequence split between two writes is seen whole.
+pub struct Guard<W: Write> {
+    inner: W,
+    color: bool,
+    pending: Vec<u8>,
+}
+
+impl<W: Write> Guard<W> {
+    /// Guards `inner`; `color` lets SGR colour sequences through.
+    pub fn new(inner: W, color: bool) -> Guard<W> {
+        Guard {
+            inner,
+            color,
+            pending: Vec::new(),
+        }
+    }
+
+    fn emit(&mut self, upto: usize) -> io::Result<()> {
+        let chunk: Vec<u8> = self.pending.drain(..upto).collect();
+        let text = String::from_utf8_lossy(&chunk);
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_ref();
+        while let Some(c) = rest.chars().next() {
+            if c == '\x1b' && self.color {
+                if let Some(n) = sgr_len(rest) {
+                    out.push_str(&rest[..n]);
+                    rest = &rest[n..];
+                    continue;
+                }
+            }
+            if c != '\n' && is_unsafe(c) {
+                push_escaped(&mut out, c);
+            } else {
+                out.push(c);
+            }
+            rest = &rest[c.len_utf8()..];
+        }
+        self.inner.write_all(out.as_bytes())
+    }
+}
+
+/// Length of the SGR sequence `ESC [ [0-9;]* m` at the start of `s`.
+fn sgr_len(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    if b.get(1) != Some(&b'[') {
+        return None;
+    }
+    let params = b[2..]
+        .iter()
+        .take_while(|x| x.is_ascii_digit() || **x == b';')
+        .count();
+    (b.get(2 + params) == Some(&b'm')).then_some(3 + params)
+}
+
+impl<W: Write> Write for Guard<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        if let Some(i) = self.pending.iter().rposition(|b| *b == b'\n') {
+            self.emit(i + 1)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.emit(self.pending.len())?;
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Drop for Guard<W> {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+/// serde_json's pretty layout, with the characters [`is_unsafe`] names
+/// (beyond those JSON itself escapes) written as `\uXXXX`: the same string
+/// to a parser, nothing live for a terminal.
+pub struct JsonFormatter(serde_json::ser::PrettyFormatter<'static>);
+
+impl Default for JsonFormatter {
+    fn default() -> Self {
+        JsonFormatter(serde_json::ser::PrettyFormatter::new())
+    }
+}
+
+impl serde_json::ser::Formatter for JsonFormatter {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if is_unsafe(c) {
+                w.write_all(&fragment.as_bytes()[start..i])?;
+                write!(w, "\\u{:04x}", c as u32)?;
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_and_bidi_are_shown_not_obeyed() {
+        assert_eq!(escape("plain name"), "plain name");
+        assert_eq!(escape("a\x1b]0;t\x07b"), "a\\e]0;t\\ab");
+        assert_eq!(escape("x\ny\r\t"), "x\\ny\\r\\t");
+        assert_eq!(escape("\u{202e}gnp.exe"), "\\u{202e}gnp.exe");
+        assert_eq!(escape("\u{85}\x7f\x01"), "\\u{85}\\x7f\\x01");
+        assert_eq!(escape("é 日本"), "é 日本");
+    }
+
+    #[test]
+    fn fit_cuts_by_columns_and_marks_the_cut() {
+        assert_eq!(fit("short", 10), "short");
+        assert_eq!(fit("abcdefghij", 5), "abcd…");
+        assert_eq!(fit("日本語テキスト", 5), "日本…");
+        assert_eq!(width(&fit(&"x".repeat(70_000), 16)), 16);
+        assert_eq!(fit("\x1b[2J", 3), "\\e…");
+    }
+
+    #[test]
+    fn shell_words_read_back_as_one_word() {
+        assert_eq!(shell_word("vllm.service"), "vllm.service");
+        assert_eq!(shell_word("$(reboot)"), "'$(reboot)'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("a\x1bb'"), "$'a\\x1bb\\''");
+        assert_eq!(shell_word("\u{202e}x"), "$'\\xe2\\x80\\xaex'");
+        for s in ["a b", "it's", "`id`", "x\ny", "\u{202e}", "a\\'\x1b"] {
+            assert!(!shell_word(s).chars().any(is_unsafe), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn guard_passes_colour_and_lines_but_nothing_else() {
+        let mut g = Guard::new(Vec::new(), true);
+        write!(g, "\x1b[1mbold\x1b[0m \x1b[2J\x1b]0;t\x07\nnext\u{202e}").unwrap();
+        g.flush().unwrap();
+        let out = String::from_utf8(std::mem::take(&mut g.inner)).unwrap();
+        assert_eq!(out, "\x1b[1mbold\x1b[0m \\e[2J\\e]0;t\\a\nnext\\u{202e}");
+        let mut g = Guard::new(Vec::new(), false);
+        g.write_all(b"\x1b[1mx\n").unwrap();
+        g.flush().unwrap();
+        assert_eq!(g.inner, b"\\e[1mx\n");
+    }
+
+    #[test]
+    fn json_escapes_what_a_terminal_would_obey() {
+        let v = serde_json::json!({"comm": "a\u{202e}b\x7f\u{85}\x1b"});
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, JsonFormatter::default());
+        serde::Serialize::serialize(&v, &mut ser).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(r"a\u202eb\u007f\u0085\u001b"), "{text}");
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, v);
+    }
+}

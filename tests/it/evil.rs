@@ -1,0 +1,508 @@
+//! Hostile names: every string gpufree prints comes from someone else (a
+//! process's comm and command line, a cgroup's unit name, a `--pattern`).
+//! The corpus below goes through every presenter: no control character
+//! but the line break, no DEL, C1 or bidi control may reach the terminal;
+//! long fields are cut; JSON keeps them whole; every `next` command, pasted
+//! into bash, runs exactly the argument vector it was built from.
+//!
+//! Golden outputs come from a fake /proc tree (fixed PIDs) and the
+//! simulator; `GPUFREE_BLESS=1` rewrites them after a deliberate change.
+
+use crate::harness::{bin, sim_gpu, sim_lib, sim_state, TestDir};
+use clap::Parser;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The corpus: terminal escapes (OSC title, clear screen, colours), line
+/// breaks, bidi overrides and isolates, quotes and shell syntax, DEL and
+/// C1, invalid UTF-8, and a 64 KiB string.
+fn corpus() -> Vec<Vec<u8>> {
+    let mut c: Vec<Vec<u8>> = [
+        &b"\x1b]0;pwned\x07title"[..],
+        b"\x1b[2J\x1b[Hcleared",
+        b"\x1b[31mred\x1b[0m",
+        b"two\nlines\rback\ttab",
+        "\u{202e}gnp.exe".as_bytes(),
+        "\u{2066}iso\u{2069} \u{200f}rlm".as_bytes(),
+        b"it's \"quoted\"",
+        b"$(touch /tmp/gpufree-pwned)",
+        b"`id` ; rm -rf ~ #",
+        b"\xff\xfe not utf-8",
+        b"\x7fdel \xc2\x85c1 \xc2\x9bcsi",
+    ]
+    .iter()
+    .map(|s| s.to_vec())
+    .collect();
+    c.push(vec![b'A'; 64 * 1024]);
+    c
+}
+
+/// Characters that must never reach a terminal from data.
+fn unsafe_char(c: char) -> bool {
+    (c < ' ' && c != '\n')
+        || ('\x7f'..='\u{9f}').contains(&c)
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Fails when `out` carries anything a terminal would obey.
+fn assert_inert(what: &str, out: &[u8]) {
+    let text = String::from_utf8_lossy(out);
+    if let Some((i, c)) = text.char_indices().find(|(_, c)| unsafe_char(*c)) {
+        let from = text[..i].char_indices().rev().nth(40).map_or(0, |(j, _)| j);
+        panic!(
+            "{what}: {c:?} reaches the terminal at byte {i}: {:?}",
+            &text[from..i]
+        );
+    }
+}
+
+/// One process of a fake /proc tree, with raw bytes for its names.
+struct Fake<'a> {
+    pid: u32,
+    comm: &'a [u8],
+    cmdline: Vec<&'a [u8]>,
+    uid: u32,
+    cgroup: Vec<u8>,
+    node: &'a Path,
+}
+
+fn add(root: &Path, p: &Fake<'_>) {
+    let d = root.join(p.pid.to_string());
+    std::fs::create_dir_all(d.join("fd")).unwrap();
+    let mut fields: Vec<String> = (3..=52).map(|_| "0".to_string()).collect();
+    fields[0] = "S".into();
+    fields[1] = "1".into();
+    fields[17] = "1".into();
+    fields[19] = (1000 + p.pid).to_string();
+    let mut stat = format!("{} (", p.pid).into_bytes();
+    stat.extend_from_slice(p.comm);
+    stat.extend_from_slice(format!(") {}\n", fields.join(" ")).as_bytes());
+    std::fs::write(d.join("stat"), stat).unwrap();
+    let mut comm = p.comm.to_vec();
+    comm.push(b'\n');
+    std::fs::write(d.join("comm"), comm).unwrap();
+    let mut status = b"Name:\t".to_vec();
+    status.extend_from_slice(p.comm);
+    status.extend_from_slice(
+        format!("\nUid:\t{u}\t{u}\t{u}\t{u}\nNSpid:\t{}\n", p.pid, u = p.uid).as_bytes(),
+    );
+    std::fs::write(d.join("status"), status).unwrap();
+    let mut cmd = Vec::new();
+    for a in &p.cmdline {
+        cmd.extend_from_slice(a);
+        cmd.push(0);
+    }
+    std::fs::write(d.join("cmdline"), cmd).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/python3", d.join("exe")).unwrap();
+    std::fs::write(d.join("cgroup"), &p.cgroup).unwrap();
+    std::os::unix::fs::symlink(p.node, d.join("fd").join("3")).unwrap();
+    std::fs::write(
+        d.join("maps"),
+        "55d0c0000000-55d0c0001000 r--p 00000000 fd:01 1234 /usr/bin/python3.11\n",
+    )
+    .unwrap();
+}
+
+/// A fake /proc with one holder per corpus entry (its comm, its command
+/// line and its unit name all hostile) and the simulator listing each
+/// with GPU memory.
+struct Scene {
+    d: TestDir,
+    proc_root: PathBuf,
+    state: PathBuf,
+}
+
+const FIRST_PID: u32 = 4100;
+
+fn scene() -> Scene {
+    let d = TestDir::new(1);
+    let proc_root = d.tmp.path().join("proc");
+    std::fs::create_dir(&proc_root).unwrap();
+    let node = d.node("nvidia0");
+    for (i, evil) in corpus().iter().enumerate() {
+        let pid = FIRST_PID + i as u32;
+        let comm: Vec<u8> = evil.iter().copied().take(15).collect();
+        let mut cgroup = b"0::/system.slice/".to_vec();
+        cgroup.extend(evil.iter().copied().filter(|b| *b != b'/').take(200));
+        cgroup.extend_from_slice(b".service\n");
+        add(
+            &proc_root,
+            &Fake {
+                pid,
+                comm: &comm,
+                cmdline: vec![evil, b"--serve", evil],
+                uid: if i % 2 == 0 { 0 } else { 65534 },
+                cgroup,
+                node: &node,
+            },
+        );
+    }
+    let procs: Vec<(u32, u64, &str)> = (0..corpus().len() as u32)
+        .map(|i| (FIRST_PID + i, 1024, "always"))
+        .collect();
+    let mut gpu = sim_gpu(0, &procs, 0);
+    gpu["name"] = Value::String("NVIDIA \u{1b}[5mH200\u{202e}".into());
+    let state = d.state(&sim_state(vec![gpu]));
+    Scene {
+        d,
+        proc_root,
+        state,
+    }
+}
+
+struct Out {
+    code: i32,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+impl Scene {
+    fn run(&self, args: &[&str]) -> Out {
+        let out = Command::new(bin())
+            .args(args)
+            .args(["--proc-root", self.proc_root.to_str().unwrap()])
+            .args(["--dev-dir", self.d.dev.to_str().unwrap()])
+            .args(["--nvml-lib", sim_lib().to_str().unwrap()])
+            .env("GPUFREE_SIM_STATE", &self.state)
+            .env_remove("NO_COLOR")
+            .env_remove("GPUFREE_DEV_DIR")
+            .env_remove("GPUFREE_NVML_LIB")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: out.stdout,
+            stderr: out.stderr,
+        }
+    }
+
+    /// Output with the temporary directory written as `$TMP`.
+    fn normalized(&self, out: &[u8]) -> String {
+        String::from_utf8_lossy(out).replace(self.d.tmp.path().to_str().unwrap(), "$TMP")
+    }
+}
+
+fn golden(name: &str, text: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("GPUFREE_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (GPUFREE_BLESS=1 writes it)", path.display()));
+    assert_eq!(
+        text,
+        want,
+        "{name} differs from {} (GPUFREE_BLESS=1 rewrites it after a deliberate change)",
+        path.display()
+    );
+}
+
+#[test]
+fn hostile_names_reach_no_terminal_and_match_the_golden_outputs() {
+    let s = scene();
+    for (name, args, code) in [
+        ("evil-status.txt", &["status"][..], 0),
+        ("evil-why.txt", &["why"][..], 1),
+        (
+            "evil-why-pattern.txt",
+            &["why", "--pattern", "it's \"q"][..],
+            1,
+        ),
+        ("evil-wait.txt", &["wait", "--timeout", "0"][..], 1),
+    ] {
+        let out = s.run(args);
+        assert_eq!(
+            out.code,
+            code,
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_inert(&format!("{args:?} stdout"), &out.stdout);
+        assert_inert(&format!("{args:?} stderr"), &out.stderr);
+        let text = s.normalized(&out.stdout);
+        // The 64 KiB name is cut in text output.
+        assert!(
+            text.lines().all(|l| l.len() < 4096),
+            "{args:?}: a line of {} bytes",
+            text.lines().map(str::len).max().unwrap_or(0)
+        );
+        golden(name, &text);
+    }
+}
+
+#[test]
+fn json_keeps_hostile_names_whole_and_escaped() {
+    let s = scene();
+    let out = s.run(&["status", "--json"]);
+    assert_eq!(out.code, 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_inert("status --json", &out.stdout);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (i, evil) in corpus().iter().enumerate() {
+        let pid = FIRST_PID + i as u32;
+        let p = doc["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("{pid} missing"));
+        // Bytes that are not UTF-8 are kept as `\xHH` text.
+        let want: String = evil
+            .utf8_chunks()
+            .map(|c| {
+                let bad: String = c.invalid().iter().map(|b| format!("\\x{b:02x}")).collect();
+                format!("{}{bad}", c.valid())
+            })
+            .collect();
+        assert_eq!(p["cmdline"][0].as_str().unwrap(), want, "{pid}");
+        assert_eq!(p["cmdline"][2].as_str().unwrap(), want, "{pid}");
+    }
+    assert_eq!(
+        doc["gpus"][0]["name"].as_str().unwrap(),
+        "NVIDIA \u{1b}[5mH200\u{202e}"
+    );
+}
+
+/// A directory of fake commands that record their argv (NUL-separated,
+/// one record per line) instead of acting; nothing else is on PATH.
+fn recorders(dir: &Path) -> PathBuf {
+    let bin = dir.join("fakebin");
+    std::fs::create_dir(&bin).unwrap();
+    let script = "#!/bin/sh\nprintf '%s\\0' \"${0##*/}\" \"$@\" >> \"$RECORD\"\nprintf '\\n' >> \"$RECORD\"\n";
+    for name in [
+        "gpufree",
+        "kill",
+        "systemctl",
+        "nvidia-smi",
+        "nvidia-cuda-mps-control",
+    ] {
+        let p = bin.join(name);
+        std::fs::write(&p, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+/// The argv a shell runs for `line`, through the recorders.
+fn pasted(fakebin: &Path, record: &Path, line: &str) -> Vec<Vec<u8>> {
+    std::fs::write(record, b"").unwrap();
+    let status = Command::new("/bin/bash")
+        .arg("--norc")
+        .arg("-c")
+        // `kill` is a builtin: the recorder must answer instead.
+        .arg(format!("enable -n kill\n{line}"))
+        .env_clear()
+        .env("PATH", fakebin)
+        .env("RECORD", record)
+        .status()
+        .unwrap();
+    assert!(status.success(), "pasting {line:?} failed: {status}");
+    let rec = std::fs::read(record).unwrap();
+    let first = rec.split(|b| *b == b'\n').next().unwrap_or_default();
+    first
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+#[test]
+fn every_next_line_pastes_as_the_argv_it_was_built_from() {
+    let s = scene();
+    let fakebin = recorders(s.d.tmp.path());
+    let record = s.d.tmp.path().join("record");
+    let out = s.run(&["why", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text_out = s.run(&["why"]);
+    let text = String::from_utf8(text_out.stdout).unwrap();
+    let text_nexts: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("next: "))
+        .collect();
+    let findings = doc["findings"].as_array().unwrap();
+    let nexts: Vec<&str> = findings
+        .iter()
+        .filter_map(|f| f["next"].as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
+    assert_eq!(text_nexts, nexts, "the text shows the JSON's next lines");
+    let owner_names: Vec<&str> = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["owner"]["name"].as_str())
+        .collect();
+    // Each hostile unit is freed by its exact name, as one argument that
+    // gpufree's own command line reads back.
+    let mut units_seen = 0;
+    for next in &nexts {
+        let argv = pasted(&fakebin, &record, next);
+        assert!(!argv.is_empty(), "{next:?} ran nothing");
+        if argv[0] != b"gpufree" {
+            continue;
+        }
+        let words: Vec<String> = argv
+            .iter()
+            .map(|a| String::from_utf8(a.clone()).unwrap())
+            .collect();
+        let cli = gpufree::cli::Cli::try_parse_from(&words)
+            .unwrap_or_else(|e| panic!("{next:?} pastes as {words:?}, which gpufree refuses: {e}"));
+        if let Some(gpufree::cli::Command::Kill(k)) = cli.command {
+            if let Some(unit) = k.unit {
+                assert!(
+                    owner_names.contains(&unit.as_str()),
+                    "{next:?} ran --unit {unit:?}, no holder's unit"
+                );
+                units_seen += 1;
+            }
+        }
+    }
+    assert!(
+        units_seen >= 8,
+        "only {units_seen} unit kills among {nexts:?}"
+    );
+    // A --pattern with quotes that starts like a flag (it hits every
+    // holder, so the next line kills by it) comes back as the same pattern.
+    let pat = "--serve|it's \"q";
+    let out = s.run(&["why", "--json", &format!("--pattern={pat}")]);
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let f = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "pattern")
+        .expect("a pattern finding");
+    let argv = pasted(&fakebin, &record, f["next"].as_str().unwrap());
+    let words: Vec<String> = argv
+        .iter()
+        .map(|a| String::from_utf8(a.clone()).unwrap())
+        .collect();
+    match gpufree::cli::Cli::try_parse_from(&words).map(|c| c.command) {
+        Ok(Some(gpufree::cli::Command::Kill(k))) => {
+            assert_eq!(k.matcher.as_deref(), Some(pat), "{}", f["next"])
+        }
+        other => panic!("{} pastes as {words:?}: {other:?}", f["next"]),
+    }
+    assert!(
+        !Path::new("/tmp/gpufree-pwned").exists(),
+        "a pasted line ran $(touch)"
+    );
+}
+
+/// A real process with a hostile command line and comm that holds `node`:
+/// python3 re-executes itself with the raw bytes as its arguments (after
+/// `-c CODE`: python cannot start under some of them as argv[0]; the fake
+/// /proc tree above covers that) and writes its comm, then waits (it dies
+/// with the test).
+fn evil_holder(node: &Path, comm: &[u8], argv: &[&[u8]]) -> std::process::Child {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let stage1 = "import os,sys,ctypes\n\
+        ctypes.CDLL(None).prctl(1, 9)\n\
+        fd = os.open(sys.argv[1], os.O_RDWR)\n\
+        os.set_inheritable(fd, True)\n\
+        args = [b'A' * int(a[4:]) if a.startswith('big:') else bytes.fromhex(a) for a in sys.argv[3:]]\n\
+        os.environ['EVIL_COMM'] = sys.argv[2]\n\
+        code = \"import os,time,ctypes\\nctypes.CDLL(None).prctl(1, 9)\\nopen('/proc/self/comm','wb').write(bytes.fromhex(os.environ['EVIL_COMM']))\\nprint('ready', flush=True)\\ntime.sleep(600)\"\n\
+        os.execv(sys.executable, [b'python3', '-c', code] + args)\n";
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
+        .arg(stage1)
+        .arg(node)
+        .arg(hex(comm))
+        .args(argv.iter().map(|a| {
+            if a.starts_with(b"big:") {
+                String::from_utf8_lossy(a).into_owned()
+            } else {
+                hex(a)
+            }
+        }))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
+#[test]
+fn kill_plan_and_report_on_real_hostile_processes_are_inert() {
+    let d = TestDir::new(1);
+    let node = d.node("nvidia0");
+    let corpus = corpus();
+    let mut children: Vec<std::process::Child> = corpus
+        .iter()
+        .take(11)
+        .map(|evil| {
+            let comm: Vec<u8> = evil.iter().copied().take(15).collect();
+            evil_holder(&node, &comm, &[evil, b"-m", b"vllm", evil])
+        })
+        .collect();
+    // One with the 64 KiB command line (spelt out by the holder: in hex it
+    // would pass the kernel's limit on one argument).
+    children.push(evil_holder(&node, b"big", &[b"big:65536", b"x"]));
+    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+    let state = d.one_gpu(&[], 0);
+    let base = |extra: &[&str]| {
+        let mut c = Command::new(bin());
+        c.args(extra)
+            .args(["--dev-dir", d.dev.to_str().unwrap()])
+            .args(["--nvml-lib", sim_lib().to_str().unwrap()])
+            .env("GPUFREE_SIM_STATE", &state)
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null());
+        c
+    };
+    let mut args = vec!["kill", "--dry-run"];
+    let pid_args: Vec<String> = pids.iter().map(u32::to_string).collect();
+    for p in &pid_args {
+        args.extend(["--pid", p.as_str()]);
+    }
+    let plan = base(&args).output().unwrap();
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    assert_inert("kill --dry-run", &plan.stdout);
+    assert_inert("kill --dry-run stderr", &plan.stderr);
+    let text = String::from_utf8_lossy(&plan.stdout);
+    assert!(text.contains("\\e]0;pwned\\atitle"), "{text}");
+    assert!(text.contains("\\u{202e}gnp.exe"), "{text}");
+    assert!(
+        text.lines().all(|l| l.len() < 4096),
+        "a 64 KiB line printed whole"
+    );
+    for p in &pids {
+        assert!(
+            text.contains(&format!(" {p} ")),
+            "{p} not in the plan:\n{text}"
+        );
+    }
+    args[1] = "--yes";
+    let done = base(&args).output().unwrap();
+    assert_inert("kill --yes", &done.stdout);
+    assert_inert("kill --yes stderr", &done.stderr);
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    for c in &mut children {
+        let st = c.wait().unwrap();
+        assert!(!st.success(), "{} was not signalled", c.id());
+    }
+}

@@ -1,0 +1,205 @@
+//! Exit codes and words as SPEC.md says them, for the inputs that used to
+//! get them wrong: a user that does not exist, a device directory with no
+//! GPU node, an interval that only spins, a closed pipe told apart from an
+//! error that merely mentions one, `watch` without a terminal, `-q`, and
+//! the man pages.
+
+use crate::harness::{bin, gpufree, hold, sim_lib, TestDir};
+use gpufree::holder::HoldSpec;
+use std::process::{Command, Stdio};
+
+/// gpufree against the simulator on `d` (one GPU, `holder` listed).
+fn on(d: &TestDir, state: &std::path::Path, args: &[&str]) -> crate::harness::Run {
+    let lib = sim_lib();
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend([
+        "--dev-dir",
+        d.dev.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ]);
+    gpufree(&a, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
+}
+
+#[test]
+fn kill_of_a_user_that_does_not_exist_is_a_usage_error() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let r = on(
+        &d,
+        &state,
+        &["kill", "--user", "no-such-user-here", "--yes"],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--user no-such-user-here: no such user"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    // A UID is taken as it is, and a real name resolves.
+    assert_eq!(
+        on(&d, &state, &["kill", "--user", "4242", "--dry-run"]).code,
+        0
+    );
+    assert_eq!(
+        on(&d, &state, &["kill", "--user", "root", "--dry-run"]).code,
+        0
+    );
+}
+
+#[test]
+fn a_device_directory_without_gpu_nodes_is_a_usage_error() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let empty = d.tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "status",
+            "--dev-dir",
+            empty.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no GPU device node there"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn intervals_that_only_spin_are_refused() {
+    for args in [
+        &["wait", "--interval", "0"][..],
+        &["wait", "--interval", "1ms"],
+        &["watch", "--interval", "0"],
+        &["watch", "--scan-every", "10ms"],
+        &["serve", "--interval", "0"],
+    ] {
+        let r = gpufree(args, &[]);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("only spins"), "{args:?}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn watch_without_a_terminal_says_so_and_does_not_panic() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let r = on(&d, &state, &["watch"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("watch: needs a terminal"), "{}", r.stderr);
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+}
+
+#[test]
+fn a_closed_pipe_is_success_but_an_error_naming_one_is_not() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let lib = sim_lib();
+    // The reader goes away before gpufree writes.
+    let mut child = Command::new(bin())
+        .args(["status", "--dev-dir", d.dev.to_str().unwrap()])
+        .args(["--nvml-lib", lib.to_str().unwrap()])
+        .env("GPUFREE_SIM_STATE", &state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // An error whose text says "Broken pipe" is still an error.
+    let r = on(
+        &d,
+        &state,
+        &[
+            "metrics",
+            "--output",
+            "/nonexistent/Broken pipe/metrics.prom",
+        ],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("--output"), "{}", r.stderr);
+}
+
+#[test]
+fn quiet_leaves_out_everything_but_the_answer() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["python3", "worker.py"],
+        HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let pid = h.pid();
+    let state = d.one_gpu(&[(pid, 1024, "while-alive")], 0);
+    let r = on(&d, &state, &["status", "-q"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains(&pid.to_string()), "{}", r.stdout);
+    assert!(!r.stdout.contains("scanned"), "{}", r.stdout);
+    assert!(!r.stdout.contains("next:"), "{}", r.stdout);
+    let r = on(&d, &state, &["why", "-q"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(!r.stdout.contains("next:"), "{}", r.stdout);
+    assert!(r.stdout.contains("holds"), "{}", r.stdout);
+    let r = on(&d, &state, &["wait", "-q", "--timeout", "0"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+    assert_eq!(r.stderr, "");
+    drop(h);
+}
+
+#[test]
+fn man_pages_name_only_pages_that_exist() {
+    let d = tempfile::tempdir().unwrap();
+    let r = gpufree(&["man", "--dir", d.path().to_str().unwrap()], &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let pages: Vec<String> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(pages.contains(&"gpufree-kill.1".to_string()), "{pages:?}");
+    let refs = regex::Regex::new(r"(gpufree(?:\\-[a-z]+)*)\((\d)\)").unwrap();
+    let mut texts: Vec<(String, String)> = pages
+        .iter()
+        .map(|p| {
+            (
+                p.clone(),
+                std::fs::read_to_string(d.path().join(p)).unwrap(),
+            )
+        })
+        .collect();
+    texts.push(("gpufree man".into(), gpufree(&["man"], &[]).stdout));
+    let mut seen = 0;
+    for (page, text) in &texts {
+        for c in refs.captures_iter(text) {
+            let file = format!("{}.{}", c[1].replace("\\-", "-"), &c[2]);
+            assert!(
+                pages.contains(&file),
+                "{page} names {file}, which does not exist"
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen > 10, "only {seen} references checked");
+}
