@@ -102,10 +102,11 @@ pub enum Command {
         #[arg(long, value_name = "DUR", default_value = "60s", value_parser = crate::units::parse_duration)]
         scan_every: std::time::Duration,
     },
-    /// Prometheus metrics over HTTP (read-only; a cached snapshot, refreshed
-    /// every --interval).
+    /// Prometheus metrics over HTTP (read-only; a cached snapshot of the
+    /// --gpu selection, refreshed every --interval): GET /metrics, and
+    /// GET /healthz (200 while the snapshot is fresh, else 503).
     Serve {
-        /// Address to listen on.
+        /// Address to listen on (e.g. a pod's IP and a port; `[::1]:9835` for IPv6).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
         listen: String,
         /// How often to take a snapshot.
@@ -114,6 +115,19 @@ pub enum Command {
         /// Add each holder's command line as a label (may hold secrets).
         #[arg(long)]
         label_cmdline: bool,
+        /// At most this many open connections (default 4096, lowered to fit
+        /// the open-file limit); past it a new one displaces the longest
+        /// idle one, or is refused with 503 when all are answering.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: Option<u32>,
+        /// A request head must arrive within this long (from the connection's
+        /// start, or from the first byte of a later request).
+        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_serve_timeout)]
+        header_timeout: std::time::Duration,
+        /// Close a kept-alive connection idle this long, and one whose client
+        /// does not take its response.
+        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_serve_timeout)]
+        idle_timeout: std::time::Duration,
     },
     /// The same metrics once, on stdout or atomically into FILE (node_exporter's
     /// textfile collector).
@@ -234,6 +248,18 @@ fn parse_read_timeout(s: &str) -> Result<std::time::Duration, String> {
     let d = crate::units::parse_duration(s)?;
     if d < std::time::Duration::from_millis(10) {
         return Err(format!("'{s}' is below 10ms: every read would time out"));
+    }
+    Ok(d)
+}
+
+/// `serve`'s connection deadlines: at least 100ms (a scrape's request
+/// could not arrive in less).
+fn parse_serve_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::units::parse_duration(s)?;
+    if d < std::time::Duration::from_millis(100) {
+        return Err(format!(
+            "'{s}' is below 100ms: no request could arrive in time"
+        ));
     }
     Ok(d)
 }
@@ -439,6 +465,9 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             listen,
             interval,
             label_cmdline,
+            max_connections,
+            header_timeout,
+            idle_timeout,
         } => {
             drop(out);
             let c = collector(common, false, None)?;
@@ -446,12 +475,22 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 listen,
                 interval,
                 label_cmdline,
-                workers: 4,
+                gpus: common.gpu.clone(),
+                max_connections: max_connections.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+                header_timeout,
+                idle_timeout,
             };
             crate::serve::serve(c, &opts, |addr| {
                 eprintln!("gpufree serve: listening on http://{addr}/metrics")
             })
-            .map_err(|e| Failure::new(exit::USAGE, e))?;
+            .map_err(|e| {
+                use crate::serve::ServeError;
+                let code = match e {
+                    ServeError::Address { .. } | ServeError::Gpu(_) => exit::USAGE,
+                    ServeError::Bind { .. } | ServeError::Runtime(_) => exit::ENVIRONMENT,
+                };
+                Failure::new(code, e)
+            })?;
             Ok(exit::OK)
         }
         Command::Metrics {
