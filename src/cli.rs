@@ -132,7 +132,9 @@ pub enum Command {
     /// The same metrics once, on stdout or atomically into FILE (node_exporter's
     /// textfile collector).
     Metrics {
-        /// Write here (via a temporary file and rename) instead of stdout.
+        /// Write here instead of stdout: an exclusively created temporary file
+        /// in FILE's directory, mode 0644, renamed over FILE (a symlink at FILE
+        /// is replaced, never followed).
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Add each holder's command line as a label (may hold secrets).
@@ -573,21 +575,32 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory
-/// and a rename, so a reader (node_exporter) never sees half a file.
+/// Writes `bytes` to `path` so that a reader (node_exporter) never sees
+/// half a file, and nothing planted in the directory is written through:
+/// an exclusively created temporary file of a random name in `path`'s
+/// directory (`O_EXCL`: a symlink or file already at that name makes it
+/// try another name, never open it), mode 0644, synced, then renamed over
+/// `path` and the directory synced. A symlink at `path` itself is replaced
+/// by the file, not followed.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("not a file name"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    use std::os::unix::fs::PermissionsExt;
+    if path.file_name().is_none() {
+        return Err(std::io::Error::other("not a file name"));
     }
-    result
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".gpufree-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The document `kill --json` prints: the status after, the plan, the outcome.

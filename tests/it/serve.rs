@@ -866,3 +866,135 @@ fn serve_reports_only_the_gpus_of_gpu() {
         assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     }
 }
+
+/// Mode bits of `path` (not following a symlink).
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn metrics_output_never_writes_through_a_symlink_planted_at_a_guessable_name() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let lib = sim_lib();
+    let out = tempfile::tempdir().unwrap();
+    let victim_dir = tempfile::tempdir().unwrap();
+    let victim = victim_dir.path().join("shadow");
+    std::fs::write(&victim, "root:secret\n").unwrap();
+    let file = out.path().join("gpufree.prom");
+    // The names a writer might use: the one the old code used
+    // (.NAME.tmpPID, with the PID of the process that writes, which the
+    // shell below keeps through exec), and others.
+    let planted = [
+        ".gpufree.prom.tmp$$",
+        ".gpufree.prom.tmp",
+        "gpufree.prom.tmp",
+        "gpufree.prom~",
+        ".gpufree.prom.swp",
+        "gpufree.prom.new",
+        ".tmp",
+    ];
+    let script = format!(
+        "cd '{dir}' && for n in {names}; do ln -s '{victim}' \"$n\"; done && exec \"$@\"",
+        dir = out.path().display(),
+        names = planted.map(|n| format!("\"{n}\"")).join(" "),
+        victim = victim.display(),
+    );
+    let r = run_cmd(
+        Command::new("sh")
+            .args(["-c", &script, "sh"])
+            .arg(bin())
+            .args([
+                "metrics",
+                "--output",
+                file.to_str().unwrap(),
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+                "--nvml-lib",
+                lib.to_str().unwrap(),
+            ])
+            .env("GPUFREE_SIM_STATE", &state),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "root:secret\n",
+        "the victim is untouched"
+    );
+    let meta = std::fs::symlink_metadata(&file).unwrap();
+    assert!(meta.file_type().is_file(), "FILE is a regular file");
+    assert_eq!(mode(&file), 0o644);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("gpufree_gpu_memory_used_bytes{gpu=\"0\""),
+        "{text}"
+    );
+    // The planted links are still links to the victim, and nothing else
+    // was left in the directory.
+    let mut names: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), planted.len() + 1, "{names:?}");
+    for n in names.iter().filter(|n| *n != "gpufree.prom") {
+        let link = out.path().join(n);
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{n}"
+        );
+        assert_eq!(std::fs::read_link(&link).unwrap(), victim, "{n}");
+    }
+}
+
+#[test]
+fn metrics_output_replaces_a_symlink_at_file_instead_of_following_it() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let out = tempfile::tempdir().unwrap();
+    let victim = out.path().join("victim");
+    std::fs::write(&victim, "keep me\n").unwrap();
+    let file = out.path().join("gpufree.prom");
+    std::os::unix::fs::symlink(&victim, &file).unwrap();
+    let r = metrics_in(&d, &state, &["--output", file.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+    assert!(std::fs::symlink_metadata(&file)
+        .unwrap()
+        .file_type()
+        .is_file());
+    assert_eq!(mode(&file), 0o644);
+    assert!(std::fs::read_to_string(&file)
+        .unwrap()
+        .contains("gpufree_nvml_up 1"));
+    // Written again over itself, still whole.
+    let r = metrics_in(&d, &state, &["--output", file.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(mode(&file), 0o644);
+    // A directory that does not exist: one line, exit 3.
+    let r = metrics_in(&d, &state, &["--output", "/nonexistent/dir/gpufree.prom"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("--output /nonexistent/dir/gpufree.prom"));
+}
+
+fn metrics_in(d: &TestDir, state: &Path, extra: &[&str]) -> Run {
+    let lib = sim_lib();
+    let mut args = vec![
+        "metrics",
+        "--dev-dir",
+        d.dev.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
+}
