@@ -998,3 +998,270 @@ fn metrics_in(d: &TestDir, state: &Path, extra: &[&str]) -> Run {
     args.extend(extra);
     gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
 }
+
+/// One sample of an OpenMetrics text: name, labels (unescaped), value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+fn is_metric_name(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || x == ':')
+}
+
+/// Checks `text` line by line against the OpenMetrics text grammar (the
+/// parts an exporter emits: `# HELP`, `# TYPE`, `# UNIT`, samples with
+/// escaped label values, and `# EOF` as the last line when `eof`); panics
+/// naming the first bad line; returns the samples.
+fn parse_openmetrics(text: &str, eof: bool) -> Vec<Sample> {
+    assert!(text.ends_with('\n'), "text ends with a newline");
+    let lines: Vec<&str> = text[..text.len() - 1].split('\n').collect();
+    let mut samples = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let bad = |why: &str| -> ! { panic!("line {}: {why}: {line:?}\n{text}", i + 1) };
+        if *line == "# EOF" {
+            if !(eof && i == lines.len() - 1) {
+                bad("# EOF before the end");
+            }
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# ") {
+            let (kind, rest) = rest.split_once(' ').unwrap_or_else(|| bad("comment"));
+            let (name, arg) = rest.split_once(' ').unwrap_or_else(|| bad("comment"));
+            if !is_metric_name(name) {
+                bad("metric name");
+            }
+            match kind {
+                "TYPE" => {
+                    if ![
+                        "counter",
+                        "gauge",
+                        "histogram",
+                        "gaugehistogram",
+                        "stateset",
+                        "info",
+                        "summary",
+                        "unknown",
+                    ]
+                    .contains(&arg)
+                    {
+                        bad("type");
+                    }
+                }
+                "HELP" => {
+                    let mut esc = false;
+                    for c in arg.chars() {
+                        match (esc, c) {
+                            (false, '\\') => esc = true,
+                            (true, '\\' | 'n' | '"') => esc = false,
+                            (true, _) => bad("escape in HELP"),
+                            _ => {}
+                        }
+                    }
+                }
+                "UNIT" => {}
+                _ => bad("comment kind"),
+            }
+            continue;
+        }
+        // name{label="value",...} value
+        let name_end = line.find(['{', ' ']).unwrap_or_else(|| bad("sample"));
+        let name = &line[..name_end];
+        if !is_metric_name(name) {
+            bad("metric name");
+        }
+        let mut rest = &line[name_end..];
+        let mut labels = Vec::new();
+        if let Some(mut r) = rest.strip_prefix('{') {
+            loop {
+                if let Some(after) = r.strip_prefix('}') {
+                    r = after;
+                    break;
+                }
+                let (lname, after) = r.split_once("=\"").unwrap_or_else(|| bad("label"));
+                if !is_metric_name(lname) || lname.contains(':') {
+                    bad("label name");
+                }
+                let mut value = String::new();
+                let mut chars = after.char_indices();
+                let end = loop {
+                    match chars.next() {
+                        Some((j, '"')) => break j,
+                        Some((_, '\\')) => match chars.next() {
+                            Some((_, '\\')) => value.push('\\'),
+                            Some((_, '"')) => value.push('"'),
+                            Some((_, 'n')) => value.push('\n'),
+                            _ => bad("escape in a label value"),
+                        },
+                        Some((_, c)) => value.push(c),
+                        None => bad("unterminated label value"),
+                    }
+                };
+                labels.push((lname.to_string(), value));
+                r = &after[end + 1..];
+                if let Some(after) = r.strip_prefix(',') {
+                    r = after;
+                } else if !r.starts_with('}') {
+                    bad("label separator");
+                }
+            }
+            rest = r;
+        }
+        let value = rest.strip_prefix(' ').unwrap_or_else(|| bad("value"));
+        let value: f64 = value.parse().unwrap_or_else(|_| bad("number"));
+        samples.push((name.to_string(), labels, value));
+    }
+    if eof {
+        assert_eq!(lines.last(), Some(&"# EOF"), "ends with # EOF");
+    }
+    samples
+}
+
+#[test]
+fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() {
+    let d = TestDir::new(1);
+    let fake = FakeProc::new(d.tmp.path());
+    let n0 = d.node("nvidia0");
+    let pid = 4242;
+    fake.add(&FakeProcess {
+        pid,
+        ppid: 1,
+        comm: "placeholder",
+        state: 'S',
+        start: 100,
+        cmdline: &["placeholder"],
+        exe: "/usr/bin/python3.12",
+        uid: 0,
+        cgroup: "0::/system.slice/ev\"}il\\x.service\n",
+        fds: &[&n0],
+        maps: &[],
+    });
+    // Bytes no &str can hold: quotes, a backslash, a newline, `"}`, and
+    // invalid UTF-8 in comm and in the command line.
+    let comm: &[u8] = b"ev\"}\\il\n\xff";
+    let dir = fake.root.join(pid.to_string());
+    let mut stat = format!("{pid} (").into_bytes();
+    stat.extend_from_slice(comm);
+    let fields: Vec<String> = (3..=52)
+        .map(|i| match i {
+            3 => "S".into(),
+            4 => "1".into(),
+            20 => "1".into(),
+            22 => "100".into(),
+            _ => "0".into(),
+        })
+        .collect();
+    stat.extend_from_slice(format!(") {}\n", fields.join(" ")).as_bytes());
+    std::fs::write(dir.join("stat"), &stat).unwrap();
+    let mut c = comm.to_vec();
+    c.push(b'\n');
+    std::fs::write(dir.join("comm"), &c).unwrap();
+    let cmdline: &[u8] =
+        b"python3\0--x=\"} 1\n# EOF\ninjected_metric{a=\"b\"} 1\0\\\0\xfe\xff\"}\0";
+    std::fs::write(dir.join("cmdline"), cmdline).unwrap();
+    let mut gpu = sim_gpu(0, &[(pid, 4096, "always")], 0);
+    gpu["name"] = serde_json::json!("H200\"} 1\n# EOF\\");
+    let state = d.state(&sim_state(vec![gpu]));
+    let lib = sim_lib();
+    let common = [
+        "--proc-root",
+        fake.root.to_str().unwrap(),
+        "--dev-dir",
+        d.dev.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ];
+    let env = [("GPUFREE_SIM_STATE", state.to_str().unwrap())];
+    let mut args = vec!["status", "--json"];
+    args.extend(common);
+    let doc = gpufree(&args, &env).json();
+    let p = process(&doc, pid).unwrap_or_else(|| panic!("{doc}"));
+    let want_comm = p["comm"].as_str().unwrap().to_string();
+    let want_cmdline: Vec<&str> = p["cmdline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        want_comm.contains("\"}") && want_comm.contains('\n'),
+        "{want_comm:?}"
+    );
+    let label = |samples: &[Sample], key: &str| -> Option<String> {
+        samples
+            .iter()
+            .find(|(n, l, _)| {
+                n == "gpufree_process_gpu_memory_bytes"
+                    && l.iter().any(|(k, v)| k == "pid" && v == &pid.to_string())
+            })
+            .unwrap_or_else(|| panic!("no sample for {pid}"))
+            .1
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+
+    // metrics (the textfile: no # EOF), without and with --label-cmdline.
+    let mut args = vec!["metrics"];
+    args.extend(common);
+    let r = gpufree(&args, &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let samples = parse_openmetrics(&r.stdout, false);
+    assert_eq!(label(&samples, "comm").as_deref(), Some(want_comm.as_str()));
+    assert_eq!(
+        label(&samples, "cmdline"),
+        None,
+        "no command line unless asked"
+    );
+    assert!(!r.stdout.contains("injected_metric"), "{}", r.stdout);
+    let name = samples
+        .iter()
+        .find(|(n, _, _)| n == "gpufree_gpu_memory_total_bytes")
+        .and_then(|(_, l, _)| l.iter().find(|(k, _)| k == "name"))
+        .map(|(_, v)| v.clone());
+    assert_eq!(name.as_deref(), Some("H200\"} 1\n# EOF\\"));
+    args.push("--label-cmdline");
+    let r = gpufree(&args, &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let samples = parse_openmetrics(&r.stdout, false);
+    assert_eq!(label(&samples, "cmdline"), Some(want_cmdline.join(" ")));
+    assert!(
+        !r.stdout.lines().any(|l| l.starts_with("injected_metric")),
+        "{}",
+        r.stdout
+    );
+
+    // serve's scrape: OpenMetrics, one # EOF at the end.
+    let srv = serve_with(
+        &[],
+        &d.dev,
+        &state,
+        &lib,
+        &["--proc-root", fake.root.to_str().unwrap()],
+    );
+    let body = scrape(&srv.addr).unwrap();
+    let samples = parse_openmetrics(&body, true);
+    assert_eq!(label(&samples, "comm").as_deref(), Some(want_comm.as_str()));
+    assert_eq!(label(&samples, "cmdline"), None);
+    assert!(!body.contains("injected_metric"));
+}
+
+#[test]
+fn openmetrics_checker_rejects_what_is_not_openmetrics() {
+    let ok = "# HELP a_b A \\\\ help.\n# TYPE a_b gauge\na_b{x=\"q\\\"}\\n\\\\\",y=\"\"} 1\na_b 2.5\n# EOF\n";
+    let samples = parse_openmetrics(ok, true);
+    assert_eq!(samples[0].1[0].1, "q\"}\n\\");
+    for bad in [
+        "a{x=\"q\"}\"} 1\n# EOF\n",      // a quote not escaped
+        "a{x=\"q\n\"} 1\n# EOF\n",       // a raw newline
+        "a{x=\"q\\t\"} 1\n# EOF\n",      // an escape OpenMetrics lacks
+        "a{x=\"q\"} one\n# EOF\n",       // not a number
+        "a 1\n# EOF\nb 2\n# EOF\n",      // # EOF in the middle
+        "a 1\n",                         // no # EOF
+        "1a 1\n# EOF\n",                 // not a metric name
+        "# TYPE a gauges\na 1\n# EOF\n", // not a type
+    ] {
+        let r = std::panic::catch_unwind(|| parse_openmetrics(bad, true));
+        assert!(r.is_err(), "accepted {bad:?}");
+    }
+}
