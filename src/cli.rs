@@ -105,10 +105,11 @@ pub enum Command {
         #[arg(long, value_name = "DUR", default_value = "60s", value_parser = at_least_1s)]
         scan_every: std::time::Duration,
     },
-    /// Prometheus metrics over HTTP (read-only; a cached snapshot, refreshed
-    /// every --interval).
+    /// Prometheus metrics over HTTP (read-only; a cached snapshot of the
+    /// --gpu selection, refreshed every --interval): GET /metrics, and
+    /// GET /healthz (200 while the snapshot is fresh, else 503).
     Serve {
-        /// Address to listen on.
+        /// Address to listen on (e.g. a pod's IP and a port; `[::1]:9835` for IPv6).
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
         listen: String,
         /// How often to take a snapshot (at least 100ms).
@@ -117,11 +118,26 @@ pub enum Command {
         /// Add each holder's command line as a label (may hold secrets).
         #[arg(long)]
         label_cmdline: bool,
+        /// At most this many open connections (default 4096, lowered to fit
+        /// the open-file limit); past it a new one displaces the longest
+        /// idle one, or is refused with 503 when all are answering.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: Option<u32>,
+        /// A request head must arrive within this long (from the connection's
+        /// start, or from the first byte of a later request).
+        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_serve_timeout)]
+        header_timeout: std::time::Duration,
+        /// Close a kept-alive connection idle this long, and one whose client
+        /// does not take its response.
+        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_serve_timeout)]
+        idle_timeout: std::time::Duration,
     },
     /// The same metrics once, on stdout or atomically into FILE (node_exporter's
     /// textfile collector).
     Metrics {
-        /// Write here (via a temporary file and rename) instead of stdout.
+        /// Write here instead of stdout: an exclusively created temporary file
+        /// in FILE's directory, mode 0644, renamed over FILE (a symlink at FILE
+        /// is replaced, never followed).
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Add each holder's command line as a label (may hold secrets).
@@ -254,6 +270,18 @@ fn interval_at_least(s: &str, min: std::time::Duration) -> Result<std::time::Dur
         return Err(format!(
             "'{s}' is below {}ms: an interval that short only spins",
             min.as_millis()
+        ));
+    }
+    Ok(d)
+}
+
+/// `serve`'s connection deadlines: at least 100ms (a scrape's request
+/// could not arrive in less).
+fn parse_serve_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::units::parse_duration(s)?;
+    if d < std::time::Duration::from_millis(100) {
+        return Err(format!(
+            "'{s}' is below 100ms: no request could arrive in time"
         ));
     }
     Ok(d)
@@ -531,6 +559,9 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             listen,
             interval,
             label_cmdline,
+            max_connections,
+            header_timeout,
+            idle_timeout,
         } => {
             drop(out);
             let c = collector(common, false, None)?;
@@ -538,7 +569,10 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 listen,
                 interval,
                 label_cmdline,
-                workers: 4,
+                gpus: common.gpu.clone(),
+                max_connections: max_connections.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+                header_timeout,
+                idle_timeout,
             };
             let quiet = common.quiet;
             crate::serve::serve(c, &opts, |addr| {
@@ -546,7 +580,14 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                     eprintln!("gpufree serve: listening on http://{addr}/metrics")
                 }
             })
-            .map_err(|e| Failure::new(exit::USAGE, e))?;
+            .map_err(|e| {
+                use crate::serve::ServeError;
+                let code = match e {
+                    ServeError::Address { .. } | ServeError::Gpu(_) => exit::USAGE,
+                    ServeError::Bind { .. } | ServeError::Runtime(_) => exit::ENVIRONMENT,
+                };
+                Failure::new(code, e)
+            })?;
             Ok(exit::OK)
         }
         Command::Metrics {
@@ -681,21 +722,32 @@ fn man_pages(dir: &std::path::Path) -> std::io::Result<()> {
     clap_mangen::generate_to(Cli::command(), dir)
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory
-/// and a rename, so a reader (node_exporter) never sees half a file.
+/// Writes `bytes` to `path` so that a reader (node_exporter) never sees
+/// half a file, and nothing planted in the directory is written through:
+/// an exclusively created temporary file of a random name in `path`'s
+/// directory (`O_EXCL`: a symlink or file already at that name makes it
+/// try another name, never open it), mode 0644, synced, then renamed over
+/// `path` and the directory synced. A symlink at `path` itself is replaced
+/// by the file, not followed.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("not a file name"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    use std::os::unix::fs::PermissionsExt;
+    if path.file_name().is_none() {
+        return Err(std::io::Error::other("not a file name"));
     }
-    result
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".gpufree-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The document `kill --json` prints: the status after, the plan, the outcome.

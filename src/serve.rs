@@ -1,18 +1,50 @@
 //! `gpufree serve`: Prometheus metrics over HTTP, read-only.
 //!
 //! One collector thread takes a snapshot every interval (so at most one scan
-//! runs at a time, whatever the scrape rate) and keeps the last good one; a
-//! fixed pool of HTTP workers answers from that cache, with its age as a
-//! metric, so a slow scan never delays a scrape and a failing NVML call never
-//! takes the exporter down. Only `GET`/`HEAD` of `/metrics` and `/` are
-//! served: no endpoint acts on the host.
+//! runs at a time, whatever the scrape rate: concurrent scrapes share one
+//! collection), narrows it to `--gpu` and renders it once; scrapes answer
+//! from that cache, with its age as a metric, so a slow scan never delays a
+//! scrape and a failing NVML call never takes the exporter down.
+//!
+//! HTTP is hyper's HTTP/1.1 on a single-threaded tokio runtime (one thread
+//! for every connection, not one thread each), with limits against abuse:
+//! a request head of at most 16 KiB (431, then closed), no request bodies
+//! (413), a connection cap past which a new connection displaces the one
+//! that has waited longest without a request in progress (or, when every
+//! connection is answering one, is refused with 503), deadlines for a
+//! request head, an idle kept-alive connection and a response, and an
+//! `accept` that runs out of file descriptors backs off and goes on. Only
+//! `GET` (and `HEAD`) of `/metrics` and `/healthz` are served: no endpoint
+//! acts on the host.
 
-use crate::model::Snapshot;
-use crate::present::metrics::{render, Extra};
-use crate::snapshot::Collector;
-use std::sync::{Arc, Mutex};
+use crate::present::metrics::{render_live_part, render_snapshot_part, Extra};
+use crate::snapshot::{self, Collector, GpuSelector};
+use hyper::body::{Bytes, Frame, SizeHint};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tiny_http::{Header, Method, Response, Server};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// The largest request head (request line and headers) read.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// The connection cap when none is given (lowered to fit the open-file
+/// limit).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// How long `accept` waits after running out of file descriptors.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// How often the deadlines of the connections are checked.
+const SWEEP_EVERY: Duration = Duration::from_millis(250);
+/// File descriptors kept free for the scan when the connection cap is
+/// derived from the open-file limit.
+const FD_RESERVE: u64 = 256;
 
 /// Options of `gpufree serve`.
 #[derive(Debug, Clone)]
@@ -23,132 +55,590 @@ pub struct Options {
     pub interval: Duration,
     /// Add command lines as labels.
     pub label_cmdline: bool,
-    /// HTTP worker threads.
-    pub workers: usize,
-}
-
-#[derive(Default)]
-struct Cache {
-    snapshot: Option<Snapshot>,
-    taken: Option<Instant>,
-    duration: f64,
-    errors: u64,
+    /// The GPUs to report (`--gpu`; empty for all), resolved on every
+    /// snapshot.
+    pub gpus: Vec<GpuSelector>,
+    /// At most this many connections; None for [`DEFAULT_MAX_CONNECTIONS`]
+    /// lowered to fit the open-file limit.
+    pub max_connections: Option<usize>,
+    /// A request head must arrive within this long (from the connection's
+    /// start, or from the first byte of a later request).
+    pub header_timeout: Duration,
+    /// A kept-alive connection without a request is closed after this
+    /// long, and so is one whose response the client does not take.
+    pub idle_timeout: Duration,
 }
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("--listen {addr}: {why}")]
-pub struct ServeError {
-    /// The address.
-    pub addr: String,
-    /// Why.
-    pub why: String,
+pub enum ServeError {
+    /// `--listen` is not an address (a usage error).
+    #[error("--listen {addr}: {why}")]
+    Address {
+        /// The address.
+        addr: String,
+        /// Why.
+        why: String,
+    },
+    /// The address could not be bound (in use, not ours, no permission).
+    #[error("--listen {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// `--gpu` names no GPU of the first snapshot (a usage error).
+    #[error("{0}")]
+    Gpu(String),
+    /// The HTTP runtime could not start.
+    #[error("serve: cannot start the HTTP runtime: {0}")]
+    Runtime(io::Error),
 }
 
-fn collect_once(c: &Collector, cache: &Mutex<Cache>) {
+/// The last good snapshot, rendered.
+#[derive(Default)]
+struct Cache {
+    /// Its metrics without the end-of-text line (shared by every scrape).
+    body: Option<Bytes>,
+    /// When it was taken.
+    taken: Option<Instant>,
+    /// Collections that failed since start.
+    errors: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One collection: a snapshot narrowed to `gpus`, rendered.
+fn collect(
+    c: &Collector,
+    gpus: &[GpuSelector],
+    label_cmdline: bool,
+) -> Result<Bytes, CollectError> {
     let started = Instant::now();
-    let result = c.snapshot();
-    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    let snap = c
+        .snapshot()
+        .map_err(|e| CollectError::Snapshot(e.to_string()))?;
+    let indexes = snapshot::resolve(&snap.gpus, gpus).map_err(CollectError::Gpu)?;
+    let snap = snapshot::select(snap, &indexes);
+    let extra = Extra {
+        label_cmdline,
+        snapshot_duration_seconds: Some(started.elapsed().as_secs_f64()),
+        ..Extra::default()
+    };
+    Ok(Bytes::from(render_snapshot_part(&snap, &extra)))
+}
+
+enum CollectError {
+    Snapshot(String),
+    Gpu(String),
+}
+
+impl CollectError {
+    fn message(&self) -> &str {
+        match self {
+            CollectError::Snapshot(m) | CollectError::Gpu(m) => m,
+        }
+    }
+}
+
+fn store(cache: &Mutex<Cache>, result: Result<Bytes, CollectError>) {
+    let mut cache = lock(cache);
     match result {
-        Ok(s) => {
-            cache.snapshot = Some(s);
+        Ok(body) => {
+            cache.body = Some(body);
             cache.taken = Some(Instant::now());
-            cache.duration = started.elapsed().as_secs_f64();
         }
         Err(e) => {
             cache.errors += 1;
-            eprintln!("gpufree serve: snapshot failed, serving the last good one: {e}");
+            eprintln!(
+                "gpufree serve: snapshot failed, serving the last good one: {}",
+                e.message()
+            );
         }
     }
 }
 
-fn header(name: &str, value: &str) -> Option<Header> {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).ok()
+/// What every connection shares.
+struct Shared {
+    cache: Mutex<Cache>,
+    /// A snapshot older than this is stale (`/healthz` answers 503).
+    stale_after: Duration,
+    conns: Mutex<Registry>,
+    cap: usize,
+    header_timeout: Duration,
+    idle_timeout: Duration,
 }
 
-/// Serves until the process is stopped. `on_ready` gets the bound address
-/// (useful with port 0) once the first snapshot is cached.
+/// Serves until the process is stopped. The first snapshot is taken before
+/// the socket is bound (a `--gpu` that names no GPU is an error then);
+/// `on_ready` gets the bound address (useful with port 0).
 pub fn serve(
     collector: Collector,
     opts: &Options,
-    on_ready: impl FnOnce(std::net::SocketAddr),
+    on_ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    let err = |why: String| ServeError {
+    snapshot::raise_fd_limit();
+    let addrs: Vec<SocketAddr> = opts
+        .listen
+        .to_socket_addrs()
+        .map_err(|e| ServeError::Address {
+            addr: opts.listen.clone(),
+            why: e.to_string(),
+        })?
+        .collect();
+    let first = collect(&collector, &opts.gpus, opts.label_cmdline);
+    if let Err(CollectError::Gpu(e)) = &first {
+        return Err(ServeError::Gpu(e.clone()));
+    }
+    let read_timeout = collector.config().read_timeout;
+    let shared = Arc::new(Shared {
+        cache: Mutex::new(Cache::default()),
+        stale_after: opts.interval.saturating_mul(3) + read_timeout.saturating_mul(4),
+        conns: Mutex::new(Registry::default()),
+        cap: connection_cap(opts.max_connections),
+        header_timeout: opts.header_timeout,
+        idle_timeout: opts.idle_timeout,
+    });
+    store(&shared.cache, first);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    let listener = runtime.block_on(bind(&opts.listen, &addrs))?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
         addr: opts.listen.clone(),
-        why,
-    };
-    let server = Server::http(&opts.listen).map_err(|e| err(e.to_string()))?;
-    let addr = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| err("not an IP address".into()))?;
-    let cache = Arc::new(Mutex::new(Cache::default()));
-    collect_once(&collector, &cache);
+        source,
+    })?;
     {
-        let cache = Arc::clone(&cache);
-        let interval = opts.interval;
-        std::thread::spawn(move || loop {
-            std::thread::sleep(interval);
-            collect_once(&collector, &cache);
-        });
+        let shared = Arc::clone(&shared);
+        let (interval, gpus, label_cmdline) =
+            (opts.interval, opts.gpus.clone(), opts.label_cmdline);
+        std::thread::Builder::new()
+            .name("collector".into())
+            .spawn(move || loop {
+                std::thread::sleep(interval);
+                store(&shared.cache, collect(&collector, &gpus, label_cmdline));
+            })
+            .map_err(ServeError::Runtime)?;
     }
     on_ready(addr);
-    let server = Arc::new(server);
-    let label_cmdline = opts.label_cmdline;
-    let workers: Vec<_> = (0..opts.workers.max(1))
-        .map(|_| {
-            let server = Arc::clone(&server);
-            let cache = Arc::clone(&cache);
-            std::thread::spawn(move || loop {
-                let Ok(req) = server.recv() else { return };
-                let path = req.url().split('?').next().unwrap_or("").to_string();
-                let method = req.method().clone();
-                let response = if !matches!(method, Method::Get | Method::Head) {
-                    let mut r =
-                        Response::from_string("only GET and HEAD: this exporter is read-only\n")
-                            .with_status_code(405);
-                    if let Some(h) = header("Allow", "GET, HEAD") {
-                        r.add_header(h);
-                    }
-                    r
-                } else if path == "/metrics" {
-                    let body = {
-                        let c = cache.lock().unwrap_or_else(|p| p.into_inner());
-                        match &c.snapshot {
-                            Some(s) => render(
-                                s,
-                                &Extra {
-                                    label_cmdline,
-                                    snapshot_age_seconds: c
-                                        .taken
-                                        .map(|t| t.elapsed().as_secs_f64()),
-                                    snapshot_duration_seconds: Some(c.duration),
-                                    collection_errors: Some(c.errors),
-                                },
-                            ),
-                            None => String::new(),
-                        }
-                    };
-                    let mut r = Response::from_string(body);
-                    if let Some(h) = header(
-                        "Content-Type",
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    ) {
-                        r.add_header(h);
-                    }
-                    r
-                } else if path == "/" {
-                    Response::from_string("gpufree exporter: metrics at /metrics\n")
-                } else {
-                    Response::from_string("not found: metrics are at /metrics\n")
-                        .with_status_code(404)
-                };
-                let _ = req.respond(response);
-            })
-        })
-        .collect();
-    for w in workers {
-        let _ = w.join();
-    }
+    runtime.block_on(run(listener, shared));
     Ok(())
+}
+
+/// The connection cap: `max` as given, or the default lowered so that the
+/// connections leave [`FD_RESERVE`] descriptors (or half of a small limit)
+/// to the scan.
+fn connection_cap(max: Option<usize>) -> usize {
+    if let Some(max) = max {
+        return max.max(1);
+    }
+    let max = DEFAULT_MAX_CONNECTIONS;
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let room = limit.saturating_sub(FD_RESERVE).max(limit / 2).max(1);
+    max.clamp(1, usize::try_from(room).unwrap_or(usize::MAX))
+}
+
+async fn bind(listen: &str, addrs: &[SocketAddr]) -> Result<tokio::net::TcpListener, ServeError> {
+    let mut last = io::Error::new(io::ErrorKind::InvalidInput, "names no address");
+    for a in addrs {
+        let socket = match a {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+        };
+        let bound = socket.and_then(|s| {
+            s.set_reuseaddr(true)?;
+            s.bind(*a)?;
+            s.listen(1024)
+        });
+        match bound {
+            Ok(l) => return Ok(l),
+            Err(e) => last = e,
+        }
+    }
+    Err(ServeError::Bind {
+        addr: listen.to_string(),
+        source: last,
+    })
+}
+
+/// Accepts until the process is stopped; never returns.
+async fn run(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    tokio::spawn(sweep(Arc::clone(&shared)));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.max_buf_size(MAX_HEAD_BYTES)
+        .max_header_size(MAX_HEAD_BYTES)
+        .header_read_timeout(None)
+        .keep_alive(true);
+    let mut next_id: u64 = 0;
+    let mut out_of_fds = false;
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                out_of_fds = false;
+                next_id = next_id.wrapping_add(1);
+                admit(&http, &shared, stream, next_id);
+            }
+            Err(e) if is_out_of_resources(&e) => {
+                if !out_of_fds {
+                    eprintln!(
+                        "gpufree serve: accept: {e}; closing the longest idle connection and retrying every {} ms",
+                        ACCEPT_BACKOFF.as_millis()
+                    );
+                    out_of_fds = true;
+                }
+                // A connection waiting idle gives its descriptor to the one
+                // waiting to be accepted (its task closes it before this
+                // one runs again); with none to give, wait.
+                let evicted = lock(&shared.conns).evict_one();
+                if evicted {
+                    tokio::task::yield_now().await;
+                } else {
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            }
+            // The connection was reset before it was accepted, and alike:
+            // that one is gone, the next may come.
+            Err(e) if is_transient(&e) => {}
+            Err(e) => {
+                eprintln!("gpufree serve: accept: {e}; retrying");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
+        }
+    }
+}
+
+fn is_out_of_resources(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+    ) || matches!(e.raw_os_error(), Some(libc::EPROTO | libc::EPERM))
+}
+
+/// Takes a new connection in, displacing the longest idle one at the cap;
+/// refuses it (503, closed) when every connection is answering a request.
+fn admit(
+    http: &hyper::server::conn::http1::Builder,
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    id: u64,
+) {
+    let conn = Arc::new(Conn::new());
+    {
+        let mut conns = lock(&shared.conns);
+        if conns.map.len() >= shared.cap && !conns.evict_one() {
+            drop(conns);
+            // Best effort: the client learns why; unread bytes may turn the
+            // close into a reset that hides it.
+            let _ = stream.try_write(
+                b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\nretry-after: 1\r\ncontent-length: 0\r\n\r\n",
+            );
+            return;
+        }
+        conns.map.insert(id, Arc::clone(&conn));
+    }
+    let _ = stream.set_nodelay(true);
+    let io = hyper_util::rt::TokioIo::new(Tracked {
+        io: stream,
+        conn: Arc::clone(&conn),
+    });
+    let service = {
+        let (shared, conn) = (Arc::clone(shared), Arc::clone(&conn));
+        hyper::service::service_fn(move |req| {
+            let reply = answer(&shared, &conn, &req);
+            async move { Ok::<_, Infallible>(reply) }
+        })
+    };
+    let connection = http.serve_connection(io, service);
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = connection => {}
+            () = conn.closed.notified() => {}
+        }
+        lock(&shared.conns).map.remove(&id);
+    });
+}
+
+/// Closes the connections whose deadline passed, every [`SWEEP_EVERY`].
+async fn sweep(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        lock(&shared.conns).map.retain(|_, c| {
+            let (phase, since) = *lock(&c.phase);
+            let limit = match phase {
+                Phase::Head => shared.header_timeout,
+                Phase::Busy | Phase::Idle => shared.idle_timeout,
+            };
+            let expired = now.saturating_duration_since(since) > limit;
+            if expired {
+                c.closed.notify_one();
+            }
+            !expired
+        });
+    }
+}
+
+/// The open connections.
+#[derive(Default)]
+struct Registry {
+    map: HashMap<u64, Arc<Conn>>,
+}
+
+impl Registry {
+    /// Closes the connection that has waited longest without a request in
+    /// progress (for its first request, a request head, or the next
+    /// request); false when every connection is answering one.
+    fn evict_one(&mut self) -> bool {
+        let oldest = self
+            .map
+            .iter()
+            .filter_map(|(id, c)| {
+                let (phase, since) = *lock(&c.phase);
+                (phase != Phase::Busy).then_some((since, *id))
+            })
+            .min();
+        match oldest.and_then(|(_, id)| self.map.remove(&id)) {
+            Some(c) => {
+                c.closed.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Where a connection is in its request cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for a request head (since the connection started, or since
+    /// the first byte of a later request).
+    Head,
+    /// A request is being answered (since its head arrived).
+    Busy,
+    /// Kept alive between requests (since the last response was handed to
+    /// the connection).
+    Idle,
+}
+
+/// One connection's state, shared by its I/O, its service and the sweeper.
+struct Conn {
+    phase: Mutex<(Phase, Instant)>,
+    /// Notified to close the connection.
+    closed: tokio::sync::Notify,
+}
+
+impl Conn {
+    fn new() -> Conn {
+        Conn {
+            phase: Mutex::new((Phase::Head, Instant::now())),
+            closed: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn enter(&self, phase: Phase) {
+        *lock(&self.phase) = (phase, Instant::now());
+    }
+
+    /// Bytes arrived: an idle connection starts a request head.
+    fn on_bytes(&self) {
+        let mut p = lock(&self.phase);
+        if p.0 == Phase::Idle {
+            *p = (Phase::Head, Instant::now());
+        }
+    }
+}
+
+/// The TCP stream, telling its connection when bytes arrive.
+struct Tracked {
+    io: TcpStream,
+    conn: Arc<Conn>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.conn.on_bytes();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+/// A response body of shared chunks; when it is dropped (sent, or the
+/// connection gone) its connection is idle again.
+struct Reply {
+    /// The chunks, last first.
+    chunks: Vec<Bytes>,
+    _busy: Busy,
+}
+
+/// Makes its connection idle when dropped.
+struct Busy(Arc<Conn>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.enter(Phase::Idle);
+    }
+}
+
+impl hyper::body::Body for Reply {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.get_mut().chunks.pop().map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.chunks.iter().map(|b| b.len() as u64).sum())
+    }
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The response to one request.
+fn answer(
+    shared: &Shared,
+    conn: &Arc<Conn>,
+    req: &Request<hyper::body::Incoming>,
+) -> Response<Reply> {
+    conn.enter(Phase::Busy);
+    let reply = |status: StatusCode, kind: &'static str, chunks: Vec<Bytes>| {
+        let mut r = Response::new(Reply {
+            chunks: chunks.into_iter().rev().collect(),
+            _busy: Busy(Arc::clone(conn)),
+        });
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+        r
+    };
+    let text = |status: StatusCode, body: &'static str| {
+        reply(status, TEXT, vec![Bytes::from_static(body.as_bytes())])
+    };
+    let path = req.uri().path();
+    let has_body = hyper::body::Body::size_hint(req.body()).exact() != Some(0);
+    let known = matches!(path, "/metrics" | "/healthz");
+    let mut response = if !known {
+        text(
+            StatusCode::NOT_FOUND,
+            "not found: metrics are at /metrics, health at /healthz\n",
+        )
+    } else if !matches!(*req.method(), Method::GET | Method::HEAD) {
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and HEAD: this exporter is read-only\n",
+        );
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        r
+    } else if has_body {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "no request bodies: this exporter only answers GET\n",
+        )
+    } else {
+        let cache = lock(&shared.cache);
+        let age = cache.taken.map(|t| t.elapsed());
+        let fresh = age.is_some_and(|a| a <= shared.stale_after);
+        match (path, &cache.body) {
+            ("/metrics", Some(body)) => {
+                let live = render_live_part(&Extra {
+                    snapshot_age_seconds: age.map(|a| a.as_secs_f64()),
+                    collection_errors: Some(cache.errors),
+                    ..Extra::default()
+                });
+                reply(StatusCode::OK, OPENMETRICS, vec![body.clone(), Bytes::from(live)])
+            }
+            ("/metrics", None) => {
+                let mut r = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no snapshot yet: the first collection failed (see the exporter's log)\n",
+                );
+                r.headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("5"));
+                r
+            }
+            (_, _) if fresh => text(StatusCode::OK, "ok\n"),
+            (_, Some(_)) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "stale: the last good snapshot is too old (collections fail; see the exporter's log)\n",
+            ),
+            (_, None) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no snapshot yet: the first collection failed (see the exporter's log)\n",
+            ),
+        }
+    };
+    if has_body || response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        // Its body is not read: the connection cannot carry another request.
+        response
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }

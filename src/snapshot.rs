@@ -84,7 +84,7 @@ pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
 /// Raises the soft limit of open files to the hard one: a snapshot keeps
 /// one directory fd per holder, and running out (EMFILE) would leave
 /// processes unread.
-fn raise_fd_limit() {
+pub fn raise_fd_limit() {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     if limit.current < limit.maximum {
         let _ = rustix::process::setrlimit(

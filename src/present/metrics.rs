@@ -42,6 +42,41 @@ fn l(pairs: &[(&str, String)]) -> Labels {
         .collect()
 }
 
+fn seconds(r: &mut Registry, name: &str, help: &str, v: f64) {
+    let g = Gauge::<f64, AtomicU64>::default();
+    g.set(v);
+    r.register(name, help, g);
+}
+
+/// What changes between two scrapes of one snapshot: its age and the
+/// failed collections.
+fn add_live(r: &mut Registry, extra: &Extra) {
+    if let Some(age) = extra.snapshot_age_seconds {
+        seconds(
+            r,
+            "snapshot_age_seconds",
+            "Age of the snapshot these metrics show",
+            age,
+        );
+    }
+    if let Some(n) = extra.collection_errors {
+        let c = prometheus_client::metrics::counter::Counter::<u64>::default();
+        c.inc_by(n);
+        r.register(
+            "collection_errors",
+            "Snapshots that failed (NVML or /proc errors, or --gpu naming no GPU)",
+            c,
+        );
+    }
+}
+
+fn encode_text(r: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, r);
+    out
+}
+
 /// The metrics of `s` in the OpenMetrics text format.
 pub fn render(s: &Snapshot, extra: &Extra) -> String {
     let mut r = Registry::with_prefix("gpufree");
@@ -196,19 +231,6 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
     scanned
         .get_or_create(&Vec::new())
         .set(i64::from(s.visibility.processes_scanned));
-    let seconds = |r: &mut Registry, name: &str, help: &str, v: f64| {
-        let g = Gauge::<f64, AtomicU64>::default();
-        g.set(v);
-        r.register(name, help, g);
-    };
-    if let Some(age) = extra.snapshot_age_seconds {
-        seconds(
-            &mut r,
-            "snapshot_age_seconds",
-            "Age of the snapshot these metrics show",
-            age,
-        );
-    }
     if let Some(d) = extra.snapshot_duration_seconds {
         seconds(
             &mut r,
@@ -217,25 +239,46 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
             d,
         );
     }
-    if let Some(n) = extra.collection_errors {
-        let c = prometheus_client::metrics::counter::Counter::<u64>::default();
-        c.inc_by(n);
-        r.register(
-            "collection_errors",
-            "Snapshots that failed (NVML or /proc errors)",
-            c,
-        );
-    }
-    let mut out = String::new();
-    // Writing into a String cannot fail.
-    let _ = encode(&mut out, &r);
-    out
+    add_live(&mut r, extra);
+    encode_text(&r)
 }
+
+/// Removes the end-of-text line that ends every encoding (and only that
+/// one: label values cannot hold a line of their own, the encoder escapes
+/// their newlines).
+fn without_eof(mut text: String) -> String {
+    if text.ends_with(EOF) {
+        text.truncate(text.len() - EOF.len());
+    }
+    text
+}
+
+const EOF: &str = "# EOF\n";
 
 /// The same text for node_exporter's textfile collector (Prometheus text
 /// format: no `# EOF`).
 pub fn render_textfile(s: &Snapshot, extra: &Extra) -> String {
-    render(s, extra).replace("# EOF\n", "")
+    without_eof(render(s, extra))
+}
+
+/// `serve`'s two parts of one scrape: the snapshot's metrics without the
+/// end-of-text line (rendered once per snapshot and shared by every
+/// scrape of it) ...
+pub fn render_snapshot_part(s: &Snapshot, extra: &Extra) -> String {
+    let only_snapshot = Extra {
+        snapshot_age_seconds: None,
+        collection_errors: None,
+        ..extra.clone()
+    };
+    without_eof(render(s, &only_snapshot))
+}
+
+/// ... and what changes from scrape to scrape (the snapshot's age, the
+/// failed collections), with the end-of-text line.
+pub fn render_live_part(extra: &Extra) -> String {
+    let mut r = Registry::with_prefix("gpufree");
+    add_live(&mut r, extra);
+    encode_text(&r)
 }
 
 #[cfg(test)]
