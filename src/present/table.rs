@@ -35,7 +35,8 @@ const USER_MAX: usize = 16;
 const COMM_MAX: usize = 24;
 const DEVICES_MAX: usize = 48;
 const OWNER_MAX: usize = 48;
-const NAME_MAX: usize = 40;
+/// NVML names are at most 96 bytes (NVML_DEVICE_NAME_V2_BUFFER_SIZE).
+const NAME_MAX: usize = 96;
 
 /// One holder row's cells.
 fn row(p: &Process, gpu: Option<u32>) -> [String; 7] {
