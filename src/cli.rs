@@ -4,7 +4,7 @@
 
 use crate::model::VerdictState;
 use crate::present::{table, write_json, Paint};
-use crate::safe::{fit, Guard};
+use crate::safe::{escape, fit, Guard};
 use crate::snapshot::{self, Config, GpuSelector, SnapshotError};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
@@ -118,7 +118,7 @@ pub enum Command {
         /// Add each holder's command line as a label (may hold secrets).
         #[arg(long)]
         label_cmdline: bool,
-        /// At most this many open connections (default 4096, lowered to fit
+        /// At most this many open connections (default 1024, lowered to fit
         /// the open-file limit); past it a new one displaces the longest
         /// idle one, or is refused with 503 when all are answering.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -493,8 +493,9 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             let mut snap = take_selected(common, pattern.is_some())?;
             snap.findings =
                 crate::diagnose::diagnose_with(&snap, &crate::diagnose::Options { pattern });
-            if common.json {
-                write_json(&mut out, &snap)?;
+            let code = verdict_exit(snap.verdict.state);
+            let shown = if common.json {
+                write_json(&mut out, &snap)
             } else {
                 if common.quiet {
                     for f in &mut snap.findings {
@@ -502,9 +503,9 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                         f.next.clear();
                     }
                 }
-                crate::present::why::write_why(&mut out, &snap, &paint)?;
-            }
-            Ok(verdict_exit(snap.verdict.state))
+                crate::present::why::write_why(&mut out, &snap, &paint)
+            };
+            with_outcome(shown.and_then(|()| out.flush()), code)
         }
         Command::Kill(args) => run_kill(common, &args, &paint),
         Command::Completions { shell } => {
@@ -522,8 +523,8 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         Command::Man { dir } => {
             drop(out);
             match dir {
-                Some(dir) => man_pages(&dir).map_err(|e| {
-                    Failure::new(exit::ENVIRONMENT, format!("--dir {}: {e}", dir.display()))
+                Some(dir) => man_pages(&dir).map_err(|why| {
+                    Failure::new(exit::ENVIRONMENT, format!("--dir {}: {why}", dir.display()))
                 })?,
                 None => man_page(&mut std::io::stdout())?,
             }
@@ -602,6 +603,11 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 ..Default::default()
             };
             let text = crate::present::metrics::render_textfile(&snap, &extra);
+            if let Some(path) = &output {
+                replaceable(path).map_err(|why| {
+                    Failure::new(exit::USAGE, format!("--output {}: {why}", path.display()))
+                })?;
+            }
             match output {
                 None => out.write_all(text.as_bytes())?,
                 Some(path) => write_atomically(&path, text.as_bytes()).map_err(|e| {
@@ -614,10 +620,11 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             Ok(exit::OK)
         }
         Command::Doctor { unit } => {
-            let text = std::fs::read_to_string(&unit).map_err(|e| {
-                Failure::new(exit::USAGE, format!("--unit {}: {e}", unit.display()))
+            let text = read_unit_file(&unit).map_err(|why| {
+                Failure::new(exit::USAGE, format!("--unit {}: {why}", unit.display()))
             })?;
             let problems = crate::doctor::check(&text);
+            let shown = escape(&unit.to_string_lossy()).into_owned();
             if common.json {
                 write_json(
                     &mut out,
@@ -625,7 +632,7 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 )?;
             } else if problems.is_empty() {
                 if !common.quiet {
-                    writeln!(out, "{}: no problems found", unit.display())?;
+                    writeln!(out, "{shown}: no problems found")?;
                 }
             } else {
                 for p in &problems {
@@ -634,9 +641,19 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                     } else {
                         paint.warn("warning")
                     };
-                    writeln!(out, "{}:{}: {sev}: {}", unit.display(), p.line, p.message)?;
+                    writeln!(
+                        out,
+                        "{shown}:{}: {sev}: {}",
+                        p.line,
+                        fit(&p.message, crate::present::table::MESSAGE_MAX)
+                    )?;
                     if !common.quiet {
-                        writeln!(out, "    {} {}", paint.dim("fix:"), p.fix)?;
+                        writeln!(
+                            out,
+                            "    {} {}",
+                            paint.dim("fix:"),
+                            fit(&p.fix, crate::present::table::MESSAGE_MAX)
+                        )?;
                     }
                 }
             }
@@ -672,6 +689,39 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             Err(Failure::new(code, e))
         }
     }
+}
+
+/// The largest unit file `doctor` reads (real ones are a few KiB).
+const UNIT_FILE_MAX: u64 = 1 << 20;
+
+/// A unit file's text: a regular file of at most [`UNIT_FILE_MAX`] bytes
+/// (not /dev/zero, not a FIFO that never ends); bytes that are not UTF-8
+/// become U+FFFD, so the rest is still checked.
+fn read_unit_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking: opening a FIFO without a writer must not hang.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > UNIT_FILE_MAX {
+        return Err(format!(
+            "{} bytes: larger than any unit file ({} at most)",
+            meta.len(),
+            UNIT_FILE_MAX
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.take(UNIT_FILE_MAX)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The one-page manual: the main page, with the commands listed in it
@@ -715,11 +765,33 @@ fn roff_text(s: &str) -> String {
     }
 }
 
-/// One page per command into `dir`, each naming only pages written beside it.
-fn man_pages(dir: &std::path::Path) -> std::io::Result<()> {
+/// One page per command into `dir`, each naming only pages written beside
+/// it (the pages clap_mangen's `generate_to` writes, but each through
+/// [`write_atomically`]: a symlink planted at a page's name is refused, not
+/// followed).
+fn man_pages(dir: &std::path::Path) -> Result<(), String> {
     use clap::CommandFactory;
-    std::fs::create_dir_all(dir)?;
-    clap_mangen::generate_to(Cli::command(), dir)
+    fn pages(cmd: clap::Command, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            pages(sub.clone(), out)?;
+        }
+        let man = clap_mangen::Man::new(cmd);
+        let mut page = Vec::new();
+        man.render(&mut page)?;
+        out.push((man.get_filename(), page));
+        Ok(())
+    }
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let mut out = Vec::new();
+    pages(cmd, &mut out).map_err(|e| e.to_string())?;
+    for (name, page) in out {
+        let path = dir.join(&name);
+        replaceable(&path).map_err(|why| format!("{name}: {why}"))?;
+        write_atomically(&path, &page).map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `path` so that a reader (node_exporter) never sees
@@ -729,6 +801,21 @@ fn man_pages(dir: &std::path::Path) -> std::io::Result<()> {
 /// try another name, never open it), mode 0644, synced, then renamed over
 /// `path` and the directory synced. A symlink at `path` itself is replaced
 /// by the file, not followed.
+/// Whether `path` may be replaced by a file gpufree writes: only a new file
+/// or a regular file. A device node, a FIFO or a symlink there
+/// (`/dev/null`, `/dev/stdout`) is refused, never turned into a file.
+fn replaceable(path: &std::path::Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(
+            "is a symlink; give the path of a regular file (a symlink would be replaced, not followed)".into(),
+        ),
+        Ok(m) if !m.file_type().is_file() => Err(
+            "exists and is not a regular file (a device, FIFO, socket or directory); not replaced".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     if path.file_name().is_none() {
@@ -757,6 +844,15 @@ struct KillDoc<'a> {
     snapshot: &'a crate::model::Snapshot,
     plan: &'a crate::act::kill::Plan,
     kill: &'a crate::act::kill::Report,
+}
+
+/// The outcome's exit code, also when the reader of stdout went away
+/// (`| head`): a closed pipe never turns "busy" or "not released" into 0.
+fn with_outcome(shown: std::io::Result<()>, code: i32) -> Result<i32, Failure> {
+    match shown {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(code),
+    }
 }
 
 /// The exit code of a verdict: free 0, busy 1, unknown 3.
@@ -833,7 +929,15 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
                 &args.signal.0,
                 args.grace.min(args.timeout).as_secs_f64(),
                 paint,
-            )?;
+            )
+            .and_then(|()| w.flush())
+            .map_err(|e| {
+                // Never signal what the operator could not be shown.
+                Failure::new(
+                    exit::ENVIRONMENT,
+                    format!("kill: the plan could not be written ({e}); nothing signalled"),
+                )
+            })?;
         }
     }
     // Nothing will be signalled: the plan is the answer.
@@ -889,7 +993,7 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
         holders_only: args.holders_only,
     };
     let (report, end) = kill::execute(&c, &snap, plan.clone(), &sel, &safety, &opts);
-    if common.json {
+    let shown = if common.json {
         // The snapshot the verdict was made from (with --no-wait, the plan's).
         let after = end.map_or(snap, |s| snapshot::select(s, &indexes));
         write_json(
@@ -899,10 +1003,12 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
                 plan: &plan,
                 kill: &report,
             },
-        )?;
+        )
     } else if !common.quiet {
-        crate::present::kill::write_report(&mut out, &report, !args.no_wait, paint)?;
-    }
+        crate::present::kill::write_report(&mut out, &report, !args.no_wait, paint)
+    } else {
+        Ok(())
+    };
     let code = if !report.survivors.is_empty() {
         exit::SURVIVORS
     } else if args.no_wait {
@@ -923,7 +1029,7 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
             ),
         ));
     }
-    Ok(code)
+    with_outcome(shown.and_then(|()| out.flush()), code)
 }
 
 /// The document `wait --json` prints.
@@ -969,7 +1075,7 @@ fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Fail
         if gpus.len() == 1 { "" } else { "s" },
         crate::diagnose::gpu_list(&gpus)
     );
-    if common.json {
+    let shown = if common.json {
         let mut last = outcome.last.clone();
         last.verdict = outcome.verdict.clone();
         let doc = WaitDoc {
@@ -981,33 +1087,38 @@ fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Fail
                 snapshots: outcome.snapshots,
             },
         };
-        write_json(&mut out, &doc)?;
+        write_json(&mut out, &doc)
     } else if !common.quiet {
-        match state {
-            VerdictState::Free => {
-                writeln!(out, "{which} free after {:.2} s", outcome.seconds)?;
-                for c in &outcome.verdict.caveats {
-                    writeln!(
-                        out,
-                        "  {} {}",
-                        paint.warn("caveat:"),
-                        fit(c, crate::present::table::MESSAGE_MAX)
-                    )?;
+        (|| -> std::io::Result<()> {
+            match state {
+                VerdictState::Free => {
+                    writeln!(out, "{which} free after {:.2} s", outcome.seconds)?;
+                    for c in &outcome.verdict.caveats {
+                        writeln!(
+                            out,
+                            "  {} {}",
+                            paint.warn("caveat:"),
+                            fit(c, crate::present::table::MESSAGE_MAX)
+                        )?;
+                    }
                 }
+                VerdictState::Busy => writeln!(
+                    out,
+                    "{} {which} not free after {:.1} s: {}",
+                    paint.error("timeout:"),
+                    outcome.seconds,
+                    fit(
+                        &outcome.verdict.reasons.join("; "),
+                        crate::present::table::MESSAGE_MAX
+                    )
+                )?,
+                VerdictState::Unknown => {}
             }
-            VerdictState::Busy => writeln!(
-                out,
-                "{} {which} not free after {:.1} s: {}",
-                paint.error("timeout:"),
-                outcome.seconds,
-                fit(
-                    &outcome.verdict.reasons.join("; "),
-                    crate::present::table::MESSAGE_MAX
-                )
-            )?,
-            VerdictState::Unknown => {}
-        }
-    }
+            Ok(())
+        })()
+    } else {
+        Ok(())
+    };
     if state == VerdictState::Unknown {
         return Err(Failure::new(
             exit::ENVIRONMENT,
@@ -1018,20 +1129,23 @@ fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Fail
             ),
         ));
     }
-    Ok(verdict_exit(state))
+    with_outcome(shown.and_then(|()| out.flush()), verdict_exit(state))
 }
 
 /// The binary's main: parse, run, report. A closed stdout (`| head`) is success.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            // The error quotes what was typed (or pasted): shown, not obeyed.
+            let mut err = Guard::new(std::io::stderr().lock(), false);
+            let _ = err.write_all(e.render().to_string().as_bytes());
+            let _ = err.flush();
+            return exit::USAGE;
+        }
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::OK
-            };
+            return exit::OK;
         }
     };
     match run(cli) {

@@ -16,14 +16,18 @@ use std::io::{self, Write};
 use unicode_width::UnicodeWidthChar;
 
 /// Whether `c` must never reach a terminal as itself: C0 controls, DEL, C1
-/// controls, and the Unicode format characters that reorder or break a
-/// line (bidi embeddings, overrides, isolates and marks; line and
-/// paragraph separators).
+/// controls, the Unicode format characters that reorder or break a line
+/// (bidi embeddings, overrides, isolates and marks; line and paragraph
+/// separators), and the invisible ones a name could hide behind to pass
+/// for another (zero-width spaces and joiners, word joiner, BOM, soft
+/// hyphen, Hangul fillers, tags).
 pub fn is_unsafe(c: char) -> bool {
     matches!(c,
-        '\0'..='\x1f' | '\x7f'..='\u{9f}'
-        | '\u{061c}' | '\u{200e}' | '\u{200f}'
-        | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        '\0'..='\x1f' | '\x7f'..='\u{9f}' | '\u{ad}' | '\u{34f}'
+        | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}' | '\u{180e}'
+        | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
+        | '\u{3164}' | '\u{feff}' | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}'
+        | '\u{e0000}'..='\u{e007f}')
 }
 
 fn push_escaped(out: &mut String, c: char) {
@@ -106,45 +110,26 @@ pub fn pad_left(s: &str, cols: usize) -> String {
 /// that embeds names) in text output; `--json` has it whole.
 pub const TEXT_MAX: usize = 400;
 
-/// One shell word that a POSIX shell reads back as exactly `s`.
-///
-/// Plain text goes through shlex (single quotes where needed). A word that
-/// holds a character [`is_unsafe`] cannot be shown in single quotes without
-/// putting that character on the terminal, so it is written in the ANSI-C
-/// form `$'…'` (bash, zsh, ksh, busybox sh, and POSIX.1-2024) with each such
-/// byte as `\xHH`. Written here because no kept crate does this part:
-/// shell-quote 0.8's Bash form passes U+202E and C1 controls through raw
-/// (measured), and shlex has no `$'…'` form.
-pub fn shell_word(s: &str) -> String {
-    if !s.chars().any(|c| is_unsafe(c) || c == '\0') {
-        if let Ok(q) = shlex::try_quote(s) {
-            return q.into_owned();
-        }
+/// One shell word that every POSIX shell (dash included) reads back as
+/// exactly `s`, quoted by shlex; None when `s` holds a character
+/// [`is_unsafe`] names. Such a word cannot be printed safely: raw, it would
+/// reach the terminal; in bash's `$'…'` form, dash reads it as other words
+/// (and runs what follows a quote). Callers then suggest a command that
+/// does not need the word (the PIDs instead of the unit's name).
+pub fn shell_word(s: &str) -> Option<String> {
+    if s.chars().any(is_unsafe) {
+        return None;
     }
-    let mut out = String::from("$'");
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\'' => out.push_str("\\'"),
-            c if is_unsafe(c) => {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    out.push_str(&format!("\\x{b:02x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
+    shlex::try_quote(s).ok().map(|q| q.into_owned())
 }
 
-/// A command line that a POSIX shell runs as exactly `argv`.
-pub fn shell_command<S: AsRef<str>>(argv: &[S]) -> String {
+/// A command line that every POSIX shell runs as exactly `argv`; None when
+/// a word cannot be printed safely (see [`shell_word`]).
+pub fn shell_command<S: AsRef<str>>(argv: &[S]) -> Option<String> {
     argv.iter()
         .map(|a| shell_word(a.as_ref()))
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect::<Option<Vec<_>>>()
+        .map(|w| w.join(" "))
 }
 
 /// A writer for a terminal or a pipe that lets no unsafe character of the
@@ -193,7 +178,12 @@ impl<W: Write> Guard<W> {
     }
 }
 
-/// Length of the SGR sequence `ESC [ [0-9;]* m` at the start of `s`.
+/// The SGR parameters [`crate::present::Paint`] writes: reset, bold, dim,
+/// red, yellow. Any other (conceal, blink, another colour) is not gpufree's.
+const OWN_SGR: [&[u8]; 6] = [b"", b"0", b"1", b"2", b"31", b"33"];
+
+/// Length of one of gpufree's own SGR sequences (`ESC [ N m`, N in
+/// [`OWN_SGR`]) at the start of `s`.
 fn sgr_len(s: &str) -> Option<usize> {
     let b = s.as_bytes();
     if b.get(1) != Some(&b'[') {
@@ -203,7 +193,7 @@ fn sgr_len(s: &str) -> Option<usize> {
         .iter()
         .take_while(|x| x.is_ascii_digit() || **x == b';')
         .count();
-    (b.get(2 + params) == Some(&b'm')).then_some(3 + params)
+    (b.get(2 + params) == Some(&b'm') && OWN_SGR.contains(&&b[2..2 + params])).then_some(3 + params)
 }
 
 impl<W: Write> Write for Guard<W> {
@@ -295,6 +285,8 @@ mod tests {
         assert_eq!(escape("\u{202e}gnp.exe"), "\\u{202e}gnp.exe");
         assert_eq!(escape("\u{85}\x7f\x01"), "\\u{85}\\x7f\\x01");
         assert_eq!(escape("é 日本"), "é 日本");
+        assert_eq!(escape("python3\u{200b}"), "python3\\u{200b}");
+        assert_eq!(escape("\u{feff}x\u{3164}"), "\\u{feff}x\\u{3164}");
     }
 
     #[test]
@@ -308,27 +300,47 @@ mod tests {
 
     #[test]
     fn shell_words_read_back_as_one_word() {
-        assert_eq!(shell_word("vllm.service"), "vllm.service");
-        assert_eq!(shell_word("$(reboot)"), "'$(reboot)'");
-        assert_eq!(shell_word(""), "''");
-        assert_eq!(shell_word("a\x1bb'"), "$'a\\x1bb\\''");
-        assert_eq!(shell_word("\u{202e}x"), "$'\\xe2\\x80\\xaex'");
-        for s in ["a b", "it's", "`id`", "x\ny", "\u{202e}", "a\\'\x1b"] {
-            assert!(!shell_word(s).chars().any(is_unsafe), "{s:?}");
+        assert_eq!(shell_word("vllm.service").as_deref(), Some("vllm.service"));
+        assert_eq!(shell_word("$(reboot)").as_deref(), Some("'$(reboot)'"));
+        assert_eq!(shell_word("").as_deref(), Some("''"));
+        for s in ["a\x1bb'", "\u{202e}x", "x\ny", "\u{85}"] {
+            assert_eq!(shell_word(s), None, "{s:?}");
         }
+        assert_eq!(shell_command(&["kill", "--unit", "a\tb"]), None);
     }
 
     #[test]
     fn guard_passes_colour_and_lines_but_nothing_else() {
         let mut g = Guard::new(Vec::new(), true);
-        write!(g, "\x1b[1mbold\x1b[0m \x1b[2J\x1b]0;t\x07\nnext\u{202e}").unwrap();
+        write!(
+            g,
+            "\x1b[1mbold\x1b[0m \x1b[2J\x1b]0;t\x07\x1b[8m\nnext\u{202e}"
+        )
+        .unwrap();
         g.flush().unwrap();
         let out = String::from_utf8(std::mem::take(&mut g.inner)).unwrap();
-        assert_eq!(out, "\x1b[1mbold\x1b[0m \\e[2J\\e]0;t\\a\nnext\\u{202e}");
+        assert_eq!(
+            out,
+            "\x1b[1mbold\x1b[0m \\e[2J\\e]0;t\\a\\e[8m\nnext\\u{202e}"
+        );
         let mut g = Guard::new(Vec::new(), false);
         g.write_all(b"\x1b[1mx\n").unwrap();
         g.flush().unwrap();
         assert_eq!(g.inner, b"\\e[1mx\n");
+    }
+
+    #[test]
+    fn guard_passes_every_colour_paint_writes() {
+        let p = crate::present::Paint { color: true };
+        let text = [p.bold("b"), p.dim("d"), p.warn("w"), p.error("e")].join(" ");
+        assert!(text.contains('\x1b'));
+        let mut g = Guard::new(Vec::new(), true);
+        g.write_all(text.as_bytes()).unwrap();
+        g.flush().unwrap();
+        assert_eq!(
+            String::from_utf8(std::mem::take(&mut g.inner)).unwrap(),
+            text
+        );
     }
 
     #[test]

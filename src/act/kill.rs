@@ -352,7 +352,8 @@ pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
             plan.skipped.push(Skipped {
                 pid,
                 reason: "holds no GPU memory and no GPU device node: never a target".into(),
-                refused: true,
+                // Nothing to refuse: there is nothing of it to free.
+                refused: false,
             });
         }
     }
@@ -1160,7 +1161,7 @@ mod tests {
         assert!(pl
             .skipped
             .iter()
-            .any(|k| k.pid == 777 && k.refused && k.reason.contains("never a target")));
+            .any(|k| k.pid == 777 && !k.refused && k.reason.contains("never a target")));
     }
 
     #[test]

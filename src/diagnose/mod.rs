@@ -70,11 +70,19 @@ fn flag(name: &str, value: &str) -> Vec<String> {
     }
 }
 
-/// `gpufree SUB ARGS...` as a line a shell runs as exactly that argv.
-fn gpufree_command(args: &[String]) -> String {
+/// `gpufree SUB ARGS...` as a line a shell runs as exactly that argv;
+/// None when a value cannot be printed safely (a control character in a
+/// unit's name: the caller suggests the PIDs instead).
+fn gpufree_command(args: &[String]) -> Option<String> {
     let mut argv = vec!["gpufree".to_string()];
     argv.extend(args.iter().cloned());
     shell_command(&argv)
+}
+
+/// `s` in single quotes for a message (not for pasting): shell-quoted
+/// where it can be, else as it is (the presenter escapes it).
+fn quoted(s: &str) -> String {
+    shell_word(s).unwrap_or_else(|| format!("'{s}'"))
 }
 
 /// The `gpufree kill` command that targets exactly these PIDs.
@@ -82,11 +90,11 @@ pub fn kill_command(pids: &[u32]) -> String {
     if pids.is_empty() {
         return String::new();
     }
-    let mut args = vec!["kill".to_string()];
+    let mut cmd = String::from("gpufree kill");
     for p in pids {
-        args.extend(["--pid".to_string(), p.to_string()]);
+        cmd.push_str(&format!(" --pid {p}"));
     }
-    gpufree_command(&args)
+    cmd
 }
 
 fn gpus_of(p: &Process) -> Vec<u32> {
@@ -215,23 +223,24 @@ impl<'a> Ctx<'a> {
     }
 
     fn group_kill(&self, g: &Group, members: &[&Process]) -> String {
-        match g {
+        let by_unit = match g {
             Group::Owner(OwnerKind::SystemdUnit, id, name) if id != name => {
                 gpufree_command(&[vec!["kill".into()], flag("--unit", name)].concat())
             }
             Group::Owner(_, id, _) => {
                 gpufree_command(&[vec!["kill".into()], flag("--unit", id)].concat())
             }
-            Group::Tree(_) => {
-                let mut pids: Vec<u32> = members
-                    .iter()
-                    .filter(|p| !p.protected)
-                    .map(|p| p.pid)
-                    .collect();
-                pids.sort_unstable();
-                kill_command(&pids)
-            }
-        }
+            Group::Tree(_) => None,
+        };
+        by_unit.unwrap_or_else(|| {
+            let mut pids: Vec<u32> = members
+                .iter()
+                .filter(|p| !p.protected)
+                .map(|p| p.pid)
+                .collect();
+            pids.sort_unstable();
+            kill_command(&pids)
+        })
     }
 }
 
@@ -465,7 +474,7 @@ fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
         details.push(format!("hits {} {}", p.pid, p.comm));
     }
     if text.len() > 15 {
-        details.push(format!("`pkill {}` (without -f) matches comm, at most 15 bytes: a pattern this long matches nothing", shell_word(text)));
+        details.push(format!("`pkill {}` (without -f) matches comm, at most 15 bytes: a pattern this long matches nothing", quoted(text)));
     }
     let n_collateral = collateral.len();
     details.extend(collateral);
@@ -475,8 +484,12 @@ fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
     } else {
         Severity::Warning
     };
-    let next = if misses.is_empty() {
-        gpufree_command(&[vec!["kill".into()], flag("--match", text)].concat())
+    let by_match = misses
+        .is_empty()
+        .then(|| gpufree_command(&[vec!["kill".into()], flag("--match", text)].concat()))
+        .flatten();
+    let next = if let Some(cmd) = by_match {
+        cmd
     } else {
         kill_command(
             &holders
@@ -496,7 +509,7 @@ fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
             count(n_collateral, "other process", "other processes"),
             comm_hits,
             holders.len(),
-            q = shell_word(text),
+            q = quoted(text),
         ),
         misses.iter().map(|p| p.pid).collect(),
         gpus_of_all(misses.iter().copied()),
@@ -680,7 +693,8 @@ fn blocked(s: &Snapshot, out: &mut Vec<Finding>) {
                         vec!["--timeout".into(), "300s".into()],
                     ]
                     .concat(),
-                ),
+                )
+                .unwrap_or_default(), // numbers and fixed words only
             ),
             "T" | "t" => (
                 "stopped",
@@ -756,7 +770,8 @@ fn stop_command(p: &Process) -> String {
             "--force-protected".into(),
             "--pid".into(),
             p.pid.to_string(),
-        ]),
+        ])
+        .unwrap_or_default(), // numbers and fixed words only
     }
 }
 
@@ -883,7 +898,8 @@ fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
         ),
         stale.clone(),
         gpus.clone(),
-        gpufree_command(&[vec!["why".to_string()], gpu_args(&gpus)].concat()),
+        // Numbers and fixed words only.
+        gpufree_command(&[vec!["why".to_string()], gpu_args(&gpus)].concat()).unwrap_or_default(),
     );
     out.push(with(f, Vec::new(), bytes));
 }
@@ -969,13 +985,13 @@ mod tests {
 
     #[test]
     fn shell_words_paste_as_one_word() {
-        assert_eq!(shell_word("vllm.service"), "vllm.service");
+        assert_eq!(quoted("vllm.service"), "vllm.service");
         assert_eq!(
-            shell_word("vllm.service (user 1000)"),
+            quoted("vllm.service (user 1000)"),
             "'vllm.service (user 1000)'"
         );
-        assert_eq!(shell_word("$(reboot)"), "'$(reboot)'");
-        assert_eq!(shell_word(""), "''");
+        assert_eq!(quoted("$(reboot)"), "'$(reboot)'");
+        assert_eq!(quoted(""), "''");
     }
     use crate::model::{
         DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, Via,

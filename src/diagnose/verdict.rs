@@ -171,6 +171,24 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
             pid_list(&holders)
         ));
     }
+    // A driver daemon or display server does not make a GPU busy by
+    // holding its nodes; GPU memory beyond the idle slack does (an MPS
+    // server's clients, a desktop's), whoever holds it.
+    for p in s.processes.iter().filter(|p| p.is_live() && p.protected) {
+        let used: u64 = p
+            .gpu_memory
+            .iter()
+            .filter(|m| m.gpu == g.index)
+            .filter_map(|m| m.used_bytes)
+            .sum();
+        if used > IDLE_SLACK_BYTES {
+            busy.push(format!(
+                "driver daemon or display server {} holds {} on it",
+                label(p),
+                mib(used)
+            ));
+        }
+    }
     for n in &g.nvml_processes {
         match s.processes.iter().find(|p| p.pid == n.pid) {
             Some(p) if !p.is_live() && !p.protected => busy.push(format!(

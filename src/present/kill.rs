@@ -24,11 +24,16 @@ pub fn write_plan<W: Write + ?Sized>(
             paint.bold("Nothing to signal: no GPU holder matches.")
         )?;
     } else {
+        let then = if signal == "KILL" {
+            String::new()
+        } else {
+            format!(", SIGKILL after {grace:.0}s if still running")
+        };
         writeln!(
             w,
             "{}",
             paint.bold(&format!(
-                "Plan: signal {} process{} with SIG{signal}, SIGKILL after {grace:.0}s if still running:",
+                "Plan: signal {} process{} with SIG{signal}{then}:",
                 plan.targets.len(),
                 if plan.targets.len() == 1 { "" } else { "es" }
             ))

@@ -29,6 +29,14 @@ pub struct Extra {
     pub collection_errors: Option<u64>,
 }
 
+/// A label value from outside (a process's name, a unit's, the driver's):
+/// its control and bidi characters written out as `\e`, `\u{202e}`... so
+/// that neither the exposition nor a terminal showing it obeys them; the
+/// encoder then escapes the backslashes, quotes and line breaks.
+fn shown(s: &str) -> String {
+    crate::safe::escape(s).into_owned()
+}
+
 fn gauge_family(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
     let f = Family::<Labels, Gauge>::default();
     registry.register(name, help, f.clone());
@@ -115,15 +123,15 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
             verdict
                 .get_or_create(&l(&[
                     ("gpu", g.index.to_string()),
-                    ("uuid", g.uuid.clone()),
+                    ("uuid", shown(&g.uuid)),
                     ("state", state.as_str().into()),
                 ]))
                 .set(i64::from(g.verdict.state == state));
         }
         let base = [
             ("gpu", g.index.to_string()),
-            ("uuid", g.uuid.clone()),
-            ("name", g.name.clone()),
+            ("uuid", shown(&g.uuid)),
+            ("name", shown(&g.name)),
         ];
         if g.memory.known {
             total
@@ -150,14 +158,14 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
         holders
             .get_or_create(&l(&[
                 ("gpu", g.index.to_string()),
-                ("uuid", g.uuid.clone()),
+                ("uuid", shown(&g.uuid)),
                 ("kind", "memory".into()),
             ]))
             .set(with_memory as i64);
         holders
             .get_or_create(&l(&[
                 ("gpu", g.index.to_string()),
-                ("uuid", g.uuid.clone()),
+                ("uuid", shown(&g.uuid)),
                 ("kind", "node".into()),
             ]))
             .set((on.len() - with_memory) as i64);
@@ -177,17 +185,17 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
                 .unwrap_or_default();
             let mut labels = l(&[
                 ("gpu", m.gpu.to_string()),
-                ("uuid", uuid),
+                ("uuid", shown(&uuid)),
                 ("pid", p.pid.to_string()),
-                ("comm", p.comm.clone()),
-                ("user", p.user.clone()),
+                ("comm", shown(&p.comm)),
+                ("user", shown(&p.user)),
                 ("owner_kind", p.owner.kind.as_str().to_string()),
-                ("owner", p.owner.id.clone()),
+                ("owner", shown(&p.owner.id)),
                 ("orphaned", p.orphaned.to_string()),
                 ("renamed", p.renamed.to_string()),
             ]);
             if extra.label_cmdline {
-                labels.push(("cmdline".into(), p.cmdline_joined()));
+                labels.push(("cmdline".into(), shown(&p.cmdline_joined())));
             }
             per_process
                 .get_or_create(&labels)

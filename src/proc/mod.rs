@@ -71,15 +71,26 @@ pub const PROTECTED: &[&str] = &[
     "kwin_wayland",
 ];
 
-/// Whether a process is protected, by its exe's file name (its comm when
-/// the exe is unreadable). comm is cut at 15 bytes, so names are compared on
+/// Lowest UID of a person's account (login.defs UID_MIN); daemons run
+/// below it.
+const UID_MIN: u32 = 1000;
+
+/// Whether a process is protected: its exe's file name is a driver daemon's
+/// or display server's and the file is one only root could have put there
+/// (`exe_trusted`), so that a user's copy of python named
+/// `nvidia-persistenced` is not one. When the exe cannot be read (another
+/// user's process, for a gpufree that is not root), comm decides, and only
+/// for a system account. comm is cut at 15 bytes, so names are compared on
 /// their first 15 bytes there.
-pub fn is_protected(comm: &str, exe: Option<&str>) -> bool {
+pub fn is_protected(comm: &str, exe: Option<&str>, exe_trusted: bool, uid: u32) -> bool {
     match exe.filter(|e| !e.is_empty()) {
-        Some(exe) => PROTECTED.contains(&base(exe)),
-        None => PROTECTED
-            .iter()
-            .any(|p| *p == comm || (comm.len() == 15 && p.starts_with(comm))),
+        Some(exe) => exe_trusted && PROTECTED.contains(&base(exe)),
+        None => {
+            uid < UID_MIN
+                && PROTECTED
+                    .iter()
+                    .any(|p| *p == comm || (comm.len() == 15 && p.starts_with(comm)))
+        }
     }
 }
 
@@ -89,15 +100,21 @@ mod tests {
 
     #[test]
     fn protected_daemons_by_exe_or_comm() {
-        assert!(is_protected(
-            "nvidia-persiste",
-            Some("/usr/bin/nvidia-persistenced")
+        let exe = Some("/usr/bin/nvidia-persistenced");
+        assert!(is_protected("nvidia-persiste", exe, true, 998));
+        // A user's own copy of the daemon is not one.
+        assert!(!is_protected("nvidia-persiste", exe, false, 1000));
+        assert!(is_protected("nvidia-persiste", None, false, 998));
+        assert!(!is_protected("nvidia-persiste", None, false, 1000));
+        assert!(is_protected("Xorg", Some("/usr/lib/xorg/Xorg"), true, 0));
+        assert!(!is_protected(
+            "python3",
+            Some("/usr/bin/python3.12"),
+            true,
+            0
         ));
-        assert!(is_protected("nvidia-persiste", None));
-        assert!(is_protected("Xorg", Some("/usr/lib/xorg/Xorg")));
-        assert!(!is_protected("python3", Some("/usr/bin/python3.12")));
         // A renamed worker cannot make itself protected: the exe decides.
-        assert!(!is_protected("Xorg", Some("/usr/bin/python3.12")));
+        assert!(!is_protected("Xorg", Some("/usr/bin/python3.12"), true, 0));
     }
 
     fn argv(a: &[&str]) -> Vec<String> {

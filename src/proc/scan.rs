@@ -656,14 +656,19 @@ pub fn scan(
     limits: Limits,
     stuck: &Stuck,
 ) -> Result<ScanResult, ScanError> {
-    let me = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    // This process, as the proc root numbers it: its "self" link (a host's
+    // /proc mounted in a container names it by its host PID; a fake tree
+    // has none, and then no PID of it is skipped).
+    let me: Option<u32> = rustix::fs::readlinkat(proc_fd.as_fd(), "self", Vec::new())
+        .ok()
+        .and_then(|l| l.to_str().ok().and_then(|s| s.parse().ok()));
     let pids: Vec<u32> = list_pids(proc_fd)
         .map_err(|e| ScanError::ProcRoot {
             path: proc_root.to_path_buf(),
             source: e.into(),
         })?
         .into_iter()
-        .filter(|&p| p != me)
+        .filter(|&p| Some(p) != me)
         .collect();
     let threads = worker_count(pids.len());
     let (proc_fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
@@ -800,6 +805,11 @@ pub struct Details {
     pub cmdline: Vec<String>,
     /// The executable; None when unreadable (permission, kernel thread).
     pub exe: Option<String>,
+    /// Whether the executable is a file only root could have put there:
+    /// owned by root, writable by nobody else, in a directory owned by root
+    /// and writable by nobody else (seen through the process's own root).
+    /// A daemon's name is believed only from such a file.
+    pub exe_trusted: bool,
     /// Raw /proc/PID/cgroup.
     pub cgroup: Vec<u8>,
     /// /proc/PID/wchan when the process waits (not R), if readable and not "0".
@@ -837,9 +847,11 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
     let cmdline = read_at(dir, "cmdline")
         .map(|b| parse::parse_cmdline(&b))
         .unwrap_or_default();
-    let exe = rustix::fs::readlinkat(dir, "exe", Vec::new())
-        .ok()
-        .map(|c| parse::escape_bytes(c.as_bytes()));
+    let exe_raw = rustix::fs::readlinkat(dir, "exe", Vec::new()).ok();
+    let exe_trusted = exe_raw
+        .as_ref()
+        .is_some_and(|raw| exe_is_trusted(dir, raw.as_bytes()));
+    let exe = exe_raw.map(|c| parse::escape_bytes(c.as_bytes()));
     let cgroup = read_at(dir, "cgroup").unwrap_or_default();
     let wchan = (stat.state != 'R')
         .then(|| read_at(dir, "wchan").ok())
@@ -852,8 +864,34 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
         status,
         cmdline,
         exe,
+        exe_trusted,
         cgroup,
     })
+}
+
+/// Whether `st` is owned by root and writable by no one else.
+fn root_only(st: &rustix::fs::Stat) -> bool {
+    st.st_uid == 0 && st.st_mode & 0o022 == 0
+}
+
+/// See [`Details::exe_trusted`]. The file is the one the process runs
+/// (through the `exe` link, so a path replaced since does not count); its
+/// directory is looked up under the process's `root` link.
+fn exe_is_trusted(dir: &OwnedFd, path: &[u8]) -> bool {
+    use rustix::fs::{statat, AtFlags};
+    let Ok(file) = statat(dir, "exe", AtFlags::empty()) else {
+        return false;
+    };
+    let Some(slash) = path.iter().rposition(|b| *b == b'/') else {
+        return false;
+    };
+    let mut parent = b"root".to_vec();
+    parent.extend_from_slice(if slash == 0 { b"/" } else { &path[..slash] });
+    let Ok(parent) = std::ffi::CString::new(parent) else {
+        return false;
+    };
+    root_only(&file)
+        && statat(dir, parent.as_c_str(), AtFlags::empty()).is_ok_and(|d| root_only(&d))
 }
 
 /// Whether `pid` exists in /proc and is neither a zombie nor dead (for the

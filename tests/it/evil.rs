@@ -289,27 +289,49 @@ fn recorders(dir: &Path) -> PathBuf {
     bin
 }
 
-/// The argv a shell runs for `line`, through the recorders.
+/// The argv a shell runs for `line`, through the recorders: the same under
+/// bash and under dash (Debian's /bin/sh), or the test fails.
 fn pasted(fakebin: &Path, record: &Path, line: &str) -> Vec<Vec<u8>> {
-    std::fs::write(record, b"").unwrap();
-    let status = Command::new("/bin/bash")
-        .arg("--norc")
-        .arg("-c")
-        // `kill` is a builtin: the recorder must answer instead.
-        .arg(format!("enable -n kill\n{line}"))
-        .env_clear()
-        .env("PATH", fakebin)
-        .env("RECORD", record)
-        .status()
-        .unwrap();
-    assert!(status.success(), "pasting {line:?} failed: {status}");
-    let rec = std::fs::read(record).unwrap();
-    let first = rec.split(|b| *b == b'\n').next().unwrap_or_default();
-    first
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(<[u8]>::to_vec)
-        .collect()
+    let mut runs = Vec::new();
+    for shell in ["/bin/bash", "/bin/dash"] {
+        if !Path::new(shell).exists() {
+            continue;
+        }
+        std::fs::write(record, b"").unwrap();
+        // `kill` is a builtin: the recorder must answer instead (bash can
+        // turn its builtin off; dash's is bypassed by the path).
+        let script = if shell.ends_with("bash") {
+            format!("enable -n kill\n{line}")
+        } else {
+            line.replacen("kill -s", &format!("{}/kill -s", fakebin.display()), 1)
+        };
+        let status = Command::new(shell)
+            .arg("-c")
+            .arg(script)
+            .env_clear()
+            .env("PATH", fakebin)
+            .env("RECORD", record)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "{shell}: pasting {line:?} failed: {status}"
+        );
+        let rec = std::fs::read(record).unwrap();
+        let first = rec.split(|b| *b == b'\n').next().unwrap_or_default();
+        runs.push(
+            first
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert!(
+        runs.windows(2).all(|w| w[0] == w[1]),
+        "bash and dash run {line:?} differently: {runs:?}"
+    );
+    runs.swap_remove(0)
 }
 
 #[test]
@@ -332,15 +354,12 @@ fn every_next_line_pastes_as_the_argv_it_was_built_from() {
         .filter(|n| !n.is_empty())
         .collect();
     assert_eq!(text_nexts, nexts, "the text shows the JSON's next lines");
-    let owner_names: Vec<&str> = doc["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["owner"]["name"].as_str())
-        .collect();
-    // Each hostile unit is freed by its exact name, as one argument that
-    // gpufree's own command line reads back.
+    // Every hostile holder is freed by some next line: by its unit's exact
+    // name, as one argument that gpufree's own command line reads back, or,
+    // where the name holds a control character (no shell can be shown such
+    // a word safely), by its PIDs.
     let mut units_seen = 0;
+    let mut covered: Vec<u32> = Vec::new();
     for next in &nexts {
         let argv = pasted(&fakebin, &record, next);
         assert!(!argv.is_empty(), "{next:?} ran nothing");
@@ -355,18 +374,34 @@ fn every_next_line_pastes_as_the_argv_it_was_built_from() {
             .unwrap_or_else(|e| panic!("{next:?} pastes as {words:?}, which gpufree refuses: {e}"));
         if let Some(gpufree::cli::Command::Kill(k)) = cli.command {
             if let Some(unit) = k.unit {
+                let of_unit: Vec<u32> = doc["processes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|p| p["owner"]["name"] == unit.as_str())
+                    .map(|p| p["pid"].as_u64().unwrap() as u32)
+                    .collect();
                 assert!(
-                    owner_names.contains(&unit.as_str()),
+                    !of_unit.is_empty(),
                     "{next:?} ran --unit {unit:?}, no holder's unit"
                 );
+                covered.extend(of_unit);
                 units_seen += 1;
             }
+            covered.extend(k.pid);
         }
     }
     assert!(
-        units_seen >= 8,
+        units_seen >= 5,
         "only {units_seen} unit kills among {nexts:?}"
     );
+    for i in 0..corpus().len() as u32 {
+        assert!(
+            covered.contains(&(FIRST_PID + i)),
+            "no next line frees {}: {nexts:?}",
+            FIRST_PID + i
+        );
+    }
     // A --pattern with quotes that starts like a flag (it hits every
     // holder, so the next line kills by it) comes back as the same pattern.
     let pat = "--serve|it's \"q";
@@ -505,4 +540,78 @@ fn kill_plan_and_report_on_real_hostile_processes_are_inert() {
         let st = c.wait().unwrap();
         assert!(!st.success(), "{} was not signalled", c.id());
     }
+}
+
+/// A user's own copy of a program, named like a driver daemon, is no driver
+/// daemon: its memory makes the GPU busy and `kill --gpu` takes it. A real
+/// daemon (a root-owned file in a root-owned directory) holding memory
+/// beyond the idle slack makes the GPU busy too, though it is never killed
+/// by default.
+#[test]
+fn a_daemon_name_is_believed_only_from_a_file_only_root_could_place() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to give the copy to another user");
+        return;
+    }
+    let d = TestDir::new(1);
+    let spawn = |dir: &Path, owner: Option<u32>| {
+        std::fs::create_dir(dir).unwrap();
+        let exe = dir.join("nvidia-persistenced");
+        std::fs::copy(bin(), &exe).unwrap();
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(dir, Some(uid), Some(uid)).unwrap();
+            std::os::unix::fs::chown(&exe, Some(uid), Some(uid)).unwrap();
+        }
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        gpufree::holder::spawn(
+            &exe,
+            &gpufree::holder::ChildSpec {
+                argv: vec!["nvidia-persistenced".into()],
+                spec: gpufree::holder::HoldSpec {
+                    fd: vec![d.node("nvidia0")],
+                    ..Default::default()
+                },
+            },
+        )
+        .unwrap()
+    };
+    let fake = spawn(&d.tmp.path().join("user-bin"), Some(65534));
+    let state = d.one_gpu(&[(fake.pid(), 80 * 1024, "while-alive")], 0);
+    let doc = crate::harness::status_json(&d, &state, &[]);
+    let p = crate::harness::process(&doc, fake.pid()).unwrap();
+    assert_eq!(p["protected"], false, "a user's file named like a daemon");
+    assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy");
+    let (code, doc, err) = crate::harness::kill_json(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        crate::harness::u32s(&doc["kill"]["targets"]),
+        vec![fake.pid()]
+    );
+    drop(fake);
+    // The real thing: protected, never a target, but its memory is busy.
+    let real = spawn(&d.tmp.path().join("sbin"), None);
+    let state = d.one_gpu(&[(real.pid(), 80 * 1024, "while-alive")], 0);
+    let doc = crate::harness::status_json(&d, &state, &[]);
+    let p = crate::harness::process(&doc, real.pid()).unwrap();
+    assert_eq!(p["protected"], true);
+    assert_eq!(
+        doc["gpus"][0]["verdict"]["state"], "busy",
+        "{}",
+        doc["gpus"][0]["verdict"]
+    );
+    let r = crate::harness::gpufree(
+        &[
+            "wait",
+            "--timeout",
+            "0",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            sim_lib().to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stdout.contains("driver daemon"), "{}", r.stdout);
 }

@@ -956,29 +956,54 @@ fn metrics_output_never_writes_through_a_symlink_planted_at_a_guessable_name() {
 }
 
 #[test]
-fn metrics_output_replaces_a_symlink_at_file_instead_of_following_it() {
+fn metrics_output_replaces_only_a_regular_file() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
     let out = tempfile::tempdir().unwrap();
     let victim = out.path().join("victim");
     std::fs::write(&victim, "keep me\n").unwrap();
-    let file = out.path().join("gpufree.prom");
-    std::os::unix::fs::symlink(&victim, &file).unwrap();
-    let r = metrics_in(&d, &state, &["--output", file.to_str().unwrap()]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    // A symlink at FILE (as /dev/stdout is one), a device node (as
+    // /dev/null), a FIFO: refused, left as they are.
+    let link = out.path().join("link.prom");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let fifo = out.path().join("fifo.prom");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut refused = vec![link.clone(), fifo.clone()];
+    let null = out.path().join("null");
+    if rustix::process::geteuid().is_root() {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &null,
+            rustix::fs::FileType::CharacterDevice,
+            rustix::fs::Mode::from_raw_mode(0o666),
+            rustix::fs::makedev(1, 3),
+        )
+        .unwrap();
+        refused.push(null.clone());
+    }
+    for path in &refused {
+        let before = std::fs::symlink_metadata(path).unwrap().file_type();
+        let r = metrics_in(&d, &state, &["--output", path.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{}: {}", path.display(), r.stderr);
+        assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+        assert_eq!(std::fs::symlink_metadata(path).unwrap().file_type(), before);
+    }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
-    assert!(std::fs::symlink_metadata(&file)
-        .unwrap()
-        .file_type()
-        .is_file());
-    assert_eq!(mode(&file), 0o644);
-    assert!(std::fs::read_to_string(&file)
-        .unwrap()
-        .contains("gpufree_nvml_up 1"));
-    // Written again over itself, still whole.
-    let r = metrics_in(&d, &state, &["--output", file.to_str().unwrap()]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(mode(&file), 0o644);
+    // A regular file is replaced, mode 0644, and again over itself.
+    let file = out.path().join("gpufree.prom");
+    std::fs::write(&file, "old\n").unwrap();
+    for _ in 0..2 {
+        let r = metrics_in(&d, &state, &["--output", file.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(mode(&file), 0o644);
+        assert!(std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("gpufree_nvml_up 1"));
+    }
     // A directory that does not exist: one line, exit 3.
     let r = metrics_in(&d, &state, &["--output", "/nonexistent/dir/gpufree.prom"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
@@ -1138,7 +1163,7 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
     });
     // Bytes no &str can hold: quotes, a backslash, a newline, `"}`, and
     // invalid UTF-8 in comm and in the command line.
-    let comm: &[u8] = b"ev\"}\\il\n\xff";
+    let comm: &[u8] = b"ev\"}\\il\n\x1b\xff";
     let dir = fake.root.join(pid.to_string());
     let mut stat = format!("{pid} (").into_bytes();
     stat.extend_from_slice(comm);
@@ -1187,6 +1212,9 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
         want_comm.contains("\"}") && want_comm.contains('\n'),
         "{want_comm:?}"
     );
+    // Label values carry names as a terminal would be shown them: control
+    // characters written out (`\n` as two characters), then encoded.
+    let want_comm = gpufree::safe::escape(&want_comm).into_owned();
     let label = |samples: &[Sample], key: &str| -> Option<String> {
         samples
             .iter()
@@ -1207,6 +1235,13 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
     let r = gpufree(&args, &env);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let samples = parse_openmetrics(&r.stdout, false);
+    assert!(
+        !r.stdout
+            .chars()
+            .any(|c| (c < ' ' && c != '\n') || ('\x7f'..='\u{9f}').contains(&c)),
+        "a control character reaches the exposition: {:?}",
+        r.stdout
+    );
     assert_eq!(label(&samples, "comm").as_deref(), Some(want_comm.as_str()));
     assert_eq!(
         label(&samples, "cmdline"),
@@ -1219,12 +1254,15 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
         .find(|(n, _, _)| n == "gpufree_gpu_memory_total_bytes")
         .and_then(|(_, l, _)| l.iter().find(|(k, _)| k == "name"))
         .map(|(_, v)| v.clone());
-    assert_eq!(name.as_deref(), Some("H200\"} 1\n# EOF\\"));
+    assert_eq!(name.as_deref(), Some("H200\"} 1\\n# EOF\\"));
     args.push("--label-cmdline");
     let r = gpufree(&args, &env);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let samples = parse_openmetrics(&r.stdout, false);
-    assert_eq!(label(&samples, "cmdline"), Some(want_cmdline.join(" ")));
+    assert_eq!(
+        label(&samples, "cmdline"),
+        Some(gpufree::safe::escape(&want_cmdline.join(" ")).into_owned())
+    );
     assert!(
         !r.stdout.lines().any(|l| l.starts_with("injected_metric")),
         "{}",

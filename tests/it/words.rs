@@ -203,3 +203,98 @@ fn man_pages_name_only_pages_that_exist() {
     }
     assert!(seen > 10, "only {seen} references checked");
 }
+
+#[test]
+fn a_closed_pipe_keeps_the_outcome_and_never_signals_an_unseen_plan() {
+    let d = TestDir::new(1);
+    let h = hold(
+        &["python3", "worker.py"],
+        HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    let pid = h.pid();
+    let state = d.one_gpu(&[(pid, 1024, "while-alive")], 0);
+    let lib = sim_lib();
+    let closed = |args: &[&str]| {
+        let mut child = Command::new(bin())
+            .args(args)
+            .args(["--dev-dir", d.dev.to_str().unwrap()])
+            .args(["--nvml-lib", lib.to_str().unwrap()])
+            .env("GPUFREE_SIM_STATE", &state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Busy stays busy, whoever stopped reading.
+    assert_eq!(closed(&["why"]).0, Some(1));
+    assert_eq!(closed(&["wait", "--timeout", "0"]).0, Some(1));
+    // A plan nobody could read is not carried out.
+    let p = pid.to_string();
+    let (code, err) = closed(&["kill", "--pid", &p, "--yes"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("nothing signalled"), "{err}");
+    assert!(
+        crate::harness::alive(pid),
+        "signalled without showing the plan"
+    );
+    drop(h);
+}
+
+#[test]
+fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
+    let d = tempfile::tempdir().unwrap();
+    // man --dir: a symlink planted at a page's name is refused.
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, "keep me\n").unwrap();
+    let man = d.path().join("man");
+    std::fs::create_dir(&man).unwrap();
+    std::os::unix::fs::symlink(&victim, man.join("gpufree.1")).unwrap();
+    let r = gpufree(&["man", "--dir", man.to_str().unwrap()], &[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+    // doctor --unit: not a device or a FIFO (neither read forever nor
+    // waited on), and a stray byte that is not UTF-8 does not stop the check.
+    let fifo = d.path().join("unit.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for path in ["/dev/zero", fifo.to_str().unwrap()] {
+        let r = gpufree(&["doctor", "--unit", path], &[]);
+        assert_eq!(r.code, 2, "{path}: {}", r.stderr);
+        assert!(r.stderr.contains("not a regular file"), "{}", r.stderr);
+    }
+    let unit = d.path().join("x.service");
+    std::fs::write(
+        &unit,
+        b"[Service]\nExecStart=/usr/bin/serve \xff\nKillMode=process\n",
+    )
+    .unwrap();
+    let r = gpufree(&["doctor", "--unit", unit.to_str().unwrap()], &[]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("KillMode"), "{}", r.stdout);
+}
+
+#[test]
+fn a_pid_that_holds_nothing_is_left_out_the_same_with_or_without_dry_run() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let mut codes = Vec::new();
+    for extra in ["--dry-run", "--yes"] {
+        let r = on(&d, &state, &["kill", "--pid", "4194000", extra]);
+        assert!(r.stdout.contains("never a target"), "{}", r.stdout);
+        codes.push(r.code);
+    }
+    assert_eq!(codes, vec![0, 0]);
+}
