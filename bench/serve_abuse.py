@@ -27,7 +27,7 @@ time; every connection goes to 127.0.0.1; everything started is stopped.
 
 Run from the repository root after `cargo build --release --workspace`
 (GPUFREE_BIN overrides the binary). Knobs: IDLE (2000), FLOOD_MIB (64),
-FLOODERS (8), CONCURRENT (50), PERIOD (0.1), SECONDS (10), ROUNDS (40).
+FLOODERS (8), HEAD_FILL (0: header bytes each half-sent head carries), CONCURRENT (50), PERIOD (0.1), SECONDS (10), ROUNDS (40).
 """
 import os
 import random
@@ -43,6 +43,9 @@ import time
 IDLE = int(os.environ.get("IDLE", "2000"))
 FLOOD_MIB = int(os.environ.get("FLOOD_MIB", "64"))
 FLOODERS = int(os.environ.get("FLOODERS", "8"))
+# Bytes of header each idle connection stopped mid-head has sent (16000:
+# the most a head may hold, the worst case for serve's memory).
+HEAD_FILL = int(os.environ.get("HEAD_FILL", "0"))
 CONCURRENT = int(os.environ.get("CONCURRENT", "50"))
 ROUNDS = int(os.environ.get("ROUNDS", "40"))
 PERIOD = float(os.environ.get("PERIOD", "0.1"))
@@ -338,7 +341,7 @@ def main():
         for i in range(IDLE):
             s = socket.create_connection(addr, timeout=5)
             if i % 2:
-                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * HEAD_FILL)
             held.append(s)
         time.sleep(0.5)
         print(f"idle connections:      {len(held)} opened in {time.monotonic() - t0:.1f} s; "
