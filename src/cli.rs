@@ -73,7 +73,7 @@ pub struct Common {
     /// How long one read may take (a process's fds and maps, an NVML call)
     /// before it counts as timed out and the verdict as unknown.
     #[arg(long, value_name = "DUR", env = "GPUFREE_READ_TIMEOUT", default_value = "5s",
-          value_parser = parse_read_timeout, global = true)]
+          value_parser = read_timeout, global = true)]
     pub read_timeout: std::time::Duration,
 }
 
@@ -98,11 +98,11 @@ pub enum Command {
     /// Live terminal view: GPU memory bars, the holders, the top finding; kill from the view.
     Watch {
         /// Screen and memory refresh (at least 100ms).
-        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = at_least_100ms)]
+        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = refresh_interval)]
         interval: std::time::Duration,
         /// A full holder scan at least this often (also on a holder's exit,
         /// a change of NVML's process lists, and the r key; at least 1s).
-        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = at_least_1s)]
+        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = scan_interval)]
         scan_every: std::time::Duration,
     },
     /// Prometheus metrics over HTTP (read-only; a cached snapshot of the
@@ -113,7 +113,7 @@ pub enum Command {
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
         listen: String,
         /// How often to take a snapshot (at least 100ms).
-        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = at_least_100ms)]
+        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = refresh_interval)]
         interval: std::time::Duration,
         /// Add each holder's command line as a label (may hold secrets).
         #[arg(long)]
@@ -125,19 +125,20 @@ pub enum Command {
         max_connections: Option<u32>,
         /// A request head must arrive within this long (from the connection's
         /// start, or from the first byte of a later request).
-        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_serve_timeout)]
+        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = serve_timeout)]
         header_timeout: std::time::Duration,
         /// Close a kept-alive connection idle this long, and one whose client
         /// does not take its response.
-        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_serve_timeout)]
+        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = serve_timeout)]
         idle_timeout: std::time::Duration,
     },
     /// The same metrics once, on stdout or atomically into FILE (node_exporter's
     /// textfile collector).
     Metrics {
         /// Write here instead of stdout: an exclusively created temporary file
-        /// in FILE's directory, mode 0644, renamed over FILE (a symlink at FILE
-        /// is replaced, never followed).
+        /// in FILE's directory, mode 0644 (0600 with --label-cmdline), renamed
+        /// over FILE. FILE must be absent or a regular file: a symlink, device
+        /// or FIFO there is refused (exit 2).
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Add each holder's command line as a label (may hold secrets).
@@ -204,7 +205,7 @@ pub struct KillArgs {
     pub grace: std::time::Duration,
     /// The whole kill after confirmation (signals, grace, the wait for the
     /// memory) ends within DUR; a grace longer than that is cut to it.
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_kill_timeout)]
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = kill_timeout)]
     pub timeout: std::time::Duration,
     /// Do not wait for the memory.
     #[arg(long)]
@@ -233,7 +234,7 @@ pub struct WaitArgs {
     #[arg(long, value_name = "DUR", default_value = "300s", value_parser = crate::units::parse_duration)]
     pub timeout: std::time::Duration,
     /// How often to look (at least 10ms).
-    #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = at_least_10ms)]
+    #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = wait_interval)]
     pub interval: std::time::Duration,
     /// Without NVML, call the GPUs free when no process holds them
     /// (otherwise the verdict is unknown: exit 3).
@@ -241,62 +242,51 @@ pub struct WaitArgs {
     pub holders_only: bool,
 }
 
-/// `kill --timeout`: more than nothing (a kill cannot be checked once).
-fn parse_kill_timeout(s: &str) -> Result<std::time::Duration, String> {
+/// A duration of at least `min_ms` milliseconds; a shorter one is refused
+/// with `why` (the floors below).
+fn duration_at_least(s: &str, min_ms: u64, why: &str) -> Result<std::time::Duration, String> {
     let d = crate::units::parse_duration(s)?;
-    if d < std::time::Duration::from_millis(100) {
-        return Err(format!(
-            "'{s}' is below 100ms: too short to signal, wait and check the release"
-        ));
+    if d < std::time::Duration::from_millis(min_ms) {
+        let min = if min_ms.is_multiple_of(1000) {
+            format!("{}s", min_ms / 1000)
+        } else {
+            format!("{min_ms}ms")
+        };
+        return Err(format!("'{s}' is below {min}: {why}"));
     }
     Ok(d)
 }
 
-/// A read timeout: a duration of at least 10ms (a smaller one would call
-/// every read hung).
-fn parse_read_timeout(s: &str) -> Result<std::time::Duration, String> {
-    let d = crate::units::parse_duration(s)?;
-    if d < std::time::Duration::from_millis(10) {
-        return Err(format!("'{s}' is below 10ms: every read would time out"));
-    }
-    Ok(d)
+/// `kill --timeout`: it must leave time to signal, wait and check.
+fn kill_timeout(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 100, "too short to signal, wait and check the release")
 }
 
-/// A polling interval: a duration of at least `min` (a shorter one spins
-/// a core and reads the same state again).
-fn interval_at_least(s: &str, min: std::time::Duration) -> Result<std::time::Duration, String> {
-    let d = crate::units::parse_duration(s)?;
-    if d < min {
-        return Err(format!(
-            "'{s}' is below {}ms: an interval that short only spins",
-            min.as_millis()
-        ));
-    }
-    Ok(d)
+/// `--read-timeout`: a shorter one would call every read hung.
+fn read_timeout(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 10, "every read would time out")
 }
 
-/// `serve`'s connection deadlines: at least 100ms (a scrape's request
-/// could not arrive in less).
-fn parse_serve_timeout(s: &str) -> Result<std::time::Duration, String> {
-    let d = crate::units::parse_duration(s)?;
-    if d < std::time::Duration::from_millis(100) {
-        return Err(format!(
-            "'{s}' is below 100ms: no request could arrive in time"
-        ));
-    }
-    Ok(d)
+/// `serve`'s connection deadlines: no request could arrive in less.
+fn serve_timeout(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 100, "no request could arrive in time")
 }
 
-fn at_least_10ms(s: &str) -> Result<std::time::Duration, String> {
-    interval_at_least(s, std::time::Duration::from_millis(10))
+const SPINS: &str = "an interval that short only spins";
+
+/// `wait --interval`: how often to look.
+fn wait_interval(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 10, SPINS)
 }
 
-fn at_least_100ms(s: &str) -> Result<std::time::Duration, String> {
-    interval_at_least(s, std::time::Duration::from_millis(100))
+/// `watch --interval` and `serve --interval`: a screen or a snapshot.
+fn refresh_interval(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 100, SPINS)
 }
 
-fn at_least_1s(s: &str) -> Result<std::time::Duration, String> {
-    interval_at_least(s, std::time::Duration::from_secs(1))
+/// `watch --scan-every`: a full holder scan.
+fn scan_interval(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 1000, SPINS)
 }
 
 fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal), String> {
@@ -523,8 +513,8 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
         Command::Man { dir } => {
             drop(out);
             match dir {
-                Some(dir) => man_pages(&dir).map_err(|why| {
-                    Failure::new(exit::ENVIRONMENT, format!("--dir {}: {why}", dir.display()))
+                Some(dir) => man_pages(&dir).map_err(|(code, why)| {
+                    Failure::new(code, format!("--dir {}: {why}", dir.display()))
                 })?,
                 None => man_page(&mut std::io::stdout())?,
             }
@@ -603,66 +593,20 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
                 ..Default::default()
             };
             let text = crate::present::metrics::render_textfile(&snap, &extra);
-            if let Some(path) = &output {
-                replaceable(path).map_err(|why| {
-                    Failure::new(exit::USAGE, format!("--output {}: {why}", path.display()))
-                })?;
-            }
             match output {
                 None => out.write_all(text.as_bytes())?,
-                Some(path) => write_atomically(&path, text.as_bytes()).map_err(|e| {
-                    Failure::new(
-                        exit::ENVIRONMENT,
-                        format!("--output {}: {e}", path.display()),
-                    )
-                })?,
+                // With command lines (which may hold secrets), for the
+                // owner only.
+                Some(path) => write_atomically(
+                    &path,
+                    text.as_bytes(),
+                    if label_cmdline { 0o600 } else { 0o644 },
+                )
+                .map_err(|e| Failure::new(e.code(), format!("--output {}: {e}", path.display())))?,
             }
             Ok(exit::OK)
         }
-        Command::Doctor { unit } => {
-            let text = read_unit_file(&unit).map_err(|why| {
-                Failure::new(exit::USAGE, format!("--unit {}: {why}", unit.display()))
-            })?;
-            let problems = crate::doctor::check(&text);
-            let shown = escape(&unit.to_string_lossy()).into_owned();
-            if common.json {
-                write_json(
-                    &mut out,
-                    &serde_json::json!({ "unit": unit, "problems": problems }),
-                )?;
-            } else if problems.is_empty() {
-                if !common.quiet {
-                    writeln!(out, "{shown}: no problems found")?;
-                }
-            } else {
-                for p in &problems {
-                    let sev = if p.severity == "error" {
-                        paint.error("error")
-                    } else {
-                        paint.warn("warning")
-                    };
-                    writeln!(
-                        out,
-                        "{shown}:{}: {sev}: {}",
-                        p.line,
-                        fit(&p.message, crate::present::table::MESSAGE_MAX)
-                    )?;
-                    if !common.quiet {
-                        writeln!(
-                            out,
-                            "    {} {}",
-                            paint.dim("fix:"),
-                            fit(&p.fix, crate::present::table::MESSAGE_MAX)
-                        )?;
-                    }
-                }
-            }
-            Ok(if problems.is_empty() {
-                exit::OK
-            } else {
-                exit::NOT_REACHED
-            })
-        }
+        Command::Doctor { unit } => run_doctor(common, &unit, &paint),
         Command::Wait(args) => run_wait(common, &args, &paint),
         Command::Demo { hold } => {
             drop(out);
@@ -689,6 +633,55 @@ pub fn run(cli: Cli) -> Result<i32, Failure> {
             Err(Failure::new(code, e))
         }
     }
+}
+
+/// `gpufree doctor --unit FILE`: exit 0 clean, 1 with problems (also when
+/// the reader of stdout went away).
+fn run_doctor(common: &Common, unit: &std::path::Path, paint: &Paint) -> Result<i32, Failure> {
+    let text = read_unit_file(unit)
+        .map_err(|why| Failure::new(exit::USAGE, format!("--unit {}: {why}", unit.display())))?;
+    let problems = crate::doctor::check(&text);
+    let code = if problems.is_empty() {
+        exit::OK
+    } else {
+        exit::NOT_REACHED
+    };
+    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    let shown = escape(&unit.to_string_lossy()).into_owned();
+    let written = (|| -> std::io::Result<()> {
+        if common.json {
+            return write_json(
+                &mut out,
+                &serde_json::json!({ "unit": unit, "problems": problems }),
+            );
+        }
+        if problems.is_empty() && !common.quiet {
+            writeln!(out, "{shown}: no problems found")?;
+        }
+        for p in &problems {
+            let sev = if p.severity == "error" {
+                paint.error("error")
+            } else {
+                paint.warn("warning")
+            };
+            writeln!(
+                out,
+                "{shown}:{}: {sev}: {}",
+                p.line,
+                fit(&p.message, crate::safe::MESSAGE_MAX)
+            )?;
+            if !common.quiet {
+                writeln!(
+                    out,
+                    "    {} {}",
+                    paint.dim("fix:"),
+                    fit(&p.fix, crate::safe::MESSAGE_MAX)
+                )?;
+            }
+        }
+        Ok(())
+    })();
+    with_outcome(written.and_then(|()| out.flush()), code)
 }
 
 /// The largest unit file `doctor` reads (real ones are a few KiB).
@@ -769,7 +762,7 @@ fn roff_text(s: &str) -> String {
 /// it (the pages clap_mangen's `generate_to` writes, but each through
 /// [`write_atomically`]: a symlink planted at a page's name is refused, not
 /// followed).
-fn man_pages(dir: &std::path::Path) -> Result<(), String> {
+fn man_pages(dir: &std::path::Path) -> Result<(), (i32, String)> {
     use clap::CommandFactory;
     fn pages(cmd: clap::Command, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
@@ -781,45 +774,67 @@ fn man_pages(dir: &std::path::Path) -> Result<(), String> {
         out.push((man.get_filename(), page));
         Ok(())
     }
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let env = |e: std::io::Error| (exit::ENVIRONMENT, e.to_string());
+    std::fs::create_dir_all(dir).map_err(env)?;
     let mut cmd = Cli::command().disable_help_subcommand(true);
     cmd.build();
     let mut out = Vec::new();
-    pages(cmd, &mut out).map_err(|e| e.to_string())?;
+    pages(cmd, &mut out).map_err(env)?;
     for (name, page) in out {
         let path = dir.join(&name);
-        replaceable(&path).map_err(|why| format!("{name}: {why}"))?;
-        write_atomically(&path, &page).map_err(|e| format!("{name}: {e}"))?;
+        write_atomically(&path, &page, 0o644).map_err(|e| (e.code(), format!("{name}: {e}")))?;
     }
     Ok(())
 }
 
-/// Writes `bytes` to `path` so that a reader (node_exporter) never sees
-/// half a file, and nothing planted in the directory is written through:
-/// an exclusively created temporary file of a random name in `path`'s
-/// directory (`O_EXCL`: a symlink or file already at that name makes it
-/// try another name, never open it), mode 0644, synced, then renamed over
-/// `path` and the directory synced. A symlink at `path` itself is replaced
-/// by the file, not followed.
-/// Whether `path` may be replaced by a file gpufree writes: only a new file
-/// or a regular file. A device node, a FIFO or a symlink there
-/// (`/dev/null`, `/dev/stdout`) is refused, never turned into a file.
-fn replaceable(path: &std::path::Path) -> Result<(), String> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => Err(
-            "is a symlink; give the path of a regular file (a symlink would be replaced, not followed)".into(),
-        ),
-        Ok(m) if !m.file_type().is_file() => Err(
-            "exists and is not a regular file (a device, FIFO, socket or directory); not replaced".into(),
-        ),
-        _ => Ok(()),
+/// Why a file was not written.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    /// Something other than a regular file is at the path: refused.
+    #[error("{0}")]
+    Refused(&'static str),
+    /// Writing failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl WriteError {
+    /// A refusal is the caller's choice of path (2); a failed write, the
+    /// environment's (3).
+    fn code(&self) -> i32 {
+        match self {
+            WriteError::Refused(_) => exit::USAGE,
+            WriteError::Io(_) => exit::ENVIRONMENT,
+        }
     }
 }
 
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes `bytes` to `path` so that a reader (node_exporter) never sees
+/// half a file, and nothing planted is written through. Only a new file or
+/// a regular file is replaced: a symlink, device node or FIFO at `path`
+/// (`/dev/stdout`, `/dev/null`) is refused, never turned into a file. The
+/// bytes go to an exclusively created temporary file of a random name in
+/// `path`'s directory (`O_EXCL`: whatever is already at that name makes it
+/// try another, never open it), of `mode`, synced, then renamed over `path`
+/// (a rename opens and follows nothing it replaces, so a swap after the
+/// check is harmless), and the directory synced.
+fn write_atomically(path: &std::path::Path, bytes: &[u8], mode: u32) -> Result<(), WriteError> {
     use std::os::unix::fs::PermissionsExt;
     if path.file_name().is_none() {
-        return Err(std::io::Error::other("not a file name"));
+        return Err(WriteError::Refused("not a file name"));
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(WriteError::Refused(
+                "is a symlink; give the path of a regular file (a symlink would be replaced, not followed)",
+            ))
+        }
+        Ok(m) if !m.file_type().is_file() => {
+            return Err(WriteError::Refused(
+                "exists and is not a regular file (a device, FIFO, socket or directory); not replaced",
+            ))
+        }
+        _ => {}
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -831,10 +846,10 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        .set_permissions(std::fs::Permissions::from_mode(mode))?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
+    Ok(std::fs::File::open(dir)?.sync_all()?)
 }
 
 /// The document `kill --json` prints: the status after, the plan, the outcome.
@@ -919,10 +934,11 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
     // Not locked: the progress bar draws on stderr from its own thread.
     let mut err = Guard::new(std::io::stderr(), paint.color);
     // The plan goes to stdout, or to stderr when stdout carries JSON.
+    let mut plan_shown = Ok(());
     {
         let w: &mut dyn Write = if common.json { &mut err } else { &mut out };
         if !common.quiet || args.dry_run {
-            crate::present::kill::write_plan(
+            plan_shown = crate::present::kill::write_plan(
                 w,
                 &snap,
                 &plan,
@@ -930,20 +946,16 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
                 args.grace.min(args.timeout).as_secs_f64(),
                 paint,
             )
-            .and_then(|()| w.flush())
-            .map_err(|e| {
-                // Never signal what the operator could not be shown.
-                Failure::new(
-                    exit::ENVIRONMENT,
-                    format!("kill: the plan could not be written ({e}); nothing signalled"),
-                )
-            })?;
+            .and_then(|()| w.flush());
         }
     }
     // Nothing will be signalled: the plan is the answer.
     let refused = plan.targets.is_empty() && plan.skipped.iter().any(|k| k.refused);
     if args.dry_run || refused {
-        if common.json {
+        let shown = plan_shown.and_then(|()| {
+            if !common.json {
+                return Ok(());
+            }
             let report = kill::Report {
                 skipped: plan.skipped.clone(),
                 ..kill::Report::default()
@@ -955,14 +967,23 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
                     plan: &plan,
                     kill: &report,
                 },
-            )?;
-        }
-        return Ok(if args.dry_run {
+            )
+            .and_then(|()| out.flush())
+        });
+        let code = if args.dry_run {
             exit::OK
         } else {
             exit::REFUSED
-        });
+        };
+        return with_outcome(shown, code);
     }
+    // Never signal what the operator could not be shown.
+    plan_shown.map_err(|e| {
+        Failure::new(
+            exit::ENVIRONMENT,
+            format!("kill: the plan could not be written ({e}); nothing signalled"),
+        )
+    })?;
     if !plan.targets.is_empty() && !args.yes {
         use std::io::IsTerminal;
         if !std::io::stdin().is_terminal() {
@@ -1098,7 +1119,7 @@ fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Fail
                             out,
                             "  {} {}",
                             paint.warn("caveat:"),
-                            fit(c, crate::present::table::MESSAGE_MAX)
+                            fit(c, crate::safe::MESSAGE_MAX)
                         )?;
                     }
                 }
@@ -1109,7 +1130,7 @@ fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Fail
                     outcome.seconds,
                     fit(
                         &outcome.verdict.reasons.join("; "),
-                        crate::present::table::MESSAGE_MAX
+                        crate::safe::MESSAGE_MAX
                     )
                 )?,
                 VerdictState::Unknown => {}
@@ -1153,10 +1174,7 @@ pub fn main() -> i32 {
         Err(f) if f.broken_pipe => exit::OK,
         Err(f) => {
             // One line, whatever names it carries.
-            eprintln!(
-                "gpufree: {}",
-                fit(&f.message, crate::present::table::MESSAGE_MAX)
-            );
+            eprintln!("gpufree: {}", fit(&f.message, crate::safe::MESSAGE_MAX));
             f.code
         }
     }

@@ -110,6 +110,10 @@ pub fn pad_left(s: &str, cols: usize) -> String {
 /// that embeds names) in text output; `--json` has it whole.
 pub const TEXT_MAX: usize = 400;
 
+/// Widest finding message, reason list or error line in text output
+/// (they embed names); `--json` has it whole.
+pub const MESSAGE_MAX: usize = 1000;
+
 /// One shell word that every POSIX shell (dash included) reads back as
 /// exactly `s`, quoted by shlex; None when `s` holds a character
 /// [`is_unsafe`] names. Such a word cannot be printed safely: raw, it would
@@ -198,9 +202,12 @@ fn sgr_len(s: &str) -> Option<usize> {
 
 impl<W: Write> Write for Guard<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // Only the new bytes are searched: a long line written in many
+        // small pieces (serde_json writes one per escape) stays linear.
+        let before = self.pending.len();
         self.pending.extend_from_slice(buf);
-        if let Some(i) = self.pending.iter().rposition(|b| *b == b'\n') {
-            self.emit(i + 1)?;
+        if let Some(i) = buf.iter().rposition(|b| *b == b'\n') {
+            self.emit(before + i + 1)?;
         }
         Ok(buf.len())
     }
@@ -238,7 +245,12 @@ impl serde_json::ser::Formatter for JsonFormatter {
         for (i, c) in fragment.char_indices() {
             if is_unsafe(c) {
                 w.write_all(&fragment.as_bytes()[start..i])?;
-                write!(w, "\\u{:04x}", c as u32)?;
+                // UTF-16 units: a surrogate pair above U+FFFF, as JSON
+                // spells such characters.
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    write!(w, "\\u{u:04x}")?;
+                }
                 start = i + c.len_utf8();
             }
         }
@@ -330,6 +342,20 @@ mod tests {
     }
 
     #[test]
+    fn guard_sees_characters_and_colours_split_between_writes() {
+        let text = "a\u{202e}b \x1b[1mx\x1b[0m \x1b[2J\n";
+        let mut g = Guard::new(Vec::new(), true);
+        for b in text.as_bytes() {
+            g.write_all(&[*b]).unwrap();
+        }
+        g.flush().unwrap();
+        assert_eq!(
+            String::from_utf8(std::mem::take(&mut g.inner)).unwrap(),
+            "a\\u{202e}b \x1b[1mx\x1b[0m \\e[2J\n"
+        );
+    }
+
+    #[test]
     fn guard_passes_every_colour_paint_writes() {
         let p = crate::present::Paint { color: true };
         let text = [p.bold("b"), p.dim("d"), p.warn("w"), p.error("e")].join(" ");
@@ -345,12 +371,15 @@ mod tests {
 
     #[test]
     fn json_escapes_what_a_terminal_would_obey() {
-        let v = serde_json::json!({"comm": "a\u{202e}b\x7f\u{85}\x1b"});
+        let v = serde_json::json!({"comm": "a\u{202e}b\x7f\u{85}\x1b\u{e0041}"});
         let mut out = Vec::new();
         let mut ser = serde_json::Serializer::with_formatter(&mut out, JsonFormatter::default());
         serde::Serialize::serialize(&v, &mut ser).unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains(r"a\u202eb\u007f\u0085\u001b"), "{text}");
+        assert!(
+            text.contains(r"a\u202eb\u007f\u0085\u001b\udb40\udc41"),
+            "{text}"
+        );
         let back: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, v);
     }

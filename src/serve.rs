@@ -161,7 +161,7 @@ fn store(cache: &Mutex<Cache>, result: Result<Bytes, CollectError>) {
             cache.errors += 1;
             eprintln!(
                 "gpufree serve: snapshot failed, serving the last good one: {}",
-                e.message()
+                crate::safe::fit(e.message(), crate::safe::MESSAGE_MAX)
             );
         }
     }

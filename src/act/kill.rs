@@ -349,11 +349,22 @@ pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
     }
     for &pid in &sel.pids {
         if !snap.processes.iter().any(|p| p.pid == pid) {
+            // A PID that NVML lists but whose process here holds no node
+            // names an innocent (the memory is kept by a process that had
+            // the PID before): refused for safety. One that nothing lists
+            // has nothing to free: left out, not refused.
+            let listed = snap
+                .gpus
+                .iter()
+                .any(|g| g.nvml_processes.iter().any(|n| n.pid == pid));
             plan.skipped.push(Skipped {
                 pid,
-                reason: "holds no GPU memory and no GPU device node: never a target".into(),
-                // Nothing to refuse: there is nothing of it to free.
-                refused: false,
+                reason: if listed {
+                    "listed by NVML, but the process with this PID holds no GPU device node: not the memory's owner, never a target".into()
+                } else {
+                    "holds no GPU memory and no GPU device node: never a target".into()
+                },
+                refused: listed,
             });
         }
     }

@@ -79,6 +79,20 @@ fn gpufree_command(args: &[String]) -> Option<String> {
     shell_command(&argv)
 }
 
+/// `gpufree kill FLAG VALUE` for a value from outside; None when it cannot
+/// be printed safely.
+fn kill_by(name: &str, value: &str) -> Option<String> {
+    gpufree_command(&[vec!["kill".into()], flag(name, value)].concat())
+}
+
+/// `gpufree ARGS...` of numbers and fixed words only: nothing to quote.
+fn fixed_command(args: &[String]) -> String {
+    debug_assert!(args
+        .iter()
+        .all(|a| shell_word(a).as_deref() == Some(a.as_str())));
+    format!("gpufree {}", args.join(" "))
+}
+
 /// `s` in single quotes for a message (not for pasting): shell-quoted
 /// where it can be, else as it is (the presenter escapes it).
 fn quoted(s: &str) -> String {
@@ -224,12 +238,8 @@ impl<'a> Ctx<'a> {
 
     fn group_kill(&self, g: &Group, members: &[&Process]) -> String {
         let by_unit = match g {
-            Group::Owner(OwnerKind::SystemdUnit, id, name) if id != name => {
-                gpufree_command(&[vec!["kill".into()], flag("--unit", name)].concat())
-            }
-            Group::Owner(_, id, _) => {
-                gpufree_command(&[vec!["kill".into()], flag("--unit", id)].concat())
-            }
+            Group::Owner(OwnerKind::SystemdUnit, id, name) if id != name => kill_by("--unit", name),
+            Group::Owner(_, id, _) => kill_by("--unit", id),
             Group::Tree(_) => None,
         };
         by_unit.unwrap_or_else(|| {
@@ -486,7 +496,7 @@ fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
     };
     let by_match = misses
         .is_empty()
-        .then(|| gpufree_command(&[vec!["kill".into()], flag("--match", text)].concat()))
+        .then(|| kill_by("--match", text))
         .flatten();
     let next = if let Some(cmd) = by_match {
         cmd
@@ -686,15 +696,14 @@ fn blocked(s: &Snapshot, out: &mut Vec<Finding>) {
             "D" => (
                 "uninterruptible",
                 format!("{} is in uninterruptible sleep{wchan}: SIGKILL takes effect only when it leaves that kernel wait", p.pid),
-                gpufree_command(
+                fixed_command(
                     &[
                         vec!["wait".to_string()],
                         gpu_args(&gpus_of(p)),
                         vec!["--timeout".into(), "300s".into()],
                     ]
                     .concat(),
-                )
-                .unwrap_or_default(), // numbers and fixed words only
+                ),
             ),
             "T" | "t" => (
                 "stopped",
@@ -765,13 +774,12 @@ fn stop_command(p: &Process) -> String {
         "Xorg" | "X" | "Xwayland" | "gnome-shell" | "kwin_wayland" => {
             "systemctl stop display-manager".into()
         }
-        _ => gpufree_command(&[
+        _ => fixed_command(&[
             "kill".into(),
             "--force-protected".into(),
             "--pid".into(),
             p.pid.to_string(),
-        ])
-        .unwrap_or_default(), // numbers and fixed words only
+        ]),
     }
 }
 
@@ -898,8 +906,7 @@ fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
         ),
         stale.clone(),
         gpus.clone(),
-        // Numbers and fixed words only.
-        gpufree_command(&[vec!["why".to_string()], gpu_args(&gpus)].concat()).unwrap_or_default(),
+        fixed_command(&[vec!["why".to_string()], gpu_args(&gpus)].concat()),
     );
     out.push(with(f, Vec::new(), bytes));
 }

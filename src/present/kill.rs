@@ -1,10 +1,9 @@
 //! The `gpufree kill` plan and its outcome, as text.
 
-use super::table::MESSAGE_MAX;
 use super::Paint;
 use crate::act::kill::{Plan, Report};
 use crate::model::Snapshot;
-use crate::safe::{fit, pad, TEXT_MAX};
+use crate::safe::{fit, pad, MESSAGE_MAX, TEXT_MAX};
 use std::io::{self, Write};
 
 /// Writes the plan: each target with user, comm, cmdline, owner, memory and
@@ -43,8 +42,8 @@ pub fn write_plan<W: Write + ?Sized>(
         let p = snap.processes.iter().find(|p| p.pid == e.pid);
         let (user, comm, cmd, owner) = p.map_or(Default::default(), |p| {
             (
-                fit(&p.user, 16),
-                fit(&p.comm, 24),
+                fit(&p.user, super::table::USER_MAX),
+                fit(&p.comm, super::table::COMM_MAX),
                 fit(&p.cmdline_joined(), TEXT_MAX),
                 if p.owner.name.is_empty() {
                     "-".to_string()

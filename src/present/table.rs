@@ -5,7 +5,7 @@
 use super::{flags, Paint};
 use crate::diagnose::gpu_list;
 use crate::model::{DeviceUse, Process, Severity, Snapshot, Via};
-use crate::safe::{escape, fit, pad, pad_left, TEXT_MAX};
+use crate::safe::{escape, fit, pad, pad_left, MESSAGE_MAX, TEXT_MAX};
 use crate::units::mib;
 use std::io::{self, Write};
 
@@ -31,8 +31,8 @@ fn owner(p: &Process) -> String {
 }
 
 /// Column limits: a field longer than this is cut with `…`.
-const USER_MAX: usize = 16;
-const COMM_MAX: usize = 24;
+pub(crate) const USER_MAX: usize = 16;
+pub(crate) const COMM_MAX: usize = 24;
 const DEVICES_MAX: usize = 48;
 const OWNER_MAX: usize = 48;
 /// NVML names are at most 96 bytes (NVML_DEVICE_NAME_V2_BUFFER_SIZE).
@@ -127,9 +127,6 @@ fn write_rows<W: Write>(
     }
     Ok(())
 }
-
-/// Widest finding message in text output (messages embed names).
-pub const MESSAGE_MAX: usize = 1000;
 
 const HEADER: [&str; 7] = ["PID", "USER", "COMM", "MEMORY", "DEVICES", "OWNER", "FLAGS"];
 

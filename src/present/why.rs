@@ -1,11 +1,10 @@
 //! The `gpufree why` explanation: the findings in order, each with its
 //! evidence and the exact next command.
 
-use super::table::MESSAGE_MAX;
 use super::Paint;
 use crate::diagnose::gpu_list;
 use crate::model::{Severity, Snapshot, VerdictState};
-use crate::safe::{escape, fit, TEXT_MAX};
+use crate::safe::{escape, fit, MESSAGE_MAX, TEXT_MAX};
 use std::io::{self, Write};
 
 /// Writes the diagnosis of `s`.

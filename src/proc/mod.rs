@@ -75,6 +75,20 @@ pub const PROTECTED: &[&str] = &[
 /// below it.
 const UID_MIN: u32 = 1000;
 
+/// Protected programs that people run under their own accounts: a desktop
+/// session, a user's MPS daemon. The others are system daemons: run by a
+/// person's account (the real binary with LD_PRELOAD, say), they are that
+/// person's code, not the daemon.
+const RUN_BY_USERS: &[&str] = &[
+    "Xorg",
+    "X",
+    "Xwayland",
+    "gnome-shell",
+    "kwin_wayland",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
+];
+
 /// Whether a process is protected: its exe's file name is a driver daemon's
 /// or display server's and the file is one only root could have put there
 /// (`exe_trusted`), so that a user's copy of python named
@@ -84,7 +98,12 @@ const UID_MIN: u32 = 1000;
 /// their first 15 bytes there.
 pub fn is_protected(comm: &str, exe: Option<&str>, exe_trusted: bool, uid: u32) -> bool {
     match exe.filter(|e| !e.is_empty()) {
-        Some(exe) => exe_trusted && PROTECTED.contains(&base(exe)),
+        Some(exe) => {
+            let name = base(exe);
+            exe_trusted
+                && PROTECTED.contains(&name)
+                && (uid < UID_MIN || RUN_BY_USERS.contains(&name))
+        }
         None => {
             uid < UID_MIN
                 && PROTECTED
@@ -102,8 +121,16 @@ mod tests {
     fn protected_daemons_by_exe_or_comm() {
         let exe = Some("/usr/bin/nvidia-persistenced");
         assert!(is_protected("nvidia-persiste", exe, true, 998));
-        // A user's own copy of the daemon is not one.
+        // A user's own copy of the daemon is not one, nor the real binary
+        // run by a person's account.
         assert!(!is_protected("nvidia-persiste", exe, false, 1000));
+        assert!(!is_protected("nvidia-persiste", exe, true, 1000));
+        assert!(is_protected(
+            "Xwayland",
+            Some("/usr/bin/Xwayland"),
+            true,
+            1000
+        ));
         assert!(is_protected("nvidia-persiste", None, false, 998));
         assert!(!is_protected("nvidia-persiste", None, false, 1000));
         assert!(is_protected("Xorg", Some("/usr/lib/xorg/Xorg"), true, 0));

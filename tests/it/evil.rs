@@ -30,6 +30,7 @@ fn corpus() -> Vec<Vec<u8>> {
         b"`id` ; rm -rf ~ #",
         b"\xff\xfe not utf-8",
         b"\x7fdel \xc2\x85c1 \xc2\x9bcsi",
+        "py\u{200b}thon\u{feff} \u{e0041}tag".as_bytes(),
     ]
     .iter()
     .map(|s| s.to_vec())
@@ -42,7 +43,7 @@ fn corpus() -> Vec<Vec<u8>> {
 fn unsafe_char(c: char) -> bool {
     (c < ' ' && c != '\n')
         || ('\x7f'..='\u{9f}').contains(&c)
-        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }
 
 /// Fails when `out` carries anything a terminal would obey.
@@ -294,9 +295,7 @@ fn recorders(dir: &Path) -> PathBuf {
 fn pasted(fakebin: &Path, record: &Path, line: &str) -> Vec<Vec<u8>> {
     let mut runs = Vec::new();
     for shell in ["/bin/bash", "/bin/dash"] {
-        if !Path::new(shell).exists() {
-            continue;
-        }
+        assert!(Path::new(shell).exists(), "{shell} is needed for this test");
         std::fs::write(record, b"").unwrap();
         // `kill` is a builtin: the recorder must answer instead (bash can
         // turn its builtin off; dash's is bypassed by the path).
@@ -425,10 +424,6 @@ fn every_next_line_pastes_as_the_argv_it_was_built_from() {
         }
         other => panic!("{} pastes as {words:?}: {other:?}", f["next"]),
     }
-    assert!(
-        !Path::new("/tmp/gpufree-pwned").exists(),
-        "a pasted line ran $(touch)"
-    );
 }
 
 /// A real process with a hostile command line and comm that holds `node`:

@@ -548,15 +548,9 @@ fn nvml_listing_a_pid_that_now_names_an_innocent_never_makes_it_a_target() {
     assert_eq!(code, 4, "the memory is not back: {err}\n{}", doc["kill"]);
     assert_eq!(u32s(&doc["kill"]["targets"]), Vec::<u32>::new());
     let p = pid.to_string();
-    let (code, doc, _) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &p, "--yes", "--timeout", "1s"],
-        &[],
-    );
-    // Named by PID, it is left out (never a target), and the memory NVML
-    // lists under that PID is not back: not released.
-    assert_eq!(code, 4, "{}", doc["kill"]);
+    let (code, doc, _) = kill_json(&d.dev, &state, &["--pid", &p, "--yes"], &[]);
+    // Named by PID: refused for safety, at once.
+    assert_eq!(code, 5, "{}", doc["kill"]);
     assert_eq!(u32s(&doc["kill"]["targets"]), Vec::<u32>::new());
     assert!(alive(pid), "the innocent was never signalled");
 }
