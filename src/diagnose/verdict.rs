@@ -79,7 +79,7 @@ pub fn unexplained_bytes(s: &Snapshot, g: &Gpu) -> u64 {
         .iter()
         .filter(|p| v.nvml_pids_not_visible.contains(&p.pid) || v.nvml_pids_stale.contains(&p.pid))
         .filter_map(|p| p.used_bytes)
-        .sum();
+        .fold(0, u64::saturating_add);
     g.memory.unaccounted_bytes.saturating_sub(listed_elsewhere)
 }
 
