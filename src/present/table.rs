@@ -29,6 +29,18 @@ fn owner(p: &Process) -> String {
     }
 }
 
+/// `s` padded with spaces to `width` characters, on the left when
+/// `right` aligns it right. Unlike a format width, which panics above
+/// 65,535, any width works (a field can be that long).
+fn pad(s: &str, width: usize, right: bool) -> String {
+    let fill = " ".repeat(width.saturating_sub(s.chars().count()));
+    if right {
+        fill + s
+    } else {
+        format!("{s}{fill}")
+    }
+}
+
 /// One holder row's cells.
 fn row(p: &Process, gpu: Option<u32>) -> [String; 7] {
     let memory = match gpu {
@@ -79,7 +91,8 @@ fn write_rows<W: Write>(
             if i == 6 {
                 s.push_str(c);
             } else {
-                s.push_str(&format!("{c:<w$}  ", w = width[i]));
+                s.push_str(&pad(c, width[i], false));
+                s.push_str("  ");
             }
         }
         s.trim_end().to_string()
@@ -169,18 +182,13 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Res
     }
     let fmt = |c: [&str; 6]| {
         format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}  {}",
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            c[4],
+            "{}  {}  {}  {}  {}  {}",
+            pad(c[0], width[0], false),
+            pad(c[1], width[1], false),
+            pad(c[2], width[2], true),
+            pad(c[3], width[3], true),
+            pad(c[4], width[4], true),
             c[5],
-            w0 = width[0],
-            w1 = width[1],
-            w2 = width[2],
-            w3 = width[3],
-            w4 = width[4]
         )
     };
     writeln!(w, "{}", paint.bold(&fmt(head)))?;
