@@ -291,8 +291,10 @@ fn scan_interval(s: &str) -> Result<std::time::Duration, String> {
 
 fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal), String> {
     use rustix::process::Signal;
-    let name = s.trim().trim_start_matches("SIG").to_ascii_uppercase();
-    let sig = match name.as_str() {
+    // `term`, `SIGTERM`, `sigterm`, `15`; "SIG" stripped once.
+    let up = s.trim().to_ascii_uppercase();
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    let sig = match name {
         "TERM" | "15" => Signal::TERM,
         "INT" | "2" => Signal::INT,
         "HUP" | "1" => Signal::HUP,

@@ -1,18 +1,34 @@
 //! `gpufree doctor --unit FILE`: reads a systemd unit and reports the seed
-//! incident's mistakes and their cousins (notes/cluster.md):
+//! incident's mistakes and their cousins (notes/cluster.md), as systemd
+//! itself reads the file (systemd.service(5) "Command lines", and
+//! `replace_env_argv()` in systemd's env-util.c):
 //!
-//! - `$NAME` / `${NAME}` in Exec lines, which systemd substitutes itself
-//!   (to nothing when unset) before a shell sees them: write `$$NAME`;
-//! - `%x` specifiers inside shell code (`date +%s` becomes the user's
-//!   shell): write `%%`; unknown specifiers, which fail the unit;
+//! - Exec lines are split into words (quotes and backslashes as systemd
+//!   takes them); a word that is `$NAME` is replaced by the variable's
+//!   value split at whitespace, `${NAME}` anywhere in a word by its value,
+//!   an unset variable by nothing; `$NAME` inside a word and `${NAME:-x}`
+//!   are left as they are, and `$$` is a literal `$`.
+//! - So in shell code (`sh -c '...'`), `${free}` for the shell's own
+//!   variable is replaced by nothing before the shell runs: write
+//!   `$${free}`. A variable the unit sets (`Environment=`, `PassEnvironment=`,
+//!   or one systemd sets for that command, such as `$MAINPID` in
+//!   `ExecReload=` or `$EXIT_STATUS` in `ExecStopPost=`) is substituted
+//!   with its value, as the shell would: not a mistake. Variables of an
+//!   `EnvironmentFile=` cannot be read here; they are assumed set.
+//! - `%x` specifiers are expanded everywhere, shell code included: `%i`,
+//!   `%n` and their kin are meant; `%s` in `date +%s` or a `printf` format
+//!   is not (write `%%`); an unknown specifier fails the line.
+//! - `Environment=` values are not expanded: `PATH=$PATH` sets the text
+//!   `$PATH`.
 //! - inline shell GPU checks (nvidia-smi in a loop) that should be
-//!   `gpufree wait`;
-//! - `KillMode=process` (renamed workers survive a stop), `KillMode=none`;
-//! - `PrivateDevices=yes`, which hides /dev/nvidia*.
+//!   `gpufree wait`; `KillMode=process` (renamed workers survive a stop),
+//!   `KillMode=none`; `PrivateDevices=yes`, which hides /dev/nvidia*.
 //!
-//! A pure function of the file's text: tested on literal units.
+//! A pure function of the file's text: tested on literal units and on a
+//! corpus of inference-server units (tests/units/).
 
 use serde::Serialize;
+use std::collections::BTreeSet;
 
 /// One problem in a unit file.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -28,10 +44,10 @@ pub struct Problem {
 }
 
 const EXEC_KEYS: &[&str] = &[
-    "ExecStart",
-    "ExecStartPre",
-    "ExecStartPost",
     "ExecCondition",
+    "ExecStartPre",
+    "ExecStart",
+    "ExecStartPost",
     "ExecReload",
     "ExecStop",
     "ExecStopPost",
@@ -39,6 +55,101 @@ const EXEC_KEYS: &[&str] = &[
 
 /// Specifiers systemd knows (systemd.unit(5)); `%%` is a literal `%`.
 const SPECIFIERS: &str = "aAbBCdDEfgGhHiIjJlLmMnNopPqsStTuUvVwWyY%";
+
+/// Variables systemd sets for every command it runs (systemd.exec(5),
+/// "Environment Variables in Spawned Processes"), some only with the
+/// setting that asks for them; a unit may use any of them.
+const SYSTEMD_VARS: &[&str] = &[
+    "PATH",
+    "LANG",
+    "USER",
+    "LOGNAME",
+    "HOME",
+    "SHELL",
+    "INVOCATION_ID",
+    "XDG_RUNTIME_DIR",
+    "RUNTIME_DIRECTORY",
+    "STATE_DIRECTORY",
+    "CACHE_DIRECTORY",
+    "LOGS_DIRECTORY",
+    "CONFIGURATION_DIRECTORY",
+    "CREDENTIALS_DIRECTORY",
+    "MANAGERPID",
+    "SYSTEMD_EXEC_PID",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "NOTIFY_SOCKET",
+    "WATCHDOG_PID",
+    "WATCHDOG_USEC",
+    "TERM",
+    "JOURNAL_STREAM",
+    "LOG_NAMESPACE",
+    "PIDFILE",
+    "FDSTORE",
+    "MEMORY_PRESSURE_WATCH",
+    "MEMORY_PRESSURE_WRITE",
+    "REMOTE_ADDR",
+    "REMOTE_PORT",
+    "TRIGGER_UNIT",
+    "TRIGGER_PATH",
+    "TRIGGER_TIMER_REALTIME_USEC",
+    "TRIGGER_TIMER_MONOTONIC_USEC",
+    "MONITOR_SERVICE_RESULT",
+    "MONITOR_EXIT_CODE",
+    "MONITOR_EXIT_STATUS",
+    "MONITOR_INVOCATION_ID",
+    "MONITOR_UNIT",
+    "DEBUG_INVOCATION",
+];
+
+/// Variables systemd sets only for some commands, with those commands.
+const COMMAND_VARS: &[(&str, &[&str], &str)] = &[
+    (
+        "MAINPID",
+        &["ExecStartPost", "ExecReload", "ExecStop", "ExecStopPost"],
+        "ExecStartPost=, ExecReload=, ExecStop= and ExecStopPost= (once the main process is known)",
+    ),
+    (
+        "SERVICE_RESULT",
+        &["ExecStop", "ExecStopPost"],
+        "ExecStop= and ExecStopPost=",
+    ),
+    (
+        "EXIT_CODE",
+        &["ExecStop", "ExecStopPost"],
+        "ExecStop= and ExecStopPost=",
+    ),
+    (
+        "EXIT_STATUS",
+        &["ExecStop", "ExecStopPost"],
+        "ExecStop= and ExecStopPost=",
+    ),
+];
+
+/// Variables a shell sets itself: never the unit's.
+const SHELL_VARS: &[&str] = &[
+    "RANDOM",
+    "PWD",
+    "OLDPWD",
+    "PPID",
+    "UID",
+    "EUID",
+    "SECONDS",
+    "LINENO",
+    "HOSTNAME",
+    "BASHPID",
+    "IFS",
+    "REPLY",
+    "OPTARG",
+    "OPTIND",
+    "PIPESTATUS",
+];
+
+/// Commands whose arguments are `%` formats (`date +%s`, `printf '%d'`).
+const FORMAT_COMMANDS: &[&str] = &[
+    "date", "printf", "awk", "gawk", "mawk", "nawk", "stat", "find", "seq", "strftime",
+];
 
 /// Logical lines of a unit: (first physical line number, section, key, value),
 /// with `\` continuations joined and comments dropped.
@@ -56,8 +167,8 @@ fn entries(text: &str) -> Vec<(usize, String, String, String)> {
                 if t.is_empty() || t.starts_with('#') || t.starts_with(';') {
                     continue;
                 }
-                if t.starts_with('[') && t.ends_with(']') {
-                    section = t[1..t.len() - 1].to_string();
+                if let Some(name) = t.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+                    section = name.to_string();
                     continue;
                 }
                 (line_no, String::new())
@@ -82,162 +193,569 @@ fn entries(text: &str) -> Vec<(usize, String, String, String)> {
     out
 }
 
-/// Whether an Exec value runs shell code (`sh -c`, `bash -c`...): returns
-/// the shell code when it does.
-fn shell_code(value: &str) -> Option<&str> {
-    let v = value.trim_start_matches(['-', '@', ':', '+', '!', '|']);
-    let mut words = v.split_whitespace();
-    let first = words.next()?;
-    let prog = first.rsplit('/').next().unwrap_or(first);
-    let prog = if prog == "env" { words.next()? } else { prog };
-    let prog = prog.rsplit('/').next().unwrap_or(prog);
-    if !matches!(prog, "sh" | "bash" | "dash" | "zsh" | "ksh") {
-        return None;
-    }
-    let at = v.find(" -c")?;
-    Some(v[at + 3..].trim())
+/// One word of a command line after systemd's unquoting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Word {
+    text: String,
+    /// An unquoted lone `;`: the end of one command and the start of the next.
+    separator: bool,
 }
 
-/// `$NAME` and `${NAME}` that systemd substitutes (not `$$`), as (offset, name).
-fn dollar_vars(s: &str) -> Vec<(usize, String, bool)> {
-    let b = s.as_bytes();
+/// Splits a value into words as systemd does (`extract_first_word()` with
+/// unquoting and C escapes): whitespace separates, `"..."` and `'...'`
+/// group, a backslash escapes. None when a quote is not closed (systemd
+/// then refuses the line).
+fn split_words(value: &str) -> Option<Vec<Word>> {
+    let mut words = Vec::new();
+    let mut chars = value.chars().peekable();
+    loop {
+        while chars.next_if(|c| is_space(*c)).is_some() {}
+        if chars.peek().is_none() {
+            return Some(words);
+        }
+        let mut text = String::new();
+        let mut quoted = false;
+        let mut quote: Option<char> = None;
+        while let Some(c) = chars.next() {
+            match (quote, c) {
+                (None, c) if is_space(c) => break,
+                (None, '"' | '\'') => {
+                    quote = Some(c);
+                    quoted = true;
+                }
+                (Some(q), c) if c == q => quote = None,
+                (Some('\''), c) => text.push(c),
+                (_, '\\') => {
+                    // An escaped `;` is an argument, not a separator.
+                    quoted = true;
+                    if let Some(e) = chars.next() {
+                        text.push(unescape(e, &mut chars));
+                    }
+                }
+                (_, c) => text.push(c),
+            }
+        }
+        if quote.is_some() {
+            return None;
+        }
+        let separator = !quoted && text == ";";
+        words.push(Word { text, separator });
+    }
+}
+
+/// The character a backslash and `e` stand for (systemd's `cunescape()`:
+/// `\n`, `\t`, `\xNN`, `\uNNNN`, `\UNNNNNNNN`, `\NNN` octal...); the
+/// digits are taken from `rest`. Anything else stands for itself.
+fn unescape(e: char, rest: &mut std::iter::Peekable<std::str::Chars<'_>>) -> char {
+    let mut number = |digits: usize, radix: u32, first: Option<char>| {
+        let mut v = first.and_then(|c| c.to_digit(radix)).unwrap_or(0);
+        let mut taken = usize::from(first.is_some());
+        while taken < digits {
+            match rest.peek().and_then(|c| c.to_digit(radix)) {
+                Some(d) => {
+                    v = v.saturating_mul(radix).saturating_add(d);
+                    rest.next();
+                    taken += 1;
+                }
+                None => break,
+            }
+        }
+        char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER)
+    };
+    match e {
+        'a' => '\u{7}',
+        'b' => '\u{8}',
+        'f' => '\u{c}',
+        'n' => '\n',
+        'r' => '\r',
+        't' => '\t',
+        'v' => '\u{b}',
+        's' => ' ',
+        'x' => number(2, 16, None),
+        'u' => number(4, 16, None),
+        'U' => number(8, 16, None),
+        '0'..='7' => number(3, 8, Some(e)),
+        e => e,
+    }
+}
+
+/// Whitespace as systemd splits on it.
+fn is_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+/// Whether `name` is a valid environment variable name.
+fn valid_name(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// How a word refers to a variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum VarUse {
+    /// The word is `$NAME`: replaced by the value split at whitespace.
+    Word(String),
+    /// `${NAME}` in a word: replaced by the value.
+    Braced(String),
+    /// `${NAME:-x}` or `${NAME:+x}`: not expanded on command lines.
+    Extended(String),
+    /// `$NAME` inside a word: left as it is.
+    Inside(String),
+    /// A word `$...` that is no variable name (`$FOO/bar`): dropped.
+    Dropped,
+}
+
+/// The variable references of one word, as systemd reads them.
+fn var_uses(word: &str) -> Vec<VarUse> {
+    let b = word.as_bytes();
+    if b.first() == Some(&b'$') && !matches!(b.get(1), Some(b'{' | b'$')) {
+        let name = &word[1..];
+        return vec![if valid_name(name) {
+            VarUse::Word(name.to_string())
+        } else {
+            VarUse::Dropped
+        }];
+    }
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'$' {
-            if b.get(i + 1) == Some(&b'$') {
-                i += 2;
-                continue;
-            }
-            if b.get(i + 1) == Some(&b'{') {
-                if let Some(end) = s[i + 2..].find('}') {
-                    out.push((i, s[i + 2..i + 2 + end].to_string(), true));
-                    i += end + 3;
-                    continue;
+        if b[i] != b'$' {
+            i += 1;
+            continue;
+        }
+        match b.get(i + 1) {
+            Some(b'$') => i += 2,
+            Some(b'{') => {
+                let rest = &word[i + 2..];
+                match rest.find(['}', ':']) {
+                    Some(end) if rest.as_bytes()[end] == b'}' => {
+                        out.push(VarUse::Braced(rest[..end].to_string()));
+                        i += end + 3;
+                    }
+                    Some(colon) => {
+                        out.push(VarUse::Extended(rest[..colon].to_string()));
+                        i += colon + 2;
+                    }
+                    None => i += 2,
                 }
             }
-            let name: String = s[i + 1..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            {
-                out.push((i, name.clone(), false));
-                i += 1 + name.len();
-                continue;
+            _ => {
+                let name: String = word[i + 1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if valid_name(&name) {
+                    i += 1 + name.len();
+                    out.push(VarUse::Inside(name));
+                } else {
+                    i += 1;
+                }
             }
         }
-        i += 1;
     }
     out
 }
 
-/// `%x` specifiers (not `%%`), as the letters.
-fn specifiers(s: &str) -> Vec<char> {
+/// `%x` specifiers of a word (not `%%`), with their byte offsets.
+fn specifiers(s: &str) -> Vec<(usize, char)> {
     let mut out = Vec::new();
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
+    let mut chars = s.char_indices();
+    while let Some((at, c)) = chars.next() {
         if c == '%' {
             match chars.next() {
-                Some('%') => {}
-                Some(x) => out.push(x),
-                None => out.push(' '),
+                Some((_, '%')) => {}
+                Some((_, x)) => out.push((at, x)),
+                None => out.push((at, ' ')),
             }
         }
     }
     out
+}
+
+/// The file name of a program path.
+fn base(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+/// The shell code of a command (`sh -c CODE`, `bash -ec CODE`,
+/// `env bash -c CODE`), if it runs one.
+fn shell_code(words: &[&str]) -> Option<usize> {
+    let mut i = 0;
+    if base(words.first()?) == "env" {
+        i += 1;
+        while words
+            .get(i)
+            .is_some_and(|w| w.starts_with('-') || w.contains('='))
+        {
+            i += 1;
+        }
+    }
+    if !matches!(base(words.get(i)?), "sh" | "bash" | "dash" | "zsh" | "ksh") {
+        return None;
+    }
+    for (j, w) in words.iter().enumerate().skip(i + 1) {
+        if w.starts_with("--") || !w.starts_with('-') {
+            return None;
+        }
+        if w.contains('c') {
+            return (j + 1 < words.len()).then_some(j + 1);
+        }
+    }
+    None
+}
+
+/// Names the shell code assigns or declares itself (`free=...`,
+/// `for x in`, `read -r a b`, `local x`): the shell's variables.
+fn shell_assigned(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let tokens: Vec<&str> = code
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')' | '`'))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let mut after: Option<&str> = None;
+    for t in tokens {
+        if let Some((name, _)) = t.split_once('=') {
+            if valid_name(name) {
+                out.insert(name.to_string());
+            }
+        }
+        match after {
+            Some("for") if valid_name(t) => {
+                out.insert(t.to_string());
+            }
+            Some("read" | "local" | "export" | "declare" | "typeset" | "readonly")
+                if valid_name(t) =>
+            {
+                out.insert(t.to_string());
+                continue; // `read a b c`: all of them
+            }
+            Some("read" | "local" | "export" | "declare" | "typeset" | "readonly")
+                if t.starts_with('-') =>
+            {
+                continue;
+            }
+            _ => {}
+        }
+        after = Some(t);
+    }
+    out
+}
+
+/// Whether the `%` at byte `at` of the shell code (or of a command's
+/// word) is a format meant for the program, not a specifier: in a `date
+/// +FORMAT` word, or in a command such as `printf` or `awk`.
+fn format_context(code: &str, at: usize) -> bool {
+    let before = &code[..at];
+    let token_start = before.rfind(is_space).map_or(0, |p| p + 1);
+    let token = code[token_start..].trim_start_matches(['"', '\'']);
+    if token.starts_with('+') {
+        return true;
+    }
+    // Where the simple command around `at` starts: after the last `;`,
+    // `|`, `&`, newline or backquote, and a `$(...)` or `{...}` already
+    // closed before `at` belongs to the command around it.
+    let mut starts = vec![0];
+    for (i, c) in before.char_indices() {
+        match c {
+            '(' | '{' => starts.push(i + 1),
+            ')' | '}' if starts.len() > 1 => {
+                starts.pop();
+            }
+            ';' | '|' | '&' | '\n' | '`' => {
+                if let Some(s) = starts.last_mut() {
+                    *s = i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    let cmd_start = starts.last().copied().unwrap_or(0);
+    let command = code[cmd_start..at]
+        .split_whitespace()
+        .find(|w| {
+            !(w.contains('=')
+                || matches!(
+                    *w,
+                    "then" | "do" | "else" | "if" | "while" | "until" | "exec" | "command" | "!"
+                ))
+        })
+        .map(|w| base(w.trim_matches(['"', '\''])));
+    command.is_some_and(|c| FORMAT_COMMANDS.contains(&c))
+}
+
+/// What the unit says about its environment.
+#[derive(Debug, Default)]
+struct Env {
+    /// Names set with `Environment=` (after any reset) or `PassEnvironment=`.
+    set: BTreeSet<String>,
+    /// An `EnvironmentFile=` is named: any variable may come from it.
+    file: bool,
+}
+
+impl Env {
+    fn of(entries: &[(usize, String, String, String)]) -> Env {
+        let mut env = Env::default();
+        for (_, _, key, value) in entries {
+            match key.as_str() {
+                "Environment" if value.is_empty() => env.set.clear(),
+                "Environment" => {
+                    for w in split_words(value).unwrap_or_default() {
+                        if let Some((name, _)) = w.text.split_once('=') {
+                            env.set.insert(name.to_string());
+                        }
+                    }
+                }
+                "PassEnvironment" => {
+                    env.set.extend(value.split_whitespace().map(str::to_string));
+                }
+                "EnvironmentFile" if !value.is_empty() => env.file = true,
+                _ => {}
+            }
+        }
+        env
+    }
+}
+
+/// Checks one variable reference of an Exec line.
+struct VarCheck<'a> {
+    line: usize,
+    key: &'a str,
+    env: &'a Env,
+    /// The shell's own variables, when the word is shell code.
+    shell: Option<&'a BTreeSet<String>>,
+}
+
+impl VarCheck<'_> {
+    fn problem(&self, severity: &'static str, message: String, fix: String) -> Problem {
+        Problem {
+            line: self.line,
+            severity,
+            message: format!("{}: {message}", self.key),
+            fix,
+        }
+    }
+
+    fn check(&self, word: &str, u: &VarUse) -> Option<Problem> {
+        let key = self.key;
+        let (name, how) = match u {
+            VarUse::Word(n) => (n, format!("${n}")),
+            VarUse::Braced(n) => (n, format!("${{{n}}}")),
+            VarUse::Inside(n) if self.shell.is_none() => {
+                return Some(self.problem(
+                    "warning",
+                    format!("systemd substitutes ${n} only as a word of its own: the program gets the literal text '{word}'"),
+                    format!("write ${{{n}}} inside a word"),
+                ));
+            }
+            VarUse::Extended(n) if self.shell.is_none() => {
+                return Some(self.problem(
+                    "warning",
+                    format!("systemd does not expand ${{{n}:...}} on command lines: the program gets the literal text '{word}'"),
+                    format!("give {n} its value with Environment= and write ${{{n}}}"),
+                ));
+            }
+            VarUse::Dropped => {
+                return Some(self.problem(
+                    "warning",
+                    format!("'{word}' is not a variable name: systemd drops this argument"),
+                    "write ${NAME} for a variable, $$ for a literal $".into(),
+                ));
+            }
+            // Left for the shell, which expands it itself.
+            VarUse::Inside(_) | VarUse::Extended(_) => return None,
+        };
+        let before = if self.shell.is_some() {
+            "before the shell runs"
+        } else {
+            "before the command runs"
+        };
+        let unit_sets = self.env.set.contains(name);
+        if let Some(shell_vars) = self.shell {
+            if shell_vars.contains(name) || SHELL_VARS.contains(&name.as_str()) {
+                let with = if unit_sets {
+                    "the unit's Environment= value"
+                } else {
+                    "nothing"
+                };
+                return Some(self.problem(
+                    "error",
+                    format!("systemd replaces {how} with {with} {before}: {name} is the shell's variable, not the unit's"),
+                    format!("write {} so the shell sees {how}", how.replacen('$', "$$", 1)),
+                ));
+            }
+        }
+        if unit_sets || SYSTEMD_VARS.contains(&name.as_str()) {
+            return None;
+        }
+        if let Some((_, keys, where_)) = COMMAND_VARS.iter().find(|(n, _, _)| n == name) {
+            if keys.contains(&key) {
+                return None;
+            }
+            return Some(self.problem(
+                "warning",
+                format!("systemd sets ${name} only for {where_}: here it replaces {how} with nothing {before}"),
+                format!("use ${name} in one of those, or write {} if the shell is to expand it", how.replacen('$', "$$", 1)),
+            ));
+        }
+        if self.env.file {
+            // Set in the EnvironmentFile=, which cannot be read here.
+            return None;
+        }
+        let fix = if self.shell.is_some() {
+            format!(
+                "set it with Environment={name}=..., or write {} if the shell is to expand it",
+                how.replacen('$', "$$", 1)
+            )
+        } else {
+            format!("set it with Environment={name}=... or EnvironmentFile=")
+        };
+        Some(self.problem(
+            "warning",
+            format!("systemd replaces {how} with nothing (it is not set in the unit) {before}"),
+            fix,
+        ))
+    }
+}
+
+/// The problems of one Exec line's value.
+fn check_exec(line: usize, key: &str, value: &str, env: &Env, out: &mut Vec<Problem>) {
+    let Some(words) = split_words(value) else {
+        out.push(Problem {
+            line,
+            severity: "error",
+            message: format!("{key}: a quote is not closed: systemd refuses the line"),
+            fix: "close the quote, or escape it with \\".into(),
+        });
+        return;
+    };
+    for command in words.split(|w| w.separator) {
+        let mut texts: Vec<&str> = command.iter().map(|w| w.text.as_str()).collect();
+        let Some(first) = texts.first_mut() else {
+            continue;
+        };
+        // Prefixes: - @ : + ! !! | ; ':' turns variable substitution off.
+        let prefix_len = first.len()
+            - first
+                .trim_start_matches(['-', '@', ':', '+', '!', '|'])
+                .len();
+        let substitutes = !first[..prefix_len].contains(':');
+        *first = &first[prefix_len..];
+        let shell = shell_code(&texts);
+        let shell_vars = shell.map(|i| shell_assigned(texts[i]));
+        for (i, word) in texts.iter().enumerate() {
+            let is_code = shell == Some(i);
+            for (at, spec) in specifiers(word) {
+                if !SPECIFIERS.contains(spec) {
+                    out.push(Problem {
+                        line,
+                        severity: "error",
+                        message: format!(
+                            "{key}: unknown specifier %{spec}: systemd refuses the line"
+                        ),
+                        fix: format!("write %%{spec} for a literal percent sign"),
+                    });
+                } else if spec != '%'
+                    && (if is_code {
+                        format_context(word, at)
+                    } else {
+                        word.starts_with('+')
+                            || texts
+                                .first()
+                                .is_some_and(|p| FORMAT_COMMANDS.contains(&base(p)))
+                    })
+                {
+                    out.push(Problem {
+                        line,
+                        severity: "error",
+                        message: format!(
+                            "{key}: systemd expands the specifier %{spec} {} before {} runs: the format '%{spec}' never reaches it",
+                            if is_code { "inside the shell code" } else { "in the command line" },
+                            if is_code { "the shell" } else { "the command" },
+                        ),
+                        fix: format!("write %%{spec}"),
+                    });
+                }
+            }
+            if !substitutes {
+                continue;
+            }
+            let check = VarCheck {
+                line,
+                key,
+                env,
+                shell: if is_code { shell_vars.as_ref() } else { None },
+            };
+            out.extend(var_uses(word).iter().filter_map(|u| check.check(word, u)));
+        }
+        if let Some(code) = shell.map(|i| texts[i]) {
+            if code.contains("nvidia-smi")
+                && ["while", "until", "for ", "sleep"]
+                    .iter()
+                    .any(|w| code.contains(w))
+            {
+                out.push(Problem {
+                    line,
+                    severity: "warning",
+                    message: format!("{key}: an inline shell loop over nvidia-smi to wait for free GPUs is fragile (quoting, $ and % substitution, no timeout, no reason when it fails)"),
+                    fix: "ExecStartPre=/usr/local/bin/gpufree wait --gpu all --timeout 120s".into(),
+                });
+            }
+        }
+    }
+}
+
+/// `s` with control characters (C0, DEL, C1) and bidi controls written as
+/// escapes (`\n`, `\u{1b}`, `\u{202e}`): a message quotes the unit's own
+/// text, and stays one line that cannot rewrite the terminal.
+fn shown(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            let bidi =
+                ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c);
+            if c.is_control() || bidi {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The problems of the unit file text.
 pub fn check(text: &str) -> Vec<Problem> {
+    let mut out = problems(text);
+    for p in &mut out {
+        p.message = shown(&p.message);
+        p.fix = shown(&p.fix);
+    }
+    out
+}
+
+fn problems(text: &str) -> Vec<Problem> {
     let mut out = Vec::new();
-    let env_defined: Vec<String> = entries(text)
-        .iter()
-        .filter(|(_, _, k, _)| k == "Environment")
-        .flat_map(|(_, _, _, v)| {
-            v.split_whitespace()
-                .filter_map(|kv| {
-                    kv.trim_matches('"')
-                        .split_once('=')
-                        .map(|(k, _)| k.to_string())
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    // Variables may also come from files gpufree cannot read here.
-    let env_file = entries(text)
-        .iter()
-        .any(|(_, _, k, _)| k == "EnvironmentFile");
-    for (line, _section, key, value) in entries(text) {
+    let entries = entries(text);
+    let env = Env::of(&entries);
+    for (line, _section, key, value) in &entries {
+        let line = *line;
         if EXEC_KEYS.contains(&key.as_str()) {
-            let shell = shell_code(&value);
-            for (_, name, braced) in dollar_vars(&value) {
-                let defined = env_defined.contains(&name);
-                if shell.is_some() || !(defined || env_file) {
-                    let how = if braced {
-                        format!("${{{name}}}")
-                    } else {
-                        format!("${name}")
-                    };
-                    let what = if defined {
-                        "with the unit's Environment= value"
-                    } else {
-                        "with nothing (it is not set in the unit)"
-                    };
-                    out.push(Problem {
-                        line,
-                        severity: if shell.is_some() { "error" } else { "warning" },
-                        message: format!(
-                            "{key}: systemd replaces {how} {what} before {} runs",
-                            if shell.is_some() {
-                                "the shell"
-                            } else {
-                                "the command"
-                            }
-                        ),
-                        fix: format!(
-                            "write {} so the shell sees {how}",
-                            how.replacen('$', "$$", 1)
-                        ),
-                    });
-                }
-            }
-            if let Some(code) = shell {
-                for spec in specifiers(code) {
-                    out.push(Problem {
-                        line,
-                        severity: "error",
-                        message: format!("{key}: systemd expands the specifier %{spec} inside the shell code before the shell runs"),
-                        fix: format!("write %%{spec}"),
-                    });
-                }
-                if code.contains("nvidia-smi")
-                    && ["while", "until", "for ", "sleep"]
-                        .iter()
-                        .any(|w| code.contains(w))
+            check_exec(line, key, value, &env, &mut out);
+        }
+        if key == "Environment" {
+            for w in split_words(value).unwrap_or_default() {
+                let Some((name, v)) = w.text.split_once('=') else {
+                    continue;
+                };
+                if let Some(VarUse::Word(n) | VarUse::Braced(n) | VarUse::Inside(n)) =
+                    var_uses(v).first()
                 {
                     out.push(Problem {
                         line,
                         severity: "warning",
-                        message: format!("{key}: an inline shell loop over nvidia-smi to wait for free GPUs is fragile (quoting, $ and % substitution, no timeout, no reason when it fails)"),
-                        fix: "ExecStartPre=/usr/local/bin/gpufree wait --gpu all --timeout 120s".into(),
+                        message: format!("Environment={name}={v}: systemd does not expand variables here: {name} is set to the literal text '{v}', not the value of ${n}"),
+                        fix: format!("write the value itself, e.g. Environment={name}=..."),
                     });
-                }
-            } else {
-                for spec in specifiers(&value) {
-                    if !SPECIFIERS.contains(spec) {
-                        out.push(Problem {
-                            line,
-                            severity: "error",
-                            message: format!(
-                                "{key}: unknown specifier %{spec}: systemd refuses the line"
-                            ),
-                            fix: format!("write %%{spec} for a literal percent sign"),
-                        });
-                    }
                 }
             }
         }
@@ -290,7 +808,9 @@ KillMode=process
                 && x.fix.contains("$${free}")),
             "{p:#?}"
         );
-        assert!(p.iter().any(|x| x.line == 5 && x.message.contains("$free")));
+        // "$free" inside the shell code is one word with it: systemd leaves
+        // a braceless $NAME inside a word alone, and the shell expands it.
+        assert!(!p.iter().any(|x| x.message.contains("$free ")), "{p:#?}");
         assert!(p
             .iter()
             .any(|x| x.line == 5 && x.fix.contains("gpufree wait")));
@@ -301,13 +821,13 @@ KillMode=process
             !p.iter().any(|x| x.line == 6),
             "the continued ExecStart is fine: {p:#?}"
         );
+        assert_eq!(p.len(), 3, "{p:#?}");
     }
 
     #[test]
     fn escaped_dollars_and_plain_commands_are_fine() {
         let fixed = INCIDENT
             .replace("${free}", "$${free}")
-            .replace("\"$free\"", "\"$$free\"")
             .replace("KillMode=process", "KillMode=control-group");
         let p = check(&fixed);
         assert!(p.iter().all(|x| !x.message.contains("replaces")), "{p:#?}");
@@ -340,5 +860,105 @@ KillMode=process
         assert_eq!(p.len(), 2);
         assert!(p[0].message.contains("/dev/nvidia"));
         assert!(p[1].message.starts_with("KillMode=none"));
+    }
+
+    /// What systemd sets itself, what the unit sets, and the instance
+    /// specifiers are legal, in shell code too (each of these was called a
+    /// mistake before).
+    #[test]
+    fn legal_variables_and_specifiers_are_silent() {
+        for unit in [
+            "[Service]\nExecReload=/bin/kill -HUP $MAINPID\n",
+            "[Service]\nExecStop=/bin/kill -s TERM ${MAINPID}\n",
+            "[Service]\nExecStopPost=/usr/bin/logger \"stopped: ${SERVICE_RESULT} ${EXIT_CODE} ${EXIT_STATUS}\"\n",
+            "[Service]\nExecStopPost=/bin/sh -c 'echo $SERVICE_RESULT ${EXIT_STATUS} >> /var/log/x'\n",
+            "[Service]\nEnvironment=MODEL=/m PORT=8000\nExecStart=/bin/sh -c 'exec vllm serve ${MODEL} --port ${PORT}'\n",
+            "[Service]\nEnvironmentFile=/etc/vllm/%i.env\nExecStart=/bin/bash -c 'exec vllm serve ${MODEL}'\n",
+            "[Service]\nEnvironment=\"OPTS=--a 1\" 'B=x y'\nExecStart=/usr/bin/x $OPTS ${B}\n",
+            "[Service]\nPassEnvironment=HF_TOKEN\nExecStart=/usr/bin/x --token ${HF_TOKEN}\n",
+            "[Service]\nExecStartPre=/bin/sh -c 'mkdir -p /var/cache/vllm/%i && chown vllm /var/cache/vllm/%i'\n",
+            "[Service]\nExecStart=/bin/sh -c 'exec /opt/bin/serve --name %n --instance %I --state %S/%p'\n",
+            "[Service]\nExecStart=/bin/sh -c 'echo ${X:-default} $HOME ${HOME}'\n",
+            "[Service]\nExecStart=:/bin/echo ${NOT_EXPANDED} $ALSO_NOT\n",
+            "[Service]\nExecStartPre=/bin/sh -c 'echo $$PATH $${x} $$(hostname)'\n",
+        ] {
+            assert_eq!(check(unit), vec![], "{unit}");
+        }
+    }
+
+    #[test]
+    fn real_mistakes_with_variables() {
+        let one = |unit: &str| {
+            let p = check(unit);
+            assert_eq!(p.len(), 1, "{unit}: {p:#?}");
+            p.into_iter().next().unwrap()
+        };
+        let p = one("[Service]\nExecStart=/usr/bin/x --pid $MAINPID\n");
+        assert!(p.message.contains("only for ExecStartPost="), "{p:?}");
+        let p = one("[Service]\nExecStart=/usr/bin/x --result ${SERVICE_RESULT}\n");
+        assert!(p.message.contains("ExecStop= and ExecStopPost="), "{p:?}");
+        let p = one("[Service]\nEnvironment=PORT=8000\nExecStart=/usr/bin/x --port=$PORT\n");
+        assert!(p.message.contains("literal text '--port=$PORT'"), "{p:?}");
+        assert_eq!(p.fix, "write ${PORT} inside a word");
+        let p = one("[Service]\nExecStart=/usr/bin/x --model ${MODEL:-llama}\n");
+        assert!(p.message.contains("does not expand ${MODEL:...}"), "{p:?}");
+        let p = one("[Service]\nEnvironmentFile=/etc/x.env\nExecStart=/bin/sh -c 'for f in a b; do echo ${f}; done'\n");
+        assert_eq!(p.severity, "error", "{p:?}");
+        assert!(p.message.contains("f is the shell's variable"), "{p:?}");
+        let p = one("[Service]\nExecStart=/bin/sh -c 'echo ${RANDOM}'\n");
+        assert_eq!(p.severity, "error");
+        let p = one("[Service]\nExecStart=/usr/bin/x $FOO/bar\n");
+        assert!(p.message.contains("drops this argument"), "{p:?}");
+        let p = one("[Service]\nEnvironment=\"PATH=$PATH\"\nExecStart=/usr/bin/x\n");
+        assert!(p.message.contains("literal text '$PATH'"), "{p:?}");
+        let p = one("[Service]\nExecStart=/bin/sh -c 'echo \"unclosed'\"\n");
+        assert!(p.message.contains("quote is not closed"), "{p:?}");
+        let p = one("[Service]\nExecStart=/usr/bin/date +%s\n");
+        assert!(p.message.contains("the format '%s'"), "{p:?}");
+        let p = one("[Service]\nExecStart=/bin/sh -c 'printf \"%d\\n\" 5'\n");
+        assert!(p.message.contains("inside the shell code"), "{p:?}");
+        // The redirection after $(date +%s) belongs to echo: %i there is meant.
+        let p =
+            one("[Service]\nExecStart=/bin/sh -c 'echo \"%i $$(date +%s)\" >> /var/log/%i.log'\n");
+        assert!(p.message.contains("specifier %s"), "{p:?}");
+    }
+
+    #[test]
+    fn messages_are_one_line_whatever_the_unit_holds() {
+        let p = check("[Service]\nExecStart=/usr/bin/x \"--a=$B\\n\\x1b[2J\\u202e\"\n");
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(
+            p[0].message.contains("--a=$B\\n\\u{1b}[2J\\u{202e}"),
+            "{p:#?}"
+        );
+        assert!(!p[0].message.chars().any(char::is_control), "{p:#?}");
+    }
+
+    #[test]
+    fn words_as_systemd_splits_them() {
+        let w = |s: &str| -> Vec<String> {
+            split_words(s)
+                .unwrap()
+                .into_iter()
+                .map(|w| w.text)
+                .collect()
+        };
+        assert_eq!(
+            w(r#"/bin/sh -c 'a "b" c' x"#),
+            ["/bin/sh", "-c", "a \"b\" c", "x"]
+        );
+        assert_eq!(w(r#""A=1 2" B=3 a"b c"d"#), ["A=1 2", "B=3", "ab cd"]);
+        assert_eq!(w(r"a\ b \; ;"), ["a b", ";", ";"]);
+        let s = split_words(r"x \; ;").unwrap();
+        assert!(!s[1].separator && s[2].separator);
+        assert!(split_words("a 'b").is_none());
+        assert_eq!(
+            var_uses("${A}x$B${C:-d}$$E$"),
+            [
+                VarUse::Braced("A".into()),
+                VarUse::Inside("B".into()),
+                VarUse::Extended("C".into())
+            ]
+        );
     }
 }

@@ -255,6 +255,12 @@ pub struct Process {
     pub protected: bool,
 }
 
+/// The sum of byte counts, at most u64::MAX: the sizes come from NVML
+/// (any u64), and an overflow would panic a debug build.
+pub fn saturating_sum(bytes: impl IntoIterator<Item = u64>) -> u64 {
+    bytes.into_iter().fold(0, u64::saturating_add)
+}
+
 impl Snapshot {
     /// Seconds since `p` started, when the snapshot knows the uptime.
     pub fn age_seconds(&self, p: &Process) -> Option<u64> {
@@ -272,7 +278,7 @@ impl Process {
 
     /// Total GPU memory attributed to this process.
     pub fn memory_bytes(&self) -> u64 {
-        self.gpu_memory.iter().filter_map(|m| m.used_bytes).sum()
+        saturating_sum(self.gpu_memory.iter().filter_map(|m| m.used_bytes))
     }
 
     /// The command line as `pkill -f` matches it: argv joined by spaces.

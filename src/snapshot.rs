@@ -333,7 +333,7 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
                 .entry(g.index)
                 .or_insert(Some(0));
             *slot = match (*slot, p.used_bytes) {
-                (Some(a), Some(b)) => Some(a + b),
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
                 _ => None,
             };
         }
@@ -405,7 +405,7 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
             .iter()
             .filter(|p| processes.iter().any(|q| q.pid == p.pid))
             .filter_map(|p| p.used_bytes)
-            .sum();
+            .fold(0, u64::saturating_add);
         g.memory.accounted_bytes = accounted;
         g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
     }
@@ -701,7 +701,7 @@ pub fn refresh_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
             .iter()
             .filter(|p| visible.contains(&p.pid))
             .filter_map(|p| p.used_bytes)
-            .sum();
+            .fold(0, u64::saturating_add);
         g.memory.accounted_bytes = accounted;
         g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
         for p in &mut snap.processes {

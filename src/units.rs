@@ -22,13 +22,19 @@ pub fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
-/// Splits `1.5GiB` into its number and its unit.
-fn number_and_unit(t: &str) -> Option<(f64, &str)> {
+/// Splits `1.5GiB` into its number's text and its unit.
+fn split_number(t: &str) -> (&str, &str) {
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    Some((num.parse().ok()?, unit.trim()))
+    (num, unit.trim())
+}
+
+/// Splits `1.5GiB` into its number and its unit.
+fn number_and_unit(t: &str) -> Option<(f64, &str)> {
+    let (num, unit) = split_number(t);
+    Some((num.parse().ok()?, unit))
 }
 
 /// Parses a duration: `10s`, `200ms`, `1.5s`, `2m`, `1h`, or `0`. A bare
@@ -54,30 +60,45 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(secs))
 }
 
-/// Parses a size: `512MiB`, `2GiB`, `100MB`, `4096` (bytes), `0`.
+/// Parses a size: `512MiB`, `2GiB`, `100MB`, `4096` (bytes), `0`. A whole
+/// number is exact up to the largest u64; a fraction (`1.5GiB`) is rounded
+/// down to a byte. A size above the largest u64 is refused, never clamped.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (n, unit) =
-        number_and_unit(t).ok_or_else(|| format!("'{s}' is not a size (like 512MiB, 2GiB, 0)"))?;
-    let mult: f64 = match unit {
-        "" | "B" => 1.0,
-        "KiB" | "K" => 1024.0,
-        "MiB" | "M" => 1024.0 * 1024.0,
-        "GiB" | "G" => 1024.0 * 1024.0 * 1024.0,
-        "TiB" | "T" => 1024f64.powi(4),
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
+    let (num, unit) = split_number(s.trim());
+    let not_a_size = || format!("'{s}' is not a size (like 512MiB, 2GiB, 0)");
+    if num.is_empty() {
+        return Err(not_a_size());
+    }
+    let mult: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" | "K" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        "TiB" | "T" => 1 << 40,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
         u => {
             return Err(format!(
                 "'{s}': unknown unit '{u}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB)"
             ))
         }
     };
-    let bytes = n * mult;
-    if !bytes.is_finite() || !(0.0..=u64::MAX as f64).contains(&bytes) {
-        return Err(format!("'{s}' is out of range"));
+    let out_of_range = || format!("'{s}' is out of range");
+    if num.bytes().all(|b| b.is_ascii_digit()) {
+        // Whole numbers exactly: a u64 times the unit, or out of range.
+        return num
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(mult))
+            .ok_or_else(out_of_range);
+    }
+    let n: f64 = num.parse().map_err(|_| not_a_size())?;
+    let bytes = n * mult as f64;
+    // 2^64 itself is out of range (`as u64` would clamp it to u64::MAX).
+    if !bytes.is_finite() || !(0.0..18_446_744_073_709_551_616.0).contains(&bytes) {
+        return Err(out_of_range());
     }
     Ok(bytes as u64)
 }
@@ -110,6 +131,13 @@ mod tests {
         assert_eq!(parse_size("100MB").unwrap(), 100_000_000);
         assert!(parse_size("lots").is_err());
         assert!(parse_size("5XB").unwrap_err().contains("unknown unit"));
+        assert_eq!(parse_size("18446744073709551615").unwrap(), u64::MAX);
+        assert!(parse_size("18446744073709551616")
+            .unwrap_err()
+            .contains("out of range"));
+        assert!(parse_size("16777216TiB")
+            .unwrap_err()
+            .contains("out of range"));
     }
 
     #[test]

@@ -145,16 +145,40 @@ impl std::fmt::Display for StateError {
     }
 }
 
+/// `s` on one line, safe for a terminal: control characters (a field name
+/// in the file may hold a newline or an escape sequence) and bidi controls
+/// written as escapes.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control()
+                || ('\u{202a}'..='\u{202e}').contains(&c)
+                || ('\u{2066}'..='\u{2069}').contains(&c)
+            {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 impl State {
-    /// Parses a state file's bytes; `path` only names it in errors.
+    /// Parses a state file's bytes; `path` only names it in errors. The
+    /// error is one line, whatever the file holds.
     pub fn parse(bytes: &[u8], path: &Path) -> Result<State, StateError> {
-        let state: State = serde_json::from_slice(bytes)
-            .map_err(|e| StateError(format!("invalid simulator state {}: {e}", path.display())))?;
+        let state: State = serde_json::from_slice(bytes).map_err(|e| {
+            StateError(format!(
+                "invalid simulator state {}: {}",
+                one_line(&path.display().to_string()),
+                one_line(&e.to_string())
+            ))
+        })?;
         for (i, d) in state.devices.iter().enumerate() {
             if d.uuid.is_empty() || d.name.is_empty() {
                 return Err(StateError(format!(
                     "invalid simulator state {}: device {i} needs a name and a uuid",
-                    path.display()
+                    one_line(&path.display().to_string())
                 )));
             }
         }
@@ -361,6 +385,15 @@ mod tests {
         assert!(e.0.contains("/x/s.json"), "{}", e.0);
         let e = State::parse(br#"{"devices":[{"name":"","uuid":"","pci_bus_id":"","minor_number":0,"memory_total_bytes":1}]}"#, Path::new("s")).unwrap_err();
         assert!(e.0.contains("device 0"), "{}", e.0);
+    }
+
+    #[test]
+    fn a_state_error_is_one_line_whatever_the_file_holds() {
+        // A key with an escaped newline and ESC [2J: serde names it as is.
+        let e =
+            State::parse(br#"{"cuda_driver_versio\n\u001b[2J": 1}"#, Path::new("s")).unwrap_err();
+        assert!(!e.0.contains('\n') && !e.0.contains('\x1b'), "{}", e.0);
+        assert!(e.0.contains("versio\\n\\u{1b}[2J"), "{}", e.0);
     }
 
     #[test]

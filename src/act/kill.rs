@@ -841,7 +841,7 @@ impl Release {
                 .iter()
                 .filter(|p| watched.contains(&p.pid))
                 .filter_map(|p| p.used_bytes)
-                .sum();
+                .fold(0, u64::saturating_add);
             let touched = theirs > 0
                 || signalled.iter().any(|p| p.touches_gpu(g.index))
                 || g.nvml_processes.iter().any(|p| watched.contains(&p.pid));
@@ -889,7 +889,7 @@ impl Release {
                 .filter(|p| self.watched.contains(&p.pid))
                 .map(|p| p.pid)
                 .collect();
-            let limit = expected + IDLE_SLACK_BYTES;
+            let limit = expected.saturating_add(IDLE_SLACK_BYTES);
             if !listed.is_empty() || g.memory.used_bytes > limit {
                 held.push(format!(
                     "GPU {index}: {} used (expected at most {}){}",
@@ -1228,5 +1228,49 @@ mod tests {
             .skipped
             .iter()
             .any(|k| k.pid == 61 && k.reason.contains("run as root")));
+    }
+
+    /// NVML sizes near u64::MAX (a lying or broken driver) neither
+    /// overflow the targets' listed memory nor the expected memory plus
+    /// its slack, in a debug build.
+    #[test]
+    fn release_of_huge_nvml_sizes_does_not_overflow() {
+        use crate::model::{Gpu, Memory, NvmlProcess, NvmlProcessKind};
+        let listed = |pid| NvmlProcess {
+            pid,
+            used_bytes: Some(u64::MAX),
+            kind: NvmlProcessKind::Compute,
+        };
+        let full = |index, pids: Vec<u32>| Gpu {
+            index,
+            memory: Memory {
+                used_bytes: u64::MAX,
+                known: true,
+                ..Memory::default()
+            },
+            nvml_processes: pids.into_iter().map(listed).collect(),
+            ..Gpu::default()
+        };
+        // GPU 0: both targets listed at u64::MAX; GPU 1: full, listing
+        // only a process that is no target.
+        let s = Snapshot {
+            gpus: vec![full(0, vec![101, 102]), full(1, vec![999])],
+            ..snap(vec![p(101, 10, Some(0), 5), p(102, 10, Some(1), 5)])
+        };
+        let r = Release::new(
+            &s,
+            &s.processes,
+            &Report::default(),
+            &Selectors::default(),
+            BTreeSet::new(),
+        );
+        assert_eq!(r.expected[&0], 0);
+        assert_eq!(r.expected[&1], u64::MAX);
+        let mut after = s.gpus.clone();
+        after[0].nvml_processes.clear();
+        after[0].memory.used_bytes = 0;
+        assert!(r.memory_held(&after, true).is_empty());
+        after[0].memory.used_bytes = 1 << 40;
+        assert_eq!(r.memory_held(&after, true).len(), 1);
     }
 }

@@ -370,7 +370,7 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         if holding.is_empty() {
             continue;
         }
-        let bytes: u64 = holding.iter().map(|p| p.memory_bytes()).sum();
+        let bytes: u64 = crate::model::saturating_sum(holding.iter().map(|p| p.memory_bytes()));
         let gpus = gpus_of_all(holding.iter().map(|p| **p));
         let details = holding
             .iter()
@@ -428,7 +428,7 @@ fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
             grep
         ),
     );
-    let bytes = renamed.iter().map(|p| p.memory_bytes()).sum();
+    let bytes = crate::model::saturating_sum(renamed.iter().map(|p| p.memory_bytes()));
     let f = finding(
         "renamed-holders",
         Severity::Warning,
@@ -488,7 +488,7 @@ fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
     }
     let n_collateral = collateral.len();
     details.extend(collateral);
-    let bytes = misses.iter().map(|p| p.memory_bytes()).sum();
+    let bytes = crate::model::saturating_sum(misses.iter().map(|p| p.memory_bytes()));
     let severity = if misses.is_empty() && n_collateral == 0 {
         Severity::Info
     } else {
@@ -615,7 +615,7 @@ fn orphans(s: &Snapshot, out: &mut Vec<Finding>) {
     if orphans.is_empty() {
         return;
     }
-    let bytes = orphans.iter().map(|p| p.memory_bytes()).sum();
+    let bytes = crate::model::saturating_sum(orphans.iter().map(|p| p.memory_bytes()));
     let f = finding(
         "orphans",
         Severity::Warning,
@@ -757,7 +757,8 @@ fn protected(s: &Snapshot, out: &mut Vec<Finding>) {
         gpus_of_all(prot.iter().copied()),
         prot.first().map(|p| stop_command(p)).unwrap_or_default(),
     );
-    out.push(with(f, stop, prot.iter().map(|p| p.memory_bytes()).sum()));
+    let bytes = crate::model::saturating_sum(prot.iter().map(|p| p.memory_bytes()));
+    out.push(with(f, stop, bytes));
 }
 
 /// How an operator stops a protected daemon (printed, never run).
@@ -860,7 +861,7 @@ fn listed_memory(s: &Snapshot, pids: &[u32]) -> (u64, Vec<u32>) {
     let mut gpus = Vec::new();
     for g in &s.gpus {
         for p in g.nvml_processes.iter().filter(|p| pids.contains(&p.pid)) {
-            bytes += p.used_bytes.unwrap_or(0);
+            bytes = p.used_bytes.unwrap_or(0).saturating_add(bytes);
             gpus.push(g.index);
         }
     }

@@ -79,7 +79,7 @@ pub fn unexplained_bytes(s: &Snapshot, g: &Gpu) -> u64 {
         .iter()
         .filter(|p| v.nvml_pids_not_visible.contains(&p.pid) || v.nvml_pids_stale.contains(&p.pid))
         .filter_map(|p| p.used_bytes)
-        .sum();
+        .fold(0, u64::saturating_add);
     g.memory.unaccounted_bytes.saturating_sub(listed_elsewhere)
 }
 
@@ -175,12 +175,12 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
     // holding its nodes; GPU memory beyond the idle slack does (an MPS
     // server's clients, a desktop's), whoever holds it.
     for p in s.processes.iter().filter(|p| p.is_live() && p.protected) {
-        let used: u64 = p
-            .gpu_memory
-            .iter()
-            .filter(|m| m.gpu == g.index)
-            .filter_map(|m| m.used_bytes)
-            .sum();
+        let used = crate::model::saturating_sum(
+            p.gpu_memory
+                .iter()
+                .filter(|m| m.gpu == g.index)
+                .filter_map(|m| m.used_bytes),
+        );
         if used > IDLE_SLACK_BYTES {
             busy.push(format!(
                 "driver daemon or display server {} holds {} on it",

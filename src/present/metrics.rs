@@ -37,6 +37,12 @@ fn shown(s: &str) -> String {
     crate::safe::escape(s).into_owned()
 }
 
+/// A count or a size as a gauge's i64, capped at i64::MAX (a size from the
+/// driver above it would read as negative).
+fn gauge<T: TryInto<i64>>(v: T) -> i64 {
+    v.try_into().unwrap_or(i64::MAX)
+}
+
 fn gauge_family(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
     let f = Family::<Labels, Gauge>::default();
     registry.register(name, help, f.clone());
@@ -136,15 +142,15 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
         if g.memory.known {
             total
                 .get_or_create(&l(&base))
-                .set(g.memory.total_bytes as i64);
+                .set(gauge(g.memory.total_bytes));
             used.get_or_create(&l(&base))
-                .set(g.memory.used_bytes as i64);
+                .set(gauge(g.memory.used_bytes));
             accounted
                 .get_or_create(&l(&base))
-                .set(g.memory.accounted_bytes as i64);
+                .set(gauge(g.memory.accounted_bytes));
             unaccounted
                 .get_or_create(&l(&base))
-                .set(g.memory.unaccounted_bytes as i64);
+                .set(gauge(g.memory.unaccounted_bytes));
         }
         let on: Vec<_> = s
             .processes
@@ -161,14 +167,14 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
                 ("uuid", shown(&g.uuid)),
                 ("kind", "memory".into()),
             ]))
-            .set(with_memory as i64);
+            .set(gauge(with_memory));
         holders
             .get_or_create(&l(&[
                 ("gpu", g.index.to_string()),
                 ("uuid", shown(&g.uuid)),
                 ("kind", "node".into()),
             ]))
-            .set((on.len() - with_memory) as i64);
+            .set(gauge(on.len().saturating_sub(with_memory)));
     }
     let per_process = gauge_family(
         &mut r,
@@ -199,7 +205,7 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
             }
             per_process
                 .get_or_create(&labels)
-                .set(m.used_bytes.unwrap_or(0) as i64);
+                .set(gauge(m.used_bytes.unwrap_or(0)));
         }
     }
     let findings = gauge_family(
