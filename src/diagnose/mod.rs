@@ -126,14 +126,38 @@ fn gpus_of_all<'a>(ps: impl IntoIterator<Item = &'a Process>) -> Vec<u32> {
     g
 }
 
-/// What pkill -f matches: the command line joined by spaces, or comm when
-/// the command line is empty (kernel threads, zombies).
+/// What `pkill -f` matches: the command line joined by spaces, or comm when
+/// the command line is empty (kernel threads, zombies), as procps-ng 4
+/// shows it to the regex (measured against `pgrep -f` 4.0.2): a line break
+/// becomes a space, any other control character (C0, DEL, C1) a `?`;
+/// other characters stay as they are, and the regex matches characters,
+/// not bytes. (Where a command line is not UTF-8, procps may fall back to
+/// a `?` per byte, and gpufree keeps such a byte as the text `\xHH`:
+/// there the prediction can differ.)
 pub fn pkill_f_text(comm: &str, cmdline: &[String]) -> String {
     if cmdline.is_empty() {
-        comm.to_string()
+        pkill_text(comm, '?')
     } else {
-        cmdline.join(" ")
+        pkill_text(&cmdline.join(" "), ' ')
     }
+}
+
+/// What plain `pkill` (without -f) matches: comm, shown as `pkill -f`
+/// shows text, except that a line break there is a `?` too.
+pub fn pkill_comm_text(comm: &str) -> String {
+    pkill_text(comm, '?')
+}
+
+fn pkill_text(s: &str, line_break: char) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push(line_break),
+            c if c.is_control() => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// `96,610 MiB on GPU 0, 2,048 MiB on GPU 1`: a process's GPU memory.
@@ -448,7 +472,7 @@ fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
 fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
     let holders: Vec<&Process> = s.processes.iter().filter(|p| p.is_live()).collect();
     let f_hit = |p: &Process| re.is_match(&pkill_f_text(&p.comm, &p.cmdline));
-    let comm_hit = |comm: &str| re.is_match(comm);
+    let comm_hit = |comm: &str| re.is_match(&pkill_comm_text(comm));
     let hits: Vec<&Process> = holders.iter().copied().filter(|p| f_hit(p)).collect();
     let misses: Vec<&Process> = holders.iter().copied().filter(|p| !f_hit(p)).collect();
     let comm_hits = holders.iter().filter(|p| comm_hit(&p.comm)).count();

@@ -9,6 +9,7 @@ mod evil;
 mod fuse;
 mod harness;
 mod kill;
+mod pattern;
 mod procfs;
 mod real_gpu;
 mod reuse;
