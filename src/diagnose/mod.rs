@@ -936,6 +936,53 @@ fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
     out.push(with(f, Vec::new(), bytes));
 }
 
+/// What must stop before `nvidia-smi --gpu-reset -i GPU` can work, in the
+/// order to stop it: every process holding a node of that GPU or a shared
+/// NVIDIA node (work first, then monitors such as a gpufree `serve` or
+/// `watch`, DCGM and its exporter, then the fabric manager, the
+/// persistence daemon last), then the reset itself. Printed for the
+/// operator; gpufree never resets a GPU.
+fn reset_plan(s: &Snapshot, gpu: u32) -> Vec<String> {
+    let rank = |p: &Process| -> u8 {
+        let exe = p.exe.as_deref().unwrap_or(&p.comm);
+        match exe.rsplit('/').next().unwrap_or(exe) {
+            "nvidia-persistenced" => 5,
+            "nv-fabricmanager" => 4,
+            "nv-hostengine" | "dcgm-exporter" => 3,
+            "gpufree" => 2,
+            _ if p.protected => 1,
+            _ => 0,
+        }
+    };
+    let mut blockers: Vec<&Process> = s
+        .processes
+        .iter()
+        .filter(|p| {
+            p.is_live() && (p.touches_gpu(gpu) || p.devices.iter().any(|d| d.gpu.is_none()))
+        })
+        .collect();
+    blockers.sort_by_key(|p| (rank(p), p.pid));
+    let mut plan = vec![
+        "printed for the operator, never run by gpufree; a reset needs root, no process using any GPU of the board, and on NVLink systems all GPUs of the fabric reset together".to_string(),
+    ];
+    if blockers.is_empty() {
+        plan.push("blockers: none holds a GPU device node now".into());
+    }
+    for (i, p) in blockers.iter().enumerate() {
+        let how = if p.protected {
+            stop_command(p)
+        } else {
+            kill_command(&[p.pid])
+        };
+        plan.push(format!("{}. stop {}: `{how}`", i + 1, who(p)));
+    }
+    plan.push(format!(
+        "{}. reset: `nvidia-smi --gpu-reset -i {gpu}`",
+        blockers.len() + 1
+    ));
+    plan
+}
+
 fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
     let in_container = s.visibility.nested_pid_namespace;
     for g in &s.gpus {
@@ -951,37 +998,76 @@ fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
             .processes
             .iter()
             .filter(|p| {
+                // A driver daemon holds nodes, not contexts: it blocks a
+                // reset (the plan names it) but explains no memory.
                 p.is_live()
+                    && !p.protected
                     && (p.touches_gpu(g.index)
                         || (p.gpu_memory.is_empty() && p.devices.iter().all(|d| d.gpu.is_none())))
             })
             .collect();
         let blind = verdict::blind_spots(s, g.index);
-        let (kind, severity, message, next, details) = if !blind.is_empty()
-            || in_container
-            || !holders.is_empty()
-        {
-            let why = if in_container {
-                "gpufree runs in a nested PID namespace: new drivers hide other namespaces' processes but count their memory".to_string()
-            } else if !blind.is_empty() {
-                format!("the view is partial: {}", blind.join("; "))
-            } else {
-                "processes hold this GPU's device nodes but NVML attributes the memory to none of them".to_string()
-            };
+        let reset = format!("nvidia-smi --gpu-reset -i {}", g.index);
+        let (kind, severity, message, next, details) = if !holders.is_empty() {
+            // They come first: they may own contexts NVML lists under no
+            // PID gpufree can see.
+            let targets: Vec<u32> = holders.iter().map(|p| p.pid).collect();
             (
                 "unaccounted-memory",
                 Severity::Warning,
                 format!(
-                    "GPU {}: {} used that no visible process accounts for; {why}",
+                    "GPU {}: {} used that no visible process accounts for; {} its device nodes and may own the contexts",
+                    g.index,
+                    mib(unexplained),
+                    count(holders.len(), "process holds", "processes hold")
+                ),
+                kill_command(&targets),
+                holders.iter().map(|p| who(p)).collect::<Vec<_>>(),
+            )
+        } else if in_container {
+            (
+                "unaccounted-memory",
+                Severity::Warning,
+                format!(
+                    "GPU {}: {} used that no visible process accounts for; gpufree runs in a nested PID namespace: new drivers hide other namespaces' processes but count their memory",
                     g.index,
                     mib(unexplained)
                 ),
-                if in_container {
-                    "nsenter --target 1 --pid --mount -- gpufree why".to_string()
-                } else {
-                    "sudo gpufree why".to_string()
-                },
-                holders.iter().map(|p| who(p)).collect::<Vec<_>>(),
+                "nsenter --target 1 --pid --mount -- gpufree why".to_string(),
+                Vec::new(),
+            )
+        } else if !blind.is_empty() && !s.visibility.root {
+            (
+                "unaccounted-memory",
+                Severity::Warning,
+                format!(
+                    "GPU {}: {} used that no visible process accounts for; the view is partial: {}",
+                    g.index,
+                    mib(unexplained),
+                    blind.join("; ")
+                ),
+                "sudo gpufree why".to_string(),
+                Vec::new(),
+            )
+        } else if !blind.is_empty() {
+            // Root, and still some process cannot be read (an outer
+            // sandbox's init): the driver's memory is the likely answer,
+            // with those processes named as what could prove it wrong.
+            let mut plan = vec![format!(
+                "caveat: gpufree cannot rule out {}",
+                blind.join("; ")
+            )];
+            plan.extend(reset_plan(s, g.index));
+            (
+                "driver-held-memory",
+                Severity::Warning,
+                format!(
+                    "GPU {}: {} used with no process listed by NVML and no readable holder of any GPU device node: memory the driver holds, unless a process even root cannot read holds it",
+                    g.index,
+                    mib(unexplained)
+                ),
+                reset.clone(),
+                plan,
             )
         } else {
             (
@@ -992,11 +1078,8 @@ fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
                     g.index,
                     mib(unexplained)
                 ),
-                format!("nvidia-smi --gpu-reset -i {}", g.index),
-                vec![
-                    "printed for the operator, never run by gpufree; a reset needs: no process using any GPU of the board (gpufree status shows none),".into(),
-                    "nvidia-persistenced, nv-fabricmanager and DCGM stopped, root, and on NVLink systems all GPUs of the fabric reset together".into(),
-                ],
+                reset.clone(),
+                reset_plan(s, g.index),
             )
         };
         let f = finding(
@@ -1308,6 +1391,60 @@ mod tests {
         let f = diagnose(&nested);
         assert_eq!(f[0].kind, "unaccounted-memory");
         assert!(f[0].next.starts_with("nsenter"));
+    }
+
+    #[test]
+    fn unaccounted_memory_names_holders_first_and_never_offers_sudo_to_root() {
+        // Root, no readable holder, PID 1 unreadable even to root (an outer
+        // sandbox's init): the driver's memory first, PID 1 the caveat, and
+        // a reset plan with its blockers in order.
+        let mut blind = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+        blind.visibility.unreadable = denied(&[1]);
+        let mut daemon = plain(900, 1, "nvidia-persiste", &["nvidia-persistenced"]);
+        daemon.exe = Some("/usr/bin/nvidia-persistenced".into());
+        daemon.protected = true;
+        daemon.devices = vec![node(None, "nvidiactl")];
+        let mut with_daemon = blind.clone();
+        with_daemon.processes.push(daemon);
+        let f = diagnose(&blind);
+        assert_eq!(f[0].kind, "driver-held-memory", "{f:#?}");
+        assert_eq!(f[0].next, "nvidia-smi --gpu-reset -i 0");
+        assert!(f[0].details[0].contains("PID 1"), "{:?}", f[0].details);
+        assert!(f.iter().all(|x| !x.next.contains("sudo")), "{f:#?}");
+        // Not root: sudo is the way to see more.
+        let mut user = blind.clone();
+        user.visibility.root = false;
+        assert!(diagnose(&user).iter().any(|x| x.next == "sudo gpufree why"));
+        // A holder of the nodes comes first, and its kill is the next step.
+        let mut held = blind.clone();
+        held.processes
+            .push(plain(77, 1, "python3", &["python3", "train.py"]));
+        let f = diagnose(&held);
+        let u = f.iter().find(|x| x.kind == "unaccounted-memory").unwrap();
+        assert_eq!(u.next, "gpufree kill --pid 77");
+        assert!(f.iter().all(|x| !x.next.contains("sudo")), "{f:#?}");
+        // The reset plan: work first, the persistence daemon last, then
+        // the reset.
+        let mut leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+        let mut d = plain(900, 1, "nvidia-persiste", &["nvidia-persistenced"]);
+        d.exe = Some("/usr/bin/nvidia-persistenced".into());
+        d.protected = true;
+        d.devices = vec![node(None, "nvidiactl")];
+        leak.processes.push(d);
+        let f = diagnose(&leak);
+        let plan = &f.iter().find(|x| x.kind == "driver-leak").unwrap().details;
+        let n = plan.len();
+        assert!(
+            plan[n - 2].contains("systemctl stop nvidia-persistenced"),
+            "{plan:?}"
+        );
+        assert!(
+            plan[n - 1].contains("reset: `nvidia-smi --gpu-reset -i 0`"),
+            "{plan:?}"
+        );
+        // A daemon holding the control node does not hide the driver's
+        // memory from a root that cannot read PID 1 either.
+        assert_eq!(diagnose(&with_daemon)[0].kind, "driver-held-memory");
     }
 
     #[test]

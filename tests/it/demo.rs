@@ -89,6 +89,10 @@ fn ctrl_c_ends_the_demo_and_everything_it_started() {
         pids.iter().all(|p| alive(*p)),
         "the incident runs while held"
     );
+    // Its stdin stays open until it has exited: Child::wait would close
+    // it first, and the demo, reading EOF where it waits for Enter, would
+    // race its own Ctrl-C handler to a clean exit 0.
+    let _stdin = child.stdin.take();
     // SIGINT to the demo, which this test started.
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&child),
