@@ -191,6 +191,10 @@ pub struct KillArgs {
     /// Holders of this systemd unit, container id, pod UID or Slurm job.
     #[arg(long, value_name = "NAME")]
     pub unit: Option<String>,
+    /// Holders that are PID or descend from it (a launcher and its
+    /// workers), through parents that hold no GPU themselves.
+    #[arg(long, value_name = "PID")]
+    pub tree: Option<u32>,
     /// Print the plan and stop.
     #[arg(long)]
     pub dry_run: bool,
@@ -917,14 +921,18 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
             Err(_) => UserSel::Name(u.clone()),
         }),
     };
-    let nothing_else =
-        args.pid.is_empty() && args.matcher.is_none() && args.user.is_none() && args.unit.is_none();
+    let nothing_else = args.pid.is_empty()
+        && args.matcher.is_none()
+        && args.user.is_none()
+        && args.unit.is_none()
+        && args.tree.is_none();
     let sel = Selectors {
         gpus: (!common.gpu.is_empty() || nothing_else).then(|| indexes.clone()),
         pids: args.pid.clone(),
         matcher,
         user,
         unit: args.unit.clone(),
+        tree: args.tree,
     };
     let safety = kill::Safety {
         force_protected: args.force_protected,

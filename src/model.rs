@@ -44,6 +44,37 @@ pub struct Snapshot {
     /// nothing, so nothing can be signalled from it).
     #[serde(skip)]
     pub pins: Pins,
+    /// The parent of every process the scan read that holds nothing
+    /// (holders carry their `ppid`): enough to tell a holder's launchers.
+    #[serde(skip)]
+    pub parents: std::collections::BTreeMap<u32, u32>,
+}
+
+impl Snapshot {
+    /// The parent of `pid` as the scan saw it.
+    pub fn parent_of(&self, pid: u32) -> Option<u32> {
+        self.processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.ppid)
+            .or_else(|| self.parents.get(&pid).copied())
+    }
+
+    /// Whether `pid` is `root` or descends from it (a bounded walk up the
+    /// parents; a PID it cannot place is no descendant).
+    pub fn descends_from(&self, pid: u32, root: u32) -> bool {
+        let mut at = pid;
+        for _ in 0..4096 {
+            if at == root {
+                return true;
+            }
+            match self.parent_of(at) {
+                Some(up) if up != 0 && up != at => at = up,
+                _ => return false,
+            }
+        }
+        false
+    }
 }
 
 /// One process pinned by the scan: its start time and its `/proc/PID`

@@ -237,6 +237,7 @@ impl Collector {
             scanned: scanned.scanned,
         };
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
+        snap.parents = scanned.parents.into_iter().collect();
         if self.cfg.others {
             snap.others = others(&self.proc_fd, &snap.processes, limits, &self.stuck);
         }
@@ -459,6 +460,7 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
         ticks_per_second: rustix::param::clock_ticks_per_second(),
         verdict: Default::default(),
         pins: Pins::new(pins),
+        parents: BTreeMap::new(),
     };
     if let Some(up) = std::fs::read_to_string("/proc/uptime")
         .ok()

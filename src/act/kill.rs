@@ -56,6 +56,9 @@ pub struct Selectors {
     pub user: Option<UserSel>,
     /// `--unit`: systemd unit, container id, pod UID, job id.
     pub unit: Option<String>,
+    /// `--tree`: holders that are this process or descend from it (a
+    /// launcher and its workers, through parents that hold nothing).
+    pub tree: Option<u32>,
 }
 
 impl Selectors {
@@ -67,6 +70,7 @@ impl Selectors {
             && self.matcher.is_none()
             && self.user.is_none()
             && self.unit.is_none()
+            && self.tree.is_none()
     }
 }
 
@@ -213,7 +217,12 @@ pub fn check_unit(snap: &Snapshot, unit: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn matches(p: &Process, sel: &Selectors) -> bool {
+fn matches(snap: &Snapshot, p: &Process, sel: &Selectors) -> bool {
+    if let Some(root) = sel.tree {
+        if !snap.descends_from(p.pid, root) {
+            return false;
+        }
+    }
     if let Some(gpus) = &sel.gpus {
         if !gpus.iter().any(|&g| p.touches_gpu(g)) {
             return false;
@@ -306,7 +315,11 @@ fn refusal(p: &Process, safety: &Safety) -> Option<(String, bool)> {
 /// only shared nodes started with them, minus what safety forbids.
 pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
     let mut plan = Plan::default();
-    let matched: Vec<&Process> = snap.processes.iter().filter(|p| matches(p, sel)).collect();
+    let matched: Vec<&Process> = snap
+        .processes
+        .iter()
+        .filter(|p| matches(snap, p, sel))
+        .collect();
     let grouper = Groups::new(snap);
     let groups: BTreeSet<String> = matched
         .iter()

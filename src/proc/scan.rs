@@ -105,6 +105,9 @@ pub struct ScanResult {
     /// Holders dropped because the process was gone by the time its
     /// identity was read again (its PID may already name another process).
     pub vanished: Vec<u32>,
+    /// The parent of every process read that holds nothing (holders carry
+    /// theirs): the process tree as this one pass saw it.
+    pub parents: Vec<(u32, u32)>,
 }
 
 /// Errors of the scan as a whole (per-process trouble is never one).
@@ -142,7 +145,10 @@ enum Outcome {
     Gone,
     Vanished,
     Unreadable(Unread),
-    Clean,
+    /// Read, and holds nothing; its parent.
+    Clean {
+        ppid: u32,
+    },
     Holds(Box<Seen>),
 }
 
@@ -393,7 +399,7 @@ fn scan_process(proc_fd: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>)
         Err((what, e)) => return classify(what, e),
     };
     if uses.is_empty() {
-        return Outcome::Clean;
+        return Outcome::Clean { ppid: before.ppid };
     }
     crate::pause::after_holder_scan(pid);
     // ... and after them, with the details, through the same fd.
@@ -686,7 +692,10 @@ pub fn scan(
                 result.scanned += 1;
                 result.unreadable.push((pid, why));
             }
-            Ok(Outcome::Clean) => result.scanned += 1,
+            Ok(Outcome::Clean { ppid }) => {
+                result.scanned += 1;
+                result.parents.push((pid, ppid));
+            }
             Ok(Outcome::Holds(seen)) => {
                 result.scanned += 1;
                 result.holders.push(*seen);

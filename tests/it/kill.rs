@@ -444,3 +444,73 @@ fn on_a_terminal_kill_asks_and_acts_only_on_yes() {
     assert!(t.screen().contains("GPU memory released after"));
     assert!(!alive(h.pid()));
 }
+
+/// `kill --tree LAUNCHER` takes the holders that descend from the launcher,
+/// through a middle process that holds nothing itself, and nothing else:
+/// the holder outside the tree keeps running.
+#[test]
+fn tree_selects_the_holders_below_a_launcher_and_nothing_else() {
+    let d = TestDir::new(2);
+    let worker = |label: &str, node: &str| ChildSpec {
+        argv: vec!["python3".into(), "-m".into(), "worker".into()],
+        spec: HoldSpec {
+            label: label.into(),
+            title: Some(format!("Worker_{label}")),
+            fd: vec![d.node(node)],
+            ..HoldSpec::default()
+        },
+    };
+    let middle = ChildSpec {
+        argv: vec!["python3".into(), "-m".into(), "spawner".into()],
+        spec: HoldSpec {
+            label: "middle".into(),
+            children: vec![worker("w0", "nvidia0"), worker("w1", "nvidia1")],
+            ..HoldSpec::default()
+        },
+    };
+    let launcher = hold(
+        &["torchrun", "--nproc-per-node", "2", "train.py"],
+        HoldSpec {
+            label: "launcher".into(),
+            children: vec![middle],
+            ..HoldSpec::default()
+        },
+    );
+    let pid_of = |label: &str| {
+        launcher
+            .pids
+            .iter()
+            .find(|(_, l)| l == label)
+            .map(|(p, _)| *p)
+            .unwrap()
+    };
+    let (w0, w1, mid) = (pid_of("w0"), pid_of("w1"), pid_of("middle"));
+    let outsider = d.mapper("nvidia0");
+    let state = d.state(&sim_state(vec![
+        sim_gpu(
+            0,
+            &[
+                (w0, 1024, "while-alive"),
+                (outsider.pid(), 512, "while-alive"),
+            ],
+            0,
+        ),
+        sim_gpu(1, &[(w1, 1024, "while-alive")], 0),
+    ]));
+    let root = launcher.pid().to_string();
+    let (code, doc, err) = kill(&d.dev, &state, &["--tree", &root, "--yes"], &[]);
+    // Released: what the tree held is back (the outsider's memory was not
+    // part of the ask).
+    assert_eq!(code, 0, "{err}");
+    let mut targets = u32s(&doc["kill"]["targets"]);
+    targets.sort_unstable();
+    let mut want = vec![w0, w1];
+    want.sort_unstable();
+    assert_eq!(
+        targets, want,
+        "the tree's holders, not the middle or the outsider"
+    );
+    assert!(alive(outsider.pid()), "outside the tree");
+    assert!(alive(mid), "holds nothing: never a target");
+    assert!(!alive(w0) && !alive(w1));
+}
