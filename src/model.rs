@@ -44,10 +44,10 @@ pub struct Snapshot {
     /// nothing, so nothing can be signalled from it).
     #[serde(skip)]
     pub pins: Pins,
-    /// The parent of every process the scan read that holds nothing
-    /// (holders carry their `ppid`): enough to tell a holder's launchers.
+    /// The parent and comm of every process the scan read that holds
+    /// nothing (holders carry theirs): enough to tell a holder's launcher.
     #[serde(skip)]
-    pub parents: std::collections::BTreeMap<u32, u32>,
+    pub parents: std::collections::BTreeMap<u32, (u32, String)>,
 }
 
 impl Snapshot {
@@ -57,7 +57,7 @@ impl Snapshot {
             .iter()
             .find(|p| p.pid == pid)
             .map(|p| p.ppid)
-            .or_else(|| self.parents.get(&pid).copied())
+            .or_else(|| self.parents.get(&pid).map(|(ppid, _)| *ppid))
     }
 
     /// Whether `pid` is `root` or descends from it (a bounded walk up the

@@ -222,7 +222,35 @@ enum Group {
     Owner(OwnerKind, String, String),
     /// A process tree: its topmost holder.
     Tree(u32),
+    /// Holders started by a process that holds nothing itself (a torchrun
+    /// agent, an mpirun, a Python launcher): that process.
+    Launcher(u32),
 }
+
+/// Parents that start everything and launch nothing in particular: a
+/// holder under one of these is its own group.
+const NOT_LAUNCHERS: &[&str] = &[
+    "systemd",
+    "init",
+    "bash",
+    "sh",
+    "dash",
+    "zsh",
+    "fish",
+    "sshd",
+    "sudo",
+    "su",
+    "login",
+    "tmux: server",
+    "screen",
+    "SCREEN",
+    "containerd-shim",
+    "conmon",
+    "runc",
+    "tini",
+    "slurmstepd",
+    "sshd-session",
+];
 
 struct Ctx<'a> {
     s: &'a Snapshot,
@@ -247,6 +275,17 @@ impl<'a> Ctx<'a> {
         Group::Tree(root.pid)
     }
 
+    /// The process that started the tree topped by `root`, if it holds
+    /// nothing itself and is not a shell, init or session (see
+    /// [`NOT_LAUNCHERS`]).
+    fn launcher_of(&self, root: u32) -> Option<u32> {
+        let ppid = self.by_pid.get(&root)?.ppid;
+        match self.s.parents.get(&ppid) {
+            Some((_, comm)) if ppid > 1 && !NOT_LAUNCHERS.contains(&comm.as_str()) => Some(ppid),
+            _ => None,
+        }
+    }
+
     fn group_name(&self, g: &Group, members: &[&Process]) -> String {
         match g {
             Group::Owner(_, _, name) => name.clone(),
@@ -257,6 +296,10 @@ impl<'a> Ctx<'a> {
                 Some(r) => format!("{} ({})", r.pid, r.comm),
                 None => format!("PID {root}"),
             },
+            Group::Launcher(pid) => match self.s.parents.get(pid) {
+                Some((_, comm)) => format!("launcher {pid} ({comm})"),
+                None => format!("launcher {pid}"),
+            },
         }
     }
 
@@ -265,6 +308,13 @@ impl<'a> Ctx<'a> {
             Group::Owner(OwnerKind::SystemdUnit, id, name) if id != name => kill_by("--unit", name),
             Group::Owner(_, id, _) => kill_by("--unit", id),
             Group::Tree(_) => None,
+            // Every holder below it, as one selector (a worker it starts
+            // again is below it too).
+            Group::Launcher(pid) => Some(fixed_command(&[
+                "kill".into(),
+                "--tree".into(),
+                pid.to_string(),
+            ])),
         };
         by_unit.unwrap_or_else(|| {
             let mut pids: Vec<u32> = members
@@ -296,6 +346,7 @@ impl<'a> Groups<'a> {
         match self.0.group(p) {
             Group::Owner(kind, id, _) => format!("{}:{id}", kind.as_str()),
             Group::Tree(root) => format!("tree:{root}"),
+            Group::Launcher(pid) => format!("launcher:{pid}"),
         }
     }
 }
@@ -386,6 +437,24 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     for p in s.processes.iter().filter(|p| p.is_live()) {
         groups.entry(ctx.group(p)).or_default().push(p);
     }
+    // Trees whose tops share a parent that holds nothing (the ranks of a
+    // torchrun agent, the workers of a Python launcher) are one group: that
+    // launcher's. A single tree keeps its own top.
+    let mut by_launcher: BTreeMap<u32, Vec<Group>> = BTreeMap::new();
+    for g in groups.keys() {
+        if let Group::Tree(root) = g {
+            if let Some(l) = ctx.launcher_of(*root) {
+                by_launcher.entry(l).or_default().push(g.clone());
+            }
+        }
+    }
+    for (l, trees) in by_launcher.into_iter().filter(|(_, t)| t.len() > 1) {
+        let mut merged = Vec::new();
+        for t in trees {
+            merged.extend(groups.remove(&t).unwrap_or_default());
+        }
+        groups.insert(Group::Launcher(l), merged);
+    }
     for (g, members) in &groups {
         let holding: Vec<&&Process> = members
             .iter()
@@ -396,10 +465,15 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         }
         let bytes: u64 = crate::model::saturating_sum(holding.iter().map(|p| p.memory_bytes()));
         let gpus = gpus_of_all(holding.iter().map(|p| **p));
-        let details = holding
+        let mut details: Vec<String> = holding
             .iter()
             .map(|p| format!("{}: {}", who(p), memory_on_gpus(p)))
             .collect();
+        if let Group::Launcher(pid) = g {
+            details.push(format!(
+                "launcher {pid} holds no GPU, so gpufree never signals it; if it starts workers again, stop it as well"
+            ));
+        }
         let message = format!(
             "{} of {} {} {} on {}",
             count(holding.len(), "live process", "live processes"),

@@ -105,9 +105,9 @@ pub struct ScanResult {
     /// Holders dropped because the process was gone by the time its
     /// identity was read again (its PID may already name another process).
     pub vanished: Vec<u32>,
-    /// The parent of every process read that holds nothing (holders carry
-    /// theirs): the process tree as this one pass saw it.
-    pub parents: Vec<(u32, u32)>,
+    /// The parent and comm of every process read that holds nothing
+    /// (holders carry theirs): the process tree as this one pass saw it.
+    pub parents: Vec<(u32, (u32, String))>,
 }
 
 /// Errors of the scan as a whole (per-process trouble is never one).
@@ -145,9 +145,10 @@ enum Outcome {
     Gone,
     Vanished,
     Unreadable(Unread),
-    /// Read, and holds nothing; its parent.
+    /// Read, and holds nothing; its parent and comm.
     Clean {
         ppid: u32,
+        comm: String,
     },
     Holds(Box<Seen>),
 }
@@ -399,7 +400,10 @@ fn scan_process(proc_fd: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>)
         Err((what, e)) => return classify(what, e),
     };
     if uses.is_empty() {
-        return Outcome::Clean { ppid: before.ppid };
+        return Outcome::Clean {
+            ppid: before.ppid,
+            comm: before.comm,
+        };
     }
     crate::pause::after_holder_scan(pid);
     // ... and after them, with the details, through the same fd.
@@ -692,9 +696,9 @@ pub fn scan(
                 result.scanned += 1;
                 result.unreadable.push((pid, why));
             }
-            Ok(Outcome::Clean { ppid }) => {
+            Ok(Outcome::Clean { ppid, comm }) => {
                 result.scanned += 1;
-                result.parents.push((pid, ppid));
+                result.parents.push((pid, (ppid, comm)));
             }
             Ok(Outcome::Holds(seen)) => {
                 result.scanned += 1;

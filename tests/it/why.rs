@@ -574,3 +574,82 @@ fn holder_in_another_pid_namespace_is_mapped_through_nspid() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A torchrun-shaped job: an elastic agent that holds no GPU and its ranks,
+/// each on its own GPU, renamed. `why` gives one group finding naming the
+/// agent, whose next line (`kill --tree AGENT`) frees every GPU.
+#[test]
+fn ranks_under_a_launcher_that_holds_nothing_are_one_group() {
+    let d = TestDir::new(4);
+    let rank = |i: usize| gpufree::holder::ChildSpec {
+        argv: vec!["python3".into(), "-u".into(), "train.py".into()],
+        spec: HoldSpec {
+            label: format!("rank{i}"),
+            title: Some(format!("pt_main_thread rank {i}")),
+            mmap: vec![d.node(&format!("nvidia{i}")), d.node("nvidia-uvm")],
+            ..HoldSpec::default()
+        },
+    };
+    let agent = hold(
+        &["torchrun", "--nproc-per-node", "4", "train.py"],
+        HoldSpec {
+            label: "agent".into(),
+            comm: Some("torchrun".into()),
+            children: (0..4).map(rank).collect(),
+            ..HoldSpec::default()
+        },
+    );
+    let ranks: Vec<u32> = (0..4)
+        .map(|i| {
+            agent
+                .pids
+                .iter()
+                .find(|(_, l)| *l == format!("rank{i}"))
+                .unwrap()
+                .0
+        })
+        .collect();
+    let gpus: Vec<Value> = ranks
+        .iter()
+        .enumerate()
+        .map(|(i, p)| sim_gpu(i as u32, &[(*p, 20 * 1024, "while-alive")], 0))
+        .collect();
+    let state = d.state(&sim_state(gpus));
+    let (code, doc) = why(&d.dev, &state, &[]);
+    assert_eq!(code, 1);
+    let first = &doc["findings"][0];
+    assert_eq!(first["kind"], "live-holders", "{doc}");
+    let mut want = ranks.clone();
+    want.sort_unstable();
+    assert_eq!(pids(first), want);
+    let agent_pid = agent.pid();
+    assert!(
+        first["message"].as_str().unwrap().starts_with(&format!(
+            "4 live processes of launcher {agent_pid} (torchrun)"
+        )),
+        "{}",
+        first["message"]
+    );
+    assert_eq!(first["next"], format!("gpufree kill --tree {agent_pid}"));
+    assert_eq!(find(&doc, "live-holders").len(), 1, "one group, not four");
+    // Its next line frees the GPUs.
+    let next = first["next"].as_str().unwrap();
+    let mut args: Vec<&str> = next.split(' ').skip(1).collect();
+    args.extend(["--yes", "--json"]);
+    let lib = sim_lib();
+    args.extend([
+        "--dev-dir",
+        d.dev.to_str().unwrap(),
+        "--nvml-lib",
+        lib.to_str().unwrap(),
+    ]);
+    let r = gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let after = r.json();
+    for g in after["gpus"].as_array().unwrap() {
+        assert_eq!(g["memory"]["used_bytes"], 0, "{g}");
+    }
+    for p in &ranks {
+        assert!(!alive(*p));
+    }
+}
