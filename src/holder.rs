@@ -65,6 +65,10 @@ pub struct HoldSpec {
     /// running: a TERM-ignoring holder that re-forks.
     #[serde(default)]
     pub refork_on_term: u32,
+    /// Start each child again when it exits, up to this many times in all:
+    /// a supervisor (a parent that re-forks, like `Restart=always`).
+    #[serde(default)]
+    pub respawn: u32,
     /// Exit this long after reporting ready.
     #[serde(default)]
     pub exit_after_ms: Option<u64>,
@@ -257,6 +261,9 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     }
     out.flush()?;
     drop(out);
+    if spec.respawn > 0 {
+        supervise(exe, spec.children.clone(), children, spec.respawn);
+    }
     if spec.leader_exits {
         std::thread::spawn(|| loop {
             std::thread::park();
@@ -271,6 +278,30 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     }
     drop(kept);
     std::process::exit(0);
+}
+
+/// Restarts each child in `running` when it exits, `left` times in all,
+/// from a thread of its own per child.
+fn supervise(exe: PathBuf, specs: Vec<ChildSpec>, running: Vec<Spawned>, left: u32) {
+    let left = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(left));
+    for (spec, mut s) in specs.into_iter().zip(running) {
+        let (exe, left) = (exe.clone(), std::sync::Arc::clone(&left));
+        std::thread::spawn(move || loop {
+            let _ = s.child.wait();
+            let take = left.fetch_update(
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+                |n| n.checked_sub(1),
+            );
+            if take.is_err() {
+                return;
+            }
+            match spawn(&exe, &spec) {
+                Ok(next) => s = next,
+                Err(_) => return,
+            }
+        });
+    }
 }
 
 /// Starts with no signal blocked: a mask inherited from the starter (one

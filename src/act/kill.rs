@@ -996,13 +996,45 @@ impl Release {
                         reason(p).trim_start_matches("holds ")
                     ));
                 } else if let Some(t) = forked {
-                    busy.push(format!(
-                        "PID {} ({}), started during the kill beside target {}, holds {}",
-                        p.pid,
-                        p.comm,
-                        t.pid,
-                        reason(p).trim_start_matches("holds ")
-                    ));
+                    busy.push(if p.ppid == t.ppid && p.ppid > 1 {
+                        // The target's parent started it again: a
+                        // supervisor, which restarts what dies.
+                        let name = end
+                            .processes
+                            .iter()
+                            .find(|q| q.pid == p.ppid)
+                            .map(|q| q.comm.clone())
+                            .or_else(|| end.parents.get(&p.ppid).map(|(_, c)| c.clone()))
+                            .unwrap_or_else(|| "?".into());
+                        let unit_stop = (t.owner.kind == OwnerKind::SystemdUnit)
+                            .then(|| {
+                                crate::safe::shell_command(&["systemctl", "stop", &t.owner.id])
+                            })
+                            .flatten();
+                        let stop = match unit_stop {
+                            Some(cmd) => format!("`{cmd}`"),
+                            None => format!(
+                                "stop PID {} first, then `gpufree kill --tree {}`",
+                                p.ppid, p.ppid
+                            ),
+                        };
+                        format!(
+                            "PID {} ({}) holds {}: target {}'s parent, PID {} ({name}), started it again during the kill; a supervisor restarts what dies: {stop}",
+                            p.pid,
+                            p.comm,
+                            reason(p).trim_start_matches("holds "),
+                            t.pid,
+                            p.ppid
+                        )
+                    } else {
+                        format!(
+                            "PID {} ({}), started during the kill beside target {}, holds {}",
+                            p.pid,
+                            p.comm,
+                            t.pid,
+                            reason(p).trim_start_matches("holds ")
+                        )
+                    });
                 }
             }
         }

@@ -514,3 +514,59 @@ fn tree_selects_the_holders_below_a_launcher_and_nothing_else() {
     assert!(alive(mid), "holds nothing: never a target");
     assert!(!alive(w0) && !alive(w1));
 }
+
+/// A supervisor (a parent that starts its child again when it dies, like
+/// `Restart=always`): the kill of the child does not free the GPU, exits 4,
+/// and names the supervisor and what stops it.
+#[test]
+fn a_supervisor_that_restarts_its_worker_is_named_and_the_kill_fails() {
+    let d = TestDir::new(1);
+    let worker = ChildSpec {
+        argv: vec!["python3".into(), "serve.py".into()],
+        spec: HoldSpec {
+            label: "worker".into(),
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    };
+    let sup = hold(
+        &["supervisord", "-n"],
+        HoldSpec {
+            label: "supervisor".into(),
+            comm: Some("supervisord".into()),
+            children: vec![worker],
+            respawn: 3,
+            ..HoldSpec::default()
+        },
+    );
+    let w = sup
+        .pids
+        .iter()
+        .find(|(_, l)| l == "worker")
+        .map(|(p, _)| *p)
+        .unwrap();
+    let state = d.one_gpu(&[], 0);
+    let p = w.to_string();
+    let (code, doc, err) = kill(
+        &d.dev,
+        &state,
+        &["--pid", &p, "--yes", "--grace", "1s", "--timeout", "3s"],
+        &[],
+    );
+    assert_eq!(code, 4, "{err}\n{}", doc["kill"]);
+    assert_eq!(u32s(&doc["kill"]["targets"]), vec![w]);
+    let reasons = doc["kill"]["reasons"].to_string();
+    let sup_pid = sup.pid();
+    assert!(
+        reasons.contains(&format!("PID {sup_pid} (supervisord), started it again")),
+        "{reasons}"
+    );
+    assert!(
+        reasons.contains(&format!("gpufree kill --tree {sup_pid}")),
+        "{reasons}"
+    );
+    assert!(
+        alive(sup_pid),
+        "the supervisor holds nothing: never signalled"
+    );
+}
