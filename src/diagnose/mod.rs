@@ -205,14 +205,48 @@ fn shorten(s: &str, max: usize) -> String {
 
 /// Well-known helper processes, named for the operator.
 fn role(p: &Process) -> Option<&'static str> {
-    let cmd = p.cmdline_joined();
-    if cmd.contains("multiprocessing.resource_tracker") {
-        Some("multiprocessing resource tracker")
-    } else if cmd.contains("torch/utils/data") || p.comm.starts_with("pt_data_worker") {
-        Some("DataLoader worker")
+    shape(&p.comm, &p.cmdline_joined())
+}
+
+/// What a process is in the common frameworks' process trees, by its comm
+/// (what a title sets) and command line.
+fn shape(comm: &str, cmd: &str) -> Option<&'static str> {
+    let has = |s: &str| cmd.contains(s);
+    let starts = |s: &str| comm.starts_with(s) || cmd.starts_with(s);
+    Some(if has("multiprocessing.resource_tracker") {
+        "multiprocessing resource tracker"
+    } else if has("multiprocessing.forkserver") || has("from multiprocessing.spawn") {
+        "multiprocessing spawn child"
+    } else if has("torch/utils/data") || comm.starts_with("pt_data_worker") {
+        "DataLoader worker"
+    } else if starts("VLLM::Worker") {
+        "vLLM worker"
+    } else if starts("VLLM::EngineCore") {
+        "vLLM engine core"
+    } else if starts("sglang::") {
+        "SGLang process"
+    } else if starts("ray::") {
+        "Ray worker"
+    } else if comm == "raylet" || has("/raylet") {
+        "Ray raylet"
+    } else if comm == "torchrun" || has("torch.distributed.run") || has("bin/torchrun") {
+        "torchrun elastic agent"
+    } else if comm == "deepspeed" || has("deepspeed.launcher") {
+        "DeepSpeed launcher"
+    } else if has("accelerate launch") || has("accelerate/commands/launch") {
+        "accelerate launcher"
+    } else if matches!(
+        comm,
+        "mpirun" | "mpiexec" | "orterun" | "prterun" | "hydra_pmi_proxy"
+    ) {
+        "MPI launcher"
+    } else if comm == "srun" {
+        "Slurm step launcher"
+    } else if has("ipykernel_launcher") || has("ipykernel") {
+        "Jupyter kernel"
     } else {
-        None
-    }
+        return None;
+    })
 }
 
 /// What started a group of holders.
@@ -291,13 +325,19 @@ impl<'a> Ctx<'a> {
             Group::Owner(_, _, name) => name.clone(),
             Group::Tree(root) => match self.by_pid.get(root) {
                 Some(r) if members.len() > 1 || members.iter().any(|m| m.pid != *root) => {
-                    format!("launcher {} ({})", r.pid, r.comm)
+                    match role(r) {
+                        Some(what) => format!("launcher {} ({}) [{what}]", r.pid, r.comm),
+                        None => format!("launcher {} ({})", r.pid, r.comm),
+                    }
                 }
                 Some(r) => format!("{} ({})", r.pid, r.comm),
                 None => format!("PID {root}"),
             },
             Group::Launcher(pid) => match self.s.parents.get(pid) {
-                Some((_, comm)) => format!("launcher {pid} ({comm})"),
+                Some((_, comm)) => match shape(comm, "") {
+                    Some(what) => format!("launcher {pid} ({comm}) [{what}]"),
+                    None => format!("launcher {pid} ({comm})"),
+                },
                 None => format!("launcher {pid}"),
             },
         }
@@ -1309,7 +1349,7 @@ mod tests {
         assert_eq!(f[0].kind, "live-holders");
         assert_eq!(
             f[0].message,
-            "8 live processes of launcher 202515 (VLLM::EngineCor) hold 754.8 GiB on GPUs 0-7"
+            "8 live processes of launcher 202515 (VLLM::EngineCor) [vLLM engine core] hold 754.8 GiB on GPUs 0-7"
         );
         assert_eq!(f[0].pids.len(), 8);
         let mut ten: Vec<u32> = vec![202_515, 212_437];
@@ -1519,6 +1559,48 @@ mod tests {
         // A daemon holding the control node does not hide the driver's
         // memory from a root that cannot read PID 1 either.
         assert_eq!(diagnose(&with_daemon)[0].kind, "driver-held-memory");
+    }
+
+    #[test]
+    fn framework_shapes_are_named() {
+        for (comm, cmd, want) in [
+            ("VLLM::Worker_TP", "VLLM::Worker_TP3", "vLLM worker"),
+            ("VLLM::EngineCor", "VLLM::EngineCore", "vLLM engine core"),
+            (
+                "python3",
+                "/usr/bin/python3 -c from multiprocessing.resource_tracker import main;main(25)",
+                "multiprocessing resource tracker",
+            ),
+            ("pt_data_worker", "python3 train.py", "DataLoader worker"),
+            ("sglang::schedu", "sglang::scheduler_TP0", "SGLang process"),
+            ("ray::IDLE", "ray::IDLE", "Ray worker"),
+            (
+                "raylet",
+                "/usr/lib/python3/site-packages/ray/core/src/ray/raylet/raylet --node",
+                "Ray raylet",
+            ),
+            (
+                "python3",
+                "/usr/bin/python3 -m torch.distributed.run --nproc-per-node 8 train.py",
+                "torchrun elastic agent",
+            ),
+            ("torchrun", "", "torchrun elastic agent"),
+            (
+                "python3",
+                "python3 -m deepspeed.launcher.launch --world_info=x",
+                "DeepSpeed launcher",
+            ),
+            ("mpirun", "mpirun -np 8 python3 train.py", "MPI launcher"),
+            (
+                "python3",
+                "python3 -m ipykernel_launcher -f kernel.json",
+                "Jupyter kernel",
+            ),
+        ] {
+            assert_eq!(shape(comm, cmd), Some(want), "{comm} {cmd}");
+        }
+        assert_eq!(shape("python3", "python3 train.py"), None);
+        assert_eq!(shape("bash", "bash"), None);
     }
 
     #[test]
