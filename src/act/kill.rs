@@ -1006,16 +1006,29 @@ impl Release {
                             .map(|q| q.comm.clone())
                             .or_else(|| end.parents.get(&p.ppid).map(|(_, c)| c.clone()))
                             .unwrap_or_else(|| "?".into());
-                        let unit_stop = (t.owner.kind == OwnerKind::SystemdUnit)
+                        // A system unit is stopped by systemd (a user's
+                        // unit is named "X.service (user N)": no line for
+                        // that). Otherwise the supervisor goes first, and
+                        // its workers, orphaned then, are freed by GPU.
+                        let unit_stop = (t.owner.kind == OwnerKind::SystemdUnit
+                            && t.owner.id == t.owner.name)
                             .then(|| {
                                 crate::safe::shell_command(&["systemctl", "stop", &t.owner.id])
                             })
                             .flatten();
+                        let gpus: std::collections::BTreeSet<String> = p
+                            .gpu_memory
+                            .iter()
+                            .map(|m| m.gpu)
+                            .chain(p.devices.iter().filter_map(|d| d.gpu))
+                            .map(|g| format!("--gpu {g}"))
+                            .collect();
                         let stop = match unit_stop {
                             Some(cmd) => format!("`{cmd}`"),
                             None => format!(
-                                "stop PID {} first, then `gpufree kill --tree {}`",
-                                p.ppid, p.ppid
+                                "stop PID {} first, then free the GPU: `gpufree kill {}`",
+                                p.ppid,
+                                gpus.into_iter().collect::<Vec<_>>().join(" ")
                             ),
                         };
                         format!(

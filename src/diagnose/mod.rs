@@ -215,10 +215,10 @@ fn shape(comm: &str, cmd: &str) -> Option<&'static str> {
     let starts = |s: &str| comm.starts_with(s) || cmd.starts_with(s);
     Some(if has("multiprocessing.resource_tracker") {
         "multiprocessing resource tracker"
-    } else if has("multiprocessing.forkserver") || has("from multiprocessing.spawn") {
-        "multiprocessing spawn child"
     } else if has("torch/utils/data") || comm.starts_with("pt_data_worker") {
         "DataLoader worker"
+    } else if has("multiprocessing.forkserver") || has("from multiprocessing.spawn") {
+        "multiprocessing spawn child"
     } else if starts("VLLM::Worker") {
         "vLLM worker"
     } else if starts("VLLM::EngineCore") {
@@ -271,6 +271,12 @@ const NOT_LAUNCHERS: &[&str] = &[
     "dash",
     "zsh",
     "fish",
+    "ksh",
+    "mksh",
+    "tcsh",
+    "csh",
+    "ash",
+    "busybox",
     "sshd",
     "sudo",
     "su",
@@ -282,6 +288,13 @@ const NOT_LAUNCHERS: &[&str] = &[
     "conmon",
     "runc",
     "tini",
+    "dumb-init",
+    "docker-init",
+    "catatonit",
+    "s6-svscan",
+    "runsvdir",
+    "supervisord",
+    "cron",
     "slurmstepd",
     "sshd-session",
 ];
@@ -315,7 +328,8 @@ impl<'a> Ctx<'a> {
     fn launcher_of(&self, root: u32) -> Option<u32> {
         let ppid = self.by_pid.get(&root)?.ppid;
         match self.s.parents.get(&ppid) {
-            Some((_, comm)) if ppid > 1 && !NOT_LAUNCHERS.contains(&comm.as_str()) => Some(ppid),
+            // PID 1 counts: in a container, the launcher is often its init.
+            Some((_, comm)) if ppid > 0 && !NOT_LAUNCHERS.contains(&comm.as_str()) => Some(ppid),
             _ => None,
         }
     }
@@ -349,12 +363,18 @@ impl<'a> Ctx<'a> {
             Group::Owner(_, id, _) => kill_by("--unit", id),
             Group::Tree(_) => None,
             // Every holder below it, as one selector (a worker it starts
-            // again is below it too).
-            Group::Launcher(pid) => Some(fixed_command(&[
-                "kill".into(),
-                "--tree".into(),
-                pid.to_string(),
-            ])),
+            // again is below it too), when the group is all that is below
+            // it; else exactly the group's PIDs.
+            Group::Launcher(pid) => {
+                let below_only_members = self
+                    .s
+                    .processes
+                    .iter()
+                    .filter(|q| q.is_live() && !q.protected && self.s.descends_from(q.pid, *pid))
+                    .all(|q| members.iter().any(|m| m.pid == q.pid));
+                below_only_members
+                    .then(|| fixed_command(&["kill".into(), "--tree".into(), pid.to_string()]))
+            }
         };
         by_unit.unwrap_or_else(|| {
             let mut pids: Vec<u32> = members
@@ -480,15 +500,24 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     // Trees whose tops share a parent that holds nothing (the ranks of a
     // torchrun agent, the workers of a Python launcher) are one group: that
     // launcher's. A single tree keeps its own top.
-    let mut by_launcher: BTreeMap<u32, Vec<Group>> = BTreeMap::new();
+    // Only siblings of one kind (the same comm: ranks and workers look
+    // alike) count as one launcher's: two different programs under one
+    // parent are two jobs.
+    let mut by_launcher: BTreeMap<(u32, String), Vec<Group>> = BTreeMap::new();
     for g in groups.keys() {
         if let Group::Tree(root) = g {
-            if let Some(l) = ctx.launcher_of(*root) {
-                by_launcher.entry(l).or_default().push(g.clone());
+            if let (Some(l), Some(top)) = (ctx.launcher_of(*root), ctx.by_pid.get(root)) {
+                by_launcher
+                    .entry((l, top.comm.clone()))
+                    .or_default()
+                    .push(g.clone());
             }
         }
     }
-    for (l, trees) in by_launcher.into_iter().filter(|(_, t)| t.len() > 1) {
+    for ((l, _), trees) in by_launcher.into_iter().filter(|(_, t)| t.len() > 1) {
+        if groups.contains_key(&Group::Launcher(l)) {
+            continue; // two kinds under one launcher: the second stays apart
+        }
         let mut merged = Vec::new();
         for t in trees {
             merged.extend(groups.remove(&t).unwrap_or_default());
@@ -1122,7 +1151,30 @@ fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
             .collect();
         let blind = verdict::blind_spots(s, g.index);
         let reset = format!("nvidia-smi --gpu-reset -i {}", g.index);
-        let (kind, severity, message, next, details) = if !holders.is_empty() {
+        // A CUDA context maps the device; an NVML monitor (gpufree serve,
+        // nvidia-smi -l, nvtop) only opens the nodes.
+        let (mapping, openers): (Vec<&Process>, Vec<&Process>) = holders.iter().partition(|p| {
+            p.devices
+                .iter()
+                .any(|d| d.via.contains(&crate::model::Via::Mmap))
+        });
+        let (kind, severity, message, next, details) = if !openers.is_empty() && mapping.is_empty()
+        {
+            let mut details: Vec<String> = openers.iter().map(|p| who(p)).collect();
+            details.extend(reset_plan(s, g.index));
+            (
+                "unaccounted-memory",
+                Severity::Warning,
+                format!(
+                    "GPU {}: {} used that no visible process accounts for; {} its device nodes open without mapping them, as NVML monitors do (a CUDA context maps them): the driver likely holds the memory",
+                    g.index,
+                    mib(unexplained),
+                    count(openers.len(), "process holds", "processes hold")
+                ),
+                reset.clone(),
+                details,
+            )
+        } else if !holders.is_empty() {
             // They come first: they may own contexts NVML lists under no
             // PID gpufree can see.
             let targets: Vec<u32> = holders.iter().map(|p| p.pid).collect();
@@ -1531,11 +1583,24 @@ mod tests {
         assert!(diagnose(&user).iter().any(|x| x.next == "sudo gpufree why"));
         // A holder of the nodes comes first, and its kill is the next step.
         let mut held = blind.clone();
-        held.processes
-            .push(plain(77, 1, "python3", &["python3", "train.py"]));
+        let mut trainer = plain(77, 1, "python3", &["python3", "train.py"]);
+        trainer.devices[1].via = vec![Via::Fd, Via::Mmap];
+        held.processes.push(trainer);
         let f = diagnose(&held);
         let u = f.iter().find(|x| x.kind == "unaccounted-memory").unwrap();
         assert_eq!(u.next, "gpufree kill --pid 77");
+        // A monitor that only opens the nodes (NVML does) owns no context:
+        // never the next kill, and the reset plan names it.
+        let mut watched = blind.clone();
+        watched.processes.push(plain(78, 1, "nvtop", &["nvtop"]));
+        let f = diagnose(&watched);
+        let u = f.iter().find(|x| x.kind == "unaccounted-memory").unwrap();
+        assert_eq!(u.next, "nvidia-smi --gpu-reset -i 0");
+        assert!(
+            u.details.iter().any(|d| d.contains("stop 78")),
+            "{:?}",
+            u.details
+        );
         assert!(f.iter().all(|x| !x.next.contains("sudo")), "{f:#?}");
         // The reset plan: work first, the persistence daemon last, then
         // the reset.
@@ -1559,6 +1624,43 @@ mod tests {
         // A daemon holding the control node does not hide the driver's
         // memory from a root that cannot read PID 1 either.
         assert_eq!(diagnose(&with_daemon)[0].kind, "driver-held-memory");
+    }
+
+    #[test]
+    fn a_launcher_groups_siblings_of_one_kind_only() {
+        let rank = |pid: u32, comm: &str| Process {
+            comm: comm.into(),
+            cmdline: vec![comm.into()],
+            ..worker(pid, 50, pid % 2)
+        };
+        let mut s = base(
+            vec![gpu(0, 2 << 30, 2 << 30), gpu(1, 2 << 30, 2 << 30)],
+            vec![rank(60, "pt_main_thread"), rank(61, "pt_main_thread")],
+        );
+        s.parents.insert(50, (1, "torchrun".into()));
+        let f = diagnose(&s);
+        let live: Vec<&Finding> = f.iter().filter(|x| x.kind == "live-holders").collect();
+        assert_eq!(live.len(), 1, "{live:#?}");
+        assert!(live[0]
+            .message
+            .contains("launcher 50 (torchrun) [torchrun elastic agent]"));
+        assert_eq!(live[0].next, "gpufree kill --tree 50");
+        // Two different programs under one parent are two jobs.
+        let mut two = s.clone();
+        two.processes[1] = rank(61, "other_job");
+        let f = diagnose(&two);
+        assert_eq!(f.iter().filter(|x| x.kind == "live-holders").count(), 2);
+        assert!(f.iter().all(|x| !x.next.contains("--tree")), "{f:#?}");
+        // A shell is never a launcher.
+        let mut shell = s.clone();
+        shell.parents.insert(50, (1, "bash".into()));
+        assert_eq!(
+            diagnose(&shell)
+                .iter()
+                .filter(|x| x.kind == "live-holders")
+                .count(),
+            2
+        );
     }
 
     #[test]

@@ -562,7 +562,9 @@ fn a_supervisor_that_restarts_its_worker_is_named_and_the_kill_fails() {
         "{reasons}"
     );
     assert!(
-        reasons.contains(&format!("gpufree kill --tree {sup_pid}")),
+        reasons.contains(&format!(
+            "stop PID {sup_pid} first, then free the GPU: `gpufree kill --gpu 0`"
+        )),
         "{reasons}"
     );
     assert!(
