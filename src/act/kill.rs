@@ -1016,19 +1016,13 @@ impl Release {
                                 crate::safe::shell_command(&["systemctl", "stop", &t.owner.id])
                             })
                             .flatten();
-                        let gpus: std::collections::BTreeSet<String> = p
-                            .gpu_memory
-                            .iter()
-                            .map(|m| m.gpu)
-                            .chain(p.devices.iter().filter_map(|d| d.gpu))
-                            .map(|g| format!("--gpu {g}"))
-                            .collect();
+                        let gpus = crate::diagnose::gpu_args(&crate::diagnose::gpus_of(p));
                         let stop = match unit_stop {
                             Some(cmd) => format!("`{cmd}`"),
                             None => format!(
                                 "stop PID {} first, then free the GPU: `gpufree kill {}`",
                                 p.ppid,
-                                gpus.into_iter().collect::<Vec<_>>().join(" ")
+                                gpus.join(" ")
                             ),
                         };
                         format!(

@@ -51,7 +51,7 @@ fn count(n: usize, one: &str, many: &str) -> String {
 }
 
 /// `--gpu N` for each of `gpus`: what a next command selects them with.
-fn gpu_args(gpus: &[u32]) -> Vec<String> {
+pub(crate) fn gpu_args(gpus: &[u32]) -> Vec<String> {
     let mut g = gpus.to_vec();
     g.sort_unstable();
     g.dedup();
@@ -111,7 +111,7 @@ pub fn kill_command(pids: &[u32]) -> String {
     cmd
 }
 
-fn gpus_of(p: &Process) -> Vec<u32> {
+pub(crate) fn gpus_of(p: &Process) -> Vec<u32> {
     let mut g: Vec<u32> = p.gpu_memory.iter().map(|m| m.gpu).collect();
     g.extend(p.devices.iter().filter_map(|d| d.gpu));
     g.sort_unstable();
@@ -928,11 +928,16 @@ fn protected(s: &Snapshot, out: &mut Vec<Finding>) {
     out.push(with(f, stop, bytes));
 }
 
+/// The program a process runs: its exe's file name, or comm when the exe
+/// cannot be read.
+fn program(p: &Process) -> &str {
+    let exe = p.exe.as_deref().unwrap_or(&p.comm);
+    exe.rsplit('/').next().unwrap_or(exe)
+}
+
 /// How an operator stops a protected daemon (printed, never run).
 fn stop_command(p: &Process) -> String {
-    let exe = p.exe.as_deref().unwrap_or(&p.comm);
-    let name = exe.rsplit('/').next().unwrap_or(exe);
-    match name {
+    match program(p) {
         "nvidia-persistenced" => "systemctl stop nvidia-persistenced".into(),
         "nv-fabricmanager" => "systemctl stop nvidia-fabricmanager".into(),
         "nv-hostengine" => "systemctl stop nvidia-dcgm".into(),
@@ -1087,8 +1092,7 @@ fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
 /// operator; gpufree never resets a GPU.
 fn reset_plan(s: &Snapshot, gpu: u32) -> Vec<String> {
     let rank = |p: &Process| -> u8 {
-        let exe = p.exe.as_deref().unwrap_or(&p.comm);
-        match exe.rsplit('/').next().unwrap_or(exe) {
+        match program(p) {
             "nvidia-persistenced" => 5,
             "nv-fabricmanager" => 4,
             "nv-hostengine" | "dcgm-exporter" => 3,

@@ -33,7 +33,7 @@ pub struct Extra {
 /// its control and bidi characters written out as `\e`, `\u{202e}`... so
 /// that neither the exposition nor a terminal showing it obeys them; the
 /// encoder then escapes the backslashes, quotes and line breaks.
-fn shown(s: &str) -> String {
+fn label_value(s: &str) -> String {
     crate::safe::escape(s).into_owned()
 }
 
@@ -129,15 +129,15 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
             verdict
                 .get_or_create(&l(&[
                     ("gpu", g.index.to_string()),
-                    ("uuid", shown(&g.uuid)),
+                    ("uuid", label_value(&g.uuid)),
                     ("state", state.as_str().into()),
                 ]))
                 .set(i64::from(g.verdict.state == state));
         }
         let base = [
             ("gpu", g.index.to_string()),
-            ("uuid", shown(&g.uuid)),
-            ("name", shown(&g.name)),
+            ("uuid", label_value(&g.uuid)),
+            ("name", label_value(&g.name)),
         ];
         if g.memory.known {
             total
@@ -164,14 +164,14 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
         holders
             .get_or_create(&l(&[
                 ("gpu", g.index.to_string()),
-                ("uuid", shown(&g.uuid)),
+                ("uuid", label_value(&g.uuid)),
                 ("kind", "memory".into()),
             ]))
             .set(gauge(with_memory));
         holders
             .get_or_create(&l(&[
                 ("gpu", g.index.to_string()),
-                ("uuid", shown(&g.uuid)),
+                ("uuid", label_value(&g.uuid)),
                 ("kind", "node".into()),
             ]))
             .set(gauge(on.len().saturating_sub(with_memory)));
@@ -191,17 +191,17 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
                 .unwrap_or_default();
             let mut labels = l(&[
                 ("gpu", m.gpu.to_string()),
-                ("uuid", shown(&uuid)),
+                ("uuid", label_value(&uuid)),
                 ("pid", p.pid.to_string()),
-                ("comm", shown(&p.comm)),
-                ("user", shown(&p.user)),
+                ("comm", label_value(&p.comm)),
+                ("user", label_value(&p.user)),
                 ("owner_kind", p.owner.kind.as_str().to_string()),
-                ("owner", shown(&p.owner.id)),
+                ("owner", label_value(&p.owner.id)),
                 ("orphaned", p.orphaned.to_string()),
                 ("renamed", p.renamed.to_string()),
             ]);
             if extra.label_cmdline {
-                labels.push(("cmdline".into(), shown(&p.cmdline_joined())));
+                labels.push(("cmdline".into(), label_value(&p.cmdline_joined())));
             }
             per_process
                 .get_or_create(&labels)

@@ -8,7 +8,7 @@
 //! Golden outputs come from a fake /proc tree (fixed PIDs) and the
 //! simulator; `GPUFREE_BLESS=1` rewrites them after a deliberate change.
 
-use crate::harness::{bin, sim_gpu, sim_lib, sim_state, TestDir};
+use crate::harness::{bin, hex, sim_gpu, sim_lib, sim_state, spawn_ready, TestDir};
 use clap::Parser;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -432,7 +432,6 @@ fn every_next_line_pastes_as_the_argv_it_was_built_from() {
 /// /proc tree above covers that) and writes its comm, then waits (it dies
 /// with the test).
 fn evil_holder(node: &Path, comm: &[u8], argv: &[&[u8]]) -> std::process::Child {
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let stage1 = "import os,sys,ctypes\n\
         ctypes.CDLL(None).prctl(1, 9)\n\
         fd = os.open(sys.argv[1], os.O_RDWR)\n\
@@ -452,18 +451,8 @@ fn evil_holder(node: &Path, comm: &[u8], argv: &[&[u8]]) -> std::process::Child 
             } else {
                 hex(a)
             }
-        }))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "ready");
-    child
+        }));
+    spawn_ready(&mut cmd)
 }
 
 #[test]

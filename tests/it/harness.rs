@@ -149,6 +149,30 @@ pub fn run_cmd(cmd: &mut Command) -> Run {
     }
 }
 
+/// `b` as lowercase hex (raw bytes through argv or the environment to a
+/// python3 child that decodes them).
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Starts `cmd` (stdin closed, stdout piped) and waits for its `ready`
+/// line: a test process that reports once it is set up.
+pub fn spawn_ready(cmd: &mut Command) -> std::process::Child {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("child starts");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().expect("stdout piped")),
+        &mut line,
+    )
+    .expect("ready line");
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
 /// The simulated libnvidia-ml.so.1, as `gpufree sim lib` gives it.
 pub fn sim_lib() -> PathBuf {
     let r = gpufree(&["sim", "lib"], &[]);

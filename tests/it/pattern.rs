@@ -5,9 +5,10 @@
 //! (UTF-8; where a command line is not, procps's own fallback is not
 //! modelled).
 
+use crate::harness::{hex, spawn_ready};
 use gpufree::diagnose::{pkill_comm_text, pkill_f_text};
 use gpufree::proc::parse::{parse_cmdline, parse_stat};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// PIDs among `ours` that `pgrep ARGS` lists.
 fn pgrep(args: &[&str], ours: &[u32]) -> Vec<u32> {
@@ -42,7 +43,6 @@ fn pattern_hits_are_the_ones_pgrep_lists() {
         open('/proc/self/comm','wb').write(bytes.fromhex(os.environ['PCOMM']))\n\
         print('ready', flush=True)\n\
         time.sleep(600)";
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let mut children = Vec::new();
     for argv in &argvs {
         use std::os::unix::ffi::OsStrExt;
@@ -51,18 +51,8 @@ fn pattern_hits_are_the_ones_pgrep_lists() {
         for a in argv {
             c.arg(std::ffi::OsStr::from_bytes(a));
         }
-        c.env("PCOMM", hex(&argv[0][..argv[0].len().min(15)]))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        assert_eq!(line.trim(), "ready");
-        children.push(child);
+        c.env("PCOMM", hex(&argv[0][..argv[0].len().min(15)]));
+        children.push(spawn_ready(&mut c));
     }
     let ours: Vec<u32> = children.iter().map(|c| c.id()).collect();
     let texts: Vec<(u32, String, String)> = ours

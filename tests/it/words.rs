@@ -142,9 +142,9 @@ fn a_closed_pipe_is_success_but_an_error_naming_one_is_not() {
     assert!(r.stderr.contains("--output"), "{}", r.stderr);
 }
 
-#[test]
-fn quiet_leaves_out_everything_but_the_answer() {
-    let d = TestDir::new(1);
+/// A holder of GPU 0 that NVML lists with 1 GiB: the holder, its PID, the
+/// simulator state.
+fn listed_worker(d: &TestDir) -> (gpufree::holder::Spawned, u32, std::path::PathBuf) {
     let h = hold(
         &["python3", "worker.py"],
         HoldSpec {
@@ -154,6 +154,13 @@ fn quiet_leaves_out_everything_but_the_answer() {
     );
     let pid = h.pid();
     let state = d.one_gpu(&[(pid, 1024, "while-alive")], 0);
+    (h, pid, state)
+}
+
+#[test]
+fn quiet_leaves_out_everything_but_the_answer() {
+    let d = TestDir::new(1);
+    let (h, pid, state) = listed_worker(&d);
     let r = on(&d, &state, &["status", "-q"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains(&pid.to_string()), "{}", r.stdout);
@@ -208,15 +215,7 @@ fn man_pages_name_only_pages_that_exist() {
 #[test]
 fn a_closed_pipe_keeps_the_outcome_and_never_signals_an_unseen_plan() {
     let d = TestDir::new(1);
-    let h = hold(
-        &["python3", "worker.py"],
-        HoldSpec {
-            fd: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let pid = h.pid();
-    let state = d.one_gpu(&[(pid, 1024, "while-alive")], 0);
+    let (h, pid, state) = listed_worker(&d);
     let closed = |args: &[&str]| closed_stdout(&d, &state, args);
     // Busy stays busy, whoever stopped reading.
     assert_eq!(closed(&["why"]).0, Some(1));

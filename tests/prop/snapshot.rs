@@ -119,9 +119,9 @@ fn process() -> impl Strategy<Value = Process> {
         proptest::collection::vec(
             (
                 proptest::sample::select(vec![
-                    "/dev/nvidia0",
-                    "/dev/nvidia-uvm",
-                    "/dev/dri/card1",
+                    "/test-dev/nvidia0",
+                    "/test-dev/nvidia-uvm",
+                    "/test-dev/dri/card1",
                     "",
                 ]),
                 proptest::option::of(0u32..4),
@@ -454,7 +454,7 @@ fn a_65536_character_field_does_not_panic_the_status_table() {
         processes: vec![Process {
             comm: "c".repeat(65_536),
             devices: vec![DeviceUse {
-                path: "/dev/nvidia0".into(),
+                path: "/test-dev/nvidia0".into(),
                 gpu: Some(0),
                 via: vec![Via::Fd],
             }],
