@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
+mod blind;
 mod contrib;
 mod demo;
 mod evil;
