@@ -214,6 +214,11 @@ pub struct KillArgs {
     /// Do not wait for the memory.
     #[arg(long)]
     pub no_wait: bool,
+    /// Once the memory is back, watch DUR for a holder that a supervisor
+    /// starts again (up to 10s more while a process the targets' parent
+    /// started meanwhile has not opened a GPU yet); 0: do not watch.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::units::parse_duration)]
+    pub settle: std::time::Duration,
     /// Without NVML, call the memory released once no holder is left
     /// (otherwise the release is unknown: exit 3).
     #[arg(long)]
@@ -1022,6 +1027,7 @@ fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Fail
             && !common.json
             && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         holders_only: args.holders_only,
+        settle: args.settle,
     };
     let (report, end) = kill::execute(&c, &snap, plan.clone(), &sel, &safety, &opts);
     let shown = if common.json {

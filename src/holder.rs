@@ -69,6 +69,14 @@ pub struct HoldSpec {
     /// a supervisor (a parent that re-forks, like `Restart=always`).
     #[serde(default)]
     pub respawn: u32,
+    /// Wait this long before each restart (a supervisor's restart delay,
+    /// like `RestartSec=`).
+    #[serde(default)]
+    pub respawn_delay_ms: u64,
+    /// Wait this long before opening anything: a program that opens the
+    /// GPU only after its start-up (a CUDA initialisation).
+    #[serde(default)]
+    pub open_delay_ms: u64,
     /// Exit this long after reporting ready.
     #[serde(default)]
     pub exit_after_ms: Option<u64>,
@@ -226,6 +234,7 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
         let argv = std::env::args().collect();
         on_term(ChildSpec { argv, spec: copy }, true)?;
     }
+    std::thread::sleep(std::time::Duration::from_millis(spec.open_delay_ms));
     let mut kept: Vec<OwnedFd> = Vec::new();
     for p in &spec.fd {
         kept.push(open(p)?.into());
@@ -262,7 +271,8 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     out.flush()?;
     drop(out);
     if spec.respawn > 0 {
-        supervise(exe, spec.children.clone(), children, spec.respawn);
+        let delay = std::time::Duration::from_millis(spec.respawn_delay_ms);
+        supervise(exe, spec.children.clone(), children, spec.respawn, delay);
     }
     if spec.leader_exits {
         std::thread::spawn(|| loop {
@@ -282,7 +292,13 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
 
 /// Restarts each child in `running` when it exits, `left` times in all,
 /// from a thread of its own per child.
-fn supervise(exe: PathBuf, specs: Vec<ChildSpec>, running: Vec<Spawned>, left: u32) {
+fn supervise(
+    exe: PathBuf,
+    specs: Vec<ChildSpec>,
+    running: Vec<Spawned>,
+    left: u32,
+    delay: std::time::Duration,
+) {
     let left = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(left));
     for (spec, mut s) in specs.into_iter().zip(running) {
         let (exe, left) = (exe.clone(), std::sync::Arc::clone(&left));
@@ -296,6 +312,7 @@ fn supervise(exe: PathBuf, specs: Vec<ChildSpec>, running: Vec<Spawned>, left: u
             if take.is_err() {
                 return;
             }
+            std::thread::sleep(delay);
             match spawn(&exe, &spec) {
                 Ok(next) => s = next,
                 Err(_) => return,

@@ -44,10 +44,22 @@ pub struct Snapshot {
     /// nothing, so nothing can be signalled from it).
     #[serde(skip)]
     pub pins: Pins,
-    /// The parent and comm of every process the scan read that holds
-    /// nothing (holders carry theirs): enough to tell a holder's launcher.
+    /// Every process the scan read that holds nothing (holders carry
+    /// theirs), by PID: enough to tell a holder's launcher, and a process
+    /// a supervisor started again before it opened a GPU.
     #[serde(skip)]
-    pub parents: std::collections::BTreeMap<u32, (u32, String)>,
+    pub parents: std::collections::BTreeMap<u32, Kin>,
+}
+
+/// A process that holds nothing, as the scan saw it: its place in the tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Kin {
+    /// Parent PID.
+    pub ppid: u32,
+    /// Kernel thread name.
+    pub comm: String,
+    /// Start time in clock ticks since boot.
+    pub start_time_ticks: u64,
 }
 
 impl Snapshot {
@@ -57,7 +69,7 @@ impl Snapshot {
             .iter()
             .find(|p| p.pid == pid)
             .map(|p| p.ppid)
-            .or_else(|| self.parents.get(&pid).map(|(ppid, _)| *ppid))
+            .or_else(|| self.parents.get(&pid).map(|k| k.ppid))
     }
 
     /// Whether `pid` is `root` or descends from it (a bounded walk up the

@@ -401,6 +401,10 @@ pub struct Options {
     /// `--holders-only`: without NVML, "released" may rest on the holders
     /// alone.
     pub holders_only: bool,
+    /// After the memory is back, watch this long for a holder that a
+    /// supervisor starts again (longer while a process the targets' parent
+    /// started meanwhile may still open a GPU); zero: do not watch.
+    pub settle: Duration,
 }
 
 impl Default for Options {
@@ -412,6 +416,7 @@ impl Default for Options {
             no_wait: false,
             progress: false,
             holders_only: false,
+            settle: Duration::from_secs(1),
         }
     }
 }
@@ -441,6 +446,12 @@ pub struct Report {
     pub reasons: Vec<String>,
     /// From the first signal to the release.
     pub seconds_to_release: f64,
+    /// From the moment every signalled target had exited to the release
+    /// (the driver's teardown), or to the end when not released; None when
+    /// a target never exited.
+    pub seconds_after_exit: Option<f64>,
+    /// How long the release was watched for a supervisor's restart.
+    pub seconds_watched_for_restarts: f64,
     /// Targets that needed SIGKILL.
     pub killed_hard: Vec<u32>,
     /// Targets whose PID now names another process: not signalled.
@@ -773,8 +784,15 @@ pub fn execute(
     });
     // NVML alone until the targets' memory is back (or the deadline), then
     // one fresh snapshot decides.
+    let mut exited_at = None;
+    let mut note_exits = || {
+        if exited_at.is_none() && all.iter().all(Target::exited) {
+            exited_at = Some(Instant::now());
+        }
+    };
     if c.has_nvml() && !release.expected.is_empty() {
         loop {
+            note_exits();
             let now = c.nvml_until(Some(deadlines.act));
             let held = release.memory_held(&now.gpus, now.status.available);
             if held.is_empty() || Instant::now() >= deadlines.act {
@@ -792,15 +810,47 @@ pub fn execute(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    note_exits();
     let end = c.snapshot_until(Some(deadlines.end));
-    let verdict = match &end {
-        Ok(end) => release.judge(end, &report, &signalled, first_tick, opts.holders_only),
+    let judge =
+        |end: &Snapshot| release.judge(end, &report, &signalled, first_tick, opts.holders_only);
+    let mut verdict = match &end {
+        Ok(end) => judge(end),
         Err(e) => verdict::finish(
             Vec::new(),
             vec![format!("no final snapshot: {e}")],
             Vec::new(),
         ),
     };
+    let released_at = Instant::now();
+    let mut end = end;
+    if verdict.state == VerdictState::Free && !opts.settle.is_zero() && !signalled.is_empty() {
+        let watch_end = deadlines.end - (deadlines.end - deadlines.act) / 2;
+        if let Ok(Some((snap, busy))) = end.as_ref().map(|e| {
+            settle(
+                c,
+                e,
+                &release,
+                &signalled,
+                first_tick,
+                opts.settle,
+                watch_end,
+                &judge,
+            )
+        }) {
+            verdict = busy;
+            end = Ok(snap);
+        }
+        report.seconds_watched_for_restarts = released_at.elapsed().as_secs_f64();
+    }
+    report.seconds_after_exit = exited_at.map(|t| {
+        let until = if verdict.state == VerdictState::Free {
+            released_at
+        } else {
+            Instant::now()
+        };
+        until.saturating_duration_since(t).as_secs_f64()
+    });
     if let Ok(end) = &end {
         report.still_holding = release.memory_held(&end.gpus, end.nvml.available);
     }
@@ -814,11 +864,52 @@ pub fn execute(
     report.reasons = verdict.reasons;
     report.released = verdict.state == VerdictState::Free;
     report.seconds_to_release = if report.released {
-        started.elapsed().as_secs_f64()
+        released_at.saturating_duration_since(started).as_secs_f64()
     } else {
         0.0
     };
     (report, end.ok())
+}
+
+/// How much longer to watch, at most, once a process that the targets'
+/// parent started during the kill is seen: time for it to open a GPU (a
+/// CUDA initialisation takes seconds).
+const SUSPECT_WATCH: Duration = Duration::from_secs(10);
+
+/// Watches a release for `base` (and up to [`SUSPECT_WATCH`] after a
+/// suspect is first seen, never past `until`) for a holder a supervisor
+/// starts again. Returns the first snapshot that `judge` finds not free,
+/// with that verdict; None when the release held.
+#[allow(clippy::too_many_arguments)] // One call site; the pieces are the release's.
+fn settle(
+    c: &Collector,
+    first: &Snapshot,
+    release: &Release,
+    signalled: &[Process],
+    first_tick: u64,
+    base: Duration,
+    until: Instant,
+    judge: &dyn Fn(&Snapshot) -> crate::model::Verdict,
+) -> Option<(Snapshot, crate::model::Verdict)> {
+    let start = Instant::now();
+    let mut stop = (start + base).min(until);
+    let mut snap_suspects = release.suspects(first, signalled, first_tick);
+    loop {
+        if !snap_suspects.is_empty() {
+            stop = stop.max((Instant::now() + SUSPECT_WATCH).min(until));
+        }
+        let now = Instant::now();
+        if now >= stop {
+            return None;
+        }
+        std::thread::sleep((stop - now).min(Duration::from_millis(100)));
+        let snap = c.snapshot_until(Some(until)).ok()?;
+        let v = judge(&snap);
+        if v.state == VerdictState::Busy {
+            return Some((snap, v));
+        }
+        snap_suspects = release.suspects(&snap, signalled, first_tick);
+    }
 }
 
 /// What "released" means for one execution.
@@ -919,6 +1010,108 @@ impl Release {
         held
     }
 
+    /// Processes holding nothing yet that a living parent of a signalled
+    /// target started during the kill: maybe a supervisor's restart that
+    /// has not opened a GPU yet.
+    fn suspects(&self, snap: &Snapshot, signalled: &[Process], first_tick: u64) -> Vec<u32> {
+        snap.parents
+            .iter()
+            .filter(|(_, k)| {
+                k.start_time_ticks >= first_tick
+                    && k.ppid > 1
+                    && signalled.iter().any(|t| t.ppid == k.ppid)
+                    && snap.parent_of(k.ppid).is_some()
+            })
+            .map(|(pid, _)| *pid)
+            .collect()
+    }
+
+    /// Why `p`, not a target, keeps the release from counting: a child the
+    /// targets had, or a process started during the kill by a target's
+    /// parent (a supervisor's restart), in a target's unit, pod or
+    /// container, or with its user and cgroup (a fork that left the
+    /// session), that holds what the target held.
+    fn restarted(
+        &self,
+        end: &Snapshot,
+        p: &Process,
+        signalled: &[Process],
+        first_tick: u64,
+    ) -> Option<String> {
+        if !p.is_live() || p.protected {
+            return None;
+        }
+        let shares = |t: &Process| {
+            t.devices
+                .iter()
+                .any(|d| p.devices.iter().any(|e| e.path == d.path))
+        };
+        let same_owner = |t: &Process| {
+            matches!(
+                t.owner.kind,
+                OwnerKind::SystemdUnit | OwnerKind::Container | OwnerKind::K8sPod
+            ) && t.owner.kind == p.owner.kind
+                && t.owner.id == p.owner.id
+        };
+        if let Some(parent) = self.children.get(&(p.pid, p.start_time_ticks)) {
+            return Some(format!(
+                "PID {} ({}), a child of target {parent}, still holds {}; it was not a target (free the GPU with --gpu, or name it)",
+                p.pid,
+                p.comm,
+                reason(p).trim_start_matches("holds ")
+            ));
+        }
+        let t = signalled.iter().find(|t| {
+            shares(t)
+                && p.start_time_ticks >= first_tick
+                && (p.ppid == t.pid
+                    || p.ppid == t.ppid
+                    || same_owner(t)
+                    || (p.uid == t.uid && p.cgroup == t.cgroup))
+        })?;
+        let holds = reason(p);
+        let holds = holds.trim_start_matches("holds ");
+        let unit = (t.owner.kind == OwnerKind::SystemdUnit && t.owner.id == t.owner.name)
+            .then_some(t.owner.id.as_str());
+        if p.ppid == t.ppid && p.ppid > 1 || unit.is_some() && same_owner(t) {
+            // Started again by the target's parent or its unit's manager:
+            // a supervisor, which restarts what dies. A system unit is
+            // stopped by systemd (a user's unit is named "X.service (user
+            // N)": no line for that). Otherwise the supervisor goes first,
+            // and its workers, orphaned then, are freed by GPU.
+            let by = if p.ppid == t.ppid && p.ppid > 1 {
+                let name = end
+                    .processes
+                    .iter()
+                    .find(|q| q.pid == p.ppid)
+                    .map(|q| q.comm.clone())
+                    .or_else(|| end.parents.get(&p.ppid).map(|k| k.comm.clone()))
+                    .unwrap_or_else(|| "?".into());
+                format!("target {}'s parent, PID {} ({name}),", t.pid, p.ppid)
+            } else {
+                format!("target {}'s unit {},", t.pid, t.owner.id)
+            };
+            let gpus = crate::diagnose::gpu_args(&crate::diagnose::gpus_of(p));
+            let stop =
+                match unit.and_then(|u| crate::safe::shell_command(&["systemctl", "stop", u])) {
+                    Some(cmd) => format!("`{cmd}`"),
+                    None => format!(
+                        "stop PID {} first, then free the GPU: `gpufree kill {}`",
+                        p.ppid,
+                        gpus.join(" ")
+                    ),
+                };
+            return Some(format!(
+                "PID {} ({}) holds {holds}: {by} started it again during the kill; a supervisor restarts what dies: {stop}",
+                p.pid, p.comm
+            ));
+        }
+        Some(format!(
+            "PID {} ({}), started during the kill beside target {}, holds {holds}",
+            p.pid, p.comm, t.pid
+        ))
+    }
+
     /// The end verdict from a fresh snapshot.
     fn judge(
         &self,
@@ -941,7 +1134,16 @@ impl Release {
             // "Free these GPUs": their verdict is the answer.
             let v = verdict::overall(&select(end.clone(), gpus), &policy);
             let (busy, unknown) = match v.state {
-                VerdictState::Busy => (v.reasons, unchecked),
+                // Name what started a holder again, where it did.
+                VerdictState::Busy => (
+                    end.processes
+                        .iter()
+                        .filter(|p| gpus.iter().any(|&g| p.touches_gpu(g)))
+                        .filter_map(|p| self.restarted(end, p, signalled, first_tick))
+                        .chain(v.reasons)
+                        .collect(),
+                    unchecked,
+                ),
                 _ => (Vec::new(), unchecked.into_iter().chain(v.reasons).collect()),
             };
             return verdict::finish(busy, unknown, v.caveats);
@@ -962,87 +1164,26 @@ impl Release {
                 ));
             } else if meant && p.is_live() {
                 busy.push(format!(
-                    "PID {} ({}) still holds {}",
+                    "PID {} ({}) still holds {}{}",
                     p.pid,
                     p.comm,
-                    reason(p).trim_start_matches("holds ")
+                    reason(p).trim_start_matches("holds "),
+                    if p.state == "D" {
+                        format!(
+                            ", in uninterruptible sleep{}: SIGKILL acts when that kernel wait ends (usually seconds); one that lasts minutes is a hung driver call, which only a reset ends (`gpufree why` prints the plan)",
+                            p.wchan.as_deref().map(|w| format!(" in {w}")).unwrap_or_default()
+                        )
+                    } else {
+                        String::new()
+                    }
                 ));
             } else if self.watched.contains(&p.pid) && !p.is_live() && listed(p.pid) {
                 busy.push(format!(
                     "zombie PID {} is still listed by NVML with its memory: its parent PID {} must reap it",
                     p.pid, p.ppid
                 ));
-            } else if p.is_live() && !p.protected {
-                // Not a target, but the targets' own: a child they had, or a
-                // process started during the kill with a target's parent, or
-                // its user and cgroup (a fork that left the session), that
-                // holds what the target held.
-                let shares = |t: &Process| {
-                    t.devices
-                        .iter()
-                        .any(|d| p.devices.iter().any(|e| e.path == d.path))
-                };
-                let child = self.children.get(&(p.pid, p.start_time_ticks));
-                let forked = signalled.iter().find(|t| {
-                    shares(t)
-                        && p.start_time_ticks >= first_tick
-                        && (p.ppid == t.pid || (p.uid == t.uid && p.cgroup == t.cgroup))
-                });
-                if let Some(parent) = child {
-                    busy.push(format!(
-                        "PID {} ({}), a child of target {parent}, still holds {}; it was not a target (free the GPU with --gpu, or name it)",
-                        p.pid,
-                        p.comm,
-                        reason(p).trim_start_matches("holds ")
-                    ));
-                } else if let Some(t) = forked {
-                    busy.push(if p.ppid == t.ppid && p.ppid > 1 {
-                        // The target's parent started it again: a
-                        // supervisor, which restarts what dies.
-                        let name = end
-                            .processes
-                            .iter()
-                            .find(|q| q.pid == p.ppid)
-                            .map(|q| q.comm.clone())
-                            .or_else(|| end.parents.get(&p.ppid).map(|(_, c)| c.clone()))
-                            .unwrap_or_else(|| "?".into());
-                        // A system unit is stopped by systemd (a user's
-                        // unit is named "X.service (user N)": no line for
-                        // that). Otherwise the supervisor goes first, and
-                        // its workers, orphaned then, are freed by GPU.
-                        let unit_stop = (t.owner.kind == OwnerKind::SystemdUnit
-                            && t.owner.id == t.owner.name)
-                            .then(|| {
-                                crate::safe::shell_command(&["systemctl", "stop", &t.owner.id])
-                            })
-                            .flatten();
-                        let gpus = crate::diagnose::gpu_args(&crate::diagnose::gpus_of(p));
-                        let stop = match unit_stop {
-                            Some(cmd) => format!("`{cmd}`"),
-                            None => format!(
-                                "stop PID {} first, then free the GPU: `gpufree kill {}`",
-                                p.ppid,
-                                gpus.join(" ")
-                            ),
-                        };
-                        format!(
-                            "PID {} ({}) holds {}: target {}'s parent, PID {} ({name}), started it again during the kill; a supervisor restarts what dies: {stop}",
-                            p.pid,
-                            p.comm,
-                            reason(p).trim_start_matches("holds "),
-                            t.pid,
-                            p.ppid
-                        )
-                    } else {
-                        format!(
-                            "PID {} ({}), started during the kill beside target {}, holds {}",
-                            p.pid,
-                            p.comm,
-                            t.pid,
-                            reason(p).trim_start_matches("holds ")
-                        )
-                    });
-                }
+            } else if let Some(why) = self.restarted(end, p, signalled, first_tick) {
+                busy.push(why);
             }
         }
         // The targets' memory, from the end snapshot's NVML: what cannot be

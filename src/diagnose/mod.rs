@@ -329,7 +329,7 @@ impl<'a> Ctx<'a> {
         let ppid = self.by_pid.get(&root)?.ppid;
         match self.s.parents.get(&ppid) {
             // PID 1 counts: in a container, the launcher is often its init.
-            Some((_, comm)) if ppid > 0 && !NOT_LAUNCHERS.contains(&comm.as_str()) => Some(ppid),
+            Some(k) if ppid > 0 && !NOT_LAUNCHERS.contains(&k.comm.as_str()) => Some(ppid),
             _ => None,
         }
     }
@@ -347,8 +347,8 @@ impl<'a> Ctx<'a> {
                 Some(r) => format!("{} ({})", r.pid, r.comm),
                 None => format!("PID {root}"),
             },
-            Group::Launcher(pid) => match self.s.parents.get(pid) {
-                Some((_, comm)) => match shape(comm, "") {
+            Group::Launcher(pid) => match self.s.parents.get(pid).map(|k| &k.comm) {
+                Some(comm) => match shape(comm, "") {
                     Some(what) => format!("launcher {pid} ({comm}) [{what}]"),
                     None => format!("launcher {pid} ({comm})"),
                 },
@@ -862,7 +862,7 @@ fn blocked(s: &Snapshot, out: &mut Vec<Finding>) {
         let (kind, message, next) = match p.state.as_str() {
             "D" => (
                 "uninterruptible",
-                format!("{} is in uninterruptible sleep{wchan}: SIGKILL takes effect only when it leaves that kernel wait", p.pid),
+                format!("{} is in uninterruptible sleep{wchan}: SIGKILL takes effect only when it leaves that kernel wait, and its memory comes back after that; a wait that lasts minutes is a hung driver call, which only a GPU reset ends", p.pid),
                 fixed_command(
                     &[
                         vec!["wait".to_string()],
@@ -1223,10 +1223,29 @@ fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
             // Root, and still some process cannot be read (an outer
             // sandbox's init): the driver's memory is the likely answer,
             // with those processes named as what could prove it wrong.
-            let mut plan = vec![format!(
-                "caveat: gpufree cannot rule out {}",
-                blind.join("; ")
-            )];
+            let mut plan: Vec<String> = s
+                .visibility
+                .unreadable
+                .iter()
+                .take(6)
+                .map(|u| {
+                    format!(
+                        "caveat: PID {}{} could not be read ({}), even as root; it may hold the memory",
+                        u.pid,
+                        u.comm.as_deref().map(|c| format!(" ({c})")).unwrap_or_default(),
+                        u.why
+                    )
+                })
+                .collect();
+            if s.visibility.unreadable.len() > 6 {
+                plan.push(format!(
+                    "caveat: and {} more processes could not be read",
+                    s.visibility.unreadable.len() - 6
+                ));
+            }
+            if plan.is_empty() {
+                plan.push(format!("caveat: {}", blind.join("; ")));
+            }
             plan.extend(reset_plan(s, g.index));
             (
                 "driver-held-memory",
@@ -1358,6 +1377,14 @@ mod tests {
                 node(None, "nvidia-uvm"),
             ],
             ..Process::default()
+        }
+    }
+
+    fn kin(ppid: u32, comm: &str) -> crate::model::Kin {
+        crate::model::Kin {
+            ppid,
+            comm: comm.into(),
+            start_time_ticks: 1,
         }
     }
 
@@ -1641,7 +1668,7 @@ mod tests {
             vec![gpu(0, 2 << 30, 2 << 30), gpu(1, 2 << 30, 2 << 30)],
             vec![rank(60, "pt_main_thread"), rank(61, "pt_main_thread")],
         );
-        s.parents.insert(50, (1, "torchrun".into()));
+        s.parents.insert(50, kin(1, "torchrun"));
         let f = diagnose(&s);
         let live: Vec<&Finding> = f.iter().filter(|x| x.kind == "live-holders").collect();
         assert_eq!(live.len(), 1, "{live:#?}");
@@ -1657,7 +1684,7 @@ mod tests {
         assert!(f.iter().all(|x| !x.next.contains("--tree")), "{f:#?}");
         // A shell is never a launcher.
         let mut shell = s.clone();
-        shell.parents.insert(50, (1, "bash".into()));
+        shell.parents.insert(50, kin(1, "bash"));
         assert_eq!(
             diagnose(&shell)
                 .iter()

@@ -157,10 +157,25 @@ pub fn write_report<W: Write>(
                 w,
                 "{}",
                 paint.bold(&format!(
-                    "GPU memory released after {:.2} s.",
-                    r.seconds_to_release
+                    "GPU memory released after {:.2} s{}.",
+                    r.seconds_to_release,
+                    r.seconds_after_exit
+                        .map(|t| format!(
+                            " ({t:.2} s after the last target exited: the driver's teardown)"
+                        ))
+                        .unwrap_or_default()
                 ))
             )?;
+            if r.seconds_watched_for_restarts > 0.0 {
+                writeln!(
+                    w,
+                    "{}",
+                    paint.dim(&format!(
+                        "watched {:.1} s more: nothing started again",
+                        r.seconds_watched_for_restarts
+                    ))
+                )?;
+            }
         } else {
             let head = if r.verdict == crate::model::VerdictState::Unknown {
                 paint.warn("GPU memory release unknown:")
@@ -168,6 +183,12 @@ pub fn write_report<W: Write>(
                 paint.error("GPU memory not released:")
             };
             writeln!(w, "{head} {}", fit(&r.reasons.join("; "), MESSAGE_MAX))?;
+            if let (Some(t), false) = (r.seconds_after_exit, r.still_holding.is_empty()) {
+                writeln!(
+                    w,
+                    "Every target exited {t:.1} s before the end and the memory stayed: a teardown takes seconds; memory that stays longer after its holders are gone is the driver's (`gpufree why` prints the reset plan)."
+                )?;
+            }
         }
     }
     Ok(())

@@ -105,9 +105,9 @@ pub struct ScanResult {
     /// Holders dropped because the process was gone by the time its
     /// identity was read again (its PID may already name another process).
     pub vanished: Vec<u32>,
-    /// The parent and comm of every process read that holds nothing
-    /// (holders carry theirs): the process tree as this one pass saw it.
-    pub parents: Vec<(u32, (u32, String))>,
+    /// Every process read that holds nothing (holders carry theirs): the
+    /// process tree as this one pass saw it.
+    pub parents: Vec<(u32, crate::model::Kin)>,
 }
 
 /// Errors of the scan as a whole (per-process trouble is never one).
@@ -146,10 +146,7 @@ enum Outcome {
     Vanished,
     Unreadable(Unread),
     /// Read, and holds nothing; its parent and comm.
-    Clean {
-        ppid: u32,
-        comm: String,
-    },
+    Clean(crate::model::Kin),
     Holds(Box<Seen>),
 }
 
@@ -400,10 +397,11 @@ fn scan_process(proc_fd: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>)
         Err((what, e)) => return classify(what, e),
     };
     if uses.is_empty() {
-        return Outcome::Clean {
+        return Outcome::Clean(crate::model::Kin {
             ppid: before.ppid,
             comm: before.comm,
-        };
+            start_time_ticks: before.start_time,
+        });
     }
     crate::pause::after_holder_scan(pid);
     // ... and after them, with the details, through the same fd.
@@ -696,9 +694,9 @@ pub fn scan(
                 result.scanned += 1;
                 result.unreadable.push((pid, why));
             }
-            Ok(Outcome::Clean { ppid, comm }) => {
+            Ok(Outcome::Clean(kin)) => {
                 result.scanned += 1;
-                result.parents.push((pid, (ppid, comm)));
+                result.parents.push((pid, kin));
             }
             Ok(Outcome::Holds(seen)) => {
                 result.scanned += 1;

@@ -516,16 +516,18 @@ fn tree_selects_the_holders_below_a_launcher_and_nothing_else() {
 }
 
 /// A supervisor (a parent that starts its child again when it dies, like
-/// `Restart=always`): the kill of the child does not free the GPU, exits 4,
-/// and names the supervisor and what stops it.
-#[test]
-fn a_supervisor_that_restarts_its_worker_is_named_and_the_kill_fails() {
+/// `Restart=always`) that restarts after `respawn_delay_ms`, its worker
+/// opening the GPU `open_delay_ms` after its start: the kill of the worker
+/// does not free the GPU, exits 4, and names the supervisor and what stops
+/// it.
+fn supervised_kill_fails(respawn_delay_ms: u64, open_delay_ms: u64) {
     let d = TestDir::new(1);
     let worker = ChildSpec {
         argv: vec!["python3".into(), "serve.py".into()],
         spec: HoldSpec {
             label: "worker".into(),
             mmap: vec![d.node("nvidia0")],
+            open_delay_ms,
             ..HoldSpec::default()
         },
     };
@@ -536,6 +538,7 @@ fn a_supervisor_that_restarts_its_worker_is_named_and_the_kill_fails() {
             comm: Some("supervisord".into()),
             children: vec![worker],
             respawn: 3,
+            respawn_delay_ms,
             ..HoldSpec::default()
         },
     );
@@ -550,7 +553,7 @@ fn a_supervisor_that_restarts_its_worker_is_named_and_the_kill_fails() {
     let (code, doc, err) = kill(
         &d.dev,
         &state,
-        &["--pid", &p, "--yes", "--grace", "1s", "--timeout", "3s"],
+        &["--pid", &p, "--yes", "--grace", "1s", "--timeout", "20s"],
         &[],
     );
     assert_eq!(code, 4, "{err}\n{}", doc["kill"]);
@@ -570,5 +573,55 @@ fn a_supervisor_that_restarts_its_worker_is_named_and_the_kill_fails() {
     assert!(
         alive(sup_pid),
         "the supervisor holds nothing: never signalled"
+    );
+}
+
+#[test]
+fn a_supervisor_that_restarts_its_worker_is_named_and_the_kill_fails() {
+    supervised_kill_fails(0, 0);
+}
+
+/// The restart comes after the memory is back: the release is watched for
+/// a while (`--settle`), and a restart within it is caught.
+#[test]
+fn a_supervisor_that_restarts_after_the_release_is_caught() {
+    supervised_kill_fails(500, 0);
+}
+
+/// The restarted worker opens the GPU only after the settle second (as a
+/// CUDA start-up does): the new child of the target's parent extends the
+/// watch until it does.
+#[test]
+fn a_restart_that_opens_the_gpu_late_is_caught() {
+    supervised_kill_fails(0, 2500);
+}
+
+/// The release is timed from the targets' exit: the driver's teardown
+/// (here the simulator's 400 ms release delay) shows as
+/// `seconds_after_exit`, and a kill with no supervisor watches the release
+/// for the settle time.
+#[test]
+fn the_drivers_teardown_time_is_reported() {
+    let d = TestDir::new(1);
+    let h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 400);
+    let p = h.pid().to_string();
+    let (code, doc, err) = kill(
+        &d.dev,
+        &state,
+        &["--pid", &p, "--yes", "--settle", "300ms"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let k = &doc["kill"];
+    let after_exit = k["seconds_after_exit"].as_f64().unwrap();
+    assert!(after_exit >= 0.35, "{k}");
+    assert!(
+        k["seconds_to_release"].as_f64().unwrap() >= after_exit,
+        "{k}"
+    );
+    assert!(
+        k["seconds_watched_for_restarts"].as_f64().unwrap() >= 0.3,
+        "{k}"
     );
 }

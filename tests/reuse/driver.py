@@ -401,7 +401,7 @@ def gpufree_argv(t, binary, lib, dev):
     common = ["--json", "--dev-dir", dev, "--nvml-lib", lib]
     if t.window == "scan" and t.via in ("status", "why"):
         return [binary, t.via] + common
-    return [binary, "kill", "--yes", "--pid", str(t.holder), "--grace", "1s", "--timeout", "10s"] + common
+    return [binary, "kill", "--yes", "--pid", str(t.holder), "--grace", "1s", "--timeout", "10s", "--settle", "0"] + common
 
 
 def ticks_now():
