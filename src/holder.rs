@@ -84,6 +84,10 @@ pub struct HoldSpec {
     /// and keep running in another thread: a zombie leader with live threads.
     #[serde(default)]
     pub leader_exits: bool,
+    /// Become a child subreaper (`PR_SET_CHILD_SUBREAPER`): the orphans of
+    /// its descendants are reparented to it, as to a user's systemd manager.
+    #[serde(default)]
+    pub subreaper: bool,
 }
 
 /// A child holder: its argv and what it does.
@@ -220,6 +224,9 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     unblock_signals();
     if spec.new_session {
         rustix::process::setsid()?;
+    }
+    if spec.subreaper {
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     }
     if let Some(child) = spec.fork_on_term.clone() {
         on_term(*child, false)?;

@@ -222,9 +222,22 @@ pub fn kill_json(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (i32, Value, String) {
+    sim_json("kill", dev, state, args, env)
+}
+
+/// `gpufree COMMAND --json ARGS` (stdin not a terminal) on the device
+/// directory `dev` against the simulator state `state`: exit code, the JSON
+/// document (null when none), stderr.
+pub fn sim_json(
+    command: &str,
+    dev: &Path,
+    state: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, Value, String) {
     let lib = sim_lib();
     let mut a = vec![
-        "kill",
+        command,
         "--json",
         "--dev-dir",
         dev.to_str().unwrap(),

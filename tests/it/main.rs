@@ -16,6 +16,7 @@ mod real_gpu;
 mod reuse;
 mod scan;
 mod serve;
+mod shapes;
 mod sim;
 mod status;
 mod trust;
