@@ -49,6 +49,36 @@ pub struct Snapshot {
     /// a supervisor started again before it opened a GPU.
     #[serde(skip)]
     pub parents: std::collections::BTreeMap<u32, Kin>,
+    /// `Restart=` of the system units that own holders, from their unit
+    /// files, by unit name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub units: BTreeMap<String, UnitRestart>,
+    /// The namespace and name of the pods that own holders, by pod UID.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pods: BTreeMap<String, PodName>,
+}
+
+/// A systemd unit's restart policy, as its files say.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UnitRestart {
+    /// `Restart=`: no, always, on-failure, on-abnormal, on-abort,
+    /// on-watchdog, on-success.
+    pub restart: String,
+    /// `RestartSec=`, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_sec: Option<String>,
+    /// The files it was read from, in order.
+    pub source: String,
+}
+
+/// A Kubernetes pod's namespace and name, as its container shows them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PodName {
+    /// Its namespace (the service-account file), when readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Its name (the container's HOSTNAME).
+    pub name: String,
 }
 
 /// A process that holds nothing, as the scan saw it: its place in the tree.
@@ -60,6 +90,9 @@ pub struct Kin {
     pub comm: String,
     /// Start time in clock ticks since boot.
     pub start_time_ticks: u64,
+    /// Its argv, read only for the parents of holders (a launcher is
+    /// known by its command line: `python3 -m deepspeed.launcher...`).
+    pub cmdline: Vec<String>,
 }
 
 impl Snapshot {
@@ -296,6 +329,11 @@ pub struct Process {
     /// A driver daemon or display server (nvidia-persistenced, nv-hostengine,
     /// MPS, Xorg...) that is never part of a kill by default.
     pub protected: bool,
+    /// The variables of its environment that tell who restarts it
+    /// (`TORCHELASTIC_*`, `HOSTNAME`, `KUBERNETES_SERVICE_HOST`), when
+    /// readable.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
 }
 
 /// The sum of byte counts, at most u64::MAX: the sizes come from NVML

@@ -238,6 +238,8 @@ impl Collector {
         };
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
         snap.parents = scanned.parents.into_iter().collect();
+        launchers(&self.proc_fd, &mut snap);
+        restarters(&self.proc_fd, &mut snap);
         if self.cfg.others {
             snap.others = others(&self.proc_fd, &snap.processes, limits, &self.stuck);
         }
@@ -461,6 +463,8 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
         verdict: Default::default(),
         pins: Pins::new(pins),
         parents: BTreeMap::new(),
+        units: BTreeMap::new(),
+        pods: BTreeMap::new(),
     };
     if let Some(up) = std::fs::read_to_string("/proc/uptime")
         .ok()
@@ -470,6 +474,64 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
     }
     judge(&mut snapshot);
     snapshot
+}
+
+/// Reads the command lines of the holders' parents that hold nothing
+/// (their launchers), each only while it is still the process the scan saw.
+fn launchers(proc_fd: &OwnedFd, snap: &mut Snapshot) {
+    let ppids: BTreeSet<u32> = snap.processes.iter().map(|p| p.ppid).collect();
+    for ppid in ppids {
+        let Some(kin) = snap.parents.get_mut(&ppid) else {
+            continue;
+        };
+        let Ok(dir) = scan::open_dir(proc_fd, &ppid.to_string()) else {
+            continue;
+        };
+        let cmdline = scan::read_at(&dir, "cmdline").map(|b| parse::parse_cmdline(&b));
+        if let (Ok(cmdline), Ok((start, _))) = (cmdline, scan::start_time_now(&dir)) {
+            if start == kin.start_time_ticks {
+                kin.cmdline = cmdline;
+            }
+        }
+    }
+}
+
+/// Reads what may restart the holders: their system units' `Restart=`
+/// and their pods' names (one read per unit or pod).
+fn restarters(proc_fd: &OwnedFd, snap: &mut Snapshot) {
+    let dirs = crate::proc::restart::unit_dirs();
+    let me = rustix::system::uname();
+    let host = me.nodename().to_string_lossy();
+    for p in &snap.processes {
+        let o = &p.owner;
+        match o.kind {
+            OwnerKind::SystemdUnit if o.id == o.name && !snap.units.contains_key(&o.id) => {
+                if let Some(r) = crate::proc::restart::unit_restart(&dirs, &o.id) {
+                    snap.units.insert(o.id.clone(), r);
+                }
+            }
+            OwnerKind::K8sPod if !snap.pods.contains_key(&o.id) => {
+                // HOSTNAME is the pod's name, unless the pod shares the
+                // host's network (then it is the node's).
+                let Some(name) = p
+                    .environment
+                    .get("HOSTNAME")
+                    .filter(|h| **h != host && crate::proc::restart::is_dns_subdomain(h))
+                else {
+                    continue;
+                };
+                let namespace = crate::proc::restart::pod_namespace(proc_fd, p.pid);
+                snap.pods.insert(
+                    o.id.clone(),
+                    crate::model::PodName {
+                        namespace,
+                        name: name.clone(),
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Sets the verdicts and the findings from what the snapshot holds now.
@@ -576,6 +638,7 @@ fn process_from(
         devices,
         owner,
         cgroup,
+        environment: d.environment,
     }
 }
 

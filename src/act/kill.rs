@@ -874,10 +874,10 @@ pub fn execute(
 /// How much longer to watch, at most, once a process that the targets'
 /// parent started during the kill is seen: time for it to open a GPU (a
 /// CUDA initialisation takes seconds).
-const SUSPECT_WATCH: Duration = Duration::from_secs(10);
+const SUSPECT_WATCH: Duration = Duration::from_secs(5);
 
-/// Watches a release for `base` (and up to [`SUSPECT_WATCH`] after a
-/// suspect is first seen, never past `until`) for a holder a supervisor
+/// Watches a release for `base` (and up to [`SUSPECT_WATCH`] after the
+/// first suspect is seen, never past `until`) for a holder a supervisor
 /// starts again. Returns the first snapshot that `judge` finds not free,
 /// with that verdict; None when the release held.
 #[allow(clippy::too_many_arguments)] // One call site; the pieces are the release's.
@@ -894,8 +894,10 @@ fn settle(
     let start = Instant::now();
     let mut stop = (start + base).min(until);
     let mut snap_suspects = release.suspects(first, signalled, first_tick);
+    let mut extended = false;
     loop {
-        if !snap_suspects.is_empty() {
+        if !snap_suspects.is_empty() && !extended {
+            extended = true;
             stop = stop.max((Instant::now() + SUSPECT_WATCH).min(until));
         }
         let now = Instant::now();
@@ -1011,15 +1013,17 @@ impl Release {
     }
 
     /// Processes holding nothing yet that a living parent of a signalled
-    /// target started during the kill: maybe a supervisor's restart that
-    /// has not opened a GPU yet.
+    /// target started during the kill, running the target's program: maybe
+    /// a supervisor's restart that has not opened a GPU yet.
     fn suspects(&self, snap: &Snapshot, signalled: &[Process], first_tick: u64) -> Vec<u32> {
         snap.parents
             .iter()
             .filter(|(_, k)| {
                 k.start_time_ticks >= first_tick
                     && k.ppid > 1
-                    && signalled.iter().any(|t| t.ppid == k.ppid)
+                    && signalled.iter().any(|t| {
+                        t.ppid == k.ppid && crate::proc::names_exe(&k.comm, t.exe.as_deref())
+                    })
                     && snap.parent_of(k.ppid).is_some()
             })
             .map(|(pid, _)| *pid)

@@ -221,8 +221,12 @@ fn shape(comm: &str, cmd: &str) -> Option<&'static str> {
         "multiprocessing spawn child"
     } else if starts("VLLM::Worker") {
         "vLLM worker"
-    } else if starts("VLLM::EngineCore") {
+    } else if starts("VLLM::EngineCor") {
         "vLLM engine core"
+    } else if has("vllm.entrypoints") || cmd.starts_with("vllm serve") || has("bin/vllm serve") {
+        "vLLM API server"
+    } else if has("sglang.launch_server") {
+        "SGLang server"
     } else if starts("sglang::") {
         "SGLang process"
     } else if starts("ray::") {
@@ -259,6 +263,9 @@ enum Group {
     /// Holders started by a process that holds nothing itself (a torchrun
     /// agent, an mpirun, a Python launcher): that process.
     Launcher(u32),
+    /// Trees of holders whose parent died (now children of init or a
+    /// subreaper): that reaper's PID and the user's UID.
+    Orphans(u32, u32),
 }
 
 /// Parents that start everything and launch nothing in particular: a
@@ -319,6 +326,9 @@ impl<'a> Ctx<'a> {
                 _ => break,
             }
         }
+        if root.orphaned {
+            return Group::Orphans(root.ppid, root.uid);
+        }
         Group::Tree(root.pid)
     }
 
@@ -347,13 +357,17 @@ impl<'a> Ctx<'a> {
                 Some(r) => format!("{} ({})", r.pid, r.comm),
                 None => format!("PID {root}"),
             },
-            Group::Launcher(pid) => match self.s.parents.get(pid).map(|k| &k.comm) {
-                Some(comm) => match shape(comm, "") {
-                    Some(what) => format!("launcher {pid} ({comm}) [{what}]"),
-                    None => format!("launcher {pid} ({comm})"),
+            Group::Launcher(pid) => match self.s.parents.get(pid) {
+                Some(k) => match shape(&k.comm, &k.cmdline.join(" ")) {
+                    Some(what) => format!("launcher {pid} ({}) [{what}]", k.comm),
+                    None => format!("launcher {pid} ({})", k.comm),
                 },
                 None => format!("launcher {pid}"),
             },
+            Group::Orphans(reaper, _) => {
+                let comm = self.s.parents.get(reaper).map_or("?", |k| k.comm.as_str());
+                format!("a dead parent (now under PID {reaper} ({comm}))")
+            }
         }
     }
 
@@ -361,7 +375,7 @@ impl<'a> Ctx<'a> {
         let by_unit = match g {
             Group::Owner(OwnerKind::SystemdUnit, id, name) if id != name => kill_by("--unit", name),
             Group::Owner(_, id, _) => kill_by("--unit", id),
-            Group::Tree(_) => None,
+            Group::Tree(_) | Group::Orphans(..) => None,
             // Every holder below it, as one selector (a worker it starts
             // again is below it too), when the group is all that is below
             // it; else exactly the group's PIDs.
@@ -407,6 +421,7 @@ impl<'a> Groups<'a> {
             Group::Owner(kind, id, _) => format!("{}:{id}", kind.as_str()),
             Group::Tree(root) => format!("tree:{root}"),
             Group::Launcher(pid) => format!("launcher:{pid}"),
+            Group::Orphans(reaper, uid) => format!("orphans:{reaper}:{uid}"),
         }
     }
 }
@@ -463,7 +478,7 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
         pattern(s, text, re, &mut out);
     }
     node_only(&ctx, &mut out);
-    orphans(s, &mut out);
+    orphans(&ctx, &mut out);
     zombies(s, &mut out);
     blocked(s, &mut out);
     protected(s, &mut out);
@@ -507,10 +522,9 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     for g in groups.keys() {
         if let Group::Tree(root) = g {
             if let (Some(l), Some(top)) = (ctx.launcher_of(*root), ctx.by_pid.get(root)) {
-                by_launcher
-                    .entry((l, top.comm.clone()))
-                    .or_default()
-                    .push(g.clone());
+                // Ray's busy and idle workers, vLLM's workers: one kind.
+                let kind = role(top).map_or_else(|| top.comm.clone(), str::to_string);
+                by_launcher.entry((l, kind)).or_default().push(g.clone());
             }
         }
     }
@@ -543,16 +557,22 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
                 "launcher {pid} holds no GPU, so gpufree never signals it; if it starts workers again, stop it as well"
             ));
         }
+        let orphans = matches!(g, Group::Orphans(..));
         let message = format!(
-            "{} of {} {} {} on {}",
+            "{} of {} {} {} on {}{}",
             count(holding.len(), "live process", "live processes"),
             ctx.group_name(g, members),
             if holding.len() == 1 { "holds" } else { "hold" },
             gib(bytes),
-            gpus_phrase(&gpus)
+            gpus_phrase(&gpus),
+            if orphans {
+                ": nothing that started them is left to stop them"
+            } else {
+                ""
+            }
         );
         let f = finding(
-            "live-holders",
+            if orphans { "orphans" } else { "live-holders" },
             Severity::Error,
             message,
             holding.iter().map(|p| p.pid).collect(),
@@ -773,11 +793,15 @@ fn nodes(p: &Process) -> String {
         .join(", ")
 }
 
-fn orphans(s: &Snapshot, out: &mut Vec<Finding>) {
+fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
+    let s = ctx.s;
+    // Orphans with memory outside a unit, container, pod or job are a
+    // group of their own (live_holders).
+    let grouped = |p: &Process| p.memory_bytes() > 0 && matches!(ctx.group(p), Group::Orphans(..));
     let orphans: Vec<&Process> = s
         .processes
         .iter()
-        .filter(|p| p.orphaned && p.is_live())
+        .filter(|p| p.orphaned && p.is_live() && !grouped(p))
         .collect();
     if orphans.is_empty() {
         return;
@@ -1385,6 +1409,7 @@ mod tests {
             ppid,
             comm: comm.into(),
             start_time_ticks: 1,
+            cmdline: Vec::new(),
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod nodes;
 pub mod owner;
 pub mod parse;
+pub mod restart;
 pub mod scan;
 pub mod title;
 
@@ -24,6 +25,12 @@ fn base(path: &str) -> &str {
 fn names_program(name: &str, exe_base: &str) -> bool {
     let name = name.strip_prefix('-').unwrap_or(name);
     !name.is_empty() && (exe_base.starts_with(name) || name.starts_with(exe_base))
+}
+
+/// Whether `comm` plausibly names the program at `exe` (a process that
+/// started that program again and has not renamed itself yet).
+pub fn names_exe(comm: &str, exe: Option<&str>) -> bool {
+    exe.is_some_and(|e| names_program(comm, base(e)))
 }
 
 /// Whether a process has renamed itself (setproctitle, `prctl(PR_SET_NAME)`):

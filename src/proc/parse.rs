@@ -132,6 +132,31 @@ pub fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
     args
 }
 
+/// The environment variables that tell who restarts a process: a torchrun
+/// agent's restart budget, a Kubernetes pod's name.
+pub const SUPERVISION_ENV: &[&str] = &[
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "HOSTNAME",
+    "KUBERNETES_SERVICE_HOST",
+];
+
+/// The [`SUPERVISION_ENV`] variables of a NUL-separated environment, each
+/// value escaped and cut to 256 characters.
+pub fn supervision_env(bytes: &[u8]) -> std::collections::BTreeMap<String, String> {
+    bytes
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let eq = kv.iter().position(|&b| b == b'=')?;
+            let key = std::str::from_utf8(&kv[..eq]).ok()?;
+            SUPERVISION_ENV.contains(&key).then(|| {
+                let value: String = escape_bytes(&kv[eq + 1..]).chars().take(256).collect();
+                (key.to_string(), value)
+            })
+        })
+        .collect()
+}
+
 /// Text for bytes that should be UTF-8: valid parts as they are, each
 /// invalid byte as `\xNN`, so nothing is lost and the result is valid JSON.
 pub fn escape_bytes(bytes: &[u8]) -> String {

@@ -152,7 +152,7 @@ enum Outcome {
 
 const MAPS_CHUNK: usize = 256 * 1024;
 
-fn open_dir(at: impl AsFd, name: &str) -> rustix::io::Result<OwnedFd> {
+pub(crate) fn open_dir(at: impl AsFd, name: &str) -> rustix::io::Result<OwnedFd> {
     rustix::fs::openat(
         at,
         name,
@@ -401,6 +401,7 @@ fn scan_process(proc_fd: &OwnedFd, pid: u32, nodes: &NodeSet, buf: &mut Vec<u8>)
             ppid: before.ppid,
             comm: before.comm,
             start_time_ticks: before.start_time,
+            cmdline: Vec::new(),
         });
     }
     crate::pause::after_holder_scan(pid);
@@ -825,6 +826,9 @@ pub struct Details {
     pub cgroup: Vec<u8>,
     /// /proc/PID/wchan when the process waits (not R), if readable and not "0".
     pub wchan: Option<String>,
+    /// The variables of /proc/PID/environ that tell who restarts it
+    /// ([`parse::SUPERVISION_ENV`]), when readable.
+    pub environment: std::collections::BTreeMap<String, String>,
 }
 
 /// Reads a process's details through its directory fd; Err(ESRCH/ENOENT)
@@ -869,7 +873,11 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
         .flatten()
         .map(|w| parse::escape_bytes(w.trim_ascii()))
         .filter(|w| !w.is_empty() && w != "0");
+    let environment = read_at(dir, "environ")
+        .map(|b| parse::supervision_env(&b))
+        .unwrap_or_default();
     Ok(Details {
+        environment,
         wchan,
         stat,
         status,

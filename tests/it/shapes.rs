@@ -261,15 +261,14 @@ fn run(shape: Shape) {
     );
     let covering: Vec<&Value> = findings
         .iter()
-        .filter(|f| {
-            f["kind"] == "live-holders" && u32s(&f["pids"]).iter().any(|p| group.contains(p))
-        })
+        .filter(|f| f["kind"] == shape.kind && u32s(&f["pids"]).iter().any(|p| group.contains(p)))
         .collect();
     check(
         covering.len() == 1,
         format!(
-            "{} live-holders findings cover the group, not 1",
-            covering.len()
+            "{} {} findings cover the group, not 1",
+            covering.len(),
+            shape.kind
         ),
     );
 
@@ -352,10 +351,7 @@ shapes! {
                 })),
             ]),
         kind: "live-holders",
-        // Not yet "[vLLM engine core]": a launcher is named by its comm
-        // alone, and the comm is cut to "VLLM::EngineCor", which shape()
-        // does not take for the engine core.
-        launcher: Some(("engine", None)),
+        launcher: Some(("engine", Some("vLLM engine core"))),
     },
     // As the demo has it: the engine core holds nodes by fd (NVML opens
     // them), so the API server tops one tree of holders.
@@ -373,7 +369,7 @@ shapes! {
                     .kids(ranks(2, SPAWN, |i, r| r.title(&format!("VLLM::Worker_TP{i}")))),
             ]),
         kind: "live-holders",
-        launcher: Some(("server", None)),
+        launcher: Some(("server", Some("vLLM API server"))),
     },
     torchrun_elastic_agent_and_ranks => Shape {
         tree: p("agent", "/usr/bin/python3 /usr/local/bin/torchrun --nproc-per-node 4 train.py")
@@ -387,18 +383,14 @@ shapes! {
             .comm("python3")
             .kids(ranks(4, "/usr/bin/python3 -u train.py --deepspeed ds.json", |_, r| r.comm("pt_main_thread"))),
         kind: "live-holders",
-        // Not yet "[DeepSpeed launcher]": a launcher is named by its comm
-        // alone (python3), not its command line.
-        launcher: Some(("launcher", None)),
+        launcher: Some(("launcher", Some("DeepSpeed launcher"))),
     },
     accelerate_launcher_and_ranks => Shape {
         tree: p("launcher", "/usr/bin/python3 /usr/local/bin/accelerate launch --num_processes 4 train.py")
             .comm("accelerate")
             .kids(ranks(4, "/usr/bin/python3 -u train.py", |_, r| r.comm("pt_main_thread"))),
         kind: "live-holders",
-        // Not yet "[accelerate launcher]": a launcher is named by its comm
-        // alone, and shape() knows accelerate by its command line.
-        launcher: Some(("launcher", None)),
+        launcher: Some(("launcher", Some("accelerate launcher"))),
     },
     mpirun_and_ranks => Shape {
         tree: p("launcher", "mpirun -np 4 python3 train.py")
@@ -416,7 +408,6 @@ shapes! {
     },
     // Workers that finished their task are titled ray::IDLE and keep their
     // CUDA context: still the same raylet's workers.
-    #[ignore = "why splits the raylet's workers by comm: the ray::IDLE pair is the launcher group (first, its next frees GPUs 2-3 only), each ray::Worker a group of its own"]
     ray_raylet_and_busy_and_idle_workers => Shape {
         tree: p("raylet", "/usr/local/lib/python3.12/dist-packages/ray/core/src/ray/raylet/raylet --node_ip_address=10.0.0.2")
             .comm("raylet")
@@ -436,7 +427,7 @@ shapes! {
                     .collect(),
             ),
         kind: "live-holders",
-        launcher: Some(("launcher", None)),
+        launcher: Some(("launcher", Some("SGLang server"))),
     },
     jupyter_kernel_alone => Shape {
         tree: p("server", "/usr/bin/python3 /usr/local/bin/jupyter-lab --no-browser")
@@ -458,7 +449,6 @@ shapes! {
     // command line) live on, reparented to the user's systemd manager (a
     // subreaper), mapping the GPUs. One finding should cover them both (one
     // dead parent, one process group) and its next end exactly them.
-    #[ignore = "why gives each orphaned worker a live-holders finding of its own (a reaper is no launcher); the first frees one GPU; only the orphans warning, sorted after them, names both"]
     dataloader_orphans_under_a_user_manager => Shape {
         tree: p("manager", "/usr/lib/systemd/systemd --user")
             .comm("systemd")
@@ -467,7 +457,7 @@ shapes! {
                 .comm("python3")
                 .exits()
                 .kids(ranks(2, "/usr/bin/python3 train.py", |_, r| r.comm("pt_data_worker")))]),
-        kind: "live-holders",
+        kind: "orphans",
         launcher: None,
     },
 }

@@ -188,6 +188,7 @@ fn process() -> impl Strategy<Value = Process> {
                 cgroup: String::new(),
                 wchan,
                 protected,
+                environment: Default::default(),
             },
         )
 }
