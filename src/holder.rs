@@ -77,6 +77,9 @@ pub struct HoldSpec {
     /// GPU only after its start-up (a CUDA initialisation).
     #[serde(default)]
     pub open_delay_ms: u64,
+    /// Environment variables to start it with (`TORCHELASTIC_*`).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// Exit this long after reporting ready.
     #[serde(default)]
     pub exit_after_ms: Option<u64>,
@@ -153,6 +156,7 @@ pub fn spawn(exe: &Path, child: &ChildSpec) -> std::io::Result<Spawned> {
         .args(rest)
         .env(HOLDER_ENV, json)
         .env(PARENT_ENV, std::process::id().to_string())
+        .envs(&child.spec.env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
     let mut proc = cmd.spawn()?;

@@ -240,6 +240,7 @@ impl Collector {
         snap.parents = scanned.parents.into_iter().collect();
         launchers(&self.proc_fd, &mut snap);
         restarters(&self.proc_fd, &mut snap);
+        judge(&mut snap);
         if self.cfg.others {
             snap.others = others(&self.proc_fd, &snap.processes, limits, &self.stuck);
         }
@@ -472,7 +473,6 @@ fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> S
     {
         snapshot.uptime_ticks = (up * snapshot.ticks_per_second as f64) as u64;
     }
-    judge(&mut snapshot);
     snapshot
 }
 

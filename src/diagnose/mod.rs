@@ -15,6 +15,7 @@ use crate::units::{gib, mib};
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 
+mod supervisors;
 pub mod verdict;
 
 pub use verdict::IDLE_SLACK_BYTES;
@@ -364,10 +365,10 @@ impl<'a> Ctx<'a> {
                 },
                 None => format!("launcher {pid}"),
             },
-            Group::Orphans(reaper, _) => {
-                let comm = self.s.parents.get(reaper).map_or("?", |k| k.comm.as_str());
-                format!("a dead parent (now under PID {reaper} ({comm}))")
-            }
+            Group::Orphans(reaper, _) => match self.s.parents.get(reaper) {
+                Some(k) => format!("a dead parent (now under PID {reaper} ({}))", k.comm),
+                None => format!("a dead parent (now under PID {reaper})"),
+            },
         }
     }
 
@@ -558,6 +559,8 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
             ));
         }
         let orphans = matches!(g, Group::Orphans(..));
+        // Something that starts them again is stopped first.
+        let supervisor = supervisors::of(s, g, members, &gpus);
         let message = format!(
             "{} of {} {} {} on {}{}",
             count(holding.len(), "live process", "live processes"),
@@ -565,19 +568,29 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
             if holding.len() == 1 { "holds" } else { "hold" },
             gib(bytes),
             gpus_phrase(&gpus),
-            if orphans {
-                ": nothing that started them is left to stop them"
-            } else {
-                ""
+            match &supervisor {
+                Some(sup) => format!("; {}", sup.what),
+                None if orphans => format!(
+                    ": nothing that started {} is left to stop {0}",
+                    if holding.len() == 1 { "it" } else { "them" }
+                ),
+                None => String::new(),
             }
         );
+        let next = match supervisor {
+            Some(sup) => {
+                details.insert(0, format!("restarted by: {}", sup.evidence));
+                sup.next
+            }
+            None => ctx.group_kill(g, members),
+        };
         let f = finding(
             if orphans { "orphans" } else { "live-holders" },
             Severity::Error,
             message,
             holding.iter().map(|p| p.pid).collect(),
             gpus,
-            ctx.group_kill(g, members),
+            next,
         );
         out.push(with(f, details, bytes));
     }
@@ -1814,6 +1827,95 @@ mod tests {
         assert!(f
             .iter()
             .any(|x| x.kind == "orphans" && x.message.contains("restart will find the GPU full")));
+    }
+
+    #[test]
+    fn supervisors_are_stopped_first() {
+        use crate::model::{Kin, PodName, UnitRestart};
+        let owned = |kind, id: &str| {
+            let mut w = worker(10, 1, 0);
+            w.owner = Owner {
+                kind,
+                id: id.into(),
+                name: id.into(),
+            };
+            w
+        };
+        // A unit that restarts: systemctl stop, then the wait that proves it.
+        let mut s = base(
+            vec![gpu(0, W, W)],
+            vec![owned(OwnerKind::SystemdUnit, "vllm.service")],
+        );
+        let restart = |r: &str| UnitRestart {
+            restart: r.into(),
+            restart_sec: None,
+            source: "/etc/systemd/system/vllm.service".into(),
+        };
+        s.units.insert("vllm.service".into(), restart("always"));
+        let f = &diagnose(&s)[0];
+        assert_eq!(
+            f.next,
+            "systemctl stop vllm.service && gpufree wait --gpu 0"
+        );
+        assert!(
+            f.message
+                .contains("systemd starts vllm.service again when it dies (Restart=always)"),
+            "{}",
+            f.message
+        );
+        s.units.insert("vllm.service".into(), restart("no"));
+        assert_eq!(diagnose(&s)[0].next, "gpufree kill --unit vllm.service");
+        // A pod named by a Deployment's ReplicaSet: scale the Deployment.
+        let uid = "1234abcd-5678-90ab-cdef-1234567890ab";
+        let mut s = base(vec![gpu(0, W, W)], vec![owned(OwnerKind::K8sPod, uid)]);
+        s.pods.insert(
+            uid.into(),
+            PodName {
+                namespace: Some("ml".into()),
+                name: "vllm-7d9c5b6f4-x2x9k".into(),
+            },
+        );
+        assert_eq!(
+            diagnose(&s)[0].next,
+            "kubectl -n ml scale deployment/vllm --replicas 0 && gpufree wait --gpu 0"
+        );
+        s.pods.get_mut(uid).unwrap().name = "trainer".into();
+        assert_eq!(
+            diagnose(&s)[0].next,
+            "kubectl -n ml delete pod trainer && gpufree wait --gpu 0"
+        );
+        // torchrun with restarts left: the agent goes first.
+        let ranks: Vec<Process> = (0..2)
+            .map(|i| {
+                let mut w = worker(20 + i, 50, i);
+                w.environment
+                    .insert("TORCHELASTIC_RESTART_COUNT".into(), "1".into());
+                w.environment
+                    .insert("TORCHELASTIC_MAX_RESTARTS".into(), "3".into());
+                w
+            })
+            .collect();
+        let mut s = base(vec![gpu(0, W, W), gpu(1, W, W)], ranks);
+        s.parents.insert(
+            50,
+            Kin {
+                cmdline: vec!["/usr/bin/python3".into(), "/usr/local/bin/torchrun".into()],
+                ..kin(1, "pt_elastic")
+            },
+        );
+        let f = &diagnose(&s)[0];
+        assert_eq!(f.next, "kill -s TERM 50 && gpufree wait --gpu 0 --gpu 1");
+        assert!(
+            f.message.contains("(2 of 3 restarts left)"),
+            "{}",
+            f.message
+        );
+        // None left: the agent gives up when a rank dies; the tree is freed.
+        for p in &mut s.processes {
+            p.environment
+                .insert("TORCHELASTIC_RESTART_COUNT".into(), "3".into());
+        }
+        assert_eq!(diagnose(&s)[0].next, "gpufree kill --tree 50");
     }
 
     #[test]

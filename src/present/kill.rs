@@ -69,6 +69,22 @@ pub fn write_plan<W: Write + ?Sized>(
             owner
         )?;
     }
+    // What will start the targets again: stop it first.
+    for f in snap.findings.iter().filter(|f| {
+        f.details.iter().any(|d| d.starts_with("restarted by:"))
+            && f.pids
+                .iter()
+                .any(|p| plan.targets.iter().any(|e| e.pid == *p))
+    }) {
+        let what = f.message.split_once("; ").map_or("", |(_, w)| w);
+        writeln!(
+            w,
+            "{} {}; first: `{}`",
+            paint.warn("restarts:"),
+            fit(what, MESSAGE_MAX),
+            fit(&f.next, MESSAGE_MAX)
+        )?;
+    }
     if !plan.skipped.is_empty() {
         writeln!(w, "{}", paint.bold("Left out:"))?;
         for k in &plan.skipped {

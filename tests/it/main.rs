@@ -19,6 +19,7 @@ mod serve;
 mod shapes;
 mod sim;
 mod status;
+mod supervised;
 mod trust;
 mod verdict;
 mod watch;
