@@ -215,7 +215,7 @@ pub struct KillArgs {
     #[arg(long)]
     pub no_wait: bool,
     /// Once the memory is back, watch DUR for a holder that a supervisor
-    /// starts again (up to 10s more while a process the targets' parent
+    /// starts again (up to 5s more while a process the targets' parent
     /// started meanwhile has not opened a GPU yet); 0: do not watch.
     #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::units::parse_duration)]
     pub settle: std::time::Duration,

@@ -330,7 +330,7 @@ pub struct Process {
     /// MPS, Xorg...) that is never part of a kill by default.
     pub protected: bool,
     /// The variables of its environment that tell who restarts it
-    /// (`TORCHELASTIC_*`, `HOSTNAME`, `KUBERNETES_SERVICE_HOST`), when
+    /// (`TORCHELASTIC_*`, `HOSTNAME`), when
     /// readable.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,

@@ -452,6 +452,9 @@ pub struct Report {
     pub seconds_after_exit: Option<f64>,
     /// How long the release was watched for a supervisor's restart.
     pub seconds_watched_for_restarts: f64,
+    /// Why that watch stopped early (a snapshot failed): no restart was
+    /// seen, but none can be ruled out.
+    pub restart_watch_error: Option<String>,
     /// Targets that needed SIGKILL.
     pub killed_hard: Vec<u32>,
     /// Targets whose PID now names another process: not signalled.
@@ -825,21 +828,28 @@ pub fn execute(
     let released_at = Instant::now();
     let mut end = end;
     if verdict.state == VerdictState::Free && !opts.settle.is_zero() && !signalled.is_empty() {
+        // The watch ends halfway through the reserve before the user's cap:
+        // the rest is for the verdict and the report.
         let watch_end = deadlines.end - (deadlines.end - deadlines.act) / 2;
-        if let Ok(Some((snap, busy))) = end.as_ref().map(|e| {
-            settle(
+        if let Ok(first) = end.as_ref() {
+            let watched = settle(
                 c,
-                e,
+                first,
                 &release,
                 &signalled,
                 first_tick,
                 opts.settle,
                 watch_end,
                 &judge,
-            )
-        }) {
-            verdict = busy;
-            end = Ok(snap);
+            );
+            match watched {
+                Ok(Some((snap, busy))) => {
+                    verdict = busy;
+                    end = Ok(snap);
+                }
+                Ok(None) => {}
+                Err(e) => report.restart_watch_error = Some(e),
+            }
         }
         report.seconds_watched_for_restarts = released_at.elapsed().as_secs_f64();
     }
@@ -879,7 +889,8 @@ const SUSPECT_WATCH: Duration = Duration::from_secs(5);
 /// Watches a release for `base` (and up to [`SUSPECT_WATCH`] after the
 /// first suspect is seen, never past `until`) for a holder a supervisor
 /// starts again. Returns the first snapshot that `judge` finds not free,
-/// with that verdict; None when the release held.
+/// with that verdict; None when the release held; Err when a snapshot
+/// failed, so the watch could not finish.
 #[allow(clippy::too_many_arguments)] // One call site; the pieces are the release's.
 fn settle(
     c: &Collector,
@@ -890,7 +901,7 @@ fn settle(
     base: Duration,
     until: Instant,
     judge: &dyn Fn(&Snapshot) -> crate::model::Verdict,
-) -> Option<(Snapshot, crate::model::Verdict)> {
+) -> Result<Option<(Snapshot, crate::model::Verdict)>, String> {
     let start = Instant::now();
     let mut stop = (start + base).min(until);
     let mut snap_suspects = release.suspects(first, signalled, first_tick);
@@ -902,13 +913,15 @@ fn settle(
         }
         let now = Instant::now();
         if now >= stop {
-            return None;
+            return Ok(None);
         }
         std::thread::sleep((stop - now).min(Duration::from_millis(100)));
-        let snap = c.snapshot_until(Some(until)).ok()?;
+        let snap = c
+            .snapshot_until(Some(until))
+            .map_err(|e| format!("a snapshot failed: {e}"))?;
         let v = judge(&snap);
         if v.state == VerdictState::Busy {
-            return Some((snap, v));
+            return Ok(Some((snap, v)));
         }
         snap_suspects = release.suspects(&snap, signalled, first_tick);
     }

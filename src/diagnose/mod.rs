@@ -223,6 +223,7 @@ fn shape(comm: &str, cmd: &str) -> Option<&'static str> {
     } else if starts("VLLM::Worker") {
         "vLLM worker"
     } else if starts("VLLM::EngineCor") {
+        // (comm keeps 15 bytes: "VLLM::EngineCore" loses its last letter)
         "vLLM engine core"
     } else if has("vllm.entrypoints") || cmd.starts_with("vllm serve") || has("bin/vllm serve") {
         "vLLM API server"
@@ -579,7 +580,7 @@ fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         );
         let next = match supervisor {
             Some(sup) => {
-                details.insert(0, format!("restarted by: {}", sup.evidence));
+                details.insert(0, format!("restarts: {} ({})", sup.what, sup.evidence));
                 sup.next
             }
             None => ctx.group_kill(g, members),
@@ -810,7 +811,9 @@ fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let s = ctx.s;
     // Orphans with memory outside a unit, container, pod or job are a
     // group of their own (live_holders).
-    let grouped = |p: &Process| p.memory_bytes() > 0 && matches!(ctx.group(p), Group::Orphans(..));
+    let grouped = |p: &Process| {
+        p.memory_bytes() > 0 && !p.protected && matches!(ctx.group(p), Group::Orphans(..))
+    };
     let orphans: Vec<&Process> = s
         .processes
         .iter()
@@ -1884,6 +1887,23 @@ mod tests {
             diagnose(&s)[0].next,
             "kubectl -n ml delete pod trainer && gpufree wait --gpu 0"
         );
+        s.pods.get_mut(uid).unwrap().name = "db-0".into();
+        assert_eq!(
+            diagnose(&s)[0].next,
+            "kubectl -n ml scale statefulset/db --replicas 0 && gpufree wait --gpu 0"
+        );
+        // No namespace (or no name): never a stop command that could hit
+        // another namespace's pod of that name; the lookup by UID instead.
+        s.pods.get_mut(uid).unwrap().namespace = None;
+        let f = &diagnose(&s)[0];
+        assert!(
+            f.next.starts_with("kubectl get pods --all-namespaces"),
+            "{}",
+            f.next
+        );
+        assert!(f.next.ends_with(&format!("| grep {uid}")), "{}", f.next);
+        s.pods.clear();
+        assert!(diagnose(&s)[0].next.ends_with(&format!("| grep {uid}")));
         // torchrun with restarts left: the agent goes first.
         let ranks: Vec<Process> = (0..2)
             .map(|i| {

@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 
 /// A group's supervisor: what it is (for the message), where that was
 /// read (for the details), and the `next` that stops it and then proves
-/// the release.
+/// the release (or, for a pod that cannot be named for sure, finds it).
 pub(super) struct Supervisor {
     pub what: String,
     pub evidence: String,
@@ -56,6 +56,15 @@ fn unit(s: &Snapshot, unit: &str, gpus: &[u32]) -> Option<Supervisor> {
     })
 }
 
+/// Where a pod's name or namespace is unknown, the `next` is the lookup
+/// that finds the pod and its controller by UID (a stop command could hit
+/// another pod of that name).
+fn lookup(uid: &str) -> String {
+    format!(
+        "kubectl get pods --all-namespaces -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid,OWNER:.metadata.ownerReferences[0].name | grep {uid}"
+    )
+}
+
 /// A pod's name as a Deployment's ReplicaSet makes it: NAME-HASH-XXXXX
 /// (the hash and suffix from Kubernetes' safe alphabet).
 static DEPLOYMENT_POD: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -68,17 +77,20 @@ fn pod(s: &Snapshot, uid: &str, gpus: &[u32]) -> Option<Supervisor> {
     let Some(p) = s.pods.get(uid) else {
         return Some(Supervisor {
             what: format!("the kubelet restarts pod {uid}'s containers when they die: delete the pod, or scale down its controller"),
-            evidence: "its name could not be read (no HOSTNAME, or the pod shares the host's network)".into(),
-            next: format!(
-                "kubectl get pods --all-namespaces -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid,OWNER:.metadata.ownerReferences[0].name | grep {uid}"
-            ),
+            evidence: "its name could not be read from a holder's HOSTNAME".into(),
+            next: lookup(uid),
         });
     };
-    let ns: Vec<&str> = p
-        .namespace
-        .as_deref()
-        .map(|n| vec!["-n", n])
-        .unwrap_or_default();
+    // Without its namespace, a stop command would act on whatever the
+    // current context's namespace has by that name: look the pod up.
+    let Some(namespace) = p.namespace.as_deref() else {
+        return Some(Supervisor {
+            what: format!("the kubelet restarts pod {}'s containers when they die (its namespace could not be read): delete the pod, or scale down its controller", p.name),
+            evidence: format!("pod {} (UID {uid}), its name from the container's HOSTNAME", p.name),
+            next: lookup(uid),
+        });
+    };
+    let ns = ["-n", namespace];
     let capture = |re: &LazyLock<Option<Regex>>| {
         re.as_ref()?
             .captures(&p.name)

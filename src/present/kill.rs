@@ -71,19 +71,23 @@ pub fn write_plan<W: Write + ?Sized>(
     }
     // What will start the targets again: stop it first.
     for f in snap.findings.iter().filter(|f| {
-        f.details.iter().any(|d| d.starts_with("restarted by:"))
-            && f.pids
-                .iter()
-                .any(|p| plan.targets.iter().any(|e| e.pid == *p))
+        f.pids
+            .iter()
+            .any(|p| plan.targets.iter().any(|e| e.pid == *p))
     }) {
-        let what = f.message.split_once("; ").map_or("", |(_, w)| w);
-        writeln!(
-            w,
-            "{} {}; first: `{}`",
-            paint.warn("restarts:"),
-            fit(what, MESSAGE_MAX),
-            fit(&f.next, MESSAGE_MAX)
-        )?;
+        for what in f
+            .details
+            .iter()
+            .filter_map(|d| d.strip_prefix("restarts: "))
+        {
+            writeln!(
+                w,
+                "{} {}; first: `{}`",
+                paint.warn("restarts:"),
+                fit(what, MESSAGE_MAX),
+                fit(&f.next, MESSAGE_MAX)
+            )?;
+        }
     }
     if !plan.skipped.is_empty() {
         writeln!(w, "{}", paint.bold("Left out:"))?;
@@ -182,7 +186,14 @@ pub fn write_report<W: Write>(
                         .unwrap_or_default()
                 ))
             )?;
-            if r.seconds_watched_for_restarts > 0.0 {
+            if let Some(e) = &r.restart_watch_error {
+                writeln!(
+                    w,
+                    "{} {}",
+                    paint.warn("not watched for restarts:"),
+                    fit(e, MESSAGE_MAX)
+                )?;
+            } else if r.seconds_watched_for_restarts > 0.0 {
                 writeln!(
                     w,
                     "{}",
@@ -199,7 +210,13 @@ pub fn write_report<W: Write>(
                 paint.error("GPU memory not released:")
             };
             writeln!(w, "{head} {}", fit(&r.reasons.join("; "), MESSAGE_MAX))?;
-            if let (Some(t), false) = (r.seconds_after_exit, r.still_holding.is_empty()) {
+            // Only when nothing but the memory is left (no holder named).
+            let only_memory = r.reasons.iter().all(|x| x.starts_with("GPU "));
+            if let (Some(t), false, true) = (
+                r.seconds_after_exit,
+                r.still_holding.is_empty(),
+                only_memory,
+            ) {
                 writeln!(
                     w,
                     "Every target exited {t:.1} s before the end and the memory stayed: a teardown takes seconds; memory that stays longer after its holders are gone is the driver's (`gpufree why` prints the reset plan)."

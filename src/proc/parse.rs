@@ -138,7 +138,6 @@ pub const SUPERVISION_ENV: &[&str] = &[
     "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS",
     "HOSTNAME",
-    "KUBERNETES_SERVICE_HOST",
 ];
 
 /// The [`SUPERVISION_ENV`] variables of a NUL-separated environment, each
@@ -248,6 +247,25 @@ pub fn mountinfo_hidepid(mountinfo: &[u8], mount_point: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn supervision_env_keeps_only_its_keys_escaped_and_cut() {
+        let long = "x".repeat(300);
+        let raw = [
+            b"PATH=/bin".as_slice(),
+            b"HOSTNAME=vllm-0",
+            b"HOSTNAMEX=no",
+            b"NOEQUALS",
+            b"TORCHELASTIC_RESTART_COUNT=\xff1",
+            format!("TORCHELASTIC_MAX_RESTARTS={long}").as_bytes(),
+        ]
+        .join(&0u8);
+        let env = supervision_env(&raw);
+        assert_eq!(env.len(), 3, "{env:?}");
+        assert_eq!(env["HOSTNAME"], "vllm-0");
+        assert_eq!(env["TORCHELASTIC_RESTART_COUNT"], "\\xff1");
+        assert_eq!(env["TORCHELASTIC_MAX_RESTARTS"].len(), 256);
+    }
 
     fn stat_line(comm: &str, state: char) -> Vec<u8> {
         // 52 fields as the kernel writes them; 22 = start time 777.

@@ -30,6 +30,17 @@ const UNIT_DIRS: &[&str] = &[
     "/run/systemd/generator.late",
 ];
 
+/// The values `Restart=` takes.
+const RESTART_VALUES: &[&str] = &[
+    "no",
+    "always",
+    "on-success",
+    "on-failure",
+    "on-abnormal",
+    "on-abort",
+    "on-watchdog",
+];
+
 /// The most of one unit file or drop-in that is read.
 const FILE_MAX: u64 = 256 * 1024;
 
@@ -86,7 +97,8 @@ fn apply(text: &str, into: &mut (Option<String>, Option<String>)) {
         };
         let value = value.trim();
         let slot = match key.trim() {
-            "Restart" => &mut into.0,
+            // systemd ignores a value it does not know: so does this.
+            "Restart" if value.is_empty() || RESTART_VALUES.contains(&value) => &mut into.0,
             "RestartSec" => &mut into.1,
             _ => continue,
         };
@@ -228,6 +240,13 @@ mod tests {
         std::fs::write(
             lib.join("vllm.service.d/60-y.conf"),
             "[Service]\nRestart=\n",
+        )
+        .unwrap();
+        assert_eq!(unit_restart(&dirs, "vllm.service").unwrap().restart, "no");
+        // A value systemd does not know is ignored, as systemd does.
+        std::fs::write(
+            lib.join("vllm.service.d/70-z.conf"),
+            "[Service]\nRestart=sometimes\n",
         )
         .unwrap();
         assert_eq!(unit_restart(&dirs, "vllm.service").unwrap().restart, "no");

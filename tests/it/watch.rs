@@ -20,7 +20,8 @@ fn watch_shows_sorts_details_kills_and_quits_cleanly() {
     let Some(t) = Tmux::start("watch", &cmd) else {
         return;
     };
-    let s = t.wait_for("VLLM::Worker_TP");
+    // The findings pane is drawn last: the whole first frame is on screen.
+    let s = t.wait_for("error: 8 live processes of launcher");
     assert_eq!(
         s.matches("96,610 MiB / 97,887 MiB").count(),
         8,
