@@ -395,6 +395,7 @@ fn config(common: &Common) -> Config {
         nvml_lib: common.nvml_lib.clone(),
         others: false,
         read_timeout: common.read_timeout,
+        ..d
     }
 }
 

@@ -125,6 +125,18 @@ pub struct Spawned {
 }
 
 impl Spawned {
+    /// The PID of the process of this tree labelled `label`.
+    ///
+    /// # Panics
+    /// When no process has that label: a test's own mistake.
+    pub fn pid_of(&self, label: &str) -> u32 {
+        self.pids
+            .iter()
+            .find(|(_, l)| l == label)
+            .unwrap_or_else(|| panic!("no holder labelled {label}"))
+            .0
+    }
+
     /// Kills the top holder (its descendants follow by PDEATHSIG) and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -69,15 +69,18 @@ pub struct UnitRestart {
     pub restart_sec: Option<String>,
     /// The files it was read from, in order.
     pub source: String,
+    /// Unit files or drop-ins that exist but could not be read (each with
+    /// why): the policy may differ from what the others say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
-/// A Kubernetes pod's namespace and name, as its container shows them.
+/// A Kubernetes pod's namespace and name, as the kubelet recorded them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PodName {
-    /// Its namespace (the service-account file), when readable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Its name (the container's HOSTNAME).
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
     pub name: String,
 }
 
@@ -103,6 +106,15 @@ impl Snapshot {
             .find(|p| p.pid == pid)
             .map(|p| p.ppid)
             .or_else(|| self.parents.get(&pid).map(|k| k.ppid))
+    }
+
+    /// The comm of `pid` as the scan saw it, holder or not.
+    pub fn comm_of(&self, pid: u32) -> Option<&str> {
+        self.processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.comm.as_str())
+            .or_else(|| self.parents.get(&pid).map(|k| k.comm.as_str()))
     }
 
     /// Whether `pid` is `root` or descends from it (a bounded walk up the
@@ -330,7 +342,7 @@ pub struct Process {
     /// MPS, Xorg...) that is never part of a kill by default.
     pub protected: bool,
     /// The variables of its environment that tell who restarts it
-    /// (`TORCHELASTIC_*`, `HOSTNAME`), when
+    /// (`TORCHELASTIC_*`), when
     /// readable.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
@@ -413,6 +425,15 @@ pub struct Owner {
     pub id: String,
     /// A readable name: `vllm.service`, `docker 3f2a1b…`, `slurm job 3385`.
     pub name: String,
+}
+
+impl Owner {
+    /// The unit's name when this is a system unit (systemd's own, stopped
+    /// with `systemctl stop`); a user's unit is named "X.service (user N)",
+    /// so its id and name differ.
+    pub fn system_unit(&self) -> Option<&str> {
+        (self.kind == OwnerKind::SystemdUnit && self.id == self.name).then_some(self.id.as_str())
+    }
 }
 
 /// Kinds of owner (SPEC.md).

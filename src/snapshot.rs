@@ -40,6 +40,12 @@ pub struct Config {
     /// How long any one read (a process's fds and maps, an NVML call) may
     /// take before it counts as timed out (`GPUFREE_READ_TIMEOUT`).
     pub read_timeout: Duration,
+    /// Where system unit files are read (`GPUFREE_UNIT_PATH`, else
+    /// systemd's own list).
+    pub unit_dirs: Vec<PathBuf>,
+    /// Where the kubelet keeps one log directory per pod
+    /// (`GPUFREE_POD_LOG_DIR`, else `/var/log/pods`).
+    pub pod_log_dir: PathBuf,
 }
 
 /// The read timeout when none is given.
@@ -53,6 +59,11 @@ impl Default for Config {
             nvml_lib: None,
             others: false,
             read_timeout: DEFAULT_READ_TIMEOUT,
+            unit_dirs: crate::proc::restart::unit_dirs(std::env::var_os("GPUFREE_UNIT_PATH")),
+            pod_log_dir: std::env::var_os("GPUFREE_POD_LOG_DIR").map_or_else(
+                || PathBuf::from(crate::proc::restart::POD_LOG_DIR),
+                PathBuf::from,
+            ),
         }
     }
 }
@@ -239,7 +250,7 @@ impl Collector {
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
         snap.parents = scanned.parents.into_iter().collect();
         launchers(&self.proc_fd, &mut snap);
-        restarters(&self.proc_fd, &mut snap);
+        restarters(&self.cfg, &mut snap);
         judge(&mut snap);
         if self.cfg.others {
             snap.others = others(&self.proc_fd, &snap.processes, limits, &self.stuck);
@@ -497,40 +508,25 @@ fn launchers(proc_fd: &OwnedFd, snap: &mut Snapshot) {
 }
 
 /// Reads what may restart the holders: their system units' `Restart=`
-/// and their pods' names (one read per unit or pod).
-fn restarters(proc_fd: &OwnedFd, snap: &mut Snapshot) {
-    let dirs = crate::proc::restart::unit_dirs();
-    let me = rustix::system::uname();
-    let host = me.nodename().to_string_lossy();
+/// (one read per unit) and their pods' names (one directory listing).
+fn restarters(cfg: &Config, snap: &mut Snapshot) {
+    let mut pods = BTreeSet::new();
     for p in &snap.processes {
-        let o = &p.owner;
-        match o.kind {
-            OwnerKind::SystemdUnit if o.id == o.name && !snap.units.contains_key(&o.id) => {
-                if let Some(r) = crate::proc::restart::unit_restart(&dirs, &o.id) {
-                    snap.units.insert(o.id.clone(), r);
-                }
-            }
-            OwnerKind::K8sPod if !snap.pods.contains_key(&o.id) => {
-                // HOSTNAME is the pod's name, unless the pod shares the
-                // host's network (then it is the node's).
-                let Some(name) = p
-                    .environment
-                    .get("HOSTNAME")
-                    .filter(|h| **h != host && crate::proc::restart::is_dns_subdomain(h))
-                else {
-                    continue;
-                };
-                let namespace = crate::proc::restart::pod_namespace(proc_fd, p.pid);
-                snap.pods.insert(
-                    o.id.clone(),
-                    crate::model::PodName {
-                        namespace,
-                        name: name.clone(),
-                    },
-                );
-            }
-            _ => {}
+        if p.owner.kind == OwnerKind::K8sPod {
+            pods.insert(p.owner.id.as_str());
         }
+        let Some(unit) = p.owner.system_unit() else {
+            continue;
+        };
+        if !snap.units.contains_key(unit) {
+            if let Some(r) = crate::proc::restart::unit_restart(&cfg.unit_dirs, unit) {
+                snap.units.insert(unit.to_string(), r);
+            }
+        }
+    }
+    if !pods.is_empty() {
+        let names = crate::proc::restart::pod_names(&cfg.pod_log_dir, &pods);
+        snap.pods = names;
     }
 }
 

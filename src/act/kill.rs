@@ -827,21 +827,16 @@ pub fn execute(
     };
     let released_at = Instant::now();
     let mut end = end;
+    // A supervisor known beforehand is given its restart delay and the
+    // time a restarted program takes to open the GPU.
+    let settle = opts.settle.max(known_restart_watch(initial, &signalled));
     if verdict.state == VerdictState::Free && !opts.settle.is_zero() && !signalled.is_empty() {
         // The watch ends halfway through the reserve before the user's cap:
         // the rest is for the verdict and the report.
         let watch_end = deadlines.end - (deadlines.end - deadlines.act) / 2;
         if let Ok(first) = end.as_ref() {
-            let watched = settle(
-                c,
-                first,
-                &release,
-                &signalled,
-                first_tick,
-                opts.settle,
-                watch_end,
-                &judge,
-            );
+            let suspect = |snap: &Snapshot| restart_suspected(snap, &signalled, first_tick);
+            let watched = self::settle(c, first, settle, watch_end, &judge, &suspect);
             match watched {
                 Ok(Some((snap, busy))) => {
                     verdict = busy;
@@ -881,6 +876,20 @@ pub fn execute(
     (report, end.ok())
 }
 
+/// How a process that was no target keeps a release from counting.
+enum Stranger<'a> {
+    /// A child the target had before the kill.
+    Child { parent: u32 },
+    /// Started during the kill by the target's parent: a supervisor.
+    ByParent { target: u32, parent: u32 },
+    /// Started during the kill in the target's system unit, whose policy
+    /// restarts (or could not be read).
+    ByUnit { target: u32, unit: &'a str },
+    /// Started during the kill beside the target: its fork, or a process
+    /// of its unit, pod, container, or user and cgroup.
+    Beside { target: u32 },
+}
+
 /// How much longer to watch, at most, once a process that the targets'
 /// parent started during the kill is seen: time for it to open a GPU (a
 /// CUDA initialisation takes seconds).
@@ -891,23 +900,19 @@ const SUSPECT_WATCH: Duration = Duration::from_secs(5);
 /// starts again. Returns the first snapshot that `judge` finds not free,
 /// with that verdict; None when the release held; Err when a snapshot
 /// failed, so the watch could not finish.
-#[allow(clippy::too_many_arguments)] // One call site; the pieces are the release's.
 fn settle(
     c: &Collector,
     first: &Snapshot,
-    release: &Release,
-    signalled: &[Process],
-    first_tick: u64,
     base: Duration,
     until: Instant,
     judge: &dyn Fn(&Snapshot) -> crate::model::Verdict,
+    suspect: &dyn Fn(&Snapshot) -> bool,
 ) -> Result<Option<(Snapshot, crate::model::Verdict)>, String> {
-    let start = Instant::now();
-    let mut stop = (start + base).min(until);
-    let mut snap_suspects = release.suspects(first, signalled, first_tick);
+    let mut stop = (Instant::now() + base).min(until);
+    let mut suspected = suspect(first);
     let mut extended = false;
     loop {
-        if !snap_suspects.is_empty() && !extended {
+        if suspected && !extended {
             extended = true;
             stop = stop.max((Instant::now() + SUSPECT_WATCH).min(until));
         }
@@ -923,8 +928,69 @@ fn settle(
         if v.state == VerdictState::Busy {
             return Ok(Some((snap, v)));
         }
-        snap_suspects = release.suspects(&snap, signalled, first_tick);
+        suspected = suspect(&snap);
     }
+}
+
+/// How long to watch a release when a target's system unit restarts it
+/// (its `RestartSec=`, then [`SUSPECT_WATCH`] for the program to open the
+/// GPU) or the kubelet does (a pod's container); zero otherwise.
+fn known_restart_watch(initial: &Snapshot, signalled: &[Process]) -> Duration {
+    signalled
+        .iter()
+        .filter_map(|t| {
+            if t.owner.kind == OwnerKind::K8sPod {
+                return Some(SUSPECT_WATCH);
+            }
+            let r = initial.units.get(t.owner.system_unit()?)?;
+            (r.restart != "no").then(|| {
+                let delay = r
+                    .restart_sec
+                    .as_deref()
+                    .map_or(Duration::from_millis(100), restart_sec);
+                delay.min(Duration::from_secs(30)) + SUSPECT_WATCH
+            })
+        })
+        .max()
+        .unwrap_or_default()
+}
+
+/// A systemd time span (`5`, `100ms`, `1min 30s`); 100 ms (systemd's
+/// default) when it cannot be read.
+fn restart_sec(text: &str) -> Duration {
+    let mut total = Duration::ZERO;
+    for word in text.split_whitespace() {
+        let split = word
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(word.len());
+        let (number, unit) = word.split_at(split);
+        let Ok(n) = number.parse::<f64>() else {
+            return Duration::from_millis(100);
+        };
+        let seconds = match unit {
+            "" | "s" | "sec" | "second" | "seconds" => n,
+            "ms" | "msec" => n / 1000.0,
+            "m" | "min" | "minute" | "minutes" => n * 60.0,
+            "h" | "hr" | "hour" | "hours" => n * 3600.0,
+            _ => return Duration::from_millis(100),
+        };
+        total += Duration::try_from_secs_f64(seconds).unwrap_or(Duration::from_secs(3600));
+    }
+    total
+}
+
+/// Whether `snap` has a process holding nothing yet that a living parent
+/// of a signalled target started during the kill, running the target's
+/// program: maybe a supervisor's restart that has not opened a GPU yet.
+fn restart_suspected(snap: &Snapshot, signalled: &[Process], first_tick: u64) -> bool {
+    snap.parents.values().any(|k| {
+        k.start_time_ticks >= first_tick
+            && k.ppid > 1
+            && signalled
+                .iter()
+                .any(|t| t.ppid == k.ppid && crate::proc::names_exe(&k.comm, t.exe.as_deref()))
+            && snap.comm_of(k.ppid).is_some() // its parent lives
+    })
 }
 
 /// What "released" means for one execution.
@@ -1025,44 +1091,36 @@ impl Release {
         held
     }
 
-    /// Processes holding nothing yet that a living parent of a signalled
-    /// target started during the kill, running the target's program: maybe
-    /// a supervisor's restart that has not opened a GPU yet.
-    fn suspects(&self, snap: &Snapshot, signalled: &[Process], first_tick: u64) -> Vec<u32> {
-        snap.parents
-            .iter()
-            .filter(|(_, k)| {
-                k.start_time_ticks >= first_tick
-                    && k.ppid > 1
-                    && signalled.iter().any(|t| {
-                        t.ppid == k.ppid && crate::proc::names_exe(&k.comm, t.exe.as_deref())
-                    })
-                    && snap.parent_of(k.ppid).is_some()
-            })
-            .map(|(pid, _)| *pid)
-            .collect()
-    }
-
-    /// Why `p`, not a target, keeps the release from counting: a child the
-    /// targets had, or a process started during the kill by a target's
-    /// parent (a supervisor's restart), in a target's unit, pod or
-    /// container, or with its user and cgroup (a fork that left the
-    /// session), that holds what the target held.
-    fn restarted(
+    /// How `p`, not a target, keeps the release from counting, if it does:
+    /// a child the targets had, or a process started during the kill by a
+    /// target's parent, in a target's unit, pod or container, or with its
+    /// user and cgroup (a fork that left the session), that holds what the
+    /// target held.
+    fn stranger<'a>(
         &self,
-        end: &Snapshot,
+        end: &'a Snapshot,
         p: &Process,
-        signalled: &[Process],
+        signalled: &'a [Process],
         first_tick: u64,
-    ) -> Option<String> {
+    ) -> Option<Stranger<'a>> {
         if !p.is_live() || p.protected {
             return None;
         }
-        let shares = |t: &Process| {
-            t.devices
+        if let Some(&parent) = self.children.get(&(p.pid, p.start_time_ticks)) {
+            return Some(Stranger::Child { parent });
+        }
+        // A CUDA context maps its GPU's node or has memory; a monitor
+        // (nvidia-smi, nvtop, gpufree serve) only opens nodes, and the
+        // control nodes (nvidiactl, nvidia-uvm) are everyone's.
+        let context = p.memory_bytes() > 0
+            || p.devices
                 .iter()
-                .any(|d| p.devices.iter().any(|e| e.path == d.path))
-        };
+                .any(|d| d.gpu.is_some() && d.via.contains(&crate::model::Via::Mmap));
+        if !context {
+            return None;
+        }
+        let gpus = crate::diagnose::gpus_of(p);
+        let shares = |t: &Process| crate::diagnose::gpus_of(t).iter().any(|g| gpus.contains(g));
         let same_owner = |t: &Process| {
             matches!(
                 t.owner.kind,
@@ -1070,14 +1128,6 @@ impl Release {
             ) && t.owner.kind == p.owner.kind
                 && t.owner.id == p.owner.id
         };
-        if let Some(parent) = self.children.get(&(p.pid, p.start_time_ticks)) {
-            return Some(format!(
-                "PID {} ({}), a child of target {parent}, still holds {}; it was not a target (free the GPU with --gpu, or name it)",
-                p.pid,
-                p.comm,
-                reason(p).trim_start_matches("holds ")
-            ));
-        }
         let t = signalled.iter().find(|t| {
             shares(t)
                 && p.start_time_ticks >= first_tick
@@ -1086,47 +1136,71 @@ impl Release {
                     || same_owner(t)
                     || (p.uid == t.uid && p.cgroup == t.cgroup))
         })?;
+        let by_parent = p.ppid == t.ppid && p.ppid > 1;
+        // A unit whose files say Restart=no did not start it again.
+        let restarting_unit = t
+            .owner
+            .system_unit()
+            .filter(|u| same_owner(t) && end.units.get(*u).is_none_or(|r| r.restart != "no"));
+        Some(if by_parent {
+            Stranger::ByParent {
+                target: t.pid,
+                parent: p.ppid,
+            }
+        } else if let Some(unit) = restarting_unit {
+            Stranger::ByUnit {
+                target: t.pid,
+                unit,
+            }
+        } else {
+            Stranger::Beside { target: t.pid }
+        })
+    }
+
+    /// Why `p`, not a target, keeps the release from counting, in words
+    /// with what stops its supervisor; None when it does not.
+    fn restarted(
+        &self,
+        end: &Snapshot,
+        p: &Process,
+        signalled: &[Process],
+        first_tick: u64,
+    ) -> Option<String> {
         let holds = reason(p);
         let holds = holds.trim_start_matches("holds ");
-        let unit = (t.owner.kind == OwnerKind::SystemdUnit && t.owner.id == t.owner.name)
-            .then_some(t.owner.id.as_str());
-        if p.ppid == t.ppid && p.ppid > 1 || unit.is_some() && same_owner(t) {
-            // Started again by the target's parent or its unit's manager:
-            // a supervisor, which restarts what dies. A system unit is
-            // stopped by systemd (a user's unit is named "X.service (user
-            // N)": no line for that). Otherwise the supervisor goes first,
-            // and its workers, orphaned then, are freed by GPU.
-            let by = if p.ppid == t.ppid && p.ppid > 1 {
-                let name = end
-                    .processes
-                    .iter()
-                    .find(|q| q.pid == p.ppid)
-                    .map(|q| q.comm.clone())
-                    .or_else(|| end.parents.get(&p.ppid).map(|k| k.comm.clone()))
-                    .unwrap_or_else(|| "?".into());
-                format!("target {}'s parent, PID {} ({name}),", t.pid, p.ppid)
-            } else {
-                format!("target {}'s unit {},", t.pid, t.owner.id)
-            };
-            let gpus = crate::diagnose::gpu_args(&crate::diagnose::gpus_of(p));
-            let stop =
-                match unit.and_then(|u| crate::safe::shell_command(&["systemctl", "stop", u])) {
-                    Some(cmd) => format!("`{cmd}`"),
-                    None => format!(
-                        "stop PID {} first, then free the GPU: `gpufree kill {}`",
-                        p.ppid,
-                        gpus.join(" ")
-                    ),
-                };
-            return Some(format!(
-                "PID {} ({}) holds {holds}: {by} started it again during the kill; a supervisor restarts what dies: {stop}",
+        let gpus = crate::diagnose::gpus_of(p);
+        let by_parent = |parent: u32| {
+            format!(
+                "stop PID {parent} first, then free the GPU: `gpufree kill {}`",
+                crate::diagnose::gpu_args(&gpus).join(" ")
+            )
+        };
+        Some(match self.stranger(end, p, signalled, first_tick)? {
+            Stranger::Child { parent } => format!(
+                "PID {} ({}), a child of target {parent}, still holds {holds}; it was not a target (free the GPU with --gpu, or name it)",
                 p.pid, p.comm
-            ));
-        }
-        Some(format!(
-            "PID {} ({}), started during the kill beside target {}, holds {holds}",
-            p.pid, p.comm, t.pid
-        ))
+            ),
+            // A supervisor goes first; its workers, orphaned then, are
+            // freed by GPU.
+            Stranger::ByParent { target, parent } => format!(
+                "PID {} ({}) holds {holds}: target {target}'s parent, PID {parent} ({}), started it again during the kill; a supervisor restarts what dies: {}",
+                p.pid,
+                p.comm,
+                end.comm_of(parent).unwrap_or("?"),
+                by_parent(parent)
+            ),
+            Stranger::ByUnit { target, unit } => format!(
+                "PID {} ({}) holds {holds}: target {target}'s unit {unit} started it again during the kill; a supervisor restarts what dies: {}",
+                p.pid,
+                p.comm,
+                crate::diagnose::supervisors::stop_unit(unit, &gpus)
+                    .map_or_else(|| by_parent(p.ppid), |cmd| format!("`{cmd}`"))
+            ),
+            Stranger::Beside { target } => format!(
+                "PID {} ({}), started during the kill beside target {target}, holds {holds}",
+                p.pid, p.comm
+            ),
+        })
     }
 
     /// The end verdict from a fresh snapshot.
@@ -1438,6 +1512,42 @@ mod tests {
             .skipped
             .iter()
             .any(|k| k.pid == 61 && k.reason.contains("run as root")));
+    }
+
+    #[test]
+    fn a_known_supervisor_is_given_its_restart_delay_and_a_start_up() {
+        assert_eq!(restart_sec("5"), Duration::from_secs(5));
+        assert_eq!(restart_sec("100ms"), Duration::from_millis(100));
+        assert_eq!(restart_sec("1min 30s"), Duration::from_secs(90));
+        assert_eq!(restart_sec("soon"), Duration::from_millis(100));
+        let mut t = p(10, 1, Some(0), 1 << 30);
+        t.owner = crate::model::Owner {
+            kind: OwnerKind::SystemdUnit,
+            id: "vllm.service".into(),
+            name: "vllm.service".into(),
+        };
+        let mut s = snap(vec![t.clone()]);
+        assert_eq!(
+            known_restart_watch(&s, &[t.clone()]),
+            Duration::ZERO,
+            "no unit file read"
+        );
+        let unit = |restart: &str, sec: Option<&str>| crate::model::UnitRestart {
+            restart: restart.into(),
+            restart_sec: sec.map(str::to_string),
+            source: String::new(),
+            unreadable: Vec::new(),
+        };
+        s.units.insert("vllm.service".into(), unit("no", None));
+        assert_eq!(known_restart_watch(&s, &[t.clone()]), Duration::ZERO);
+        s.units
+            .insert("vllm.service".into(), unit("always", Some("2s")));
+        assert_eq!(
+            known_restart_watch(&s, &[t.clone()]),
+            Duration::from_secs(2) + SUSPECT_WATCH
+        );
+        t.owner.kind = OwnerKind::K8sPod;
+        assert_eq!(known_restart_watch(&s, &[t]), SUSPECT_WATCH);
     }
 
     /// NVML sizes near u64::MAX (a lying or broken driver) neither

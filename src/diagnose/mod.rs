@@ -15,7 +15,7 @@ use crate::units::{gib, mib};
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 
-mod supervisors;
+pub(crate) mod supervisors;
 pub mod verdict;
 
 pub use verdict::IDLE_SLACK_BYTES;
@@ -1853,6 +1853,7 @@ mod tests {
             restart: r.into(),
             restart_sec: None,
             source: "/etc/systemd/system/vllm.service".into(),
+            unreadable: Vec::new(),
         };
         s.units.insert("vllm.service".into(), restart("always"));
         let f = &diagnose(&s)[0];
@@ -1874,7 +1875,7 @@ mod tests {
         s.pods.insert(
             uid.into(),
             PodName {
-                namespace: Some("ml".into()),
+                namespace: "ml".into(),
                 name: "vllm-7d9c5b6f4-x2x9k".into(),
             },
         );
@@ -1882,26 +1883,22 @@ mod tests {
             diagnose(&s)[0].next,
             "kubectl -n ml scale deployment/vllm --replicas 0 && gpufree wait --gpu 0"
         );
-        s.pods.get_mut(uid).unwrap().name = "trainer".into();
-        assert_eq!(
-            diagnose(&s)[0].next,
-            "kubectl -n ml delete pod trainer && gpufree wait --gpu 0"
-        );
-        s.pods.get_mut(uid).unwrap().name = "db-0".into();
-        assert_eq!(
-            diagnose(&s)[0].next,
-            "kubectl -n ml scale statefulset/db --replicas 0 && gpufree wait --gpu 0"
-        );
-        // No namespace (or no name): never a stop command that could hit
-        // another namespace's pod of that name; the lookup by UID instead.
-        s.pods.get_mut(uid).unwrap().namespace = None;
+        // Another name says nothing sure of a controller (worker-3 may be
+        // bare or a StatefulSet's): the lookup of its owner, no stop.
+        s.pods.get_mut(uid).unwrap().name = "worker-3".into();
         let f = &diagnose(&s)[0];
         assert!(
-            f.next.starts_with("kubectl get pods --all-namespaces"),
+            f.next
+                .starts_with("kubectl -n ml get pod worker-3 -o 'jsonpath="),
             "{}",
             f.next
         );
-        assert!(f.next.ends_with(&format!("| grep {uid}")), "{}", f.next);
+        assert!(
+            f.message.contains("`kubectl -n ml delete pod worker-3`"),
+            "{}",
+            f.message
+        );
+        // Not named by the kubelet: the lookup by UID.
         s.pods.clear();
         assert!(diagnose(&s)[0].next.ends_with(&format!("| grep {uid}")));
         // torchrun with restarts left: the agent goes first.

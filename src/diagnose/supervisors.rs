@@ -10,7 +10,8 @@ use std::sync::LazyLock;
 
 /// A group's supervisor: what it is (for the message), where that was
 /// read (for the details), and the `next` that stops it and then proves
-/// the release (or, for a pod that cannot be named for sure, finds it).
+/// the release (or, for a pod whose controller cannot be told, the lookup
+/// that tells it).
 pub(super) struct Supervisor {
     pub what: String,
     pub evidence: String,
@@ -31,100 +32,114 @@ pub(super) fn of(
     gpus: &[u32],
 ) -> Option<Supervisor> {
     match g {
-        Group::Owner(OwnerKind::SystemdUnit, id, name) if id == name => unit(s, id, gpus),
+        Group::Owner(OwnerKind::SystemdUnit, id, name) if id == name => {
+            let r = s
+                .units
+                .get(id.as_str())
+                .filter(|r| r.restart != "no" || !r.unreadable.is_empty())?;
+            let unsure = if r.unreadable.is_empty() {
+                String::new()
+            } else {
+                format!("; could not read {}", r.unreadable.join(", "))
+            };
+            let sec = r
+                .restart_sec
+                .as_deref()
+                .map(|t| format!(", RestartSec={t}"))
+                .unwrap_or_default();
+            Some(Supervisor {
+                what: if r.restart == "no" {
+                    format!("systemd may start {id} again (its readable files say Restart=no; some could not be read): stop the unit")
+                } else {
+                    format!(
+                        "systemd starts {id} again when it dies (Restart={}{sec}): stop the unit",
+                        r.restart
+                    )
+                },
+                evidence: format!("Restart={} from {}{unsure}", r.restart, r.source),
+                next: stop_unit(id, gpus)?,
+            })
+        }
         Group::Owner(OwnerKind::K8sPod, uid, _) => pod(s, uid, gpus),
         Group::Launcher(pid) => torchrun(s, *pid, members, gpus),
         _ => None,
     }
 }
 
-fn unit(s: &Snapshot, unit: &str, gpus: &[u32]) -> Option<Supervisor> {
-    let r = s.units.get(unit).filter(|r| r.restart != "no")?;
-    let stop = crate::safe::shell_command(&["systemctl", "stop", unit])?;
-    let sec = r
-        .restart_sec
-        .as_deref()
-        .map(|t| format!(", RestartSec={t}"))
-        .unwrap_or_default();
-    Some(Supervisor {
-        what: format!(
-            "systemd starts {unit} again when it dies (Restart={}{sec}): stop the unit",
-            r.restart
-        ),
-        evidence: format!("Restart={} from {}", r.restart, r.source),
-        next: format!("{stop} && {}", wait_for(gpus)),
-    })
+/// `systemctl stop UNIT`, then the wait that proves `gpus` free; None when
+/// the unit's name cannot be pasted safely.
+pub(crate) fn stop_unit(unit: &str, gpus: &[u32]) -> Option<String> {
+    // A unit name may start with '-': never taken for an option.
+    let argv: &[&str] = if unit.starts_with('-') {
+        &["systemctl", "stop", "--", unit]
+    } else {
+        &["systemctl", "stop", unit]
+    };
+    let stop = crate::safe::shell_command(argv)?;
+    Some(format!("{stop} && {}", wait_for(gpus)))
 }
 
-/// Where a pod's name or namespace is unknown, the `next` is the lookup
-/// that finds the pod and its controller by UID (a stop command could hit
-/// another pod of that name).
+/// Where a pod's name is unknown, the `next` is the lookup that finds the
+/// pod and its controller by UID.
 fn lookup(uid: &str) -> String {
     format!(
-        "kubectl get pods --all-namespaces -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid,OWNER:.metadata.ownerReferences[0].name | grep {uid}"
+        "kubectl get pods --all-namespaces -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid,OWNER:.metadata.ownerReferences[0].kind/.metadata.ownerReferences[0].name | grep {uid}"
     )
 }
 
 /// A pod's name as a Deployment's ReplicaSet makes it: NAME-HASH-XXXXX
-/// (the hash and suffix from Kubernetes' safe alphabet).
+/// (the hash and suffix from Kubernetes' safe alphabet). Another shape
+/// says nothing sure about a controller (`worker-3` may be a bare pod).
 static DEPLOYMENT_POD: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(r"^(.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$").ok()
 });
-/// A pod's name as a StatefulSet makes it: NAME-ORDINAL.
-static STATEFUL_POD: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^(.+)-[0-9]+$").ok());
 
 fn pod(s: &Snapshot, uid: &str, gpus: &[u32]) -> Option<Supervisor> {
     let Some(p) = s.pods.get(uid) else {
         return Some(Supervisor {
             what: format!("the kubelet restarts pod {uid}'s containers when they die: delete the pod, or scale down its controller"),
-            evidence: "its name could not be read from a holder's HOSTNAME".into(),
+            evidence: "no kubelet log directory names the pod (/var/log/pods/NAMESPACE_NAME_UID)".into(),
             next: lookup(uid),
         });
     };
-    // Without its namespace, a stop command would act on whatever the
-    // current context's namespace has by that name: look the pod up.
-    let Some(namespace) = p.namespace.as_deref() else {
+    let (ns, name) = (p.namespace.as_str(), p.name.as_str());
+    let deployment = DEPLOYMENT_POD
+        .as_ref()
+        .and_then(|re| re.captures(name))
+        .and_then(|c| c.get(1))
+        .map(|m| m.as_str());
+    let evidence = format!("pod {ns}/{name} (UID {uid}), named by the kubelet's log directory");
+    let Some(d) = deployment else {
+        // Bare, or owned by a Job, DaemonSet, StatefulSet or a ReplicaSet
+        // whose name was cut: only its ownerReferences tell which.
+        let owner = crate::safe::shell_command(&[
+            "kubectl",
+            "-n",
+            ns,
+            "get",
+            "pod",
+            name,
+            "-o",
+            "jsonpath={.metadata.ownerReferences[*].kind}/{.metadata.ownerReferences[*].name}",
+        ])?;
         return Some(Supervisor {
-            what: format!("the kubelet restarts pod {}'s containers when they die (its namespace could not be read): delete the pod, or scale down its controller", p.name),
-            evidence: format!("pod {} (UID {uid}), its name from the container's HOSTNAME", p.name),
-            next: lookup(uid),
+            what: format!("the kubelet restarts pod {ns}/{name}'s containers when they die: with no owner, `kubectl -n {ns} delete pod {name}`; with one (this prints it), scale that down"),
+            evidence,
+            next: owner,
         });
     };
-    let ns = ["-n", namespace];
-    let capture = |re: &LazyLock<Option<Regex>>| {
-        re.as_ref()?
-            .captures(&p.name)
-            .and_then(|c| c.get(1))
-            .map(|m| m.as_str().to_string())
-    };
-    let (what, args): (String, Vec<String>) = if let Some(d) = capture(&DEPLOYMENT_POD) {
-        (
-            format!("pod {} is named like Deployment {d}'s: its ReplicaSet starts it again; scale the Deployment down", p.name),
-            vec!["scale".into(), format!("deployment/{d}"), "--replicas".into(), "0".into()],
-        )
-    } else if let Some(st) = capture(&STATEFUL_POD) {
-        (
-            format!("pod {} is named like StatefulSet {st}'s: it starts it again; scale the StatefulSet down", p.name),
-            vec!["scale".into(), format!("statefulset/{st}"), "--replicas".into(), "0".into()],
-        )
-    } else {
-        (
-            format!("the kubelet restarts pod {}'s containers when they die: delete the pod (if a controller owns it, scale that down instead)", p.name),
-            vec!["delete".into(), "pod".into(), p.name.clone()],
-        )
-    };
-    let mut argv: Vec<&str> = vec!["kubectl"];
-    argv.extend(ns);
-    argv.extend(args.iter().map(String::as_str));
-    let stop = crate::safe::shell_command(&argv)?;
+    let stop = crate::safe::shell_command(&[
+        "kubectl",
+        "-n",
+        ns,
+        "scale",
+        &format!("deployment/{d}"),
+        "--replicas",
+        "0",
+    ])?;
     Some(Supervisor {
-        what,
-        evidence: format!(
-            "pod {}{} (UID {uid}), its name from the container's HOSTNAME, the controller guessed from it; `kubectl get pod {} -o jsonpath='{{.metadata.ownerReferences}}'` tells",
-            p.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default(),
-            p.name,
-            p.name
-        ),
+        what: format!("pod {ns}/{name} is named like Deployment {d}'s: its ReplicaSet starts it again; scale the Deployment down"),
+        evidence: format!("{evidence}; the Deployment from the name's shape"),
         next: format!("{stop} && {}", wait_for(gpus)),
     })
 }

@@ -133,12 +133,8 @@ pub fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
 }
 
 /// The environment variables that tell who restarts a process: a torchrun
-/// agent's restart budget, a Kubernetes pod's name.
-pub const SUPERVISION_ENV: &[&str] = &[
-    "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS",
-    "HOSTNAME",
-];
+/// agent's restart budget.
+pub const SUPERVISION_ENV: &[&str] = &["TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"];
 
 /// The [`SUPERVISION_ENV`] variables of a NUL-separated environment, each
 /// value escaped and cut to 256 characters.
@@ -253,16 +249,14 @@ mod tests {
         let long = "x".repeat(300);
         let raw = [
             b"PATH=/bin".as_slice(),
-            b"HOSTNAME=vllm-0",
-            b"HOSTNAMEX=no",
+            b"TORCHELASTIC_RESTART_COUNTX=no",
             b"NOEQUALS",
             b"TORCHELASTIC_RESTART_COUNT=\xff1",
             format!("TORCHELASTIC_MAX_RESTARTS={long}").as_bytes(),
         ]
         .join(&0u8);
         let env = supervision_env(&raw);
-        assert_eq!(env.len(), 3, "{env:?}");
-        assert_eq!(env["HOSTNAME"], "vllm-0");
+        assert_eq!(env.len(), 2, "{env:?}");
         assert_eq!(env["TORCHELASTIC_RESTART_COUNT"], "\\xff1");
         assert_eq!(env["TORCHELASTIC_MAX_RESTARTS"].len(), 256);
     }

@@ -1,15 +1,13 @@
 //! What the host's files say about restarting a holder: a systemd unit's
 //! `Restart=` (its unit file and drop-ins, read the way systemd layers
-//! them), and a Kubernetes pod's namespace (the service-account file in
-//! the container's own root) and name (its `HOSTNAME`).
+//! them), and a Kubernetes pod's namespace and name (the kubelet's log
+//! directory for the pod's UID).
 //!
 //! Every string comes from a file or a process someone else controls: unit
 //! names and pod names are checked against the characters their systems
 //! allow before any path or command is built from them.
 
 use crate::model::UnitRestart;
-use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -41,13 +39,14 @@ const RESTART_VALUES: &[&str] = &[
     "on-watchdog",
 ];
 
-/// The most of one unit file or drop-in that is read.
-const FILE_MAX: u64 = 256 * 1024;
+/// The most of one unit file or drop-in that is read; a longer one is
+/// named as unreadable (a `Restart=` past the cut would be missed).
+const FILE_MAX: u64 = 1024 * 1024;
 
-/// The unit directories: `GPUFREE_UNIT_PATH` (colon-separated, for tests
-/// and unusual layouts) or systemd's own list.
-pub fn unit_dirs() -> Vec<PathBuf> {
-    match std::env::var_os("GPUFREE_UNIT_PATH") {
+/// The unit directories: `path` (colon-separated, as `GPUFREE_UNIT_PATH`
+/// gives it, for tests and unusual layouts) or systemd's own list.
+pub fn unit_dirs(path: Option<std::ffi::OsString>) -> Vec<PathBuf> {
+    match path {
         Some(p) => std::env::split_paths(&p).collect(),
         None => UNIT_DIRS.iter().map(PathBuf::from).collect(),
     }
@@ -66,21 +65,31 @@ pub fn is_unit_name(name: &str) -> bool {
             .any(|s| name.ends_with(s))
 }
 
-/// A regular file's text, at most [`FILE_MAX`] bytes; never blocks on a
-/// FIFO or a device.
-fn read_file(path: &Path) -> Option<String> {
+/// A regular file's text (invalid UTF-8 replaced, as systemd reads bytes),
+/// at most [`FILE_MAX`] bytes; never blocks on a FIFO or a device.
+/// Ok(None) when there is no such file; Err (with why) when there is one
+/// that could not be read whole.
+fn read_file(path: &Path) -> Result<Option<String>, String> {
     use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
+    let why = |e: std::io::Error| format!("{}: {e}", path.display());
+    let f = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(why(e)),
+    };
+    if !f.metadata().map_err(why)?.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
     }
-    let mut text = String::new();
-    f.take(FILE_MAX).read_to_string(&mut text).ok()?;
-    Some(text)
+    let mut bytes = Vec::new();
+    f.take(FILE_MAX + 1).read_to_end(&mut bytes).map_err(why)?;
+    if bytes.len() as u64 > FILE_MAX {
+        return Err(format!("{}: larger than {FILE_MAX} bytes", path.display()));
+    }
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// The last `Restart=` and `RestartSec=` of a unit file's `[Service]`
@@ -120,10 +129,20 @@ pub fn unit_restart(dirs: &[PathBuf], unit: &str) -> Option<UnitRestart> {
         Some(format!("{head}@.{suffix}"))
     });
     let names: Vec<&str> = std::iter::once(unit).chain(template.as_deref()).collect();
+    // A file that exists but cannot be read may hold the policy: said,
+    // never skipped silently.
+    let mut unreadable = Vec::new();
+    let mut read = |p: &Path| match read_file(p) {
+        Ok(t) => t,
+        Err(e) => {
+            unreadable.push(e);
+            None
+        }
+    };
     let (main, text) = names.iter().find_map(|n| {
         dirs.iter().find_map(|d| {
             let p = d.join(n);
-            read_file(&p).map(|t| (p, t))
+            read(&p).map(|t| (p, t))
         })
     })?;
     let mut values = (None, None);
@@ -143,7 +162,7 @@ pub fn unit_restart(dirs: &[PathBuf], unit: &str) -> Option<UnitRestart> {
     }
     let mut sources = vec![main.display().to_string()];
     for path in dropins.values() {
-        if let Some(t) = read_file(path) {
+        if let Some(t) = read(path) {
             apply(&t, &mut values);
             sources.push(path.display().to_string());
         }
@@ -152,6 +171,7 @@ pub fn unit_restart(dirs: &[PathBuf], unit: &str) -> Option<UnitRestart> {
         restart: values.0.unwrap_or_else(|| "no".into()),
         restart_sec: values.1,
         source: sources.join(", "),
+        unreadable,
     })
 }
 
@@ -169,33 +189,35 @@ pub fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
-/// The namespace of the pod that `pid` runs in, from the service-account
-/// file in its own root, resolved inside that root (its symlinks cannot
-/// lead out of it) and read only if it is a small regular file.
-pub fn pod_namespace(proc_fd: impl AsFd, pid: u32) -> Option<String> {
-    let root: OwnedFd = rustix::fs::openat(
-        proc_fd,
-        format!("{pid}/root"),
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let fd = rustix::fs::openat2(
-        &root,
-        "var/run/secrets/kubernetes.io/serviceaccount/namespace",
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV,
-    )
-    .ok()?;
-    let f = std::fs::File::from(fd);
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut text = String::new();
-    f.take(256).read_to_string(&mut text).ok()?;
-    let ns = text.trim();
-    is_dns_label(ns).then(|| ns.to_string())
+/// Where the kubelet keeps pods' logs, one directory per pod named
+/// `NAMESPACE_NAME_UID`: the pod's identity as the node's root wrote it
+/// (never a tenant-controlled string such as a container's HOSTNAME).
+pub const POD_LOG_DIR: &str = "/var/log/pods";
+
+/// The namespace and name of each pod in `uids`, from the kubelet's log
+/// directories under `dir`; pods without a well-formed one are left out.
+pub fn pod_names(
+    dir: &Path,
+    uids: &std::collections::BTreeSet<&str>,
+) -> std::collections::BTreeMap<String, crate::model::PodName> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let mut parts = name.splitn(3, '_');
+            let (ns, pod, uid) = (parts.next()?, parts.next()?, parts.next()?);
+            (uids.contains(uid) && is_dns_label(ns) && is_dns_subdomain(pod)).then(|| {
+                let id = crate::model::PodName {
+                    namespace: ns.to_string(),
+                    name: pod.to_string(),
+                };
+                (uid.to_string(), id)
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -256,10 +278,49 @@ mod tests {
             unit_restart(&dirs, "w@3.service").unwrap().restart,
             "always"
         );
+        // A drop-in that cannot be read (here a FIFO) is named, not skipped.
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            lib.join("vllm.service.d/80-fifo.conf"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        // Bytes that are no UTF-8 do not hide the file.
+        std::fs::write(
+            etc.join("vllm.service.d/90-latin1.conf"),
+            b"[Unit]\nDescription=Caf\xe9\n[Service]\nRestart=on-abort\n",
+        )
+        .unwrap();
+        let r = unit_restart(&dirs, "vllm.service").unwrap();
+        assert_eq!(r.restart, "on-abort");
+        assert_eq!(r.unreadable.len(), 1, "{r:?}");
+        assert!(r.unreadable[0].ends_with("80-fifo.conf: not a regular file"));
         // No unit, or a name that could be a path: nothing.
         assert!(unit_restart(&dirs, "none.service").is_none());
         assert!(unit_restart(&dirs, "../etc/passwd").is_none());
         assert!(unit_restart(&dirs, "a/b.service").is_none());
+    }
+
+    #[test]
+    fn pods_are_named_by_the_kubelets_log_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uid = "1234abcd-5678-90ab-cdef-1234567890ab";
+        for d in [
+            format!("ml_vllm-7d9c5b6f4-x2x9k_{uid}"),
+            "ml_other_ffffffff-5678-90ab-cdef-1234567890ab".to_string(),
+            "Bad_NS_0000".to_string(),
+        ] {
+            std::fs::create_dir(tmp.path().join(d)).unwrap();
+        }
+        let names = pod_names(tmp.path(), &[uid].into_iter().collect());
+        assert_eq!(names.len(), 1);
+        assert_eq!(
+            (names[uid].namespace.as_str(), names[uid].name.as_str()),
+            ("ml", "vllm-7d9c5b6f4-x2x9k")
+        );
+        assert!(pod_names(&tmp.path().join("none"), &[uid].into_iter().collect()).is_empty());
     }
 
     #[test]

@@ -476,14 +476,7 @@ fn tree_selects_the_holders_below_a_launcher_and_nothing_else() {
             ..HoldSpec::default()
         },
     );
-    let pid_of = |label: &str| {
-        launcher
-            .pids
-            .iter()
-            .find(|(_, l)| l == label)
-            .map(|(p, _)| *p)
-            .unwrap()
-    };
+    let pid_of = |label: &str| launcher.pid_of(label);
     let (w0, w1, mid) = (pid_of("w0"), pid_of("w1"), pid_of("middle"));
     let outsider = d.mapper("nvidia0");
     let state = d.state(&sim_state(vec![
@@ -542,12 +535,7 @@ fn supervised_kill_fails(respawn_delay_ms: u64, open_delay_ms: u64) {
             ..HoldSpec::default()
         },
     );
-    let w = sup
-        .pids
-        .iter()
-        .find(|(_, l)| l == "worker")
-        .map(|(p, _)| *p)
-        .unwrap();
+    let w = sup.pid_of("worker");
     let state = d.one_gpu(&[], 0);
     let p = w.to_string();
     let (code, doc, err) = kill(
@@ -594,6 +582,35 @@ fn a_supervisor_that_restarts_after_the_release_is_caught() {
 #[test]
 fn a_restart_that_opens_the_gpu_late_is_caught() {
     supervised_kill_fails(0, 2500);
+}
+
+/// A monitor that opens the GPU's node now and then without mapping it
+/// (as `watch nvidia-smi` does, each poll a new process of the same user
+/// and cgroup) is no restart: the settle watch lets the release stand.
+#[test]
+fn a_monitor_polling_the_node_during_the_settle_watch_is_no_restart() {
+    let d = TestDir::new(1);
+    let h = d.mapper("nvidia0");
+    let poll = format!(
+        "while :; do sleep 0.2 < {}; done",
+        d.node("nvidia0").display()
+    );
+    let mut monitor = std::process::Command::new("sh")
+        .args(["-c", &poll])
+        .spawn()
+        .unwrap();
+    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
+    let p = h.pid().to_string();
+    let (code, doc, err) = kill(
+        &d.dev,
+        &state,
+        &["--pid", &p, "--yes", "--settle", "1500ms"],
+        &[],
+    );
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    assert!(!alive(h.pid()));
 }
 
 /// The release is timed from the targets' exit: the driver's teardown

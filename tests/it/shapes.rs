@@ -171,12 +171,7 @@ impl Tree {
     }
 
     fn pid(&self, label: &str) -> u32 {
-        self.spawned
-            .pids
-            .iter()
-            .find(|(_, l)| l == label)
-            .unwrap_or_else(|| panic!("no process labelled {label}"))
-            .0
+        self.spawned.pid_of(label)
     }
 }
 

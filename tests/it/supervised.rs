@@ -3,7 +3,7 @@
 //! unit must be stopped), stops it and proves the GPU free.
 
 use crate::harness::*;
-use gpufree::holder::{ChildSpec, HoldSpec, Spawned};
+use gpufree::holder::{ChildSpec, HoldSpec};
 use serde_json::Value;
 use std::path::Path;
 
@@ -49,10 +49,6 @@ fn run_next(next: &str, d: &TestDir, state: &Path, bin_dir: &Path) -> i32 {
         .unwrap_or(-1)
 }
 
-fn pid_of(s: &Spawned, label: &str) -> u32 {
-    s.pids.iter().find(|(_, l)| l == label).unwrap().0
-}
-
 /// A worker that maps GPU `i`'s node, with `env`.
 fn worker(d: &TestDir, i: u32, env: &[(&str, &str)]) -> ChildSpec {
     ChildSpec {
@@ -88,7 +84,7 @@ fn a_torchrun_agent_with_restarts_left_is_stopped_first() {
             ..HoldSpec::default()
         },
     );
-    let ranks = [pid_of(&agent, "w0"), pid_of(&agent, "w1")];
+    let ranks = [agent.pid_of("w0"), agent.pid_of("w1")];
     let gpus: Vec<Value> = (0..2)
         .map(|i| sim_gpu(i, &[(ranks[i as usize], 1024, "while-alive")], 0))
         .collect();
@@ -111,11 +107,33 @@ fn a_torchrun_agent_with_restarts_left_is_stopped_first() {
     assert!(ranks.iter().all(|p| !alive(*p)));
 }
 
-/// The cgroup of a test-made system unit, removed (after its processes
-/// are gone) on drop.
-struct UnitCgroup(std::path::PathBuf);
+/// A test-made cgroup (under the unified hierarchy), removed once its
+/// processes are gone; None (skipped off CI) where none can be made.
+struct TestCgroup(std::path::PathBuf);
 
-impl Drop for UnitCgroup {
+impl TestCgroup {
+    fn new(relative: &str) -> Option<TestCgroup> {
+        let unified = Path::new("/sys/fs/cgroup/unified");
+        let root = if unified.join("cgroup.procs").exists() {
+            unified
+        } else {
+            Path::new("/sys/fs/cgroup")
+        };
+        let path = root.join(relative);
+        if let Err(e) = std::fs::create_dir_all(&path) {
+            assert!(std::env::var_os("CI").is_none(), "CI can make cgroups: {e}");
+            eprintln!("skipped: cannot make a cgroup here: {e}");
+            return None;
+        }
+        Some(TestCgroup(path))
+    }
+
+    fn procs(&self) -> std::path::PathBuf {
+        self.0.join("cgroup.procs")
+    }
+}
+
+impl Drop for TestCgroup {
     fn drop(&mut self) {
         for _ in 0..100 {
             if std::fs::remove_dir(&self.0).is_ok() {
@@ -126,26 +144,53 @@ impl Drop for UnitCgroup {
     }
 }
 
+/// A holder of GPU 0 moved into `cg`, on the simulator; the state file.
+fn held_in(d: &TestDir, cg: &TestCgroup) -> (gpufree::holder::Spawned, std::path::PathBuf) {
+    let h = hold(
+        &["python3", "serve.py"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    std::fs::write(cg.procs(), h.pid().to_string()).unwrap();
+    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
+    (h, state)
+}
+
+/// A fake `tool` in `d`'s `bin/` that logs its argv and, when its first
+/// argument is `verb`, kills every process of `cg` (the ones the test put
+/// there), as systemd or the kubelet would. Returns the bin dir and log.
+fn fake_tool(
+    d: &TestDir,
+    tool: &str,
+    verb: &str,
+    cg: &TestCgroup,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let bin_dir = d.tmp.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let log = d.tmp.path().join(format!("{tool}.log"));
+    let script = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {log}\ncase \" $* \" in *\" {verb} \"*) ;; *) exit 1;; esac\nfor p in $(cat {procs}); do kill -9 $p; done\n",
+        log = log.display(),
+        procs = cg.procs().display()
+    );
+    let path = bin_dir.join(tool);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (bin_dir, log)
+}
+
 /// A systemd unit with `Restart=always` (its unit file in a test unit
 /// directory, its processes in a real cgroup of that name): `why` says
 /// systemd restarts it, and `systemctl stop UNIT && gpufree wait` (the
 /// fake systemctl kills the unit's cgroup, as systemd does) frees the GPU.
 #[test]
 fn a_unit_that_restarts_is_stopped_with_systemctl() {
-    let unified = Path::new("/sys/fs/cgroup/unified");
-    let root = if unified.join("cgroup.procs").exists() {
-        unified
-    } else {
-        Path::new("/sys/fs/cgroup")
-    };
     let unit = format!("gpufree-test-{}.service", std::process::id());
-    let cg = root.join("system.slice").join(&unit);
-    if std::fs::create_dir_all(&cg).is_err() {
-        assert!(std::env::var_os("CI").is_none(), "CI can make cgroups");
-        eprintln!("skipped: cannot make a cgroup here");
+    let Some(cg) = TestCgroup::new(&format!("system.slice/{unit}")) else {
         return;
-    }
-    let cg = UnitCgroup(cg);
+    };
     let d = TestDir::new(1);
     let units = d.tmp.path().join("units");
     std::fs::create_dir(&units).unwrap();
@@ -154,30 +199,8 @@ fn a_unit_that_restarts_is_stopped_with_systemctl() {
         "[Service]\nExecStart=/usr/bin/python3 serve.py\nRestart=always\nRestartSec=2\n",
     )
     .unwrap();
-    let h = hold(
-        &["python3", "serve.py"],
-        HoldSpec {
-            mmap: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    std::fs::write(cg.0.join("cgroup.procs"), h.pid().to_string()).unwrap();
-    let bin_dir = d.tmp.path().join("bin");
-    std::fs::create_dir(&bin_dir).unwrap();
-    let log = d.tmp.path().join("systemctl.log");
-    let fake = format!(
-        "#!/bin/sh\necho \"$@\" >> {log}\n[ \"$1\" = stop ] || exit 1\nfor p in $(cat {procs}); do kill -9 $p; done\n",
-        log = log.display(),
-        procs = cg.0.join("cgroup.procs").display()
-    );
-    let systemctl = bin_dir.join("systemctl");
-    std::fs::write(&systemctl, fake).unwrap();
-    std::fs::set_permissions(
-        &systemctl,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
+    let (h, state) = held_in(&d, &cg);
+    let (bin_dir, log) = fake_tool(&d, "systemctl", "stop", &cg);
     let doc = why(
         &d,
         &state,
@@ -201,5 +224,44 @@ fn a_unit_that_restarts_is_stopped_with_systemctl() {
     assert_eq!(
         std::fs::read_to_string(&log).unwrap().trim(),
         format!("stop {unit}")
+    );
+}
+
+/// A pod of a Deployment (its name and namespace from the kubelet's log
+/// directory, never from the container): `why` says its ReplicaSet starts
+/// it again, and `kubectl -n NS scale deployment/D --replicas 0 && gpufree
+/// wait` (the fake kubectl kills the pod's cgroup) frees the GPU.
+#[test]
+fn a_deployments_pod_is_scaled_down() {
+    let uid = format!("{:08x}-5678-90ab-cdef-1234567890ab", std::process::id());
+    let Some(cg) = TestCgroup::new(&format!(
+        "kubepods.slice/kubepods-pod{}.slice/cri-containerd-{}.scope",
+        uid.replace('-', "_"),
+        "ab".repeat(32)
+    )) else {
+        return;
+    };
+    let d = TestDir::new(1);
+    let logs = d.tmp.path().join("pods");
+    std::fs::create_dir_all(logs.join(format!("ml_vllm-7d9c5b6f4-x2x9k_{uid}"))).unwrap();
+    let (h, state) = held_in(&d, &cg);
+    let (bin_dir, log) = fake_tool(&d, "kubectl", "scale", &cg);
+    let doc = why(
+        &d,
+        &state,
+        &[("GPUFREE_POD_LOG_DIR", logs.to_str().unwrap())],
+    );
+    let f = &doc["findings"][0];
+    assert_eq!(f["pids"], serde_json::json!([h.pid()]), "{doc}");
+    let next = f["next"].as_str().unwrap();
+    assert_eq!(
+        next,
+        "kubectl -n ml scale deployment/vllm --replicas 0 && gpufree wait --gpu 0"
+    );
+    assert_eq!(run_next(next, &d, &state, &bin_dir), 0);
+    assert!(!alive(h.pid()));
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap().trim(),
+        "-n ml scale deployment/vllm --replicas 0"
     );
 }

@@ -200,7 +200,7 @@ fn orphaned_holder_is_named() {
             ..HoldSpec::default()
         },
     );
-    let orphan = tree.pids.iter().find(|(_, l)| l == "orphan").unwrap().0;
+    let orphan = tree.pid_of("orphan");
     // Keep a pidfd: the orphan is no longer our child, and is signalled
     // only through this reference to the process we started.
     let pidfd = rustix::process::pidfd_open(
@@ -599,16 +599,7 @@ fn ranks_under_a_launcher_that_holds_nothing_are_one_group() {
             ..HoldSpec::default()
         },
     );
-    let ranks: Vec<u32> = (0..4)
-        .map(|i| {
-            agent
-                .pids
-                .iter()
-                .find(|(_, l)| *l == format!("rank{i}"))
-                .unwrap()
-                .0
-        })
-        .collect();
+    let ranks: Vec<u32> = (0..4).map(|i| agent.pid_of(&format!("rank{i}"))).collect();
     let gpus: Vec<Value> = ranks
         .iter()
         .enumerate()

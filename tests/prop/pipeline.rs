@@ -649,6 +649,7 @@ fn config(root: &Path, t: &Tree, w: &World) -> Config {
         }),
         others: true,
         read_timeout: Duration::from_secs(10),
+        ..Config::default()
     }
 }
 
