@@ -46,6 +46,9 @@ pub struct Config {
     /// Where the kubelet keeps one log directory per pod
     /// (`GPUFREE_POD_LOG_DIR`, else `/var/log/pods`).
     pub pod_log_dir: PathBuf,
+    /// The D-Bus address where systemd answers (`GPUFREE_SYSTEMD_BUS`;
+    /// else the system bus where systemd runs); None: unit files only.
+    pub systemd_bus: Option<String>,
 }
 
 /// The read timeout when none is given.
@@ -64,6 +67,9 @@ impl Default for Config {
                 || PathBuf::from(crate::proc::restart::POD_LOG_DIR),
                 PathBuf::from,
             ),
+            systemd_bus: std::env::var("GPUFREE_SYSTEMD_BUS")
+                .ok()
+                .or_else(crate::proc::restart::systemd_bus),
         }
     }
 }
@@ -507,26 +513,46 @@ fn launchers(proc_fd: &OwnedFd, snap: &mut Snapshot) {
     }
 }
 
-/// Reads what may restart the holders: their system units' `Restart=`
-/// (one read per unit) and their pods' names (one directory listing).
+/// Reads what may restart the holders: their system units' restart
+/// policy (systemd over D-Bus where it runs, one connection for all; the
+/// unit files otherwise, or for a unit systemd has not loaded) and their
+/// pods' names (one directory listing).
 fn restarters(cfg: &Config, snap: &mut Snapshot) {
+    let mut units = BTreeSet::new();
     let mut pods = BTreeSet::new();
     for p in &snap.processes {
         if p.owner.kind == OwnerKind::K8sPod {
             pods.insert(p.owner.id.as_str());
         }
-        let Some(unit) = p.owner.system_unit() else {
-            continue;
-        };
-        if !snap.units.contains_key(unit) {
-            if let Some(r) = crate::proc::restart::unit_restart(&cfg.unit_dirs, unit) {
-                snap.units.insert(unit.to_string(), r);
+        units.extend(p.owner.system_unit());
+    }
+    let units: Vec<&str> = units.into_iter().collect();
+    let (mut from_bus, bus_error) = match cfg.systemd_bus.as_deref().filter(|_| !units.is_empty()) {
+        Some(address) => {
+            match crate::proc::restart::systemd_restarts(address, &units, cfg.read_timeout) {
+                Ok(found) => (found, None),
+                Err(e) => (
+                    BTreeMap::new(),
+                    Some(format!("systemd over D-Bus ({address}): {e}")),
+                ),
             }
         }
+        None => (BTreeMap::new(), None),
+    };
+    let mut known = BTreeMap::new();
+    for unit in units {
+        let restart = from_bus.remove(unit).or_else(|| {
+            let mut r = crate::proc::restart::unit_restart(&cfg.unit_dirs, unit)?;
+            r.unreadable.extend(bus_error.clone());
+            Some(r)
+        });
+        if let Some(r) = restart {
+            known.insert(unit.to_string(), r);
+        }
     }
+    snap.units = known;
     if !pods.is_empty() {
-        let names = crate::proc::restart::pod_names(&cfg.pod_log_dir, &pods);
-        snap.pods = names;
+        snap.pods = crate::proc::restart::pod_names(&cfg.pod_log_dir, &pods);
     }
 }
 

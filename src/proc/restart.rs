@@ -1,7 +1,8 @@
-//! What the host's files say about restarting a holder: a systemd unit's
-//! `Restart=` (its unit file and drop-ins, read the way systemd layers
-//! them), and a Kubernetes pod's namespace and name (the kubelet's log
-//! directory for the pod's UID).
+//! What the host says about restarting a holder: a systemd unit's
+//! `Restart=` (systemd's own answer over D-Bus where it runs, else its unit
+//! file and drop-ins, read the way systemd layers them), and a Kubernetes
+//! pod's namespace and name (the kubelet's log directory for the pod's
+//! UID).
 //!
 //! Every string comes from a file or a process someone else controls: unit
 //! names and pod names are checked against the characters their systems
@@ -187,6 +188,105 @@ pub fn is_dns_label(s: &str) -> bool {
 /// Whether `s` is a DNS-1123 subdomain (a Kubernetes object name).
 pub fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// The D-Bus address of the system bus where systemd runs (its runtime
+/// directory `/run/systemd/system` exists): `DBUS_SYSTEM_BUS_ADDRESS`, or
+/// the standard socket. None where systemd does not run: unit files only.
+pub fn systemd_bus() -> Option<String> {
+    Path::new("/run/systemd/system").is_dir().then(|| {
+        std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
+            .unwrap_or_else(|_| "unix:path=/run/dbus/system_bus_socket".into())
+    })
+}
+
+/// Asks systemd over D-Bus at `address` for the restart policy of each
+/// of `units` (its Service's `Restart` and `RestartUSec`, and
+/// `NRestarts`), all within `timeout`. A unit systemd has not loaded is
+/// left out (its files may still say); Err when the bus cannot be asked.
+pub fn systemd_restarts(
+    address: &str,
+    units: &[&str],
+    timeout: std::time::Duration,
+) -> Result<std::collections::BTreeMap<String, UnitRestart>, String> {
+    // A thread of its own: a caller inside an async runtime (serve) could
+    // not block on another one.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("no runtime for D-Bus: {e}"))?;
+                rt.block_on(async {
+                    tokio::time::timeout(timeout, ask_systemd(address, units))
+                        .await
+                        .map_err(|_| format!("no answer within {timeout:?}"))?
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the D-Bus query panicked".into()))
+    })
+}
+
+async fn ask_systemd(
+    address: &str,
+    units: &[&str],
+) -> zbus::Result<std::collections::BTreeMap<String, UnitRestart>> {
+    const SYSTEMD: &str = "org.freedesktop.systemd1";
+    let conn = zbus::connection::Builder::address(address)?.build().await?;
+    let service = zbus::names::InterfaceName::from_static_str("org.freedesktop.systemd1.Service")?;
+    let mut found = std::collections::BTreeMap::new();
+    for &unit in units {
+        let reply = conn
+            .call_method(
+                Some(SYSTEMD),
+                "/org/freedesktop/systemd1",
+                Some("org.freedesktop.systemd1.Manager"),
+                "GetUnit",
+                &(unit,),
+            )
+            .await;
+        let path: zbus::zvariant::OwnedObjectPath = match reply {
+            Ok(m) => m.body().deserialize()?,
+            Err(zbus::Error::MethodError(name, _, _))
+                if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let props = zbus::fdo::PropertiesProxy::builder(&conn)
+            .destination(SYSTEMD)?
+            .path(path)?
+            .build()
+            .await?;
+        let get = |name: &'static str| props.get(service.clone(), name);
+        let restart = String::try_from(get("Restart").await?)?;
+        let usec = u64::try_from(get("RestartUSec").await?)?;
+        let restarts = get("NRestarts")
+            .await
+            .ok()
+            .and_then(|v| u32::try_from(v).ok());
+        found.insert(
+            unit.to_string(),
+            UnitRestart {
+                restart: restart.chars().take(64).collect(),
+                restart_sec: Some(if usec % 1_000_000 == 0 {
+                    format!("{}s", usec / 1_000_000)
+                } else {
+                    format!("{}ms", usec / 1000)
+                }),
+                source: match restarts {
+                    Some(n) => format!("systemd over D-Bus (restarted {n} times so far)"),
+                    None => "systemd over D-Bus".into(),
+                },
+                unreadable: Vec::new(),
+            },
+        );
+    }
+    Ok(found)
 }
 
 /// Where the kubelet keeps pods' logs, one directory per pod named

@@ -265,3 +265,200 @@ fn a_deployments_pod_is_scaled_down() {
         "-n ml scale deployment/vllm --replicas 0"
     );
 }
+
+/// systemd's side of the bus, as much as gpufree asks: the Manager's
+/// `GetUnit` and each unit's Service properties.
+struct Manager {
+    unit: String,
+}
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Manager")]
+impl Manager {
+    fn get_unit(&self, name: &str) -> zbus::fdo::Result<zbus::zvariant::OwnedObjectPath> {
+        if name != self.unit {
+            return Err(zbus::fdo::Error::Failed(format!("no unit {name}")));
+        }
+        zbus::zvariant::OwnedObjectPath::try_from("/org/freedesktop/systemd1/unit/test")
+            .map_err(|e| zbus::fdo::Error::Failed(e.to_string()))
+    }
+}
+
+struct Service;
+
+#[zbus::interface(name = "org.freedesktop.systemd1.Service")]
+impl Service {
+    #[zbus(property)]
+    fn restart(&self) -> String {
+        "on-failure".into()
+    }
+    #[zbus(property, name = "RestartUSec")]
+    fn restart_usec(&self) -> u64 {
+        3_000_000
+    }
+    #[zbus(property, name = "NRestarts")]
+    fn n_restarts(&self) -> u32 {
+        7
+    }
+}
+
+/// A private D-Bus daemon with a fake systemd on it; both end on drop.
+struct FakeSystemd {
+    daemon: std::process::Child,
+    address: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    service: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeSystemd {
+    fn start(dir: &Path, unit: &str) -> Option<FakeSystemd> {
+        let socket = dir.join("bus");
+        let config = dir.join("bus.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\" \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n<busconfig><type>session</type><listen>unix:path={}</listen><auth>EXTERNAL</auth><policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/><allow own=\"*\"/></policy></busconfig>\n",
+                socket.display()
+            ),
+        )
+        .unwrap();
+        let daemon = std::process::Command::new("dbus-daemon")
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address"])
+            .stdout(std::process::Stdio::piped())
+            .spawn();
+        let mut daemon = match daemon {
+            Ok(d) => d,
+            Err(e) => {
+                assert!(std::env::var_os("CI").is_none(), "CI has dbus-daemon: {e}");
+                eprintln!("skipped: no dbus-daemon: {e}");
+                return None;
+            }
+        };
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(daemon.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let address = line.trim().to_string();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready, is_ready) = std::sync::mpsc::channel();
+        let (addr, unit) = (address.clone(), unit.to_string());
+        let service = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let _conn = zbus::connection::Builder::address(addr.as_str())
+                    .unwrap()
+                    .name("org.freedesktop.systemd1")
+                    .unwrap()
+                    .serve_at("/org/freedesktop/systemd1", Manager { unit })
+                    .unwrap()
+                    .serve_at("/org/freedesktop/systemd1/unit/test", Service)
+                    .unwrap()
+                    .build()
+                    .await
+                    .unwrap();
+                ready.send(()).unwrap();
+                let _ = stopped.await;
+            });
+        });
+        is_ready.recv().unwrap();
+        Some(FakeSystemd {
+            daemon,
+            address,
+            stop: Some(stop),
+            service: Some(service),
+        })
+    }
+}
+
+impl Drop for FakeSystemd {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.service.take() {
+            let _ = t.join();
+        }
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
+}
+
+/// Where systemd runs, its own answer over D-Bus wins over the unit files
+/// (a `systemctl set-property` or a drop-in not yet reloaded): here the
+/// file says Restart=no, systemd says on-failure.
+#[test]
+fn systemd_over_d_bus_answers_for_its_units() {
+    let unit = format!("gpufree-bus-{}.service", std::process::id());
+    let Some(cg) = TestCgroup::new(&format!("system.slice/{unit}")) else {
+        return;
+    };
+    let d = TestDir::new(1);
+    let Some(bus) = FakeSystemd::start(d.tmp.path(), &unit) else {
+        return;
+    };
+    let units = d.tmp.path().join("units");
+    std::fs::create_dir(&units).unwrap();
+    std::fs::write(units.join(&unit), "[Service]\nRestart=no\n").unwrap();
+    let (h, state) = held_in(&d, &cg);
+    let env = [
+        ("GPUFREE_UNIT_PATH", units.to_str().unwrap()),
+        ("GPUFREE_SYSTEMD_BUS", bus.address.as_str()),
+    ];
+    let doc = why(&d, &state, &env);
+    let f = &doc["findings"][0];
+    assert_eq!(f["pids"], serde_json::json!([h.pid()]), "{doc}");
+    assert!(
+        f["message"].as_str().unwrap().contains(&format!(
+            "systemd starts {unit} again when it dies (Restart=on-failure, RestartSec=3s)"
+        )),
+        "{f}"
+    );
+    assert!(
+        f["details"][0]
+            .as_str()
+            .unwrap()
+            .contains("systemd over D-Bus (restarted 7 times so far)"),
+        "{f}"
+    );
+    assert_eq!(
+        f["next"],
+        format!("systemctl stop {unit} && gpufree wait --gpu 0")
+    );
+    // A bus that does not answer: the unit file decides, and the failure
+    // is named.
+    drop(bus);
+    let gone = d.tmp.path().join("bus").display().to_string();
+    let doc = why(
+        &d,
+        &state,
+        &[
+            ("GPUFREE_UNIT_PATH", units.to_str().unwrap()),
+            ("GPUFREE_SYSTEMD_BUS", &format!("unix:path={gone}")),
+        ],
+    );
+    let f = &doc["findings"][0];
+    assert_eq!(
+        f["next"],
+        format!("systemctl stop {unit} && gpufree wait --gpu 0"),
+        "{f}"
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("some could not be read"),
+        "{f}"
+    );
+    assert!(
+        doc["units"][&unit]["unreadable"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("systemd over D-Bus"),
+        "{doc}"
+    );
+}
