@@ -226,3 +226,53 @@ pub fn write_report<W: Write>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(r: &Report) -> String {
+        let mut out = Vec::new();
+        write_report(&mut out, r, true, &Paint { color: false }).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_report_says_the_teardown_the_watch_and_what_cut_it_short() {
+        let mut r = Report {
+            targets: vec![7],
+            rounds: 1,
+            released: true,
+            verdict: crate::model::VerdictState::Free,
+            seconds_to_release: 2.5,
+            seconds_after_exit: Some(2.0),
+            seconds_watched_for_restarts: 1.0,
+            ..Report::default()
+        };
+        let t = text(&r);
+        assert!(t.contains("GPU memory released after 2.50 s (2.00 s after the last target exited: the driver's teardown)."), "{t}");
+        assert!(
+            t.contains("watched 1.0 s more: nothing started again"),
+            "{t}"
+        );
+        r.restart_watch_error = Some("a snapshot failed: EMFILE".into());
+        let t = text(&r);
+        assert!(
+            t.contains("not watched for restarts: a snapshot failed: EMFILE"),
+            "{t}"
+        );
+        assert!(!t.contains("nothing started again"), "{t}");
+        // Not released: the teardown line only when nothing but the memory
+        // is left, never beside a restarted holder.
+        r.released = false;
+        r.verdict = crate::model::VerdictState::Busy;
+        r.still_holding = vec!["GPU 0: 900 MiB used".into()];
+        r.reasons = vec!["GPU 0: 900 MiB used (expected at most 0 MiB)".into()];
+        assert!(text(&r).contains("a teardown takes seconds"));
+        r.reasons.push(
+            "PID 9 (python3) holds nvidia0: target 7's parent, PID 2 (sup), started it again"
+                .into(),
+        );
+        assert!(!text(&r).contains("a teardown takes seconds"));
+    }
+}

@@ -219,6 +219,33 @@ fn a_unit_that_restarts_is_stopped_with_systemctl() {
         next,
         format!("systemctl stop {unit} && gpufree wait --gpu 0")
     );
+    // kill's plan says so before anything is signalled.
+    let lib = sim_lib();
+    let plan = gpufree(
+        &[
+            "kill",
+            "--pid",
+            &h.pid().to_string(),
+            "--dry-run",
+            "--no-color",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[
+            ("GPUFREE_SIM_STATE", state.to_str().unwrap()),
+            ("GPUFREE_UNIT_PATH", units.to_str().unwrap()),
+        ],
+    );
+    assert!(
+        plan.stdout.contains(&format!(
+            "restarts: systemd starts {unit} again when it dies (Restart=always, RestartSec=2): stop the unit"
+        )) && plan.stdout.contains(&format!("first: `{next}`")),
+        "{}",
+        plan.stdout
+    );
+    assert!(alive(h.pid()), "a dry run signals nothing");
     assert_eq!(run_next(next, &d, &state, &bin_dir), 0);
     assert!(!alive(h.pid()));
     assert_eq!(
