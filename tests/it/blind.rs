@@ -56,11 +56,7 @@ impl Drop for Namespace {
 
 /// Fails under CI (which runs as root with namespaces), skips elsewhere.
 fn cannot(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must be able to build an unreadable PID 1: {why}"
-    );
-    eprintln!("skipped: {why}");
+    skip_off_ci("an unreadable PID 1 (root, namespaces)", &why);
 }
 
 impl Namespace {

@@ -553,3 +553,14 @@ impl Tmux {
         }
     }
 }
+
+/// A test that needs what this machine lacks (root, FUSE, cgroups, a
+/// D-Bus daemon): it fails under CI, which must provide it (`needs` says
+/// what), and elsewhere says it is skipped.
+pub fn skip_off_ci(needs: &str, why: &dyn std::fmt::Display) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must provide {needs}: {why}"
+    );
+    eprintln!("skipped: {needs}: {why}");
+}

@@ -117,7 +117,7 @@ struct Shape {
     kind: &'static str,
     /// The label of the launcher the first finding names as `launcher PID
     /// (COMM) [ROLE]`, and its ROLE; None: the group is one process, named
-    /// as `PID (COMM)`.
+    /// as `PID (COMM)`, or orphans, named by the tree's top (their reaper).
     launcher: Option<(&'static str, Option<&'static str>)>,
 }
 
@@ -242,13 +242,18 @@ fn run(shape: Shape) {
             }
             s
         }
-        // One process is named itself; a group with no launcher (orphans)
-        // has nothing to name.
-        None if group.len() == 1 => {
+        // Orphans are named by the reaper their dead parent left them to
+        // (the tree's top); one process is named itself.
+        None if shape.kind == "orphans" => format!(
+            "a dead parent (now under PID {} ({}))",
+            tree.pid(&shape.tree.label),
+            shape.tree.shown_comm()
+        ),
+        None => {
+            assert_eq!(group.len(), 1, "several holders with no launcher");
             let p = procs.iter().find(|p| p.gpu.is_some()).unwrap();
             format!("{} ({})", tree.pid(&p.label), p.shown_comm())
         }
-        None => String::new(),
     };
     check(
         message.contains(&named),

@@ -121,8 +121,7 @@ impl TestCgroup {
         };
         let path = root.join(relative);
         if let Err(e) = std::fs::create_dir_all(&path) {
-            assert!(std::env::var_os("CI").is_none(), "CI can make cgroups: {e}");
-            eprintln!("skipped: cannot make a cgroup here: {e}");
+            skip_off_ci("cgroups to make", &e);
             return None;
         }
         Some(TestCgroup(path))
@@ -356,8 +355,7 @@ impl FakeSystemd {
         let mut daemon = match daemon {
             Ok(d) => d,
             Err(e) => {
-                assert!(std::env::var_os("CI").is_none(), "CI has dbus-daemon: {e}");
-                eprintln!("skipped: no dbus-daemon: {e}");
+                skip_off_ci("dbus-daemon", &e);
                 return None;
             }
         };
