@@ -1,0 +1,650 @@
+//! The diagnosis, tested from snapshot values.
+
+use super::*;
+
+#[test]
+fn shell_words_paste_as_one_word() {
+    assert_eq!(quoted("vllm.service"), "vllm.service");
+    assert_eq!(
+        quoted("vllm.service (user 1000)"),
+        "'vllm.service (user 1000)'"
+    );
+    assert_eq!(quoted("$(reboot)"), "'$(reboot)'");
+    assert_eq!(quoted(""), "''");
+}
+use crate::model::{
+    DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, Via,
+    Visibility,
+};
+
+const W: u64 = 96_610 << 20;
+
+fn is_free(f: &[Finding]) -> bool {
+    f.iter().any(|x| x.kind == "free")
+}
+
+fn denied(pids: &[u32]) -> Vec<crate::model::Unreadable> {
+    pids.iter()
+        .map(|&pid| crate::model::Unreadable {
+            pid,
+            comm: None,
+            reason: crate::model::UnreadableReason::Permission,
+            why: "permission denied".into(),
+        })
+        .collect()
+}
+
+fn gpu(i: u32, used: u64, accounted: u64) -> Gpu {
+    Gpu {
+        index: i,
+        memory: Memory {
+            total_bytes: 102_642_810_880,
+            used_bytes: used,
+            accounted_bytes: accounted,
+            unaccounted_bytes: used - accounted,
+            known: true,
+            ..Memory::default()
+        },
+        ..Gpu::default()
+    }
+}
+
+fn base(gpus: Vec<Gpu>, processes: Vec<Process>) -> Snapshot {
+    Snapshot {
+        gpus,
+        processes,
+        nvml: NvmlStatus {
+            available: true,
+            ..NvmlStatus::default()
+        },
+        visibility: Visibility {
+            root: true,
+            ..Visibility::default()
+        },
+        ..Snapshot::default()
+    }
+}
+
+fn node(gpu: Option<u32>, name: &str) -> DeviceUse {
+    DeviceUse {
+        path: format!("/dev/{name}"),
+        gpu,
+        via: vec![Via::Fd],
+    }
+}
+
+fn worker(pid: u32, ppid: u32, gpu: u32) -> Process {
+    Process {
+        pid,
+        ppid,
+        comm: "VLLM::Worker_TP".into(),
+        cmdline: vec![format!("VLLM::Worker_TP{gpu}")],
+        exe: Some("/usr/bin/python3.12".into()),
+        state: "S".into(),
+        threads: 40,
+        renamed: true,
+        gpu_memory: vec![GpuMemory {
+            gpu,
+            used_bytes: Some(W),
+        }],
+        devices: vec![
+            node(Some(gpu), &format!("nvidia{gpu}")),
+            node(None, "nvidia-uvm"),
+        ],
+        ..Process::default()
+    }
+}
+
+fn kin(ppid: u32, comm: &str) -> crate::model::Kin {
+    crate::model::Kin {
+        ppid,
+        comm: comm.into(),
+        start_time_ticks: 1,
+        cmdline: Vec::new(),
+    }
+}
+
+fn plain(pid: u32, ppid: u32, comm: &str, cmdline: &[&str]) -> Process {
+    Process {
+        pid,
+        ppid,
+        comm: comm.into(),
+        cmdline: cmdline.iter().map(|s| s.to_string()).collect(),
+        exe: Some("/usr/bin/python3.12".into()),
+        state: "S".into(),
+        threads: 1,
+        devices: vec![node(None, "nvidia-uvm"), node(Some(0), "nvidia0")],
+        ..Process::default()
+    }
+}
+
+/// The seed incident as a snapshot value.
+fn incident() -> Snapshot {
+    let mut procs = vec![
+        Process {
+            comm: "VLLM::EngineCor".into(),
+            cmdline: vec!["VLLM::EngineCore".into()],
+            renamed: true,
+            ..plain(202_515, 4000, "", &[])
+        },
+        plain(
+            212_437,
+            202_515,
+            "python3",
+            &[
+                "/usr/bin/python3",
+                "-c",
+                "from multiprocessing.resource_tracker import main;main(25)",
+            ],
+        ),
+    ];
+    procs.extend((0..8).map(|i| worker(212_702 + i, 202_515, i)));
+    base((0..8).map(|i| gpu(i, W, W)).collect(), procs)
+}
+
+#[test]
+fn seed_incident_live_renamed_workers_first_with_a_kill_of_exactly_the_ten() {
+    let f = diagnose(&incident());
+    assert_eq!(f[0].kind, "live-holders");
+    assert_eq!(
+        f[0].message,
+        "8 live processes of launcher 202515 (VLLM::EngineCor) [vLLM engine core] hold 754.8 GiB on GPUs 0-7"
+    );
+    assert_eq!(f[0].pids.len(), 8);
+    let mut ten: Vec<u32> = vec![202_515, 212_437];
+    ten.extend(212_702..212_710);
+    assert_eq!(f[0].next, kill_command(&ten));
+    let kinds: Vec<&str> = f.iter().map(|x| x.kind.as_str()).collect();
+    assert!(kinds.contains(&"renamed-holders"));
+    assert!(kinds.contains(&"device-holders"));
+    assert!(
+        !kinds.contains(&"driver-leak"),
+        "never a driver leak while live holders exist"
+    );
+    assert!(!kinds.contains(&"free"));
+    let dev = f.iter().find(|x| x.kind == "device-holders").unwrap();
+    assert_eq!(dev.pids, vec![202_515, 212_437]);
+    assert!(dev.message.contains("started with the memory holders"));
+    assert!(dev
+        .details
+        .iter()
+        .any(|d| d.contains("multiprocessing resource tracker")));
+    assert!(!is_free(&f));
+}
+
+#[test]
+fn pattern_says_what_pkill_hits_misses_and_hits_by_accident() {
+    let mut s = incident();
+    s.others = vec![
+        crate::model::Brief {
+            pid: 77,
+            comm: "python3".into(),
+            cmdline: vec![
+                "python3".into(),
+                "-m".into(),
+                "vllm.entrypoints.openai.api_server".into(),
+            ],
+        },
+        crate::model::Brief {
+            pid: 78,
+            comm: "bash".into(),
+            cmdline: vec!["bash".into()],
+        },
+    ];
+    let opts = Options {
+        pattern: Some(("python3.*vllm".into(), Regex::new("python3.*vllm").unwrap())),
+    };
+    let f = diagnose_with(&s, &opts);
+    let p = f.iter().find(|x| x.kind == "pattern").unwrap();
+    assert_eq!(p.message, "`pkill -f 'python3.*vllm'` would hit 0 of 10 holders and 1 other process; `pkill 'python3.*vllm'` (comm) would hit 0 of 10");
+    assert_eq!(p.pids.len(), 10, "every holder is missed");
+    assert!(p.details.iter().any(|d| d.starts_with(
+        "misses 212702 VLLM::Worker_TP: its cmdline is now 'VLLM::Worker_TP0' (renamed)"
+    )));
+    assert!(p
+        .details
+        .iter()
+        .any(|d| d.starts_with("also hits 77 python3")));
+    let opts = Options {
+        pattern: Some(("Worker_TP".into(), Regex::new("Worker_TP").unwrap())),
+    };
+    let p = diagnose_with(&s, &opts)
+        .into_iter()
+        .find(|x| x.kind == "pattern")
+        .unwrap();
+    assert!(
+        p.message
+            .contains("would hit 8 of 10 holders and 0 other processes"),
+        "{}",
+        p.message
+    );
+}
+
+#[test]
+fn zombies_stopped_and_uninterruptible_holders() {
+    let mut z = worker(10, 9, 0);
+    z.state = "Z".into();
+    z.threads = 1;
+    z.gpu_memory.clear();
+    let mut zl = worker(11, 9, 1);
+    zl.state = "Z".into();
+    let mut t = worker(12, 9, 2);
+    t.state = "T".into();
+    let mut d = worker(13, 9, 3);
+    d.state = "D".into();
+    d.wchan = Some("uvm_va_space_destroy".into());
+    let s = base(
+        (0..4)
+            .map(|i| gpu(i, if i == 0 { 0 } else { W }, if i == 0 { 0 } else { W }))
+            .collect(),
+        vec![z, zl, t, d],
+    );
+    let f = diagnose(&s);
+    let z = f
+        .iter()
+        .find(|x| x.kind == "zombies" && x.pids == [10])
+        .unwrap();
+    assert!(
+        z.message.contains("already released") && z.next == "kill -s CHLD 9",
+        "{z:?}"
+    );
+    let zl = f
+        .iter()
+        .find(|x| x.kind == "zombies" && x.pids == [11])
+        .unwrap();
+    assert_eq!(zl.severity, Severity::Error);
+    assert!(
+        zl.message.contains("39 other threads still run"),
+        "{}",
+        zl.message
+    );
+    assert!(
+        f.iter()
+            .any(|x| x.kind == "live-holders" && x.pids.contains(&11)),
+        "a zombie leader with threads is live"
+    );
+    let t = f.iter().find(|x| x.kind == "stopped").unwrap();
+    assert!(t.message.contains("SIGCONT"));
+    let d = f.iter().find(|x| x.kind == "uninterruptible").unwrap();
+    assert!(d.message.contains("uvm_va_space_destroy"));
+}
+
+#[test]
+fn driver_leak_only_with_no_holder_and_a_complete_view() {
+    let leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+    let f = diagnose(&leak);
+    assert_eq!(f[0].kind, "driver-leak");
+    assert_eq!(f[0].next, "nvidia-smi --gpu-reset -i 0");
+    // With a holder of the node: not a leak.
+    let held = base(
+        vec![gpu(0, 40 << 30, 0)],
+        vec![plain(5, 1, "python3", &["python3"])],
+    );
+    assert!(diagnose(&held).iter().all(|x| x.kind != "driver-leak"));
+    // Partial view: not a leak, and not free.
+    let mut partial = leak.clone();
+    partial.visibility.unreadable = denied(&[7, 8, 9]);
+    let f = diagnose(&partial);
+    assert!(f.iter().all(|x| x.kind != "driver-leak"));
+    assert!(f.iter().any(|x| x.kind == "partial-view"));
+    assert!(!is_free(&f), "never free from a partial view");
+    // Hidden processes while NVML accounts for all memory: free, with
+    // the caveat said (SPEC.md).
+    let mut idle = base(vec![gpu(0, 0, 0)], vec![]);
+    idle.visibility.hidepid = true;
+    idle.visibility.root = false;
+    let f = diagnose(&idle);
+    assert!(is_free(&f));
+    assert!(f
+        .iter()
+        .any(|x| x.kind == "partial-view" && x.message.contains("hidepid")));
+    // In a nested PID namespace: another namespace's processes, not a leak.
+    let mut nested = leak.clone();
+    nested.visibility.nested_pid_namespace = true;
+    let f = diagnose(&nested);
+    assert_eq!(f[0].kind, "unaccounted-memory");
+    assert!(f[0].next.starts_with("nsenter"));
+}
+
+#[test]
+fn unaccounted_memory_names_holders_first_and_never_offers_sudo_to_root() {
+    // Root, no readable holder, PID 1 unreadable even to root (an outer
+    // sandbox's init): the driver's memory first, PID 1 the caveat, and
+    // a reset plan with its blockers in order.
+    let mut blind = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+    blind.visibility.unreadable = denied(&[1]);
+    let mut daemon = plain(900, 1, "nvidia-persiste", &["nvidia-persistenced"]);
+    daemon.exe = Some("/usr/bin/nvidia-persistenced".into());
+    daemon.protected = true;
+    daemon.devices = vec![node(None, "nvidiactl")];
+    let mut with_daemon = blind.clone();
+    with_daemon.processes.push(daemon);
+    let f = diagnose(&blind);
+    assert_eq!(f[0].kind, "driver-held-memory", "{f:#?}");
+    assert_eq!(f[0].next, "nvidia-smi --gpu-reset -i 0");
+    assert!(f[0].details[0].contains("PID 1"), "{:?}", f[0].details);
+    assert!(f.iter().all(|x| !x.next.contains("sudo")), "{f:#?}");
+    // Not root: sudo is the way to see more.
+    let mut user = blind.clone();
+    user.visibility.root = false;
+    assert!(diagnose(&user).iter().any(|x| x.next == "sudo gpufree why"));
+    // A holder of the nodes comes first, and its kill is the next step.
+    let mut held = blind.clone();
+    let mut trainer = plain(77, 1, "python3", &["python3", "train.py"]);
+    trainer.devices[1].via = vec![Via::Fd, Via::Mmap];
+    held.processes.push(trainer);
+    let f = diagnose(&held);
+    let u = f.iter().find(|x| x.kind == "unaccounted-memory").unwrap();
+    assert_eq!(u.next, "gpufree kill --pid 77");
+    // A monitor that only opens the nodes (NVML does) owns no context:
+    // never the next kill, and the reset plan names it.
+    let mut watched = blind.clone();
+    watched.processes.push(plain(78, 1, "nvtop", &["nvtop"]));
+    let f = diagnose(&watched);
+    let u = f.iter().find(|x| x.kind == "unaccounted-memory").unwrap();
+    assert_eq!(u.next, "nvidia-smi --gpu-reset -i 0");
+    assert!(
+        u.details.iter().any(|d| d.contains("stop 78")),
+        "{:?}",
+        u.details
+    );
+    assert!(f.iter().all(|x| !x.next.contains("sudo")), "{f:#?}");
+    // The reset plan: work first, the persistence daemon last, then
+    // the reset.
+    let mut leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+    let mut d = plain(900, 1, "nvidia-persiste", &["nvidia-persistenced"]);
+    d.exe = Some("/usr/bin/nvidia-persistenced".into());
+    d.protected = true;
+    d.devices = vec![node(None, "nvidiactl")];
+    leak.processes.push(d);
+    let f = diagnose(&leak);
+    let plan = &f.iter().find(|x| x.kind == "driver-leak").unwrap().details;
+    let n = plan.len();
+    assert!(
+        plan[n - 2].contains("systemctl stop nvidia-persistenced"),
+        "{plan:?}"
+    );
+    assert!(
+        plan[n - 1].contains("reset: `nvidia-smi --gpu-reset -i 0`"),
+        "{plan:?}"
+    );
+    // A daemon holding the control node does not hide the driver's
+    // memory from a root that cannot read PID 1 either.
+    assert_eq!(diagnose(&with_daemon)[0].kind, "driver-held-memory");
+}
+
+#[test]
+fn a_launcher_groups_siblings_of_one_kind_only() {
+    let rank = |pid: u32, comm: &str| Process {
+        comm: comm.into(),
+        cmdline: vec![comm.into()],
+        ..worker(pid, 50, pid % 2)
+    };
+    let mut s = base(
+        vec![gpu(0, 2 << 30, 2 << 30), gpu(1, 2 << 30, 2 << 30)],
+        vec![rank(60, "pt_main_thread"), rank(61, "pt_main_thread")],
+    );
+    s.parents.insert(50, kin(1, "torchrun"));
+    let f = diagnose(&s);
+    let live: Vec<&Finding> = f.iter().filter(|x| x.kind == "live-holders").collect();
+    assert_eq!(live.len(), 1, "{live:#?}");
+    assert!(live[0]
+        .message
+        .contains("launcher 50 (torchrun) [torchrun elastic agent]"));
+    assert_eq!(live[0].next, "gpufree kill --tree 50");
+    // Two different programs under one parent are two jobs.
+    let mut two = s.clone();
+    two.processes[1] = rank(61, "other_job");
+    let f = diagnose(&two);
+    assert_eq!(f.iter().filter(|x| x.kind == "live-holders").count(), 2);
+    assert!(f.iter().all(|x| !x.next.contains("--tree")), "{f:#?}");
+    // A shell is never a launcher.
+    let mut shell = s.clone();
+    shell.parents.insert(50, kin(1, "bash"));
+    assert_eq!(
+        diagnose(&shell)
+            .iter()
+            .filter(|x| x.kind == "live-holders")
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn framework_shapes_are_named() {
+    for (comm, cmd, want) in [
+        ("VLLM::Worker_TP", "VLLM::Worker_TP3", "vLLM worker"),
+        ("VLLM::EngineCor", "VLLM::EngineCore", "vLLM engine core"),
+        (
+            "python3",
+            "/usr/bin/python3 -c from multiprocessing.resource_tracker import main;main(25)",
+            "multiprocessing resource tracker",
+        ),
+        ("pt_data_worker", "python3 train.py", "DataLoader worker"),
+        ("sglang::schedu", "sglang::scheduler_TP0", "SGLang process"),
+        ("ray::IDLE", "ray::IDLE", "Ray worker"),
+        (
+            "raylet",
+            "/usr/lib/python3/site-packages/ray/core/src/ray/raylet/raylet --node",
+            "Ray raylet",
+        ),
+        (
+            "python3",
+            "/usr/bin/python3 -m torch.distributed.run --nproc-per-node 8 train.py",
+            "torchrun elastic agent",
+        ),
+        ("torchrun", "", "torchrun elastic agent"),
+        (
+            "python3",
+            "python3 -m deepspeed.launcher.launch --world_info=x",
+            "DeepSpeed launcher",
+        ),
+        ("mpirun", "mpirun -np 8 python3 train.py", "MPI launcher"),
+        (
+            "python3",
+            "python3 -m ipykernel_launcher -f kernel.json",
+            "Jupyter kernel",
+        ),
+    ] {
+        assert_eq!(shape(comm, cmd), Some(want), "{comm} {cmd}");
+    }
+    assert_eq!(shape("python3", "python3 train.py"), None);
+    assert_eq!(shape("bash", "bash"), None);
+}
+
+#[test]
+fn outside_namespace_pids_are_named() {
+    let mut s = base(vec![gpu(0, 5000 << 20, 0)], vec![]);
+    s.gpus[0].nvml_processes = vec![NvmlProcess {
+        pid: 4_194_304,
+        used_bytes: Some(5000 << 20),
+        kind: NvmlProcessKind::Compute,
+    }];
+    s.visibility.nvml_pids_not_visible = vec![4_194_304];
+    let f = diagnose(&s);
+    assert_eq!(f[0].kind, "outside-namespace");
+    assert!(f
+        .iter()
+        .all(|x| x.kind != "driver-leak" && x.kind != "unaccounted-memory"));
+}
+
+#[test]
+fn protected_daemons_are_named_and_left_out_of_kills() {
+    let mut pd = plain(900, 1, "nvidia-persiste", &["/usr/bin/nvidia-persistenced"]);
+    pd.exe = Some("/usr/bin/nvidia-persistenced".into());
+    pd.protected = true;
+    let mut w = worker(901, 1, 0);
+    w.owner = Owner {
+        kind: OwnerKind::None,
+        ..Owner::default()
+    };
+    let s = base(vec![gpu(0, W, W)], vec![pd, w]);
+    let f = diagnose(&s);
+    let p = f.iter().find(|x| x.kind == "protected-holders").unwrap();
+    assert_eq!(p.next, "systemctl stop nvidia-persistenced");
+    let live = f.iter().find(|x| x.kind == "live-holders").unwrap();
+    assert!(!live.next.contains("900"), "{}", live.next);
+}
+
+#[test]
+fn units_are_freed_by_unit_and_orphans_named() {
+    let mut a = worker(1, 1, 0);
+    a.owner = Owner {
+        kind: OwnerKind::SystemdUnit,
+        id: "vllm.service".into(),
+        name: "vllm.service".into(),
+    };
+    a.orphaned = true;
+    let s = base(vec![gpu(0, W, W)], vec![a]);
+    let f = diagnose(&s);
+    assert_eq!(
+        f[0].message,
+        "1 live process of vllm.service holds 94.3 GiB on GPU 0"
+    );
+    assert_eq!(f[0].next, "gpufree kill --unit vllm.service");
+    assert!(f
+        .iter()
+        .any(|x| x.kind == "orphans" && x.message.contains("restart will find the GPU full")));
+}
+
+#[test]
+fn supervisors_are_stopped_first() {
+    use crate::model::{Kin, PodName, UnitRestart};
+    let owned = |kind, id: &str| {
+        let mut w = worker(10, 1, 0);
+        w.owner = Owner {
+            kind,
+            id: id.into(),
+            name: id.into(),
+        };
+        w
+    };
+    // A unit that restarts: systemctl stop, then the wait that proves it.
+    let mut s = base(
+        vec![gpu(0, W, W)],
+        vec![owned(OwnerKind::SystemdUnit, "vllm.service")],
+    );
+    let restart = |r: &str| UnitRestart {
+        restart: r.into(),
+        restart_sec: None,
+        source: "/etc/systemd/system/vllm.service".into(),
+        unreadable: Vec::new(),
+    };
+    s.units.insert("vllm.service".into(), restart("always"));
+    let f = &diagnose(&s)[0];
+    assert_eq!(
+        f.next,
+        "systemctl stop vllm.service && gpufree wait --gpu 0"
+    );
+    assert!(
+        f.message
+            .contains("systemd starts vllm.service again when it dies (Restart=always)"),
+        "{}",
+        f.message
+    );
+    s.units.insert("vllm.service".into(), restart("no"));
+    assert_eq!(diagnose(&s)[0].next, "gpufree kill --unit vllm.service");
+    // A pod named by a Deployment's ReplicaSet: scale the Deployment.
+    let uid = "1234abcd-5678-90ab-cdef-1234567890ab";
+    let mut s = base(vec![gpu(0, W, W)], vec![owned(OwnerKind::K8sPod, uid)]);
+    s.pods.insert(
+        uid.into(),
+        PodName {
+            namespace: "ml".into(),
+            name: "vllm-7d9c5b6f4-x2x9k".into(),
+        },
+    );
+    assert_eq!(
+        diagnose(&s)[0].next,
+        "kubectl -n ml scale deployment/vllm --replicas 0 && gpufree wait --gpu 0"
+    );
+    // Another name says nothing sure of a controller (worker-3 may be
+    // bare or a StatefulSet's): the lookup of its owner, no stop.
+    s.pods.get_mut(uid).unwrap().name = "worker-3".into();
+    let f = &diagnose(&s)[0];
+    assert!(
+        f.next
+            .starts_with("kubectl -n ml get pod worker-3 -o 'jsonpath="),
+        "{}",
+        f.next
+    );
+    assert!(
+        f.message.contains("`kubectl -n ml delete pod worker-3`"),
+        "{}",
+        f.message
+    );
+    // Not named by the kubelet: the lookup by UID.
+    s.pods.clear();
+    assert!(diagnose(&s)[0].next.ends_with(&format!("| grep {uid}")));
+    // torchrun with restarts left: the agent goes first.
+    let ranks: Vec<Process> = (0..2)
+        .map(|i| {
+            let mut w = worker(20 + i, 50, i);
+            w.environment
+                .insert("TORCHELASTIC_RESTART_COUNT".into(), "1".into());
+            w.environment
+                .insert("TORCHELASTIC_MAX_RESTARTS".into(), "3".into());
+            w
+        })
+        .collect();
+    let mut s = base(vec![gpu(0, W, W), gpu(1, W, W)], ranks);
+    s.parents.insert(
+        50,
+        Kin {
+            cmdline: vec!["/usr/bin/python3".into(), "/usr/local/bin/torchrun".into()],
+            ..kin(1, "pt_elastic")
+        },
+    );
+    let f = &diagnose(&s)[0];
+    assert_eq!(f.next, "kill -s TERM 50 && gpufree wait --gpu 0 --gpu 1");
+    assert!(
+        f.message.contains("(2 of 3 restarts left)"),
+        "{}",
+        f.message
+    );
+    // None left: the agent gives up when a rank dies; the tree is freed.
+    for p in &mut s.processes {
+        p.environment
+            .insert("TORCHELASTIC_RESTART_COUNT".into(), "3".into());
+    }
+    assert_eq!(diagnose(&s)[0].next, "gpufree kill --tree 50");
+}
+
+#[test]
+fn idle_gpus_with_no_holders_are_free() {
+    let s = base(vec![gpu(0, 0, 0), gpu(1, 300 << 20, 0)], vec![]);
+    let f = diagnose(&s);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].message, "GPUs 0, 1 free: no process holds memory or a device node, used memory at the idle baseline");
+    assert!(is_free(&f));
+}
+
+#[test]
+fn findings_are_ordered_by_severity_then_memory() {
+    let mut s = incident();
+    s.gpus.push(gpu(8, 0, 0));
+    let mut small = worker(5, 1, 8);
+    small.gpu_memory = vec![GpuMemory {
+        gpu: 8,
+        used_bytes: Some(1 << 30),
+    }];
+    small.renamed = false;
+    s.processes.push(small);
+    let f = diagnose(&s);
+    assert_eq!(
+        f[0].bytes,
+        8 * W,
+        "the group explaining the most memory first"
+    );
+    assert_eq!(f[1].bytes, 1 << 30);
+    for w in f.windows(2) {
+        assert!(w[0].severity >= w[1].severity);
+    }
+}
+
+#[test]
+fn gpu_lists_read_as_ranges() {
+    assert_eq!(gpu_list(&[3, 1, 2, 0]), "0-3");
+    assert_eq!(gpu_list(&[0, 2]), "0, 2");
+    assert_eq!(gpu_list(&[5]), "5");
+}
