@@ -1,0 +1,354 @@
+//! The plan: a pure function of a snapshot, the selectors and the safety
+//! context — which holders are targets, and which are left out and why.
+
+use super::*;
+
+/// `--user NAME|UID`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserSel {
+    /// A numeric UID.
+    Uid(u32),
+    /// A user name.
+    Name(String),
+}
+
+/// Which holders to target; every given selector must hold.
+#[derive(Debug, Clone, Default)]
+pub struct Selectors {
+    /// `--gpu`: holders of these GPUs (None: not given).
+    pub gpus: Option<Vec<u32>>,
+    /// `--pid`.
+    pub pids: Vec<u32>,
+    /// `--match`: comm, whole cmdline or exe.
+    pub matcher: Option<Regex>,
+    /// `--user`.
+    pub user: Option<UserSel>,
+    /// `--unit`: systemd unit, container id, pod UID, job id.
+    pub unit: Option<String>,
+    /// `--tree`: holders that are this process or descend from it (a
+    /// launcher and its workers, through parents that hold nothing).
+    pub tree: Option<u32>,
+}
+
+impl Selectors {
+    /// Whether only GPUs were selected: the command is "free these GPUs",
+    /// and its end verdict is theirs.
+    pub fn gpus_only(&self) -> bool {
+        self.gpus.is_some()
+            && self.pids.is_empty()
+            && self.matcher.is_none()
+            && self.user.is_none()
+            && self.unit.is_none()
+            && self.tree.is_none()
+    }
+}
+
+/// What must never be signalled, and what may be.
+#[derive(Debug, Clone, Default)]
+pub struct Safety {
+    /// gpufree's own PID.
+    pub me: u32,
+    /// gpufree's ancestors (its shell, its service, init).
+    pub ancestors: Vec<u32>,
+    /// The effective UID gpufree runs as.
+    pub euid: u32,
+    /// `--force-protected`.
+    pub force_protected: bool,
+    /// `--include-shared`: holders of only shared nodes join the plan even
+    /// when they belong to no targeted group.
+    pub include_shared: bool,
+}
+
+impl Safety {
+    /// The safety context of the running process.
+    pub fn current() -> Safety {
+        let me = std::process::id();
+        let mut ancestors = Vec::new();
+        let mut pid = me;
+        for _ in 0..256 {
+            let Some(ppid) = std::fs::read(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|b| crate::proc::parse::parse_stat(&b).ok())
+                .map(|s| s.ppid)
+            else {
+                break;
+            };
+            if ppid == 0 {
+                break;
+            }
+            ancestors.push(ppid);
+            pid = ppid;
+        }
+        Safety {
+            me,
+            ancestors,
+            euid: rustix::process::geteuid().as_raw(),
+            ..Safety::default()
+        }
+    }
+}
+
+/// One process the plan will signal.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PlanEntry {
+    /// PID.
+    pub pid: u32,
+    /// Start time seen by the scan: the identity.
+    pub start_time_ticks: u64,
+    /// Why it is a target.
+    pub reason: String,
+}
+
+/// A process left out, and why.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Skipped {
+    /// PID.
+    pub pid: u32,
+    /// Why it is not signalled.
+    pub reason: String,
+    /// Left out for safety (exit 5 when nothing else was done).
+    pub refused: bool,
+}
+
+/// The plan.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Plan {
+    /// What will be signalled.
+    pub targets: Vec<PlanEntry>,
+    /// What matched but will not be.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Whether `owner` is the one `--unit unit` names: its unit with or without
+/// `.service`, its readable name, or, for a container or pod, its id in
+/// full or by a prefix of at least 12 hex digits. A user's unit is named
+/// only by its readable name (`vllm.service (user 1000)`).
+pub(super) fn unit_names(owner: &Owner, unit: &str) -> bool {
+    if unit.is_empty() || owner.kind == OwnerKind::None {
+        return false;
+    }
+    if owner.name == unit {
+        return true;
+    }
+    // A user's unit (`vllm.service (user 1000)`) is named only in full: the
+    // system unit of the same name is another owner.
+    let user_unit = owner.kind == OwnerKind::SystemdUnit && owner.name != owner.id;
+    if user_unit {
+        return false;
+    }
+    if owner.id == unit {
+        return true;
+    }
+    match owner.kind {
+        OwnerKind::SystemdUnit => owner.id == format!("{unit}.service"),
+        OwnerKind::Container | OwnerKind::K8sPod => {
+            let hex = unit.chars().filter(char::is_ascii_hexdigit).count();
+            hex >= 12
+                && unit.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+                && owner.id.starts_with(unit)
+        }
+        _ => false,
+    }
+}
+
+/// Checks that `--unit unit` names at most one owner among the holders of
+/// `snap`; an ambiguous prefix is an error listing the candidates.
+pub fn check_unit(snap: &Snapshot, unit: &str) -> Result<(), String> {
+    let owners: BTreeSet<(&str, &str, &str)> = snap
+        .processes
+        .iter()
+        .filter(|p| unit_names(&p.owner, unit))
+        .map(|p| {
+            (
+                p.owner.kind.as_str(),
+                p.owner.id.as_str(),
+                p.owner.name.as_str(),
+            )
+        })
+        .collect();
+    if owners.len() > 1 {
+        let list: Vec<String> = owners
+            .iter()
+            .map(|(k, id, name)| {
+                if id == name {
+                    format!("{k} {id}")
+                } else {
+                    format!("{k} {id} ({name})")
+                }
+            })
+            .collect();
+        return Err(format!(
+            "--unit {unit}: ambiguous, it names {}: {}",
+            owners.len(),
+            list.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn matches(snap: &Snapshot, p: &Process, sel: &Selectors) -> bool {
+    if let Some(root) = sel.tree {
+        if !snap.descends_from(p.pid, root) {
+            return false;
+        }
+    }
+    if let Some(gpus) = &sel.gpus {
+        if !gpus.iter().any(|&g| p.touches_gpu(g)) {
+            return false;
+        }
+    }
+    if !sel.pids.is_empty() && !sel.pids.contains(&p.pid) {
+        return false;
+    }
+    if let Some(re) = &sel.matcher {
+        let hit = re.is_match(&p.comm)
+            || re.is_match(&p.cmdline_joined())
+            || p.exe.as_deref().is_some_and(|e| re.is_match(e));
+        if !hit {
+            return false;
+        }
+    }
+    if let Some(u) = &sel.user {
+        let hit = match u {
+            UserSel::Uid(uid) => p.uid == *uid,
+            UserSel::Name(n) => p.user == *n,
+        };
+        if !hit {
+            return false;
+        }
+    }
+    if let Some(unit) = &sel.unit {
+        if !unit_names(&p.owner, unit) {
+            return false;
+        }
+    }
+    true
+}
+
+pub(super) fn shared_only(p: &Process) -> bool {
+    p.gpu_memory.is_empty() && p.devices.iter().all(|d| d.gpu.is_none())
+}
+
+pub(super) fn reason(p: &Process) -> String {
+    if p.memory_bytes() > 0 {
+        format!("holds {}", memory_on_gpus(p))
+    } else {
+        let nodes: Vec<&str> = p
+            .devices
+            .iter()
+            .map(|d| d.path.rsplit('/').next().unwrap_or(&d.path))
+            .collect();
+        format!("holds {}", nodes.join(", "))
+    }
+}
+
+/// Why a matching holder must not be signalled, if it must not.
+pub(super) fn refusal(p: &Process, safety: &Safety) -> Option<(String, bool)> {
+    if p.pid == 1 {
+        return Some(("PID 1 (init) is never signalled".into(), true));
+    }
+    if p.pid == safety.me {
+        return Some(("gpufree itself".into(), true));
+    }
+    if safety.ancestors.contains(&p.pid) {
+        return Some(("an ancestor of gpufree (its shell or service)".into(), true));
+    }
+    if p.exe.is_none() && p.cmdline.is_empty() && p.state != "Z" && (p.ppid == 2 || p.pid == 2) {
+        return Some(("a kernel thread".into(), true));
+    }
+    if p.protected && !safety.force_protected {
+        return Some((format!("protected ({}): a driver daemon or display server; --force-protected to include it", p.comm), true));
+    }
+    if safety.euid != 0 && p.uid != safety.euid {
+        return Some((
+            format!(
+                "owned by {} (uid {}), gpufree runs as uid {}: run as root",
+                p.user, p.uid, safety.euid
+            ),
+            true,
+        ));
+    }
+    if !p.is_live() {
+        return Some((
+            format!(
+                "a zombie: it has exited already; parent {} must reap it",
+                p.ppid
+            ),
+            false,
+        ));
+    }
+    None
+}
+
+/// Builds the plan: the holders the selectors name, plus the holders of
+/// only shared nodes started with them, minus what safety forbids.
+pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
+    let mut plan = Plan::default();
+    let matched: Vec<&Process> = snap
+        .processes
+        .iter()
+        .filter(|p| matches(snap, p, sel))
+        .collect();
+    let grouper = Groups::new(snap);
+    let groups: BTreeSet<String> = matched
+        .iter()
+        .filter(|p| p.memory_bytes() > 0)
+        .map(|p| grouper.key(p))
+        .collect();
+    let mut chosen: BTreeMap<u32, (&Process, String)> =
+        matched.iter().map(|p| (p.pid, (*p, reason(p)))).collect();
+    if sel.gpus.is_some() {
+        let extra: Vec<&Process> = snap
+            .processes
+            .iter()
+            .filter(|p| shared_only(p) && !chosen.contains_key(&p.pid))
+            .collect();
+        for p in extra {
+            let same_group = groups.contains(&grouper.key(p));
+            if same_group || safety.include_shared {
+                let why = if same_group {
+                    "started with the memory holders"
+                } else {
+                    "--include-shared"
+                };
+                chosen.insert(p.pid, (p, format!("{}; {why}", reason(p))));
+            }
+        }
+    }
+    for (pid, (p, why)) in chosen {
+        match refusal(p, safety) {
+            Some((reason, refused)) => plan.skipped.push(Skipped {
+                pid,
+                reason,
+                refused,
+            }),
+            None => plan.targets.push(PlanEntry {
+                pid,
+                start_time_ticks: p.start_time_ticks,
+                reason: why,
+            }),
+        }
+    }
+    for &pid in &sel.pids {
+        if !snap.processes.iter().any(|p| p.pid == pid) {
+            // A PID that NVML lists but whose process here holds no node
+            // names an innocent (the memory is kept by a process that had
+            // the PID before): refused for safety. One that nothing lists
+            // has nothing to free: left out, not refused.
+            let listed = snap
+                .gpus
+                .iter()
+                .any(|g| g.nvml_processes.iter().any(|n| n.pid == pid));
+            plan.skipped.push(Skipped {
+                pid,
+                reason: if listed {
+                    "listed by NVML, but the process with this PID holds no GPU device node: not the memory's owner, never a target".into()
+                } else {
+                    "holds no GPU memory and no GPU device node: never a target".into()
+                },
+                refused: listed,
+            });
+        }
+    }
+    plan
+}

@@ -1,0 +1,322 @@
+//! What "released" means for one execution, and the end verdict: the
+//! targets' memory back, no target or what started again holding.
+
+use super::*;
+
+/// How a process that was no target keeps a release from counting.
+pub(super) enum Stranger<'a> {
+    /// A child the target had before the kill.
+    Child { parent: u32 },
+    /// Started during the kill by the target's parent: a supervisor.
+    ByParent { target: u32, parent: u32 },
+    /// Started during the kill in the target's system unit, whose policy
+    /// restarts (or could not be read).
+    ByUnit { target: u32, unit: &'a str },
+    /// Started during the kill beside the target: its fork, or a process
+    /// of its unit, pod, container, or user and cgroup.
+    Beside { target: u32 },
+}
+
+/// What "released" means for one execution.
+pub(super) struct Release {
+    /// Per GPU the targets touched: used bytes expected once their memory
+    /// is back.
+    pub(super) expected: BTreeMap<u32, u64>,
+    /// PIDs whose NVML listing must go: targets and zombies that matched.
+    pub(super) watched: BTreeSet<u32>,
+    /// Every identity the run meant to free (planned or joined).
+    pub(super) meant: BTreeSet<(u32, u64)>,
+    /// Children the targets had before the kill (not targets themselves).
+    pub(super) children: BTreeMap<(u32, u64), u32>,
+    /// The GPUs the command is about, when only GPUs were selected.
+    pub(super) gpus: Option<Vec<u32>>,
+}
+
+impl Release {
+    pub(super) fn new(
+        initial: &Snapshot,
+        signalled: &[Process],
+        report: &Report,
+        sel: &Selectors,
+        meant: BTreeSet<(u32, u64)>,
+    ) -> Release {
+        let mut watched: BTreeSet<u32> = signalled.iter().map(|p| p.pid).collect();
+        // Matched zombies that NVML lists: their memory is part of the ask.
+        watched.extend(report.skipped.iter().filter(|k| !k.refused).map(|k| k.pid));
+        let mut expected = BTreeMap::new();
+        for g in &initial.gpus {
+            let theirs: u64 = g
+                .nvml_processes
+                .iter()
+                .filter(|p| watched.contains(&p.pid))
+                .filter_map(|p| p.used_bytes)
+                .fold(0, u64::saturating_add);
+            let touched = theirs > 0
+                || signalled.iter().any(|p| p.touches_gpu(g.index))
+                || g.nvml_processes.iter().any(|p| watched.contains(&p.pid));
+            if touched {
+                expected.insert(g.index, g.memory.used_bytes.saturating_sub(theirs));
+            }
+        }
+        let children = initial
+            .processes
+            .iter()
+            .filter_map(|p| {
+                signalled
+                    .iter()
+                    .find(|t| t.pid == p.ppid)
+                    .map(|t| ((p.pid, p.start_time_ticks), t.pid))
+            })
+            .collect();
+        Release {
+            expected,
+            watched,
+            meant,
+            children,
+            gpus: sel
+                .gpus_only()
+                .then(|| sel.gpus.clone().unwrap_or_default()),
+        }
+    }
+
+    /// What still holds the watched memory on these GPUs (empty: it is
+    /// back). A GPU whose memory cannot be read is held until it can be.
+    pub(super) fn memory_held(&self, gpus: &[crate::model::Gpu], nvml: bool) -> Vec<String> {
+        let mut held = Vec::new();
+        for (&index, &expected) in &self.expected {
+            let Some(g) = gpus.iter().find(|g| g.index == index).filter(|_| nvml) else {
+                held.push(format!("GPU {index}: NVML did not report it"));
+                continue;
+            };
+            if !g.memory.known {
+                held.push(format!("GPU {index}: its memory could not be read"));
+                continue;
+            }
+            let listed: Vec<u32> = g
+                .nvml_processes
+                .iter()
+                .filter(|p| self.watched.contains(&p.pid))
+                .map(|p| p.pid)
+                .collect();
+            let limit = expected.saturating_add(IDLE_SLACK_BYTES);
+            if !listed.is_empty() || g.memory.used_bytes > limit {
+                held.push(format!(
+                    "GPU {index}: {} used (expected at most {}){}",
+                    mib(g.memory.used_bytes),
+                    mib(limit),
+                    if listed.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", NVML still lists {listed:?}")
+                    }
+                ));
+            }
+        }
+        held
+    }
+
+    /// How `p`, not a target, keeps the release from counting, if it does:
+    /// a child the targets had, or a process started during the kill by a
+    /// target's parent, in a target's unit, pod or container, or with its
+    /// user and cgroup (a fork that left the session), that holds what the
+    /// target held.
+    pub(super) fn stranger<'a>(
+        &self,
+        end: &'a Snapshot,
+        p: &Process,
+        signalled: &'a [Process],
+        first_tick: u64,
+    ) -> Option<Stranger<'a>> {
+        if !p.is_live() || p.protected {
+            return None;
+        }
+        if let Some(&parent) = self.children.get(&(p.pid, p.start_time_ticks)) {
+            return Some(Stranger::Child { parent });
+        }
+        // A CUDA context maps its GPU's node or has memory; a monitor
+        // (nvidia-smi, nvtop, gpufree serve) only opens nodes, and the
+        // control nodes (nvidiactl, nvidia-uvm) are everyone's.
+        let context = p.memory_bytes() > 0
+            || p.devices
+                .iter()
+                .any(|d| d.gpu.is_some() && d.via.contains(&crate::model::Via::Mmap));
+        if !context {
+            return None;
+        }
+        let gpus = crate::diagnose::gpus_of(p);
+        let shares = |t: &Process| crate::diagnose::gpus_of(t).iter().any(|g| gpus.contains(g));
+        let same_owner = |t: &Process| {
+            matches!(
+                t.owner.kind,
+                OwnerKind::SystemdUnit | OwnerKind::Container | OwnerKind::K8sPod
+            ) && t.owner.kind == p.owner.kind
+                && t.owner.id == p.owner.id
+        };
+        let t = signalled.iter().find(|t| {
+            shares(t)
+                && p.start_time_ticks >= first_tick
+                && (p.ppid == t.pid
+                    || p.ppid == t.ppid
+                    || same_owner(t)
+                    || (p.uid == t.uid && p.cgroup == t.cgroup))
+        })?;
+        let by_parent = p.ppid == t.ppid && p.ppid > 1;
+        // A unit whose files say Restart=no did not start it again.
+        let restarting_unit = t
+            .owner
+            .system_unit()
+            .filter(|u| same_owner(t) && end.units.get(*u).is_none_or(|r| r.restart != "no"));
+        Some(if by_parent {
+            Stranger::ByParent {
+                target: t.pid,
+                parent: p.ppid,
+            }
+        } else if let Some(unit) = restarting_unit {
+            Stranger::ByUnit {
+                target: t.pid,
+                unit,
+            }
+        } else {
+            Stranger::Beside { target: t.pid }
+        })
+    }
+
+    /// Why `p`, not a target, keeps the release from counting, in words
+    /// with what stops its supervisor; None when it does not.
+    pub(super) fn restarted(
+        &self,
+        end: &Snapshot,
+        p: &Process,
+        signalled: &[Process],
+        first_tick: u64,
+    ) -> Option<String> {
+        let holds = reason(p);
+        let holds = holds.trim_start_matches("holds ");
+        let gpus = crate::diagnose::gpus_of(p);
+        let by_parent = |parent: u32| {
+            format!(
+                "stop PID {parent} first, then free the GPU: `gpufree kill {}`",
+                crate::diagnose::gpu_args(&gpus).join(" ")
+            )
+        };
+        Some(match self.stranger(end, p, signalled, first_tick)? {
+            Stranger::Child { parent } => format!(
+                "PID {} ({}), a child of target {parent}, still holds {holds}; it was not a target (free the GPU with --gpu, or name it)",
+                p.pid, p.comm
+            ),
+            // A supervisor goes first; its workers, orphaned then, are
+            // freed by GPU.
+            Stranger::ByParent { target, parent } => format!(
+                "PID {} ({}) holds {holds}: target {target}'s parent, PID {parent} ({}), started it again during the kill; a supervisor restarts what dies: {}",
+                p.pid,
+                p.comm,
+                end.comm_of(parent).unwrap_or("?"),
+                by_parent(parent)
+            ),
+            Stranger::ByUnit { target, unit } => format!(
+                "PID {} ({}) holds {holds}: target {target}'s unit {unit} started it again during the kill; a supervisor restarts what dies: {}",
+                p.pid,
+                p.comm,
+                crate::diagnose::supervisors::stop_unit(unit, &gpus)
+                    .map_or_else(|| by_parent(p.ppid), |cmd| format!("`{cmd}`"))
+            ),
+            Stranger::Beside { target } => format!(
+                "PID {} ({}), started during the kill beside target {target}, holds {holds}",
+                p.pid, p.comm
+            ),
+        })
+    }
+
+    /// The end verdict from a fresh snapshot.
+    pub(super) fn judge(
+        &self,
+        end: &Snapshot,
+        report: &Report,
+        signalled: &[Process],
+        first_tick: u64,
+        holders_only: bool,
+    ) -> crate::model::Verdict {
+        let policy = Policy {
+            holders_only,
+            ..Policy::default()
+        };
+        let unchecked: Vec<String> = report
+            .unchecked
+            .iter()
+            .map(|u| format!("PID {} {}; it was not signalled", u.pid, u.why))
+            .collect();
+        if let Some(gpus) = &self.gpus {
+            // "Free these GPUs": their verdict is the answer.
+            let v = verdict::overall(&select(end.clone(), gpus), &policy);
+            let (busy, unknown) = match v.state {
+                // Name what started a holder again, where it did.
+                VerdictState::Busy => (
+                    end.processes
+                        .iter()
+                        .filter(|p| gpus.iter().any(|&g| p.touches_gpu(g)))
+                        .filter_map(|p| self.restarted(end, p, signalled, first_tick))
+                        .chain(v.reasons)
+                        .collect(),
+                    unchecked,
+                ),
+                _ => (Vec::new(), unchecked.into_iter().chain(v.reasons).collect()),
+            };
+            return verdict::finish(busy, unknown, v.caveats);
+        }
+        let mut busy = Vec::new();
+        let mut unknown = unchecked;
+        let listed = |pid: u32| {
+            end.gpus
+                .iter()
+                .any(|g| g.nvml_processes.iter().any(|n| n.pid == pid))
+        };
+        for p in &end.processes {
+            let meant = self.meant.contains(&(p.pid, p.start_time_ticks));
+            if report.changed.iter().any(|c| c.pid == p.pid) && listed(p.pid) {
+                busy.push(format!(
+                    "PID {} changed before the signal (it exec'd or let go) and was not signalled, but NVML still lists it with memory",
+                    p.pid
+                ));
+            } else if meant && p.is_live() {
+                busy.push(format!(
+                    "PID {} ({}) still holds {}{}",
+                    p.pid,
+                    p.comm,
+                    reason(p).trim_start_matches("holds "),
+                    if p.state == "D" {
+                        format!(
+                            ", in uninterruptible sleep{}: SIGKILL acts when that kernel wait ends (usually seconds); one that lasts minutes is a hung driver call, which only a reset ends (`gpufree why` prints the plan)",
+                            p.wchan.as_deref().map(|w| format!(" in {w}")).unwrap_or_default()
+                        )
+                    } else {
+                        String::new()
+                    }
+                ));
+            } else if self.watched.contains(&p.pid) && !p.is_live() && listed(p.pid) {
+                busy.push(format!(
+                    "zombie PID {} is still listed by NVML with its memory: its parent PID {} must reap it",
+                    p.pid, p.ppid
+                ));
+            } else if let Some(why) = self.restarted(end, p, signalled, first_tick) {
+                busy.push(why);
+            }
+        }
+        // The targets' memory, from the end snapshot's NVML: what cannot be
+        // read leaves the release unknown, unless the holders alone count.
+        for held in self.memory_held(&end.gpus, end.nvml.available) {
+            if !held.contains("NVML did not report") && !held.contains("could not be read") {
+                busy.push(held);
+            } else if !holders_only {
+                unknown.push(format!(
+                    "the release cannot be proven: {held}{}; --holders-only accepts the holders alone",
+                    end.nvml
+                        .error
+                        .as_deref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        verdict::finish(busy, unknown, Vec::new())
+    }
+}

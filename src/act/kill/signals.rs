@@ -1,0 +1,202 @@
+//! One round of signals by identity (pin, hold still, check, signal,
+//! grace, SIGKILL), and the holders a rescan adds to the next round.
+
+use super::*;
+
+/// One round: pin, stop, check, signal, continue, grace, KILL. Returns the
+/// targets signalled.
+pub(super) fn round(
+    c: &Collector,
+    snap: &Snapshot,
+    entries: &[PlanEntry],
+    sig: Signal,
+    opts: &Options,
+    deadlines: &Deadlines,
+    report: &mut Report,
+) -> Vec<Target> {
+    let mut pinned = Vec::new();
+    for e in entries {
+        match Target::pin(&snap.pins, e.pid, e.start_time_ticks) {
+            Ok(t) => pinned.push(t),
+            Err(KillError::Gone) => {
+                if reused(c, e) {
+                    report.identity_changed.push(e.pid);
+                }
+            }
+            Err(KillError::IdentityChanged { .. }) => report.identity_changed.push(e.pid),
+            Err(err) => report.skipped.push(Skipped {
+                pid: e.pid,
+                reason: err.to_string(),
+                refused: true,
+            }),
+        }
+    }
+    // Quiescence: frozen or stopped, a target can neither exec nor fork
+    // while it is checked and signalled.
+    let held = quiesce(&pinned, deadlines.act);
+    report.frozen_cgroups.extend(held.frozen());
+    crate::pause::while_held();
+    // Check every target (through its pinned fd, each read under the
+    // deadline), then signal every one still holding, then release them
+    // together: none acts on its signal before all have it.
+    let dirs: Vec<(u32, std::os::fd::OwnedFd)> = pinned
+        .iter()
+        .filter_map(|t| t.dir().try_clone().ok().map(|d| (t.pid, d)))
+        .collect();
+    let holding: BTreeMap<u32, Holding> =
+        c.holding(dirs, Some(deadlines.act)).into_iter().collect();
+    let mut checked = Vec::new();
+    for t in pinned {
+        let verdict = match holding.get(&t.pid) {
+            Some(Holding::Yes) => Ok(()),
+            Some(Holding::Gone) => Err(None),
+            // NVML's word alone never suffices: a process gpufree can read
+            // that holds no GPU node holds no GPU memory (a listing of its
+            // PID is another process's, one that had the PID before).
+            Some(Holding::No) => Err(Some(Changed {
+                pid: t.pid,
+                why: "no longer holds a GPU device node (it exec'd another program or let go)"
+                    .into(),
+            })),
+            Some(Holding::Unknown(why)) => Err(Some(Changed {
+                pid: t.pid,
+                why: format!("could not be checked again ({why})"),
+            })),
+            None => Err(Some(Changed {
+                pid: t.pid,
+                why: "could not be checked again".into(),
+            })),
+        };
+        match verdict {
+            Ok(()) => checked.push(t),
+            Err(None) => {}
+            Err(Some(changed)) => {
+                if matches!(holding.get(&t.pid), Some(Holding::No)) {
+                    report.changed.push(changed);
+                } else {
+                    report.unchecked.push(changed);
+                }
+            }
+        }
+    }
+    let mut signalled = Vec::new();
+    for t in checked {
+        match t.signal(sig) {
+            Ok(()) | Err(KillError::Gone) => {
+                report.targets.push(t.pid);
+                signalled.push(t);
+            }
+            Err(err) => {
+                report.skipped.push(Skipped {
+                    pid: t.pid,
+                    reason: err.to_string(),
+                    refused: true,
+                });
+            }
+        }
+    }
+    if sig != Signal::KILL {
+        // A stopped process acts on its signal only once continued (and one
+        // stopped before gpufree came would never act on it).
+        for t in &signalled {
+            let _ = t.signal(Signal::CONT);
+        }
+    }
+    // Thaw what was frozen, continue what was stopped and not signalled.
+    held.release();
+    let refs: Vec<&Target> = signalled.iter().collect();
+    let running = if sig == Signal::KILL {
+        (0..refs.len()).collect()
+    } else {
+        wait_exited(&refs, opts.grace.min(deadlines.left()))
+    };
+    if !running.is_empty() {
+        for &i in &running {
+            if refs[i].signal(Signal::KILL).is_ok() {
+                report.killed_hard.push(refs[i].pid);
+            }
+        }
+        // SIGKILL takes a moment to land; the verdict's reserve pays for it.
+        let _ = wait_exited(
+            &running.iter().map(|&i| refs[i]).collect::<Vec<_>>(),
+            Duration::from_secs(5).min(deadlines.end.saturating_duration_since(Instant::now())),
+        );
+    }
+    signalled
+}
+
+/// Whether the PID of a target that is gone now names another process.
+pub(super) fn reused(c: &Collector, e: &PlanEntry) -> bool {
+    std::fs::read(c.config().proc_root.join(e.pid.to_string()).join("stat"))
+        .ok()
+        .and_then(|b| crate::proc::parse::parse_stat(&b).ok())
+        .is_some_and(|s| s.start_time != e.start_time_ticks)
+}
+
+/// The holders of `snap` that join the next round: they match the
+/// selectors, or they were forked by a signalled target (its child, or an
+/// orphan of its process group, session and cgroup) or started by its
+/// unit, container, pod or job, after the first signal.
+pub(super) fn joiners(
+    snap: &Snapshot,
+    sel: &Selectors,
+    safety: &Safety,
+    handled: &BTreeSet<(u32, u64)>,
+    signalled: &[Process],
+    first_tick: u64,
+) -> Vec<PlanEntry> {
+    let mut out: BTreeMap<u32, PlanEntry> = BTreeMap::new();
+    for e in plan(snap, sel, safety).targets {
+        if !handled.contains(&(e.pid, e.start_time_ticks)) {
+            out.insert(e.pid, e);
+        }
+    }
+    for p in &snap.processes {
+        if handled.contains(&(p.pid, p.start_time_ticks))
+            || out.contains_key(&p.pid)
+            || p.start_time_ticks < first_tick
+            || refusal(p, safety).is_some()
+        {
+            continue;
+        }
+        let why = signalled.iter().find_map(|t| {
+            if p.ppid == t.pid && p.start_time_ticks >= t.start_time_ticks {
+                Some(format!("forked by target {}", t.pid))
+            } else if p.orphaned
+                && p.uid == t.uid
+                && p.pgid == t.pgid
+                && p.sid == t.sid
+                && p.cgroup == t.cgroup
+            {
+                Some(format!(
+                    "forked in target {}'s process group and left as an orphan",
+                    t.pid
+                ))
+            } else if (sel.gpus.is_some() || sel.unit.is_some())
+                && matches!(
+                    t.owner.kind,
+                    OwnerKind::SystemdUnit
+                        | OwnerKind::Container
+                        | OwnerKind::K8sPod
+                        | OwnerKind::SlurmJob
+                )
+                && p.owner == t.owner
+            {
+                Some(format!("started again by {}", t.owner.name))
+            } else {
+                None
+            }
+        });
+        if let Some(why) = why {
+            out.insert(
+                p.pid,
+                PlanEntry {
+                    pid: p.pid,
+                    start_time_ticks: p.start_time_ticks,
+                    reason: format!("{}; {why}", reason(p)),
+                },
+            );
+        }
+    }
+    out.into_values().collect()
+}

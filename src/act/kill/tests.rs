@@ -1,0 +1,297 @@
+//! The plan and the release, tested from snapshot values.
+
+use super::settle::{restart_sec, SUSPECT_WATCH};
+use super::*;
+use crate::model::{DeviceUse, GpuMemory, Owner, OwnerKind, Via};
+
+fn p(pid: u32, ppid: u32, gpu: Option<u32>, memory: u64) -> Process {
+    Process {
+        pid,
+        ppid,
+        comm: "python3".into(),
+        cmdline: vec!["python3".into(), "serve.py".into()],
+        exe: Some("/usr/bin/python3.12".into()),
+        state: "S".into(),
+        threads: 1,
+        start_time_ticks: 1000 + u64::from(pid),
+        gpu_memory: gpu
+            .filter(|_| memory > 0)
+            .map(|g| {
+                vec![GpuMemory {
+                    gpu: g,
+                    used_bytes: Some(memory),
+                }]
+            })
+            .unwrap_or_default(),
+        devices: vec![
+            DeviceUse {
+                path: "/dev/nvidia-uvm".into(),
+                gpu: None,
+                via: vec![Via::Fd],
+            },
+            DeviceUse {
+                path: format!("/dev/nvidia{}", gpu.unwrap_or(0)),
+                gpu: Some(gpu.unwrap_or(0)),
+                via: vec![Via::Fd],
+            },
+        ]
+        .into_iter()
+        .filter(|d| gpu.is_some() || d.gpu.is_none())
+        .collect(),
+        ..Process::default()
+    }
+}
+
+fn snap(ps: Vec<Process>) -> Snapshot {
+    Snapshot {
+        processes: ps,
+        ..Snapshot::default()
+    }
+}
+
+fn safety() -> Safety {
+    Safety {
+        me: 50,
+        ancestors: vec![40, 1],
+        euid: 0,
+        ..Safety::default()
+    }
+}
+
+fn pids(plan: &Plan) -> Vec<u32> {
+    plan.targets.iter().map(|e| e.pid).collect()
+}
+
+#[test]
+fn gpu_selection_takes_its_holders_and_the_shared_node_holders_of_their_launcher() {
+    // 100 launcher (uvm only), 101/102 workers on GPU 0 and 1, 103 tracker
+    // (uvm only), and 200: an unrelated uvm holder.
+    let s = snap(vec![
+        p(100, 10, None, 0),
+        p(101, 100, Some(0), 5),
+        p(102, 100, Some(1), 5),
+        p(103, 100, None, 0),
+        p(200, 10, None, 0),
+    ]);
+    let sel = Selectors {
+        gpus: Some(vec![0]),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &sel, &safety())), vec![100, 101, 103]);
+    let sel = Selectors {
+        gpus: Some(vec![0, 1]),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &sel, &safety())), vec![100, 101, 102, 103]);
+    let inc = Safety {
+        include_shared: true,
+        ..safety()
+    };
+    assert_eq!(pids(&plan(&s, &sel, &inc)), vec![100, 101, 102, 103, 200]);
+}
+
+#[test]
+fn selectors_narrow_and_non_holders_are_never_targets() {
+    let mut a = p(101, 10, Some(0), 5);
+    a.owner = Owner {
+        kind: OwnerKind::SystemdUnit,
+        id: "vllm.service".into(),
+        name: "vllm.service".into(),
+    };
+    a.uid = 1000;
+    a.user = "alice".into();
+    let mut b = p(102, 10, Some(0), 5);
+    b.comm = "VLLM::Worker_TP".into();
+    b.cmdline = vec!["VLLM::Worker_TP1".into()];
+    let s = snap(vec![a, b]);
+    let unit = Selectors {
+        unit: Some("vllm".into()),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &unit, &safety())), vec![101]);
+    // A user's unit of the same name is another owner, named in full.
+    let mut mine = s.clone();
+    let mut u = p(103, 10, Some(0), 5);
+    u.owner = Owner {
+        kind: OwnerKind::SystemdUnit,
+        id: "vllm.service".into(),
+        name: "vllm.service (user 1000)".into(),
+    };
+    mine.processes.push(u);
+    assert_eq!(pids(&plan(&mine, &unit, &safety())), vec![101]);
+    let full = Selectors {
+        unit: Some("vllm.service (user 1000)".into()),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&mine, &full, &safety())), vec![103]);
+    assert!(check_unit(&mine, "vllm").is_ok());
+    let user = Selectors {
+        user: Some(UserSel::Name("alice".into())),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &user, &safety())), vec![101]);
+    let uid = Selectors {
+        user: Some(UserSel::Uid(0)),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &uid, &safety())), vec![102]);
+    let m = Selectors {
+        matcher: Some(Regex::new("Worker_TP1").unwrap()),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &m, &safety())), vec![102]);
+    let exe = Selectors {
+        matcher: Some(Regex::new("python3\\.12$").unwrap()),
+        ..Selectors::default()
+    };
+    assert_eq!(
+        pids(&plan(&s, &exe, &safety())),
+        vec![101, 102],
+        "the exe counts: renamed workers still match"
+    );
+    let stranger = Selectors {
+        pids: vec![101, 777],
+        ..Selectors::default()
+    };
+    let pl = plan(&s, &stranger, &safety());
+    assert_eq!(pids(&pl), vec![101]);
+    assert!(pl
+        .skipped
+        .iter()
+        .any(|k| k.pid == 777 && !k.refused && k.reason.contains("never a target")));
+}
+
+#[test]
+fn safety_refuses_init_self_ancestors_protected_others_and_zombies() {
+    let mut prot = p(60, 1, Some(0), 0);
+    prot.protected = true;
+    prot.comm = "nvidia-persiste".into();
+    let mut other = p(61, 10, Some(0), 5);
+    other.uid = 1001;
+    other.user = "bob".into();
+    let mut z = p(62, 33, Some(0), 0);
+    z.state = "Z".into();
+    let s = snap(vec![
+        p(1, 0, Some(0), 5),
+        p(50, 40, Some(0), 5),
+        p(40, 1, Some(0), 5),
+        prot,
+        other,
+        z,
+    ]);
+    let all = Selectors {
+        gpus: Some(vec![0]),
+        ..Selectors::default()
+    };
+    let pl = plan(&s, &all, &safety());
+    assert_eq!(
+        pids(&pl),
+        vec![61],
+        "root may signal other users' processes"
+    );
+    let reasons: BTreeMap<u32, &str> = pl
+        .skipped
+        .iter()
+        .map(|k| (k.pid, k.reason.as_str()))
+        .collect();
+    assert!(reasons[&1].contains("init"));
+    assert!(reasons[&50].contains("itself"));
+    assert!(reasons[&40].contains("ancestor"));
+    assert!(reasons[&60].contains("protected"));
+    assert!(reasons[&62].contains("parent 33 must reap"));
+    let forced = Safety {
+        force_protected: true,
+        ..safety()
+    };
+    assert_eq!(pids(&plan(&s, &all, &forced)), vec![60, 61]);
+    let nobody = Safety {
+        euid: 65534,
+        ..safety()
+    };
+    let pl = plan(&s, &all, &nobody);
+    assert!(pids(&pl).is_empty());
+    assert!(pl
+        .skipped
+        .iter()
+        .any(|k| k.pid == 61 && k.reason.contains("run as root")));
+}
+
+#[test]
+fn a_known_supervisor_is_given_its_restart_delay_and_a_start_up() {
+    assert_eq!(restart_sec("5"), Duration::from_secs(5));
+    assert_eq!(restart_sec("100ms"), Duration::from_millis(100));
+    assert_eq!(restart_sec("1min 30s"), Duration::from_secs(90));
+    assert_eq!(restart_sec("soon"), Duration::from_millis(100));
+    let mut t = p(10, 1, Some(0), 1 << 30);
+    t.owner = crate::model::Owner {
+        kind: OwnerKind::SystemdUnit,
+        id: "vllm.service".into(),
+        name: "vllm.service".into(),
+    };
+    let mut s = snap(vec![t.clone()]);
+    assert_eq!(
+        known_restart_watch(&s, &[t.clone()]),
+        Duration::ZERO,
+        "no unit file read"
+    );
+    let unit = |restart: &str, sec: Option<&str>| crate::model::UnitRestart {
+        restart: restart.into(),
+        restart_sec: sec.map(str::to_string),
+        source: String::new(),
+        unreadable: Vec::new(),
+    };
+    s.units.insert("vllm.service".into(), unit("no", None));
+    assert_eq!(known_restart_watch(&s, &[t.clone()]), Duration::ZERO);
+    s.units
+        .insert("vllm.service".into(), unit("always", Some("2s")));
+    assert_eq!(
+        known_restart_watch(&s, &[t.clone()]),
+        Duration::from_secs(2) + SUSPECT_WATCH
+    );
+    t.owner.kind = OwnerKind::K8sPod;
+    assert_eq!(known_restart_watch(&s, &[t]), SUSPECT_WATCH);
+}
+
+/// NVML sizes near u64::MAX (a lying or broken driver) neither
+/// overflow the targets' listed memory nor the expected memory plus
+/// its slack, in a debug build.
+#[test]
+fn release_of_huge_nvml_sizes_does_not_overflow() {
+    use crate::model::{Gpu, Memory, NvmlProcess, NvmlProcessKind};
+    let listed = |pid| NvmlProcess {
+        pid,
+        used_bytes: Some(u64::MAX),
+        kind: NvmlProcessKind::Compute,
+    };
+    let full = |index, pids: Vec<u32>| Gpu {
+        index,
+        memory: Memory {
+            used_bytes: u64::MAX,
+            known: true,
+            ..Memory::default()
+        },
+        nvml_processes: pids.into_iter().map(listed).collect(),
+        ..Gpu::default()
+    };
+    // GPU 0: both targets listed at u64::MAX; GPU 1: full, listing
+    // only a process that is no target.
+    let s = Snapshot {
+        gpus: vec![full(0, vec![101, 102]), full(1, vec![999])],
+        ..snap(vec![p(101, 10, Some(0), 5), p(102, 10, Some(1), 5)])
+    };
+    let r = Release::new(
+        &s,
+        &s.processes,
+        &Report::default(),
+        &Selectors::default(),
+        BTreeSet::new(),
+    );
+    assert_eq!(r.expected[&0], 0);
+    assert_eq!(r.expected[&1], u64::MAX);
+    let mut after = s.gpus.clone();
+    after[0].nvml_processes.clear();
+    after[0].memory.used_bytes = 0;
+    assert!(r.memory_held(&after, true).is_empty());
+    after[0].memory.used_bytes = 1 << 40;
+    assert_eq!(r.memory_held(&after, true).len(), 1);
+}
