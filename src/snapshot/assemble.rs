@@ -1,0 +1,370 @@
+//! One snapshot from what the scan pinned and NVML listed: processes with
+//! their owners, orphans and protected daemons, memory accounted per GPU,
+//! visibility; then the launchers' command lines and what restarts the
+//! holders.
+
+use super::*;
+
+/// What one snapshot collected, before it is joined into the model.
+pub(super) struct Collected {
+    pub(super) report: NvmlReport,
+    pub(super) seen: BTreeMap<u32, Seen>,
+    pub(super) unreadable: BTreeMap<u32, Unread>,
+    pub(super) vanished: Vec<u32>,
+    pub(super) scanned: u32,
+}
+
+pub(super) fn gpus_without_nvml(nodes: &NodeSet) -> Vec<Gpu> {
+    nodes
+        .nodes
+        .iter()
+        .filter_map(|n| match n.kind {
+            NodeKind::NvidiaGpu(minor) => Some(Gpu {
+                index: minor,
+                name: "unknown (NVML unavailable)".into(),
+                minor_number: Some(minor),
+                ..Gpu::default()
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> Snapshot {
+    let Collected {
+        report,
+        seen,
+        unreadable,
+        mut vanished,
+        scanned,
+    } = c;
+    let mut gpus = if report.status.available {
+        report.gpus
+    } else {
+        gpus_without_nvml(nodes)
+    };
+    let index_of_minor: HashMap<u32, u32> = gpus
+        .iter()
+        .filter_map(|g| g.minor_number.map(|m| (m, g.index)))
+        .collect();
+
+    // PID -> (GPU -> bytes) from NVML, summed over the lists.
+    let mut nvml_mem: BTreeMap<u32, BTreeMap<u32, Option<u64>>> = BTreeMap::new();
+    for g in &gpus {
+        for p in &g.nvml_processes {
+            let slot = nvml_mem
+                .entry(p.pid)
+                .or_default()
+                .entry(g.index)
+                .or_insert(Some(0));
+            *slot = match (*slot, p.used_bytes) {
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                _ => None,
+            };
+        }
+    }
+
+    // A live process gpufree could read whole that holds no GPU node cannot
+    // hold GPU memory: a CUDA context lives in the device files. When NVML
+    // lists its PID anyway (outside MPS), the memory is another process's:
+    // one that had this PID before (reused since), or one that inherited
+    // its GPU files. It is never attributed to this process.
+    let mps: BTreeSet<u32> = gpus
+        .iter()
+        .flat_map(|g| g.nvml_processes.iter())
+        .filter(|p| p.kind == crate::model::NvmlProcessKind::Mps)
+        .map(|p| p.pid)
+        .collect();
+    let mut stale = Vec::new();
+    let seen: BTreeMap<u32, Seen> = seen
+        .into_iter()
+        .filter(|(pid, s)| {
+            // A zombie keeps its PID until reaped: a listing of it is its own
+            // memory, still being released.
+            let zombie = s.details.stat.state == 'Z';
+            let holds_nothing = s.uses.is_empty() && s.fds_read && !mps.contains(pid) && !zombie;
+            if holds_nothing && nvml_mem.contains_key(pid) {
+                stale.push(*pid);
+            }
+            !holds_nothing
+        })
+        .collect();
+    let mut users = UserNames::default();
+    let mut processes = Vec::new();
+    let mut pins = BTreeMap::new();
+    for (pid, s) in seen {
+        let devices = device_uses(&s.uses, nodes, &index_of_minor);
+        let gpu_memory = nvml_mem
+            .get(&pid)
+            .map(|m| {
+                m.iter()
+                    .map(|(&gpu, &used_bytes)| GpuMemory { gpu, used_bytes })
+                    .collect()
+            })
+            .unwrap_or_default();
+        pins.insert(
+            pid,
+            Pin {
+                start_time_ticks: s.details.stat.start_time,
+                dir: s.dir,
+            },
+        );
+        processes.push(process_from(
+            pid, s.details, devices, gpu_memory, &mut users,
+        ));
+    }
+    // Listed by NVML, but not a process of this /proc (or not one that
+    // could be pinned): another PID namespace's.
+    let not_visible: Vec<u32> = nvml_mem
+        .keys()
+        .copied()
+        .filter(|pid| {
+            !pins.contains_key(pid) && !unreadable.contains_key(pid) && !stale.contains(pid)
+        })
+        .collect();
+    mark_orphans(proc_fd, &mut processes);
+
+    for g in &mut gpus {
+        let accounted: u64 = g
+            .nvml_processes
+            .iter()
+            .filter(|p| processes.iter().any(|q| q.pid == p.pid))
+            .filter_map(|p| p.used_bytes)
+            .fold(0, u64::saturating_add);
+        g.memory.accounted_bytes = accounted;
+        g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
+    }
+
+    let mountinfo = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let root_path = cfg.proc_root.to_string_lossy();
+    vanished.sort_unstable();
+    vanished.dedup();
+    let unreadable: Vec<Unreadable> = unreadable
+        .into_iter()
+        .map(|(pid, why)| Unreadable {
+            pid,
+            comm: scan::read_at(proc_fd, &format!("{pid}/comm"))
+                .ok()
+                .map(|c| parse::escape_bytes(c.trim_ascii_end())),
+            reason: match why {
+                Unread::Permission => UnreadableReason::Permission,
+                Unread::TimedOut(_) | Unread::NotReached | Unread::StillStuck => {
+                    UnreadableReason::Timeout
+                }
+                Unread::Failed { .. } => UnreadableReason::Error,
+            },
+            why: why.to_string(),
+        })
+        .collect();
+    let visibility = Visibility {
+        processes_scanned: scanned,
+        processes_unreadable: unreadable.len() as u32,
+        unreadable_pids: unreadable.iter().map(|u| u.pid).collect(),
+        unreadable,
+        vanished_pids: vanished,
+        nvml_pids_not_visible: not_visible,
+        nvml_pids_stale: stale,
+        hidepid: parse::mountinfo_hidepid(&mountinfo, root_path.as_bytes()),
+        root: rustix::process::geteuid().is_root(),
+        nested_pid_namespace: std::fs::read("/proc/self/status")
+            .ok()
+            .and_then(|b| parse::parse_status(&b).ok())
+            .is_some_and(|st| st.nspid.len() > 1),
+    };
+    let mut snapshot = Snapshot {
+        gpus,
+        processes,
+        findings: Vec::new(),
+        visibility,
+        nvml: report.status,
+        unavailable: report.unavailable,
+        dev_dir: cfg.dev_dir.display().to_string(),
+        others: Vec::new(),
+        uptime_ticks: 0,
+        ticks_per_second: rustix::param::clock_ticks_per_second(),
+        verdict: Default::default(),
+        pins: Pins::new(pins),
+        parents: BTreeMap::new(),
+        units: BTreeMap::new(),
+        pods: BTreeMap::new(),
+    };
+    if let Some(up) = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
+    {
+        snapshot.uptime_ticks = (up * snapshot.ticks_per_second as f64) as u64;
+    }
+    snapshot
+}
+
+/// Every process that is not a holder (nor gpufree), as pkill sees it.
+pub(super) fn others(
+    proc_fd: &Arc<OwnedFd>,
+    holders: &[Process],
+    limits: Limits,
+    stuck: &Stuck,
+) -> Vec<Brief> {
+    let me = std::process::id();
+    let Ok(pids) = scan::list_pids(proc_fd) else {
+        return Vec::new();
+    };
+    let pids = pids
+        .into_iter()
+        .filter(|pid| *pid != me && !holders.iter().any(|h| h.pid == *pid))
+        .collect();
+    scan::titles(proc_fd, pids, limits, stuck)
+        .into_iter()
+        .map(|(pid, comm, cmdline)| Brief { pid, comm, cmdline })
+        .collect()
+}
+
+pub(super) fn device_uses(
+    uses: &[scan::NodeUse],
+    nodes: &NodeSet,
+    index_of_minor: &HashMap<u32, u32>,
+) -> Vec<DeviceUse> {
+    uses.iter()
+        .map(|u| {
+            let node = &nodes.nodes[u.node];
+            let gpu = match node.kind {
+                NodeKind::NvidiaGpu(minor) => Some(*index_of_minor.get(&minor).unwrap_or(&minor)),
+                _ => None,
+            };
+            let mut via = Vec::new();
+            if u.fd {
+                via.push(Via::Fd);
+            }
+            if u.mmap {
+                via.push(Via::Mmap);
+            }
+            DeviceUse {
+                path: node.path.display().to_string(),
+                gpu,
+                via,
+            }
+        })
+        .collect()
+}
+
+/// User names by UID, looked up once each.
+#[derive(Default)]
+pub(super) struct UserNames(HashMap<u32, String>);
+
+impl UserNames {
+    fn name(&mut self, uid: u32) -> String {
+        self.0
+            .entry(uid)
+            .or_insert_with(|| {
+                uzers::get_user_by_uid(uid)
+                    .map(|u| u.name().to_string_lossy().into_owned())
+                    .unwrap_or_else(|| uid.to_string())
+            })
+            .clone()
+    }
+}
+
+pub(super) fn process_from(
+    pid: u32,
+    d: Details,
+    devices: Vec<DeviceUse>,
+    gpu_memory: Vec<GpuMemory>,
+    users: &mut UserNames,
+) -> Process {
+    let (cgroup, owner) = owner::parse_cgroup(&d.cgroup);
+    let renamed = looks_renamed(&d.stat.comm, &d.cmdline, d.exe.as_deref());
+    let protected = is_protected(&d.stat.comm, d.exe.as_deref(), d.exe_trusted, d.status.uid);
+    Process {
+        protected,
+        wchan: d.wchan,
+        pid,
+        ppid: d.stat.ppid,
+        pgid: d.stat.pgid,
+        sid: d.stat.sid,
+        renamed,
+        orphaned: false,
+        comm: d.stat.comm,
+        cmdline: d.cmdline,
+        exe: d.exe,
+        uid: d.status.uid,
+        user: users.name(d.status.uid),
+        state: d.stat.state.to_string(),
+        start_time_ticks: d.stat.start_time,
+        threads: d.stat.threads,
+        nspid: d.status.nspid,
+        gpu_memory,
+        devices,
+        owner,
+        cgroup,
+        environment: d.environment,
+    }
+}
+
+/// Marks holders whose parent is init or a user manager (a subreaper) as
+/// orphaned, except the main process of a unit or container: the earliest
+/// process of its cgroup whose parent is that reaper.
+pub(super) fn mark_orphans(proc_fd: &OwnedFd, processes: &mut [Process]) {
+    let parent_is_reaper = |p: &Process| {
+        p.ppid == 1
+            || (p.ppid > 1
+                && scan::read_at(proc_fd, &format!("{}/comm", p.ppid))
+                    .is_ok_and(|c| c.trim_ascii_end() == b"systemd"))
+    };
+    let candidates: Vec<usize> = (0..processes.len())
+        .filter(|&i| parent_is_reaper(&processes[i]))
+        .collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let needs_main = candidates
+        .iter()
+        .any(|&i| has_main_process(&processes[i].owner));
+    // The reaper's other children, with their cgroups and start times.
+    let siblings: Vec<(u32, String, u64)> = if needs_main {
+        reaper_children(
+            proc_fd,
+            &candidates.iter().map(|&i| processes[i].ppid).collect(),
+        )
+    } else {
+        Vec::new()
+    };
+    for i in candidates {
+        let p = &processes[i];
+        let is_main = has_main_process(&p.owner)
+            && !siblings.iter().any(|(ppid, cg, start)| {
+                *ppid == p.ppid && *cg == p.cgroup && *start < p.start_time_ticks
+            });
+        processes[i].orphaned = !is_main;
+    }
+}
+
+pub(super) fn has_main_process(owner: &Owner) -> bool {
+    matches!(
+        owner.kind,
+        OwnerKind::SystemdUnit | OwnerKind::Container | OwnerKind::K8sPod | OwnerKind::SlurmJob
+    )
+}
+
+/// (ppid, cgroup path, start time) of every process whose parent is one of `reapers`.
+pub(super) fn reaper_children(
+    proc_fd: &OwnedFd,
+    reapers: &BTreeSet<u32>,
+) -> Vec<(u32, String, u64)> {
+    let Ok(pids) = scan::list_pids(proc_fd) else {
+        return Vec::new();
+    };
+    pids.into_iter()
+        .filter_map(|pid| {
+            let stat =
+                parse::parse_stat(&scan::read_at(proc_fd, &format!("{pid}/stat")).ok()?).ok()?;
+            if !reapers.contains(&stat.ppid) {
+                return None;
+            }
+            let cg = scan::read_at(proc_fd, &format!("{pid}/cgroup")).ok()?;
+            Some((
+                stat.ppid,
+                owner::cgroup_path(&cg).unwrap_or_default(),
+                stat.start_time,
+            ))
+        })
+        .collect()
+}

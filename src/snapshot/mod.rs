@@ -1,0 +1,395 @@
+//! Takes one [`Snapshot`]: device nodes, the holder scan, NVML, process
+//! details and owners, joined into the model; and narrows it to the GPUs a
+//! user selected with `--gpu`.
+//!
+//! The order makes every record one process: the scan pins each holder
+//! (its `/proc/PID` directory fd and start time) and reads it only through
+//! that fd; NVML is read after the pins; PIDs NVML lists that the scan did
+//! not pin are pinned and NVML read again; and every pin is checked alive
+//! after the last NVML read. A pinned process alive after NVML listed its
+//! PID is the process NVML meant (a PID names one process until it is
+//! reaped, and the driver does not report a process that is not there), so
+//! memory is never attributed to whoever got a PID later.
+
+mod assemble;
+mod launchers;
+mod select;
+
+use assemble::{assemble, others, Collected};
+use launchers::{launchers, restarters};
+pub use select::{resolve, select, GpuSelector};
+
+use crate::diagnose::verdict;
+use crate::model::{
+    Brief, DeviceUse, Gpu, GpuMemory, Memory, Owner, OwnerKind, Pin, Pins, Process, Snapshot,
+    Unreadable, UnreadableReason, Via, Visibility,
+};
+use crate::nvml::{self, NvmlReport};
+use crate::proc::nodes::{NodeKind, NodeSet};
+use crate::proc::scan::{self, Details, Limits, ScanError, Seen, Stuck, Unread};
+use crate::proc::{is_protected, looks_renamed, owner, parse};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where to look.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The proc root (default `/proc`).
+    pub proc_root: PathBuf,
+    /// The device directory (default `/dev`).
+    pub dev_dir: PathBuf,
+    /// The NVML library; None for the system's.
+    pub nvml_lib: Option<PathBuf>,
+    /// Also collect every other process briefly (for `why --pattern`).
+    pub others: bool,
+    /// How long any one read (a process's fds and maps, an NVML call) may
+    /// take before it counts as timed out (`GPUFREE_READ_TIMEOUT`).
+    pub read_timeout: Duration,
+    /// Where system unit files are read (`GPUFREE_UNIT_PATH`, else
+    /// systemd's own list).
+    pub unit_dirs: Vec<PathBuf>,
+    /// Where the kubelet keeps one log directory per pod
+    /// (`GPUFREE_POD_LOG_DIR`, else `/var/log/pods`).
+    pub pod_log_dir: PathBuf,
+    /// The D-Bus address where systemd answers (`GPUFREE_SYSTEMD_BUS`;
+    /// else the system bus where systemd runs); None: unit files only.
+    pub systemd_bus: Option<String>,
+}
+
+/// The read timeout when none is given.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            proc_root: PathBuf::from("/proc"),
+            dev_dir: PathBuf::from("/dev"),
+            nvml_lib: None,
+            others: false,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            unit_dirs: crate::proc::restart::unit_dirs(std::env::var_os("GPUFREE_UNIT_PATH")),
+            pod_log_dir: std::env::var_os("GPUFREE_POD_LOG_DIR").map_or_else(
+                || PathBuf::from(crate::proc::restart::POD_LOG_DIR),
+                PathBuf::from,
+            ),
+            systemd_bus: std::env::var("GPUFREE_SYSTEMD_BUS")
+                .ok()
+                .or_else(crate::proc::restart::systemd_bus),
+        }
+    }
+}
+
+/// Why no snapshot could be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// Neither an NVML library nor any GPU device node: nothing to report.
+    #[error("no GPU here: {nvml}, and no GPU device nodes in {dev_dir}")]
+    NoGpu {
+        /// Why NVML is unavailable.
+        nvml: String,
+        /// The device directory that had no nodes.
+        dev_dir: String,
+    },
+    /// The device directory could not be listed.
+    #[error("--dev-dir: {0}")]
+    DevDir(std::io::Error),
+    /// /proc could not be read.
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+}
+
+/// Takes a snapshot of every GPU and every holder.
+pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
+    Collector::new(cfg.clone(), None)?.snapshot()
+}
+
+/// Raises the soft limit of open files to the hard one: a snapshot keeps
+/// one directory fd per holder, and running out (EMFILE) would leave
+/// processes unread.
+pub fn raise_fd_limit() {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    if limit.current < limit.maximum {
+        let _ = rustix::process::setrlimit(
+            rustix::process::Resource::Nofile,
+            rustix::process::Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            },
+        );
+    }
+}
+
+/// Takes snapshots repeatedly with one NVML session (for `wait`, `kill`).
+pub struct Collector {
+    cfg: Config,
+    nodes: Arc<NodeSet>,
+    proc_fd: Arc<OwnedFd>,
+    /// The NVML session, or why there is none (retried now and then when
+    /// the library failed without hanging: a driver loaded after boot).
+    nvml: std::sync::Mutex<(nvml::Session, Instant)>,
+    stuck: Stuck,
+}
+
+/// How often a failed NVML open is tried again (by `watch` and `serve`).
+const NVML_RETRY: Duration = Duration::from_secs(30);
+
+impl Collector {
+    /// Discovers the device nodes, opens the proc root and starts NVML
+    /// (its initialisation goes on while the first scan runs); fails only
+    /// when there is neither a library nor a node (then it waits for NVML
+    /// at most the read timeout, or until `deadline`), or no /proc.
+    pub fn new(cfg: Config, deadline: Option<Instant>) -> Result<Collector, SnapshotError> {
+        raise_fd_limit();
+        let nodes = NodeSet::discover(&cfg.dev_dir).map_err(SnapshotError::DevDir)?;
+        let proc_fd = scan::open_proc(&cfg.proc_root)?;
+        let session = nvml::Session::start(cfg.nvml_lib.as_deref());
+        if nodes.is_empty() {
+            if let Err(status) = session.ready(remaining(cfg.read_timeout, deadline)) {
+                return Err(SnapshotError::NoGpu {
+                    nvml: status.error.unwrap_or_default(),
+                    dev_dir: cfg.dev_dir.display().to_string(),
+                });
+            }
+        }
+        Ok(Collector {
+            cfg,
+            nodes: Arc::new(nodes),
+            proc_fd: Arc::new(proc_fd),
+            nvml: std::sync::Mutex::new((session, Instant::now())),
+            stuck: Stuck::default(),
+        })
+    }
+
+    /// NVML only: the GPUs' memory and process lists now (cheap; no scan).
+    pub fn nvml(&self) -> NvmlReport {
+        self.nvml_until(None)
+    }
+
+    /// NVML only, waiting for the driver until `deadline` at most.
+    pub fn nvml_until(&self, deadline: Option<Instant>) -> NvmlReport {
+        let wait = remaining(self.cfg.read_timeout, deadline);
+        let mut guard = self.nvml.lock().unwrap_or_else(|p| p.into_inner());
+        let (session, started) = &mut *guard;
+        // A library that failed (not hung) is tried again now and then: a
+        // driver loaded after `watch` or `serve` started.
+        if session.failed() && started.elapsed() >= NVML_RETRY {
+            *session = nvml::Session::start(self.cfg.nvml_lib.as_deref());
+            *started = Instant::now();
+        }
+        session.read(wait, wait < self.cfg.read_timeout)
+    }
+
+    /// Whether NVML may answer: false once its initialisation failed.
+    pub fn has_nvml(&self) -> bool {
+        !self
+            .nvml
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .failed()
+    }
+
+    /// The device nodes.
+    pub fn nodes(&self) -> &NodeSet {
+        &self.nodes
+    }
+
+    /// A full snapshot: NVML, the holder scan, details, findings.
+    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        self.snapshot_until(None)
+    }
+
+    /// A full snapshot whose reads end by `deadline` (what is not read by
+    /// then is reported as timed out).
+    pub fn snapshot_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
+        let limits = Limits {
+            read_timeout: self.cfg.read_timeout,
+            deadline,
+        };
+        let scanned = scan::scan(
+            &self.proc_fd,
+            &self.cfg.proc_root,
+            &self.nodes,
+            limits,
+            &self.stuck,
+        )?;
+        let mut seen: BTreeMap<u32, Seen> =
+            scanned.holders.into_iter().map(|h| (h.pid, h)).collect();
+        let mut unreadable: BTreeMap<u32, Unread> = scanned.unreadable.into_iter().collect();
+        let mut vanished = scanned.vanished;
+        let me = std::process::id();
+        // NVML after the pins; pin what it lists that the scan did not, and
+        // read it again, until every listed PID was pinned before the read.
+        let mut report = self.nvml_until(deadline);
+        // Tried and not pinned: absent from this /proc, or unreadable.
+        let mut tried: BTreeSet<u32> = BTreeSet::new();
+        for _ in 0..3 {
+            let extra: Vec<u32> = listed_pids(&report)
+                .into_iter()
+                .filter(|p| *p != me && !seen.contains_key(p) && !tried.contains(p))
+                .collect();
+            if extra.is_empty() {
+                break;
+            }
+            let (pinned, unread) = scan::pin(
+                &self.proc_fd,
+                &self.nodes,
+                extra.clone(),
+                limits,
+                &self.stuck,
+            );
+            tried.extend(extra);
+            seen.extend(pinned.into_iter().map(|s| (s.pid, s)));
+            unreadable.extend(unread);
+            report = self.nvml_until(deadline);
+        }
+        // Every pin alive after the last NVML read is the process it names.
+        seen.retain(|pid, s| match scan::start_time_now(&s.dir) {
+            Ok((start, _)) if start == s.details.stat.start_time => true,
+            _ => {
+                vanished.push(*pid);
+                false
+            }
+        });
+        let collected = Collected {
+            report,
+            seen,
+            unreadable,
+            vanished,
+            scanned: scanned.scanned,
+        };
+        let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
+        snap.parents = scanned.parents.into_iter().collect();
+        launchers(&self.proc_fd, &mut snap);
+        restarters(&self.cfg, &mut snap);
+        judge(&mut snap);
+        if self.cfg.others {
+            snap.others = others(&self.proc_fd, &snap.processes, limits, &self.stuck);
+        }
+        Ok(snap)
+    }
+
+    /// Whether each pinned process (its `/proc/PID` fd) holds a GPU node
+    /// now, each read ending by the read timeout or `deadline`.
+    pub fn holding(
+        &self,
+        dirs: Vec<(u32, OwnedFd)>,
+        deadline: Option<Instant>,
+    ) -> Vec<(u32, scan::Holding)> {
+        let limits = Limits {
+            read_timeout: self.cfg.read_timeout,
+            deadline,
+        };
+        scan::holding_many(dirs, &self.nodes, limits, &self.stuck)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+}
+
+/// The time left for a read: the read timeout, or less before `deadline`.
+pub fn remaining(read_timeout: Duration, deadline: Option<Instant>) -> Duration {
+    match deadline {
+        Some(d) => read_timeout.min(d.saturating_duration_since(Instant::now())),
+        None => read_timeout,
+    }
+}
+
+/// Every PID NVML lists, on any GPU.
+fn listed_pids(report: &NvmlReport) -> BTreeSet<u32> {
+    report
+        .gpus
+        .iter()
+        .flat_map(|g| g.nvml_processes.iter().map(|p| p.pid))
+        .collect()
+}
+
+/// Sets the verdicts and the findings from what the snapshot holds now.
+fn judge(s: &mut Snapshot) {
+    verdict::apply(s);
+    s.findings = crate::diagnose::diagnose(s);
+}
+
+/// Folds a fresh NVML reading into `snap` without rescanning /proc: GPU
+/// memory and process lists, the memory of known processes, accounting and
+/// findings. Returns false (and changes nothing) when NVML now lists a PID
+/// the snapshot does not know or no longer lists one it knew, or when NVML's
+/// own state changed: then a full snapshot is needed.
+pub fn refresh_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
+    // NVML failing now (hung, lost), or a GPU it no longer reports, is a
+    // change only a full snapshot can describe.
+    if report.status.available != snap.nvml.available {
+        return false;
+    }
+    if !report.status.available {
+        return true; // still no NVML: nothing to fold in
+    }
+    if snap.gpus.iter().any(|g| {
+        !report
+            .gpus
+            .iter()
+            .any(|f| f.index == g.index && f.memory.known == g.memory.known)
+    }) {
+        return false;
+    }
+    let pids = |gpus: &[Gpu]| -> BTreeSet<(u32, u32)> {
+        gpus.iter()
+            .flat_map(|g| g.nvml_processes.iter().map(move |p| (g.index, p.pid)))
+            .collect()
+    };
+    let fresh: Vec<&Gpu> = report
+        .gpus
+        .iter()
+        .filter(|g| snap.gpus.iter().any(|s| s.index == g.index))
+        .collect();
+    let fresh_owned: Vec<Gpu> = fresh.iter().map(|g| (*g).clone()).collect();
+    if pids(&fresh_owned) != pids(&snap.gpus) {
+        return false;
+    }
+    for g in &mut snap.gpus {
+        let Some(f) = fresh.iter().find(|f| f.index == g.index) else {
+            continue;
+        };
+        let accounted_before = g.memory.accounted_bytes;
+        let visible: BTreeSet<u32> = g
+            .nvml_processes
+            .iter()
+            .map(|p| p.pid)
+            .filter(|pid| !snap.visibility.nvml_pids_not_visible.contains(pid))
+            .collect();
+        g.memory = Memory {
+            accounted_bytes: accounted_before,
+            ..f.memory
+        };
+        g.nvml_processes = f.nvml_processes.clone();
+        let accounted: u64 = g
+            .nvml_processes
+            .iter()
+            .filter(|p| visible.contains(&p.pid))
+            .filter_map(|p| p.used_bytes)
+            .fold(0, u64::saturating_add);
+        g.memory.accounted_bytes = accounted;
+        g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
+        for p in &mut snap.processes {
+            for m in p.gpu_memory.iter_mut().filter(|m| m.gpu == g.index) {
+                m.used_bytes = g
+                    .nvml_processes
+                    .iter()
+                    .filter(|n| n.pid == p.pid)
+                    .map(|n| n.used_bytes)
+                    .next()
+                    .flatten();
+            }
+        }
+    }
+    judge(snap);
+    true
+}
+
+#[cfg(test)]
+mod tests;

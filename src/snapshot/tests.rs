@@ -1,0 +1,112 @@
+//! Selectors and the memory refresh, tested from values.
+
+use super::*;
+
+fn gpu(index: u32, uuid: &str, bus: &str) -> Gpu {
+    Gpu {
+        index,
+        uuid: uuid.into(),
+        pci_bus_id: bus.into(),
+        ..Gpu::default()
+    }
+}
+
+#[test]
+fn refresh_memory_folds_nvml_into_the_snapshot_until_the_process_set_changes() {
+    use crate::model::{GpuMemory, NvmlProcess, NvmlProcessKind, Process};
+    let nvml = |pid: u32, used: u64| NvmlProcess {
+        pid,
+        used_bytes: Some(used),
+        kind: NvmlProcessKind::Compute,
+    };
+    let mut g = gpu(0, "GPU-0", "00000000:01:00.0");
+    g.memory = Memory {
+        total_bytes: 1000,
+        used_bytes: 100,
+        accounted_bytes: 100,
+        known: true,
+        ..Memory::default()
+    };
+    g.nvml_processes = vec![nvml(5, 100)];
+    let up = crate::model::NvmlStatus {
+        available: true,
+        ..crate::model::NvmlStatus::default()
+    };
+    let mut snap = Snapshot {
+        gpus: vec![g.clone()],
+        processes: vec![Process {
+            pid: 5,
+            state: "S".into(),
+            gpu_memory: vec![GpuMemory {
+                gpu: 0,
+                used_bytes: Some(100),
+            }],
+            ..Process::default()
+        }],
+        nvml: up.clone(),
+        ..Snapshot::default()
+    };
+    let mut later = g.clone();
+    later.memory.used_bytes = 300;
+    later.nvml_processes = vec![nvml(5, 250)];
+    let report = NvmlReport {
+        gpus: vec![later.clone()],
+        status: up.clone(),
+        ..NvmlReport::default()
+    };
+    assert!(refresh_memory(&mut snap, &report));
+    assert_eq!(snap.gpus[0].memory.used_bytes, 300);
+    assert_eq!(snap.gpus[0].memory.accounted_bytes, 250);
+    assert_eq!(snap.gpus[0].memory.unaccounted_bytes, 50);
+    assert_eq!(snap.processes[0].gpu_memory[0].used_bytes, Some(250));
+    later.nvml_processes.push(nvml(6, 10));
+    let before = snap.clone();
+    assert!(
+        !refresh_memory(
+            &mut snap,
+            &NvmlReport {
+                gpus: vec![later.clone()],
+                status: up.clone(),
+                ..NvmlReport::default()
+            }
+        ),
+        "a new PID needs a full snapshot"
+    );
+    assert_eq!(snap, before);
+    let hung = NvmlReport {
+        status: crate::model::NvmlStatus {
+            available: false,
+            error: Some("NVML did not answer within 5.0 s".into()),
+            ..up.clone()
+        },
+        ..NvmlReport::default()
+    };
+    assert!(
+        !refresh_memory(&mut snap, &hung),
+        "NVML failing now needs a full snapshot, not the old memory"
+    );
+}
+
+#[test]
+fn selectors_parse_and_resolve() {
+    let gpus = [
+        gpu(0, "GPU-7f3a0000-aaaa", "00000000:01:00.0"),
+        gpu(1, "GPU-7f3b0000-bbbb", "00000000:C1:00.0"),
+    ];
+    let r = |s: &[&str]| {
+        let sels: Vec<GpuSelector> = s.iter().map(|x| x.parse().unwrap()).collect();
+        resolve(&gpus, &sels)
+    };
+    assert_eq!(r(&[]).unwrap(), vec![0, 1]);
+    assert_eq!(r(&["all"]).unwrap(), vec![0, 1]);
+    assert_eq!(r(&["1"]).unwrap(), vec![1]);
+    assert_eq!(r(&["GPU-7f3b"]).unwrap(), vec![1]);
+    assert_eq!(r(&["7f3a"]).unwrap(), vec![0]);
+    assert_eq!(r(&["c1:00.0"]).unwrap(), vec![1]);
+    assert_eq!(r(&["0000:01:00.0", "1"]).unwrap(), vec![0, 1]);
+    assert!(r(&["GPU-7f3"]).unwrap_err().contains("several"));
+    assert!(r(&["5"]).unwrap_err().contains("--gpu 5: no such GPU"));
+    assert!("".parse::<GpuSelector>().is_err());
+    assert!("zz:1".parse::<GpuSelector>().is_err());
+    assert!("lots".parse::<GpuSelector>().is_err());
+}
