@@ -1,0 +1,112 @@
+//! A holder's details read through its pinned directory fd: stat, status,
+//! argv, exe (and whether only root could have put it there), cgroup,
+//! wchan and the environment variables that tell who restarts it.
+
+use super::*;
+
+/// What gpufree shows of a process, read through its /proc directory fd.
+#[derive(Debug, Clone)]
+pub struct Details {
+    /// /proc/PID/stat.
+    pub stat: Stat,
+    /// /proc/PID/status (default when unreadable).
+    pub status: Status,
+    /// argv now.
+    pub cmdline: Vec<String>,
+    /// The executable; None when unreadable (permission, kernel thread).
+    pub exe: Option<String>,
+    /// Whether the executable is a file only root could have put there:
+    /// owned by root, writable by nobody else, in a directory owned by root
+    /// and writable by nobody else (seen through the process's own root).
+    /// A daemon's name is believed only from such a file.
+    pub exe_trusted: bool,
+    /// Raw /proc/PID/cgroup.
+    pub cgroup: Vec<u8>,
+    /// /proc/PID/wchan when the process waits (not R), if readable and not "0".
+    pub wchan: Option<String>,
+    /// The variables of /proc/PID/environ that tell who restarts it
+    /// ([`parse::SUPERVISION_ENV`]), when readable.
+    pub environment: std::collections::BTreeMap<String, String>,
+}
+
+/// Reads a process's details through its directory fd; Err(ESRCH/ENOENT)
+/// when it is gone.
+pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
+    let mut stat = read_stat(dir)?;
+    if stat.state == 'Z' {
+        // A dead leader no longer counts itself in num_threads; its live
+        // threads still show in task/. Count the tasks, leader included.
+        if let Some(n) = open_dir(dir, "task")
+            .ok()
+            .and_then(|t| Dir::new(t).ok())
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| !e.file_name().to_bytes().starts_with(b"."))
+                    .count()
+            })
+        {
+            stat.threads = n as u32;
+        }
+    }
+    // Without a readable status, the owner of the /proc directory is the
+    // process's effective UID: never "root" by default.
+    let status = read_at(dir, "status")
+        .ok()
+        .and_then(|b| parse::parse_status(&b).ok())
+        .unwrap_or_else(|| Status {
+            uid: rustix::fs::fstat(dir).map_or(u32::MAX, |st| st.st_uid),
+            nspid: Vec::new(),
+        });
+    let cmdline = read_at(dir, "cmdline")
+        .map(|b| parse::parse_cmdline(&b))
+        .unwrap_or_default();
+    let exe_raw = rustix::fs::readlinkat(dir, "exe", Vec::new()).ok();
+    let exe_trusted = exe_raw
+        .as_ref()
+        .is_some_and(|raw| exe_is_trusted(dir, raw.as_bytes()));
+    let exe = exe_raw.map(|c| parse::escape_bytes(c.as_bytes()));
+    let cgroup = read_at(dir, "cgroup").unwrap_or_default();
+    let wchan = (stat.state != 'R')
+        .then(|| read_at(dir, "wchan").ok())
+        .flatten()
+        .map(|w| parse::escape_bytes(w.trim_ascii()))
+        .filter(|w| !w.is_empty() && w != "0");
+    let environment = read_at(dir, "environ")
+        .map(|b| parse::supervision_env(&b))
+        .unwrap_or_default();
+    Ok(Details {
+        environment,
+        wchan,
+        stat,
+        status,
+        cmdline,
+        exe,
+        exe_trusted,
+        cgroup,
+    })
+}
+
+/// Whether `st` is owned by root and writable by no one else.
+pub(super) fn root_only(st: &rustix::fs::Stat) -> bool {
+    st.st_uid == 0 && st.st_mode & 0o022 == 0
+}
+
+/// See [`Details::exe_trusted`]. The file is the one the process runs
+/// (through the `exe` link, so a path replaced since does not count); its
+/// directory is looked up under the process's `root` link.
+pub(super) fn exe_is_trusted(dir: &OwnedFd, path: &[u8]) -> bool {
+    use rustix::fs::{statat, AtFlags};
+    let Ok(file) = statat(dir, "exe", AtFlags::empty()) else {
+        return false;
+    };
+    let Some(slash) = path.iter().rposition(|b| *b == b'/') else {
+        return false;
+    };
+    let mut parent = b"root".to_vec();
+    parent.extend_from_slice(if slash == 0 { b"/" } else { &path[..slash] });
+    let Ok(parent) = std::ffi::CString::new(parent) else {
+        return false;
+    };
+    root_only(&file)
+        && statat(dir, parent.as_c_str(), AtFlags::empty()).is_ok_and(|d| root_only(&d))
+}

@@ -1,0 +1,394 @@
+//! The holder scan: every process with an open fd on, or a mapping of, a GPU
+//! device node, found through /proc directory fds with one `statx` per fd
+//! and maps read in 256 KiB reads, in parallel over processes.
+//!
+//! One process, one directory fd: `/proc/N` is opened once, and everything
+//! gpufree knows of the process — its start time before and after its fds
+//! and maps, its details, and later the identity check before a signal — is
+//! read through that fd. A `/proc/N` directory fd stays bound to the process
+//! it was opened on: once that process is reaped, reads through it fail with
+//! ESRCH, even if the number N has meanwhile been given to another process.
+//! So a record can never mix two processes.
+//!
+//! It never opens a device node or an fd link (that would run the driver's
+//! open), never asks a file system for fresh attributes (`AT_STATX_DONT_SYNC`:
+//! a FUSE or NFS server that hangs or answers EIO cannot stall or blind the
+//! scan), never counts itself, treats a process that exits mid-scan as gone,
+//! and counts the processes it may not read, or could not read in time,
+//! with the reason, instead of calling them clean. Every per-process read
+//! runs on a worker thread under a deadline: a read that blocks (maps of a
+//! process stuck in D state, a hung network file system) is reported as
+//! timed out and its thread left behind.
+
+mod details;
+mod jobs;
+mod task;
+
+pub use details::{read_details, Details};
+pub use jobs::Stuck;
+use jobs::{run_jobs, worker_count};
+pub use task::{holding_now, Holding};
+use task::{read_stat, scan_process, task_uses};
+
+use super::nodes::NodeSet;
+use super::parse::{self, Stat, Status};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, StatxFlags};
+use rustix::io::Errno;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How one process holds one node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeUse {
+    /// Index into [`NodeSet::nodes`].
+    pub node: usize,
+    /// Through an open fd.
+    pub fd: bool,
+    /// Through a mapping.
+    pub mmap: bool,
+}
+
+/// A process read through one /proc directory fd.
+#[derive(Debug)]
+pub struct Seen {
+    /// PID in the scanned /proc.
+    pub pid: u32,
+    /// The nodes it holds (empty for a process pinned only because NVML
+    /// lists it).
+    pub uses: Vec<NodeUse>,
+    /// What gpufree shows of it, read through `dir`.
+    pub details: Details,
+    /// Its `/proc/PID` directory fd: the pinned identity.
+    pub dir: OwnedFd,
+    /// Its fd table and maps were read (so `uses` is the whole truth).
+    pub fds_read: bool,
+}
+
+/// Why a process could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unread {
+    /// EACCES/EPERM: not root, or a process even root may not read (an
+    /// outer sandbox's init).
+    Permission,
+    /// A read did not finish within the read timeout.
+    TimedOut(Duration),
+    /// Not read at all: the command's deadline came first.
+    NotReached,
+    /// Not read again: an earlier read of it is still stuck in the kernel.
+    StillStuck,
+    /// A read failed with another error (EIO, EMFILE...).
+    Failed {
+        /// Which file or step.
+        what: &'static str,
+        /// The error.
+        errno: Errno,
+    },
+}
+
+impl std::fmt::Display for Unread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unread::Permission => f.write_str("permission denied"),
+            Unread::TimedOut(d) => write!(f, "a read timed out after {:.1} s", d.as_secs_f64()),
+            Unread::NotReached => f.write_str("not read before the deadline"),
+            Unread::StillStuck => f.write_str("an earlier read of it is still stuck"),
+            Unread::Failed { what, errno } => write!(f, "reading {what} failed: {errno}"),
+        }
+    }
+}
+
+/// The result of a scan.
+#[derive(Debug, Default)]
+pub struct ScanResult {
+    /// Holders, by PID.
+    pub holders: Vec<Seen>,
+    /// Processes whose fd table and maps were examined.
+    pub scanned: u32,
+    /// Processes that could not be read, with why, by PID.
+    pub unreadable: Vec<(u32, Unread)>,
+    /// Holders dropped because the process was gone by the time its
+    /// identity was read again (its PID may already name another process).
+    pub vanished: Vec<u32>,
+    /// Every process read that holds nothing (holders carry theirs): the
+    /// process tree as this one pass saw it.
+    pub parents: Vec<(u32, crate::model::Kin)>,
+}
+
+/// Errors of the scan as a whole (per-process trouble is never one).
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    /// The proc root could not be opened or listed.
+    #[error("cannot read {path}: {source}")]
+    ProcRoot {
+        /// The proc root.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// How long reads may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// One process's reads (fd table, maps, details) may take this long.
+    pub read_timeout: Duration,
+    /// Nothing is read after this moment: what is left is reported as timed out.
+    pub deadline: Option<Instant>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            read_timeout: Duration::from_secs(5),
+            deadline: None,
+        }
+    }
+}
+
+enum Outcome {
+    Gone,
+    Vanished,
+    Unreadable(Unread),
+    /// Read, and holds nothing; its parent and comm.
+    Clean(crate::model::Kin),
+    Holds(Box<Seen>),
+}
+
+const MAPS_CHUNK: usize = 256 * 1024;
+
+pub(crate) fn open_dir(at: impl AsFd, name: &str) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        at,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Reads a whole small /proc file through a directory fd.
+pub fn read_at(dir: impl AsFd, name: &str) -> rustix::io::Result<Vec<u8>> {
+    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    let mut buf = Vec::with_capacity(512);
+    std::fs::File::from(fd)
+        .read_to_end(&mut buf)
+        .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO))?;
+    Ok(buf)
+}
+
+fn is_gone(e: Errno) -> bool {
+    e == Errno::NOENT || e == Errno::SRCH
+}
+
+fn is_denied(e: Errno) -> bool {
+    e == Errno::ACCESS || e == Errno::PERM
+}
+
+/// An error of one read, classified: gone, no permission, or a failure
+/// that leaves the process unseen.
+fn classify(what: &'static str, e: Errno) -> Outcome {
+    if is_gone(e) {
+        Outcome::Gone
+    } else if is_denied(e) {
+        Outcome::Unreadable(Unread::Permission)
+    } else {
+        Outcome::Unreadable(Unread::Failed { what, errno: e })
+    }
+}
+
+/// Lists the numeric entries of the proc root (through a fresh open of it:
+/// a duplicated fd would share, and exhaust, the directory offset).
+pub fn list_pids(proc_fd: &OwnedFd) -> rustix::io::Result<Vec<u32>> {
+    let dir = Dir::new(open_dir(proc_fd, ".")?)?;
+    let mut pids = Vec::with_capacity(1024);
+    for entry in dir {
+        if let Ok(pid) = std::str::from_utf8(entry?.file_name().to_bytes())
+            .unwrap_or("")
+            .parse::<u32>()
+        {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    Ok(pids)
+}
+
+/// Opens the proc root as a directory fd.
+pub fn open_proc(proc_root: &Path) -> Result<OwnedFd, ScanError> {
+    rustix::fs::open(
+        proc_root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| ScanError::ProcRoot {
+        path: proc_root.to_path_buf(),
+        source: e.into(),
+    })
+}
+
+/// Scans every process of the proc root (except this one) for holders of
+/// `nodes`.
+pub fn scan(
+    proc_fd: &Arc<OwnedFd>,
+    proc_root: &Path,
+    nodes: &Arc<NodeSet>,
+    limits: Limits,
+    stuck: &Stuck,
+) -> Result<ScanResult, ScanError> {
+    // This process, as the proc root numbers it: its "self" link (a host's
+    // /proc mounted in a container names it by its host PID; a fake tree
+    // has none, and then no PID of it is skipped).
+    let me: Option<u32> = rustix::fs::readlinkat(proc_fd.as_fd(), "self", Vec::new())
+        .ok()
+        .and_then(|l| l.to_str().ok().and_then(|s| s.parse().ok()));
+    let pids: Vec<u32> = list_pids(proc_fd)
+        .map_err(|e| ScanError::ProcRoot {
+            path: proc_root.to_path_buf(),
+            source: e.into(),
+        })?
+        .into_iter()
+        .filter(|&p| Some(p) != me)
+        .collect();
+    let threads = worker_count(pids.len());
+    let (proc_fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
+    let job = Arc::new(move |pid, buf: &mut Vec<u8>| scan_process(&proc_fd, pid, &nodes, buf));
+    let mut result = ScanResult::default();
+    for (pid, outcome) in run_jobs(pids, threads, limits, stuck, job) {
+        match outcome {
+            Ok(Outcome::Gone) => {}
+            Ok(Outcome::Vanished) => result.vanished.push(pid),
+            Ok(Outcome::Unreadable(why)) => {
+                result.scanned += 1;
+                result.unreadable.push((pid, why));
+            }
+            Err(why) => {
+                result.scanned += 1;
+                result.unreadable.push((pid, why));
+            }
+            Ok(Outcome::Clean(kin)) => {
+                result.scanned += 1;
+                result.parents.push((pid, kin));
+            }
+            Ok(Outcome::Holds(seen)) => {
+                result.scanned += 1;
+                result.holders.push(*seen);
+            }
+        }
+    }
+    Ok(result)
+}
+
+/// Pins processes that the scan did not find holding a node (NVML lists
+/// them): opens each `/proc/PID` once and reads its details, fds and maps
+/// through it (whether it holds a node now, where that can be read). Gone
+/// PIDs are left out; unreadable ones are returned with why.
+pub fn pin(
+    proc_fd: &Arc<OwnedFd>,
+    nodes: &Arc<NodeSet>,
+    pids: Vec<u32>,
+    limits: Limits,
+    stuck: &Stuck,
+) -> (Vec<Seen>, Vec<(u32, Unread)>) {
+    let (proc_fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
+    let job = Arc::new(move |pid: u32, buf: &mut Vec<u8>| {
+        let dir = open_dir(&*proc_fd, &pid.to_string())?;
+        let details = read_details(&dir)?;
+        let (uses, fds_read) = match task_uses(&dir, &details.stat, &nodes, buf) {
+            Ok(uses) => (uses, true),
+            Err(_) => (Vec::new(), false),
+        };
+        Ok::<_, Errno>(Seen {
+            pid,
+            uses,
+            details,
+            dir,
+            fds_read,
+        })
+    });
+    let threads = pids.len().clamp(1, 4);
+    let mut seen = Vec::new();
+    let mut unread = Vec::new();
+    for (pid, r) in run_jobs(pids, threads, limits, stuck, job) {
+        match r {
+            Ok(Ok(s)) => seen.push(s),
+            Ok(Err(e)) => {
+                if let Outcome::Unreadable(why) = classify("details", e) {
+                    unread.push((pid, why));
+                }
+            }
+            Err(why) => unread.push((pid, why)),
+        }
+    }
+    (seen, unread)
+}
+
+/// Whether each pinned process holds a node now, read through its
+/// directory fd on worker threads under `limits`: a read that hangs (a
+/// target in D state) is Unknown, never a wait without end.
+pub fn holding_many(
+    dirs: Vec<(u32, OwnedFd)>,
+    nodes: &Arc<NodeSet>,
+    limits: Limits,
+    stuck: &Stuck,
+) -> Vec<(u32, Holding)> {
+    let pids: Vec<u32> = dirs.iter().map(|(pid, _)| *pid).collect();
+    let dirs: Arc<BTreeMap<u32, OwnedFd>> = Arc::new(dirs.into_iter().collect());
+    let nodes = Arc::clone(nodes);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| match dirs.get(&pid) {
+        Some(dir) => holding_now(dir, &nodes),
+        None => Holding::Gone,
+    });
+    let threads = pids.len().clamp(1, 4);
+    run_jobs(pids, threads, limits, stuck, job)
+        .into_iter()
+        .map(|(pid, r)| (pid, r.unwrap_or_else(Holding::Unknown)))
+        .collect()
+}
+
+/// Each process's comm and command line (what `pkill` matches), each read
+/// under `limits`: a process whose command line cannot be read in time
+/// (its memory map locked in D state) is left out.
+pub fn titles(
+    proc_fd: &Arc<OwnedFd>,
+    pids: Vec<u32>,
+    limits: Limits,
+    stuck: &Stuck,
+) -> Vec<(u32, String, Vec<String>)> {
+    let proc_fd = Arc::clone(proc_fd);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
+        let dir = open_dir(&*proc_fd, &pid.to_string()).ok()?;
+        let stat = read_stat(&dir).ok()?;
+        let cmdline = read_at(&dir, "cmdline")
+            .map(|b| parse::parse_cmdline(&b))
+            .unwrap_or_default();
+        Some((stat.comm, cmdline))
+    });
+    let threads = worker_count(pids.len());
+    run_jobs(pids, threads, limits, stuck, job)
+        .into_iter()
+        .filter_map(|(pid, r)| r.ok().flatten().map(|(comm, cmd)| (pid, comm, cmd)))
+        .collect()
+}
+
+/// The start time read through a pinned directory fd now; Err once the
+/// process has been reaped (ESRCH).
+pub fn start_time_now(dir: &OwnedFd) -> rustix::io::Result<(u64, char)> {
+    read_stat(dir).map(|s| (s.start_time, s.state))
+}
+
+/// Whether `pid` exists in /proc and is neither a zombie nor dead (for the
+/// demo's and the tests' own bookkeeping of the processes they started).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|b| parse::parse_stat(&b).ok())
+        .is_some_and(|s| !matches!(s.state, 'Z' | 'X' | 'x'))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,275 @@
+//! One process examined: its fd table and maps matched against the GPU
+//! nodes, every live thread's when the leader is a zombie, its identity
+//! read before and after.
+
+use super::*;
+
+/// Adds (node, how) to the list, merging with an existing entry.
+pub(super) fn note(uses: &mut Vec<NodeUse>, node: usize, fd: bool, mmap: bool) {
+    match uses.iter_mut().find(|u| u.node == node) {
+        Some(u) => {
+            u.fd |= fd;
+            u.mmap |= mmap;
+        }
+        None => uses.push(NodeUse { node, fd, mmap }),
+    }
+}
+
+/// What one task directory's fds and maps showed.
+pub(super) struct TaskScan {
+    fds: usize,
+    uses: Vec<NodeUse>,
+    /// An fd that could not be examined (not merely closed meanwhile).
+    fd_error: Option<Errno>,
+}
+
+/// Looks at every fd of a task directory.
+pub(super) fn scan_fds(
+    task: &OwnedFd,
+    nodes: &NodeSet,
+    out: &mut TaskScan,
+) -> Result<(), (&'static str, Errno)> {
+    let fd_dir = open_dir(task, "fd").map_err(|e| ("fd", e))?;
+    let dup = fd_dir.try_clone().map_err(|_| ("fd", Errno::MFILE))?;
+    let dir = Dir::new(dup).map_err(|e| ("fd", e))?;
+    for entry in dir {
+        let entry = entry.map_err(|e| ("fd", e))?;
+        let name = entry.file_name();
+        if name.to_bytes().first() == Some(&b'.') {
+            continue;
+        }
+        out.fds += 1;
+        // statx follows the magic link to the open file itself, without
+        // opening it; DONT_SYNC takes cached attributes instead of asking
+        // the file's server (FUSE, NFS), which may hang or fail.
+        let st = match rustix::fs::statx(
+            &fd_dir,
+            name,
+            AtFlags::STATX_DONT_SYNC,
+            StatxFlags::TYPE | StatxFlags::INO,
+        ) {
+            Ok(st) => st,
+            Err(e) if is_gone(e) => continue, // fd closed meanwhile
+            Err(e) if is_denied(e) => return Err(("fd", e)),
+            Err(e) => {
+                out.fd_error.get_or_insert(e);
+                continue;
+            }
+        };
+        let mode = u32::from(st.stx_mode);
+        let rdev = (FileType::from_raw_mode(mode) == FileType::CharacterDevice)
+            .then(|| rustix::fs::makedev(st.stx_rdev_major, st.stx_rdev_minor));
+        let dev = rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor);
+        if let Some(node) = nodes.match_stat(dev, st.stx_ino, rdev) {
+            note(&mut out.uses, node, true, false);
+        }
+    }
+    Ok(())
+}
+
+/// Reads maps in large chunks and notes mapped nodes.
+pub(super) fn scan_maps(
+    task: &OwnedFd,
+    nodes: &NodeSet,
+    uses: &mut Vec<NodeUse>,
+    buf: &mut Vec<u8>,
+) -> rustix::io::Result<()> {
+    let fd = rustix::fs::openat(
+        task,
+        "maps",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    if buf.len() < MAPS_CHUNK {
+        buf.resize(MAPS_CHUNK, 0); // once per thread: never re-zeroed
+    }
+    let mut filled = 0;
+    loop {
+        if filled == buf.len() {
+            buf.resize(buf.len() * 2, 0); // one line longer than a chunk
+        }
+        let n = rustix::io::read(&fd, &mut buf[filled..])?;
+        let end = filled + n;
+        let complete = if n == 0 {
+            end
+        } else {
+            buf[..end]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |p| p + 1)
+        };
+        for line in buf[..complete].split(|&b| b == b'\n') {
+            let Some(inode) = parse::maps_line_inode(line) else {
+                continue;
+            };
+            if !nodes.maps_candidate(inode, line) {
+                continue;
+            }
+            if let Some(e) = parse::parse_maps_line(line) {
+                if let Some(node) = nodes.match_maps(e.major, e.minor, e.inode, e.path) {
+                    note(uses, node, false, true);
+                }
+            }
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        buf.copy_within(complete..end, 0);
+        filled = end - complete;
+    }
+}
+
+/// fd table and maps of one task directory.
+pub(super) fn scan_task(
+    task: &OwnedFd,
+    nodes: &NodeSet,
+    buf: &mut Vec<u8>,
+) -> Result<TaskScan, (&'static str, Errno)> {
+    let mut out = TaskScan {
+        fds: 0,
+        uses: Vec::new(),
+        fd_error: None,
+    };
+    scan_fds(task, nodes, &mut out)?;
+    scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
+    Ok(out)
+}
+
+/// Whether a pinned process holds a node now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    /// It holds at least one node.
+    Yes,
+    /// It holds none.
+    No,
+    /// It has been reaped.
+    Gone,
+    /// Its fds or maps could not be read.
+    Unknown(Unread),
+}
+
+/// Whether a process holds any of `nodes` now, read through its pinned
+/// directory fd (the check right before a signal).
+pub fn holding_now(dir: &OwnedFd, nodes: &NodeSet) -> Holding {
+    let outcome = |o: Outcome| match o {
+        Outcome::Unreadable(why) => Holding::Unknown(why),
+        _ => Holding::Gone,
+    };
+    let stat = match read_stat(dir) {
+        Ok(s) => s,
+        Err(e) => return outcome(classify("stat", e)),
+    };
+    let mut buf = Vec::new();
+    match task_uses(dir, &stat, nodes, &mut buf) {
+        Ok(uses) if uses.is_empty() => Holding::No,
+        Ok(_) => Holding::Yes,
+        Err((what, e)) => outcome(classify(what, e)),
+    }
+}
+
+pub(super) fn read_stat(dir: &OwnedFd) -> rustix::io::Result<Stat> {
+    let bytes = read_at(dir, "stat")?;
+    // An unparsable stat is not a process we can know.
+    parse::parse_stat(&bytes).map_err(|_| Errno::INVAL)
+}
+
+/// The nodes a process holds, through a live thread when its leader has
+/// exited (a dead leader shows an empty fd table and maps).
+pub(super) fn task_uses(
+    dir: &OwnedFd,
+    stat: &Stat,
+    nodes: &NodeSet,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<NodeUse>, (&'static str, Errno)> {
+    let scan = scan_task(dir, nodes, buf)?;
+    let mut uses = scan.uses;
+    if scan.fds == 0 && uses.is_empty() && stat.state == 'Z' && stat.threads > 1 {
+        uses = scan_live_thread(dir, stat.pid, nodes, buf)?;
+    }
+    if uses.is_empty() {
+        if let Some(e) = scan.fd_error {
+            return Err(("an fd", e));
+        }
+    }
+    uses.sort_by_key(|u| u.node);
+    Ok(uses)
+}
+
+pub(super) fn scan_process(
+    proc_fd: &OwnedFd,
+    pid: u32,
+    nodes: &NodeSet,
+    buf: &mut Vec<u8>,
+) -> Outcome {
+    let dir = match open_dir(proc_fd, &pid.to_string()) {
+        Ok(d) => d,
+        Err(e) => return classify("the /proc directory", e),
+    };
+    // The identity before the fds and maps...
+    let before = match read_stat(&dir) {
+        Ok(s) => s,
+        Err(e) => return classify("stat", e),
+    };
+    let uses = match task_uses(&dir, &before, nodes, buf) {
+        Ok(u) => u,
+        Err((what, e)) => return classify(what, e),
+    };
+    if uses.is_empty() {
+        return Outcome::Clean(crate::model::Kin {
+            ppid: before.ppid,
+            comm: before.comm,
+            start_time_ticks: before.start_time,
+            cmdline: Vec::new(),
+        });
+    }
+    crate::pause::after_holder_scan(pid);
+    // ... and after them, with the details, through the same fd.
+    match read_details(&dir) {
+        Ok(details) if details.stat.start_time == before.start_time => {
+            Outcome::Holds(Box::new(Seen {
+                pid,
+                uses,
+                details,
+                dir,
+                fds_read: true,
+            }))
+        }
+        Ok(_) => Outcome::Vanished,
+        Err(e) if is_gone(e) => Outcome::Vanished,
+        Err(e) => classify("details", e),
+    }
+}
+
+/// The nodes held through the first live thread of a process whose leader
+/// has exited; an error when no thread could be read.
+pub(super) fn scan_live_thread(
+    dir: &OwnedFd,
+    pid: u32,
+    nodes: &NodeSet,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<NodeUse>, (&'static str, Errno)> {
+    let task_dir = open_dir(dir, "task").map_err(|e| ("task", e))?;
+    let dup = task_dir.try_clone().map_err(|_| ("task", Errno::MFILE))?;
+    let tasks = Dir::new(dup).map_err(|e| ("task", e))?;
+    let mut failure = None;
+    for entry in tasks {
+        let entry = entry.map_err(|e| ("task", e))?;
+        let name = entry.file_name().to_string_lossy();
+        if name.starts_with('.') || name == pid.to_string() {
+            continue;
+        }
+        match open_dir(&task_dir, &name)
+            .map_err(|e| ("task", e))
+            .and_then(|task| scan_task(&task, nodes, buf))
+        {
+            Ok(scan) if !scan.uses.is_empty() => return Ok(scan.uses),
+            Ok(_) => {}
+            Err((_, e)) if is_gone(e) => {} // that thread ended meanwhile
+            Err(e) => failure = Some(e),
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(Vec::new()),
+    }
+}

@@ -1,0 +1,89 @@
+//! The scan's pieces, tested on real processes and files.
+
+use super::jobs::Job;
+use super::*;
+use std::sync::atomic::AtomicU32;
+
+/// A job over PIDs 1..=4 where PID 2's read blocks until `gate` opens;
+/// counts the reads of PID 2.
+fn blocking_job(gate: Arc<Mutex<bool>>, reads: Arc<AtomicU32>) -> Job<u32> {
+    Arc::new(move |pid, _: &mut Vec<u8>| {
+        if pid == 2 {
+            reads.fetch_add(1, Ordering::Relaxed);
+            while !*gate.lock().unwrap() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        pid * 10
+    })
+}
+
+#[test]
+fn a_read_that_hangs_times_out_and_costs_one_thread_across_scans() {
+    let gate = Arc::new(Mutex::new(false));
+    let reads = Arc::new(AtomicU32::new(0));
+    let stuck = Stuck::default();
+    let limits = Limits {
+        read_timeout: Duration::from_millis(100),
+        deadline: None,
+    };
+    let run = || {
+        run_jobs(
+            vec![1, 2, 3, 4],
+            2,
+            limits,
+            &stuck,
+            blocking_job(Arc::clone(&gate), Arc::clone(&reads)),
+        )
+    };
+    let first = run();
+    assert_eq!(first.len(), 4);
+    assert!(matches!(first[1], (2, Err(Unread::TimedOut(_)))));
+    assert!(first
+        .iter()
+        .filter(|r| r.0 != 2)
+        .all(|r| r.1 == Ok(r.0 * 10)));
+    // The next scan does not read PID 2 again while its read hangs.
+    let second = run();
+    assert_eq!(second[1], (2, Err(Unread::StillStuck)));
+    assert_eq!(
+        reads.load(Ordering::Relaxed),
+        1,
+        "one stuck thread, not two"
+    );
+    // Once the read returns, PID 2 is read again.
+    *gate.lock().unwrap() = true;
+    for _ in 0..200 {
+        if !stuck.set().contains(&2) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let third = run();
+    assert_eq!(third[1], (2, Ok(20)));
+    assert_eq!(reads.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn what_the_deadline_leaves_unread_is_said_so() {
+    let gate = Arc::new(Mutex::new(false));
+    let reads = Arc::new(AtomicU32::new(0));
+    let limits = Limits {
+        read_timeout: Duration::from_secs(10),
+        deadline: Some(Instant::now() + Duration::from_millis(100)),
+    };
+    let r = run_jobs(
+        vec![1, 2, 3, 4],
+        1,
+        limits,
+        &Stuck::default(),
+        blocking_job(Arc::clone(&gate), reads),
+    );
+    *gate.lock().unwrap() = true;
+    assert_eq!(r[0], (1, Ok(10)));
+    // In hand at the deadline, but not past the read timeout: not read
+    // (and not taken for stuck).
+    assert_eq!(r[1], (2, Err(Unread::NotReached)));
+    assert_eq!(r[2], (3, Err(Unread::NotReached)));
+    assert_eq!(r[3], (4, Err(Unread::NotReached)));
+}
