@@ -1,0 +1,343 @@
+//! The clap definitions: plain values, no system access; value parsers
+//! that refuse what would only spin or never end.
+
+use super::*;
+
+/// gpufree: who holds my GPU memory, why is it not free, and what exactly frees it.
+#[derive(Debug, Parser)]
+#[command(name = "gpufree", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub common: Common,
+    /// The command (default: status).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// GPUs to look at: an index, a UUID or UUID prefix, a PCI bus id, or
+    /// `all` (repeatable; default all).
+    #[arg(long = "gpu", value_name = "SEL", global = true)]
+    pub gpu: Vec<GpuSelector>,
+    /// One JSON document on stdout, nothing else.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// NVML library to load (default: the system's libnvidia-ml.so.1).
+    #[arg(long, value_name = "PATH", env = "GPUFREE_NVML_LIB", global = true)]
+    pub nvml_lib: Option<PathBuf>,
+    /// Directory holding the GPU device nodes.
+    #[arg(long, value_name = "DIR", env = "GPUFREE_DEV_DIR", global = true)]
+    pub dev_dir: Option<PathBuf>,
+    /// The proc filesystem to scan (e.g. the host's /proc mounted at /host/proc).
+    #[arg(long, value_name = "DIR", env = "GPUFREE_PROC_ROOT", global = true)]
+    pub proc_root: Option<PathBuf>,
+    /// No colours (also: NO_COLOR, or stdout not a terminal).
+    #[arg(long, global = true)]
+    pub no_color: bool,
+    /// Print less: status without findings or footer, why without details
+    /// or next commands, kill and wait without a report; errors still go to
+    /// stderr and the exit code says the outcome.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Print more to stderr (timings).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// How long one read may take (a process's fds and maps, an NVML call)
+    /// before it counts as timed out and the verdict as unknown.
+    #[arg(long, value_name = "DUR", env = "GPUFREE_READ_TIMEOUT", default_value = "5s",
+          value_parser = read_timeout, global = true)]
+    pub read_timeout: std::time::Duration,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Per-GPU memory and every process holding GPU memory or a GPU device node.
+    Status,
+    /// Why memory on the selected GPUs is not free: ordered findings, each
+    /// with the exact next command. Exit 0 when free, 1 when something holds them.
+    Why {
+        /// Also say which holders `pkill -f REGEX` and `pkill REGEX` would hit
+        /// and miss, and which other processes they would hit.
+        #[arg(long, value_name = "REGEX")]
+        pattern: Option<String>,
+    },
+    /// Free the selected GPUs (or PIDs) safely, then wait until the memory is
+    /// really released. Targets are always GPU holders; selectors narrow them.
+    Kill(KillArgs),
+    /// Block until the selected GPUs are free (systemd ExecStartPre=, Slurm prolog, CI).
+    Wait(WaitArgs),
+    /// Live terminal view: GPU memory bars, the holders, the top finding; kill from the view.
+    Watch {
+        /// Screen and memory refresh (at least 100ms).
+        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = refresh_interval)]
+        interval: std::time::Duration,
+        /// A full holder scan at least this often (also on a holder's exit,
+        /// a change of NVML's process lists, and the r key; at least 1s).
+        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = scan_interval)]
+        scan_every: std::time::Duration,
+    },
+    /// Prometheus metrics over HTTP (read-only; a cached snapshot of the
+    /// --gpu selection, refreshed every --interval): GET /metrics, and
+    /// GET /healthz (200 while the snapshot is fresh, else 503).
+    Serve {
+        /// Address to listen on (e.g. a pod's IP and a port; `[::1]:9835` for IPv6).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
+        listen: String,
+        /// How often to take a snapshot (at least 100ms).
+        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = refresh_interval)]
+        interval: std::time::Duration,
+        /// Add each holder's command line as a label (may hold secrets).
+        #[arg(long)]
+        label_cmdline: bool,
+        /// At most this many open connections (default 1024, lowered to fit
+        /// the open-file limit); past it a new one displaces the longest
+        /// idle one, or is refused with 503 when all are answering.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: Option<u32>,
+        /// A request head must arrive within this long (from the connection's
+        /// start, or from the first byte of a later request).
+        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = serve_timeout)]
+        header_timeout: std::time::Duration,
+        /// Close a kept-alive connection idle this long, and one whose client
+        /// does not take its response.
+        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = serve_timeout)]
+        idle_timeout: std::time::Duration,
+    },
+    /// The same metrics once, on stdout or atomically into FILE (node_exporter's
+    /// textfile collector).
+    Metrics {
+        /// Write here instead of stdout: an exclusively created temporary file
+        /// in FILE's directory, mode 0644 (0600 with --label-cmdline), renamed
+        /// over FILE. FILE must be absent or a regular file: a symlink, device
+        /// or FIFO there is refused (exit 2).
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Add each holder's command line as a label (may hold secrets).
+        #[arg(long)]
+        label_cmdline: bool,
+    },
+    /// Check a systemd unit for the mistakes that keep GPUs busy or hidden
+    /// ($ and % substitution in Exec lines, KillMode=process, PrivateDevices=yes,
+    /// inline nvidia-smi wait loops). Exit 0 when clean, 1 with problems.
+    Doctor {
+        /// The unit file (or drop-in) to read.
+        #[arg(long, value_name = "FILE")]
+        unit: PathBuf,
+    },
+    /// Print shell completions (generated from this command line's definition).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff, generated from this command line's
+    /// definition), or write one page per command into DIR.
+    Man {
+        /// Write gpufree.1 and one gpufree-COMMAND.1 per command here.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Replay the reference incident on the simulator, with real processes.
+    Demo {
+        /// Keep the incident running until Enter, to try other tools on it.
+        #[arg(long)]
+        hold: bool,
+    },
+    /// The simulated NVML library.
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+/// `gpufree kill` flags.
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    /// A holder's PID (repeatable).
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Holders whose comm, whole command line or exe path matches REGEX.
+    #[arg(long = "match", value_name = "REGEX")]
+    pub matcher: Option<String>,
+    /// Holders of this user (name or UID).
+    #[arg(long, value_name = "NAME|UID")]
+    pub user: Option<String>,
+    /// Holders of this systemd unit, container id, pod UID or Slurm job.
+    #[arg(long, value_name = "NAME")]
+    pub unit: Option<String>,
+    /// Holders that are PID or descend from it (a launcher and its
+    /// workers), through parents that hold no GPU themselves.
+    #[arg(long, value_name = "PID")]
+    pub tree: Option<u32>,
+    /// Print the plan and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask (without a terminal and without --yes, gpufree refuses).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// First signal: TERM, INT, HUP, QUIT, USR1, USR2 or KILL.
+    #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
+    pub signal: (String, rustix::process::Signal),
+    /// How long to wait after the first signal before SIGKILL.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = crate::units::parse_duration)]
+    pub grace: std::time::Duration,
+    /// The whole kill after confirmation (signals, grace, the wait for the
+    /// memory) ends within DUR; a grace longer than that is cut to it.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = kill_timeout)]
+    pub timeout: std::time::Duration,
+    /// Do not wait for the memory.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Once the memory is back, watch DUR for a holder that a supervisor
+    /// starts again (up to 5s more while a process the targets' parent
+    /// started meanwhile has not opened a GPU yet); 0: do not watch.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::units::parse_duration)]
+    pub settle: std::time::Duration,
+    /// Without NVML, call the memory released once no holder is left
+    /// (otherwise the release is unknown: exit 3).
+    #[arg(long)]
+    pub holders_only: bool,
+    /// Also signal protected daemons (nvidia-persistenced, DCGM, MPS, Xorg...). Never implied.
+    #[arg(long)]
+    pub force_protected: bool,
+    /// Also signal holders of only shared nodes (nvidia-uvm, nvidiactl) that
+    /// belong to no targeted group.
+    #[arg(long)]
+    pub include_shared: bool,
+}
+
+/// `gpufree wait` flags.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Free means at most SIZE used (512MiB, 2GiB, 0). Default: no holder
+    /// processes and used memory at the idle baseline.
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
+    pub max_used: Option<u64>,
+    /// Give up after DUR (0 = check once).
+    #[arg(long, value_name = "DUR", default_value = "300s", value_parser = crate::units::parse_duration)]
+    pub timeout: std::time::Duration,
+    /// How often to look (at least 10ms).
+    #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = wait_interval)]
+    pub interval: std::time::Duration,
+    /// Without NVML, call the GPUs free when no process holds them
+    /// (otherwise the verdict is unknown: exit 3).
+    #[arg(long)]
+    pub holders_only: bool,
+}
+
+/// A duration of at least `min_ms` milliseconds; a shorter one is refused
+/// with `why` (the floors below).
+pub(super) fn duration_at_least(
+    s: &str,
+    min_ms: u64,
+    why: &str,
+) -> Result<std::time::Duration, String> {
+    let d = crate::units::parse_duration(s)?;
+    if d < std::time::Duration::from_millis(min_ms) {
+        let min = if min_ms.is_multiple_of(1000) {
+            format!("{}s", min_ms / 1000)
+        } else {
+            format!("{min_ms}ms")
+        };
+        return Err(format!("'{s}' is below {min}: {why}"));
+    }
+    Ok(d)
+}
+
+/// `kill --timeout`: it must leave time to signal, wait and check.
+pub(super) fn kill_timeout(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 100, "too short to signal, wait and check the release")
+}
+
+/// `--read-timeout`: a shorter one would call every read hung.
+pub(super) fn read_timeout(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 10, "every read would time out")
+}
+
+/// `serve`'s connection deadlines: no request could arrive in less.
+pub(super) fn serve_timeout(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 100, "no request could arrive in time")
+}
+
+pub(super) const SPINS: &str = "an interval that short only spins";
+
+/// `wait --interval`: how often to look.
+pub(super) fn wait_interval(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 10, SPINS)
+}
+
+/// `watch --interval` and `serve --interval`: a screen or a snapshot.
+pub(super) fn refresh_interval(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 100, SPINS)
+}
+
+/// `watch --scan-every`: a full holder scan.
+pub(super) fn scan_interval(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 1000, SPINS)
+}
+
+pub(super) fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal), String> {
+    use rustix::process::Signal;
+    // `term`, `SIGTERM`, `sigterm`, `15`; "SIG" stripped once.
+    let up = s.trim().to_ascii_uppercase();
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    let sig = match name {
+        "TERM" | "15" => Signal::TERM,
+        "INT" | "2" => Signal::INT,
+        "HUP" | "1" => Signal::HUP,
+        "QUIT" | "3" => Signal::QUIT,
+        "USR1" | "10" => Signal::USR1,
+        "USR2" | "12" => Signal::USR2,
+        "KILL" | "9" => Signal::KILL,
+        _ => {
+            return Err(format!(
+                "'{s}' is not one of TERM, INT, HUP, QUIT, USR1, USR2, KILL"
+            ))
+        }
+    };
+    let canonical = match sig {
+        Signal::TERM => "TERM",
+        Signal::INT => "INT",
+        Signal::HUP => "HUP",
+        Signal::QUIT => "QUIT",
+        Signal::USR1 => "USR1",
+        Signal::USR2 => "USR2",
+        _ => "KILL",
+    };
+    Ok((canonical.to_string(), sig))
+}
+
+/// `gpufree sim ...`.
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Print the directory holding the simulated libnvidia-ml.so.1.
+    Lib,
+    /// Run a program (gpufree, pynvml, gpustat, nvitop...) against the simulated GPUs in FILE.
+    Exec {
+        /// The simulator's state file.
+        #[arg(long, value_name = "FILE")]
+        state: PathBuf,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        cmd: Vec<String>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bad_gpu_selector_is_a_usage_error() {
+        let e = Cli::try_parse_from(["gpufree", "status", "--gpu", "lots"]).unwrap_err();
+        assert!(e.to_string().contains("lots"));
+        assert!(e.use_stderr());
+    }
+}

@@ -1,0 +1,229 @@
+//! Files the commands read and write: a unit file for `doctor`, man
+//! pages, and the atomic writes of `metrics --output` and `man --dir`.
+
+use super::*;
+
+/// `gpufree doctor --unit FILE`: exit 0 clean, 1 with problems (also when
+/// the reader of stdout went away).
+pub(super) fn run_doctor(
+    common: &Common,
+    unit: &std::path::Path,
+    paint: &Paint,
+) -> Result<i32, Failure> {
+    let text = read_unit_file(unit)
+        .map_err(|why| Failure::new(exit::USAGE, format!("--unit {}: {why}", unit.display())))?;
+    let problems = crate::doctor::check(&text);
+    let code = if problems.is_empty() {
+        exit::OK
+    } else {
+        exit::NOT_REACHED
+    };
+    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    let shown = escape(&unit.to_string_lossy()).into_owned();
+    let written = (|| -> std::io::Result<()> {
+        if common.json {
+            return write_json(
+                &mut out,
+                &serde_json::json!({ "unit": unit, "problems": problems }),
+            );
+        }
+        if problems.is_empty() && !common.quiet {
+            writeln!(out, "{shown}: no problems found")?;
+        }
+        for p in &problems {
+            let sev = if p.severity == "error" {
+                paint.error("error")
+            } else {
+                paint.warn("warning")
+            };
+            writeln!(
+                out,
+                "{shown}:{}: {sev}: {}",
+                p.line,
+                fit(&p.message, crate::safe::MESSAGE_MAX)
+            )?;
+            if !common.quiet {
+                writeln!(
+                    out,
+                    "    {} {}",
+                    paint.dim("fix:"),
+                    fit(&p.fix, crate::safe::MESSAGE_MAX)
+                )?;
+            }
+        }
+        Ok(())
+    })();
+    with_outcome(written.and_then(|()| out.flush()), code)
+}
+
+/// The largest unit file `doctor` reads (real ones are a few KiB).
+pub(super) const UNIT_FILE_MAX: u64 = 1 << 20;
+
+/// A unit file's text: a regular file of at most [`UNIT_FILE_MAX`] bytes
+/// (not /dev/zero, not a FIFO that never ends); bytes that are not UTF-8
+/// become U+FFFD, so the rest is still checked.
+pub(super) fn read_unit_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking: opening a FIFO without a writer must not hang.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > UNIT_FILE_MAX {
+        return Err(format!(
+            "{} bytes: larger than any unit file ({} at most)",
+            meta.len(),
+            UNIT_FILE_MAX
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.take(UNIT_FILE_MAX)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The one-page manual: the main page, with the commands listed in it
+/// (clap_mangen's own list names a page per command, which exists only
+/// where `man --dir` wrote them).
+pub(super) fn man_page(w: &mut dyn Write) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let man = clap_mangen::Man::new(cmd.clone());
+    man.render_title(w)?;
+    man.render_name_section(w)?;
+    man.render_synopsis_section(w)?;
+    man.render_description_section(w)?;
+    man.render_options_section(w)?;
+    writeln!(w, ".SH COMMANDS")?;
+    for sub in cmd.get_subcommands() {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        writeln!(
+            w,
+            ".TP\n\\fBgpufree {}\\fR\n{}",
+            sub.get_name(),
+            roff_text(&about)
+        )?;
+    }
+    writeln!(
+        w,
+        ".PP\nOne page per command: \\fBgpufree man \\-\\-dir\\fR \\fIDIR\\fR."
+    )?;
+    man.render_version_section(w)
+}
+
+/// Text for a roff line: backslashes and dashes escaped, no line starting
+/// with a control character.
+pub(super) fn roff_text(s: &str) -> String {
+    let t = s.replace('\\', "\\e").replace('-', "\\-");
+    if t.starts_with(['.', '\'']) {
+        format!("\\&{t}")
+    } else {
+        t
+    }
+}
+
+/// One page per command into `dir`, each naming only pages written beside
+/// it (the pages clap_mangen's `generate_to` writes, but each through
+/// [`write_atomically`]: a symlink planted at a page's name is refused, not
+/// followed).
+pub(super) fn man_pages(dir: &std::path::Path) -> Result<(), (i32, String)> {
+    use clap::CommandFactory;
+    fn pages(cmd: clap::Command, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            pages(sub.clone(), out)?;
+        }
+        let man = clap_mangen::Man::new(cmd);
+        let mut page = Vec::new();
+        man.render(&mut page)?;
+        out.push((man.get_filename(), page));
+        Ok(())
+    }
+    let env = |e: std::io::Error| (exit::ENVIRONMENT, e.to_string());
+    std::fs::create_dir_all(dir).map_err(env)?;
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let mut out = Vec::new();
+    pages(cmd, &mut out).map_err(env)?;
+    for (name, page) in out {
+        let path = dir.join(&name);
+        write_atomically(&path, &page, 0o644).map_err(|e| (e.code(), format!("{name}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Why a file was not written.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum WriteError {
+    /// Something other than a regular file is at the path: refused.
+    #[error("{0}")]
+    Refused(&'static str),
+    /// Writing failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl WriteError {
+    /// A refusal is the caller's choice of path (2); a failed write, the
+    /// environment's (3).
+    pub(super) fn code(&self) -> i32 {
+        match self {
+            WriteError::Refused(_) => exit::USAGE,
+            WriteError::Io(_) => exit::ENVIRONMENT,
+        }
+    }
+}
+
+/// Writes `bytes` to `path` so that a reader (node_exporter) never sees
+/// half a file, and nothing planted is written through. Only a new file or
+/// a regular file is replaced: a symlink, device node or FIFO at `path`
+/// (`/dev/stdout`, `/dev/null`) is refused, never turned into a file. The
+/// bytes go to an exclusively created temporary file of a random name in
+/// `path`'s directory (`O_EXCL`: whatever is already at that name makes it
+/// try another, never open it), of `mode`, synced, then renamed over `path`
+/// (a rename opens and follows nothing it replaces, so a swap after the
+/// check is harmless), and the directory synced.
+pub(super) fn write_atomically(
+    path: &std::path::Path,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<(), WriteError> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.file_name().is_none() {
+        return Err(WriteError::Refused("not a file name"));
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(WriteError::Refused(
+                "is a symlink; give the path of a regular file (a symlink would be replaced, not followed)",
+            ))
+        }
+        Ok(m) if !m.file_type().is_file() => {
+            return Err(WriteError::Refused(
+                "exists and is not a regular file (a device, FIFO, socket or directory); not replaced",
+            ))
+        }
+        _ => {}
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".gpufree-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(std::fs::File::open(dir)?.sync_all()?)
+}
