@@ -1,0 +1,114 @@
+//! Tests of `state`.
+
+use super::*;
+
+fn dev(delay: u64) -> Device {
+    Device {
+        name: "sim".into(),
+        uuid: "GPU-1".into(),
+        pci_bus_id: "00000000:01:00.0".into(),
+        minor_number: 0,
+        memory_total_bytes: 1000,
+        memory_baseline_bytes: 10,
+        leaked_bytes: 5,
+        release_delay_ms: delay,
+        errors: BTreeMap::new(),
+        hang_ms: BTreeMap::new(),
+        processes: vec![
+            Process {
+                pid: 7,
+                used_bytes: 100,
+                kind: ProcessKind::Compute,
+                visible: Visibility::WhileAlive,
+                start_time_ticks: None,
+            },
+            Process {
+                pid: 999_999,
+                used_bytes: 50,
+                kind: ProcessKind::Graphics,
+                visible: Visibility::Always,
+                start_time_ticks: None,
+            },
+        ],
+    }
+}
+
+#[test]
+fn alive_process_counts_and_always_counts_when_absent() {
+    let mut log = GoneLog::default();
+    let mut changed = false;
+    let v = view_device(&dev(0), 0, &|pid, _| pid == 7, &mut log, &mut changed);
+    assert_eq!(v.used_bytes, 165);
+    assert_eq!(v.processes.len(), 2);
+}
+
+#[test]
+fn gone_process_is_released_after_the_delay() {
+    let d = dev(2000);
+    let mut log = GoneLog::default();
+    let mut changed = false;
+    let v = view_device(&d, 1000, &|_, _| false, &mut log, &mut changed);
+    assert!(changed, "first sight of the exit is recorded");
+    assert_eq!(v.used_bytes, 165, "still held during the delay");
+    let v = view_device(&d, 2999, &|_, _| false, &mut log, &mut changed);
+    assert_eq!(v.used_bytes, 165);
+    let v = view_device(&d, 3000, &|_, _| false, &mut log, &mut changed);
+    assert_eq!(v.used_bytes, 65, "released once the delay has passed");
+}
+
+#[test]
+fn no_delay_releases_at_once() {
+    let mut log = GoneLog::default();
+    let mut changed = false;
+    let v = view_device(&dev(0), 0, &|_, _| false, &mut log, &mut changed);
+    assert_eq!(v.used_bytes, 65);
+    assert!(!changed);
+}
+
+#[test]
+fn used_never_exceeds_total() {
+    let mut d = dev(0);
+    d.leaked_bytes = 10_000;
+    let mut log = GoneLog::default();
+    let v = view_device(&d, 0, &|_, _| true, &mut log, &mut false);
+    assert_eq!(v.used_bytes, 1000);
+}
+
+#[test]
+fn corrupt_state_names_the_file() {
+    let e = State::parse(b"{\"devices\": [", Path::new("/x/s.json")).unwrap_err();
+    assert!(e.0.contains("/x/s.json"), "{}", e.0);
+    let e = State::parse(br#"{"devices":[{"name":"","uuid":"","pci_bus_id":"","minor_number":0,"memory_total_bytes":1}]}"#, Path::new("s")).unwrap_err();
+    assert!(e.0.contains("device 0"), "{}", e.0);
+}
+
+#[test]
+fn a_state_error_is_one_line_whatever_the_file_holds() {
+    // A key with an escaped newline and ESC [2J: serde names it as is.
+    let e = State::parse(br#"{"cuda_driver_versio\n\u001b[2J": 1}"#, Path::new("s")).unwrap_err();
+    assert!(!e.0.contains('\n') && !e.0.contains('\x1b'), "{}", e.0);
+    assert!(e.0.contains("versio\\n\\u{1b}[2J"), "{}", e.0);
+}
+
+#[test]
+fn zombie_and_missing_pids_are_not_alive() {
+    let dir = std::env::temp_dir().join(format!("gpufree-sim-alive-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("5")).unwrap();
+    std::fs::write(dir.join("5/stat"), b"5 (a) b) Z 1 2").unwrap();
+    std::fs::create_dir_all(dir.join("6")).unwrap();
+    let fields: Vec<String> = (3..=22).map(|f| f.to_string()).collect();
+    std::fs::write(
+        dir.join("6/stat"),
+        format!("6 (x) S {}", fields[1..].join(" ")),
+    )
+    .unwrap();
+    assert!(!pid_alive(&dir, 5, None));
+    assert!(pid_alive(&dir, 6, None));
+    assert!(pid_alive(&dir, 6, Some(22)), "field 22 is the start time");
+    assert!(
+        !pid_alive(&dir, 6, Some(21)),
+        "another start time: a reused PID"
+    );
+    assert!(!pid_alive(&dir, 7, None));
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,0 +1,228 @@
+//! Tests of `verdict`.
+
+use super::*;
+use crate::model::{
+    DeviceUse, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable,
+    Unreadable, Via, Visibility,
+};
+
+const GIB: u64 = 1 << 30;
+
+fn a_gpu(used: u64, accounted: u64) -> Gpu {
+    Gpu {
+        index: 0,
+        memory: Memory {
+            total_bytes: 80 * GIB,
+            used_bytes: used,
+            accounted_bytes: accounted,
+            unaccounted_bytes: used - accounted,
+            known: true,
+            ..Memory::default()
+        },
+        ..Gpu::default()
+    }
+}
+
+fn snap(g: Gpu, processes: Vec<Process>) -> Snapshot {
+    Snapshot {
+        gpus: vec![g],
+        processes,
+        nvml: NvmlStatus {
+            available: true,
+            ..NvmlStatus::default()
+        },
+        visibility: Visibility {
+            root: true,
+            ..Visibility::default()
+        },
+        ..Snapshot::default()
+    }
+}
+
+fn holder(pid: u32, bytes: Option<u64>) -> Process {
+    Process {
+        pid,
+        ppid: 1,
+        comm: "python3".into(),
+        state: "S".into(),
+        threads: 1,
+        gpu_memory: bytes
+            .map(|b| {
+                vec![GpuMemory {
+                    gpu: 0,
+                    used_bytes: Some(b),
+                }]
+            })
+            .unwrap_or_default(),
+        devices: vec![DeviceUse {
+            path: "/dev/nvidia0".into(),
+            gpu: Some(0),
+            via: vec![Via::Fd],
+        }],
+        ..Process::default()
+    }
+}
+
+fn listed(pid: u32, bytes: u64) -> NvmlProcess {
+    NvmlProcess {
+        pid,
+        used_bytes: Some(bytes),
+        kind: NvmlProcessKind::Compute,
+    }
+}
+
+fn unreadable(pid: u32, reason: UnreadableReason) -> Unreadable {
+    Unreadable {
+        pid,
+        comm: None,
+        reason,
+        why: format!("{reason:?}"),
+    }
+}
+
+fn judge(s: &Snapshot) -> Verdict {
+    gpu(s, &s.gpus[0], &Policy::default())
+}
+
+#[test]
+fn holders_make_a_gpu_busy_and_protected_daemons_do_not() {
+    let mut g = a_gpu(GIB, GIB);
+    g.nvml_processes = vec![listed(10, GIB)];
+    let v = judge(&snap(g, vec![holder(10, Some(GIB))]));
+    assert_eq!(v.state, VerdictState::Busy);
+    assert!(v.reasons[0].contains("PID 10 (python3)"), "{v:?}");
+    let mut daemon = holder(11, None);
+    daemon.protected = true;
+    assert_eq!(
+        judge(&snap(a_gpu(0, 0), vec![daemon])).state,
+        VerdictState::Free
+    );
+}
+
+#[test]
+fn a_listed_zombie_or_a_pid_of_another_namespace_is_busy() {
+    let mut g = a_gpu(GIB, GIB);
+    g.nvml_processes = vec![listed(20, GIB)];
+    let mut z = holder(20, Some(GIB));
+    z.state = "Z".into();
+    z.ppid = 7;
+    z.devices.clear();
+    let v = judge(&snap(g.clone(), vec![z]));
+    assert_eq!(v.state, VerdictState::Busy);
+    assert!(v.reasons[0].contains("parent PID 7 must reap it"), "{v:?}");
+    let mut s = snap(g, vec![]);
+    s.visibility.nvml_pids_not_visible = vec![20];
+    let v = judge(&s);
+    assert_eq!(v.state, VerdictState::Busy);
+    assert!(v.reasons[0].contains("another PID namespace"), "{v:?}");
+}
+
+#[test]
+fn no_nvml_or_unknown_memory_is_unknown_unless_holders_only() {
+    let mut s = snap(a_gpu(0, 0), vec![]);
+    s.nvml.available = false;
+    s.nvml.error = Some("no NVIDIA library".into());
+    let v = judge(&s);
+    assert_eq!(v.state, VerdictState::Unknown);
+    assert!(v.reasons[0].contains("no NVIDIA library"));
+    let only = Policy {
+        holders_only: true,
+        ..Policy::default()
+    };
+    let v = gpu(&s, &s.gpus[0], &only);
+    assert_eq!(v.state, VerdictState::Free);
+    assert!(v.caveats[0].contains("--holders-only"));
+    s.processes.push(holder(5, None));
+    assert_eq!(gpu(&s, &s.gpus[0], &only).state, VerdictState::Busy);
+    // A lost GPU: NVML answers, but not for its memory.
+    let mut lost = snap(a_gpu(0, 0), vec![]);
+    lost.gpus[0].memory.known = false;
+    lost.unavailable.push(Unavailable {
+        what: "memory".into(),
+        gpu: Some(0),
+        why: "GPU_IS_LOST".into(),
+    });
+    let v = judge(&lost);
+    assert_eq!(v.state, VerdictState::Unknown);
+    assert!(v.reasons[0].contains("GPU_IS_LOST"), "{v:?}");
+}
+
+#[test]
+fn memory_nobody_holds_is_a_leak_only_when_everything_was_seen() {
+    let leak = snap(a_gpu(4 * GIB, 0), vec![]);
+    let v = judge(&leak);
+    assert_eq!(v.state, VerdictState::Busy);
+    assert!(v.reasons[0].contains("driver has not released"), "{v:?}");
+    let mut denied = leak.clone();
+    denied.visibility.unreadable = vec![unreadable(1, UnreadableReason::Permission)];
+    let v = judge(&denied);
+    assert_eq!(v.state, VerdictState::Unknown);
+    assert!(v.reasons[0].contains("could not be read (PID 1)"), "{v:?}");
+    let mut no_lists = leak.clone();
+    no_lists.unavailable.push(Unavailable {
+        what: "compute processes".into(),
+        gpu: Some(0),
+        why: "NOT_SUPPORTED".into(),
+    });
+    assert_eq!(judge(&no_lists).state, VerdictState::Unknown);
+    // Within the idle slack it is the baseline, not a leak.
+    assert_eq!(
+        judge(&snap(a_gpu(IDLE_SLACK_BYTES, 0), vec![])).state,
+        VerdictState::Free
+    );
+}
+
+#[test]
+fn unreadable_processes_are_caveats_but_failed_reads_make_it_unknown() {
+    let mut s = snap(a_gpu(0, 0), vec![]);
+    s.visibility.unreadable = vec![unreadable(1, UnreadableReason::Permission)];
+    let v = judge(&s);
+    assert_eq!(v.state, VerdictState::Free);
+    assert!(v.caveats[0].contains("permission denied: PID 1"), "{v:?}");
+    assert!(v.caveats[0].contains("NVML accounts for the memory"));
+    s.visibility
+        .unreadable
+        .push(unreadable(99, UnreadableReason::Timeout));
+    let v = judge(&s);
+    assert_eq!(v.state, VerdictState::Unknown);
+    assert!(v.reasons[0].contains("PID 99"), "{v:?}");
+    let mut hidden = snap(a_gpu(0, 0), vec![]);
+    hidden.visibility.hidepid = true;
+    hidden.visibility.root = false;
+    let v = judge(&hidden);
+    assert_eq!(v.state, VerdictState::Free);
+    assert!(v.caveats[0].contains("hidepid"));
+}
+
+#[test]
+fn max_used_decides_by_memory_alone() {
+    let s = snap(a_gpu(GIB, GIB), vec![holder(10, Some(GIB))]);
+    let at = |max| Policy {
+        max_used: Some(max),
+        ..Policy::default()
+    };
+    assert_eq!(gpu(&s, &s.gpus[0], &at(2 * GIB)).state, VerdictState::Free);
+    assert_eq!(gpu(&s, &s.gpus[0], &at(GIB / 2)).state, VerdictState::Busy);
+    let mut blind = s.clone();
+    blind.gpus[0].memory.known = false;
+    assert_eq!(
+        gpu(&blind, &blind.gpus[0], &at(2 * GIB)).state,
+        VerdictState::Unknown
+    );
+}
+
+#[test]
+fn overall_busy_beats_unknown_beats_free_and_no_gpu_is_unknown() {
+    let mut s = snap(a_gpu(0, 0), vec![]);
+    let mut lost = a_gpu(0, 0);
+    lost.index = 1;
+    lost.memory.known = false;
+    s.gpus.push(lost);
+    let v = overall(&s, &Policy::default());
+    assert_eq!(v.state, VerdictState::Unknown);
+    assert!(v.reasons[0].starts_with("GPU 1: "));
+    s.processes.push(holder(3, None));
+    assert_eq!(overall(&s, &Policy::default()).state, VerdictState::Busy);
+    s.gpus.clear();
+    assert_eq!(overall(&s, &Policy::default()).state, VerdictState::Unknown);
+}
