@@ -12,14 +12,14 @@
 //! - [`snapshot`]: takes one snapshot from the scan and NVML.
 //! - [`diagnose`]: findings, a pure function of a snapshot.
 //! - [`present`]: table and JSON output of a snapshot.
-//! - [`holder`], [`demo`], [`sim`]: the reference incident on the simulator.
+//! - [`demo`] (its holder processes and their retitling inside), [`sim`]: the
+//!   reference incident on the simulator.
 
 pub mod act;
 pub mod cli;
 pub mod demo;
 pub mod diagnose;
 pub mod doctor;
-pub mod holder;
 pub mod model;
 pub mod nvml;
 pub mod pause;

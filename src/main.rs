@@ -1,10 +1,10 @@
 //! The gpufree binary: wiring only. It becomes a holder process for the
 //! demo and the tests when `GPUFREE_INTERNAL_HOLDER` is set (see
-//! `gpufree::holder`); otherwise it runs the command line.
+//! `gpufree::demo::holder`); otherwise it runs the command line.
 
 fn main() {
-    if let Ok(spec) = std::env::var(gpufree::holder::HOLDER_ENV) {
-        if let Err(e) = gpufree::holder::run(&spec) {
+    if let Ok(spec) = std::env::var(gpufree::demo::holder::HOLDER_ENV) {
+        if let Err(e) = gpufree::demo::holder::run(&spec) {
             eprintln!("gpufree holder: {e}");
             std::process::exit(3);
         }

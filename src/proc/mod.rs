@@ -11,7 +11,6 @@ pub mod owner;
 pub mod parse;
 pub mod restart;
 pub mod scan;
-pub mod title;
 
 /// The file name of a path, without a trailing " (deleted)".
 fn base(path: &str) -> &str {

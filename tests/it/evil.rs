@@ -548,11 +548,11 @@ fn a_daemon_name_is_believed_only_from_a_file_only_root_could_place() {
             std::os::unix::fs::chown(&exe, Some(uid), Some(uid)).unwrap();
         }
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        gpufree::holder::spawn(
+        gpufree::demo::holder::spawn(
             &exe,
-            &gpufree::holder::ChildSpec {
+            &gpufree::demo::holder::ChildSpec {
                 argv: vec!["nvidia-persistenced".into()],
-                spec: gpufree::holder::HoldSpec {
+                spec: gpufree::demo::holder::HoldSpec {
                     fd: vec![d.node("nvidia0")],
                     ..Default::default()
                 },

@@ -10,7 +10,7 @@
 //! server dies with its test, unmounting its mount point.
 
 use crate::harness::*;
-use gpufree::holder::HoldSpec;
+use gpufree::demo::holder::HoldSpec;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -188,7 +188,7 @@ fn timed(args: &[&str], env: &[(&str, &str)], limit: Duration, fuse: Option<&mut
 const WATCHDOG: Duration = Duration::from_secs(10);
 
 /// A holder of nvidia0 that also keeps `extra` open (the FUSE file).
-fn holder_with(d: &TestDir, extra: &[PathBuf]) -> gpufree::holder::Spawned {
+fn holder_with(d: &TestDir, extra: &[PathBuf]) -> gpufree::demo::holder::Spawned {
     let mut fd = vec![d.node("nvidia0")];
     fd.extend(extra.iter().cloned());
     hold(

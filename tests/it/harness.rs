@@ -4,7 +4,7 @@
 //! command for the built binary. Tests never open the machine's real GPU
 //! nodes and signal only the processes they started.
 
-use gpufree::holder::{self, ChildSpec, HoldSpec, Spawned};
+use gpufree::demo::holder::{self, ChildSpec, HoldSpec, Spawned};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -4,8 +4,8 @@
 //! non-root refusal, confirmation, the release wait, `wait` exits.
 
 use crate::harness::*;
+use gpufree::demo::holder::{ChildSpec, HoldSpec};
 use gpufree::demo::Incident;
-use gpufree::holder::{ChildSpec, HoldSpec};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -193,7 +193,7 @@ fn protected_daemon_is_refused_unless_forced() {
     if std::fs::hard_link(bin(), &link).is_err() {
         std::fs::copy(bin(), &link).unwrap();
     }
-    let pd = gpufree::holder::spawn(
+    let pd = gpufree::demo::holder::spawn(
         &link,
         &ChildSpec {
             argv: vec!["nvidia-persistenced".into()],

@@ -3,7 +3,7 @@
 //! a container's own node for the same device.
 
 use crate::harness::*;
-use gpufree::holder::HoldSpec;
+use gpufree::demo::holder::HoldSpec;
 
 #[test]
 fn fd_only_mmap_and_maps_only_holders_are_found_with_how_they_hold() {
@@ -106,7 +106,7 @@ fn non_utf8_command_line_is_escaped_not_lost() {
     .unwrap();
     let mut child = std::process::Command::new(bin())
         .arg(std::ffi::OsStr::from_bytes(b"model-\xff\xfe.bin"))
-        .env(gpufree::holder::HOLDER_ENV, json)
+        .env(gpufree::demo::holder::HOLDER_ENV, json)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

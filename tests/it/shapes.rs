@@ -8,7 +8,7 @@
 //! free every GPU and end exactly those holders.
 
 use crate::harness::*;
-use gpufree::holder::{ChildSpec, HoldSpec};
+use gpufree::demo::holder::{ChildSpec, HoldSpec};
 use serde_json::Value;
 use std::os::fd::OwnedFd;
 
@@ -148,14 +148,14 @@ fn spec(d: &TestDir, p: &P, parent_exits: bool) -> ChildSpec {
 /// known to be ours (alive or a zombie nobody reaps), killed through it on
 /// drop, the orphans among them included.
 struct Tree {
-    spawned: gpufree::holder::Spawned,
+    spawned: gpufree::demo::holder::Spawned,
     pidfds: Vec<OwnedFd>,
 }
 
 impl Tree {
     fn start(d: &TestDir, root: &P) -> Tree {
         let s = spec(d, root, false);
-        let spawned = gpufree::holder::spawn(&bin(), &s).expect("holder tree starts");
+        let spawned = gpufree::demo::holder::spawn(&bin(), &s).expect("holder tree starts");
         let pidfds = spawned
             .pids
             .iter()

@@ -2,8 +2,8 @@
 //! selection, accounting, bad input and environment errors.
 
 use crate::harness::*;
+use gpufree::demo::holder::HoldSpec;
 use gpufree::demo::{incident_state, Incident, WORKER_MIB};
-use gpufree::holder::HoldSpec;
 use serde_json::Value;
 
 fn incident() -> Incident {

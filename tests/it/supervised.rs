@@ -3,7 +3,7 @@
 //! unit must be stopped), stops it and proves the GPU free.
 
 use crate::harness::*;
-use gpufree::holder::{ChildSpec, HoldSpec};
+use gpufree::demo::holder::{ChildSpec, HoldSpec};
 use serde_json::Value;
 use std::path::Path;
 
@@ -144,7 +144,7 @@ impl Drop for TestCgroup {
 }
 
 /// A holder of GPU 0 moved into `cg`, on the simulator; the state file.
-fn held_in(d: &TestDir, cg: &TestCgroup) -> (gpufree::holder::Spawned, std::path::PathBuf) {
+fn held_in(d: &TestDir, cg: &TestCgroup) -> (gpufree::demo::holder::Spawned, std::path::PathBuf) {
     let h = hold(
         &["python3", "serve.py"],
         HoldSpec {

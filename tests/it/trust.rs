@@ -4,7 +4,7 @@
 //! same run. Real processes, the simulator, real cgroups where named.
 
 use crate::harness::*;
-use gpufree::holder::{ChildSpec, HoldSpec, Spawned};
+use gpufree::demo::holder::{ChildSpec, HoldSpec, Spawned};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

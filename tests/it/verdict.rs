@@ -6,7 +6,7 @@
 //! below follows SPEC.md's verdict and exit codes.
 
 use crate::harness::*;
-use gpufree::holder::Spawned;
+use gpufree::demo::holder::Spawned;
 use serde_json::{json, Value};
 use std::process::Command;
 

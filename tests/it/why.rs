@@ -2,8 +2,8 @@
 //! finding, the exit codes, and the order.
 
 use crate::harness::*;
+use gpufree::demo::holder::HoldSpec;
 use gpufree::demo::Incident;
-use gpufree::holder::HoldSpec;
 use serde_json::Value;
 use std::path::Path;
 
@@ -188,7 +188,7 @@ fn orphaned_holder_is_named() {
         HoldSpec {
             label: "parent".into(),
             exit_after_ms: Some(0),
-            children: vec![gpufree::holder::ChildSpec {
+            children: vec![gpufree::demo::holder::ChildSpec {
                 argv: vec!["gpufree".into(), "worker".into()],
                 spec: HoldSpec {
                     label: "orphan".into(),
@@ -245,14 +245,14 @@ fn protected_daemon_is_named_and_left_out_of_the_kill() {
     if std::fs::hard_link(bin(), &daemon).is_err() {
         std::fs::copy(bin(), &daemon).unwrap();
     }
-    let child = gpufree::holder::ChildSpec {
+    let child = gpufree::demo::holder::ChildSpec {
         argv: vec!["nvidia-persistenced".into()],
         spec: HoldSpec {
             fd: vec![d.node("nvidia0")],
             ..HoldSpec::default()
         },
     };
-    let pd = gpufree::holder::spawn(&daemon, &child).unwrap();
+    let pd = gpufree::demo::holder::spawn(&daemon, &child).unwrap();
     let w = d.mapper("nvidia0");
     let state = d.one_gpu(&[(w.pid(), 2048, "while-alive")], 0);
     let (_, doc) = why(&d.dev, &state, &[]);
@@ -535,7 +535,7 @@ fn holder_in_another_pid_namespace_is_mapped_through_nspid() {
     let mut ns = std::process::Command::new("unshare")
         .args(["--pid", "--fork", "--kill-child", "--"])
         .arg(bin())
-        .env(gpufree::holder::HOLDER_ENV, spec)
+        .env(gpufree::demo::holder::HOLDER_ENV, spec)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -581,7 +581,7 @@ fn holder_in_another_pid_namespace_is_mapped_through_nspid() {
 #[test]
 fn ranks_under_a_launcher_that_holds_nothing_are_one_group() {
     let d = TestDir::new(4);
-    let rank = |i: usize| gpufree::holder::ChildSpec {
+    let rank = |i: usize| gpufree::demo::holder::ChildSpec {
         argv: vec!["python3".into(), "-u".into(), "train.py".into()],
         spec: HoldSpec {
             label: format!("rank{i}"),

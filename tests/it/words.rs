@@ -5,7 +5,7 @@
 //! the man pages.
 
 use crate::harness::{bin, gpufree, hold, sim_lib, TestDir};
-use gpufree::holder::HoldSpec;
+use gpufree::demo::holder::HoldSpec;
 use std::process::{Command, Stdio};
 
 /// gpufree against the simulator on `d` (one GPU, `holder` listed).
@@ -144,7 +144,7 @@ fn a_closed_pipe_is_success_but_an_error_naming_one_is_not() {
 
 /// A holder of GPU 0 that NVML lists with 1 GiB: the holder, its PID, the
 /// simulator state.
-fn listed_worker(d: &TestDir) -> (gpufree::holder::Spawned, u32, std::path::PathBuf) {
+fn listed_worker(d: &TestDir) -> (gpufree::demo::holder::Spawned, u32, std::path::PathBuf) {
     let h = hold(
         &["python3", "worker.py"],
         HoldSpec {

@@ -9,11 +9,14 @@
 //! (computed, never run); then shows `gpufree status`. It signals only what
 //! it started, and everything it started dies with it, Ctrl-C included.
 
-use crate::holder::{self, ChildSpec, HoldSpec, Spawned};
+pub mod holder;
+pub mod title;
+
 use crate::model::Snapshot;
 use crate::present::{table, why, write_json, Paint};
 use crate::snapshot::{self, Config};
 use anyhow::Context;
+use holder::{ChildSpec, HoldSpec, Spawned};
 use regex::Regex;
 use serde_json::json;
 use std::io::Write;

@@ -281,7 +281,7 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
         children.push(s);
     }
     if let Some(title) = &spec.title {
-        crate::proc::title::set_process_title(title)?;
+        super::title::set_process_title(title)?;
     } else if let Some(comm) = &spec.comm {
         let c = std::ffi::CString::new(comm.as_bytes()).map_err(std::io::Error::other)?;
         rustix::thread::set_name(&c)?;

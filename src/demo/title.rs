@@ -5,7 +5,7 @@
 
 #![allow(unsafe_code)] // Writing the argv area is what setproctitle does.
 
-use super::parse::parse_stat;
+use crate::proc::parse::parse_stat;
 use std::ffi::CString;
 
 /// Renames the calling process: comm becomes the first 15 bytes of `title`,
