@@ -46,8 +46,11 @@ pub fn before_signals() {
 }
 
 /// A kill holds its targets still (frozen or stopped), before the check.
+/// Once continued, it gives a signal the harness sent meanwhile (Ctrl-C)
+/// time to reach the interrupt handler before anything is signalled.
 pub fn while_held() {
     if wanted() == Some("held") {
         stop_here();
+        std::thread::sleep(std::time::Duration::from_millis(300));
     }
 }

@@ -130,8 +130,14 @@ impl Target {
         &self.dir
     }
 
-    /// Sends `sig` to exactly the pinned process.
+    /// Sends `sig` to exactly the pinned process. Once the kill was
+    /// interrupted, nothing but SIGCONT is sent: this thread waits for the
+    /// interrupt handler, which lets the targets go and ends the process
+    /// (an interrupted kill signals nothing more).
     pub fn signal(&self, sig: Signal) -> Result<(), KillError> {
+        while sig != Signal::CONT && super::quiesce::interrupted() {
+            std::thread::park();
+        }
         match &self.handle {
             Handle::Pidfd(fd) => rustix::process::pidfd_send_signal(fd, sig).map_err(os),
             Handle::ProcDir => match rustix::process::pidfd_send_signal(&self.dir, sig) {

@@ -53,10 +53,20 @@ pub fn release_on_interrupt() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let _ = ctrlc::set_handler(|| {
+            INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
             release_all();
             std::process::exit(130);
         });
     });
+}
+
+/// Set by the interrupt handler before it lets the targets go: from then
+/// on nothing is signalled (the handler ends the process).
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the kill was interrupted (Ctrl-C, SIGTERM, SIGHUP).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// A cgroup's freezer.

@@ -1,8 +1,8 @@
 //! The `gpufree kill` plan and its outcome, as text.
 
 use super::Paint;
-use crate::act::kill::{Plan, Report};
 use crate::model::Snapshot;
+use crate::model::{Plan, Report};
 use crate::safe::{fit, pad, MESSAGE_MAX, TEXT_MAX};
 use std::io::{self, Write};
 

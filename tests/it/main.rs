@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
+mod architecture;
 mod blind;
 mod contrib;
 mod demo;

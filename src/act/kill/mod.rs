@@ -28,7 +28,8 @@ mod release;
 mod settle;
 mod signals;
 
-pub use plan::{check_unit, plan, Plan, PlanEntry, Safety, Selectors, Skipped, UserSel};
+pub use crate::model::{Changed, Plan, PlanEntry, Report, Skipped};
+pub use plan::{check_unit, plan, Safety, Selectors, UserSel};
 use plan::{reason, refusal};
 use release::Release;
 use settle::{known_restart_watch, restart_suspected, settle};
@@ -44,7 +45,6 @@ use crate::snapshot::{select, Collector};
 use crate::units::mib;
 use regex::Regex;
 use rustix::process::Signal;
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -83,66 +83,6 @@ impl Default for Options {
             settle: Duration::from_secs(1),
         }
     }
-}
-
-/// A target that was not signalled because it had changed.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Changed {
-    /// PID.
-    pub pid: u32,
-    /// What changed.
-    pub why: String,
-}
-
-/// What happened (SPEC.md's `kill` object, with additions).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Report {
-    /// Every PID signalled.
-    pub targets: Vec<u32>,
-    /// Targets still running at the end.
-    pub survivors: Vec<u32>,
-    /// The memory is proven back: the verdict is free.
-    pub released: bool,
-    /// free (released), busy (not released) or unknown (it could not be
-    /// proven either way).
-    pub verdict: VerdictState,
-    /// Why not released, or why that is unknown.
-    pub reasons: Vec<String>,
-    /// From the first signal to the release.
-    pub seconds_to_release: f64,
-    /// From the moment every signalled target had exited to the release
-    /// (the driver's teardown), or to the end when not released; None when
-    /// a target never exited.
-    pub seconds_after_exit: Option<f64>,
-    /// How long the release was watched for a supervisor's restart.
-    pub seconds_watched_for_restarts: f64,
-    /// Why that watch stopped early (a snapshot failed): no restart was
-    /// seen, but none can be ruled out.
-    pub restart_watch_error: Option<String>,
-    /// Targets that needed SIGKILL.
-    pub killed_hard: Vec<u32>,
-    /// Targets whose PID now names another process: not signalled.
-    pub identity_changed: Vec<u32>,
-    /// Targets that no longer held a GPU (exec'd or let go) when checked
-    /// right before the signal: not signalled.
-    pub changed: Vec<Changed>,
-    /// Targets that could not be checked again right before the signal (a
-    /// read failed or timed out): not signalled, and the release unknown.
-    pub unchecked: Vec<Changed>,
-    /// Survivors in uninterruptible sleep: waiting for the kernel.
-    pub waiting_for_kernel: Vec<u32>,
-    /// Left out, with why.
-    pub skipped: Vec<Skipped>,
-    /// Processes found by a rescan (matched, forked or restarted
-    /// meanwhile) and handled in the same run.
-    pub found_by_rescan: Vec<u32>,
-    /// What still holds the GPUs when not released.
-    pub still_holding: Vec<String>,
-    /// Rounds of signals (1 unless the rescans found more).
-    pub rounds: u32,
-    /// Cgroups frozen while their processes (all targets) were checked and
-    /// signalled; other targets were stopped with SIGSTOP.
-    pub frozen_cgroups: Vec<String>,
 }
 
 /// At most this many rounds of signals; from the third on, SIGKILL at once

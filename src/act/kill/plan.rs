@@ -88,37 +88,6 @@ impl Safety {
     }
 }
 
-/// One process the plan will signal.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct PlanEntry {
-    /// PID.
-    pub pid: u32,
-    /// Start time seen by the scan: the identity.
-    pub start_time_ticks: u64,
-    /// Why it is a target.
-    pub reason: String,
-}
-
-/// A process left out, and why.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Skipped {
-    /// PID.
-    pub pid: u32,
-    /// Why it is not signalled.
-    pub reason: String,
-    /// Left out for safety (exit 5 when nothing else was done).
-    pub refused: bool,
-}
-
-/// The plan.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Plan {
-    /// What will be signalled.
-    pub targets: Vec<PlanEntry>,
-    /// What matched but will not be.
-    pub skipped: Vec<Skipped>,
-}
-
 /// Whether `owner` is the one `--unit unit` names: its unit with or without
 /// `.service`, its readable name, or, for a container or pod, its id in
 /// full or by a prefix of at least 12 hex digits. A user's unit is named

@@ -5,6 +5,9 @@
 //! JSON contract of SPEC.md (`gpufree status --json`); fields beyond it are
 //! additions, never renames.
 
+mod kill;
+
+pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
