@@ -1,0 +1,249 @@
+//! A process as collection saw it: its identity, what it holds, who
+//! started it; and the pins that act on it by identity.
+
+use super::*;
+
+/// A process that holds nothing, as the scan saw it: its place in the tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Kin {
+    /// Parent PID.
+    pub ppid: u32,
+    /// Kernel thread name.
+    pub comm: String,
+    /// Start time in clock ticks since boot.
+    pub start_time_ticks: u64,
+    /// Its argv, read only for the parents of holders (a launcher is
+    /// known by its command line: `python3 -m deepspeed.launcher...`).
+    pub cmdline: Vec<String>,
+}
+
+/// A process that holds GPU memory or a GPU device node.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Process {
+    /// PID in the namespace of the scanned /proc.
+    pub pid: u32,
+    /// Parent PID.
+    pub ppid: u32,
+    /// Process group (a forked child keeps its parent's).
+    #[serde(default)]
+    pub pgid: u32,
+    /// Session (a forked child keeps its parent's).
+    #[serde(default)]
+    pub sid: u32,
+    /// Kernel thread name (15 bytes at most), as `pkill` sees it.
+    pub comm: String,
+    /// argv as the process shows it now (`pkill -f` sees it joined by spaces);
+    /// invalid UTF-8 bytes are written `\xNN`.
+    pub cmdline: Vec<String>,
+    /// The executable; None when unreadable.
+    pub exe: Option<String>,
+    /// Real UID.
+    pub uid: u32,
+    /// User name, or the UID as text when it has none.
+    pub user: String,
+    /// State letter of /proc/PID/stat (R, S, D, Z, T, t, I...).
+    pub state: String,
+    /// Start time in clock ticks since boot (stat field 22): the identity.
+    pub start_time_ticks: u64,
+    /// Number of threads.
+    pub threads: u32,
+    /// PIDs in each nested PID namespace, this /proc's first.
+    pub nspid: Vec<u32>,
+    /// comm/cmdline no longer look like the executable (setproctitle).
+    pub renamed: bool,
+    /// Its parent is init or a subreaper while it holds a GPU.
+    pub orphaned: bool,
+    /// GPU memory NVML attributes to it.
+    pub gpu_memory: Vec<GpuMemory>,
+    /// GPU device nodes it holds.
+    pub devices: Vec<DeviceUse>,
+    /// Who started it: unit, container, pod, job, session.
+    pub owner: Owner,
+    /// The cgroup path the owner was read from.
+    pub cgroup: String,
+    /// Where the kernel has it waiting (/proc/PID/wchan), when readable and
+    /// it is not running.
+    pub wchan: Option<String>,
+    /// A driver daemon or display server (nvidia-persistenced, nv-hostengine,
+    /// MPS, Xorg...) that is never part of a kill by default.
+    pub protected: bool,
+    /// The variables of its environment that tell who restarts it
+    /// (`TORCHELASTIC_*`), when
+    /// readable.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
+}
+
+/// The sum of byte counts, at most u64::MAX: the sizes come from NVML
+/// (any u64), and an overflow would panic a debug build.
+pub fn saturating_sum(bytes: impl IntoIterator<Item = u64>) -> u64 {
+    bytes.into_iter().fold(0, u64::saturating_add)
+}
+
+impl Snapshot {
+    /// Seconds since `p` started, when the snapshot knows the uptime.
+    pub fn age_seconds(&self, p: &Process) -> Option<u64> {
+        (self.ticks_per_second > 0 && self.uptime_ticks >= p.start_time_ticks)
+            .then(|| (self.uptime_ticks - p.start_time_ticks) / self.ticks_per_second)
+    }
+}
+
+impl Process {
+    /// Alive for the GPU's purposes: not a zombie, or a zombie leader whose
+    /// other threads still run (and still hold what the process holds).
+    pub fn is_live(&self) -> bool {
+        self.state != "Z" || self.threads > 1
+    }
+
+    /// Total GPU memory attributed to this process.
+    pub fn memory_bytes(&self) -> u64 {
+        saturating_sum(self.gpu_memory.iter().filter_map(|m| m.used_bytes))
+    }
+
+    /// The command line as `pkill -f` matches it: argv joined by spaces.
+    pub fn cmdline_joined(&self) -> String {
+        self.cmdline.join(" ")
+    }
+
+    /// Whether this process holds anything on GPU `index`.
+    pub fn touches_gpu(&self, index: u32) -> bool {
+        self.gpu_memory.iter().any(|m| m.gpu == index)
+            || self.devices.iter().any(|d| d.gpu == Some(index))
+    }
+}
+
+/// GPU memory of one process on one GPU.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuMemory {
+    /// GPU index.
+    pub gpu: u32,
+    /// Bytes; None when NVML says "not available".
+    pub used_bytes: Option<u64>,
+}
+
+/// One device node a process holds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeviceUse {
+    /// The node's path under the device directory.
+    pub path: String,
+    /// GPU index; None for shared control nodes (nvidiactl, nvidia-uvm...).
+    pub gpu: Option<u32>,
+    /// How: an open fd, a mapping, or both (fuser's `m`).
+    pub via: Vec<Via>,
+}
+
+/// How a process holds a device node.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// An open file descriptor.
+    Fd,
+    /// A memory mapping.
+    Mmap,
+}
+
+/// The thing that started a process, read from its cgroup.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Owner {
+    /// What kind of owner.
+    pub kind: OwnerKind,
+    /// Unit name, container id, pod UID, job id or session.
+    pub id: String,
+    /// A readable name: `vllm.service`, `docker 3f2a1b…`, `slurm job 3385`.
+    pub name: String,
+}
+
+impl Owner {
+    /// The unit's name when this is a system unit (systemd's own, stopped
+    /// with `systemctl stop`); a user's unit is named "X.service (user N)",
+    /// so its id and name differ.
+    pub fn system_unit(&self) -> Option<&str> {
+        (self.kind == OwnerKind::SystemdUnit && self.id == self.name).then_some(self.id.as_str())
+    }
+}
+
+/// Kinds of owner (SPEC.md).
+#[derive(
+    Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+pub enum OwnerKind {
+    /// A systemd service or scope that is not a session.
+    #[serde(rename = "systemd-unit")]
+    SystemdUnit,
+    /// Docker, containerd, CRI-O, podman, LXC/LXD/Incus.
+    #[serde(rename = "container")]
+    Container,
+    /// A Kubernetes pod.
+    #[serde(rename = "k8s-pod")]
+    K8sPod,
+    /// A Slurm job.
+    #[serde(rename = "slurm-job")]
+    SlurmJob,
+    /// A login session or a user's app scope.
+    #[serde(rename = "session")]
+    Session,
+    /// Nothing recognisable.
+    #[default]
+    #[serde(rename = "none")]
+    None,
+}
+
+impl OwnerKind {
+    /// The SPEC.md spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnerKind::SystemdUnit => "systemd-unit",
+            OwnerKind::Container => "container",
+            OwnerKind::K8sPod => "k8s-pod",
+            OwnerKind::SlurmJob => "slurm-job",
+            OwnerKind::Session => "session",
+            OwnerKind::None => "none",
+        }
+    }
+}
+
+/// One process pinned by the scan: its start time and its `/proc/PID`
+/// directory fd, which stays bound to that process (reads through it fail
+/// once it has been reaped, whatever now has its PID).
+#[derive(Debug)]
+pub struct Pin {
+    /// Start time read through `dir`.
+    pub start_time_ticks: u64,
+    /// The `/proc/PID` directory fd.
+    pub dir: OwnedFd,
+}
+
+/// The pinned processes of a snapshot, by PID (shared by its clones).
+#[derive(Debug, Clone, Default)]
+pub struct Pins(Arc<BTreeMap<u32, Pin>>);
+
+impl Pins {
+    /// Pins from a map of PID to pin.
+    pub fn new(pins: BTreeMap<u32, Pin>) -> Pins {
+        Pins(Arc::new(pins))
+    }
+
+    /// The directory fd of `pid` if it was pinned with this start time.
+    pub fn get(&self, pid: u32, start_time_ticks: u64) -> Option<&OwnedFd> {
+        self.0
+            .get(&pid)
+            .filter(|p| p.start_time_ticks == start_time_ticks)
+            .map(|p| &p.dir)
+    }
+
+    /// Every pin.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Pin)> {
+        self.0.iter().map(|(pid, p)| (*pid, p))
+    }
+}
+
+impl PartialEq for Pins {
+    /// Two snapshots pin the same thing when they pin the same identities.
+    fn eq(&self, other: &Pins) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .iter()
+                .zip(other.iter())
+                .all(|(a, b)| a.0 == b.0 && a.1.start_time_ticks == b.1.start_time_ticks)
+    }
+}
