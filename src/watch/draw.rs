@@ -1,0 +1,323 @@
+//! One frame of the live view: a memory bar per GPU, the holders sorted
+//! as asked, the findings and the popups, drawn from a snapshot.
+
+use super::*;
+
+pub(super) fn bar(width: usize, g: &crate::model::Gpu) -> Line<'static> {
+    use crate::model::VerdictState;
+    let m = g.memory;
+    let color = match g.verdict.state {
+        VerdictState::Free => Color::Green,
+        VerdictState::Busy => Color::Red,
+        VerdictState::Unknown => Color::Yellow,
+    };
+    let mut spans = vec![
+        Span::styled(
+            format!("GPU {:<2} ", g.index),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(
+            format!("{:<8}", g.verdict.state.as_str()),
+            Style::new().fg(color),
+        ),
+    ];
+    if !m.known || m.total_bytes == 0 {
+        spans.push(Span::raw("memory unknown"));
+        return Line::from(spans);
+    }
+    let cells = |b: u64| ((b as f64 / m.total_bytes as f64) * width as f64).round() as usize;
+    let acc = cells(m.accounted_bytes).min(width);
+    let unacc = cells(m.unaccounted_bytes).min(width - acc);
+    spans.push(Span::styled("█".repeat(acc), Style::new().fg(Color::Green)));
+    spans.push(Span::styled("█".repeat(unacc), Style::new().fg(Color::Red)));
+    spans.push(Span::styled(
+        "░".repeat(width - acc - unacc),
+        Style::new().fg(Color::DarkGray),
+    ));
+    spans.push(Span::raw(format!(
+        " {} / {}  accounted {}  unaccounted {}",
+        mib(m.used_bytes),
+        mib(m.total_bytes),
+        mib(m.accounted_bytes),
+        mib(m.unaccounted_bytes)
+    )));
+    Line::from(spans)
+}
+
+pub(super) fn age(s: &Snapshot, p: &Process) -> String {
+    match s.age_seconds(p) {
+        Some(a) if a >= 86400 => format!("{}d{}h", a / 86400, a % 86400 / 3600),
+        Some(a) if a >= 3600 => format!("{}h{}m", a / 3600, a % 3600 / 60),
+        Some(a) if a >= 60 => format!("{}m{}s", a / 60, a % 60),
+        Some(a) => format!("{a}s"),
+        None => "?".into(),
+    }
+}
+
+pub(super) fn draw(f: &mut Frame<'_>, app: &mut App) {
+    let area = f.area();
+    let Some(s) = app.snap.take() else {
+        let text = app
+            .error
+            .as_deref()
+            .map(shown)
+            .unwrap_or_else(|| "gpufree watch: taking the first snapshot...".into());
+        f.render_widget(Paragraph::new(text), area);
+        return;
+    };
+    draw_snapshot(f, app, &s, area);
+    app.snap = Some(s);
+}
+
+pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
+    let gpu_lines = s.gpus.len() as u16 + 2;
+    let chunks = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([
+            Constraint::Length(gpu_lines),
+            Constraint::Min(5),
+            Constraint::Length(3),
+        ])
+        .split(area);
+    let width = (chunks[0].width as usize).saturating_sub(70).clamp(10, 60);
+    let lines: Vec<Line<'_>> = s.gpus.iter().map(|g| bar(width, g)).collect();
+    let title = format!(
+        " gpufree watch: {} GPUs, {} holders, {} processes scanned{} ",
+        s.gpus.len(),
+        s.processes.len(),
+        s.visibility.processes_scanned,
+        app.updated
+            .map(|u| format!(", updated {:.0}s ago", u.elapsed().as_secs_f64()))
+            .unwrap_or_default()
+    );
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
+        chunks[0],
+    );
+
+    let (table_area, detail_area) = if app.detail {
+        let h = Layout::default()
+            .direction(Direction::Horizontal)
+            .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
+            .split(chunks[1]);
+        (h[0], Some(h[1]))
+    } else {
+        (chunks[1], None)
+    };
+    let rows = app.rows_of(s);
+    let sort = match app.sort {
+        Sort::Memory => "memory",
+        Sort::Pid => "pid",
+        Sort::Age => "age",
+    };
+    let filter = [
+        app.gpu.map(|g| format!("gpu={g}")),
+        app.user.as_ref().map(|u| format!("user={}", shown(u))),
+        app.owner.as_ref().map(|o| format!("owner={}", shown(o))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" ");
+    let table_rows: Vec<Row<'_>> = rows
+        .iter()
+        .map(|p| {
+            let gpus: Vec<String> = {
+                let mut g: Vec<u32> = p
+                    .gpu_memory
+                    .iter()
+                    .map(|m| m.gpu)
+                    .chain(p.devices.iter().filter_map(|d| d.gpu))
+                    .collect();
+                g.sort_unstable();
+                g.dedup();
+                g.iter().map(u32::to_string).collect()
+            };
+            let style = if p.renamed || p.orphaned {
+                Style::new().fg(Color::Yellow)
+            } else {
+                Style::new()
+            };
+            Row::new(vec![
+                Cell::from(p.pid.to_string()),
+                Cell::from(shown(&p.user)),
+                Cell::from(shown(&p.comm)),
+                Cell::from(if p.memory_bytes() > 0 {
+                    mib(p.memory_bytes())
+                } else {
+                    "-".into()
+                }),
+                Cell::from(gpus.join(",")),
+                Cell::from(age(s, p)),
+                Cell::from(if p.owner.name.is_empty() {
+                    "-".into()
+                } else {
+                    shown(&p.owner.name)
+                }),
+                Cell::from(crate::present::flags(p)),
+            ])
+            .style(style)
+        })
+        .collect();
+    let table = Table::new(
+        table_rows,
+        [
+            Constraint::Length(8),
+            Constraint::Length(9),
+            Constraint::Length(16),
+            Constraint::Length(12),
+            Constraint::Length(7),
+            Constraint::Length(7),
+            Constraint::Min(10),
+            Constraint::Length(18),
+        ],
+    )
+    .header(
+        Row::new([
+            "PID", "USER", "COMM", "MEMORY", "GPUS", "AGE", "OWNER", "FLAGS",
+        ])
+        .style(Style::new().add_modifier(Modifier::BOLD)),
+    )
+    .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+    .block(
+        Block::default()
+            .borders(Borders::ALL)
+            .title(format!(" holders, sorted by {sort} {filter} ")),
+    );
+    let n_rows = rows.len();
+    drop(rows);
+    if app.table.selected().is_none() && n_rows > 0 {
+        app.table.select(Some(0));
+    }
+    if app.table.selected().is_some_and(|i| i >= n_rows) {
+        app.table.select(n_rows.checked_sub(1));
+    }
+    f.render_stateful_widget(table, table_area, &mut app.table);
+
+    let selected = app
+        .table
+        .selected()
+        .and_then(|i| app.rows_of(s).get(i).copied());
+    if let (Some(area), Some(p)) = (detail_area, selected) {
+        let mut text = vec![
+            Line::from(format!(
+                "PID {}  parent {}  user {} ({})  state {}  threads {}",
+                p.pid,
+                p.ppid,
+                shown(&p.user),
+                p.uid,
+                shown(&p.state),
+                p.threads
+            )),
+            Line::from(format!("comm:    {}", shown(&p.comm))),
+            Line::from(format!("cmdline: {}", shown(&p.cmdline_joined()))),
+            Line::from(format!(
+                "exe:     {}",
+                shown(p.exe.as_deref().unwrap_or("?"))
+            )),
+            Line::from(format!(
+                "owner:   {} {}",
+                p.owner.kind.as_str(),
+                shown(&p.owner.name)
+            )),
+            Line::from(format!("cgroup:  {}", shown(&p.cgroup))),
+        ];
+        if p.nspid.len() > 1 {
+            text.push(Line::from(format!("NSpid:   {:?}", p.nspid)));
+        }
+        for m in &p.gpu_memory {
+            text.push(Line::from(format!(
+                "GPU {}: {}",
+                m.gpu,
+                m.used_bytes.map_or("n/a".into(), mib)
+            )));
+        }
+        for d in &p.devices {
+            let via: Vec<String> = d
+                .via
+                .iter()
+                .map(|v| format!("{v:?}").to_lowercase())
+                .collect();
+            text.push(Line::from(format!(
+                "{} via {}",
+                shown(&d.path),
+                via.join("+")
+            )));
+        }
+        if let Some(w) = &p.wchan {
+            text.push(Line::from(format!("waiting in {}", shown(w))));
+        }
+        f.render_widget(
+            Paragraph::new(text)
+                .wrap(Wrap { trim: false })
+                .block(Block::default().borders(Borders::ALL).title(" detail ")),
+            area,
+        );
+    }
+
+    let top = s.findings.first();
+    let finding = top.map_or(String::new(), |f| {
+        let sev = match f.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warn",
+            Severity::Info => "info",
+        };
+        format!("{sev}: {}", shown(&f.message))
+    });
+    let help = "q quit  ↑/↓ select  Enter detail  m/p/a sort  g/u/o filter  k kill  r rescan";
+    let color = match top.map(|f| f.severity) {
+        Some(Severity::Error) => Color::Red,
+        Some(Severity::Warning) => Color::Yellow,
+        _ => Color::Green,
+    };
+    f.render_widget(
+        Paragraph::new(vec![
+            Line::styled(finding, Style::new().fg(color)),
+            Line::styled(help, Style::new().fg(Color::DarkGray)),
+        ])
+        .block(Block::default().borders(Borders::TOP)),
+        chunks[2],
+    );
+
+    if let Some(popup) = &app.popup {
+        let (title, body) = match popup {
+            Popup::Plan(plan, _) => {
+                let mut lines: Vec<String> = plan
+                    .targets
+                    .iter()
+                    .map(|e| format!("{}  {}", e.pid, shown(&e.reason)))
+                    .collect();
+                lines.extend(
+                    plan.skipped
+                        .iter()
+                        .map(|k| format!("{}  left out: {}", k.pid, shown(&k.reason))),
+                );
+                if plan.targets.is_empty() {
+                    lines.push("nothing to signal".into());
+                    lines.push("Esc: close".into());
+                } else {
+                    lines.push(String::new());
+                    lines.push(format!("y: signal {} (TERM, KILL after 10s) and wait for the memory   n/Esc: cancel", plan.targets.len()));
+                }
+                (" kill: plan ", lines.join("\n"))
+            }
+            Popup::Busy(m) => (" kill ", shown(m)),
+            Popup::Done(m) => (" kill: done ", format!("{}\n\nEsc: close", shown(m))),
+        };
+        let w = area.width.saturating_sub(10).min(100);
+        let h = (body.lines().count() as u16 + 2).min(area.height);
+        let r = Rect {
+            x: area.x + (area.width - w) / 2,
+            y: area.y + (area.height.saturating_sub(h)) / 2,
+            width: w,
+            height: h,
+        };
+        f.render_widget(Clear, r);
+        f.render_widget(
+            Paragraph::new(body)
+                .wrap(Wrap { trim: false })
+                .block(Block::default().borders(Borders::ALL).title(title)),
+            r,
+        );
+    }
+}
