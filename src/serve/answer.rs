@@ -1,0 +1,129 @@
+//! The answer to one request: `GET /metrics` (text or OpenMetrics) and
+//! `GET /healthz` from the cache, everything else refused; the body marks
+//! its connection busy until it is sent.
+
+use super::*;
+
+/// A response body of shared chunks; when it is dropped (sent, or the
+/// connection gone) its connection is idle again.
+pub(super) struct Reply {
+    /// The chunks, last first.
+    chunks: Vec<Bytes>,
+    _busy: Busy,
+}
+
+/// Makes its connection idle when dropped.
+pub(super) struct Busy(Arc<Conn>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.enter(Phase::Idle);
+    }
+}
+
+impl hyper::body::Body for Reply {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.get_mut().chunks.pop().map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.chunks.iter().map(|b| b.len() as u64).sum())
+    }
+}
+
+pub(super) const TEXT: &str = "text/plain; charset=utf-8";
+
+pub(super) const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The response to one request.
+pub(super) fn answer(
+    shared: &Shared,
+    conn: &Arc<Conn>,
+    req: &Request<hyper::body::Incoming>,
+) -> Response<Reply> {
+    conn.enter(Phase::Busy);
+    let reply = |status: StatusCode, kind: &'static str, chunks: Vec<Bytes>| {
+        let mut r = Response::new(Reply {
+            chunks: chunks.into_iter().rev().collect(),
+            _busy: Busy(Arc::clone(conn)),
+        });
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+        r
+    };
+    let text = |status: StatusCode, body: &'static str| {
+        reply(status, TEXT, vec![Bytes::from_static(body.as_bytes())])
+    };
+    let path = req.uri().path();
+    let has_body = hyper::body::Body::size_hint(req.body()).exact() != Some(0);
+    let known = matches!(path, "/metrics" | "/healthz");
+    let mut response = if !known {
+        text(
+            StatusCode::NOT_FOUND,
+            "not found: metrics are at /metrics, health at /healthz\n",
+        )
+    } else if !matches!(*req.method(), Method::GET | Method::HEAD) {
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and HEAD: this exporter is read-only\n",
+        );
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        r
+    } else if has_body {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "no request bodies: this exporter only answers GET\n",
+        )
+    } else {
+        let cache = lock(&shared.cache);
+        let age = cache.taken.map(|t| t.elapsed());
+        let fresh = age.is_some_and(|a| a <= shared.stale_after);
+        match (path, &cache.body) {
+            ("/metrics", Some(body)) => {
+                let live = render_live_part(&Extra {
+                    snapshot_age_seconds: age.map(|a| a.as_secs_f64()),
+                    collection_errors: Some(cache.errors),
+                    ..Extra::default()
+                });
+                reply(StatusCode::OK, OPENMETRICS, vec![body.clone(), Bytes::from(live)])
+            }
+            ("/metrics", None) => {
+                let mut r = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no snapshot yet: the first collection failed (see the exporter's log)\n",
+                );
+                r.headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("5"));
+                r
+            }
+            (_, _) if fresh => text(StatusCode::OK, "ok\n"),
+            (_, Some(_)) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "stale: the last good snapshot is too old (collections fail; see the exporter's log)\n",
+            ),
+            (_, None) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no snapshot yet: the first collection failed (see the exporter's log)\n",
+            ),
+        }
+    };
+    if has_body || response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        // Its body is not read: the connection cannot carry another request.
+        response
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
