@@ -1,0 +1,26 @@
+//! The simulator's tests tests.
+
+use super::*;
+
+#[test]
+fn pci_bus_ids_round_trip() {
+    let p = Pci::parse("00000000:C1:00.0");
+    assert_eq!((p.domain, p.bus, p.device), (0, 0xC1, 0));
+    assert_eq!(p.bus_id(), "00000000:C1:00.0");
+    assert_eq!(p.legacy(), "0000:C1:00.0");
+}
+
+#[test]
+fn handles_are_stable_and_decodable() {
+    for i in [0, 7, MAX_DEVICES - 1] {
+        assert_eq!(index_of(handle_of(i)), Some(i));
+    }
+    assert_eq!(index_of(std::ptr::null()), None);
+}
+
+#[test]
+fn struct_sizes_match_nvml_h() {
+    assert_eq!(std::mem::size_of::<PciInfo>(), 68);
+    assert_eq!(std::mem::size_of::<Memory>(), 24);
+    assert_eq!(std::mem::size_of::<MemoryV2>(), 40);
+}
