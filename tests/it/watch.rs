@@ -73,7 +73,15 @@ fn watch_shows_sorts_details_kills_and_quits_cleanly() {
     assert!(!alive(w3), "killed through the safe path");
     assert!(alive(inc.pid("worker2").unwrap()), "and nothing else");
 
-    t.keys(&["Escape", "q"]);
+    // Esc closes the popup; q, sent only once it is gone, quits (the two
+    // at once read as Alt+q).
+    t.keys(&["Escape"]);
+    let closing = Instant::now() + Duration::from_secs(5);
+    while t.screen().contains("kill: done") {
+        assert!(Instant::now() < closing, "Esc did not close the popup");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t.keys(&["q"]);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let state = String::from_utf8_lossy(
