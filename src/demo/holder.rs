@@ -8,6 +8,10 @@
 //! Every holder dies with its parent (`PR_SET_PDEATHSIG`), so nothing the demo
 //! or a test started outlives it, Ctrl-C and crashes included.
 
+mod signals;
+
+use signals::{end_main_thread, ignore_sigterm, on_term, supervise, unblock_signals};
+
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
@@ -311,102 +315,4 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     }
     drop(kept);
     std::process::exit(0);
-}
-
-/// Restarts each child in `running` when it exits, `left` times in all,
-/// from a thread of its own per child.
-fn supervise(
-    exe: PathBuf,
-    specs: Vec<ChildSpec>,
-    running: Vec<Spawned>,
-    left: u32,
-    delay: std::time::Duration,
-) {
-    let left = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(left));
-    for (spec, mut s) in specs.into_iter().zip(running) {
-        let (exe, left) = (exe.clone(), std::sync::Arc::clone(&left));
-        std::thread::spawn(move || loop {
-            let _ = s.child.wait();
-            let take = left.fetch_update(
-                std::sync::atomic::Ordering::SeqCst,
-                std::sync::atomic::Ordering::SeqCst,
-                |n| n.checked_sub(1),
-            );
-            if take.is_err() {
-                return;
-            }
-            std::thread::sleep(delay);
-            match spawn(&exe, &spec) {
-                Ok(next) => s = next,
-                Err(_) => return,
-            }
-        });
-    }
-}
-
-/// Starts with no signal blocked: a mask inherited from the starter (one
-/// that blocks SIGTERM for `sigwait`) would make this holder deaf to TERM.
-#[allow(unsafe_code)]
-fn unblock_signals() {
-    // SAFETY: plain libc calls on a local, zero-initialised sigset_t, made
-    // before any other thread exists.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-    }
-}
-
-/// Blocks SIGTERM in every thread and lets one thread take it with
-/// `sigwait`: then it starts `child`, and exits the process unless `stay`
-/// (then it waits for the next SIGTERM).
-#[allow(unsafe_code)]
-fn on_term(child: ChildSpec, stay: bool) -> std::io::Result<()> {
-    // SAFETY: plain libc calls on a local, zero-initialised sigset_t; the
-    // mask is set before any other thread exists, so all inherit it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
-    std::thread::spawn(move || loop {
-        // SAFETY: as above; sigwait only reads the set and writes `sig`.
-        let mut sig = 0;
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            libc::sigwait(&set, &mut sig);
-        }
-        if let Ok(exe) = std::env::current_exe() {
-            if let Ok(s) = spawn(&exe, &child) {
-                std::mem::forget(s); // it must outlive us
-            }
-        }
-        if !stay {
-            std::process::exit(0);
-        }
-    });
-    Ok(())
-}
-
-#[allow(unsafe_code)]
-fn end_main_thread() -> ! {
-    // SAFETY: the raw exit syscall (not exit_group) ends only the calling
-    // thread, without unwinding (pthread_exit's forced unwind would abort
-    // in Rust's main); the process lives on in the parked thread, and
-    // nothing of this thread's stack is used again.
-    unsafe {
-        libc::syscall(libc::SYS_exit, 0);
-    }
-    unreachable!("SYS_exit returned")
-}
-
-#[allow(unsafe_code)]
-fn ignore_sigterm() {
-    // SAFETY: SIG_IGN installs no handler code; async-signal safety is moot.
-    unsafe {
-        libc::signal(libc::SIGTERM, libc::SIG_IGN);
-    }
 }

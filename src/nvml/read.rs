@@ -1,0 +1,106 @@
+//! One read of every GPU through an initialised NVML: memory, the process
+//! lists, names and ids, each failed call kept as unavailable with why.
+
+use super::*;
+
+pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlReport {
+    let mut report = NvmlReport {
+        status: status.clone(),
+        ..NvmlReport::default()
+    };
+    at.step("nvmlDeviceGetCount");
+    let count = match nvml.device_count() {
+        Ok(c) => c,
+        Err(e) => {
+            report.unavailable.push(Unavailable {
+                what: "device count".into(),
+                gpu: None,
+                why: describe(&e),
+            });
+            0
+        }
+    };
+    for index in 0..count {
+        at.step(format!("nvmlDeviceGetHandleByIndex({index})"));
+        match nvml.device_by_index(index) {
+            Ok(dev) => {
+                let gpu = read_gpu(&dev, index, &mut report.unavailable, at);
+                report.gpus.push(gpu);
+            }
+            Err(e) => report.unavailable.push(Unavailable {
+                what: "device handle".into(),
+                gpu: Some(index),
+                why: describe(&e),
+            }),
+        }
+    }
+    report
+}
+
+pub(super) fn read_gpu(
+    dev: &Device<'_>,
+    index: u32,
+    unavailable: &mut Vec<Unavailable>,
+    at: &Shared,
+) -> Gpu {
+    let mut miss = |what: &str, e: NvmlError| {
+        unavailable.push(Unavailable {
+            what: what.into(),
+            gpu: Some(index),
+            why: describe(&e),
+        })
+    };
+    at.step(format!("nvmlDeviceGetName on GPU {index}"));
+    let name = dev.name().unwrap_or_else(|e| {
+        miss("name", e);
+        String::new()
+    });
+    at.step(format!("nvmlDeviceGetUUID on GPU {index}"));
+    let uuid = dev.uuid().unwrap_or_else(|e| {
+        miss("uuid", e);
+        String::new()
+    });
+    at.step(format!("nvmlDeviceGetPciInfo on GPU {index}"));
+    let pci_bus_id = dev.pci_info().map(|p| p.bus_id).unwrap_or_else(|e| {
+        miss("pci info", e);
+        String::new()
+    });
+    at.step(format!("nvmlDeviceGetMinorNumber on GPU {index}"));
+    let minor_number = dev.minor_number().map_err(|e| miss("minor number", e)).ok();
+    at.step(format!("nvmlDeviceGetMemoryInfo on GPU {index}"));
+    let memory = match dev.memory_info() {
+        Ok(m) => Memory {
+            total_bytes: m.total,
+            used_bytes: m.used,
+            reserved_bytes: m.reserved,
+            known: true,
+            ..Memory::default()
+        },
+        Err(e) => {
+            miss("memory", e);
+            Memory::default()
+        }
+    };
+    let mut nvml_processes = Vec::new();
+    for kind in [
+        NvmlProcessKind::Compute,
+        NvmlProcessKind::Graphics,
+        NvmlProcessKind::Mps,
+    ] {
+        at.step(format!(
+            "the {} process list of GPU {index}",
+            format!("{kind:?}").to_lowercase()
+        ));
+        nvml_processes.extend(list(dev, kind, index, unavailable));
+    }
+    Gpu {
+        index,
+        uuid,
+        name,
+        pci_bus_id,
+        minor_number,
+        memory,
+        nvml_processes,
+        verdict: Default::default(),
+    }
+}
