@@ -283,50 +283,48 @@ pub(super) fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let (with_group, alone): (Vec<&Process>, Vec<&Process>) = node_only
         .iter()
         .partition(|p| memory_groups.contains(&ctx.group(p)));
-    if !with_group.is_empty() {
-        let f = finding(
-            "device-holders",
-            Severity::Warning,
-            format!(
-                "{} GPU device nodes open without GPU memory, started with the memory holders: free {} together with the memory holders",
-                count(with_group.len(), "process holds", "processes hold"),
-                if with_group.len() == 1 { "it" } else { "them" }
-            ),
-            with_group.iter().map(|p| p.pid).collect(),
-            gpus_of_all(with_group.iter().copied()),
-            kill_command(&with_group.iter().map(|p| p.pid).collect::<Vec<_>>()),
-        );
-        out.push(with(
-            f,
-            with_group
-                .iter()
-                .map(|p| format!("{}: {}", who(p), nodes(p)))
-                .collect(),
-            0,
-        ));
+    device_holders(
+        &with_group,
+        Severity::Warning,
+        format!(
+            "{} GPU device nodes open without GPU memory, started with the memory holders: free {} together with the memory holders",
+            count(with_group.len(), "process holds", "processes hold"),
+            if with_group.len() == 1 { "it" } else { "them" }
+        ),
+        out,
+    );
+    device_holders(
+        &alone,
+        Severity::Info,
+        format!(
+            "{} GPU device nodes open without GPU memory: not needed to free memory, but the driver keeps its files open until {}",
+            count(alone.len(), "process holds", "processes hold"),
+            if alone.len() == 1 { "it exits" } else { "they exit" }
+        ),
+        out,
+    );
+}
+
+/// One finding for processes that hold device nodes without memory (none
+/// when there are none), each named with its nodes, killed by PID.
+fn device_holders(ps: &[&Process], severity: Severity, message: String, out: &mut Vec<Finding>) {
+    if ps.is_empty() {
+        return;
     }
-    if !alone.is_empty() {
-        let f = finding(
-            "device-holders",
-            Severity::Info,
-            format!(
-                "{} GPU device nodes open without GPU memory: not needed to free memory, but the driver keeps its files open until {}",
-                count(alone.len(), "process holds", "processes hold"),
-                if alone.len() == 1 { "it exits" } else { "they exit" }
-            ),
-            alone.iter().map(|p| p.pid).collect(),
-            gpus_of_all(alone.iter().copied()),
-            kill_command(&alone.iter().map(|p| p.pid).collect::<Vec<_>>()),
-        );
-        out.push(with(
-            f,
-            alone
-                .iter()
-                .map(|p| format!("{}: {}", who(p), nodes(p)))
-                .collect(),
-            0,
-        ));
-    }
+    let pids: Vec<u32> = ps.iter().map(|p| p.pid).collect();
+    let f = finding(
+        "device-holders",
+        severity,
+        message,
+        pids.clone(),
+        gpus_of_all(ps.iter().copied()),
+        kill_command(&pids),
+    );
+    let details = ps
+        .iter()
+        .map(|p| format!("{}: {}", who(p), nodes(p)))
+        .collect();
+    out.push(with(f, details, 0));
 }
 
 pub(super) fn nodes(p: &Process) -> String {

@@ -36,7 +36,7 @@ pub(super) fn of(
             let r = s
                 .units
                 .get(id.as_str())
-                .filter(|r| r.restart != "no" || !r.unreadable.is_empty())?;
+                .filter(|r| r.restarts() || !r.unreadable.is_empty())?;
             let unsure = if r.unreadable.is_empty() {
                 String::new()
             } else {
@@ -48,7 +48,7 @@ pub(super) fn of(
                 .map(|t| format!(", RestartSec={t}"))
                 .unwrap_or_default();
             Some(Supervisor {
-                what: if r.restart == "no" {
+                what: if !r.restarts() {
                     format!("systemd may start {id} again (its readable files say Restart=no; some could not be read): stop the unit")
                 } else {
                     format!(

@@ -49,7 +49,8 @@ fn gpu(i: u32, used: u64, accounted: u64) -> Gpu {
     }
 }
 
-fn base(gpus: Vec<Gpu>, processes: Vec<Process>) -> Snapshot {
+/// A complete view as root, NVML answering, of `gpus` and `processes`.
+pub(super) fn base(gpus: Vec<Gpu>, processes: Vec<Process>) -> Snapshot {
     Snapshot {
         gpus,
         processes,

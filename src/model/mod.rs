@@ -82,6 +82,14 @@ pub struct UnitRestart {
     pub unreadable: Vec<String>,
 }
 
+impl UnitRestart {
+    /// Whether systemd starts the unit again when its process dies (any
+    /// `Restart=` but `no`).
+    pub fn restarts(&self) -> bool {
+        self.restart != "no"
+    }
+}
+
 /// A Kubernetes pod's namespace and name, as the kubelet recorded them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PodName {

@@ -110,6 +110,20 @@ fn ranks(n: u32, argv: &str, f: impl Fn(u32, P) -> P) -> Vec<P> {
         .collect()
 }
 
+/// A vLLM API server holding nvidia-uvm, with its resource tracker (the
+/// same) and `engine`, which starts `tp` renamed `VLLM::Worker_TP{i}`s.
+fn vllm_server(tp: u32, engine: P) -> P {
+    p("server", &format!("/usr/bin/python3 -m vllm.entrypoints.openai.api_server --model /models/m --tensor-parallel-size {tp}"))
+        .comm("python3")
+        .fd(&["nvidia-uvm"])
+        .kids(vec![
+            p("tracker", "/usr/bin/python3 -c 'from multiprocessing.resource_tracker import main;main(25)'")
+                .comm("python3")
+                .fd(&["nvidia-uvm"]),
+            engine.kids(ranks(tp, SPAWN, |i, r| r.title(&format!("VLLM::Worker_TP{i}")))),
+        ])
+}
+
 /// One row: a tree and what `why` must say about it.
 struct Shape {
     tree: P,
@@ -339,35 +353,19 @@ shapes! {
     // The seed incident: an API server holding nvidia-uvm, its resource
     // tracker, the engine core (holding nothing) and its renamed workers.
     vllm_api_server_engine_core_and_renamed_workers => Shape {
-        tree: p("server", "/usr/bin/python3 -m vllm.entrypoints.openai.api_server --model /models/kimi-k2 --tensor-parallel-size 4")
-            .comm("python3")
-            .fd(&["nvidia-uvm"])
-            .kids(vec![
-                p("tracker", "/usr/bin/python3 -c 'from multiprocessing.resource_tracker import main;main(25)'")
-                    .comm("python3")
-                    .fd(&["nvidia-uvm"]),
-                p("engine", SPAWN).title("VLLM::EngineCore").kids(ranks(4, SPAWN, |i, r| {
-                    r.title(&format!("VLLM::Worker_TP{i}"))
-                })),
-            ]),
+        tree: vllm_server(4, p("engine", SPAWN).title("VLLM::EngineCore")),
         kind: "live-holders",
         launcher: Some(("engine", Some("vLLM engine core"))),
     },
     // As the demo has it: the engine core holds nodes by fd (NVML opens
     // them), so the API server tops one tree of holders.
     vllm_engine_core_holding_nodes => Shape {
-        tree: p("server", "/usr/bin/python3 -m vllm.entrypoints.openai.api_server --model /models/m --tensor-parallel-size 2")
-            .comm("python3")
-            .fd(&["nvidia-uvm"])
-            .kids(vec![
-                p("tracker", "/usr/bin/python3 -c 'from multiprocessing.resource_tracker import main;main(25)'")
-                    .comm("python3")
-                    .fd(&["nvidia-uvm"]),
-                p("engine", SPAWN)
-                    .title("VLLM::EngineCore")
-                    .fd(&["nvidiactl", "nvidia0"])
-                    .kids(ranks(2, SPAWN, |i, r| r.title(&format!("VLLM::Worker_TP{i}")))),
-            ]),
+        tree: vllm_server(
+            2,
+            p("engine", SPAWN)
+                .title("VLLM::EngineCore")
+                .fd(&["nvidiactl", "nvidia0"]),
+        ),
         kind: "live-holders",
         launcher: Some(("server", Some("vLLM API server"))),
     },

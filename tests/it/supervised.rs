@@ -7,24 +7,11 @@ use gpufree::demo::holder::{ChildSpec, HoldSpec};
 use serde_json::Value;
 use std::path::Path;
 
-/// `why --json` on the simulator.
+/// `why --json` on the simulator: a finding is expected (exit 1).
 fn why(d: &TestDir, state: &Path, env: &[(&str, &str)]) -> Value {
-    let lib = sim_lib();
-    let mut all = vec![("GPUFREE_SIM_STATE", state.to_str().unwrap())];
-    all.extend_from_slice(env);
-    let r = gpufree(
-        &[
-            "why",
-            "--json",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &all,
-    );
-    assert_eq!(r.code, 1, "{}", r.stderr);
-    r.json()
+    let (code, doc, err) = sim_json("why", &d.dev, state, &[], env);
+    assert_eq!(code, 1, "{err}");
+    doc
 }
 
 /// Runs `next` with `sh -c`, gpufree and `bin` first on PATH, aimed at the

@@ -638,6 +638,16 @@ fn check_snapshot(t: &Tree, s: &Snapshot) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// `t` written as a fake proc root in a new temporary directory (kept
+/// while the returned guard lives).
+fn written(t: &Tree, w: &World) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("proc");
+    std::fs::create_dir(&root).unwrap();
+    write_tree(&root, t, w);
+    (dir, root)
+}
+
 fn config(root: &Path, t: &Tree, w: &World) -> Config {
     Config {
         proc_root: root.to_path_buf(),
@@ -660,10 +670,7 @@ proptest! {
     fn random_proc_trees_through_the_whole_pipeline(t in tree(), pattern in crate::re("[a-z.*()]{0,5}")) {
         let _one = one_at_a_time();
         let w = world();
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("proc");
-        std::fs::create_dir(&root).unwrap();
-        write_tree(&root, &t, w);
+        let (_dir, root) = written(&t, w);
         let s = take(&config(&root, &t, w)).unwrap();
         check_snapshot(&t, &s)?;
         if let Ok(re) = regex::Regex::new(&pattern) {
@@ -698,10 +705,7 @@ proptest! {
     fn random_proc_trees_through_the_binary(t in tree()) {
         let _one = one_at_a_time();
         let w = world();
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("proc");
-        std::fs::create_dir(&root).unwrap();
-        write_tree(&root, &t, w);
+        let (_dir, root) = written(&t, w);
         let out = run_binary(&root, &t, w, &["status", "--json"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         prop_assert_eq!(out.status.code(), Some(0), "{}", stderr);

@@ -165,7 +165,7 @@ impl Release {
         let restarting_unit = t
             .owner
             .system_unit()
-            .filter(|u| same_owner(t) && end.units.get(*u).is_none_or(|r| r.restart != "no"));
+            .filter(|u| same_owner(t) && end.units.get(*u).is_none_or(|r| r.restarts()));
         Some(if by_parent {
             Stranger::ByParent {
                 target: t.pid,

@@ -56,7 +56,7 @@ pub(super) fn known_restart_watch(initial: &Snapshot, signalled: &[Process]) -> 
                 return Some(SUSPECT_WATCH);
             }
             let r = initial.units.get(t.owner.system_unit()?)?;
-            (r.restart != "no").then(|| {
+            r.restarts().then(|| {
                 let delay = r
                     .restart_sec
                     .as_deref()

@@ -2,8 +2,7 @@
 
 use super::*;
 use crate::model::{
-    DeviceUse, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable,
-    Unreadable, Via, Visibility,
+    DeviceUse, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, Unavailable, Unreadable, Via,
 };
 
 const GIB: u64 = 1 << 30;
@@ -24,19 +23,7 @@ fn a_gpu(used: u64, accounted: u64) -> Gpu {
 }
 
 fn snap(g: Gpu, processes: Vec<Process>) -> Snapshot {
-    Snapshot {
-        gpus: vec![g],
-        processes,
-        nvml: NvmlStatus {
-            available: true,
-            ..NvmlStatus::default()
-        },
-        visibility: Visibility {
-            root: true,
-            ..Visibility::default()
-        },
-        ..Snapshot::default()
-    }
+    crate::diagnose::tests::base(vec![g], processes)
 }
 
 fn holder(pid: u32, bytes: Option<u64>) -> Process {
