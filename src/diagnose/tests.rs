@@ -68,7 +68,7 @@ pub(super) fn base(gpus: Vec<Gpu>, processes: Vec<Process>) -> Snapshot {
 
 fn node(gpu: Option<u32>, name: &str) -> DeviceUse {
     DeviceUse {
-        path: format!("/dev/{name}"),
+        path: format!("/test-dev/{name}"),
         gpu,
         via: vec![Via::Fd],
     }

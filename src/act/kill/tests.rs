@@ -25,12 +25,12 @@ fn p(pid: u32, ppid: u32, gpu: Option<u32>, memory: u64) -> Process {
             .unwrap_or_default(),
         devices: vec![
             DeviceUse {
-                path: "/dev/nvidia-uvm".into(),
+                path: "/test-dev/nvidia-uvm".into(),
                 gpu: None,
                 via: vec![Via::Fd],
             },
             DeviceUse {
-                path: format!("/dev/nvidia{}", gpu.unwrap_or(0)),
+                path: format!("/test-dev/nvidia{}", gpu.unwrap_or(0)),
                 gpu: Some(gpu.unwrap_or(0)),
                 via: vec![Via::Fd],
             },

@@ -42,7 +42,7 @@ fn holder(pid: u32, bytes: Option<u64>) -> Process {
             })
             .unwrap_or_default(),
         devices: vec![DeviceUse {
-            path: "/dev/nvidia0".into(),
+            path: "/test-dev/nvidia0".into(),
             gpu: Some(0),
             via: vec![Via::Fd],
         }],
