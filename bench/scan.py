@@ -82,12 +82,18 @@ def main():
             "fuser": ["fuser", "-v"] + nodes,
             "lsof": ["lsof", "-n", "-P", "-w"] + nodes,
         }
+        # Another build of gpufree (e.g. main before a redesign) timed in the
+        # same rounds, so the two compare under the same load.
+        baseline = os.environ.get("GPUFREE_BENCH_BASELINE")
+        if baseline:
+            tools["baseline"] = [baseline] + tools["gpufree"][1:]
         found = {
             "gpufree": lambda o: len(__import__("json").loads(o)["processes"]),
             "floor": lambda o: int(o.strip()),
             "fuser": lambda o: len({w for w in o.split() if w.isdigit()}),
             "lsof": lambda o: len({l.split()[1] for l in o.splitlines()[1:] if l.split()}),
         }
+        found["baseline"] = found["gpufree"]
         res = {k: [] for k in tools}
         for k, argv in tools.items():  # warm-up
             run(argv)
@@ -105,6 +111,10 @@ def main():
         g, f = med["gpufree"], med["floor"]
         print(f"gpufree wall vs floor {g[0]/f[0]:.2f}x, cpu vs floor {g[1]/f[1]:.2f}x; "
               f"fuser/gpufree {med['fuser'][0]/g[0]:.2f}x; lsof/gpufree {med['lsof'][0]/g[0]:.2f}x")
+        if "baseline" in med:
+            b = med["baseline"]
+            print(f"baseline wall vs floor {b[0]/f[0]:.2f}x, cpu vs floor {b[1]/f[1]:.2f}x; "
+                  f"fuser/baseline {med['fuser'][0]/b[0]:.2f}x; lsof/baseline {med['lsof'][0]/b[0]:.2f}x")
     finally:
         pop.stdin.close()
         pop.wait()

@@ -1,17 +1,20 @@
 //! gpufree: who holds my GPU memory, why is it not free, and what exactly
 //! frees it.
 //!
-//! The crate is a library with a thin binary (`src/main.rs`). Modules, each
-//! depending only on those above it:
+//! The crate is a library with a thin binary (`src/main.rs`). Data flows
+//! one way (docs/ARCHITECTURE.md; `tests/it/architecture.rs` checks it):
 //!
 //! - [`model`]: the [`model::Snapshot`] every presenter reads (serde).
-//! - [`proc`]: /proc and device-node scanning, pure parsers.
+//! - collection: [`proc`] (/proc and device-node scanning, pure parsers),
+//!   [`nvml`] (the NVML backend over nvml-wrapper), [`snapshot`] (one
+//!   collection joined into a snapshot).
+//! - [`diagnose`]: verdicts and findings, pure functions of a snapshot;
+//!   [`pipeline`] joins it to collection: collect, narrow, judge.
+//! - [`act`]: kill and wait, by identity; values out, nothing printed.
+//! - [`present`]: table, why, kill, JSON and metrics writers.
+//! - front ends: [`cli`], [`watch`], [`serve`], [`doctor`].
 //! - [`safe`]: hostile strings made harmless: escaped for a terminal,
 //!   quoted for a shell.
-//! - [`nvml`]: the NVML backend over nvml-wrapper.
-//! - [`snapshot`]: takes one snapshot from the scan and NVML.
-//! - [`diagnose`]: findings, a pure function of a snapshot.
-//! - [`present`]: table and JSON output of a snapshot.
 //! - [`demo`] (its holder processes and their retitling inside), [`sim`]: the
 //!   reference incident on the simulator.
 
@@ -23,6 +26,7 @@ pub mod doctor;
 pub mod model;
 pub mod nvml;
 pub mod pause;
+pub mod pipeline;
 pub mod present;
 pub mod proc;
 pub mod safe;

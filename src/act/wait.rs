@@ -11,7 +11,8 @@
 use super::identity::Target;
 use crate::diagnose::verdict::{self, Policy};
 use crate::model::{Snapshot, Verdict, VerdictState};
-use crate::snapshot::{select, Collector, SnapshotError};
+use crate::pipeline::{select, Look};
+use crate::snapshot::{Collector, SnapshotError};
 use rustix::event::{poll, PollFd, PollFlags};
 use std::time::{Duration, Instant};
 

@@ -154,7 +154,7 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
     let (report, end) = kill::execute(&c, &snap, plan.clone(), &sel, &safety, &opts);
     let shown = if common.json {
         // The snapshot the verdict was made from (with --no-wait, the plan's).
-        let after = end.map_or(snap, |s| snapshot::select(s, &indexes));
+        let after = end.map_or(snap, |s| pipeline::select(s, &indexes));
         write_json(
             &mut out,
             &KillDoc {

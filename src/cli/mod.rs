@@ -11,6 +11,7 @@ pub use args::{Cli, Command, Common, KillArgs, SimCommand, WaitArgs};
 use files::{man_page, man_pages, run_doctor, write_atomically};
 
 use crate::model::VerdictState;
+use crate::pipeline::{self, Look};
 use crate::present::{table, write_json, Paint};
 use crate::safe::{escape, fit, Guard};
 use crate::snapshot::{self, Config, GpuSelector, SnapshotError};
@@ -157,7 +158,7 @@ fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot
     }
     let indexes =
         snapshot::resolve(&snap.gpus, &common.gpu).map_err(|e| Failure::new(exit::USAGE, e))?;
-    Ok(snapshot::select(snap, &indexes))
+    Ok(pipeline::select(snap, &indexes))
 }
 
 /// Runs a parsed command line; returns the exit code.

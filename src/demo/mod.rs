@@ -16,6 +16,7 @@ pub mod title;
 use narrate::{free_it, narrate};
 
 use crate::model::Snapshot;
+use crate::pipeline::Look;
 use crate::present::{table, why, write_json, Paint};
 use crate::snapshot::{self, Config};
 use anyhow::Context;

@@ -23,6 +23,7 @@ mod connections;
 use answer::answer;
 use connections::{admit, is_out_of_resources, is_transient, sweep, Conn, Phase, Registry};
 
+use crate::pipeline::{self, Look};
 use crate::present::metrics::{render_live_part, render_snapshot_part, Extra};
 use crate::snapshot::{self, Collector, GpuSelector};
 use hyper::body::{Bytes, Frame, SizeHint};
@@ -134,7 +135,7 @@ fn collect(
         .snapshot()
         .map_err(|e| CollectError::Snapshot(e.to_string()))?;
     let indexes = snapshot::resolve(&snap.gpus, gpus).map_err(CollectError::Gpu)?;
-    let snap = snapshot::select(snap, &indexes);
+    let snap = pipeline::select(snap, &indexes);
     let extra = Extra {
         label_cmdline,
         snapshot_duration_seconds: Some(started.elapsed().as_secs_f64()),

@@ -35,7 +35,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         report,
         seen,
         unreadable,
-        mut vanished,
+        vanished,
         scanned,
     } = c;
     let mut gpus = if report.status.available {
@@ -43,14 +43,50 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
     } else {
         gpus_without_nvml(nodes)
     };
-    let index_of_minor: HashMap<u32, u32> = gpus
-        .iter()
-        .filter_map(|g| g.minor_number.map(|m| (m, g.index)))
+    let nvml_mem = nvml_memory(&gpus);
+    let (seen, stale) = without_stale(seen, &gpus, &nvml_mem);
+    let (mut processes, pins) = processes_of(seen, nodes, &gpus, &nvml_mem);
+    // Listed by NVML, but not a process of this /proc (or not one that
+    // could be pinned): another PID namespace's.
+    let not_visible: Vec<u32> = nvml_mem
+        .keys()
+        .copied()
+        .filter(|pid| {
+            !pins.contains_key(pid) && !unreadable.contains_key(pid) && !stale.contains(pid)
+        })
         .collect();
+    mark_orphans(proc_fd, &mut processes);
+    account(&mut gpus, &processes);
+    let mut visibility = visibility(cfg, scanned, unreadable_of(proc_fd, unreadable), vanished);
+    visibility.nvml_pids_not_visible = not_visible;
+    visibility.nvml_pids_stale = stale;
+    let ticks_per_second = rustix::param::clock_ticks_per_second();
+    Snapshot {
+        gpus,
+        processes,
+        findings: Vec::new(),
+        visibility,
+        nvml: report.status,
+        unavailable: report.unavailable,
+        dev_dir: cfg.dev_dir.display().to_string(),
+        others: Vec::new(),
+        uptime_ticks: uptime_ticks(ticks_per_second),
+        ticks_per_second,
+        verdict: Default::default(),
+        pins: Pins::new(pins),
+        parents: BTreeMap::new(),
+        units: BTreeMap::new(),
+        pods: BTreeMap::new(),
+    }
+}
 
-    // PID -> (GPU -> bytes) from NVML, summed over the lists.
-    let mut nvml_mem: BTreeMap<u32, BTreeMap<u32, Option<u64>>> = BTreeMap::new();
-    for g in &gpus {
+/// PID → (GPU → bytes) from NVML, summed over the lists (None: a listing
+/// without a size).
+type NvmlMemory = BTreeMap<u32, BTreeMap<u32, Option<u64>>>;
+
+fn nvml_memory(gpus: &[Gpu]) -> NvmlMemory {
+    let mut nvml_mem = NvmlMemory::new();
+    for g in gpus {
         for p in &g.nvml_processes {
             let slot = nvml_mem
                 .entry(p.pid)
@@ -63,12 +99,22 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
             };
         }
     }
+    nvml_mem
+}
 
-    // A live process gpufree could read whole that holds no GPU node cannot
-    // hold GPU memory: a CUDA context lives in the device files. When NVML
-    // lists its PID anyway (outside MPS), the memory is another process's:
-    // one that had this PID before (reused since), or one that inherited
-    // its GPU files. It is never attributed to this process.
+/// Drops the pinned processes that hold nothing, and returns with the rest
+/// the PIDs NVML lists among those: stale listings.
+///
+/// A live process gpufree could read whole that holds no GPU node cannot
+/// hold GPU memory: a CUDA context lives in the device files. When NVML
+/// lists its PID anyway (outside MPS), the memory is another process's:
+/// one that had this PID before (reused since), or one that inherited its
+/// GPU files. It is never attributed to this process.
+fn without_stale(
+    seen: BTreeMap<u32, Seen>,
+    gpus: &[Gpu],
+    nvml_mem: &NvmlMemory,
+) -> (BTreeMap<u32, Seen>, Vec<u32>) {
     let mps: BTreeSet<u32> = gpus
         .iter()
         .flat_map(|g| g.nvml_processes.iter())
@@ -76,7 +122,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         .map(|p| p.pid)
         .collect();
     let mut stale = Vec::new();
-    let seen: BTreeMap<u32, Seen> = seen
+    let seen = seen
         .into_iter()
         .filter(|(pid, s)| {
             // A zombie keeps its PID until reaped: a listing of it is its own
@@ -88,6 +134,21 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
             }
             !holds_nothing
         })
+        .collect();
+    (seen, stale)
+}
+
+/// The holders as model processes (their devices and NVML memory), and
+/// their pins.
+fn processes_of(
+    seen: BTreeMap<u32, Seen>,
+    nodes: &NodeSet,
+    gpus: &[Gpu],
+    nvml_mem: &NvmlMemory,
+) -> (Vec<Process>, BTreeMap<u32, Pin>) {
+    let index_of_minor: HashMap<u32, u32> = gpus
+        .iter()
+        .filter_map(|g| g.minor_number.map(|m| (m, g.index)))
         .collect();
     let mut users = UserNames::default();
     let mut processes = Vec::new();
@@ -113,18 +174,13 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
             pid, s.details, devices, gpu_memory, &mut users,
         ));
     }
-    // Listed by NVML, but not a process of this /proc (or not one that
-    // could be pinned): another PID namespace's.
-    let not_visible: Vec<u32> = nvml_mem
-        .keys()
-        .copied()
-        .filter(|pid| {
-            !pins.contains_key(pid) && !unreadable.contains_key(pid) && !stale.contains(pid)
-        })
-        .collect();
-    mark_orphans(proc_fd, &mut processes);
+    (processes, pins)
+}
 
-    for g in &mut gpus {
+/// Each GPU's memory split into what its visible processes account for and
+/// the rest.
+fn account(gpus: &mut [Gpu], processes: &[Process]) {
+    for g in gpus {
         let accounted: u64 = g
             .nvml_processes
             .iter()
@@ -134,12 +190,12 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         g.memory.accounted_bytes = accounted;
         g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
     }
+}
 
-    let mountinfo = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
-    let root_path = cfg.proc_root.to_string_lossy();
-    vanished.sort_unstable();
-    vanished.dedup();
-    let unreadable: Vec<Unreadable> = unreadable
+/// The processes the scan could not read, with their comm where it can
+/// still be read and why.
+fn unreadable_of(proc_fd: &OwnedFd, unreadable: BTreeMap<u32, Unread>) -> Vec<Unreadable> {
+    unreadable
         .into_iter()
         .map(|(pid, why)| Unreadable {
             pid,
@@ -155,46 +211,43 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
             },
             why: why.to_string(),
         })
-        .collect();
-    let visibility = Visibility {
+        .collect()
+}
+
+/// What the scan saw and could not see (NVML's unseen PIDs are the
+/// caller's).
+fn visibility(
+    cfg: &Config,
+    scanned: u32,
+    unreadable: Vec<Unreadable>,
+    mut vanished: Vec<u32>,
+) -> Visibility {
+    let mountinfo = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let root_path = cfg.proc_root.to_string_lossy();
+    vanished.sort_unstable();
+    vanished.dedup();
+    Visibility {
         processes_scanned: scanned,
         processes_unreadable: unreadable.len() as u32,
         unreadable_pids: unreadable.iter().map(|u| u.pid).collect(),
         unreadable,
         vanished_pids: vanished,
-        nvml_pids_not_visible: not_visible,
-        nvml_pids_stale: stale,
         hidepid: parse::mountinfo_hidepid(&mountinfo, root_path.as_bytes()),
         root: rustix::process::geteuid().is_root(),
         nested_pid_namespace: std::fs::read("/proc/self/status")
             .ok()
             .and_then(|b| parse::parse_status(&b).ok())
             .is_some_and(|st| st.nspid.len() > 1),
-    };
-    let mut snapshot = Snapshot {
-        gpus,
-        processes,
-        findings: Vec::new(),
-        visibility,
-        nvml: report.status,
-        unavailable: report.unavailable,
-        dev_dir: cfg.dev_dir.display().to_string(),
-        others: Vec::new(),
-        uptime_ticks: 0,
-        ticks_per_second: rustix::param::clock_ticks_per_second(),
-        verdict: Default::default(),
-        pins: Pins::new(pins),
-        parents: BTreeMap::new(),
-        units: BTreeMap::new(),
-        pods: BTreeMap::new(),
-    };
-    if let Some(up) = std::fs::read_to_string("/proc/uptime")
+        ..Visibility::default()
+    }
+}
+
+/// The system's uptime in clock ticks (0 when /proc/uptime is unreadable).
+fn uptime_ticks(ticks_per_second: u64) -> u64 {
+    std::fs::read_to_string("/proc/uptime")
         .ok()
         .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
-    {
-        snapshot.uptime_ticks = (up * snapshot.ticks_per_second as f64) as u64;
-    }
-    snapshot
+        .map_or(0, |up| (up * ticks_per_second as f64) as u64)
 }
 
 /// Every process that is not a holder (nor gpufree), as pkill sees it.

@@ -17,12 +17,11 @@ mod select;
 
 use assemble::{assemble, others, Collected};
 use launchers::{launchers, restarters};
-pub use select::{resolve, select, GpuSelector};
+pub use select::{narrow, resolve, GpuSelector};
 
-use crate::diagnose::verdict;
 use crate::model::{
-    Brief, DeviceUse, Gpu, GpuMemory, Memory, Owner, OwnerKind, Pin, Pins, Process, Snapshot,
-    Unreadable, UnreadableReason, Via, Visibility,
+    Brief, DeviceUse, Gpu, GpuMemory, Owner, OwnerKind, Pin, Pins, Process, Snapshot, Unreadable,
+    UnreadableReason, Via, Visibility,
 };
 use crate::nvml::{self, NvmlReport};
 use crate::proc::nodes::{NodeKind, NodeSet};
@@ -101,9 +100,10 @@ pub enum SnapshotError {
     Scan(#[from] ScanError),
 }
 
-/// Takes a snapshot of every GPU and every holder.
-pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
-    Collector::new(cfg.clone(), None)?.snapshot()
+/// Collects every GPU and every holder once (no verdicts, no findings:
+/// `crate::pipeline::take` adds them).
+pub fn collect(cfg: &Config) -> Result<Snapshot, SnapshotError> {
+    Collector::new(cfg.clone(), None)?.collect_until(None)
 }
 
 /// Raises the soft limit of open files to the hard one: a snapshot keeps
@@ -197,14 +197,11 @@ impl Collector {
         &self.nodes
     }
 
-    /// A full snapshot: NVML, the holder scan, details, findings.
-    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
-        self.snapshot_until(None)
-    }
-
-    /// A full snapshot whose reads end by `deadline` (what is not read by
-    /// then is reported as timed out).
-    pub fn snapshot_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
+    /// One collection: NVML, the holder scan, details, owners, launchers
+    /// and restart policies, its reads ending by `deadline` (what is not
+    /// read by then is reported as timed out). It judges nothing: verdicts
+    /// and findings are the diagnosis's (`crate::pipeline::Look`).
+    pub fn collect_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
         let limits = Limits {
             read_timeout: self.cfg.read_timeout,
             deadline,
@@ -216,37 +213,18 @@ impl Collector {
             limits,
             &self.stuck,
         )?;
-        let mut seen: BTreeMap<u32, Seen> =
-            scanned.holders.into_iter().map(|h| (h.pid, h)).collect();
-        let mut unreadable: BTreeMap<u32, Unread> = scanned.unreadable.into_iter().collect();
-        let mut vanished = scanned.vanished;
-        let me = std::process::id();
-        // NVML after the pins; pin what it lists that the scan did not, and
-        // read it again, until every listed PID was pinned before the read.
-        let mut report = self.nvml_until(deadline);
-        // Tried and not pinned: absent from this /proc, or unreadable.
-        let mut tried: BTreeSet<u32> = BTreeSet::new();
-        for _ in 0..3 {
-            let extra: Vec<u32> = listed_pids(&report)
-                .into_iter()
-                .filter(|p| *p != me && !seen.contains_key(p) && !tried.contains(p))
-                .collect();
-            if extra.is_empty() {
-                break;
-            }
-            let (pinned, unread) = scan::pin(
-                &self.proc_fd,
-                &self.nodes,
-                extra.clone(),
-                limits,
-                &self.stuck,
-            );
-            tried.extend(extra);
-            seen.extend(pinned.into_iter().map(|s| (s.pid, s)));
-            unreadable.extend(unread);
-            report = self.nvml_until(deadline);
-        }
+        let mut pinned = Pinned {
+            seen: scanned.holders.into_iter().map(|h| (h.pid, h)).collect(),
+            unreadable: scanned.unreadable.into_iter().collect(),
+            vanished: scanned.vanished,
+        };
+        let report = self.nvml_after_pins(&mut pinned, limits);
         // Every pin alive after the last NVML read is the process it names.
+        let Pinned {
+            mut seen,
+            unreadable,
+            mut vanished,
+        } = pinned;
         seen.retain(|pid, s| match scan::start_time_now(&s.dir) {
             Ok((start, _)) if start == s.details.stat.start_time => true,
             _ => {
@@ -265,11 +243,41 @@ impl Collector {
         snap.parents = scanned.parents.into_iter().collect();
         launchers(&self.proc_fd, &mut snap);
         restarters(&self.cfg, &mut snap);
-        judge(&mut snap);
         if self.cfg.others {
             snap.others = others(&self.proc_fd, &snap.processes, limits, &self.stuck);
         }
         Ok(snap)
+    }
+
+    /// NVML, read after the pins; what it lists that the scan did not pin
+    /// is pinned and NVML read again, until every listed PID was pinned
+    /// before the read (three rounds at most). Returns the last reading.
+    fn nvml_after_pins(&self, pinned: &mut Pinned, limits: Limits) -> NvmlReport {
+        let me = std::process::id();
+        let mut report = self.nvml_until(limits.deadline);
+        // Tried and not pinned: absent from this /proc, or unreadable.
+        let mut tried: BTreeSet<u32> = BTreeSet::new();
+        for _ in 0..3 {
+            let extra: Vec<u32> = listed_pids(&report)
+                .into_iter()
+                .filter(|p| *p != me && !pinned.seen.contains_key(p) && !tried.contains(p))
+                .collect();
+            if extra.is_empty() {
+                break;
+            }
+            let (more, unread) = scan::pin(
+                &self.proc_fd,
+                &self.nodes,
+                extra.clone(),
+                limits,
+                &self.stuck,
+            );
+            tried.extend(extra);
+            pinned.seen.extend(more.into_iter().map(|s| (s.pid, s)));
+            pinned.unreadable.extend(unread);
+            report = self.nvml_until(limits.deadline);
+        }
+        report
     }
 
     /// Whether each pinned process (its `/proc/PID` fd) holds a GPU node
@@ -292,6 +300,14 @@ impl Collector {
     }
 }
 
+/// The processes a collection pinned so far, those it could not read, and
+/// those that were gone.
+struct Pinned {
+    seen: BTreeMap<u32, Seen>,
+    unreadable: BTreeMap<u32, Unread>,
+    vanished: Vec<u32>,
+}
+
 /// The time left for a read: the read timeout, or less before `deadline`.
 pub fn remaining(read_timeout: Duration, deadline: Option<Instant>) -> Duration {
     match deadline {
@@ -309,18 +325,13 @@ fn listed_pids(report: &NvmlReport) -> BTreeSet<u32> {
         .collect()
 }
 
-/// Sets the verdicts and the findings from what the snapshot holds now.
-fn judge(s: &mut Snapshot) {
-    verdict::apply(s);
-    s.findings = crate::diagnose::diagnose(s);
-}
-
 /// Folds a fresh NVML reading into `snap` without rescanning /proc: GPU
-/// memory and process lists, the memory of known processes, accounting and
-/// findings. Returns false (and changes nothing) when NVML now lists a PID
+/// memory and process lists, the memory of known processes and the
+/// accounting (verdicts and findings are left to the diagnosis). Returns
+/// false (and changes nothing) when NVML now lists a PID
 /// the snapshot does not know or no longer lists one it knew, or when NVML's
 /// own state changed: then a full snapshot is needed.
-pub fn refresh_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
+pub fn fold_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
     // NVML failing now (hung, lost), or a GPU it no longer reports, is a
     // change only a full snapshot can describe.
     if report.status.available != snap.nvml.available {
@@ -337,58 +348,58 @@ pub fn refresh_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
     }) {
         return false;
     }
-    let pids = |gpus: &[Gpu]| -> BTreeSet<(u32, u32)> {
-        gpus.iter()
-            .flat_map(|g| g.nvml_processes.iter().map(move |p| (g.index, p.pid)))
-            .collect()
-    };
     let fresh: Vec<&Gpu> = report
         .gpus
         .iter()
         .filter(|g| snap.gpus.iter().any(|s| s.index == g.index))
         .collect();
-    let fresh_owned: Vec<Gpu> = fresh.iter().map(|g| (*g).clone()).collect();
-    if pids(&fresh_owned) != pids(&snap.gpus) {
+    if listings(fresh.iter().copied()) != listings(snap.gpus.iter()) {
         return false;
     }
     for g in &mut snap.gpus {
-        let Some(f) = fresh.iter().find(|f| f.index == g.index) else {
-            continue;
-        };
-        let accounted_before = g.memory.accounted_bytes;
-        let visible: BTreeSet<u32> = g
-            .nvml_processes
-            .iter()
-            .map(|p| p.pid)
-            .filter(|pid| !snap.visibility.nvml_pids_not_visible.contains(pid))
-            .collect();
-        g.memory = Memory {
-            accounted_bytes: accounted_before,
-            ..f.memory
-        };
-        g.nvml_processes = f.nvml_processes.clone();
-        let accounted: u64 = g
-            .nvml_processes
-            .iter()
-            .filter(|p| visible.contains(&p.pid))
-            .filter_map(|p| p.used_bytes)
-            .fold(0, u64::saturating_add);
-        g.memory.accounted_bytes = accounted;
-        g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
-        for p in &mut snap.processes {
-            for m in p.gpu_memory.iter_mut().filter(|m| m.gpu == g.index) {
-                m.used_bytes = g
-                    .nvml_processes
-                    .iter()
-                    .filter(|n| n.pid == p.pid)
-                    .map(|n| n.used_bytes)
-                    .next()
-                    .flatten();
+        if let Some(f) = fresh.iter().find(|f| f.index == g.index) {
+            fold_gpu(g, f, &snap.visibility.nvml_pids_not_visible);
+            for p in &mut snap.processes {
+                for m in p.gpu_memory.iter_mut().filter(|m| m.gpu == g.index) {
+                    m.used_bytes = g
+                        .nvml_processes
+                        .iter()
+                        .filter(|n| n.pid == p.pid)
+                        .map(|n| n.used_bytes)
+                        .next()
+                        .flatten();
+                }
             }
         }
     }
-    judge(snap);
     true
+}
+
+/// Every (GPU, PID) pair NVML lists.
+fn listings<'a>(gpus: impl Iterator<Item = &'a Gpu>) -> BTreeSet<(u32, u32)> {
+    gpus.flat_map(|g| g.nvml_processes.iter().map(move |p| (g.index, p.pid)))
+        .collect()
+}
+
+/// One GPU's fresh memory and listings, accounted to the PIDs that were
+/// visible before (the process set is unchanged).
+fn fold_gpu(g: &mut Gpu, fresh: &Gpu, not_visible: &[u32]) {
+    let visible: BTreeSet<u32> = g
+        .nvml_processes
+        .iter()
+        .map(|p| p.pid)
+        .filter(|pid| !not_visible.contains(pid))
+        .collect();
+    g.memory = fresh.memory;
+    g.nvml_processes = fresh.nvml_processes.clone();
+    let accounted: u64 = g
+        .nvml_processes
+        .iter()
+        .filter(|p| visible.contains(&p.pid))
+        .filter_map(|p| p.used_bytes)
+        .fold(0, u64::saturating_add);
+    g.memory.accounted_bytes = accounted;
+    g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
 }
 
 #[cfg(test)]

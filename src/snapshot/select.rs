@@ -125,9 +125,9 @@ pub(super) fn describe_selector(s: &GpuSelector) -> String {
 }
 
 /// Keeps only the selected GPUs and the processes that touch them (and
-/// those that hold only shared nodes, which belong to every GPU), then
-/// re-runs the diagnosis on what is left.
-pub fn select(mut snap: Snapshot, indexes: &[u32]) -> Snapshot {
+/// those that hold only shared nodes, which belong to every GPU). The
+/// diagnosis of what is left is `crate::pipeline::select`'s.
+pub fn narrow(mut snap: Snapshot, indexes: &[u32]) -> Snapshot {
     if indexes.len() == snap.gpus.len() {
         return snap;
     }
@@ -139,6 +139,5 @@ pub fn select(mut snap: Snapshot, indexes: &[u32]) -> Snapshot {
     for p in &mut snap.processes {
         p.gpu_memory.retain(|m| indexes.contains(&m.gpu));
     }
-    judge(&mut snap);
     snap
 }

@@ -1,6 +1,7 @@
 //! Selectors and the memory refresh, tested from values.
 
 use super::*;
+use crate::model::Memory;
 
 fn gpu(index: u32, uuid: &str, bus: &str) -> Gpu {
     Gpu {
@@ -54,7 +55,7 @@ fn refresh_memory_folds_nvml_into_the_snapshot_until_the_process_set_changes() {
         status: up.clone(),
         ..NvmlReport::default()
     };
-    assert!(refresh_memory(&mut snap, &report));
+    assert!(fold_memory(&mut snap, &report));
     assert_eq!(snap.gpus[0].memory.used_bytes, 300);
     assert_eq!(snap.gpus[0].memory.accounted_bytes, 250);
     assert_eq!(snap.gpus[0].memory.unaccounted_bytes, 50);
@@ -62,7 +63,7 @@ fn refresh_memory_folds_nvml_into_the_snapshot_until_the_process_set_changes() {
     later.nvml_processes.push(nvml(6, 10));
     let before = snap.clone();
     assert!(
-        !refresh_memory(
+        !fold_memory(
             &mut snap,
             &NvmlReport {
                 gpus: vec![later.clone()],
@@ -82,7 +83,7 @@ fn refresh_memory_folds_nvml_into_the_snapshot_until_the_process_set_changes() {
         ..NvmlReport::default()
     };
     assert!(
-        !refresh_memory(&mut snap, &hung),
+        !fold_memory(&mut snap, &hung),
         "NVML failing now needs a full snapshot, not the old memory"
     );
 }

@@ -1,5 +1,6 @@
 //! The pipeline runs one way: collection (`proc`, `snapshot`, `nvml`) →
-//! diagnosis (`diagnose`) → action (`act`) → presentation (`present`).
+//! diagnosis (`diagnose`, joined to collection by `pipeline`) → action
+//! (`act`) → presentation (`present`).
 //! This test reads every `crate::` path in the library's sources and fails
 //! on an edge that runs the wrong way. Tests and the demo are outside it.
 
@@ -10,33 +11,49 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     // Presentation shows values; it neither collects nor acts.
     (
         "present",
-        &["act", "proc", "nvml", "snapshot", "cli", "demo"],
+        &["act", "proc", "nvml", "snapshot", "pipeline", "cli", "demo"],
     ),
     // The diagnosis is pure: the model and the leaf helpers only.
     (
         "diagnose",
         &[
-            "act", "proc", "nvml", "snapshot", "present", "cli", "serve", "watch", "demo",
+            "act", "proc", "nvml", "snapshot", "pipeline", "present", "cli", "serve", "watch",
+            "demo",
         ],
     ),
-    // Collection never acts, presents or runs commands.
-    ("proc", &["act", "present", "cli", "serve", "watch", "demo"]),
+    // Collection never judges, acts, presents or runs commands: verdicts
+    // and findings are made once, by the pipeline, after it.
+    (
+        "proc",
+        &[
+            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo",
+        ],
+    ),
     (
         "snapshot",
-        &["act", "present", "cli", "serve", "watch", "demo"],
+        &[
+            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo",
+        ],
     ),
     (
         "nvml",
         &[
-            "act", "present", "cli", "serve", "watch", "demo", "proc", "snapshot",
+            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "proc",
+            "snapshot",
         ],
+    ),
+    // The pipeline joins collection and diagnosis; it neither acts nor
+    // presents.
+    (
+        "pipeline",
+        &["act", "present", "cli", "serve", "watch", "demo"],
     ),
     // The model is plain values: it depends on no room.
     (
         "model",
         &[
             "act", "present", "cli", "serve", "watch", "demo", "proc", "snapshot", "nvml",
-            "diagnose",
+            "diagnose", "pipeline",
         ],
     ),
     // Action reports through values, never prints or runs commands.

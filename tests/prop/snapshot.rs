@@ -362,7 +362,7 @@ proptest! {
         }
         present_all(&s)?;
         let some: Vec<u32> = s.gpus.iter().take(1).map(|g| g.index).collect();
-        let narrowed = gpufree::snapshot::select(s, &some);
+        let narrowed = gpufree::pipeline::select(s, &some);
         present_all(&narrowed)?;
     }
 }

@@ -1,0 +1,68 @@
+//! The pipeline, one way: collect (`snapshot`, over `proc` and `nvml`) →
+//! narrow to the selected GPUs → diagnose (`diagnose`: verdicts and
+//! findings). Collection never judges; every command that needs a judged
+//! snapshot takes it from here, so a snapshot is diagnosed exactly where
+//! it is made and nowhere else.
+
+use crate::diagnose::{self, verdict};
+use crate::model::Snapshot;
+use crate::nvml::NvmlReport;
+use crate::snapshot::{self, fold_memory, narrow, Collector, Config, SnapshotError};
+use std::time::Instant;
+
+/// A judged snapshot from a [`Collector`]: one collection, then the
+/// diagnosis.
+pub trait Look {
+    /// A judged snapshot.
+    fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        self.snapshot_until(None)
+    }
+
+    /// A judged snapshot whose reads end by `deadline` (what is not read
+    /// by then is reported as timed out).
+    fn snapshot_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError>;
+}
+
+impl Look for Collector {
+    fn snapshot_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
+        let mut snap = self.collect_until(deadline)?;
+        judge(&mut snap);
+        Ok(snap)
+    }
+}
+
+/// A judged snapshot of every GPU and every holder, with a collector of
+/// its own.
+pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
+    let mut snap = snapshot::collect(cfg)?;
+    judge(&mut snap);
+    Ok(snap)
+}
+
+/// Narrows a judged snapshot to the GPUs `indexes` and judges what is
+/// left (nothing to do when every GPU is selected).
+pub fn select(snap: Snapshot, indexes: &[u32]) -> Snapshot {
+    if indexes.len() == snap.gpus.len() {
+        return snap;
+    }
+    let mut snap = narrow(snap, indexes);
+    judge(&mut snap);
+    snap
+}
+
+/// Folds a fresh NVML reading into a judged snapshot and judges it again;
+/// false (and nothing changed) when only a full snapshot can describe what
+/// changed (see [`fold_memory`]).
+pub fn refresh_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
+    if !fold_memory(snap, report) {
+        return false;
+    }
+    judge(snap);
+    true
+}
+
+/// Sets the verdicts and the findings from what the snapshot holds now.
+fn judge(snap: &mut Snapshot) {
+    verdict::apply(snap);
+    snap.findings = diagnose::diagnose(snap);
+}
