@@ -24,6 +24,16 @@ use std::time::Duration;
 /// The library loaded when none is named.
 pub const DEFAULT_LIB: &str = "libnvidia-ml.so.1";
 
+/// Read passes over every GPU by this process so far: see [`read_passes`].
+static PASSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many times this process has read every GPU through NVML (one pass:
+/// the count, then each GPU's memory and process lists). Tests read it to
+/// prove that a command collects once.
+pub fn read_passes() -> usize {
+    PASSES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// What NVML said.
 #[derive(Debug, Clone, Default)]
 pub struct NvmlReport {

@@ -267,7 +267,8 @@ impl Collector {
         restarters(&self.cfg, &mut snap);
         judge(&mut snap);
         if self.cfg.others {
-            snap.others = others(&self.proc_fd, &snap.processes, limits, &self.stuck);
+            let (fd, stuck) = (&self.proc_fd, &self.stuck);
+            snap.others = others(fd, scanned.listed, &snap.processes, limits, stuck);
         }
         Ok(snap)
     }
