@@ -12,8 +12,13 @@
 //! - [`snapshot`]: takes one snapshot from the scan and NVML.
 //! - [`diagnose`]: findings, a pure function of a snapshot.
 //! - [`present`]: table and JSON output of a snapshot.
+//! - [`act`]: the kill plan, identity-checked signals, the release wait.
+//! - [`watch`], [`serve`]: the live view and the metrics server.
+//! - [`doctor`]: the checks of a systemd unit.
 //! - [`demo`] (its holder processes and their retitling inside), [`sim`]: the
 //!   reference incident on the simulator.
+//! - [`cli`]: clap arguments to one command's run, its typed errors and
+//!   their exit codes.
 
 pub mod act;
 pub mod cli;

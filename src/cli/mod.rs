@@ -1,6 +1,12 @@
 //! Command-line interface: clap definitions (plain values, no system
-//! access), then one fallible step that builds the real objects and runs the
-//! command. Errors map to the exit codes of SPEC.md here and nowhere else.
+//! access), then one function per command that builds the real objects and
+//! runs it to an [`Outcome`] or a typed [`Error`]. Both map to the exit
+//! codes of SPEC.md in [`exit_code`] and nowhere else.
+//!
+//! - `args`: the clap definitions; `show`: status, why, metrics; `act`:
+//!   kill, wait; `live`: watch, serve, demo, sim; `files`: doctor, man,
+//!   completions and the atomic writes; `error`: the outcomes, the errors
+//!   and their exit codes.
 
 mod act;
 mod args;
@@ -21,6 +27,7 @@ use clap::{Args, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
 
+/// The collection's configuration from the common flags.
 fn config(common: &Common) -> Config {
     let d = Config::default();
     Config {
@@ -61,6 +68,9 @@ fn snapshot_error(common: &Common, e: SnapshotError) -> Error {
     }
 }
 
+/// A collector over the common flags' roots (`others`: also the titles
+/// of every other process, for `why --pattern`), refusing a `--dev-dir`
+/// given by hand that holds no GPU node.
 fn collector(
     common: &Common,
     others: bool,
@@ -83,6 +93,7 @@ fn collector(
     Ok(c)
 }
 
+/// One snapshot, narrowed to the `--gpu` selection.
 fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot, Error> {
     let started = std::time::Instant::now();
     let snap = collector(common, others, None)?
