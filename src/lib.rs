@@ -12,11 +12,14 @@
 //!   [`pipeline`] joins it to collection: collect, narrow, judge.
 //! - [`act`]: kill and wait, by identity; values out, nothing printed.
 //! - [`present`]: table, why, kill, JSON and metrics writers.
-//! - front ends: [`cli`], [`watch`], [`serve`], [`doctor`].
+//! - front ends: [`watch`] (the live view), [`serve`] (the metrics
+//!   server), [`doctor`] (the checks of a systemd unit).
 //! - [`safe`]: hostile strings made harmless: escaped for a terminal,
 //!   quoted for a shell.
 //! - [`demo`] (its holder processes and their retitling inside), [`sim`]: the
 //!   reference incident on the simulator.
+//! - [`cli`]: clap arguments to one command's run, its typed errors and
+//!   their exit codes.
 
 pub mod act;
 pub mod cli;

@@ -2,12 +2,12 @@
 //! demo and the tests when `GPUFREE_INTERNAL_HOLDER` is set (see
 //! `gpufree::demo::holder`); otherwise it runs the command line.
 
-fn main() {
+fn main() -> std::process::ExitCode {
     if let Ok(spec) = std::env::var(gpufree::demo::holder::HOLDER_ENV) {
         if let Err(e) = gpufree::demo::holder::run(&spec) {
             eprintln!("gpufree holder: {e}");
-            std::process::exit(3);
+            return std::process::ExitCode::from(3);
         }
     }
-    std::process::exit(gpufree::cli::main());
+    gpufree::cli::main()
 }

@@ -1,49 +1,106 @@
 //! `kill` and `wait`: the plan, the prompt, the execution and the report,
-//! with their JSON documents and exit codes.
+//! with their JSON documents and outcomes.
 
 use super::*;
+use crate::act::kill::{self, Plan, Selectors, UserSel};
+use crate::model::Snapshot;
 
 /// The document `kill --json` prints: the status after, the plan, the outcome.
 #[derive(serde::Serialize)]
 pub(super) struct KillDoc<'a> {
     #[serde(flatten)]
-    snapshot: &'a crate::model::Snapshot,
-    plan: &'a crate::act::kill::Plan,
-    kill: &'a crate::act::kill::Report,
+    snapshot: &'a Snapshot,
+    plan: &'a Plan,
+    kill: &'a kill::Report,
 }
 
-pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<i32, Failure> {
-    use crate::act::kill::{self, Selectors, UserSel};
+/// `gpufree kill`: select, plan, show the plan, confirm, signal, wait for
+/// the memory, report.
+pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<Outcome, Error> {
     if common
         .proc_root
         .as_ref()
         .is_some_and(|p| p != std::path::Path::new("/proc"))
     {
-        return Err(Failure::new(
-            exit::USAGE,
-            "--proc-root: kill signals only processes of this PID namespace's /proc",
-        ));
+        return Err(Error::KillProcRoot);
     }
     let matcher = match &args.matcher {
         Some(m) => Some(regex_flag("--match", m)?),
         None => None,
     };
     let c = collector(common, false, None)?;
-    let snap = c.snapshot().map_err(|e| snapshot_failure(common, e))?;
-    let indexes =
-        snapshot::resolve(&snap.gpus, &common.gpu).map_err(|e| Failure::new(exit::USAGE, e))?;
+    let snap = c.snapshot().map_err(|e| snapshot_error(common, e))?;
+    let (sel, indexes) = selectors(common, args, &snap, matcher)?;
+    let safety = kill::Safety {
+        force_protected: args.force_protected,
+        include_shared: args.include_shared,
+        ..kill::Safety::current()
+    };
+    let plan = kill::plan(&snap, &sel, &safety);
+    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    // Not locked: the progress bar draws on stderr from its own thread.
+    let mut err = Guard::new(std::io::stderr(), paint.color);
+    let plan_shown = show_plan(common, args, &snap, &plan, paint, &mut out, &mut err);
+    // Nothing will be signalled: the plan is the answer.
+    let refused = plan.targets.is_empty() && plan.skipped.iter().any(|k| k.refused);
+    if args.dry_run || refused {
+        let written = plan_shown.and_then(|()| plan_only_json(common, &snap, &plan, &mut out));
+        let outcome = if args.dry_run {
+            Outcome::Done
+        } else {
+            Outcome::Refused
+        };
+        return shown(written, outcome);
+    }
+    // Never signal what the operator could not be shown.
+    plan_shown.map_err(Error::PlanNotShown)?;
+    if !plan.targets.is_empty() && !args.yes {
+        confirm(plan.targets.len(), &mut err)?;
+    }
+    let (report, end) = kill::execute(
+        &c,
+        &snap,
+        plan.clone(),
+        &sel,
+        &safety,
+        &kill_options(common, args),
+    );
+    let written = if common.json {
+        // The snapshot the verdict was made from (with --no-wait, the plan's).
+        let after = end.map_or(snap, |s| pipeline::select(s, &indexes));
+        let doc = KillDoc {
+            snapshot: &after,
+            plan: &plan,
+            kill: &report,
+        };
+        write_json(&mut out, &doc)
+    } else if !common.quiet {
+        crate::present::kill::write_report(&mut out, &report, !args.no_wait, paint)
+    } else {
+        Ok(())
+    };
+    let outcome = kill_outcome(&report, args.no_wait)?;
+    shown(written.and_then(|()| out.flush()), outcome)
+}
+
+/// The selectors of `kill`'s flags, checked against the snapshot (`--gpu`,
+/// `--unit`, `--user`), and the selected GPUs' indexes.
+fn selectors(
+    common: &Common,
+    args: &KillArgs,
+    snap: &Snapshot,
+    matcher: Option<regex::Regex>,
+) -> Result<(Selectors, Vec<u32>), Error> {
+    let indexes = snapshot::resolve(&snap.gpus, &common.gpu).map_err(Error::Selector)?;
     if let Some(unit) = &args.unit {
-        kill::check_unit(&snap, unit).map_err(|e| Failure::new(exit::USAGE, e))?;
+        kill::check_unit(snap, unit).map_err(Error::Unit)?;
     }
     let user = match &args.user {
         None => None,
         Some(u) => Some(match u.parse() {
             Ok(uid) => UserSel::Uid(uid),
             Err(_) if uzers::get_user_by_name(u).is_none() => {
-                return Err(Failure::new(
-                    exit::USAGE,
-                    format!("--user {u}: no such user (give a name of this host or a UID)"),
-                ))
+                return Err(Error::NoSuchUser(u.clone()))
             }
             Err(_) => UserSel::Name(u.clone()),
         }),
@@ -61,86 +118,73 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
         unit: args.unit.clone(),
         tree: args.tree,
     };
-    let safety = kill::Safety {
-        force_protected: args.force_protected,
-        include_shared: args.include_shared,
-        ..kill::Safety::current()
+    Ok((sel, indexes))
+}
+
+/// Shows the plan (unless quiet, and always for `--dry-run`): on stdout,
+/// or on stderr when stdout carries JSON.
+fn show_plan<'w>(
+    common: &Common,
+    args: &KillArgs,
+    snap: &Snapshot,
+    plan: &Plan,
+    paint: &Paint,
+    out: &'w mut dyn Write,
+    err: &'w mut dyn Write,
+) -> std::io::Result<()> {
+    if common.quiet && !args.dry_run {
+        return Ok(());
+    }
+    let w = if common.json { err } else { out };
+    let grace = args.grace.min(args.timeout).as_secs_f64();
+    crate::present::kill::write_plan(w, snap, plan, &args.signal.0, grace, paint)?;
+    w.flush()
+}
+
+/// With `--json`, the document of a kill that signalled nothing (a dry
+/// run, or a refusal): the plan, and what it skipped.
+fn plan_only_json(
+    common: &Common,
+    snap: &Snapshot,
+    plan: &Plan,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    if !common.json {
+        return Ok(());
+    }
+    let report = kill::Report {
+        skipped: plan.skipped.clone(),
+        ..kill::Report::default()
     };
-    let plan = kill::plan(&snap, &sel, &safety);
-    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
-    // Not locked: the progress bar draws on stderr from its own thread.
-    let mut err = Guard::new(std::io::stderr(), paint.color);
-    // The plan goes to stdout, or to stderr when stdout carries JSON.
-    let mut plan_shown = Ok(());
-    {
-        let w: &mut dyn Write = if common.json { &mut err } else { &mut out };
-        if !common.quiet || args.dry_run {
-            plan_shown = crate::present::kill::write_plan(
-                w,
-                &snap,
-                &plan,
-                &args.signal.0,
-                args.grace.min(args.timeout).as_secs_f64(),
-                paint,
-            )
-            .and_then(|()| w.flush());
-        }
+    let doc = KillDoc {
+        snapshot: snap,
+        plan,
+        kill: &report,
+    };
+    write_json(out, &doc).and_then(|()| out.flush())
+}
+
+/// Asks on the terminal before signalling `n` processes; without a
+/// terminal, or without a yes, refuses.
+fn confirm(n: usize, err: &mut impl Write) -> Result<(), Error> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::NoConfirmation);
     }
-    // Nothing will be signalled: the plan is the answer.
-    let refused = plan.targets.is_empty() && plan.skipped.iter().any(|k| k.refused);
-    if args.dry_run || refused {
-        let shown = plan_shown.and_then(|()| {
-            if !common.json {
-                return Ok(());
-            }
-            let report = kill::Report {
-                skipped: plan.skipped.clone(),
-                ..kill::Report::default()
-            };
-            write_json(
-                &mut out,
-                &KillDoc {
-                    snapshot: &snap,
-                    plan: &plan,
-                    kill: &report,
-                },
-            )
-            .and_then(|()| out.flush())
-        });
-        let code = if args.dry_run {
-            exit::OK
-        } else {
-            exit::REFUSED
-        };
-        return with_outcome(shown, code);
+    write!(err, "Signal these {n} processes? [y/N] ")?;
+    err.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(Error::NotConfirmed)
     }
-    // Never signal what the operator could not be shown.
-    plan_shown.map_err(|e| {
-        Failure::new(
-            exit::ENVIRONMENT,
-            format!("kill: the plan could not be written ({e}); nothing signalled"),
-        )
-    })?;
-    if !plan.targets.is_empty() && !args.yes {
-        use std::io::IsTerminal;
-        if !std::io::stdin().is_terminal() {
-            return Err(Failure::new(
-                exit::REFUSED,
-                "refusing to signal without --yes: no terminal to confirm on",
-            ));
-        }
-        write!(err, "Signal these {} processes? [y/N] ", plan.targets.len())?;
-        err.flush()?;
-        let mut answer = String::new();
-        std::io::stdin().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            return Err(Failure::new(
-                exit::REFUSED,
-                "not confirmed; nothing signalled",
-            ));
-        }
-    }
-    let opts = kill::Options {
+}
+
+/// How to signal and how long to wait, from `kill`'s flags.
+fn kill_options(common: &Common, args: &KillArgs) -> kill::Options {
+    kill::Options {
         signal: args.signal.1,
         grace: args.grace,
         timeout: args.timeout,
@@ -150,52 +194,30 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
             && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         holders_only: args.holders_only,
         settle: args.settle,
-    };
-    let (report, end) = kill::execute(&c, &snap, plan.clone(), &sel, &safety, &opts);
-    let shown = if common.json {
-        // The snapshot the verdict was made from (with --no-wait, the plan's).
-        let after = end.map_or(snap, |s| pipeline::select(s, &indexes));
-        write_json(
-            &mut out,
-            &KillDoc {
-                snapshot: &after,
-                plan: &plan,
-                kill: &report,
-            },
-        )
-    } else if !common.quiet {
-        crate::present::kill::write_report(&mut out, &report, !args.no_wait, paint)
-    } else {
-        Ok(())
-    };
-    let code = if !report.survivors.is_empty() {
-        exit::SURVIVORS
-    } else if args.no_wait {
-        exit::OK
-    } else {
-        match report.verdict {
-            VerdictState::Free => exit::OK,
-            VerdictState::Busy => exit::SURVIVORS,
-            VerdictState::Unknown => exit::ENVIRONMENT,
-        }
-    };
-    if code == exit::ENVIRONMENT {
-        return Err(Failure::new(
-            code,
-            format!(
-                "kill: the release is unknown: {}",
-                report.reasons.join("; ")
-            ),
-        ));
     }
-    with_outcome(shown.and_then(|()| out.flush()), code)
+}
+
+/// The outcome of a kill: survivors, or (unless `--no-wait`) the
+/// release's verdict; a release that cannot be told is an error naming why.
+fn kill_outcome(report: &kill::Report, no_wait: bool) -> Result<Outcome, Error> {
+    if !report.survivors.is_empty() {
+        return Ok(Outcome::Survivors);
+    }
+    if no_wait {
+        return Ok(Outcome::Done);
+    }
+    match report.verdict {
+        VerdictState::Free => Ok(Outcome::Done),
+        VerdictState::Busy => Ok(Outcome::Survivors),
+        VerdictState::Unknown => Err(Error::ReleaseUnknown(report.reasons.clone())),
+    }
 }
 
 /// The document `wait --json` prints.
 #[derive(serde::Serialize)]
-pub(super) struct WaitDoc<'a> {
+pub(super) struct WaitDoc {
     #[serde(flatten)]
-    snapshot: &'a crate::model::Snapshot,
+    snapshot: Snapshot,
     wait: WaitResult,
 }
 
@@ -207,15 +229,16 @@ pub(super) struct WaitResult {
     snapshots: u32,
 }
 
-pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<i32, Failure> {
+/// `gpufree wait`: look until the selected GPUs are free or the timeout
+/// passes; the outcome is the last verdict's.
+pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<Outcome, Error> {
     use crate::act::wait::LAST_LOOK;
     let deadline = std::time::Instant::now() + args.timeout;
     let c = collector(common, false, Some(deadline + LAST_LOOK))?;
     let first = c
         .snapshot_until(Some(deadline + LAST_LOOK))
-        .map_err(|e| snapshot_failure(common, e))?;
-    let gpus =
-        snapshot::resolve(&first.gpus, &common.gpu).map_err(|e| Failure::new(exit::USAGE, e))?;
+        .map_err(|e| snapshot_error(common, e))?;
+    let gpus = snapshot::resolve(&first.gpus, &common.gpu).map_err(Error::Selector)?;
     let opts = crate::act::wait::Options {
         gpus: gpus.clone(),
         policy: crate::diagnose::verdict::Policy {
@@ -226,7 +249,7 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
         interval: args.interval,
     };
     let outcome =
-        crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_failure(common, e))?;
+        crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_error(common, e))?;
     let state = outcome.verdict.state;
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     let which = format!(
@@ -234,59 +257,63 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
         if gpus.len() == 1 { "" } else { "s" },
         crate::diagnose::gpu_list(&gpus)
     );
-    let shown = if common.json {
-        let mut last = outcome.last.clone();
-        last.verdict = outcome.verdict.clone();
-        let doc = WaitDoc {
-            snapshot: &last,
-            wait: WaitResult {
-                free: state == VerdictState::Free,
-                verdict: state,
-                seconds: outcome.seconds,
-                snapshots: outcome.snapshots,
-            },
-        };
-        write_json(&mut out, &doc)
+    let written = if common.json {
+        write_json(&mut out, &wait_doc(&outcome))
     } else if !common.quiet {
-        (|| -> std::io::Result<()> {
-            match state {
-                VerdictState::Free => {
-                    writeln!(out, "{which} free after {:.2} s", outcome.seconds)?;
-                    for c in &outcome.verdict.caveats {
-                        writeln!(
-                            out,
-                            "  {} {}",
-                            paint.warn("caveat:"),
-                            fit(c, crate::safe::MESSAGE_MAX)
-                        )?;
-                    }
-                }
-                VerdictState::Busy => writeln!(
-                    out,
-                    "{} {which} not free after {:.1} s: {}",
-                    paint.error("timeout:"),
-                    outcome.seconds,
-                    fit(
-                        &outcome.verdict.reasons.join("; "),
-                        crate::safe::MESSAGE_MAX
-                    )
-                )?,
-                VerdictState::Unknown => {}
-            }
-            Ok(())
-        })()
+        write_wait(&mut out, &which, &outcome, paint)
     } else {
         Ok(())
     };
     if state == VerdictState::Unknown {
-        return Err(Failure::new(
-            exit::ENVIRONMENT,
-            format!(
-                "wait: cannot tell whether {which} {} free: {}",
-                if gpus.len() == 1 { "is" } else { "are" },
-                outcome.verdict.reasons.join("; ")
-            ),
-        ));
+        return Err(Error::WaitUnknown {
+            which,
+            several: gpus.len() != 1,
+            reasons: outcome.verdict.reasons.clone(),
+        });
     }
-    with_outcome(shown.and_then(|()| out.flush()), verdict_exit(state))
+    shown(written.and_then(|()| out.flush()), verdict_outcome(state))
+}
+
+/// `wait --json`'s document: the last snapshot with the wait's verdict.
+fn wait_doc(outcome: &crate::act::wait::Outcome) -> WaitDoc {
+    let mut last = outcome.last.clone();
+    last.verdict = outcome.verdict.clone();
+    let state = outcome.verdict.state;
+    WaitDoc {
+        snapshot: last,
+        wait: WaitResult {
+            free: state == VerdictState::Free,
+            verdict: state,
+            seconds: outcome.seconds,
+            snapshots: outcome.snapshots,
+        },
+    }
+}
+
+/// `wait`'s one line: free after how long (with its caveats), or not free
+/// by the timeout and why; nothing when unknown (the error says it).
+fn write_wait(
+    out: &mut impl Write,
+    which: &str,
+    outcome: &crate::act::wait::Outcome,
+    paint: &Paint,
+) -> std::io::Result<()> {
+    let max = crate::safe::MESSAGE_MAX;
+    match outcome.verdict.state {
+        VerdictState::Free => {
+            writeln!(out, "{which} free after {:.2} s", outcome.seconds)?;
+            for c in &outcome.verdict.caveats {
+                writeln!(out, "  {} {}", paint.warn("caveat:"), fit(c, max))?;
+            }
+        }
+        VerdictState::Busy => writeln!(
+            out,
+            "{} {which} not free after {:.1} s: {}",
+            paint.error("timeout:"),
+            outcome.seconds,
+            fit(&outcome.verdict.reasons.join("; "), max)
+        )?,
+        VerdictState::Unknown => {}
+    }
+    Ok(())
 }

@@ -83,30 +83,7 @@ pub enum Command {
     /// Prometheus metrics over HTTP (read-only; a cached snapshot of the
     /// --gpu selection, refreshed every --interval): GET /metrics, and
     /// GET /healthz (200 while the snapshot is fresh, else 503).
-    Serve {
-        /// Address to listen on (e.g. a pod's IP and a port; `[::1]:9835` for IPv6).
-        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
-        listen: String,
-        /// How often to take a snapshot (at least 100ms).
-        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = refresh_interval)]
-        interval: std::time::Duration,
-        /// Add each holder's command line as a label (may hold secrets).
-        #[arg(long)]
-        label_cmdline: bool,
-        /// At most this many open connections (default 1024, lowered to fit
-        /// the open-file limit); past it a new one displaces the longest
-        /// idle one, or is refused with 503 when all are answering.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-        max_connections: Option<u32>,
-        /// A request head must arrive within this long (from the connection's
-        /// start, or from the first byte of a later request).
-        #[arg(long, value_name = "DUR", default_value = "10s", value_parser = serve_timeout)]
-        header_timeout: std::time::Duration,
-        /// Close a kept-alive connection idle this long, and one whose client
-        /// does not take its response.
-        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = serve_timeout)]
-        idle_timeout: std::time::Duration,
-    },
+    Serve(ServeArgs),
     /// The same metrics once, on stdout or atomically into FILE (node_exporter's
     /// textfile collector).
     Metrics {
@@ -205,6 +182,33 @@ pub struct KillArgs {
     /// belong to no targeted group.
     #[arg(long)]
     pub include_shared: bool,
+}
+
+/// `gpufree serve` flags.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (e.g. a pod's IP and a port; `[::1]:9835` for IPv6).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
+    pub listen: String,
+    /// How often to take a snapshot (at least 100ms).
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = refresh_interval)]
+    pub interval: std::time::Duration,
+    /// Add each holder's command line as a label (may hold secrets).
+    #[arg(long)]
+    pub label_cmdline: bool,
+    /// At most this many open connections (default 1024, lowered to fit
+    /// the open-file limit); past it a new one displaces the longest
+    /// idle one, or is refused with 503 when all are answering.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
+    /// A request head must arrive within this long (from the connection's
+    /// start, or from the first byte of a later request).
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = serve_timeout)]
+    pub header_timeout: std::time::Duration,
+    /// Close a kept-alive connection idle this long, and one whose client
+    /// does not take its response.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = serve_timeout)]
+    pub idle_timeout: std::time::Duration,
 }
 
 /// `gpufree wait` flags.

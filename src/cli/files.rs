@@ -1,59 +1,97 @@
 //! Files the commands read and write: a unit file for `doctor`, man
-//! pages, and the atomic writes of `metrics --output` and `man --dir`.
+//! pages and shell completions, and the atomic writes of `metrics
+//! --output` and `man --dir`.
 
 use super::*;
+use crate::safe::escape;
 
-/// `gpufree doctor --unit FILE`: exit 0 clean, 1 with problems (also when
-/// the reader of stdout went away).
+/// `gpufree doctor --unit FILE`: done when clean, not reached with
+/// problems (also when the reader of stdout went away).
 pub(super) fn run_doctor(
     common: &Common,
     unit: &std::path::Path,
     paint: &Paint,
-) -> Result<i32, Failure> {
-    let text = read_unit_file(unit)
-        .map_err(|why| Failure::new(exit::USAGE, format!("--unit {}: {why}", unit.display())))?;
+) -> Result<Outcome, Error> {
+    let text = read_unit_file(unit).map_err(|why| Error::UnitFile {
+        path: unit.to_path_buf(),
+        why,
+    })?;
     let problems = crate::doctor::check(&text);
-    let code = if problems.is_empty() {
-        exit::OK
+    let outcome = if problems.is_empty() {
+        Outcome::Done
     } else {
-        exit::NOT_REACHED
+        Outcome::NotReached
     };
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    let written = if common.json {
+        write_json(
+            &mut out,
+            &serde_json::json!({ "unit": unit, "problems": problems }),
+        )
+    } else {
+        write_problems(&mut out, unit, &problems, common.quiet, paint)
+    };
+    shown(written.and_then(|()| out.flush()), outcome)
+}
+
+/// `doctor`'s problems as `FILE:LINE: severity: message` lines, each with
+/// its fix unless quiet.
+fn write_problems(
+    out: &mut impl Write,
+    unit: &std::path::Path,
+    problems: &[crate::doctor::Problem],
+    quiet: bool,
+    paint: &Paint,
+) -> std::io::Result<()> {
     let shown = escape(&unit.to_string_lossy()).into_owned();
-    let written = (|| -> std::io::Result<()> {
-        if common.json {
-            return write_json(
-                &mut out,
-                &serde_json::json!({ "unit": unit, "problems": problems }),
-            );
-        }
-        if problems.is_empty() && !common.quiet {
-            writeln!(out, "{shown}: no problems found")?;
-        }
-        for p in &problems {
-            let sev = if p.severity == "error" {
-                paint.error("error")
-            } else {
-                paint.warn("warning")
-            };
+    if problems.is_empty() && !quiet {
+        writeln!(out, "{shown}: no problems found")?;
+    }
+    for p in problems {
+        let sev = if p.severity == "error" {
+            paint.error("error")
+        } else {
+            paint.warn("warning")
+        };
+        writeln!(
+            out,
+            "{shown}:{}: {sev}: {}",
+            p.line,
+            fit(&p.message, crate::safe::MESSAGE_MAX)
+        )?;
+        if !quiet {
             writeln!(
                 out,
-                "{shown}:{}: {sev}: {}",
-                p.line,
-                fit(&p.message, crate::safe::MESSAGE_MAX)
+                "    {} {}",
+                paint.dim("fix:"),
+                fit(&p.fix, crate::safe::MESSAGE_MAX)
             )?;
-            if !common.quiet {
-                writeln!(
-                    out,
-                    "    {} {}",
-                    paint.dim("fix:"),
-                    fit(&p.fix, crate::safe::MESSAGE_MAX)
-                )?;
-            }
         }
-        Ok(())
-    })();
-    with_outcome(written.and_then(|()| out.flush()), code)
+    }
+    Ok(())
+}
+
+/// `gpufree completions SHELL`: the script, as generated.
+pub(super) fn completions(shell: clap_complete::Shell) -> Result<Outcome, Error> {
+    use clap::CommandFactory;
+    // Scripts, not data: tabs and all, written as generated.
+    clap_complete::generate(
+        shell,
+        &mut Cli::command(),
+        "gpufree",
+        &mut std::io::stdout(),
+    );
+    Ok(Outcome::Done)
+}
+
+/// `gpufree man [--dir DIR]`: the one page on stdout, or a page per
+/// command into DIR.
+pub(super) fn man(dir: Option<&std::path::Path>) -> Result<Outcome, Error> {
+    match dir {
+        Some(dir) => man_pages(dir)?,
+        None => man_page(&mut std::io::stdout())?,
+    }
+    Ok(Outcome::Done)
 }
 
 /// The largest unit file `doctor` reads (real ones are a few KiB).
@@ -134,7 +172,7 @@ pub(super) fn roff_text(s: &str) -> String {
 /// it (the pages clap_mangen's `generate_to` writes, but each through
 /// [`write_atomically`]: a symlink planted at a page's name is refused, not
 /// followed).
-pub(super) fn man_pages(dir: &std::path::Path) -> Result<(), (i32, String)> {
+pub(super) fn man_pages(dir: &std::path::Path) -> Result<(), Error> {
     use clap::CommandFactory;
     fn pages(cmd: clap::Command, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
@@ -146,39 +184,33 @@ pub(super) fn man_pages(dir: &std::path::Path) -> Result<(), (i32, String)> {
         out.push((man.get_filename(), page));
         Ok(())
     }
-    let env = |e: std::io::Error| (exit::ENVIRONMENT, e.to_string());
-    std::fs::create_dir_all(dir).map_err(env)?;
+    let failed = |page: Option<&str>, source: WriteError| Error::Write {
+        target: match page {
+            Some(name) => format!("--dir {}: {name}", dir.display()),
+            None => format!("--dir {}", dir.display()),
+        },
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| failed(None, e.into()))?;
     let mut cmd = Cli::command().disable_help_subcommand(true);
     cmd.build();
     let mut out = Vec::new();
-    pages(cmd, &mut out).map_err(env)?;
+    pages(cmd, &mut out).map_err(|e| failed(None, e.into()))?;
     for (name, page) in out {
-        let path = dir.join(&name);
-        write_atomically(&path, &page, 0o644).map_err(|e| (e.code(), format!("{name}: {e}")))?;
+        write_atomically(&dir.join(&name), &page, 0o644).map_err(|e| failed(Some(&name), e))?;
     }
     Ok(())
 }
 
 /// Why a file was not written.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum WriteError {
+pub enum WriteError {
     /// Something other than a regular file is at the path: refused.
     #[error("{0}")]
     Refused(&'static str),
     /// Writing failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
-}
-
-impl WriteError {
-    /// A refusal is the caller's choice of path (2); a failed write, the
-    /// environment's (3).
-    pub(super) fn code(&self) -> i32 {
-        match self {
-            WriteError::Refused(_) => exit::USAGE,
-            WriteError::Io(_) => exit::ENVIRONMENT,
-        }
-    }
 }
 
 /// Writes `bytes` to `path` so that a reader (node_exporter) never sees

@@ -229,15 +229,56 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
     let spec: HoldSpec = serde_json::from_str(spec_json)
         .map_err(|e| std::io::Error::other(format!("{HOLDER_ENV}: {e}")))?;
     if !spec.survive_parent {
-        // Die with the parent; if it is already gone, stop now.
-        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-        let expected_parent: Option<u32> =
-            std::env::var(PARENT_ENV).ok().and_then(|p| p.parse().ok());
-        let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
-        if expected_parent.is_some() && parent != expected_parent {
-            std::process::exit(0);
-        }
+        die_with_parent()?;
     }
+    set_up_process(&spec)?;
+    std::thread::sleep(std::time::Duration::from_millis(spec.open_delay_ms));
+    let kept = hold_nodes(&spec)?;
+    let exe = std::env::current_exe()?;
+    let mut ready = Vec::new();
+    let mut children = Vec::new();
+    for c in &spec.children {
+        let s = spawn(&exe, c)?;
+        ready.extend(s.pids.iter().cloned());
+        children.push(s);
+    }
+    rename(&spec)?;
+    ready.push((std::process::id(), spec.label.clone()));
+    report_ready(&ready)?;
+    if spec.respawn > 0 {
+        let delay = std::time::Duration::from_millis(spec.respawn_delay_ms);
+        supervise(exe, spec.children.clone(), children, spec.respawn, delay);
+    }
+    if spec.leader_exits {
+        std::thread::spawn(|| loop {
+            std::thread::park();
+        });
+        end_main_thread();
+    }
+    match spec.exit_after_ms {
+        Some(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
+        None => loop {
+            std::thread::park();
+        },
+    }
+    drop(kept);
+    std::process::exit(0);
+}
+
+/// Dies with the parent (PDEATHSIG); if it is already gone, stops now.
+fn die_with_parent() -> std::io::Result<()> {
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    let expected_parent: Option<u32> = std::env::var(PARENT_ENV).ok().and_then(|p| p.parse().ok());
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
+    if expected_parent.is_some() && parent != expected_parent {
+        std::process::exit(0);
+    }
+    Ok(())
+}
+
+/// The process's signals, session and reaping as `spec` asks: SIGTERM
+/// ignored or answered with a fork, a new session, a subreaper.
+fn set_up_process(spec: &HoldSpec) -> std::io::Result<()> {
     if spec.ignore_term {
         ignore_sigterm();
     }
@@ -261,7 +302,12 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
         let argv = std::env::args().collect();
         on_term(ChildSpec { argv, spec: copy }, true)?;
     }
-    std::thread::sleep(std::time::Duration::from_millis(spec.open_delay_ms));
+    Ok(())
+}
+
+/// Opens the nodes `spec` names: held by fd, mapped and held, or only
+/// mapped (the fd closed). Returns the fds to keep.
+fn hold_nodes(spec: &HoldSpec) -> std::io::Result<Vec<OwnedFd>> {
     let mut kept: Vec<OwnedFd> = Vec::new();
     for p in &spec.fd {
         kept.push(open(p)?.into());
@@ -276,43 +322,25 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
         map(&f)?;
         drop(f);
     }
-    let exe = std::env::current_exe()?;
-    let mut ready = Vec::new();
-    let mut children = Vec::new();
-    for c in &spec.children {
-        let s = spawn(&exe, c)?;
-        ready.extend(s.pids.iter().cloned());
-        children.push(s);
-    }
+    Ok(kept)
+}
+
+/// Retitles the process as setproctitle does, or only renames its comm.
+fn rename(spec: &HoldSpec) -> std::io::Result<()> {
     if let Some(title) = &spec.title {
         super::title::set_process_title(title)?;
     } else if let Some(comm) = &spec.comm {
         let c = std::ffi::CString::new(comm.as_bytes()).map_err(std::io::Error::other)?;
         rustix::thread::set_name(&c)?;
     }
-    ready.push((std::process::id(), spec.label.clone()));
+    Ok(())
+}
+
+/// One `ready PID LABEL` line per process of the tree, for the spawner.
+fn report_ready(ready: &[(u32, String)]) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     for (pid, label) in ready {
         writeln!(out, "ready {pid} {label}")?;
     }
-    out.flush()?;
-    drop(out);
-    if spec.respawn > 0 {
-        let delay = std::time::Duration::from_millis(spec.respawn_delay_ms);
-        supervise(exe, spec.children.clone(), children, spec.respawn, delay);
-    }
-    if spec.leader_exits {
-        std::thread::spawn(|| loop {
-            std::thread::park();
-        });
-        end_main_thread();
-    }
-    match spec.exit_after_ms {
-        Some(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
-        None => loop {
-            std::thread::park();
-        },
-    }
-    drop(kept);
-    std::process::exit(0);
+    out.flush()
 }

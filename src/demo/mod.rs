@@ -19,7 +19,6 @@ use crate::model::Snapshot;
 use crate::pipeline::Look;
 use crate::present::{table, why, write_json, Paint};
 use crate::snapshot::{self, Config};
-use anyhow::Context;
 use holder::{ChildSpec, HoldSpec, Spawned};
 use regex::Regex;
 use serde_json::json;
@@ -34,6 +33,49 @@ pub const GPU_TOTAL_BYTES: u64 = 102_642_810_880;
 pub const GPUS: u32 = 8;
 /// The operator's pattern.
 pub const PKILL_PATTERN: &str = "python3.*vllm";
+
+/// Why the demo could not run to its end; each names what it could not
+/// do.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Setting up the incident failed (files, links, processes).
+    #[error("demo: {what}: {source}")]
+    Setup {
+        /// What could not be done ("cannot create /tmp/...").
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The plan names a process the demo did not start: never signalled.
+    #[error("demo: refusing to kill PID {0}: the demo did not start it")]
+    Stranger(u32),
+    /// The simulated NVML library is missing.
+    #[error(transparent)]
+    Sim(#[from] crate::sim::SimError),
+    /// The snapshot of the incident failed.
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
+    /// One of the story's own patterns did not compile.
+    #[error(transparent)]
+    Regex(#[from] regex::Error),
+    /// Writing the story failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Adds what the demo was doing to an I/O error.
+trait Doing<T> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, Error>;
+}
+
+impl<T> Doing<T> for std::io::Result<T> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, Error> {
+        self.map_err(|source| Error::Setup {
+            what: what(),
+            source,
+        })
+    }
+}
 
 /// Options of `gpufree demo`.
 #[derive(Debug, Clone, Default)]
@@ -170,19 +212,18 @@ pub struct Incident {
 impl Incident {
     /// Starts the incident: files, processes (run from the gpufree binary
     /// `exe`), simulator state.
-    pub fn start(exe: &Path) -> anyhow::Result<Incident> {
-        let dir = WorkDir::new().context("demo: cannot create a temporary directory")?;
+    pub fn start(exe: &Path) -> Result<Incident, Error> {
+        let dir = WorkDir::new().doing(|| "cannot create a temporary directory".into())?;
         let dev = dir.0.join("dev");
-        make_dev_dir(&dev).with_context(|| format!("demo: cannot create {}", dev.display()))?;
+        make_dev_dir(&dev).doing(|| format!("cannot create {}", dev.display()))?;
         let exe = python_alias(&dir.0, exe)
-            .context("demo: cannot link the gpufree binary as python3.12")?;
+            .doing(|| "cannot link the gpufree binary as python3.12".into())?;
         let spawned = holder::spawn(&exe, &incident_tree(&dev))
-            .context("demo: cannot start the incident's processes")?;
+            .doing(|| "cannot start the incident's processes".into())?;
         let state = dir.0.join("state.json");
         let workers = pids_labelled(&spawned, "worker");
-        let text = serde_json::to_vec_pretty(&incident_state(&workers))?;
-        std::fs::write(&state, text)
-            .with_context(|| format!("demo: cannot write {}", state.display()))?;
+        let text = format!("{:#}", incident_state(&workers));
+        std::fs::write(&state, text).doing(|| format!("cannot write {}", state.display()))?;
         Ok(Incident {
             dir,
             spawned,
@@ -244,22 +285,13 @@ fn pids_labelled(s: &Spawned, prefix: &str) -> Vec<u32> {
         .collect()
 }
 
-/// Runs the demo; returns the exit code.
-pub fn run(opts: &Options) -> anyhow::Result<i32> {
-    let exe = std::env::current_exe().context("demo: cannot find the gpufree binary")?;
+/// Runs the demo; true when it ran its course (the GPUs came back free,
+/// or only the JSON or the held incident was asked for), false when the
+/// GPUs did not come back.
+pub fn run(opts: &Options) -> Result<bool, Error> {
+    let exe = std::env::current_exe().doing(|| "cannot find the gpufree binary".into())?;
     let incident = Incident::start(&exe)?;
-    let launcher_pid = incident.spawned.child.id();
-    // Ctrl-C: kill what we started (our child; the rest follow) and leave.
-    let workdir = incident.dir().to_path_buf();
-    let _ = ctrlc::set_handler(move || {
-        let _ = rustix::process::kill_process(
-            rustix::process::Pid::from_raw(launcher_pid as i32)
-                .unwrap_or(rustix::process::Pid::INIT),
-            rustix::process::Signal::KILL,
-        );
-        let _ = std::fs::remove_dir_all(&workdir);
-        std::process::exit(130);
-    });
+    end_on_ctrl_c(&incident);
     let lib = crate::sim::library_dir()?.join(crate::sim::NVML_SONAME);
     std::env::set_var("GPUFREE_SIM_STATE", &incident.state);
     let cfg = Config {
@@ -273,32 +305,51 @@ pub fn run(opts: &Options) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     if opts.json {
         write_json(&mut out, &snap)?;
-        return Ok(0);
+        return Ok(true);
     }
     narrate(&mut out, &incident, &snap, &opts.paint)?;
     if !opts.hold {
         return free_it(&mut out, &incident, &collector, &snap, &opts.paint);
     }
-    {
-        writeln!(
-            out,
-            "\nThe incident keeps running. Try, in another terminal:"
-        )?;
-        writeln!(
-            out,
-            "  gpufree sim exec --state {} -- gpufree status --dev-dir {}",
-            incident.state.display(),
-            incident.dev.display()
-        )?;
-        writeln!(
-            out,
-            "  gpufree sim exec --state {} -- nvitop -1",
-            incident.state.display()
-        )?;
-        writeln!(out, "Press Enter to end it.")?;
-        out.flush()?;
-        let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line);
-    }
-    Ok(0)
+    keep_running(&mut out, &incident)?;
+    Ok(true)
+}
+
+/// Ctrl-C: kill what we started (our child; the rest follow) and leave.
+fn end_on_ctrl_c(incident: &Incident) {
+    let launcher_pid = incident.spawned.child.id();
+    let workdir = incident.dir().to_path_buf();
+    let _ = ctrlc::set_handler(move || {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(launcher_pid as i32)
+                .unwrap_or(rustix::process::Pid::INIT),
+            rustix::process::Signal::KILL,
+        );
+        let _ = std::fs::remove_dir_all(&workdir);
+        std::process::exit(130);
+    });
+}
+
+/// `demo --hold`: says what to try on the incident, then waits for Enter.
+fn keep_running(out: &mut impl Write, incident: &Incident) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nThe incident keeps running. Try, in another terminal:"
+    )?;
+    writeln!(
+        out,
+        "  gpufree sim exec --state {} -- gpufree status --dev-dir {}",
+        incident.state.display(),
+        incident.dev.display()
+    )?;
+    writeln!(
+        out,
+        "  gpufree sim exec --state {} -- nvitop -1",
+        incident.state.display()
+    )?;
+    writeln!(out, "Press Enter to end it.")?;
+    out.flush()?;
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    Ok(())
 }

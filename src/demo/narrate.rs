@@ -12,7 +12,7 @@ pub(super) fn free_it<W: Write>(
     c: &snapshot::Collector,
     snap: &Snapshot,
     paint: &Paint,
-) -> anyhow::Result<i32> {
+) -> Result<bool, Error> {
     use crate::act::kill;
     writeln!(w)?;
     writeln!(
@@ -28,10 +28,7 @@ pub(super) fn free_it<W: Write>(
     let plan = kill::plan(snap, &sel, &safety);
     let ours: Vec<u32> = inc.spawned.pids.iter().map(|(p, _)| *p).collect();
     if let Some(stranger) = plan.targets.iter().find(|e| !ours.contains(&e.pid)) {
-        anyhow::bail!(
-            "demo: refusing to kill PID {}: the demo did not start it",
-            stranger.pid
-        );
+        return Err(Error::Stranger(stranger.pid));
     }
     crate::present::kill::write_plan(w, snap, &plan, "TERM", 10.0, paint)?;
     let opts = kill::Options {
@@ -61,15 +58,40 @@ pub(super) fn free_it<W: Write>(
             "The GPUs did not come back: see above."
         })
     )?;
-    Ok(if free && report.released { 0 } else { 4 })
+    Ok(free && report.released)
 }
 
+/// The first half: the incident, what the operator's tools saw, then
+/// `gpufree status` and `gpufree why` on it.
 pub(super) fn narrate<W: Write>(
     w: &mut W,
     inc: &Incident,
     snap: &Snapshot,
     paint: &Paint,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
+    introduce(w, inc, paint)?;
+    pkill_f(w, snap, paint)?;
+    ps_grep(w, snap, paint)?;
+    writeln!(w)?;
+    writeln!(w, "{}", paint.bold("$ gpufree status"))?;
+    let plain = Snapshot {
+        findings: Vec::new(),
+        ..snap.clone()
+    };
+    table::write_status(w, &plain, paint)?;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "{}",
+        paint.bold("The operator's first theory: \"CUDA memory stays pinned after process death in LXC containers; reset the GPUs.\"")
+    )?;
+    writeln!(w, "{}", paint.bold("$ gpufree why"))?;
+    why::write_why(w, snap, paint)?;
+    Ok(())
+}
+
+/// The host, the processes started and where their files are.
+fn introduce<W: Write>(w: &mut W, inc: &Incident, paint: &Paint) -> std::io::Result<()> {
     let pid = |l: &str| inc.pid(l).map_or("?".into(), |p| p.to_string());
     writeln!(
         w,
@@ -97,9 +119,12 @@ pub(super) fn narrate<W: Write>(
             inc.dev.display(),
             inc.state.display()
         ))
-    )?;
+    )
+}
 
-    // What the operator's tools saw.
+/// What the operator's `pkill -9 -f` would have hit and missed, as `why
+/// --pattern` computes it; never run.
+fn pkill_f<W: Write>(w: &mut W, snap: &Snapshot, paint: &Paint) -> Result<(), Error> {
     writeln!(w)?;
     writeln!(
         w,
@@ -109,7 +134,6 @@ pub(super) fn narrate<W: Write>(
         ))
     )?;
     let re = Regex::new(PKILL_PATTERN)?;
-    // What pkill -f matches, as `why --pattern` computes it; never run.
     let (hits, misses): (Vec<&crate::model::Process>, Vec<_>) = snap
         .processes
         .iter()
@@ -130,6 +154,11 @@ pub(super) fn narrate<W: Write>(
             p.exe.as_deref().unwrap_or("?")
         )?;
     }
+    Ok(())
+}
+
+/// What `ps aux | grep` would have listed among the holders.
+fn ps_grep<W: Write>(w: &mut W, snap: &Snapshot, paint: &Paint) -> Result<(), Error> {
     writeln!(w)?;
     writeln!(
         w,
@@ -149,22 +178,5 @@ pub(super) fn narrate<W: Write>(
         "  {}",
         paint.dim("(the eight workers and the launcher do not show: they renamed themselves)")
     )?;
-
-    writeln!(w)?;
-    writeln!(w, "{}", paint.bold("$ gpufree status"))?;
-    let plain = Snapshot {
-        findings: Vec::new(),
-        ..snap.clone()
-    };
-    table::write_status(w, &plain, paint)?;
-
-    writeln!(w)?;
-    writeln!(
-        w,
-        "{}",
-        paint.bold("The operator's first theory: \"CUDA memory stays pinned after process death in LXC containers; reset the GPUs.\"")
-    )?;
-    writeln!(w, "{}", paint.bold("$ gpufree why"))?;
-    why::write_why(w, snap, paint)?;
     Ok(())
 }

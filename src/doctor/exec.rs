@@ -57,59 +57,78 @@ impl VarCheck<'_> {
     }
 
     fn check(&self, word: &str, u: &VarUse) -> Option<Problem> {
-        let key = self.key;
         let (name, how) = match u {
             VarUse::Word(n) => (n, format!("${n}")),
             VarUse::Braced(n) => (n, format!("${{{n}}}")),
-            VarUse::Inside(n) if self.shell.is_none() => {
-                return Some(self.problem(
-                    "warning",
-                    format!("systemd substitutes ${n} only as a word of its own: the program gets the literal text '{word}'"),
-                    format!("write ${{{n}}} inside a word"),
-                ));
-            }
-            VarUse::Extended(n) if self.shell.is_none() => {
-                return Some(self.problem(
-                    "warning",
-                    format!("systemd does not expand ${{{n}:...}} on command lines: the program gets the literal text '{word}'"),
-                    format!("give {n} its value with Environment= and write ${{{n}}}"),
-                ));
-            }
-            VarUse::Dropped => {
-                return Some(self.problem(
-                    "warning",
-                    format!("'{word}' is not a variable name: systemd drops this argument"),
-                    "write ${NAME} for a variable, $$ for a literal $".into(),
-                ));
-            }
-            // Left for the shell, which expands it itself.
-            VarUse::Inside(_) | VarUse::Extended(_) => return None,
+            _ => return self.not_substituted(word, u),
         };
-        let before = if self.shell.is_some() {
+        if let Some(p) = self.shell_variable(name, &how) {
+            return Some(p);
+        }
+        self.unset(name, &how)
+    }
+
+    /// A `$` systemd does not substitute: the program gets it literally,
+    /// which is a problem unless a shell expands it.
+    fn not_substituted(&self, word: &str, u: &VarUse) -> Option<Problem> {
+        match u {
+            VarUse::Inside(n) if self.shell.is_none() => Some(self.problem(
+                "warning",
+                format!("systemd substitutes ${n} only as a word of its own: the program gets the literal text '{word}'"),
+                format!("write ${{{n}}} inside a word"),
+            )),
+            VarUse::Extended(n) if self.shell.is_none() => Some(self.problem(
+                "warning",
+                format!("systemd does not expand ${{{n}:...}} on command lines: the program gets the literal text '{word}'"),
+                format!("give {n} its value with Environment= and write ${{{n}}}"),
+            )),
+            VarUse::Dropped => Some(self.problem(
+                "warning",
+                format!("'{word}' is not a variable name: systemd drops this argument"),
+                "write ${NAME} for a variable, $$ for a literal $".into(),
+            )),
+            // Left for the shell, which expands it itself.
+            _ => None,
+        }
+    }
+
+    /// When systemd's substitution happens: before the shell or the command.
+    fn before(&self) -> &'static str {
+        if self.shell.is_some() {
             "before the shell runs"
         } else {
             "before the command runs"
-        };
-        let unit_sets = self.env.set.contains(name);
-        if let Some(shell_vars) = self.shell {
-            if shell_vars.contains(name) || SHELL_VARS.contains(&name.as_str()) {
-                let with = if unit_sets {
-                    "the unit's Environment= value"
-                } else {
-                    "nothing"
-                };
-                return Some(self.problem(
-                    "error",
-                    format!("systemd replaces {how} with {with} {before}: {name} is the shell's variable, not the unit's"),
-                    format!("write {} so the shell sees {how}", how.replacen('$', "$$", 1)),
-                ));
-            }
         }
-        if unit_sets || SYSTEMD_VARS.contains(&name.as_str()) {
+    }
+
+    /// A shell variable (the shell code's own, or one every shell sets)
+    /// that systemd substitutes before the shell can.
+    fn shell_variable(&self, name: &str, how: &str) -> Option<Problem> {
+        let shell_vars = self.shell?;
+        if !shell_vars.contains(name) && !SHELL_VARS.contains(&name) {
             return None;
         }
-        if let Some((_, keys, where_)) = COMMAND_VARS.iter().find(|(n, _, _)| n == name) {
-            if keys.contains(&key) {
+        let with = if self.env.set.contains(name) {
+            "the unit's Environment= value"
+        } else {
+            "nothing"
+        };
+        Some(self.problem(
+            "error",
+            format!("systemd replaces {how} with {with} {}: {name} is the shell's variable, not the unit's", self.before()),
+            format!("write {} so the shell sees {how}", how.replacen('$', "$$", 1)),
+        ))
+    }
+
+    /// A variable the unit does not set here: set only for other lines,
+    /// or not at all (unless an `EnvironmentFile=` may set it).
+    fn unset(&self, name: &str, how: &str) -> Option<Problem> {
+        let before = self.before();
+        if self.env.set.contains(name) || SYSTEMD_VARS.contains(&name) {
+            return None;
+        }
+        if let Some((_, keys, where_)) = COMMAND_VARS.iter().find(|(n, _, _)| *n == name) {
+            if keys.contains(&self.key) {
                 return None;
             }
             return Some(self.problem(
@@ -165,38 +184,7 @@ pub(super) fn check_exec(line: usize, key: &str, value: &str, env: &Env, out: &m
         let shell_vars = shell.map(|i| shell_assigned(texts[i]));
         for (i, word) in texts.iter().enumerate() {
             let is_code = shell == Some(i);
-            for (at, spec) in specifiers(word) {
-                if !SPECIFIERS.contains(spec) {
-                    out.push(Problem {
-                        line,
-                        severity: "error",
-                        message: format!(
-                            "{key}: unknown specifier %{spec}: systemd refuses the line"
-                        ),
-                        fix: format!("write %%{spec} for a literal percent sign"),
-                    });
-                } else if spec != '%'
-                    && (if is_code {
-                        format_context(word, at)
-                    } else {
-                        word.starts_with('+')
-                            || texts
-                                .first()
-                                .is_some_and(|p| FORMAT_COMMANDS.contains(&base(p)))
-                    })
-                {
-                    out.push(Problem {
-                        line,
-                        severity: "error",
-                        message: format!(
-                            "{key}: systemd expands the specifier %{spec} {} before {} runs: the format '%{spec}' never reaches it",
-                            if is_code { "inside the shell code" } else { "in the command line" },
-                            if is_code { "the shell" } else { "the command" },
-                        ),
-                        fix: format!("write %%{spec}"),
-                    });
-                }
-            }
+            check_specifiers(line, key, &texts, word, is_code, out);
             if !substitutes {
                 continue;
             }
@@ -209,18 +197,67 @@ pub(super) fn check_exec(line: usize, key: &str, value: &str, env: &Env, out: &m
             out.extend(var_uses(word).iter().filter_map(|u| check.check(word, u)));
         }
         if let Some(code) = shell.map(|i| texts[i]) {
-            if code.contains("nvidia-smi")
-                && ["while", "until", "for ", "sleep"]
-                    .iter()
-                    .any(|w| code.contains(w))
-            {
-                out.push(Problem {
-                    line,
-                    severity: "warning",
-                    message: format!("{key}: an inline shell loop over nvidia-smi to wait for free GPUs is fragile (quoting, $ and % substitution, no timeout, no reason when it fails)"),
-                    fix: "ExecStartPre=/usr/local/bin/gpufree wait --gpu all --timeout 120s".into(),
-                });
-            }
+            check_wait_loop(line, key, code, out);
         }
+    }
+}
+
+/// The `%` specifiers of one word of a command (`texts`): unknown ones,
+/// and those systemd expands where a format (`date +%s`, printf, shell
+/// code) meant them literally.
+fn check_specifiers(
+    line: usize,
+    key: &str,
+    texts: &[&str],
+    word: &str,
+    is_code: bool,
+    out: &mut Vec<Problem>,
+) {
+    for (at, spec) in specifiers(word) {
+        if !SPECIFIERS.contains(spec) {
+            out.push(Problem {
+                line,
+                severity: "error",
+                message: format!("{key}: unknown specifier %{spec}: systemd refuses the line"),
+                fix: format!("write %%{spec} for a literal percent sign"),
+            });
+        } else if spec != '%'
+            && (if is_code {
+                format_context(word, at)
+            } else {
+                word.starts_with('+')
+                    || texts
+                        .first()
+                        .is_some_and(|p| FORMAT_COMMANDS.contains(&base(p)))
+            })
+        {
+            out.push(Problem {
+                line,
+                severity: "error",
+                message: format!(
+                    "{key}: systemd expands the specifier %{spec} {} before {} runs: the format '%{spec}' never reaches it",
+                    if is_code { "inside the shell code" } else { "in the command line" },
+                    if is_code { "the shell" } else { "the command" },
+                ),
+                fix: format!("write %%{spec}"),
+            });
+        }
+    }
+}
+
+/// An inline shell loop over nvidia-smi waiting for free GPUs: `gpufree
+/// wait` does that job.
+fn check_wait_loop(line: usize, key: &str, code: &str, out: &mut Vec<Problem>) {
+    if code.contains("nvidia-smi")
+        && ["while", "until", "for ", "sleep"]
+            .iter()
+            .any(|w| code.contains(w))
+    {
+        out.push(Problem {
+            line,
+            severity: "warning",
+            message: format!("{key}: an inline shell loop over nvidia-smi to wait for free GPUs is fragile (quoting, $ and % substitution, no timeout, no reason when it fails)"),
+            fix: "ExecStartPre=/usr/local/bin/gpufree wait --gpu all --timeout 120s".into(),
+        });
     }
 }

@@ -24,6 +24,16 @@ use std::time::Duration;
 /// The library loaded when none is named.
 pub const DEFAULT_LIB: &str = "libnvidia-ml.so.1";
 
+/// Read passes over every GPU by this process so far: see [`read_passes`].
+static PASSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many times this process has read every GPU through NVML (one pass:
+/// the count, then each GPU's memory and process lists). Tests read it to
+/// prove that a command collects once.
+pub fn read_passes() -> usize {
+    PASSES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// What NVML said.
 #[derive(Debug, Clone, Default)]
 pub struct NvmlReport {
@@ -148,6 +158,42 @@ fn hung_message(step: &str, after: Duration) -> String {
     )
 }
 
+/// On the NVML thread: loads and initialises the library, reads the
+/// driver version, and sends the status to `ready` (an error when the
+/// library could not be loaded or initialised). None when there is
+/// nothing to serve.
+fn init(
+    lib: Option<&Path>,
+    mut status: NvmlStatus,
+    at: &Shared,
+    ready: &mpsc::Sender<Result<NvmlStatus, NvmlStatus>>,
+) -> Option<(Nvml, NvmlStatus)> {
+    at.step("nvmlInit_v2");
+    let mut builder = Nvml::builder();
+    if let Some(p) = lib {
+        builder.lib_path(p.as_os_str());
+    }
+    let nvml = match builder.init() {
+        Ok(nvml) => nvml,
+        Err(e) => {
+            status.error = Some(match e {
+                NvmlError::LibloadingError(_) => {
+                    format!("no NVIDIA library ({}): {e}", status.library)
+                }
+                e => format!("NVML init failed ({}): {}", status.library, describe(&e)),
+            });
+            let _ = ready.send(Err(status));
+            return None;
+        }
+    };
+    at.step("nvmlSystemGetDriverVersion");
+    status.available = true;
+    status.driver_version = nvml.sys_driver_version().ok();
+    at.step("idle");
+    ready.send(Ok(status.clone())).ok()?;
+    Some((nvml, status))
+}
+
 impl Session {
     /// Loads and initialises the library at `lib` (default: the system's)
     /// on a thread of its own, and returns at once: reads wait for the
@@ -168,32 +214,9 @@ impl Session {
         let spawned = std::thread::Builder::new()
             .name("nvml".into())
             .spawn(move || {
-                let mut status = status;
-                worker.step("nvmlInit_v2");
-                let mut builder = Nvml::builder();
-                if let Some(p) = &lib {
-                    builder.lib_path(p.as_os_str());
-                }
-                let nvml = match builder.init() {
-                    Ok(nvml) => nvml,
-                    Err(e) => {
-                        status.error = Some(match e {
-                            NvmlError::LibloadingError(_) => {
-                                format!("no NVIDIA library ({}): {e}", status.library)
-                            }
-                            e => format!("NVML init failed ({}): {}", status.library, describe(&e)),
-                        });
-                        let _ = ready_tx.send(Err(status));
-                        return;
-                    }
-                };
-                worker.step("nvmlSystemGetDriverVersion");
-                status.available = true;
-                status.driver_version = nvml.sys_driver_version().ok();
-                worker.step("idle");
-                if ready_tx.send(Ok(status.clone())).is_err() {
+                let Some((nvml, status)) = init(lib.as_deref(), status, &worker, &ready_tx) else {
                     return;
-                }
+                };
                 while let Ok(reply) = req_rx.recv() {
                     let report = read_all(&nvml, &status, &worker);
                     worker.step("idle");

@@ -102,71 +102,82 @@ fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }
 
-/// The owner named by a cgroup path.
+/// The owner named by a cgroup path: the innermost kind first (a pod's
+/// container, a Slurm job, a container), then the user's and the system's
+/// units.
 pub fn owner_from_path(path: &str) -> Owner {
     let p = &*PATTERNS;
-    let owner = |kind, id: String, name: String| Owner { kind, id, name };
-    if let Some(c) = p.k8s_pod.captures(path) {
-        let uid = c[1].replace('_', "-");
-        let name = match p.k8s_container.captures(path) {
-            Some(cc) => format!("pod {uid} container {}", short(&first_group(&cc))),
-            None => format!("pod {uid}"),
-        };
-        return owner(OwnerKind::K8sPod, uid, name);
-    }
-    if let Some(c) = p.slurm_job.captures(path) {
+    k8s_pod(p, path)
+        .or_else(|| slurm_job(p, path))
+        .or_else(|| container(p, path))
+        .or_else(|| user_owner(p, path))
+        .or_else(|| {
+            let unit = p.unit.captures_iter(path).last()?[1].to_string();
+            Some(owner(OwnerKind::SystemdUnit, unit.clone(), unit))
+        })
+        .unwrap_or_default()
+}
+
+fn owner(kind: OwnerKind, id: String, name: String) -> Owner {
+    Owner { kind, id, name }
+}
+
+/// A Kubernetes pod, with its container where the path names one.
+fn k8s_pod(p: &Patterns, path: &str) -> Option<Owner> {
+    let c = p.k8s_pod.captures(path)?;
+    let uid = c[1].replace('_', "-");
+    let name = match p.k8s_container.captures(path) {
+        Some(cc) => format!("pod {uid} container {}", short(&first_group(&cc))),
+        None => format!("pod {uid}"),
+    };
+    Some(owner(OwnerKind::K8sPod, uid, name))
+}
+
+/// A Slurm job (and step), by number or by SLUID.
+fn slurm_job(p: &Patterns, path: &str) -> Option<Owner> {
+    let (job, step) = if let Some(c) = p.slurm_job.captures(path) {
         let job = c
             .get(1)
             .or(c.get(2))
             .map(|m| m.as_str())
             .unwrap_or_default();
-        let name = match c.get(3) {
-            Some(step) => format!("slurm job {job} step {}", step.as_str()),
-            None => format!("slurm job {job}"),
-        };
-        return owner(OwnerKind::SlurmJob, job.to_string(), name);
-    }
-    if let Some(c) = p.slurm_sluid.captures(path) {
-        let job = &c[1];
-        let name = match c.get(2) {
-            Some(step) => format!("slurm job {job} step {}", step.as_str()),
-            None => format!("slurm job {job}"),
-        };
-        return owner(OwnerKind::SlurmJob, job.to_string(), name);
-    }
-    for (runtime, re) in &p.containers {
-        if let Some(c) = re.captures(path) {
-            let id = first_group(&c);
-            let name = format!("{runtime} {}", short(&id));
-            return owner(OwnerKind::Container, id, name);
-        }
-    }
+        (job.to_string(), c.get(3).map(|m| m.as_str().to_string()))
+    } else {
+        let c = p.slurm_sluid.captures(path)?;
+        (c[1].to_string(), c.get(2).map(|m| m.as_str().to_string()))
+    };
+    let name = match step {
+        Some(step) => format!("slurm job {job} step {step}"),
+        None => format!("slurm job {job}"),
+    };
+    Some(owner(OwnerKind::SlurmJob, job, name))
+}
+
+/// A container of one of the known runtimes.
+fn container(p: &Patterns, path: &str) -> Option<Owner> {
+    p.containers.iter().find_map(|(runtime, re)| {
+        let id = first_group(&re.captures(path)?);
+        let name = format!("{runtime} {}", short(&id));
+        Some(owner(OwnerKind::Container, id, name))
+    })
+}
+
+/// A login session, a unit of a user's manager, or the manager's apps.
+fn user_owner(p: &Patterns, path: &str) -> Option<Owner> {
     if let Some(c) = p.session.captures(path) {
         let id = format!("session-{}", &c[2]);
-        return owner(
-            OwnerKind::Session,
-            id.clone(),
-            format!("{id} (uid {})", &c[1]),
-        );
+        let name = format!("{id} (uid {})", &c[1]);
+        return Some(owner(OwnerKind::Session, id, name));
     }
     if let Some(c) = p.user_unit.captures(path) {
         let unit = c[2].to_string();
         let name = format!("{unit} (user {})", &c[1]);
-        return owner(OwnerKind::SystemdUnit, unit, name);
+        return Some(owner(OwnerKind::SystemdUnit, unit, name));
     }
-    if let Some(c) = p.user_manager.captures(path) {
-        let id = format!("user@{}.service", &c[1]);
-        return owner(
-            OwnerKind::Session,
-            id.clone(),
-            format!("apps of uid {}", &c[1]),
-        );
-    }
-    if let Some(m) = p.unit.captures_iter(path).last() {
-        let unit = m[1].to_string();
-        return owner(OwnerKind::SystemdUnit, unit.clone(), unit);
-    }
-    Owner::default()
+    let c = p.user_manager.captures(path)?;
+    let id = format!("user@{}.service", &c[1]);
+    let name = format!("apps of uid {}", &c[1]);
+    Some(owner(OwnerKind::Session, id, name))
 }
 
 /// The owner from the bytes of /proc/PID/cgroup, with the path it came from.

@@ -253,15 +253,13 @@ fn uptime_ticks(ticks_per_second: u64) -> u64 {
 /// Every process that is not a holder (nor gpufree), as pkill sees it.
 pub(super) fn others(
     proc_fd: &Arc<OwnedFd>,
+    listed: Vec<u32>,
     holders: &[Process],
     limits: Limits,
     stuck: &Stuck,
 ) -> Vec<Brief> {
     let me = std::process::id();
-    let Ok(pids) = scan::list_pids(proc_fd) else {
-        return Vec::new();
-    };
-    let pids = pids
+    let pids = listed
         .into_iter()
         .filter(|pid| *pid != me && !holders.iter().any(|h| h.pid == *pid))
         .collect();

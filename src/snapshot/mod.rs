@@ -244,7 +244,8 @@ impl Collector {
         launchers(&self.proc_fd, &mut snap);
         restarters(&self.cfg, &mut snap);
         if self.cfg.others {
-            snap.others = others(&self.proc_fd, &snap.processes, limits, &self.stuck);
+            let (fd, stuck) = (&self.proc_fd, &self.stuck);
+            snap.others = others(fd, scanned.listed, &snap.processes, limits, stuck);
         }
         Ok(snap)
     }

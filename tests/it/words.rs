@@ -280,3 +280,45 @@ fn a_pid_that_holds_nothing_is_left_out_the_same_with_or_without_dry_run() {
     }
     assert_eq!(codes, vec![0, 0]);
 }
+
+#[test]
+fn the_remaining_usage_and_environment_errors_name_their_flag_in_one_line() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let file = d.tmp.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let under_file = file.join("man");
+    let missing = d.tmp.path().join("missing").join("gpufree.prom");
+    let cases: [(&[&str], i32, &str); 5] = [
+        // Usage (2): a proc root kill may not signal through, a regular
+        // expression that does not compile, a duration without a unit.
+        (
+            &["kill", "--proc-root", "/tmp", "--dry-run"],
+            2,
+            "--proc-root",
+        ),
+        (
+            &["kill", "--match", "python(", "--dry-run"],
+            2,
+            "--match 'python('",
+        ),
+        (&["kill", "--grace", "lots", "--dry-run"], 2, "lots"),
+        // Environment (3): a file stands where the pages' directory goes;
+        // the metrics file's directory does not exist.
+        (&["man", "--dir", under_file.to_str().unwrap()], 3, "--dir"),
+        (
+            &["metrics", "--output", missing.to_str().unwrap()],
+            3,
+            "--output",
+        ),
+    ];
+    for (args, code, names) in cases {
+        let r = on(&d, &state, args);
+        assert_eq!(r.code, code, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(names), "{args:?}: {}", r.stderr);
+        if args[1] != "--grace" {
+            // clap explains a bad value over several lines; ours are one.
+            assert_eq!(r.stderr.trim().lines().count(), 1, "{args:?}: {}", r.stderr);
+        }
+    }
+}

@@ -33,103 +33,25 @@ pub(super) fn run_jobs<T: Send + 'static>(
     job: Job<T>,
 ) -> Vec<(u32, Result<T, Unread>)> {
     let mut done: BTreeMap<u32, Result<T, Unread>> = BTreeMap::new();
-    let pids: Vec<u32> = {
-        let still = stuck.set();
-        pids.into_iter()
-            .filter(|pid| {
-                let hung = still.contains(pid);
-                if hung {
-                    done.insert(*pid, Err(Unread::StillStuck));
-                }
-                !hung
-            })
-            .collect()
-    };
-    struct Queue {
-        pids: Vec<u32>,
-        next: AtomicUsize,
-        /// Per worker: the PID it works on and since when. A worker and the
-        /// caller change a slot and the stuck set only under this lock.
-        busy: Mutex<Vec<Option<(u32, Instant)>>>,
-    }
-    let queue = Arc::new(Queue {
-        pids,
-        next: AtomicUsize::new(0),
-        busy: Mutex::new(Vec::new()),
-    });
-    fn lock(q: &Queue) -> std::sync::MutexGuard<'_, Vec<Option<(u32, Instant)>>> {
-        q.busy.lock().unwrap_or_else(|p| p.into_inner())
-    }
+    let pids = skip_stuck(pids, stuck, &mut done);
     let (tx, rx) = mpsc::channel::<(u32, T)>();
-    // Starts a worker; false when the system refuses a thread (EAGAIN).
-    let spawn = |queue: &Arc<Queue>, tx: &mpsc::Sender<(u32, T)>| -> bool {
-        let slot = {
-            let mut busy = lock(queue);
-            busy.push(None);
-            busy.len() - 1
-        };
-        let (queue, tx, job, stuck) = (
-            Arc::clone(queue),
-            tx.clone(),
-            Arc::clone(&job),
-            stuck.clone(),
-        );
-        std::thread::Builder::new()
-            .name("gpufree-scan".into())
-            .spawn(move || {
-                let mut buf = Vec::with_capacity(MAPS_CHUNK);
-                loop {
-                    let i = queue.next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&pid) = queue.pids.get(i) else { break };
-                    lock(&queue)[slot] = Some((pid, Instant::now()));
-                    let r = job(pid, &mut buf);
-                    {
-                        let mut busy = lock(&queue);
-                        // A slot the caller emptied was reported stuck.
-                        if busy[slot].take().is_none() {
-                            stuck.set().remove(&pid);
-                        }
-                    }
-                    if tx.send((pid, r)).is_err() {
-                        break; // the caller has given up on us
-                    }
-                }
-            })
-            .is_ok()
+    let pool = Pool {
+        queue: Arc::new(Queue {
+            pids,
+            next: AtomicUsize::new(0),
+            busy: Mutex::new(Vec::new()),
+        }),
+        tx,
+        job,
+        stuck: stuck.clone(),
     };
-    let mut working = (0..threads.max(1)).filter(|_| spawn(&queue, &tx)).count();
-    let total = done.len() + queue.pids.len();
+    let mut working = (0..threads.max(1)).filter(|_| pool.spawn()).count();
+    let total = done.len() + pool.queue.pids.len();
     let tick = Duration::from_millis(20).min(limits.read_timeout);
     while done.len() < total {
-        let now = Instant::now();
-        let past_deadline = limits.deadline.is_some_and(|d| now >= d);
+        let past_deadline = limits.deadline.is_some_and(|d| Instant::now() >= d);
         if past_deadline || working == 0 {
-            // Stop the queue. Results already sent count; a read in hand
-            // past the read timeout is stuck; the rest was not read.
-            queue.next.store(queue.pids.len(), Ordering::Relaxed);
-            for (pid, r) in rx.try_iter() {
-                done.entry(pid).or_insert(Ok(r));
-            }
-            let mut busy = lock(&queue);
-            for (pid, since) in busy.iter_mut().filter_map(|s| s.take()) {
-                if since.elapsed() >= limits.read_timeout {
-                    stuck.set().insert(pid);
-                    done.entry(pid)
-                        .or_insert(Err(Unread::TimedOut(since.elapsed())));
-                }
-            }
-            drop(busy);
-            let left = if working == 0 {
-                Unread::Failed {
-                    what: "a worker thread",
-                    errno: Errno::AGAIN,
-                }
-            } else {
-                Unread::NotReached
-            };
-            for &pid in &queue.pids {
-                done.entry(pid).or_insert(Err(left));
-            }
+            pool.stop(&rx, &mut done, limits.read_timeout, working == 0);
             break;
         }
         match rx.recv_timeout(tick) {
@@ -137,25 +59,11 @@ pub(super) fn run_jobs<T: Send + 'static>(
                 done.entry(pid).or_insert(Ok(r));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let hung: Vec<u32> = {
-                    let mut busy = lock(&queue);
-                    busy.iter_mut()
-                        .filter_map(|s| match *s {
-                            Some((pid, since)) if since.elapsed() >= limits.read_timeout => {
-                                // Reported once; the thread stays stuck.
-                                *s = None;
-                                stuck.set().insert(pid);
-                                Some(pid)
-                            }
-                            _ => None,
-                        })
-                        .collect()
-                };
-                for pid in hung {
+                for pid in pool.take_hung(limits.read_timeout) {
                     done.entry(pid)
                         .or_insert(Err(Unread::TimedOut(limits.read_timeout)));
                     working -= 1;
-                    if spawn(&queue, &tx) {
+                    if pool.spawn() {
                         working += 1;
                     }
                 }
@@ -164,6 +72,146 @@ pub(super) fn run_jobs<T: Send + 'static>(
         }
     }
     done.into_iter().collect()
+}
+
+/// The PIDs to read: those whose earlier read is still stuck are
+/// reported as such at once, and left out.
+fn skip_stuck<T>(
+    pids: Vec<u32>,
+    stuck: &Stuck,
+    done: &mut BTreeMap<u32, Result<T, Unread>>,
+) -> Vec<u32> {
+    let still = stuck.set();
+    pids.into_iter()
+        .filter(|pid| {
+            let hung = still.contains(pid);
+            if hung {
+                done.insert(*pid, Err(Unread::StillStuck));
+            }
+            !hung
+        })
+        .collect()
+}
+
+/// The PIDs the workers take in turn, and what each worker is reading.
+struct Queue {
+    pids: Vec<u32>,
+    next: AtomicUsize,
+    /// Per worker: the PID it works on and since when. A worker and the
+    /// caller change a slot and the stuck set only under this lock.
+    busy: Mutex<Vec<Option<(u32, Instant)>>>,
+}
+
+impl Queue {
+    fn busy(&self) -> std::sync::MutexGuard<'_, Vec<Option<(u32, Instant)>>> {
+        self.busy.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The workers' shared queue, their channel back and the job they run.
+struct Pool<T> {
+    queue: Arc<Queue>,
+    tx: mpsc::Sender<(u32, T)>,
+    job: Job<T>,
+    stuck: Stuck,
+}
+
+impl<T: Send + 'static> Pool<T> {
+    /// Starts a worker; false when the system refuses a thread (EAGAIN).
+    fn spawn(&self) -> bool {
+        let slot = {
+            let mut busy = self.queue.busy();
+            busy.push(None);
+            busy.len() - 1
+        };
+        let (queue, tx, job, stuck) = (
+            Arc::clone(&self.queue),
+            self.tx.clone(),
+            Arc::clone(&self.job),
+            self.stuck.clone(),
+        );
+        std::thread::Builder::new()
+            .name("gpufree-scan".into())
+            .spawn(move || work(&queue, slot, &tx, &job, &stuck))
+            .is_ok()
+    }
+
+    /// The PIDs whose read has taken `read_timeout` or longer: reported
+    /// once (their slots emptied) and added to the stuck set; their
+    /// threads stay stuck.
+    fn take_hung(&self, read_timeout: Duration) -> Vec<u32> {
+        let mut busy = self.queue.busy();
+        busy.iter_mut()
+            .filter_map(|s| match *s {
+                Some((pid, since)) if since.elapsed() >= read_timeout => {
+                    *s = None;
+                    self.stuck.set().insert(pid);
+                    Some(pid)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Stops the queue. Results already sent count; a read in hand past
+    /// the read timeout is stuck; the rest was not read (or, when no
+    /// worker could be started, failed for want of a thread).
+    fn stop(
+        &self,
+        rx: &mpsc::Receiver<(u32, T)>,
+        done: &mut BTreeMap<u32, Result<T, Unread>>,
+        read_timeout: Duration,
+        no_workers: bool,
+    ) {
+        self.queue
+            .next
+            .store(self.queue.pids.len(), Ordering::Relaxed);
+        for (pid, r) in rx.try_iter() {
+            done.entry(pid).or_insert(Ok(r));
+        }
+        let mut busy = self.queue.busy();
+        for (pid, since) in busy.iter_mut().filter_map(|s| s.take()) {
+            if since.elapsed() >= read_timeout {
+                self.stuck.set().insert(pid);
+                done.entry(pid)
+                    .or_insert(Err(Unread::TimedOut(since.elapsed())));
+            }
+        }
+        drop(busy);
+        let left = if no_workers {
+            Unread::Failed {
+                what: "a worker thread",
+                errno: Errno::AGAIN,
+            }
+        } else {
+            Unread::NotReached
+        };
+        for &pid in &self.queue.pids {
+            done.entry(pid).or_insert(Err(left));
+        }
+    }
+}
+
+/// A worker: takes the next PID until the queue is empty or the caller
+/// has given up, marking its slot busy while it reads.
+fn work<T>(queue: &Queue, slot: usize, tx: &mpsc::Sender<(u32, T)>, job: &Job<T>, stuck: &Stuck) {
+    let mut buf = Vec::with_capacity(MAPS_CHUNK);
+    loop {
+        let i = queue.next.fetch_add(1, Ordering::Relaxed);
+        let Some(&pid) = queue.pids.get(i) else { break };
+        queue.busy()[slot] = Some((pid, Instant::now()));
+        let r = job(pid, &mut buf);
+        {
+            let mut busy = queue.busy();
+            // A slot the caller emptied was reported stuck.
+            if busy[slot].take().is_none() {
+                stuck.set().remove(&pid);
+            }
+        }
+        if tx.send((pid, r)).is_err() {
+            break; // the caller has given up on us
+        }
+    }
 }
 
 pub(super) fn worker_count(n: usize) -> usize {

@@ -1,0 +1,282 @@
+//! How a command ends: an [`Outcome`] when it ran to its end (its output
+//! says why), an [`Error`] when it could not. [`exit_code`] maps both to
+//! the exit codes of SPEC.md, and [`finish`] prints the one-line message:
+//! nowhere else is an exit code chosen.
+
+use super::files::WriteError;
+use crate::serve::ServeError;
+use crate::sim::SimError;
+use crate::snapshot::SnapshotError;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+/// How a command that ran to its end concluded; what it printed says why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done, free, nothing wrong.
+    Done,
+    /// The condition was not reached: busy, not free by the timeout,
+    /// problems found.
+    NotReached,
+    /// The verdict is unknown: the output names what could not be seen.
+    Unknown,
+    /// kill: some targets survived or the memory was not released.
+    Survivors,
+    /// Refused for safety; the plan shown says why.
+    Refused,
+}
+
+/// Why a command could not run to its end; each names the flag, file or
+/// call at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The command line did not parse, or asked for help or the version
+    /// (clap renders both).
+    #[error("{0}")]
+    Args(#[from] clap::Error),
+    /// A flag's regular expression does not compile.
+    #[error("{flag} '{text}': invalid regular expression: {why}")]
+    Regex {
+        /// The flag.
+        flag: &'static str,
+        /// What was given.
+        text: String,
+        /// regex's reason, its last line.
+        why: String,
+    },
+    /// `--gpu` names no GPU here.
+    #[error("{0}")]
+    Selector(String),
+    /// `kill --unit` matches no unit, or more than one.
+    #[error("{0}")]
+    Unit(String),
+    /// `kill --user` names no user of this host.
+    #[error("--user {0}: no such user (give a name of this host or a UID)")]
+    NoSuchUser(String),
+    /// `kill` with a `--proc-root` other than /proc.
+    #[error("--proc-root: kill signals only processes of this PID namespace's /proc")]
+    KillProcRoot,
+    /// A `--dev-dir` given by hand holds no GPU node while NVML sees GPUs.
+    #[error("--dev-dir {}: no GPU device node there (nvidia*, dri/card*, dri/renderD*, kfd)", .0.display())]
+    NoGpuNode(PathBuf),
+    /// A `--dev-dir` given by hand could not be listed.
+    #[error("{0}")]
+    DevDir(SnapshotError),
+    /// `doctor --unit` could not read the file.
+    #[error("--unit {}: {why}", path.display())]
+    UnitFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// A file was not written (`metrics --output`, `man --dir`).
+    #[error("{target}: {source}")]
+    Write {
+        /// The flag and the file.
+        target: String,
+        /// Why: refused (a path the user chose) or failed.
+        source: WriteError,
+    },
+    /// The snapshot could not be taken (no GPU, /proc unreadable).
+    #[error(transparent)]
+    Snapshot(SnapshotError),
+    /// `watch` without a terminal.
+    #[error("watch: needs a terminal on stdin and stdout; for one look use `gpufree status` (or --json)")]
+    NoTerminal,
+    /// The live view failed.
+    #[error("{}", chain(.0.as_ref()))]
+    Watch(Box<dyn std::error::Error + Send + Sync>),
+    /// The metrics server failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    /// The demo failed.
+    #[error(transparent)]
+    Demo(#[from] crate::demo::Error),
+    /// A `sim` command failed.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// `kill`: the plan could not be shown, so nothing was signalled.
+    #[error("kill: the plan could not be written ({0}); nothing signalled")]
+    PlanNotShown(io::Error),
+    /// `kill` without `--yes` and without a terminal to ask on.
+    #[error("refusing to signal without --yes: no terminal to confirm on")]
+    NoConfirmation,
+    /// `kill`: the operator did not say yes.
+    #[error("not confirmed; nothing signalled")]
+    NotConfirmed,
+    /// `kill`: whether the memory came back cannot be told.
+    #[error("kill: the release is unknown: {}", .0.join("; "))]
+    ReleaseUnknown(Vec<String>),
+    /// `wait`: whether the GPUs are free cannot be told.
+    #[error("wait: cannot tell whether {which} {} free: {}", if *.several { "are" } else { "is" }, .reasons.join("; "))]
+    WaitUnknown {
+        /// "GPU 0", "GPUs 0-3".
+        which: String,
+        /// More than one GPU.
+        several: bool,
+        /// What could not be seen.
+        reasons: Vec<String>,
+    },
+    /// Reading or writing the terminal or stdout failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// An error and its causes in one line, `: ` between them.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    std::iter::successors(Some(e), |e| e.source())
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+impl Error {
+    /// The reader of stdout went away (`| head`): not a failure.
+    fn is_broken_pipe(&self) -> bool {
+        let source: &(dyn std::error::Error + 'static) = match self {
+            Error::Io(e) => e,
+            Error::Watch(e) => e.as_ref(),
+            Error::Demo(e) => e,
+            _ => return false,
+        };
+        std::iter::successors(Some(source), |e| e.source()).any(|e| {
+            e.downcast_ref::<io::Error>()
+                .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+        })
+    }
+}
+
+/// The exit code of a command's end (SPEC.md): 0 done, 1 not reached,
+/// 2 usage, 3 environment or unknown, 4 survivors, 5 refused; 127 when
+/// `sim exec` could not run its command (as `env` and shells do).
+pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
+    use Error as E;
+    let e = match end {
+        Ok(Outcome::Done) => return 0,
+        Ok(Outcome::NotReached) => return 1,
+        Ok(Outcome::Unknown) => return 3,
+        Ok(Outcome::Survivors) => return 4,
+        Ok(Outcome::Refused) => return 5,
+        Err(e) if e.is_broken_pipe() => return 0,
+        Err(e) => e,
+    };
+    match e {
+        E::Args(e) if !e.use_stderr() => 0,
+        E::Args(_)
+        | E::Regex { .. }
+        | E::Selector(_)
+        | E::Unit(_)
+        | E::NoSuchUser(_)
+        | E::KillProcRoot
+        | E::NoGpuNode(_)
+        | E::DevDir(_)
+        | E::UnitFile { .. }
+        | E::Write {
+            source: WriteError::Refused(_),
+            ..
+        }
+        | E::Serve(ServeError::Address { .. } | ServeError::Gpu(_))
+        | E::Sim(SimError::State { .. }) => 2,
+        E::Sim(SimError::Exec { .. }) => 127,
+        E::NoConfirmation | E::NotConfirmed => 5,
+        E::Write { .. }
+        | E::Snapshot(_)
+        | E::NoTerminal
+        | E::Watch(_)
+        | E::Serve(_)
+        | E::Demo(_)
+        | E::Sim(_)
+        | E::PlanNotShown(_)
+        | E::ReleaseUnknown(_)
+        | E::WaitUnknown { .. }
+        | E::Io(_) => 3,
+    }
+}
+
+/// Ends a command: says what went wrong in one line on stderr (clap's own
+/// text for the command line) and returns the exit code.
+pub fn finish(end: Result<Outcome, Error>) -> std::process::ExitCode {
+    let code = exit_code(&end);
+    match end {
+        Err(Error::Args(e)) if e.use_stderr() => {
+            // The error quotes what was typed (or pasted): shown, not obeyed.
+            let mut err = crate::safe::Guard::new(io::stderr().lock(), false);
+            let _ = err.write_all(e.render().to_string().as_bytes());
+            let _ = err.flush();
+        }
+        Err(Error::Args(e)) => {
+            let _ = e.print();
+        }
+        Err(e) if code != 0 => {
+            // One line, whatever names it carries.
+            let line = crate::safe::fit(&e.to_string(), crate::safe::MESSAGE_MAX);
+            eprintln!("gpufree: {line}");
+        }
+        _ => {}
+    }
+    std::process::ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_map_to_spec_codes() {
+        let codes: Vec<u8> = [
+            Outcome::Done,
+            Outcome::NotReached,
+            Outcome::Unknown,
+            Outcome::Survivors,
+            Outcome::Refused,
+        ]
+        .into_iter()
+        .map(|o| exit_code(&Ok(o)))
+        .collect();
+        assert_eq!(codes, [0, 1, 3, 4, 5]);
+    }
+
+    #[test]
+    fn errors_map_to_spec_codes() {
+        let code = |e: Error| exit_code(&Err(e));
+        assert_eq!(code(Error::Selector("--gpu 9: no such GPU".into())), 2);
+        assert_eq!(code(Error::KillProcRoot), 2);
+        assert_eq!(
+            code(Error::Write {
+                target: "--output x".into(),
+                source: WriteError::Refused("is a symlink"),
+            }),
+            2
+        );
+        assert_eq!(
+            code(Error::Write {
+                target: "--output x".into(),
+                source: WriteError::Io(io::Error::other("disk full")),
+            }),
+            3
+        );
+        assert_eq!(code(Error::NoTerminal), 3);
+        assert_eq!(code(Error::ReleaseUnknown(vec!["no NVML".into()])), 3);
+        assert_eq!(code(Error::NoConfirmation), 5);
+        assert_eq!(code(Error::NotConfirmed), 5);
+    }
+
+    #[test]
+    fn a_closed_stdout_is_success_but_not_for_the_plan() {
+        let pipe = || io::Error::from(io::ErrorKind::BrokenPipe);
+        assert_eq!(exit_code(&Err(Error::Io(pipe()))), 0);
+        assert_eq!(exit_code(&Err(Error::Watch(Box::new(pipe())))), 0);
+        assert_eq!(exit_code(&Err(Error::PlanNotShown(pipe()))), 3);
+        assert_eq!(exit_code(&Err(Error::Io(io::Error::other("eio")))), 3);
+    }
+
+    #[test]
+    fn a_watch_error_names_its_causes_in_one_line() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("watch: the terminal")]
+        struct Outer(#[source] io::Error);
+        let e = Error::Watch(Box::new(Outer(io::Error::other("gone"))));
+        assert_eq!(e.to_string(), "watch: the terminal: gone");
+    }
+}

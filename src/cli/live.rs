@@ -1,0 +1,80 @@
+//! The commands that keep running or run something else: `watch`,
+//! `serve`, `demo` and `sim`.
+
+use super::*;
+
+/// `gpufree watch`: the live view, on a terminal only.
+pub(super) fn watch(
+    common: &Common,
+    interval: std::time::Duration,
+    scan_every: std::time::Duration,
+) -> Result<Outcome, Error> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(Error::NoTerminal);
+    }
+    let first = take_selected(common, false)?;
+    let opts = crate::watch::Options {
+        interval,
+        scan_every,
+        gpus: if common.gpu.is_empty() {
+            Vec::new()
+        } else {
+            first.gpus.iter().map(|g| g.index).collect()
+        },
+    };
+    crate::watch::run(config(common), opts).map_err(|e| Error::Watch(e.into()))?;
+    Ok(Outcome::Done)
+}
+
+/// `gpufree serve`: Prometheus metrics over HTTP until stopped.
+pub(super) fn serve(common: &Common, args: &ServeArgs) -> Result<Outcome, Error> {
+    let c = collector(common, false, None)?;
+    let opts = crate::serve::Options {
+        listen: args.listen.clone(),
+        interval: args.interval,
+        label_cmdline: args.label_cmdline,
+        gpus: common.gpu.clone(),
+        max_connections: args
+            .max_connections
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        header_timeout: args.header_timeout,
+        idle_timeout: args.idle_timeout,
+    };
+    let quiet = common.quiet;
+    crate::serve::serve(c, &opts, |addr| {
+        if !quiet {
+            eprintln!("gpufree serve: listening on http://{addr}/metrics")
+        }
+    })?;
+    Ok(Outcome::Done)
+}
+
+/// `gpufree demo`: the reference incident; survivors when the GPUs did
+/// not come back.
+pub(super) fn demo(common: &Common, hold: bool, paint: Paint) -> Result<Outcome, Error> {
+    let opts = crate::demo::Options {
+        json: common.json,
+        hold,
+        paint,
+    };
+    Ok(if crate::demo::run(&opts)? {
+        Outcome::Done
+    } else {
+        Outcome::Survivors
+    })
+}
+
+/// `gpufree sim lib` prints the library's directory; `gpufree sim exec`
+/// becomes its command and returns only when that could not start.
+pub(super) fn sim(cmd: SimCommand, paint: &Paint) -> Result<Outcome, Error> {
+    match cmd {
+        SimCommand::Lib => {
+            let dir = crate::sim::library_dir()?;
+            let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+            writeln!(out, "{}", dir.display())?;
+            Ok(Outcome::Done)
+        }
+        SimCommand::Exec { state, cmd } => Err(crate::sim::exec(&state, &cmd).into()),
+    }
+}

@@ -1,0 +1,77 @@
+//! The commands that take one snapshot and show it: `status`, `why` and
+//! `metrics`.
+
+use super::*;
+use crate::present::table;
+
+/// `gpufree status`: the table, or the JSON document.
+pub(super) fn status(common: &Common, paint: &Paint) -> Result<Outcome, Error> {
+    let mut snap = take_selected(common, false)?;
+    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    if common.json {
+        write_json(&mut out, &snap)?;
+    } else {
+        if common.quiet {
+            snap.findings.clear();
+        }
+        table::write_status_with(&mut out, &snap, paint, !common.quiet)?;
+    }
+    Ok(Outcome::Done)
+}
+
+/// `gpufree why [--pattern REGEX]`: the findings; the outcome is the
+/// verdict's.
+pub(super) fn why(common: &Common, pattern: Option<&str>, paint: &Paint) -> Result<Outcome, Error> {
+    let pattern = match pattern {
+        Some(p) => Some((p.to_string(), regex_flag("--pattern", p)?)),
+        None => None,
+    };
+    let mut snap = take_selected(common, pattern.is_some())?;
+    snap.findings = crate::diagnose::diagnose_with(&snap, &crate::diagnose::Options { pattern });
+    let outcome = verdict_outcome(snap.verdict.state);
+    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    let written = if common.json {
+        write_json(&mut out, &snap)
+    } else {
+        if common.quiet {
+            for f in &mut snap.findings {
+                f.details.clear();
+                f.next.clear();
+            }
+        }
+        crate::present::why::write_why(&mut out, &snap, paint)
+    };
+    shown(written.and_then(|()| out.flush()), outcome)
+}
+
+/// `gpufree metrics [--output FILE]`: the Prometheus text once, on stdout
+/// or atomically into FILE.
+pub(super) fn metrics(
+    common: &Common,
+    output: Option<&std::path::Path>,
+    label_cmdline: bool,
+    paint: &Paint,
+) -> Result<Outcome, Error> {
+    let started = std::time::Instant::now();
+    let snap = take_selected(common, false)?;
+    let extra = crate::present::metrics::Extra {
+        label_cmdline,
+        snapshot_duration_seconds: Some(started.elapsed().as_secs_f64()),
+        ..Default::default()
+    };
+    let text = crate::present::metrics::render_textfile(&snap, &extra);
+    match output {
+        None => Guard::new(std::io::stdout().lock(), paint.color).write_all(text.as_bytes())?,
+        // With command lines (which may hold secrets), for the owner only.
+        Some(path) => files::write_atomically(
+            path,
+            text.as_bytes(),
+            if label_cmdline { 0o600 } else { 0o644 },
+        )
+        .map_err(|source| Error::Write {
+            target: format!("--output {}", path.display()),
+            source,
+        })?,
+    }
+    Ok(Outcome::Done)
+}

@@ -1,0 +1,98 @@
+//! Passes over chosen PIDs, never a walk of the proc directory: pinning
+//! the processes NVML lists that the scan did not find, whether pinned
+//! processes hold a node now, and the titles `pkill` matches. Each read
+//! runs on the scan's workers under the same limits.
+
+use super::*;
+
+/// Pins processes that the scan did not find holding a node (NVML lists
+/// them): opens each `/proc/PID` once and reads its details, fds and maps
+/// through it (whether it holds a node now, where that can be read). Gone
+/// PIDs are left out; unreadable ones are returned with why.
+pub fn pin(
+    proc_fd: &Arc<OwnedFd>,
+    nodes: &Arc<NodeSet>,
+    pids: Vec<u32>,
+    limits: Limits,
+    stuck: &Stuck,
+) -> (Vec<Seen>, Vec<(u32, Unread)>) {
+    let (proc_fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
+    let job = Arc::new(move |pid: u32, buf: &mut Vec<u8>| {
+        let dir = open_dir(&*proc_fd, &pid.to_string())?;
+        let details = read_details(&dir)?;
+        let (uses, fds_read) = match task_uses(&dir, &details.stat, &nodes, buf) {
+            Ok(uses) => (uses, true),
+            Err(_) => (Vec::new(), false),
+        };
+        Ok::<_, Errno>(Seen {
+            pid,
+            uses,
+            details,
+            dir,
+            fds_read,
+        })
+    });
+    let threads = pids.len().clamp(1, 4);
+    let mut seen = Vec::new();
+    let mut unread = Vec::new();
+    for (pid, r) in run_jobs(pids, threads, limits, stuck, job) {
+        match r {
+            Ok(Ok(s)) => seen.push(s),
+            Ok(Err(e)) => {
+                if let Outcome::Unreadable(why) = classify("details", e) {
+                    unread.push((pid, why));
+                }
+            }
+            Err(why) => unread.push((pid, why)),
+        }
+    }
+    (seen, unread)
+}
+
+/// Whether each pinned process holds a node now, read through its
+/// directory fd on worker threads under `limits`: a read that hangs (a
+/// target in D state) is Unknown, never a wait without end.
+pub fn holding_many(
+    dirs: Vec<(u32, OwnedFd)>,
+    nodes: &Arc<NodeSet>,
+    limits: Limits,
+    stuck: &Stuck,
+) -> Vec<(u32, Holding)> {
+    let pids: Vec<u32> = dirs.iter().map(|(pid, _)| *pid).collect();
+    let dirs: Arc<BTreeMap<u32, OwnedFd>> = Arc::new(dirs.into_iter().collect());
+    let nodes = Arc::clone(nodes);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| match dirs.get(&pid) {
+        Some(dir) => holding_now(dir, &nodes),
+        None => Holding::Gone,
+    });
+    let threads = pids.len().clamp(1, 4);
+    run_jobs(pids, threads, limits, stuck, job)
+        .into_iter()
+        .map(|(pid, r)| (pid, r.unwrap_or_else(Holding::Unknown)))
+        .collect()
+}
+
+/// Each process's comm and command line (what `pkill` matches), each read
+/// under `limits`: a process whose command line cannot be read in time
+/// (its memory map locked in D state) is left out.
+pub fn titles(
+    proc_fd: &Arc<OwnedFd>,
+    pids: Vec<u32>,
+    limits: Limits,
+    stuck: &Stuck,
+) -> Vec<(u32, String, Vec<String>)> {
+    let proc_fd = Arc::clone(proc_fd);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
+        let dir = open_dir(&*proc_fd, &pid.to_string()).ok()?;
+        let stat = read_stat(&dir).ok()?;
+        let cmdline = read_at(&dir, "cmdline")
+            .map(|b| parse::parse_cmdline(&b))
+            .unwrap_or_default();
+        Some((stat.comm, cmdline))
+    });
+    let threads = worker_count(pids.len());
+    run_jobs(pids, threads, limits, stuck, job)
+        .into_iter()
+        .filter_map(|(pid, r)| r.ok().flatten().map(|(comm, cmd)| (pid, comm, cmd)))
+        .collect()
+}
