@@ -20,9 +20,9 @@ pub use error::{exit_code, finish, Error, Outcome};
 pub use files::WriteError;
 
 use crate::model::VerdictState;
+use crate::pipeline::{self, Look};
 use crate::present::{write_json, Paint};
 use crate::safe::{fit, Guard};
-use crate::pipeline::{self, Look};
 use crate::snapshot::{self, Config, GpuSelector, SnapshotError};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;

@@ -4,6 +4,7 @@
 //! holders.
 
 use super::*;
+use crate::model::Kin;
 
 /// What one snapshot collected, before it is joined into the model.
 pub(super) struct Collected {
@@ -12,6 +13,8 @@ pub(super) struct Collected {
     pub(super) unreadable: BTreeMap<u32, Unread>,
     pub(super) vanished: Vec<u32>,
     pub(super) scanned: u32,
+    /// Every non-holder the scan read: parent, comm, start time.
+    pub(super) kin: BTreeMap<u32, Kin>,
 }
 
 pub(super) fn gpus_without_nvml(nodes: &NodeSet) -> Vec<Gpu> {
@@ -37,6 +40,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         unreadable,
         vanished,
         scanned,
+        kin,
     } = c;
     let mut gpus = if report.status.available {
         report.gpus
@@ -55,7 +59,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
             !pins.contains_key(pid) && !unreadable.contains_key(pid) && !stale.contains(pid)
         })
         .collect();
-    mark_orphans(proc_fd, &mut processes);
+    mark_orphans(proc_fd, &mut processes, &kin);
     account(&mut gpus, &processes);
     let mut visibility = visibility(cfg, scanned, unreadable_of(proc_fd, unreadable), vanished);
     visibility.nvml_pids_not_visible = not_visible;
@@ -74,7 +78,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         ticks_per_second,
         verdict: Default::default(),
         pins: Pins::new(pins),
-        parents: BTreeMap::new(),
+        parents: kin,
         units: BTreeMap::new(),
         pods: BTreeMap::new(),
     }
@@ -352,16 +356,23 @@ pub(super) fn process_from(
 
 /// Marks holders whose parent is init or a user manager (a subreaper) as
 /// orphaned, except the main process of a unit or container: the earliest
-/// process of its cgroup whose parent is that reaper.
-pub(super) fn mark_orphans(proc_fd: &OwnedFd, processes: &mut [Process]) {
-    let parent_is_reaper = |p: &Process| {
-        p.ppid == 1
-            || (p.ppid > 1
-                && scan::read_at(proc_fd, &format!("{}/comm", p.ppid))
-                    .is_ok_and(|c| c.trim_ascii_end() == b"systemd"))
+/// process of its cgroup whose parent is that reaper. Parents and siblings
+/// come from the scan's one pass (`kin`); only the siblings' cgroups are
+/// read, never /proc walked again.
+pub(super) fn mark_orphans(proc_fd: &OwnedFd, processes: &mut [Process], kin: &BTreeMap<u32, Kin>) {
+    let comm_of = |pid: u32| {
+        kin.get(&pid).map(|k| k.comm.as_str()).or_else(|| {
+            processes
+                .iter()
+                .find(|q| q.pid == pid)
+                .map(|q| q.comm.as_str())
+        })
     };
     let candidates: Vec<usize> = (0..processes.len())
-        .filter(|&i| parent_is_reaper(&processes[i]))
+        .filter(|&i| {
+            let ppid = processes[i].ppid;
+            ppid == 1 || (ppid > 1 && comm_of(ppid) == Some("systemd"))
+        })
         .collect();
     if candidates.is_empty() {
         return;
@@ -371,10 +382,15 @@ pub(super) fn mark_orphans(proc_fd: &OwnedFd, processes: &mut [Process]) {
         .any(|&i| has_main_process(&processes[i].owner));
     // The reaper's other children, with their cgroups and start times.
     let siblings: Vec<(u32, String, u64)> = if needs_main {
-        reaper_children(
-            proc_fd,
-            &candidates.iter().map(|&i| processes[i].ppid).collect(),
-        )
+        let reapers = candidates.iter().map(|&i| processes[i].ppid).collect();
+        let mut siblings = reaper_children(proc_fd, &reapers, kin);
+        siblings.extend(
+            processes
+                .iter()
+                .filter(|q| reapers.contains(&q.ppid))
+                .map(|q| (q.ppid, q.cgroup.clone(), q.start_time_ticks)),
+        );
+        siblings
     } else {
         Vec::new()
     };
@@ -395,27 +411,28 @@ pub(super) fn has_main_process(owner: &Owner) -> bool {
     )
 }
 
-/// (ppid, cgroup path, start time) of every process whose parent is one of `reapers`.
-pub(super) fn reaper_children(
+/// (ppid, cgroup path, start time) of every non-holder the scan read whose
+/// parent is one of `reapers`: its cgroup read now, and kept only if the
+/// process still has the start time the scan saw (the PID was not reused
+/// in between).
+fn reaper_children(
     proc_fd: &OwnedFd,
     reapers: &BTreeSet<u32>,
+    kin: &BTreeMap<u32, Kin>,
 ) -> Vec<(u32, String, u64)> {
-    let Ok(pids) = scan::list_pids(proc_fd) else {
-        return Vec::new();
-    };
-    pids.into_iter()
-        .filter_map(|pid| {
+    kin.iter()
+        .filter(|(_, k)| reapers.contains(&k.ppid))
+        .filter_map(|(pid, k)| {
+            let cg = scan::read_at(proc_fd, &format!("{pid}/cgroup")).ok()?;
             let stat =
                 parse::parse_stat(&scan::read_at(proc_fd, &format!("{pid}/stat")).ok()?).ok()?;
-            if !reapers.contains(&stat.ppid) {
-                return None;
-            }
-            let cg = scan::read_at(proc_fd, &format!("{pid}/cgroup")).ok()?;
-            Some((
-                stat.ppid,
-                owner::cgroup_path(&cg).unwrap_or_default(),
-                stat.start_time,
-            ))
+            (stat.start_time == k.start_time_ticks).then(|| {
+                (
+                    k.ppid,
+                    owner::cgroup_path(&cg).unwrap_or_default(),
+                    k.start_time_ticks,
+                )
+            })
         })
         .collect()
 }

@@ -238,9 +238,9 @@ impl Collector {
             unreadable,
             vanished,
             scanned: scanned.scanned,
+            kin: scanned.parents.into_iter().collect(),
         };
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
-        snap.parents = scanned.parents.into_iter().collect();
         launchers(&self.proc_fd, &mut snap);
         restarters(&self.cfg, &mut snap);
         if self.cfg.others {
@@ -252,7 +252,8 @@ impl Collector {
 
     /// NVML, read after the pins; what it lists that the scan did not pin
     /// is pinned and NVML read again, until every listed PID was pinned
-    /// before the read (three rounds at most). Returns the last reading.
+    /// before the read (three rounds at most; no second reading when it
+    /// pinned nothing new). Returns the last reading.
     fn nvml_after_pins(&self, pinned: &mut Pinned, limits: Limits) -> NvmlReport {
         let me = std::process::id();
         let mut report = self.nvml_until(limits.deadline);
@@ -274,8 +275,13 @@ impl Collector {
                 &self.stuck,
             );
             tried.extend(extra);
-            pinned.seen.extend(more.into_iter().map(|s| (s.pid, s)));
             pinned.unreadable.extend(unread);
+            // Nothing new pinned (PIDs of another namespace, or unreadable):
+            // the last reading already came after every pin.
+            if more.is_empty() {
+                break;
+            }
+            pinned.seen.extend(more.into_iter().map(|s| (s.pid, s)));
             report = self.nvml_until(limits.deadline);
         }
         report

@@ -30,7 +30,15 @@ fn collections(args: &[&str]) -> (ExitCode, usize, usize) {
 fn status_why_and_kill_dry_run_collect_exactly_once() {
     let dir = TestDir::new(1);
     let holder = dir.mapper("nvidia0");
-    let state = dir.one_gpu(&[(holder.pid(), 4096, "while-alive")], 0);
+    // And a PID of another namespace (no such process here), which the
+    // collection tries to pin and must not make it read NVML twice.
+    let state = dir.one_gpu(
+        &[
+            (holder.pid(), 4096, "while-alive"),
+            (other_namespace_pid(), 2048, "always"),
+        ],
+        0,
+    );
     let lib = sim_lib();
     // The simulated library reads its state file from the environment.
     std::env::set_var("GPUFREE_SIM_STATE", &state);
@@ -58,4 +66,16 @@ fn status_why_and_kill_dry_run_collect_exactly_once() {
             "gpufree {command:?}: (walks of /proc, NVML read passes)"
         );
     }
+}
+
+/// A PID that names no process here: one past the highest this /proc
+/// allows (`/proc/sys/kernel/pid_max`), as a process of another PID
+/// namespace can be listed by NVML.
+fn other_namespace_pid() -> u32 {
+    let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    max + 1
 }
