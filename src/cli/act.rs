@@ -145,13 +145,16 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
         grace: args.grace,
         timeout: args.timeout,
         no_wait: args.no_wait,
-        progress: !common.quiet
-            && !common.json
-            && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         holders_only: args.holders_only,
         settle: args.settle,
     };
-    let (report, end) = kill::execute(&c, &snap, plan.clone(), &sel, &safety, &opts);
+    let mut spinner = Spinner::new(
+        !common.quiet && !common.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    );
+    let (report, end) =
+        kill::execute_reporting(&c, &snap, plan.clone(), &sel, &safety, &opts, &mut |e| {
+            spinner.on(e)
+        });
     let shown = if common.json {
         // The snapshot the verdict was made from (with --no-wait, the plan's).
         let after = end.map_or(snap, |s| snapshot::select(s, &indexes));
@@ -189,6 +192,45 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
         ));
     }
     with_outcome(shown.and_then(|()| out.flush()), code)
+}
+
+/// A kill's progress on stderr: a spinner while the memory is awaited,
+/// drawn only where `show` (a terminal, neither `-q` nor `--json`).
+struct Spinner {
+    show: bool,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Spinner {
+    fn new(show: bool) -> Spinner {
+        Spinner { show, bar: None }
+    }
+
+    fn on(&mut self, event: crate::act::progress::Event) {
+        use crate::act::progress::Event;
+        match event {
+            Event::ReleaseWaitStarted if self.show => {
+                let b = indicatif::ProgressBar::new_spinner();
+                b.set_message("waiting for the GPU memory to come back");
+                b.enable_steady_tick(std::time::Duration::from_millis(120));
+                self.bar = Some(b);
+            }
+            Event::MemoryHeld { held, .. } => {
+                if let Some(b) = &self.bar {
+                    b.set_message(format!(
+                        "waiting for the GPU memory: {}",
+                        crate::safe::fit(&held.join("; "), 160)
+                    ));
+                }
+            }
+            Event::ReleaseWaitEnded => {
+                if let Some(b) = self.bar.take() {
+                    b.finish_and_clear();
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The document `wait --json` prints.

@@ -36,6 +36,7 @@ use settle::{known_restart_watch, restart_suspected, settle};
 use signals::{joiners, round};
 
 use super::identity::{wait_exited, KillError, Target};
+use super::progress::Event;
 use super::quiesce::quiesce;
 use crate::diagnose::verdict::{self, Policy};
 use crate::diagnose::{memory_on_gpus, Groups, IDLE_SLACK_BYTES};
@@ -60,8 +61,6 @@ pub struct Options {
     pub timeout: Duration,
     /// Do not wait for the memory.
     pub no_wait: bool,
-    /// Show a progress bar (on a terminal).
-    pub progress: bool,
     /// `--holders-only`: without NVML, "released" may rest on the holders
     /// alone.
     pub holders_only: bool,
@@ -78,7 +77,6 @@ impl Default for Options {
             grace: Duration::from_secs(10),
             timeout: Duration::from_secs(60),
             no_wait: false,
-            progress: false,
             holders_only: false,
             settle: Duration::from_secs(1),
         }
@@ -120,7 +118,8 @@ impl Deadlines {
 }
 
 /// Executes `plan` (made from `initial` with `sel` and `safety`); returns
-/// the report and the snapshot its verdict was made from.
+/// the report and the snapshot its verdict was made from. Reports no
+/// progress: [`execute_reporting`] with no one listening.
 pub fn execute(
     c: &Collector,
     initial: &Snapshot,
@@ -128,6 +127,20 @@ pub fn execute(
     sel: &Selectors,
     safety: &Safety,
     opts: &Options,
+) -> (Report, Option<Snapshot>) {
+    execute_reporting(c, initial, plan, sel, safety, opts, &mut |_| {})
+}
+
+/// [`execute`], telling `progress` what happens as it happens (the rounds
+/// of signals, the wait for the memory).
+pub fn execute_reporting(
+    c: &Collector,
+    initial: &Snapshot,
+    plan: Plan,
+    sel: &Selectors,
+    safety: &Safety,
+    opts: &Options,
+    progress: &mut dyn FnMut(Event),
 ) -> (Report, Option<Snapshot>) {
     crate::pause::before_signals();
     super::quiesce::release_on_interrupt();
@@ -156,6 +169,11 @@ pub fn execute(
             opts.signal
         };
         let done = round(c, &snap, &entries, sig, opts, &deadlines, &mut report);
+        progress(Event::Signalled {
+            round: report.rounds,
+            signal: sig,
+            pids: done.iter().map(|t| t.pid).collect(),
+        });
         signalled.extend(
             done.iter()
                 .filter_map(|t| snap.processes.iter().find(|p| p.pid == t.pid))
@@ -185,12 +203,8 @@ pub fn execute(
         return (report, None);
     }
     let release = Release::new(initial, &signalled, &report, sel, handled);
-    let bar = opts.progress.then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_message("waiting for the GPU memory to come back");
-        b.enable_steady_tick(Duration::from_millis(120));
-        b
-    });
+    progress(Event::ReleaseWaitStarted);
+    let waiting = Instant::now();
     // NVML alone until the targets' memory is back (or the deadline), then
     // one fresh snapshot decides.
     let mut exited_at = None;
@@ -207,18 +221,14 @@ pub fn execute(
             if held.is_empty() || Instant::now() >= deadlines.act {
                 break;
             }
-            if let Some(b) = &bar {
-                b.set_message(format!(
-                    "waiting for the GPU memory: {}",
-                    crate::safe::fit(&held.join("; "), 160)
-                ));
-            }
+            progress(Event::MemoryHeld {
+                elapsed: waiting.elapsed(),
+                held,
+            });
             std::thread::sleep(Duration::from_millis(25));
         }
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    progress(Event::ReleaseWaitEnded);
     note_exits();
     let end = c.snapshot_until(Some(deadlines.end));
     let judge =
