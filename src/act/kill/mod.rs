@@ -38,6 +38,7 @@ use settle::{known_restart_watch, restart_suspected, settle};
 use signals::{joiners, round};
 
 use super::identity::{wait_exited, KillError, Target};
+use super::monitor::{self, Ended, Tick, Watch};
 use super::progress::Event;
 use super::quiesce::quiesce;
 use crate::diagnose::verdict::{self, Policy};
@@ -49,6 +50,7 @@ use crate::units::mib;
 use regex::Regex;
 use rustix::process::Signal;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 /// How to execute a plan.

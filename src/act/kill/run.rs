@@ -119,31 +119,21 @@ impl Run<'_> {
         progress: &mut dyn FnMut(Event),
     ) -> Option<Instant> {
         progress(Event::ReleaseWaitStarted);
-        let waiting = Instant::now();
-        let mut exited_at = None;
-        let mut note_exits = || {
-            if exited_at.is_none() && targets.iter().all(Target::exited) {
-                exited_at = Some(Instant::now());
-            }
+        let mut back = MemoryBack {
+            c: self.c,
+            release,
+            targets,
+            deadline: self.deadlines.act,
+            waiting: Instant::now(),
+            exited_at: None,
+            progress,
         };
         if self.c.has_nvml() && !release.expected.is_empty() {
-            loop {
-                note_exits();
-                let now = self.c.nvml_until(Some(self.deadlines.act));
-                let held = release.memory_held(&now.gpus, now.status.available);
-                if held.is_empty() || Instant::now() >= self.deadlines.act {
-                    break;
-                }
-                progress(Event::MemoryHeld {
-                    elapsed: waiting.elapsed(),
-                    held,
-                });
-                std::thread::sleep(Duration::from_millis(25));
-            }
+            let _ = monitor::run(&mut back, Duration::from_millis(25));
         }
-        progress(Event::ReleaseWaitEnded);
-        note_exits();
-        exited_at
+        (back.progress)(Event::ReleaseWaitEnded);
+        back.note_exits();
+        back.exited_at
     }
 
     /// The end verdict, from a fresh snapshot, then (when the memory is
@@ -270,4 +260,49 @@ pub(super) fn finish(
     } else {
         0.0
     };
+}
+
+/// The watch of [`Run::await_memory`]: NVML until the targets' memory is
+/// back, and the moment every target had exited.
+struct MemoryBack<'a, 'p> {
+    c: &'a Collector,
+    release: &'a Release,
+    targets: &'a [Target],
+    deadline: Instant,
+    /// When the wait began.
+    waiting: Instant,
+    /// When every target had exited, once they all had.
+    exited_at: Option<Instant>,
+    progress: &'a mut (dyn FnMut(Event) + 'p),
+}
+
+impl MemoryBack<'_, '_> {
+    fn note_exits(&mut self) {
+        if self.exited_at.is_none() && self.targets.iter().all(Target::exited) {
+            self.exited_at = Some(Instant::now());
+        }
+    }
+}
+
+impl Watch for MemoryBack<'_, '_> {
+    type Out = ();
+
+    fn look(&mut self, _: Tick) -> ControlFlow<()> {
+        self.note_exits();
+        let now = self.c.nvml_until(Some(self.deadline));
+        let held = self.release.memory_held(&now.gpus, now.status.available);
+        // Past the deadline there is no more waiting to tell of.
+        if held.is_empty() || Instant::now() >= self.deadline {
+            return ControlFlow::Break(());
+        }
+        (self.progress)(Event::MemoryHeld {
+            elapsed: self.waiting.elapsed(),
+            held,
+        });
+        ControlFlow::Continue(())
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.deadline)
+    }
 }
