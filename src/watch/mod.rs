@@ -21,6 +21,7 @@ use keys::{on_key, on_popup_key, Flow};
 
 use crate::act::identity::Target;
 use crate::act::kill::{self, Plan, Safety, Selectors};
+use crate::act::monitor::{self, Tick, Watch};
 use crate::model::{Process, Severity, Snapshot};
 use crate::snapshot::{refresh_memory, select, Collector, Config};
 use crate::units::mib;
@@ -30,6 +31,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::Frame;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -57,43 +59,106 @@ enum Msg {
     KillDone(String),
 }
 
-/// The collector thread's loop.
+/// The collector thread's loop: a full snapshot first and when one is due,
+/// NVML alone each interval in between; until the view is gone.
 fn collect(c: Collector, opts: Options, tx: Sender<Msg>, rescan: Arc<AtomicBool>) {
-    loop {
-        let mut snap = match c.snapshot() {
-            Ok(s) if opts.gpus.is_empty() => s,
-            Ok(s) => select(s, &opts.gpus),
+    let interval = opts.interval;
+    let mut refresh = Refresh {
+        c,
+        opts,
+        tx,
+        rescan,
+        snap: None,
+        full_at: Instant::now(),
+        pinned: Vec::new(),
+    };
+    let _ = monitor::run(&mut refresh, interval);
+}
+
+/// The collector's watch: the last snapshot, and what makes the next full
+/// one due.
+struct Refresh {
+    c: Collector,
+    opts: Options,
+    tx: Sender<Msg>,
+    rescan: Arc<AtomicBool>,
+    /// The last snapshot; None until one succeeds, and after one fails.
+    snap: Option<Snapshot>,
+    /// The next full snapshot is due by then.
+    full_at: Instant,
+    /// The holders of the last snapshot: one exiting makes it due.
+    pinned: Vec<Target>,
+}
+
+/// The view is gone: the collector stops.
+struct Gone;
+
+impl Refresh {
+    /// Whether a full snapshot is due: none yet (or the last failed), `r`
+    /// was pressed, `--scan-every` passed, or a holder exited.
+    fn full_due(&self) -> bool {
+        self.snap.is_none()
+            || self.rescan.swap(false, Ordering::Relaxed)
+            || Instant::now() >= self.full_at
+            || self.pinned.iter().any(Target::exited)
+    }
+
+    /// Takes a full snapshot and sends it (or its error).
+    fn full(&mut self) -> Result<(), Gone> {
+        let snap = match self.c.snapshot() {
+            Ok(s) if self.opts.gpus.is_empty() => s,
+            Ok(s) => select(s, &self.opts.gpus),
             Err(e) => {
-                if tx.send(Msg::Error(e.to_string())).is_err() {
-                    return;
-                }
-                std::thread::sleep(opts.interval);
-                continue;
+                self.snap = None;
+                return self.tx.send(Msg::Error(e.to_string())).map_err(|_| Gone);
             }
         };
-        if tx.send(Msg::Snapshot(Box::new(snap.clone()))).is_err() {
-            return;
+        self.tx
+            .send(Msg::Snapshot(Box::new(snap.clone())))
+            .map_err(|_| Gone)?;
+        self.full_at = Instant::now() + self.opts.scan_every;
+        self.pinned = Target::pin_all(&snap);
+        self.snap = Some(snap);
+        Ok(())
+    }
+
+    /// Folds NVML's memory into the last snapshot and sends it if anything
+    /// shown changed; a full snapshot at once when NVML's process lists
+    /// changed.
+    fn memory(&mut self) -> Result<(), Gone> {
+        let Some(snap) = self.snap.as_mut() else {
+            return self.full();
+        };
+        let (gpus_before, findings_before) = (snap.gpus.clone(), snap.findings.clone());
+        if !refresh_memory(snap, &self.c.nvml()) {
+            return self.full();
         }
-        let full_at = Instant::now() + opts.scan_every;
-        let pinned = Target::pin_all(&snap);
-        loop {
-            std::thread::sleep(opts.interval);
-            if rescan.swap(false, Ordering::Relaxed)
-                || Instant::now() >= full_at
-                || pinned.iter().any(Target::exited)
-            {
-                break;
-            }
-            let (gpus_before, findings_before) = (snap.gpus.clone(), snap.findings.clone());
-            if !refresh_memory(&mut snap, &c.nvml()) {
-                break;
-            }
-            if (snap.gpus != gpus_before || snap.findings != findings_before)
-                && tx.send(Msg::Snapshot(Box::new(snap.clone()))).is_err()
-            {
-                return;
-            }
+        if snap.gpus != gpus_before || snap.findings != findings_before {
+            self.tx
+                .send(Msg::Snapshot(Box::new(snap.clone())))
+                .map_err(|_| Gone)?;
         }
+        Ok(())
+    }
+}
+
+impl Watch for Refresh {
+    type Out = ();
+
+    fn look(&mut self, _: Tick) -> ControlFlow<()> {
+        let sent = if self.full_due() {
+            self.full()
+        } else {
+            self.memory()
+        };
+        match sent {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(Gone) => ControlFlow::Break(()),
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        None
     }
 }
 
