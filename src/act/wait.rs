@@ -160,12 +160,13 @@ impl Waiting<'_> {
             || fingerprint(self.c, &self.opts.gpus, self.opts.deadline + LAST_LOOK) != self.before
     }
 
-    fn outcome(&self, verdict: Verdict) -> Outcome {
+    /// The outcome, with the last snapshot (taken: the wait is over).
+    fn outcome(&mut self, verdict: Verdict) -> Outcome {
         Outcome {
             verdict,
             seconds: self.started.elapsed().as_secs_f64(),
             snapshots: self.snapshots,
-            last: self.snap.clone(),
+            last: std::mem::take(&mut self.snap),
         }
     }
 }
