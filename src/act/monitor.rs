@@ -7,8 +7,8 @@
 //! unless its deadline has passed, the loop naps for the interval, cut
 //! short by the deadline and, where the watch names pidfds, by a process
 //! exiting. An interrupted kill ([`super::quiesce::interrupted`]) ends
-//! every loop: the interrupt handler is letting the targets go and ending
-//! the process, and nothing more is looked at or signalled.
+//! every loop after the look under way: the interrupt handler is letting
+//! the targets go and ending the process, and nothing more is looked at.
 
 use super::quiesce::interrupted;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -64,17 +64,18 @@ pub enum Ended<T> {
 }
 
 /// Runs `watch`'s loop, napping at most `interval` between two looks.
+/// There is always a first look, whatever the deadline.
 pub fn run<W: Watch>(watch: &mut W, interval: Duration) -> Ended<W::Out> {
     let mut tick = Tick {
         number: 0,
         woken: false,
     };
     loop {
-        if interrupted() {
-            return Ended::Interrupted;
-        }
         if let ControlFlow::Break(out) = watch.look(tick) {
             return Ended::Stopped(out);
+        }
+        if interrupted() {
+            return Ended::Interrupted;
         }
         let nap = match watch.deadline() {
             Some(deadline) => {
