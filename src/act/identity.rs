@@ -12,12 +12,14 @@
 //! directory fd itself (Linux 5.1+); last resort, a start-time-verified
 //! `kill()`.
 
+use super::monitor::{self, Tick, Watch};
 use crate::model::{Pins, Snapshot};
 use crate::proc::scan::start_time_now;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Signal};
-use std::os::fd::OwnedFd;
+use std::ops::ControlFlow;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// Why a process could not be signalled.
@@ -194,29 +196,46 @@ impl Target {
 /// Waits until every target has exited or `timeout` passes, waking as soon
 /// as a pidfd reports an exit. Returns the indexes of those still running.
 pub fn wait_exited(targets: &[&Target], timeout: Duration) -> Vec<usize> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let running: Vec<usize> = (0..targets.len())
-            .filter(|&i| !targets[i].exited())
+    let mut exits = Exits {
+        targets,
+        running: Vec::new(),
+        deadline: Instant::now() + timeout,
+    };
+    // However it ends, `running` is what the last look saw.
+    let _ = monitor::run(&mut exits, Duration::from_millis(100));
+    exits.running
+}
+
+/// The watch of [`wait_exited`]: the targets still running.
+struct Exits<'a> {
+    targets: &'a [&'a Target],
+    running: Vec<usize>,
+    deadline: Instant,
+}
+
+impl Watch for Exits<'_> {
+    type Out = ();
+
+    fn look(&mut self, _: Tick) -> ControlFlow<()> {
+        self.running = (0..self.targets.len())
+            .filter(|&i| !self.targets[i].exited())
             .collect();
-        let now = Instant::now();
-        if running.is_empty() || now >= deadline {
-            return running;
-        }
-        let left = (deadline - now).min(Duration::from_millis(100));
-        let mut fds: Vec<PollFd<'_>> = running
-            .iter()
-            .filter_map(|&i| targets[i].pidfd())
-            .map(|fd| PollFd::new(fd, PollFlags::IN))
-            .collect();
-        let ts = rustix::event::Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
-        if fds.is_empty() {
-            std::thread::sleep(left);
+        if self.running.is_empty() {
+            ControlFlow::Break(())
         } else {
-            let _ = poll(&mut fds, Some(&ts));
+            ControlFlow::Continue(())
         }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.deadline)
+    }
+
+    fn wake_on(&self) -> Vec<BorrowedFd<'_>> {
+        self.running
+            .iter()
+            .filter_map(|&i| self.targets[i].pidfd())
+            .map(AsFd::as_fd)
+            .collect()
     }
 }

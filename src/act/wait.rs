@@ -7,13 +7,16 @@
 //! each interval, taking the next full snapshot only when NVML shows a change
 //! or a holder exited: cheap on a busy host, prompt when the memory comes
 //! back. Every read ends by the deadline, so `--timeout` is a hard cap.
+//! The loop is the [`monitor`]'s: this file says what one look is.
 
 use super::identity::Target;
+use super::monitor::{self, Ended, Tick, Watch};
 use crate::diagnose::verdict::{self, Policy};
 use crate::model::{Snapshot, Verdict, VerdictState};
 use crate::pipeline::{select, Look};
 use crate::snapshot::{Collector, SnapshotError};
-use rustix::event::{poll, PollFd, PollFlags};
+use std::ops::ControlFlow;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 /// How far past its deadline a snapshot's reads may go, so that the last
@@ -65,59 +68,136 @@ fn fingerprint(c: &Collector, gpus: &[u32], deadline: Instant) -> Vec<(u64, Vec<
 /// first snapshot already taken. An unknown verdict that cannot change by
 /// waiting (no NVML library, without `--holders-only`) ends the wait at once.
 pub fn wait(c: &Collector, opts: &Options, first: Snapshot) -> Result<Outcome, SnapshotError> {
-    let started = Instant::now();
-    let mut snapshots = 1;
-    let mut snap = select(first, &opts.gpus);
-    loop {
-        let verdict = verdict::overall(&snap, &opts.policy);
-        let hopeless = verdict.state == VerdictState::Unknown && !c.has_nvml();
-        if verdict.state == VerdictState::Free || hopeless || Instant::now() >= opts.deadline {
-            return Ok(Outcome {
-                verdict,
-                seconds: started.elapsed().as_secs_f64(),
-                snapshots,
-                last: snap,
-            });
+    let mut w = Waiting {
+        c,
+        opts,
+        started: Instant::now(),
+        snapshots: 1,
+        snap: select(first, &opts.gpus),
+        verdict: None,
+        pinned: Vec::new(),
+        before: Vec::new(),
+        looked: Instant::now(),
+        relook: None,
+    };
+    match monitor::run(&mut w, opts.interval) {
+        Ended::Stopped(outcome) => outcome,
+        // The last look: a whole snapshot, whatever it says.
+        Ended::Deadline => {
+            w.take()?;
+            let verdict = verdict::overall(&w.snap, &opts.policy);
+            Ok(w.outcome(verdict))
         }
-        // Sleep until something may have changed: a holder exits, NVML
-        // changes, or, while the verdict is unknown for what could not be
-        // read, a read timeout has passed (a stuck read may have cleared).
-        let looked = Instant::now();
-        let relook = (verdict.state == VerdictState::Unknown).then_some(c.config().read_timeout);
-        let pinned = Target::pin_all(&snap);
-        let before = fingerprint(c, &opts.gpus, opts.deadline + LAST_LOOK);
-        loop {
-            let now = Instant::now();
-            if now >= opts.deadline {
-                break;
+        Ended::Interrupted => {
+            let verdict = w
+                .verdict
+                .take()
+                .unwrap_or_else(|| verdict::overall(&w.snap, &opts.policy));
+            Ok(w.outcome(verdict))
+        }
+    }
+}
+
+/// One wait: the last snapshot, and what is watched for a change until the
+/// next.
+struct Waiting<'a> {
+    c: &'a Collector,
+    opts: &'a Options,
+    started: Instant,
+    snapshots: u32,
+    /// The last snapshot (of the selected GPUs).
+    snap: Snapshot,
+    /// Its verdict, once judged.
+    verdict: Option<Verdict>,
+    /// Its holders, pinned: their exit wakes the wait.
+    pinned: Vec<Target>,
+    /// NVML's view when it was taken.
+    before: Vec<(u64, Vec<u32>)>,
+    /// When it was taken.
+    looked: Instant,
+    /// While the verdict is unknown for what could not be read: look again
+    /// after this long (a stuck read may have cleared).
+    relook: Option<Duration>,
+}
+
+impl Waiting<'_> {
+    /// Takes the next full snapshot.
+    fn take(&mut self) -> Result<(), SnapshotError> {
+        let deadline = self.opts.deadline + LAST_LOOK;
+        self.snap = select(self.c.snapshot_until(Some(deadline))?, &self.opts.gpus);
+        self.snapshots += 1;
+        Ok(())
+    }
+
+    /// Judges the last snapshot: the outcome when it ends the wait (free,
+    /// hopeless, or the deadline passed), else the watch for a change is
+    /// set up from it.
+    fn judge(&mut self) -> ControlFlow<Outcome> {
+        let verdict = verdict::overall(&self.snap, &self.opts.policy);
+        let hopeless = verdict.state == VerdictState::Unknown && !self.c.has_nvml();
+        if verdict.state == VerdictState::Free || hopeless || Instant::now() >= self.opts.deadline {
+            return ControlFlow::Break(self.outcome(verdict));
+        }
+        self.looked = Instant::now();
+        self.relook =
+            (verdict.state == VerdictState::Unknown).then_some(self.c.config().read_timeout);
+        self.verdict = Some(verdict);
+        self.pinned = Target::pin_all(&self.snap);
+        self.before = fingerprint(self.c, &self.opts.gpus, self.opts.deadline + LAST_LOOK);
+        ControlFlow::Continue(())
+    }
+
+    /// Whether something may have changed since the last snapshot: a holder
+    /// exited, a read timeout passed while the verdict is unknown, or NVML
+    /// changed.
+    fn changed(&self, tick: Tick) -> bool {
+        let exited = if self.wake_on().is_empty() {
+            self.pinned.iter().any(Target::exited)
+        } else {
+            tick.woken
+        };
+        exited
+            || self.relook.is_some_and(|r| self.looked.elapsed() >= r)
+            || fingerprint(self.c, &self.opts.gpus, self.opts.deadline + LAST_LOOK) != self.before
+    }
+
+    /// The outcome, with the last snapshot (taken: the wait is over).
+    fn outcome(&mut self, verdict: Verdict) -> Outcome {
+        Outcome {
+            verdict,
+            seconds: self.started.elapsed().as_secs_f64(),
+            snapshots: self.snapshots,
+            last: std::mem::take(&mut self.snap),
+        }
+    }
+}
+
+impl Watch for Waiting<'_> {
+    type Out = Result<Outcome, SnapshotError>;
+
+    /// The first snapshot is judged at once; after each nap, a new one is
+    /// taken and judged only when something may have changed.
+    fn look(&mut self, tick: Tick) -> ControlFlow<Self::Out> {
+        if !tick.first() {
+            if !self.changed(tick) {
+                return ControlFlow::Continue(());
             }
-            let nap = opts.interval.min(opts.deadline - now);
-            let fds: Vec<_> = pinned.iter().filter_map(|t| t.pidfd()).collect();
-            let exited = if fds.is_empty() {
-                std::thread::sleep(nap);
-                pinned.iter().any(Target::exited)
-            } else {
-                let mut polls: Vec<PollFd<'_>> = fds
-                    .iter()
-                    .map(|fd| PollFd::new(*fd, PollFlags::IN))
-                    .collect();
-                let ts = rustix::event::Timespec {
-                    tv_sec: nap.as_secs() as i64,
-                    tv_nsec: i64::from(nap.subsec_nanos()),
-                };
-                poll(&mut polls, Some(&ts)).is_ok_and(|n| n > 0)
-            };
-            if exited
-                || relook.is_some_and(|r| looked.elapsed() >= r)
-                || fingerprint(c, &opts.gpus, opts.deadline + LAST_LOOK) != before
-            {
-                break;
+            if let Err(e) = self.take() {
+                return ControlFlow::Break(Err(e));
             }
         }
-        snap = select(
-            c.snapshot_until(Some(opts.deadline + LAST_LOOK))?,
-            &opts.gpus,
-        );
-        snapshots += 1;
+        self.judge().map_break(Ok)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.opts.deadline)
+    }
+
+    fn wake_on(&self) -> Vec<BorrowedFd<'_>> {
+        self.pinned
+            .iter()
+            .filter_map(|t| t.pidfd())
+            .map(AsFd::as_fd)
+            .collect()
     }
 }

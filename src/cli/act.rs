@@ -57,13 +57,17 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
     if !plan.targets.is_empty() && !args.yes {
         confirm(plan.targets.len(), &mut err)?;
     }
-    let (report, end) = kill::execute(
+    let mut spinner = Spinner::new(
+        !common.quiet && !common.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    );
+    let (report, end) = kill::execute_reporting(
         &c,
         &snap,
         plan.clone(),
         &sel,
         &safety,
-        &kill_options(common, args),
+        &kill_options(args),
+        &mut |e| spinner.on(e),
     );
     let written = if common.json {
         // The snapshot the verdict was made from (with --no-wait, the plan's).
@@ -183,15 +187,12 @@ fn confirm(n: usize, err: &mut impl Write) -> Result<(), Error> {
 }
 
 /// How to signal and how long to wait, from `kill`'s flags.
-fn kill_options(common: &Common, args: &KillArgs) -> kill::Options {
+fn kill_options(args: &KillArgs) -> kill::Options {
     kill::Options {
         signal: args.signal.1,
         grace: args.grace,
         timeout: args.timeout,
         no_wait: args.no_wait,
-        progress: !common.quiet
-            && !common.json
-            && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         holders_only: args.holders_only,
         settle: args.settle,
     }
@@ -210,6 +211,45 @@ fn kill_outcome(report: &kill::Report, no_wait: bool) -> Result<Outcome, Error> 
         VerdictState::Free => Ok(Outcome::Done),
         VerdictState::Busy => Ok(Outcome::Survivors),
         VerdictState::Unknown => Err(Error::ReleaseUnknown(report.reasons.clone())),
+    }
+}
+
+/// A kill's progress on stderr: a spinner while the memory is awaited,
+/// drawn only where `show` (a terminal, neither `-q` nor `--json`).
+struct Spinner {
+    show: bool,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Spinner {
+    fn new(show: bool) -> Spinner {
+        Spinner { show, bar: None }
+    }
+
+    fn on(&mut self, event: crate::act::progress::Event) {
+        use crate::act::progress::Event;
+        match event {
+            Event::ReleaseWaitStarted if self.show => {
+                let b = indicatif::ProgressBar::new_spinner();
+                b.set_message("waiting for the GPU memory to come back");
+                b.enable_steady_tick(std::time::Duration::from_millis(120));
+                self.bar = Some(b);
+            }
+            Event::MemoryHeld { held, .. } => {
+                if let Some(b) = &self.bar {
+                    b.set_message(format!(
+                        "waiting for the GPU memory: {}",
+                        crate::safe::fit(&held.join("; "), 160)
+                    ));
+                }
+            }
+            Event::ReleaseWaitEnded => {
+                if let Some(b) = self.bar.take() {
+                    b.finish_and_clear();
+                }
+            }
+            _ => {}
+        }
     }
 }
 

@@ -23,6 +23,7 @@ mod connections;
 use answer::answer;
 use connections::{admit, is_out_of_resources, is_transient, sweep, Conn, Phase, Registry};
 
+use crate::act::monitor::{self, Tick, Watch};
 use crate::pipeline::{self, Look};
 use crate::present::metrics::{render_live_part, render_snapshot_part, Extra};
 use crate::snapshot::{self, Collector, GpuSelector};
@@ -33,6 +34,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
@@ -174,6 +176,31 @@ fn store(cache: &Mutex<Cache>, result: Result<Bytes, CollectError>) {
     }
 }
 
+/// The collector thread's watch: a collection into the cache after each
+/// interval (the first was taken before the socket was bound).
+struct Collecting {
+    collector: Collector,
+    shared: Arc<Shared>,
+    gpus: Vec<GpuSelector>,
+    label_cmdline: bool,
+}
+
+impl Watch for Collecting {
+    type Out = Infallible;
+
+    fn look(&mut self, tick: Tick) -> ControlFlow<Infallible> {
+        if !tick.first() {
+            let result = collect(&self.collector, &self.gpus, self.label_cmdline);
+            store(&self.shared.cache, result);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
+}
+
 /// What every connection shares.
 struct Shared {
     cache: Mutex<Cache>,
@@ -227,14 +254,17 @@ pub fn serve(
         source,
     })?;
     {
-        let shared = Arc::clone(&shared);
-        let (interval, gpus, label_cmdline) =
-            (opts.interval, opts.gpus.clone(), opts.label_cmdline);
+        let mut collecting = Collecting {
+            collector,
+            shared: Arc::clone(&shared),
+            gpus: opts.gpus.clone(),
+            label_cmdline: opts.label_cmdline,
+        };
+        let interval = opts.interval;
         std::thread::Builder::new()
             .name("collector".into())
-            .spawn(move || loop {
-                std::thread::sleep(interval);
-                store(&shared.cache, collect(&collector, &gpus, label_cmdline));
+            .spawn(move || {
+                let _ = monitor::run(&mut collecting, interval);
             })
             .map_err(ServeError::Runtime)?;
     }

@@ -79,7 +79,38 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
             Constraint::Length(3),
         ])
         .split(area);
-    let width = (chunks[0].width as usize).saturating_sub(70).clamp(10, 60);
+    draw_gpus(f, app, s, chunks[0]);
+    let (table_area, detail_area) = if app.detail {
+        let h = Layout::default()
+            .direction(Direction::Horizontal)
+            .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
+            .split(chunks[1]);
+        (h[0], Some(h[1]))
+    } else {
+        (chunks[1], None)
+    };
+    draw_holders(f, app, s, table_area);
+    let selected = app
+        .table
+        .selected()
+        .and_then(|i| app.rows_of(s).get(i).copied());
+    if let (Some(area), Some(p)) = (detail_area, selected) {
+        f.render_widget(
+            Paragraph::new(detail(p))
+                .wrap(Wrap { trim: false })
+                .block(Block::default().borders(Borders::ALL).title(" detail ")),
+            area,
+        );
+    }
+    draw_footer(f, s, chunks[2]);
+    if let Some(popup) = &app.popup {
+        draw_popup(f, popup, area);
+    }
+}
+
+/// The memory bar of every GPU, under a title that counts what is shown.
+fn draw_gpus(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
+    let width = (area.width as usize).saturating_sub(70).clamp(10, 60);
     let lines: Vec<Line<'_>> = s.gpus.iter().map(|g| bar(width, g)).collect();
     let title = format!(
         " gpufree watch: {} GPUs, {} holders, {} processes scanned{} ",
@@ -92,18 +123,13 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
     );
     f.render_widget(
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
-        chunks[0],
+        area,
     );
+}
 
-    let (table_area, detail_area) = if app.detail {
-        let h = Layout::default()
-            .direction(Direction::Horizontal)
-            .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
-            .split(chunks[1]);
-        (h[0], Some(h[1]))
-    } else {
-        (chunks[1], None)
-    };
+/// The holders table, sorted and filtered as asked, keeping a selection
+/// on a row that exists.
+fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
     let rows = app.rows_of(s);
     let sort = match app.sort {
         Sort::Memory => "memory",
@@ -119,48 +145,64 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
     .flatten()
     .collect::<Vec<_>>()
     .join(" ");
-    let table_rows: Vec<Row<'_>> = rows
-        .iter()
-        .map(|p| {
-            let gpus: Vec<String> = {
-                let mut g: Vec<u32> = p
-                    .gpu_memory
-                    .iter()
-                    .map(|m| m.gpu)
-                    .chain(p.devices.iter().filter_map(|d| d.gpu))
-                    .collect();
-                g.sort_unstable();
-                g.dedup();
-                g.iter().map(u32::to_string).collect()
-            };
-            let style = if p.renamed || p.orphaned {
-                Style::new().fg(Color::Yellow)
-            } else {
-                Style::new()
-            };
-            Row::new(vec![
-                Cell::from(p.pid.to_string()),
-                Cell::from(shown(&p.user)),
-                Cell::from(shown(&p.comm)),
-                Cell::from(if p.memory_bytes() > 0 {
-                    mib(p.memory_bytes())
-                } else {
-                    "-".into()
-                }),
-                Cell::from(gpus.join(",")),
-                Cell::from(age(s, p)),
-                Cell::from(if p.owner.name.is_empty() {
-                    "-".into()
-                } else {
-                    shown(&p.owner.name)
-                }),
-                Cell::from(crate::present::flags(p)),
-            ])
-            .style(style)
-        })
-        .collect();
-    let table = Table::new(
-        table_rows,
+    let table = holders_table(
+        rows.iter().map(|p| holder_row(s, p)).collect(),
+        format!(" holders, sorted by {sort} {filter} "),
+    );
+    let n_rows = rows.len();
+    drop(rows);
+    if app.table.selected().is_none() && n_rows > 0 {
+        app.table.select(Some(0));
+    }
+    if app.table.selected().is_some_and(|i| i >= n_rows) {
+        app.table.select(n_rows.checked_sub(1));
+    }
+    f.render_stateful_widget(table, area, &mut app.table);
+}
+
+/// One holder's row: renamed or orphaned ones in yellow.
+fn holder_row<'a>(s: &Snapshot, p: &Process) -> Row<'a> {
+    let gpus: Vec<String> = {
+        let mut g: Vec<u32> = p
+            .gpu_memory
+            .iter()
+            .map(|m| m.gpu)
+            .chain(p.devices.iter().filter_map(|d| d.gpu))
+            .collect();
+        g.sort_unstable();
+        g.dedup();
+        g.iter().map(u32::to_string).collect()
+    };
+    let style = if p.renamed || p.orphaned {
+        Style::new().fg(Color::Yellow)
+    } else {
+        Style::new()
+    };
+    Row::new(vec![
+        Cell::from(p.pid.to_string()),
+        Cell::from(shown(&p.user)),
+        Cell::from(shown(&p.comm)),
+        Cell::from(if p.memory_bytes() > 0 {
+            mib(p.memory_bytes())
+        } else {
+            "-".into()
+        }),
+        Cell::from(gpus.join(",")),
+        Cell::from(age(s, p)),
+        Cell::from(if p.owner.name.is_empty() {
+            "-".into()
+        } else {
+            shown(&p.owner.name)
+        }),
+        Cell::from(crate::present::flags(p)),
+    ])
+    .style(style)
+}
+
+/// The holders table around `rows`: its columns, header and title.
+fn holders_table(rows: Vec<Row<'_>>, title: String) -> Table<'_> {
+    Table::new(
+        rows,
         [
             Constraint::Length(8),
             Constraint::Length(9),
@@ -179,82 +221,64 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
         .style(Style::new().add_modifier(Modifier::BOLD)),
     )
     .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-    .block(
-        Block::default()
-            .borders(Borders::ALL)
-            .title(format!(" holders, sorted by {sort} {filter} ")),
-    );
-    let n_rows = rows.len();
-    drop(rows);
-    if app.table.selected().is_none() && n_rows > 0 {
-        app.table.select(Some(0));
-    }
-    if app.table.selected().is_some_and(|i| i >= n_rows) {
-        app.table.select(n_rows.checked_sub(1));
-    }
-    f.render_stateful_widget(table, table_area, &mut app.table);
+    .block(Block::default().borders(Borders::ALL).title(title))
+}
 
-    let selected = app
-        .table
-        .selected()
-        .and_then(|i| app.rows_of(s).get(i).copied());
-    if let (Some(area), Some(p)) = (detail_area, selected) {
-        let mut text = vec![
-            Line::from(format!(
-                "PID {}  parent {}  user {} ({})  state {}  threads {}",
-                p.pid,
-                p.ppid,
-                shown(&p.user),
-                p.uid,
-                shown(&p.state),
-                p.threads
-            )),
-            Line::from(format!("comm:    {}", shown(&p.comm))),
-            Line::from(format!("cmdline: {}", shown(&p.cmdline_joined()))),
-            Line::from(format!(
-                "exe:     {}",
-                shown(p.exe.as_deref().unwrap_or("?"))
-            )),
-            Line::from(format!(
-                "owner:   {} {}",
-                p.owner.kind.as_str(),
-                shown(&p.owner.name)
-            )),
-            Line::from(format!("cgroup:  {}", shown(&p.cgroup))),
-        ];
-        if p.nspid.len() > 1 {
-            text.push(Line::from(format!("NSpid:   {:?}", p.nspid)));
-        }
-        for m in &p.gpu_memory {
-            text.push(Line::from(format!(
-                "GPU {}: {}",
-                m.gpu,
-                m.used_bytes.map_or("n/a".into(), mib)
-            )));
-        }
-        for d in &p.devices {
-            let via: Vec<String> = d
-                .via
-                .iter()
-                .map(|v| format!("{v:?}").to_lowercase())
-                .collect();
-            text.push(Line::from(format!(
-                "{} via {}",
-                shown(&d.path),
-                via.join("+")
-            )));
-        }
-        if let Some(w) = &p.wchan {
-            text.push(Line::from(format!("waiting in {}", shown(w))));
-        }
-        f.render_widget(
-            Paragraph::new(text)
-                .wrap(Wrap { trim: false })
-                .block(Block::default().borders(Borders::ALL).title(" detail ")),
-            area,
-        );
+/// The detail pane's lines for one process.
+fn detail(p: &Process) -> Vec<Line<'static>> {
+    let mut text = vec![
+        Line::from(format!(
+            "PID {}  parent {}  user {} ({})  state {}  threads {}",
+            p.pid,
+            p.ppid,
+            shown(&p.user),
+            p.uid,
+            shown(&p.state),
+            p.threads
+        )),
+        Line::from(format!("comm:    {}", shown(&p.comm))),
+        Line::from(format!("cmdline: {}", shown(&p.cmdline_joined()))),
+        Line::from(format!(
+            "exe:     {}",
+            shown(p.exe.as_deref().unwrap_or("?"))
+        )),
+        Line::from(format!(
+            "owner:   {} {}",
+            p.owner.kind.as_str(),
+            shown(&p.owner.name)
+        )),
+        Line::from(format!("cgroup:  {}", shown(&p.cgroup))),
+    ];
+    if p.nspid.len() > 1 {
+        text.push(Line::from(format!("NSpid:   {:?}", p.nspid)));
     }
+    for m in &p.gpu_memory {
+        text.push(Line::from(format!(
+            "GPU {}: {}",
+            m.gpu,
+            m.used_bytes.map_or("n/a".into(), mib)
+        )));
+    }
+    for d in &p.devices {
+        let via: Vec<String> = d
+            .via
+            .iter()
+            .map(|v| format!("{v:?}").to_lowercase())
+            .collect();
+        text.push(Line::from(format!(
+            "{} via {}",
+            shown(&d.path),
+            via.join("+")
+        )));
+    }
+    if let Some(w) = &p.wchan {
+        text.push(Line::from(format!("waiting in {}", shown(w))));
+    }
+    text
+}
 
+/// The top finding, coloured by its severity, and the keys.
+fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect) {
     let top = s.findings.first();
     let finding = top.map_or(String::new(), |f| {
         let sev = match f.severity {
@@ -276,48 +300,57 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
             Line::styled(help, Style::new().fg(Color::DarkGray)),
         ])
         .block(Block::default().borders(Borders::TOP)),
-        chunks[2],
+        area,
     );
+}
 
-    if let Some(popup) = &app.popup {
-        let (title, body) = match popup {
-            Popup::Plan(plan, _) => {
-                let mut lines: Vec<String> = plan
-                    .targets
+/// A popup centred in `area`.
+fn draw_popup(f: &mut Frame<'_>, popup: &Popup, area: Rect) {
+    let (title, body) = popup_text(popup);
+    let w = area.width.saturating_sub(10).min(100);
+    let h = (body.lines().count() as u16 + 2).min(area.height);
+    let r = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height.saturating_sub(h)) / 2,
+        width: w,
+        height: h,
+    };
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(body)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(title)),
+        r,
+    );
+}
+
+/// A popup's title and text: the kill's plan, its progress, its outcome.
+fn popup_text(popup: &Popup) -> (&'static str, String) {
+    match popup {
+        Popup::Plan(plan, _) => {
+            let mut lines: Vec<String> = plan
+                .targets
+                .iter()
+                .map(|e| format!("{}  {}", e.pid, shown(&e.reason)))
+                .collect();
+            lines.extend(
+                plan.skipped
                     .iter()
-                    .map(|e| format!("{}  {}", e.pid, shown(&e.reason)))
-                    .collect();
-                lines.extend(
-                    plan.skipped
-                        .iter()
-                        .map(|k| format!("{}  left out: {}", k.pid, shown(&k.reason))),
-                );
-                if plan.targets.is_empty() {
-                    lines.push("nothing to signal".into());
-                    lines.push("Esc: close".into());
-                } else {
-                    lines.push(String::new());
-                    lines.push(format!("y: signal {} (TERM, KILL after 10s) and wait for the memory   n/Esc: cancel", plan.targets.len()));
-                }
-                (" kill: plan ", lines.join("\n"))
+                    .map(|k| format!("{}  left out: {}", k.pid, shown(&k.reason))),
+            );
+            if plan.targets.is_empty() {
+                lines.push("nothing to signal".into());
+                lines.push("Esc: close".into());
+            } else {
+                lines.push(String::new());
+                lines.push(format!(
+                    "y: signal {} (TERM, KILL after 10s) and wait for the memory   n/Esc: cancel",
+                    plan.targets.len()
+                ));
             }
-            Popup::Busy(m) => (" kill ", shown(m)),
-            Popup::Done(m) => (" kill: done ", format!("{}\n\nEsc: close", shown(m))),
-        };
-        let w = area.width.saturating_sub(10).min(100);
-        let h = (body.lines().count() as u16 + 2).min(area.height);
-        let r = Rect {
-            x: area.x + (area.width - w) / 2,
-            y: area.y + (area.height.saturating_sub(h)) / 2,
-            width: w,
-            height: h,
-        };
-        f.render_widget(Clear, r);
-        f.render_widget(
-            Paragraph::new(body)
-                .wrap(Wrap { trim: false })
-                .block(Block::default().borders(Borders::ALL).title(title)),
-            r,
-        );
+            (" kill: plan ", lines.join("\n"))
+        }
+        Popup::Busy(m) => (" kill ", shown(m)),
+        Popup::Done(m) => (" kill: done ", format!("{}\n\nEsc: close", shown(m))),
     }
 }

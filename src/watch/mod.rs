@@ -14,21 +14,25 @@
 //! release). q or Esc quits and restores the terminal, also on a panic.
 
 mod draw;
+mod keys;
 
 use draw::draw;
+use keys::{on_key, on_popup_key, Flow};
 
 use crate::act::identity::Target;
 use crate::act::kill::{self, Plan, Safety, Selectors};
+use crate::act::monitor::{self, Tick, Watch};
 use crate::model::{Process, Severity, Snapshot};
 use crate::pipeline::{refresh_memory, select, Look};
 use crate::snapshot::{Collector, Config};
 use crate::units::mib;
-use crossterm::event::{self, Event, KeyCode, KeyEventKind};
+use crossterm::event::{self, Event, KeyEventKind};
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::Frame;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -56,43 +60,106 @@ enum Msg {
     KillDone(String),
 }
 
-/// The collector thread's loop.
+/// The collector thread's loop: a full snapshot first and when one is due,
+/// NVML alone each interval in between; until the view is gone.
 fn collect(c: Collector, opts: Options, tx: Sender<Msg>, rescan: Arc<AtomicBool>) {
-    loop {
-        let mut snap = match c.snapshot() {
-            Ok(s) if opts.gpus.is_empty() => s,
-            Ok(s) => select(s, &opts.gpus),
+    let interval = opts.interval;
+    let mut refresh = Refresh {
+        c,
+        opts,
+        tx,
+        rescan,
+        snap: None,
+        full_at: Instant::now(),
+        pinned: Vec::new(),
+    };
+    let _ = monitor::run(&mut refresh, interval);
+}
+
+/// The collector's watch: the last snapshot, and what makes the next full
+/// one due.
+struct Refresh {
+    c: Collector,
+    opts: Options,
+    tx: Sender<Msg>,
+    rescan: Arc<AtomicBool>,
+    /// The last snapshot; None until one succeeds, and after one fails.
+    snap: Option<Snapshot>,
+    /// The next full snapshot is due by then.
+    full_at: Instant,
+    /// The holders of the last snapshot: one exiting makes it due.
+    pinned: Vec<Target>,
+}
+
+/// The view is gone: the collector stops.
+struct Gone;
+
+impl Refresh {
+    /// Whether a full snapshot is due: none yet (or the last failed), `r`
+    /// was pressed, `--scan-every` passed, or a holder exited.
+    fn full_due(&self) -> bool {
+        self.snap.is_none()
+            || self.rescan.swap(false, Ordering::Relaxed)
+            || Instant::now() >= self.full_at
+            || self.pinned.iter().any(Target::exited)
+    }
+
+    /// Takes a full snapshot and sends it (or its error).
+    fn full(&mut self) -> Result<(), Gone> {
+        let snap = match self.c.snapshot() {
+            Ok(s) if self.opts.gpus.is_empty() => s,
+            Ok(s) => select(s, &self.opts.gpus),
             Err(e) => {
-                if tx.send(Msg::Error(e.to_string())).is_err() {
-                    return;
-                }
-                std::thread::sleep(opts.interval);
-                continue;
+                self.snap = None;
+                return self.tx.send(Msg::Error(e.to_string())).map_err(|_| Gone);
             }
         };
-        if tx.send(Msg::Snapshot(Box::new(snap.clone()))).is_err() {
-            return;
+        self.tx
+            .send(Msg::Snapshot(Box::new(snap.clone())))
+            .map_err(|_| Gone)?;
+        self.full_at = Instant::now() + self.opts.scan_every;
+        self.pinned = Target::pin_all(&snap);
+        self.snap = Some(snap);
+        Ok(())
+    }
+
+    /// Folds NVML's memory into the last snapshot and sends it if anything
+    /// shown changed; a full snapshot at once when NVML's process lists
+    /// changed.
+    fn memory(&mut self) -> Result<(), Gone> {
+        let Some(snap) = self.snap.as_mut() else {
+            return self.full();
+        };
+        let (gpus_before, findings_before) = (snap.gpus.clone(), snap.findings.clone());
+        if !refresh_memory(snap, &self.c.nvml()) {
+            return self.full();
         }
-        let full_at = Instant::now() + opts.scan_every;
-        let pinned = Target::pin_all(&snap);
-        loop {
-            std::thread::sleep(opts.interval);
-            if rescan.swap(false, Ordering::Relaxed)
-                || Instant::now() >= full_at
-                || pinned.iter().any(Target::exited)
-            {
-                break;
-            }
-            let (gpus_before, findings_before) = (snap.gpus.clone(), snap.findings.clone());
-            if !refresh_memory(&mut snap, &c.nvml()) {
-                break;
-            }
-            if (snap.gpus != gpus_before || snap.findings != findings_before)
-                && tx.send(Msg::Snapshot(Box::new(snap.clone()))).is_err()
-            {
-                return;
-            }
+        if snap.gpus != gpus_before || snap.findings != findings_before {
+            self.tx
+                .send(Msg::Snapshot(Box::new(snap.clone())))
+                .map_err(|_| Gone)?;
         }
+        Ok(())
+    }
+}
+
+impl Watch for Refresh {
+    type Out = ();
+
+    fn look(&mut self, _: Tick) -> ControlFlow<()> {
+        let sent = if self.full_due() {
+            self.full()
+        } else {
+            self.memory()
+        };
+        match sent {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(Gone) => ControlFlow::Break(()),
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        None
     }
 }
 
@@ -135,6 +202,21 @@ fn cycle<T: Clone + PartialEq>(all: &[T], cur: &Option<T>) -> Option<T> {
 }
 
 impl App {
+    fn new() -> App {
+        App {
+            snap: None,
+            error: None,
+            table: TableState::default(),
+            sort: Sort::Memory,
+            gpu: None,
+            user: None,
+            owner: None,
+            detail: false,
+            popup: None,
+            updated: None,
+        }
+    }
+
     fn rows(&self) -> Vec<&Process> {
         match &self.snap {
             Some(s) => self.rows_of(s),
@@ -190,36 +272,11 @@ fn ui(
     tx: &Sender<Msg>,
     rescan: &Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
-    let mut app = App {
-        snap: None,
-        error: None,
-        table: TableState::default(),
-        sort: Sort::Memory,
-        gpu: None,
-        user: None,
-        owner: None,
-        detail: false,
-        popup: None,
-        updated: None,
-    };
+    let mut app = App::new();
     let mut dirty = true;
     let mut drawn = Instant::now();
     loop {
-        while let Ok(msg) = rx.try_recv() {
-            dirty = true;
-            match msg {
-                Msg::Snapshot(s) => {
-                    app.snap = Some(*s);
-                    app.updated = Some(Instant::now());
-                    app.error = None;
-                }
-                Msg::Error(e) => app.error = Some(e),
-                Msg::KillDone(m) => {
-                    app.popup = Some(Popup::Done(m));
-                    rescan.store(true, Ordering::Relaxed);
-                }
-            }
-        }
+        dirty |= receive(&mut app, rx, rescan);
         if dirty || drawn.elapsed() >= Duration::from_secs(1) {
             terminal.draw(|f| draw(f, &mut app))?;
             drawn = Instant::now();
@@ -235,120 +292,32 @@ fn ui(
         if key.kind != KeyEventKind::Press {
             continue;
         }
-        if let Some(popup) = &app.popup {
-            match (popup, key.code) {
-                (Popup::Plan(plan, sel), KeyCode::Char('y')) if !plan.targets.is_empty() => {
-                    let (plan, sel) = (plan.clone(), sel.clone());
-                    app.popup = Some(Popup::Busy(format!(
-                        "signalling {} and waiting for the memory...",
-                        plan.targets.len()
-                    )));
-                    let (cfg, tx) = (cfg.clone(), tx.clone());
-                    std::thread::spawn(move || {
-                        let msg = match Collector::new(cfg, None) {
-                            Ok(c) => match c.snapshot() {
-                                Ok(snap) => {
-                                    let safety = Safety::current();
-                                    let (r, _) = kill::execute(
-                                        &c,
-                                        &snap,
-                                        plan,
-                                        &sel,
-                                        &safety,
-                                        &kill::Options::default(),
-                                    );
-                                    format!(
-                                        "signalled {:?}; survivors {:?}; {}",
-                                        r.targets,
-                                        r.survivors,
-                                        if r.released {
-                                            format!(
-                                                "memory released after {:.2} s",
-                                                r.seconds_to_release
-                                            )
-                                        } else {
-                                            format!(
-                                                "memory not released ({}): {}",
-                                                r.verdict.as_str(),
-                                                r.reasons.join("; ")
-                                            )
-                                        }
-                                    )
-                                }
-                                Err(e) => e.to_string(),
-                            },
-                            Err(e) => e.to_string(),
-                        };
-                        let _ = tx.send(Msg::KillDone(msg));
-                    });
-                }
-                (Popup::Busy(_), _) => {}
-                (_, KeyCode::Esc | KeyCode::Char('n') | KeyCode::Char('q')) => app.popup = None,
-                _ => {}
-            }
-            continue;
-        }
-        let rows = app.rows().len();
-        match key.code {
-            KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
-            KeyCode::Down | KeyCode::Char('j') => app.table.select(Some(
-                app.table
-                    .selected()
-                    .map_or(0, |i| (i + 1).min(rows.saturating_sub(1))),
-            )),
-            KeyCode::Up => app.table.select(Some(
-                app.table.selected().map_or(0, |i| i.saturating_sub(1)),
-            )),
-            KeyCode::Enter => app.detail = !app.detail,
-            KeyCode::Char('m') => app.sort = Sort::Memory,
-            KeyCode::Char('p') => app.sort = Sort::Pid,
-            KeyCode::Char('a') => app.sort = Sort::Age,
-            KeyCode::Char('r') => rescan.store(true, Ordering::Relaxed),
-            KeyCode::Char('g') => {
-                let all: Vec<u32> = app
-                    .snap
-                    .as_ref()
-                    .map(|s| s.gpus.iter().map(|g| g.index).collect())
-                    .unwrap_or_default();
-                app.gpu = cycle(&all, &app.gpu);
-            }
-            KeyCode::Char('u') => {
-                let mut all: Vec<String> = app
-                    .snap
-                    .as_ref()
-                    .map(|s| s.processes.iter().map(|p| p.user.clone()).collect())
-                    .unwrap_or_default();
-                all.sort();
-                all.dedup();
-                app.user = cycle(&all, &app.user);
-            }
-            KeyCode::Char('o') => {
-                let mut all: Vec<String> = app
-                    .snap
-                    .as_ref()
-                    .map(|s| {
-                        s.processes
-                            .iter()
-                            .map(|p| p.owner.name.clone())
-                            .filter(|n| !n.is_empty())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                all.sort();
-                all.dedup();
-                app.owner = cycle(&all, &app.owner);
-            }
-            KeyCode::Char('k') => {
-                if let (Some(p), Some(s)) = (app.selected(), app.snap.as_ref()) {
-                    let sel = Selectors {
-                        pids: vec![p.pid],
-                        ..Selectors::default()
-                    };
-                    let plan = kill::plan(s, &sel, &Safety::current());
-                    app.popup = Some(Popup::Plan(plan, sel));
-                }
-            }
-            _ => {}
+        if app.popup.is_some() {
+            on_popup_key(&mut app, key.code, cfg, tx);
+        } else if on_key(&mut app, key.code, rescan) == Flow::Quit {
+            return Ok(());
         }
     }
+}
+
+/// Takes every message the collector and the kill sent; whether there was
+/// one (the screen needs drawing).
+fn receive(app: &mut App, rx: &Receiver<Msg>, rescan: &AtomicBool) -> bool {
+    let mut any = false;
+    while let Ok(msg) = rx.try_recv() {
+        any = true;
+        match msg {
+            Msg::Snapshot(s) => {
+                app.snap = Some(*s);
+                app.updated = Some(Instant::now());
+                app.error = None;
+            }
+            Msg::Error(e) => app.error = Some(e),
+            Msg::KillDone(m) => {
+                app.popup = Some(Popup::Done(m));
+                rescan.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    any
 }

@@ -20,11 +20,12 @@
 //!
 //! `--timeout` bounds all of it. The plan is in `plan.rs`, one round of
 //! signals and the rescan in `signals.rs`, the end verdict in `release.rs`,
-//! the watch for restarts after the release in `settle.rs`; this file runs
-//! them in order.
+//! the watch for restarts after the release in `settle.rs`, the steps of
+//! one execution in `run.rs`; this file runs them in order.
 
 mod plan;
 mod release;
+mod run;
 mod settle;
 mod signals;
 
@@ -32,10 +33,13 @@ pub use crate::model::{Changed, Plan, PlanEntry, Report, Skipped};
 pub use plan::{check_unit, plan, Safety, Selectors, UserSel};
 use plan::{reason, refusal};
 use release::Release;
+use run::{finish, survivors, Rounds, Run, Times};
 use settle::{known_restart_watch, restart_suspected, settle};
 use signals::{joiners, round};
 
 use super::identity::{wait_exited, KillError, Target};
+use super::monitor::{self, Ended, Tick, Watch};
+use super::progress::Event;
 use super::quiesce::quiesce;
 use crate::diagnose::verdict::{self, Policy};
 use crate::diagnose::{memory_on_gpus, Groups, IDLE_SLACK_BYTES};
@@ -47,6 +51,7 @@ use crate::units::mib;
 use regex::Regex;
 use rustix::process::Signal;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 /// How to execute a plan.
@@ -61,8 +66,6 @@ pub struct Options {
     pub timeout: Duration,
     /// Do not wait for the memory.
     pub no_wait: bool,
-    /// Show a progress bar (on a terminal).
-    pub progress: bool,
     /// `--holders-only`: without NVML, "released" may rest on the holders
     /// alone.
     pub holders_only: bool,
@@ -79,7 +82,6 @@ impl Default for Options {
             grace: Duration::from_secs(10),
             timeout: Duration::from_secs(60),
             no_wait: false,
-            progress: false,
             holders_only: false,
             settle: Duration::from_secs(1),
         }
@@ -121,7 +123,8 @@ impl Deadlines {
 }
 
 /// Executes `plan` (made from `initial` with `sel` and `safety`); returns
-/// the report and the snapshot its verdict was made from.
+/// the report and the snapshot its verdict was made from. Reports no
+/// progress: [`execute_reporting`] with no one listening.
 pub fn execute(
     c: &Collector,
     initial: &Snapshot,
@@ -130,157 +133,58 @@ pub fn execute(
     safety: &Safety,
     opts: &Options,
 ) -> (Report, Option<Snapshot>) {
+    execute_reporting(c, initial, plan, sel, safety, opts, &mut |_| {})
+}
+
+/// [`execute`], telling `progress` what happens as it happens (the rounds
+/// of signals, the wait for the memory).
+pub fn execute_reporting(
+    c: &Collector,
+    initial: &Snapshot,
+    plan: Plan,
+    sel: &Selectors,
+    safety: &Safety,
+    opts: &Options,
+    progress: &mut dyn FnMut(Event),
+) -> (Report, Option<Snapshot>) {
     crate::pause::before_signals();
     super::quiesce::release_on_interrupt();
-    let deadlines = Deadlines::new(opts.timeout);
-    let started = Instant::now();
-    let first_tick = ticks_now();
-    let mut report = Report {
-        skipped: plan.skipped.clone(),
-        ..Report::default()
+    let run = Run {
+        c,
+        opts,
+        deadlines: Deadlines::new(opts.timeout),
+        started: Instant::now(),
+        first_tick: ticks_now(),
     };
-    let mut handled: BTreeSet<(u32, u64)> = plan
-        .targets
-        .iter()
-        .map(|e| (e.pid, e.start_time_ticks))
-        .collect();
-    let mut all: Vec<Target> = Vec::new();
-    // The processes signalled, as the snapshots saw them.
-    let mut signalled: Vec<Process> = Vec::new();
-    let mut snap = initial.clone();
-    let mut entries = plan.targets.clone();
-    while !entries.is_empty() && report.rounds < MAX_ROUNDS {
-        report.rounds += 1;
-        let sig = if report.rounds >= 3 {
-            Signal::KILL
-        } else {
-            opts.signal
-        };
-        let done = round(c, &snap, &entries, sig, opts, &deadlines, &mut report);
-        signalled.extend(
-            done.iter()
-                .filter_map(|t| snap.processes.iter().find(|p| p.pid == t.pid))
-                .cloned(),
-        );
-        all.extend(done);
-        if Instant::now() >= deadlines.act {
-            break;
-        }
-        let Ok(next) = c.snapshot_until(Some(deadlines.act)) else {
-            break;
-        };
-        snap = next;
-        entries = joiners(&snap, sel, safety, &handled, &signalled, first_tick);
-        handled.extend(entries.iter().map(|e| (e.pid, e.start_time_ticks)));
-        report.found_by_rescan.extend(entries.iter().map(|e| e.pid));
-    }
-    report.targets.sort_unstable();
-    report.targets.dedup();
-    report.found_by_rescan.sort_unstable();
-    report.found_by_rescan.dedup();
-
+    let Rounds {
+        mut report,
+        handled,
+        targets,
+        signalled,
+    } = run.rounds(initial, plan, sel, safety, progress);
     if opts.no_wait {
-        report.survivors = all.iter().filter(|t| !t.exited()).map(|t| t.pid).collect();
+        report.survivors = survivors(&targets);
         report.verdict = VerdictState::Unknown;
         report.reasons = vec!["not waited for (--no-wait)".into()];
         return (report, None);
     }
     let release = Release::new(initial, &signalled, &report, sel, handled);
-    let bar = opts.progress.then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_message("waiting for the GPU memory to come back");
-        b.enable_steady_tick(Duration::from_millis(120));
-        b
-    });
-    // NVML alone until the targets' memory is back (or the deadline), then
-    // one fresh snapshot decides.
-    let mut exited_at = None;
-    let mut note_exits = || {
-        if exited_at.is_none() && all.iter().all(Target::exited) {
-            exited_at = Some(Instant::now());
-        }
+    let exited_at = run.await_memory(&release, &targets, progress);
+    let (verdict, end, released_at) = run.conclude(initial, &release, &signalled, &mut report);
+    let times = Times {
+        started: run.started,
+        exited_at,
+        released_at,
     };
-    if c.has_nvml() && !release.expected.is_empty() {
-        loop {
-            note_exits();
-            let now = c.nvml_until(Some(deadlines.act));
-            let held = release.memory_held(&now.gpus, now.status.available);
-            if held.is_empty() || Instant::now() >= deadlines.act {
-                break;
-            }
-            if let Some(b) = &bar {
-                b.set_message(format!(
-                    "waiting for the GPU memory: {}",
-                    crate::safe::fit(&held.join("; "), 160)
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    note_exits();
-    let end = c.snapshot_until(Some(deadlines.end));
-    let judge =
-        |end: &Snapshot| release.judge(end, &report, &signalled, first_tick, opts.holders_only);
-    let mut verdict = match &end {
-        Ok(end) => judge(end),
-        Err(e) => verdict::finish(
-            Vec::new(),
-            vec![format!("no final snapshot: {e}")],
-            Vec::new(),
-        ),
-    };
-    let released_at = Instant::now();
-    let mut end = end;
-    // A supervisor known beforehand is given its restart delay and the
-    // time a restarted program takes to open the GPU.
-    let settle = opts.settle.max(known_restart_watch(initial, &signalled));
-    if verdict.state == VerdictState::Free && !opts.settle.is_zero() && !signalled.is_empty() {
-        // The watch ends halfway through the reserve before the user's cap:
-        // the rest is for the verdict and the report.
-        let watch_end = deadlines.end - (deadlines.end - deadlines.act) / 2;
-        if let Ok(first) = end.as_ref() {
-            let suspect = |snap: &Snapshot| restart_suspected(snap, &signalled, first_tick);
-            let watched = self::settle(c, first, settle, watch_end, &judge, &suspect);
-            match watched {
-                Ok(Some((snap, busy))) => {
-                    verdict = busy;
-                    end = Ok(snap);
-                }
-                Ok(None) => {}
-                Err(e) => report.restart_watch_error = Some(e),
-            }
-        }
-        report.seconds_watched_for_restarts = released_at.elapsed().as_secs_f64();
-    }
-    report.seconds_after_exit = exited_at.map(|t| {
-        let until = if verdict.state == VerdictState::Free {
-            released_at
-        } else {
-            Instant::now()
-        };
-        until.saturating_duration_since(t).as_secs_f64()
-    });
-    if let Ok(end) = &end {
-        report.still_holding = release.memory_held(&end.gpus, end.nvml.available);
-    }
-    report.survivors = all.iter().filter(|t| !t.exited()).map(|t| t.pid).collect();
-    report.waiting_for_kernel = all
-        .iter()
-        .filter(|t| !t.exited() && t.state() == 'D')
-        .map(|t| t.pid)
-        .collect();
-    report.verdict = verdict.state;
-    report.reasons = verdict.reasons;
-    report.released = verdict.state == VerdictState::Free;
-    report.seconds_to_release = if report.released {
-        released_at.saturating_duration_since(started).as_secs_f64()
-    } else {
-        0.0
-    };
-    (report, end.ok())
+    finish(
+        &mut report,
+        &targets,
+        &release,
+        verdict,
+        end.as_ref(),
+        &times,
+    );
+    (report, end)
 }
 
 #[cfg(test)]

@@ -253,6 +253,32 @@ pub(super) fn refusal(p: &Process, safety: &Safety) -> Option<(String, bool)> {
 /// only shared nodes started with them, minus what safety forbids.
 pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
     let mut plan = Plan::default();
+    for (pid, (p, why)) in chosen(snap, sel, safety) {
+        match refusal(p, safety) {
+            Some((reason, refused)) => plan.skipped.push(Skipped {
+                pid,
+                reason,
+                refused,
+            }),
+            None => plan.targets.push(PlanEntry {
+                pid,
+                start_time_ticks: p.start_time_ticks,
+                reason: why,
+            }),
+        }
+    }
+    plan.skipped.extend(absent_pids(snap, sel));
+    plan
+}
+
+/// The holders the selectors name, each with why it is chosen; where GPUs
+/// were selected, also the holders of only shared nodes that started with
+/// the memory holders (or every one, with `--include-shared`).
+fn chosen<'a>(
+    snap: &'a Snapshot,
+    sel: &Selectors,
+    safety: &Safety,
+) -> BTreeMap<u32, (&'a Process, String)> {
     let matched: Vec<&Process> = snap
         .processes
         .iter()
@@ -284,31 +310,23 @@ pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
             }
         }
     }
-    for (pid, (p, why)) in chosen {
-        match refusal(p, safety) {
-            Some((reason, refused)) => plan.skipped.push(Skipped {
-                pid,
-                reason,
-                refused,
-            }),
-            None => plan.targets.push(PlanEntry {
-                pid,
-                start_time_ticks: p.start_time_ticks,
-                reason: why,
-            }),
-        }
-    }
-    for &pid in &sel.pids {
-        if !snap.processes.iter().any(|p| p.pid == pid) {
-            // A PID that NVML lists but whose process here holds no node
-            // names an innocent (the memory is kept by a process that had
-            // the PID before): refused for safety. One that nothing lists
-            // has nothing to free: left out, not refused.
+    chosen
+}
+
+/// The `--pid`s that name no holder. A PID that NVML lists but whose
+/// process here holds no node names an innocent (the memory is kept by a
+/// process that had the PID before): refused for safety. One that nothing
+/// lists has nothing to free: left out, not refused.
+fn absent_pids(snap: &Snapshot, sel: &Selectors) -> Vec<Skipped> {
+    sel.pids
+        .iter()
+        .filter(|&&pid| !snap.processes.iter().any(|p| p.pid == pid))
+        .map(|&pid| {
             let listed = snap
                 .gpus
                 .iter()
                 .any(|g| g.nvml_processes.iter().any(|n| n.pid == pid));
-            plan.skipped.push(Skipped {
+            Skipped {
                 pid,
                 reason: if listed {
                     "listed by NVML, but the process with this PID holds no GPU device node: not the memory's owner, never a target".into()
@@ -316,8 +334,7 @@ pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
                     "holds no GPU memory and no GPU device node: never a target".into()
                 },
                 refused: listed,
-            });
-        }
-    }
-    plan
+            }
+        })
+        .collect()
 }

@@ -236,71 +236,24 @@ impl Release {
         first_tick: u64,
         holders_only: bool,
     ) -> crate::model::Verdict {
-        let policy = Policy {
-            holders_only,
-            ..Policy::default()
-        };
         let unchecked: Vec<String> = report
             .unchecked
             .iter()
             .map(|u| format!("PID {} {}; it was not signalled", u.pid, u.why))
             .collect();
         if let Some(gpus) = &self.gpus {
-            // "Free these GPUs": their verdict is the answer.
-            let v = verdict::overall(&select(end.clone(), gpus), &policy);
-            let (busy, unknown) = match v.state {
-                // Name what started a holder again, where it did.
-                VerdictState::Busy => (
-                    end.processes
-                        .iter()
-                        .filter(|p| gpus.iter().any(|&g| p.touches_gpu(g)))
-                        .filter_map(|p| self.restarted(end, p, signalled, first_tick))
-                        .chain(v.reasons)
-                        .collect(),
-                    unchecked,
-                ),
-                _ => (Vec::new(), unchecked.into_iter().chain(v.reasons).collect()),
+            let policy = Policy {
+                holders_only,
+                ..Policy::default()
             };
-            return verdict::finish(busy, unknown, v.caveats);
+            return self.judge_gpus(end, gpus, &policy, unchecked, signalled, first_tick);
         }
-        let mut busy = Vec::new();
+        let mut busy: Vec<String> = end
+            .processes
+            .iter()
+            .filter_map(|p| self.still_held_by(end, p, report, signalled, first_tick))
+            .collect();
         let mut unknown = unchecked;
-        let listed = |pid: u32| {
-            end.gpus
-                .iter()
-                .any(|g| g.nvml_processes.iter().any(|n| n.pid == pid))
-        };
-        for p in &end.processes {
-            let meant = self.meant.contains(&(p.pid, p.start_time_ticks));
-            if report.changed.iter().any(|c| c.pid == p.pid) && listed(p.pid) {
-                busy.push(format!(
-                    "PID {} changed before the signal (it exec'd or let go) and was not signalled, but NVML still lists it with memory",
-                    p.pid
-                ));
-            } else if meant && p.is_live() {
-                busy.push(format!(
-                    "PID {} ({}) still holds {}{}",
-                    p.pid,
-                    p.comm,
-                    reason(p).trim_start_matches("holds "),
-                    if p.state == "D" {
-                        format!(
-                            ", in uninterruptible sleep{}: SIGKILL acts when that kernel wait ends (usually seconds); one that lasts minutes is a hung driver call, which only a reset ends (`gpufree why` prints the plan)",
-                            p.wchan.as_deref().map(|w| format!(" in {w}")).unwrap_or_default()
-                        )
-                    } else {
-                        String::new()
-                    }
-                ));
-            } else if self.watched.contains(&p.pid) && !p.is_live() && listed(p.pid) {
-                busy.push(format!(
-                    "zombie PID {} is still listed by NVML with its memory: its parent PID {} must reap it",
-                    p.pid, p.ppid
-                ));
-            } else if let Some(why) = self.restarted(end, p, signalled, first_tick) {
-                busy.push(why);
-            }
-        }
         // The targets' memory, from the end snapshot's NVML: what cannot be
         // read leaves the release unknown, unless the holders alone count.
         for held in self.memory_held(&end.gpus, end.nvml.available) {
@@ -319,4 +272,84 @@ impl Release {
         }
         verdict::finish(busy, unknown, Vec::new())
     }
+
+    /// The end verdict of "free these GPUs": their verdict, naming what
+    /// started a holder again where one did.
+    fn judge_gpus(
+        &self,
+        end: &Snapshot,
+        gpus: &[u32],
+        policy: &Policy,
+        unchecked: Vec<String>,
+        signalled: &[Process],
+        first_tick: u64,
+    ) -> crate::model::Verdict {
+        let v = verdict::overall(&select(end.clone(), gpus), policy);
+        let (busy, unknown) = match v.state {
+            VerdictState::Busy => (
+                end.processes
+                    .iter()
+                    .filter(|p| gpus.iter().any(|&g| p.touches_gpu(g)))
+                    .filter_map(|p| self.restarted(end, p, signalled, first_tick))
+                    .chain(v.reasons)
+                    .collect(),
+                unchecked,
+            ),
+            _ => (Vec::new(), unchecked.into_iter().chain(v.reasons).collect()),
+        };
+        verdict::finish(busy, unknown, v.caveats)
+    }
+
+    /// Why `p` of the end snapshot keeps the release from counting, if it
+    /// does: a target that changed but is still listed, a target still
+    /// holding, a zombie still listed, or a stranger started again.
+    fn still_held_by(
+        &self,
+        end: &Snapshot,
+        p: &Process,
+        report: &Report,
+        signalled: &[Process],
+        first_tick: u64,
+    ) -> Option<String> {
+        let listed = |pid: u32| {
+            end.gpus
+                .iter()
+                .any(|g| g.nvml_processes.iter().any(|n| n.pid == pid))
+        };
+        let meant = self.meant.contains(&(p.pid, p.start_time_ticks));
+        if report.changed.iter().any(|c| c.pid == p.pid) && listed(p.pid) {
+            Some(format!(
+                "PID {} changed before the signal (it exec'd or let go) and was not signalled, but NVML still lists it with memory",
+                p.pid
+            ))
+        } else if meant && p.is_live() {
+            Some(still_holds(p))
+        } else if self.watched.contains(&p.pid) && !p.is_live() && listed(p.pid) {
+            Some(format!(
+                "zombie PID {} is still listed by NVML with its memory: its parent PID {} must reap it",
+                p.pid, p.ppid
+            ))
+        } else {
+            self.restarted(end, p, signalled, first_tick)
+        }
+    }
+}
+
+/// A target that still holds what it held, in words; one in uninterruptible
+/// sleep with what ends it.
+fn still_holds(p: &Process) -> String {
+    format!(
+        "PID {} ({}) still holds {}{}",
+        p.pid,
+        p.comm,
+        reason(p).trim_start_matches("holds "),
+        if p.state == "D" {
+            format!(
+                ", in uninterruptible sleep{}: SIGKILL acts when that kernel wait ends (usually seconds); one that lasts minutes is a hung driver call, which only a reset ends (`gpufree why` prints the plan)",
+                p.wchan.as_deref().map(|w| format!(" in {w}")).unwrap_or_default()
+            )
+        } else {
+            String::new()
+        }
+    )
 }

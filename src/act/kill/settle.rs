@@ -21,27 +21,64 @@ pub(super) fn settle(
     judge: &dyn Fn(&Snapshot) -> crate::model::Verdict,
     suspect: &dyn Fn(&Snapshot) -> bool,
 ) -> Result<Option<(Snapshot, crate::model::Verdict)>, String> {
-    let mut stop = (Instant::now() + base).min(until);
-    let mut suspected = suspect(first);
-    let mut extended = false;
-    loop {
-        if suspected && !extended {
-            extended = true;
-            stop = stop.max((Instant::now() + SUSPECT_WATCH).min(until));
+    let mut watch = Settling {
+        c,
+        until,
+        stop: (Instant::now() + base).min(until),
+        suspected: suspect(first),
+        extended: false,
+        judge,
+        suspect,
+    };
+    match monitor::run(&mut watch, Duration::from_millis(100)) {
+        Ended::Stopped(found) => found.map(Some),
+        Ended::Deadline | Ended::Interrupted => Ok(None),
+    }
+}
+
+/// The watch of [`settle`].
+struct Settling<'a> {
+    c: &'a Collector,
+    /// No snapshot reads past this, nor does the watch.
+    until: Instant,
+    /// When the watch ends, unless a suspect extends it.
+    stop: Instant,
+    /// The last snapshot showed a suspect.
+    suspected: bool,
+    /// The watch was extended for a suspect already.
+    extended: bool,
+    judge: &'a dyn Fn(&Snapshot) -> crate::model::Verdict,
+    suspect: &'a dyn Fn(&Snapshot) -> bool,
+}
+
+impl Watch for Settling<'_> {
+    type Out = Result<(Snapshot, crate::model::Verdict), String>;
+
+    /// After each nap, a snapshot: not free ends the watch; a suspect in it
+    /// (or in the first) extends the watch once.
+    fn look(&mut self, tick: Tick) -> ControlFlow<Self::Out> {
+        if !tick.first() {
+            let snap = match self.c.snapshot_until(Some(self.until)) {
+                Ok(snap) => snap,
+                Err(e) => return ControlFlow::Break(Err(format!("a snapshot failed: {e}"))),
+            };
+            let v = (self.judge)(&snap);
+            if v.state == VerdictState::Busy {
+                return ControlFlow::Break(Ok((snap, v)));
+            }
+            self.suspected = (self.suspect)(&snap);
         }
-        let now = Instant::now();
-        if now >= stop {
-            return Ok(None);
+        if self.suspected && !self.extended {
+            self.extended = true;
+            self.stop = self
+                .stop
+                .max((Instant::now() + SUSPECT_WATCH).min(self.until));
         }
-        std::thread::sleep((stop - now).min(Duration::from_millis(100)));
-        let snap = c
-            .snapshot_until(Some(until))
-            .map_err(|e| format!("a snapshot failed: {e}"))?;
-        let v = judge(&snap);
-        if v.state == VerdictState::Busy {
-            return Ok(Some((snap, v)));
-        }
-        suspected = suspect(&snap);
+        ControlFlow::Continue(())
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        Some(self.stop)
     }
 }
 

@@ -14,6 +14,32 @@ pub(super) fn round(
     deadlines: &Deadlines,
     report: &mut Report,
 ) -> Vec<Target> {
+    let pinned = pin(c, snap, entries, report);
+    // Quiescence: frozen or stopped, a target can neither exec nor fork
+    // while it is checked and signalled.
+    let held = quiesce(&pinned, deadlines.act);
+    report.frozen_cgroups.extend(held.frozen());
+    crate::pause::while_held();
+    // Check every target, then signal every one still holding, then
+    // release them together: none acts on its signal before all have it.
+    let checked = still_holding(c, pinned, deadlines.act, report);
+    let signalled = send(checked, sig, report);
+    if sig != Signal::KILL {
+        // A stopped process acts on its signal only once continued (and one
+        // stopped before gpufree came would never act on it).
+        for t in &signalled {
+            let _ = t.signal(Signal::CONT);
+        }
+    }
+    // Thaw what was frozen, continue what was stopped and not signalled.
+    held.release();
+    grace(&signalled, sig, opts, deadlines, report);
+    signalled
+}
+
+/// Pins each entry through the snapshot's directory fd; what is gone, was
+/// reused or cannot be pinned goes to the report instead.
+fn pin(c: &Collector, snap: &Snapshot, entries: &[PlanEntry], report: &mut Report) -> Vec<Target> {
     let mut pinned = Vec::new();
     for e in entries {
         match Target::pin(&snap.pins, e.pid, e.start_time_ticks) {
@@ -31,43 +57,26 @@ pub(super) fn round(
             }),
         }
     }
-    // Quiescence: frozen or stopped, a target can neither exec nor fork
-    // while it is checked and signalled.
-    let held = quiesce(&pinned, deadlines.act);
-    report.frozen_cgroups.extend(held.frozen());
-    crate::pause::while_held();
-    // Check every target (through its pinned fd, each read under the
-    // deadline), then signal every one still holding, then release them
-    // together: none acts on its signal before all have it.
+    pinned
+}
+
+/// The pinned targets that still hold a GPU node, checked again through
+/// their pinned fds (each read under `until`); one that let go is reported
+/// as changed, one that could not be checked as unchecked.
+fn still_holding(
+    c: &Collector,
+    pinned: Vec<Target>,
+    until: Instant,
+    report: &mut Report,
+) -> Vec<Target> {
     let dirs: Vec<(u32, std::os::fd::OwnedFd)> = pinned
         .iter()
         .filter_map(|t| t.dir().try_clone().ok().map(|d| (t.pid, d)))
         .collect();
-    let holding: BTreeMap<u32, Holding> =
-        c.holding(dirs, Some(deadlines.act)).into_iter().collect();
+    let holding: BTreeMap<u32, Holding> = c.holding(dirs, Some(until)).into_iter().collect();
     let mut checked = Vec::new();
     for t in pinned {
-        let verdict = match holding.get(&t.pid) {
-            Some(Holding::Yes) => Ok(()),
-            Some(Holding::Gone) => Err(None),
-            // NVML's word alone never suffices: a process gpufree can read
-            // that holds no GPU node holds no GPU memory (a listing of its
-            // PID is another process's, one that had the PID before).
-            Some(Holding::No) => Err(Some(Changed {
-                pid: t.pid,
-                why: "no longer holds a GPU device node (it exec'd another program or let go)"
-                    .into(),
-            })),
-            Some(Holding::Unknown(why)) => Err(Some(Changed {
-                pid: t.pid,
-                why: format!("could not be checked again ({why})"),
-            })),
-            None => Err(Some(Changed {
-                pid: t.pid,
-                why: "could not be checked again".into(),
-            })),
-        };
-        match verdict {
+        match recheck(t.pid, holding.get(&t.pid)) {
             Ok(()) => checked.push(t),
             Err(None) => {}
             Err(Some(changed)) => {
@@ -79,6 +88,30 @@ pub(super) fn round(
             }
         }
     }
+    checked
+}
+
+/// What a second look at a target's holding means: Ok to signal it, Err
+/// None when it is gone, else how it changed or why it was not checked.
+fn recheck(pid: u32, holding: Option<&Holding>) -> Result<(), Option<Changed>> {
+    let changed = |why: String| Err(Some(Changed { pid, why }));
+    match holding {
+        Some(Holding::Yes) => Ok(()),
+        Some(Holding::Gone) => Err(None),
+        // NVML's word alone never suffices: a process gpufree can read
+        // that holds no GPU node holds no GPU memory (a listing of its
+        // PID is another process's, one that had the PID before).
+        Some(Holding::No) => changed(
+            "no longer holds a GPU device node (it exec'd another program or let go)".into(),
+        ),
+        Some(Holding::Unknown(why)) => changed(format!("could not be checked again ({why})")),
+        None => changed("could not be checked again".into()),
+    }
+}
+
+/// Sends `sig` to each checked target; returns those it reached (or that
+/// were gone already), reporting the rest as refused.
+fn send(checked: Vec<Target>, sig: Signal, report: &mut Report) -> Vec<Target> {
     let mut signalled = Vec::new();
     for t in checked {
         match t.signal(sig) {
@@ -95,34 +128,37 @@ pub(super) fn round(
             }
         }
     }
-    if sig != Signal::KILL {
-        // A stopped process acts on its signal only once continued (and one
-        // stopped before gpufree came would never act on it).
-        for t in &signalled {
-            let _ = t.signal(Signal::CONT);
-        }
-    }
-    // Thaw what was frozen, continue what was stopped and not signalled.
-    held.release();
+    signalled
+}
+
+/// The grace period after `sig` (none after KILL), then SIGKILL for the
+/// survivors and a short wait for it to land.
+fn grace(
+    signalled: &[Target],
+    sig: Signal,
+    opts: &Options,
+    deadlines: &Deadlines,
+    report: &mut Report,
+) {
     let refs: Vec<&Target> = signalled.iter().collect();
     let running = if sig == Signal::KILL {
         (0..refs.len()).collect()
     } else {
         wait_exited(&refs, opts.grace.min(deadlines.left()))
     };
-    if !running.is_empty() {
-        for &i in &running {
-            if refs[i].signal(Signal::KILL).is_ok() {
-                report.killed_hard.push(refs[i].pid);
-            }
-        }
-        // SIGKILL takes a moment to land; the verdict's reserve pays for it.
-        let _ = wait_exited(
-            &running.iter().map(|&i| refs[i]).collect::<Vec<_>>(),
-            Duration::from_secs(5).min(deadlines.end.saturating_duration_since(Instant::now())),
-        );
+    if running.is_empty() {
+        return;
     }
-    signalled
+    for &i in &running {
+        if refs[i].signal(Signal::KILL).is_ok() {
+            report.killed_hard.push(refs[i].pid);
+        }
+    }
+    // SIGKILL takes a moment to land; the verdict's reserve pays for it.
+    let _ = wait_exited(
+        &running.iter().map(|&i| refs[i]).collect::<Vec<_>>(),
+        Duration::from_secs(5).min(deadlines.end.saturating_duration_since(Instant::now())),
+    );
 }
 
 /// Whether the PID of a target that is gone now names another process.
