@@ -57,11 +57,57 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
     if !plan.targets.is_empty() && !args.yes {
         confirm(plan.targets.len(), &mut err)?;
     }
+    let (report, written) = execute(
+        common,
+        args,
+        paint,
+        &c,
+        Planned {
+            snap,
+            plan,
+            sel,
+            indexes,
+            safety,
+        },
+        &mut out,
+    );
+    let outcome = kill_outcome(&report, args.no_wait)?;
+    shown(written.and_then(|()| out.flush()), outcome)
+}
+
+/// What a kill acts on: the judged snapshot, its plan, the selectors and
+/// the selected GPUs, and the safety context the plan was made under.
+struct Planned {
+    snap: Snapshot,
+    plan: Plan,
+    sel: Selectors,
+    indexes: Vec<u32>,
+    safety: kill::Safety,
+}
+
+/// Signals the plan's targets and waits for the memory (a spinner on a
+/// terminal meanwhile), then writes the report: the kill's JSON document
+/// or its text.
+fn execute(
+    common: &Common,
+    args: &KillArgs,
+    paint: &Paint,
+    c: &snapshot::Collector,
+    planned: Planned,
+    out: &mut impl Write,
+) -> (kill::Report, std::io::Result<()>) {
+    let Planned {
+        snap,
+        plan,
+        sel,
+        indexes,
+        safety,
+    } = planned;
     let mut spinner = Spinner::new(
         !common.quiet && !common.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
     );
     let (report, end) = kill::execute_reporting(
-        &c,
+        c,
         &snap,
         plan.clone(),
         &sel,
@@ -77,14 +123,13 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
             plan: &plan,
             kill: &report,
         };
-        write_json(&mut out, &doc)
+        write_json(out, &doc)
     } else if !common.quiet {
-        crate::present::kill::write_report(&mut out, &report, !args.no_wait, paint)
+        crate::present::kill::write_report(out, &report, !args.no_wait, paint)
     } else {
         Ok(())
     };
-    let outcome = kill_outcome(&report, args.no_wait)?;
-    shown(written.and_then(|()| out.flush()), outcome)
+    (report, written)
 }
 
 /// The selectors of `kill`'s flags, checked against the snapshot (`--gpu`,

@@ -74,7 +74,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         unavailable: report.unavailable,
         dev_dir: cfg.dev_dir.display().to_string(),
         others: Vec::new(),
-        uptime_ticks: uptime_ticks(ticks_per_second),
+        uptime_ticks: crate::proc::me::uptime_ticks(),
         ticks_per_second,
         verdict: Default::default(),
         pins: Pins::new(pins),
@@ -244,14 +244,6 @@ fn visibility(
             .is_some_and(|st| st.nspid.len() > 1),
         ..Visibility::default()
     }
-}
-
-/// The system's uptime in clock ticks (0 when /proc/uptime is unreadable).
-fn uptime_ticks(ticks_per_second: u64) -> u64 {
-    std::fs::read_to_string("/proc/uptime")
-        .ok()
-        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0, |up| (up * ticks_per_second as f64) as u64)
 }
 
 /// Every process that is not a holder (nor gpufree), as pkill sees it.

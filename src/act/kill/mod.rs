@@ -92,15 +92,6 @@ impl Default for Options {
 /// (what keeps forking on SIGTERM gets no more chances).
 const MAX_ROUNDS: u32 = 5;
 
-/// The clock ticks since boot now, comparable with start times.
-fn ticks_now() -> u64 {
-    let tps = rustix::param::clock_ticks_per_second();
-    std::fs::read_to_string("/proc/uptime")
-        .ok()
-        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0, |up| (up * tps as f64) as u64)
-}
-
 /// The deadlines of one execution: signals and waits end by `act`, the
 /// verdict by `end` (the user's cap).
 struct Deadlines {
@@ -154,7 +145,7 @@ pub fn execute_reporting(
         opts,
         deadlines: Deadlines::new(opts.timeout),
         started: Instant::now(),
-        first_tick: ticks_now(),
+        first_tick: crate::proc::me::uptime_ticks(),
     };
     let Rounds {
         mut report,

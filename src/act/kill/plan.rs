@@ -63,22 +63,7 @@ impl Safety {
     /// The safety context of the running process.
     pub fn current() -> Safety {
         let me = std::process::id();
-        let mut ancestors = Vec::new();
-        let mut pid = me;
-        for _ in 0..256 {
-            let Some(ppid) = std::fs::read(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|b| crate::proc::parse::parse_stat(&b).ok())
-                .map(|s| s.ppid)
-            else {
-                break;
-            };
-            if ppid == 0 {
-                break;
-            }
-            ancestors.push(ppid);
-            pid = ppid;
-        }
+        let ancestors = crate::proc::me::ancestors();
         Safety {
             me,
             ancestors,
