@@ -273,10 +273,12 @@ mod tests {
 
     #[test]
     fn a_watch_error_names_its_causes_in_one_line() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("watch: the terminal")]
-        struct Outer(#[source] io::Error);
-        let e = Error::Watch(Box::new(Outer(io::Error::other("gone"))));
+        use crate::watch::Error as W;
+        let e = Error::Watch(Box::new(W::Terminal(io::Error::other("gone"))));
         assert_eq!(e.to_string(), "watch: the terminal: gone");
+        let e = Error::Watch(Box::new(W::Io(io::Error::other("eio"))));
+        assert_eq!(e.to_string(), "watch: eio");
+        let pipe = W::Io(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert_eq!(exit_code(&Err(Error::Watch(Box::new(pipe)))), 0);
     }
 }

@@ -246,8 +246,23 @@ impl App {
     }
 }
 
+/// Why the live view could not run or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The first collection could not start (no GPU, no /proc).
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
+    /// The terminal could not be set up (the cause is the source, which
+    /// the one-line message appends).
+    #[error("watch: the terminal")]
+    Terminal(#[source] std::io::Error),
+    /// Drawing or reading a key failed.
+    #[error("watch")]
+    Io(#[from] std::io::Error),
+}
+
 /// Runs the live view until q or Esc.
-pub fn run(cfg: Config, opts: Options) -> anyhow::Result<()> {
+pub fn run(cfg: Config, opts: Options) -> Result<(), Error> {
     let c = Collector::new(cfg.clone(), None)?;
     let (tx, rx): (Sender<Msg>, Receiver<Msg>) = mpsc::channel();
     let rescan = Arc::new(AtomicBool::new(false));
@@ -258,8 +273,7 @@ pub fn run(cfg: Config, opts: Options) -> anyhow::Result<()> {
         std::thread::spawn(move || collect(c, opts, tx, rescan));
     }
     // try_init: a terminal that cannot be set up is an error, not a panic.
-    let mut terminal =
-        ratatui::try_init().map_err(|e| anyhow::anyhow!("watch: the terminal: {e}"))?;
+    let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
     let result = ui(&mut terminal, &cfg, &rx, &tx, &rescan);
     ratatui::restore();
     result
@@ -271,7 +285,7 @@ fn ui(
     rx: &Receiver<Msg>,
     tx: &Sender<Msg>,
     rescan: &Arc<AtomicBool>,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let mut app = App::new();
     let mut dirty = true;
     let mut drawn = Instant::now();
