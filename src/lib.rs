@@ -21,6 +21,8 @@
 //! - [`cli`]: clap arguments to one command's run, its typed errors and
 //!   their exit codes.
 
+#![cfg_attr(test, allow(clippy::too_many_lines))] // Tests are exempt.
+
 pub mod act;
 pub mod cli;
 pub mod demo;

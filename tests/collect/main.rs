@@ -8,6 +8,7 @@
 //! process meanwhile; the commands run one after the other in one test.
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
+#![allow(clippy::too_many_lines)] // A test reads as one story; its length is exempt.
 
 #[allow(dead_code)] // The integration tests' harness; this binary uses a part.
 #[path = "../it/harness.rs"]
