@@ -1,0 +1,344 @@
+//! Snapshot values for the golden tests: the seed incident and the
+//! hostile-names corpus, with fixed PIDs, start times, paths and sizes, so
+//! that every presenter's output is the same on every run. Nothing is read
+//! from the system; the device paths name `/test-dev`, never the real one.
+
+use crate::diagnose::{diagnose_with, verdict, Options};
+use crate::model::{
+    DeviceUse, Gpu, GpuMemory, Kin, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner,
+    OwnerKind, Process, Snapshot, UnitRestart, Via, Visibility,
+};
+
+/// The device directory every fixture names.
+const DEV: &str = "/test-dev";
+/// Framebuffer of an RTX PRO 6000 Blackwell (97,887 MiB).
+const RTX_TOTAL: u64 = 102_642_810_880;
+/// What each incident worker holds (nvidia-smi-compute-apps.csv).
+const WORKER_BYTES: u64 = 96_610 << 20;
+/// What each incident GPU showed used (README.md): the workers' memory
+/// and the driver's 9 MiB.
+const INCIDENT_USED: u64 = 96_619 << 20;
+/// The vLLM engine core that started the workers and the tracker.
+pub(super) const LAUNCHER: u32 = 202_515;
+/// The multiprocessing resource tracker.
+const TRACKER: u32 = 212_437;
+/// `VLLM::Worker_TP0`; worker `i` is this plus `i`.
+const FIRST_WORKER: u32 = 212_702;
+/// The API server, the unit's main process: it holds nothing.
+const API_SERVER: u32 = 202_400;
+/// The unit that runs it all.
+const UNIT: &str = "vllm.service";
+
+/// The verdicts and the findings of `s`, as the collector sets them.
+pub(super) fn judged(mut s: Snapshot, opts: &Options) -> Snapshot {
+    verdict::apply(&mut s);
+    s.findings = diagnose_with(&s, opts);
+    s
+}
+
+/// A complete view as root with NVML answering.
+fn base(gpus: Vec<Gpu>, processes: Vec<Process>, scanned: u32) -> Snapshot {
+    Snapshot {
+        gpus,
+        processes,
+        nvml: NvmlStatus {
+            available: true,
+            library: "libnvidia-ml.so.1".into(),
+            driver_version: Some("580.95.05".into()),
+            error: None,
+        },
+        visibility: Visibility {
+            processes_scanned: scanned,
+            root: true,
+            ..Visibility::default()
+        },
+        dev_dir: DEV.into(),
+        uptime_ticks: 8_640_000,
+        ticks_per_second: 100,
+        ..Snapshot::default()
+    }
+}
+
+fn node(name: &str, gpu: Option<u32>, via: &[Via]) -> DeviceUse {
+    DeviceUse {
+        path: format!("{DEV}/{name}"),
+        gpu,
+        via: via.to_vec(),
+    }
+}
+
+fn gpu(index: u32, name: &str, total: u64, used: u64, listed: &[(u32, u64)]) -> Gpu {
+    let accounted: u64 = listed.iter().map(|(_, b)| b).sum();
+    Gpu {
+        index,
+        uuid: format!("GPU-7f3a{index:04x}-0c1d-4e2f-9a3b-5c6d7e8f{index:04x}"),
+        name: name.into(),
+        pci_bus_id: format!("00000000:{:02X}:00.0", 0x01 + 0x20 * index),
+        minor_number: Some(index),
+        memory: Memory {
+            total_bytes: total,
+            used_bytes: used,
+            accounted_bytes: accounted,
+            unaccounted_bytes: used - accounted,
+            known: true,
+            ..Memory::default()
+        },
+        nvml_processes: listed
+            .iter()
+            .map(|&(pid, bytes)| NvmlProcess {
+                pid,
+                used_bytes: Some(bytes),
+                kind: NvmlProcessKind::Compute,
+            })
+            .collect(),
+        ..Gpu::default()
+    }
+}
+
+fn unit(name: &str) -> Owner {
+    Owner {
+        kind: OwnerKind::SystemdUnit,
+        id: name.into(),
+        name: name.into(),
+    }
+}
+
+/// One process of the incident's unit, run as `vllm` (UID 998).
+fn vllm_process(pid: u32, ppid: u32, comm: &str, cmdline: &[&str]) -> Process {
+    Process {
+        pid,
+        ppid,
+        pgid: API_SERVER,
+        sid: API_SERVER,
+        comm: comm.into(),
+        cmdline: cmdline.iter().map(|s| s.to_string()).collect(),
+        exe: Some("/opt/vllm/bin/python3.12".into()),
+        uid: 998,
+        user: "vllm".into(),
+        state: "S".into(),
+        start_time_ticks: 8_000_000 + u64::from(pid - API_SERVER),
+        threads: 1,
+        nspid: vec![pid],
+        cgroup: "/user.slice/user-998.slice/session-4.scope".into(),
+        ..Process::default()
+    }
+}
+
+/// Worker `i`: renamed to `VLLM::Worker_TP{i}`, mapping its GPU and
+/// nvidia-uvm, with nvidiactl open.
+fn worker(i: u32) -> Process {
+    Process {
+        threads: 48,
+        renamed: true,
+        gpu_memory: vec![GpuMemory {
+            gpu: i,
+            used_bytes: Some(WORKER_BYTES),
+        }],
+        devices: vec![
+            node(&format!("nvidia{i}"), Some(i), &[Via::Mmap]),
+            node("nvidiactl", None, &[Via::Fd]),
+            node("nvidia-uvm", None, &[Via::Mmap]),
+        ],
+        ..vllm_process(
+            FIRST_WORKER + i,
+            LAUNCHER,
+            "VLLM::Worker_TP",
+            &[&format!("VLLM::Worker_TP{i}")],
+        )
+    }
+}
+
+/// The seed incident (fixtures/seed-incident) as the manual launch left
+/// it: eight renamed workers with 96,610 MiB each, their launcher (the
+/// engine core) and the resource tracker holding nvidia0 and nvidia-uvm,
+/// started by an API server that holds nothing.
+pub(super) fn incident() -> Snapshot {
+    let mut procs = vec![
+        Process {
+            renamed: true,
+            threads: 12,
+            devices: vec![
+                node("nvidia0", Some(0), &[Via::Fd]),
+                node("nvidia-uvm", None, &[Via::Fd]),
+            ],
+            ..vllm_process(
+                LAUNCHER,
+                API_SERVER,
+                "VLLM::EngineCor",
+                &["VLLM::EngineCore"],
+            )
+        },
+        Process {
+            devices: vec![
+                node("nvidia0", Some(0), &[Via::Mmap]),
+                node("nvidia-uvm", None, &[Via::Fd]),
+            ],
+            ..vllm_process(
+                TRACKER,
+                LAUNCHER,
+                "python3",
+                &[
+                    "/opt/vllm/bin/python3",
+                    "-c",
+                    "from multiprocessing.resource_tracker import main;main(25)",
+                ],
+            )
+        },
+    ];
+    procs.extend((0..8).map(worker));
+    let name = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition";
+    let gpus = (0..8)
+        .map(|i| {
+            gpu(
+                i,
+                name,
+                RTX_TOTAL,
+                INCIDENT_USED,
+                &[(FIRST_WORKER + i, WORKER_BYTES)],
+            )
+        })
+        .collect();
+    let mut s = base(gpus, procs, 412);
+    s.parents.insert(
+        API_SERVER,
+        Kin {
+            ppid: 1,
+            comm: "python3".into(),
+            start_time_ticks: 7_990_000,
+            cmdline: [
+                "/opt/vllm/bin/python3",
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                "/models/kimi-k2",
+                "--tensor-parallel-size",
+                "8",
+            ]
+            .map(String::from)
+            .to_vec(),
+        },
+    );
+    s
+}
+
+/// The incident once moved into `vllm.service` (Restart=on-failure): the
+/// same processes, owned by the unit.
+pub(super) fn incident_under_unit() -> Snapshot {
+    let mut s = incident();
+    for p in &mut s.processes {
+        p.owner = unit(UNIT);
+        p.cgroup = format!("/system.slice/{UNIT}");
+    }
+    s.units.insert(
+        UNIT.into(),
+        UnitRestart {
+            restart: "on-failure".into(),
+            restart_sec: None,
+            source: format!("/etc/systemd/system/{UNIT}"),
+            unreadable: Vec::new(),
+        },
+    );
+    s
+}
+
+/// The hostile names of tests/it/evil.rs: terminal escapes, line breaks,
+/// bidi overrides and isolates, quotes and shell syntax, invalid UTF-8, DEL
+/// and C1, invisible characters, and a 64 KiB name.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    let mut c: Vec<Vec<u8>> = [
+        &b"\x1b]0;pwned\x07title"[..],
+        b"\x1b[2J\x1b[Hcleared",
+        b"\x1b[31mred\x1b[0m",
+        b"two\nlines\rback\ttab",
+        "\u{202e}gnp.exe".as_bytes(),
+        "\u{2066}iso\u{2069} \u{200f}rlm".as_bytes(),
+        b"it's \"quoted\"",
+        b"$(touch /tmp/gpufree-pwned)",
+        b"`id` ; rm -rf ~ #",
+        b"\xff\xfe not utf-8",
+        b"\x7fdel \xc2\x85c1 \xc2\x9bcsi",
+        "py\u{200b}thon\u{feff} \u{e0041}tag".as_bytes(),
+    ]
+    .iter()
+    .map(|s| s.to_vec())
+    .collect();
+    c.push(vec![b'A'; 64 * 1024]);
+    c
+}
+
+/// Bytes as the collector keeps them: UTF-8 as it is, any other byte as
+/// `\xNN` text.
+fn text(bytes: &[u8]) -> String {
+    bytes
+        .utf8_chunks()
+        .map(|c| {
+            let bad: String = c.invalid().iter().map(|b| format!("\\x{b:02x}")).collect();
+            format!("{}{bad}", c.valid())
+        })
+        .collect()
+}
+
+/// PID of the first hostile holder; the others follow.
+pub(super) const FIRST_EVIL: u32 = 4100;
+/// Each hostile holder's memory.
+const EVIL_BYTES: u64 = 1 << 30;
+
+/// One hostile holder: its comm (the first 15 bytes), its command line
+/// and its unit all carry the name; a name with a line break breaks its
+/// cgroup line, so that one has no unit and is an orphan of PID 1.
+fn evil_holder(i: u32, name: &[u8]) -> Process {
+    let whole = text(name);
+    let unit_name: String = String::from_utf8_lossy(name)
+        .chars()
+        .filter(|c| *c != '/')
+        .take(200)
+        .collect();
+    let owned = !name.contains(&b'\n');
+    let root = i.is_multiple_of(2);
+    Process {
+        pid: FIRST_EVIL + i,
+        ppid: 1,
+        comm: text(&name[..name.len().min(15)]),
+        cmdline: vec![whole.clone(), "--serve".into(), whole],
+        exe: Some("/usr/bin/python3".into()),
+        uid: if root { 0 } else { 65534 },
+        user: if root { "root" } else { "nobody" }.into(),
+        state: "S".into(),
+        start_time_ticks: 1000 + u64::from(FIRST_EVIL + i),
+        threads: 1,
+        nspid: vec![FIRST_EVIL + i],
+        renamed: true,
+        orphaned: !owned,
+        gpu_memory: vec![GpuMemory {
+            gpu: 0,
+            used_bytes: Some(EVIL_BYTES),
+        }],
+        devices: vec![node("nvidia0", Some(0), &[Via::Fd])],
+        owner: if owned {
+            unit(&format!("{unit_name}.service"))
+        } else {
+            Owner::default()
+        },
+        ..Process::default()
+    }
+}
+
+/// One H200 with a hostile name, held by one process per corpus entry.
+pub(super) fn evil() -> Snapshot {
+    let names = corpus();
+    let procs: Vec<Process> = (0u32..)
+        .zip(&names)
+        .map(|(i, n)| evil_holder(i, n))
+        .collect();
+    let listed: Vec<(u32, u64)> = procs.iter().map(|p| (p.pid, EVIL_BYTES)).collect();
+    let used = EVIL_BYTES * listed.len() as u64;
+    let mut g = gpu(
+        0,
+        "NVIDIA \u{1b}[5mH200\u{202e}",
+        143_771 << 20,
+        used,
+        &listed,
+    );
+    g.uuid = "GPU-\u{1b}]0;uuid\u{7}\u{202e}".into();
+    base(vec![g], procs, 57)
+}
