@@ -16,7 +16,10 @@ use super::{write_json, Paint};
 use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
 use crate::model::{Changed, Report, Snapshot, VerdictState};
-use fixtures::{corpus, evil, incident, incident_under_unit, judged, FIRST_EVIL, LAUNCHER};
+use fixtures::{
+    blind_cases, corpus, evil, incident, incident_under_unit, judged, states, unaccounted_cases,
+    FIRST_EVIL, LAUNCHER,
+};
 use regex::Regex;
 use std::io;
 
@@ -167,6 +170,48 @@ fn seed_incident_kill_report() {
     );
 }
 
+/// The report's other paths: a release found by a rescan with the watch
+/// for restarts cut short; an unknown release after every target exited,
+/// one left in a kernel wait and one not checked again; nothing to do.
+#[test]
+fn kill_reports_of_a_rescan_an_unknown_release_and_nothing_to_do() {
+    let rescan = Report {
+        targets: vec![LAUNCHER, 212_702],
+        found_by_rescan: vec![212_703],
+        rounds: 2,
+        released: true,
+        verdict: VerdictState::Free,
+        seconds_to_release: 0.75,
+        restart_watch_error: Some("a snapshot failed: EMFILE".into()),
+        ..Report::default()
+    };
+    let unknown = Report {
+        targets: vec![212_702, 212_703],
+        survivors: vec![212_703],
+        waiting_for_kernel: vec![212_703],
+        unchecked: vec![Changed {
+            pid: 212_704,
+            why: "its fds could not be read again (timed out)".into(),
+        }],
+        rounds: 1,
+        verdict: VerdictState::Unknown,
+        reasons: vec!["GPU 3: memory unknown (NVML timed out)".into()],
+        seconds_after_exit: Some(12.5),
+        still_holding: vec!["GPU 3: memory unknown".into()],
+        ..Report::default()
+    };
+    let nothing = Report {
+        released: true,
+        verdict: VerdictState::Free,
+        ..Report::default()
+    };
+    let text = |r: &Report, waited| written(|w| write_report(w, r, waited, &PLAIN));
+    insta::assert_snapshot!("kill_report_rescan", text(&rescan, true));
+    insta::assert_snapshot!("kill_report_unknown", text(&unknown, true));
+    insta::assert_snapshot!("kill_report_no_wait", text(&unknown, false));
+    insta::assert_snapshot!("kill_report_nothing", text(&nothing, true));
+}
+
 #[test]
 fn seed_incident_metrics() {
     let s = judged(incident(), &Options::default());
@@ -238,4 +283,44 @@ fn evil_names_kill_report() {
 fn evil_names_metrics_with_command_lines() {
     let s = judged(evil(), &Options::default());
     insta::assert_snapshot!("evil_metrics", folded(&metrics(&s, true)));
+}
+
+/// Each case's status table and `why`, under its name; then each case's
+/// JSON document.
+fn cases_text_and_json(cases: Vec<(&str, Snapshot)>) -> (String, String) {
+    let mut text = String::new();
+    let mut docs = String::new();
+    for (name, s) in cases {
+        let s = judged(s, &Options::default());
+        text.push_str(&format!("==== {name}: status\n"));
+        text.push_str(&written(|w| write_status(w, &s, &PLAIN)));
+        text.push_str(&format!("==== {name}: why\n"));
+        text.push_str(&written(|w| write_why(w, &s, &PLAIN)));
+        docs.push_str(&format!("==== {name}\n{}", json(&s)));
+    }
+    (text, docs)
+}
+
+#[test]
+fn memory_nobody_accounts_for_each_explanation() {
+    let (text, docs) = cases_text_and_json(unaccounted_cases());
+    insta::assert_snapshot!("unaccounted", text);
+    insta::assert_snapshot!("unaccounted_json", docs);
+}
+
+#[test]
+fn what_could_not_be_seen_nvml_down_lost_gpu_other_namespaces() {
+    let (text, docs) = cases_text_and_json(blind_cases());
+    insta::assert_snapshot!("blind", text);
+    insta::assert_snapshot!("blind_json", docs);
+}
+
+#[test]
+fn holders_in_odd_states_zombie_blocked_stopped_orphan_daemon() {
+    let (text, docs) = cases_text_and_json(vec![("states", states())]);
+    insta::assert_snapshot!("states", text);
+    insta::assert_snapshot!("states_json", docs);
+    let s = judged(states(), &Options::default());
+    insta::assert_snapshot!("states_kill_plan", dry_run(&s));
+    insta::assert_snapshot!("states_metrics", metrics(&s, false));
 }
