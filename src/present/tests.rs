@@ -17,8 +17,8 @@ use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
 use crate::model::{Changed, Report, Snapshot, VerdictState};
 use fixtures::{
-    blind_cases, corpus, evil, incident, incident_under_unit, judged, states, unaccounted_cases,
-    FIRST_EVIL, LAUNCHER,
+    blind_cases, bystanders, corpus, evil, groups, incident, incident_under_unit, judged, states,
+    unaccounted_cases, FIRST_EVIL, LAUNCHER,
 };
 use regex::Regex;
 use std::io;
@@ -323,4 +323,31 @@ fn holders_in_odd_states_zombie_blocked_stopped_orphan_daemon() {
     let s = judged(states(), &Options::default());
     insta::assert_snapshot!("states_kill_plan", dry_run(&s));
     insta::assert_snapshot!("states_metrics", metrics(&s, false));
+}
+
+#[test]
+fn launch_groups_of_every_kind_and_what_restarts_them() {
+    let (text, docs) = cases_text_and_json(vec![("groups", groups())]);
+    insta::assert_snapshot!("groups", text);
+    insta::assert_snapshot!("groups_json", docs);
+    let s = judged(groups(), &Options::default());
+    insta::assert_snapshot!("groups_kill_plan", dry_run(&s));
+}
+
+/// A pattern that hits every holder of the incident (so the next kill
+/// is by the pattern), and a log tail that holds nothing.
+#[test]
+fn seed_incident_a_pattern_that_hits_every_holder_and_a_bystander() {
+    let mut s = incident();
+    s.others = bystanders();
+    let s = with_pattern(&s, "VLLM::Worker_TP|resource_tracker|EngineCore");
+    let pattern: Vec<_> = s.findings.iter().filter(|f| f.kind == "pattern").collect();
+    insta::assert_snapshot!(
+        "incident_pattern_hits_all",
+        written(|w| write_why(w, &s, &PLAIN))
+    );
+    insta::assert_snapshot!(
+        "incident_pattern_hits_all_json",
+        written(|w| write_json(w, &pattern))
+    );
 }

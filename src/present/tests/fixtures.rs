@@ -587,3 +587,141 @@ pub(super) fn states() -> Snapshot {
     );
     s
 }
+
+/// `trainer` on `gpu`, owned by `owner`.
+fn owned(pid: u32, ppid: u32, gpu: u32, owner: Owner) -> Process {
+    let mut p = trainer(pid, ppid, 10 << 30);
+    p.gpu_memory[0].gpu = gpu;
+    p.devices[0] = node(&format!("nvidia{gpu}"), Some(gpu), &[Via::Fd, Via::Mmap]);
+    p.owner = owner;
+    p
+}
+
+fn owner(kind: OwnerKind, id: &str, name: &str) -> Owner {
+    Owner {
+        kind,
+        id: id.into(),
+        name: name.into(),
+    }
+}
+
+/// A holder of `gpu` with no owner: a rank of a torchrun agent, a worker
+/// of a Python launcher, an orphan.
+fn rank(pid: u32, ppid: u32, gpu: u32, comm: &str) -> Process {
+    let mut p = owned(pid, ppid, gpu, Owner::default());
+    p.comm = comm.into();
+    p
+}
+
+/// Launch groups of every kind on eight GPUs: a user's unit, a container,
+/// a pod of a Deployment, a Slurm job, two torchrun ranks with restarts
+/// left, two Ray workers under one launcher, and two orphans of a dead
+/// launcher under a subreaper.
+pub(super) fn groups() -> Snapshot {
+    let elastic = |mut p: Process| {
+        p.environment
+            .insert("TORCHELASTIC_RESTART_COUNT".into(), "1".into());
+        p.environment
+            .insert("TORCHELASTIC_MAX_RESTARTS".into(), "3".into());
+        p
+    };
+    let pod_uid = "1234abcd-5678-90ab-cdef-1234567890ab";
+    let procs = vec![
+        owned(
+            6100,
+            6000,
+            0,
+            owner(
+                OwnerKind::SystemdUnit,
+                "vllm.service",
+                "vllm.service (user 1000)",
+            ),
+        ),
+        owned(
+            6200,
+            6000,
+            1,
+            owner(
+                OwnerKind::Container,
+                &"3f2a1b4c5d6e".repeat(5)[..60],
+                "docker 3f2a1b4c5d6e",
+            ),
+        ),
+        owned(
+            6300,
+            6000,
+            2,
+            owner(OwnerKind::K8sPod, pod_uid, "k8s pod 1234abcd"),
+        ),
+        owned(
+            6400,
+            6000,
+            3,
+            owner(OwnerKind::SlurmJob, "3385", "slurm job 3385"),
+        ),
+        elastic(rank(6501, 6500, 4, "python3")),
+        elastic(rank(6502, 6500, 5, "python3")),
+        rank(6601, 6600, 6, "ray::IDLE"),
+        rank(6602, 6600, 6, "ray::Trainer.fit"),
+        Process {
+            orphaned: true,
+            ..rank(6701, 6700, 7, "python3")
+        },
+        Process {
+            orphaned: true,
+            ..rank(6702, 6700, 7, "python3")
+        },
+    ];
+    let listed = |g: u32| -> Vec<(u32, u64)> {
+        procs
+            .iter()
+            .filter(|p| p.gpu_memory[0].gpu == g)
+            .map(|p| (p.pid, 10 << 30))
+            .collect()
+    };
+    let gpus = (0..8)
+        .map(|i| {
+            let l = listed(i);
+            h200(i, (10 << 30) * l.len() as u64, &l)
+        })
+        .collect();
+    let mut s = base(gpus, procs, 640);
+    let kin = |ppid: u32, comm: &str, cmdline: &[&str]| Kin {
+        ppid,
+        comm: comm.into(),
+        start_time_ticks: 3_000,
+        cmdline: cmdline.iter().map(|a| a.to_string()).collect(),
+    };
+    s.parents.insert(6000, kin(1, "bash", &["bash"]));
+    s.parents.insert(
+        6500,
+        kin(
+            1,
+            "pt_elastic",
+            &["/usr/bin/python3", "/usr/local/bin/torchrun", "train.py"],
+        ),
+    );
+    s.parents
+        .insert(6600, kin(1, "raylet", &["/usr/lib/ray/raylet"]));
+    s.parents
+        .insert(6700, kin(1, "systemd", &["/lib/systemd/systemd", "--user"]));
+    s.pods.insert(
+        pod_uid.into(),
+        crate::model::PodName {
+            namespace: "ml".into(),
+            name: "vllm-7d9c5b6f4-x2x9k".into(),
+        },
+    );
+    s
+}
+
+/// Processes that hold nothing but match a pattern for the incident.
+pub(super) fn bystanders() -> Vec<crate::model::Brief> {
+    vec![crate::model::Brief {
+        pid: 300,
+        comm: "tail".into(),
+        cmdline: ["tail", "-f", "/var/log/VLLM::Worker_TP.log"]
+            .map(String::from)
+            .to_vec(),
+    }]
+}
