@@ -6,7 +6,10 @@
 //! a deliberate one. With `CI=true` a missing snapshot fails instead of
 //! being written.
 
+mod cases;
+mod evil;
 mod fixtures;
+mod incident;
 
 use super::kill::{write_plan, write_report};
 use super::metrics::{render_textfile, Extra};
@@ -16,10 +19,10 @@ use super::{write_json, Paint};
 use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
 use crate::model::{Changed, Report, Snapshot, VerdictState};
-use fixtures::{
-    blind_cases, bystanders, corpus, evil, groups, incident, incident_under_unit, judged, states,
-    unaccounted_cases, FIRST_EVIL, LAUNCHER,
-};
+use cases::{blind_cases, groups, states, unaccounted_cases};
+use evil::{corpus, evil, FIRST_EVIL};
+use fixtures::judged;
+use incident::{bystanders, incident, incident_under_unit, LAUNCHER};
 use regex::Regex;
 use std::io;
 
