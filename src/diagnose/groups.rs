@@ -274,7 +274,11 @@ fn group_finding(ctx: &Ctx<'_>, g: &Group, members: &[&Process]) -> Option<Findi
         None => ctx.group_kill(g, members),
     };
     let f = finding(
-        if orphans { "orphans" } else { "live-holders" },
+        if orphans {
+            FindingKind::Orphans
+        } else {
+            FindingKind::LiveHolders
+        },
         Severity::Error,
         message,
         holding.iter().map(|p| p.pid).collect(),
@@ -330,7 +334,7 @@ fn device_holders(ps: &[&Process], severity: Severity, message: String, out: &mu
     }
     let pids: Vec<u32> = ps.iter().map(|p| p.pid).collect();
     let f = finding(
-        "device-holders",
+        FindingKind::DeviceHolders,
         severity,
         message,
         pids.clone(),

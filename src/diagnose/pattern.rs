@@ -72,7 +72,7 @@ pub(super) fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
     );
     let bytes = crate::model::saturating_sum(renamed.iter().map(|p| p.memory_bytes()));
     let f = finding(
-        "renamed-holders",
+        FindingKind::RenamedHolders,
         Severity::Warning,
         format!(
             "{} renamed {} (setproctitle): patterns written for the original command line, like `pkill -f 'python3.*vllm'`, miss {}",
@@ -114,7 +114,7 @@ pub(super) fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Findin
         Severity::Warning
     };
     let f = finding(
-        "pattern",
+        FindingKind::Pattern,
         severity,
         format!(
             "`pkill -f {q}` would hit {} of {} holders and {}; `pkill {q}` (comm) would hit {} of {}",

@@ -33,7 +33,7 @@ pub(super) fn partial_view(s: &Snapshot, state: VerdictState, out: &mut Vec<Find
         ),
     };
     let f = finding(
-        "partial-view",
+        FindingKind::PartialView,
         severity,
         message,
         v.unreadable_pids.iter().take(32).copied().collect(),
@@ -100,7 +100,7 @@ pub(super) fn outside_namespace(s: &Snapshot, out: &mut Vec<Finding>) {
     }
     let (bytes, gpus) = listed_memory(s, hidden);
     let f = finding(
-        "outside-namespace",
+        FindingKind::OutsideNamespace,
         Severity::Error,
         format!(
             "NVML lists {} with {} that this /proc does not have: processes of another PID namespace (the host, or a container on an older driver); run gpufree on the host (or with hostPID) to see and free them",
@@ -121,7 +121,7 @@ pub(super) fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
     }
     let (bytes, gpus) = listed_memory(s, stale);
     let f = finding(
-        "stale-nvml-pid",
+        FindingKind::StaleNvmlPid,
         Severity::Error,
         format!(
             "NVML lists {} with {} whose process here holds no GPU device node: not that process's memory (it was never signalled for it), but kept by a process that had the PID before (reused since) or one that inherited its GPU files",
@@ -210,7 +210,7 @@ pub(super) fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
 
 /// What a finding on unaccounted memory says, before its PIDs and GPU.
 struct Explanation {
-    kind: &'static str,
+    kind: FindingKind,
     severity: Severity,
     message: String,
     next: String,
@@ -272,7 +272,7 @@ fn monitors_only(s: &Snapshot, gpu: u32, head: &str, openers: &[&Process]) -> Ex
     let mut details: Vec<String> = openers.iter().map(|p| who(p)).collect();
     details.extend(reset_plan(s, gpu));
     Explanation {
-        kind: "unaccounted-memory",
+        kind: FindingKind::UnaccountedMemory,
         severity: Severity::Warning,
         message: format!(
             "{head} that no visible process accounts for; {} its device nodes open without mapping them, as NVML monitors do (a CUDA context maps them): the driver likely holds the memory",
@@ -287,7 +287,7 @@ fn monitors_only(s: &Snapshot, gpu: u32, head: &str, openers: &[&Process]) -> Ex
 fn holders_first(head: &str, holders: &[&Process]) -> Explanation {
     let targets: Vec<u32> = holders.iter().map(|p| p.pid).collect();
     Explanation {
-        kind: "unaccounted-memory",
+        kind: FindingKind::UnaccountedMemory,
         severity: Severity::Warning,
         message: format!(
             "{head} that no visible process accounts for; {} its device nodes and may own the contexts",
@@ -301,7 +301,7 @@ fn holders_first(head: &str, holders: &[&Process]) -> Explanation {
 /// gpufree runs in a container: the memory may be another namespace's.
 fn nested_namespace(head: &str) -> Explanation {
     Explanation {
-        kind: "unaccounted-memory",
+        kind: FindingKind::UnaccountedMemory,
         severity: Severity::Warning,
         message: format!(
             "{head} that no visible process accounts for; gpufree runs in a nested PID namespace: new drivers hide other namespaces' processes but count their memory"
@@ -314,7 +314,7 @@ fn nested_namespace(head: &str) -> Explanation {
 /// Not root, and some of the view is missing: ask for root.
 fn partial(head: &str, blind: &[String]) -> Explanation {
     Explanation {
-        kind: "unaccounted-memory",
+        kind: FindingKind::UnaccountedMemory,
         severity: Severity::Warning,
         message: format!(
             "{head} that no visible process accounts for; the view is partial: {}",
@@ -335,7 +335,7 @@ fn driver_held(s: &Snapshot, gpu: u32, head: &str, blind: &[String]) -> Explanat
     }
     plan.extend(reset_plan(s, gpu));
     Explanation {
-        kind: "driver-held-memory",
+        kind: FindingKind::DriverHeldMemory,
         severity: Severity::Warning,
         message: format!(
             "{head} with no process listed by NVML and no readable holder of any GPU device node: memory the driver holds, unless a process even root cannot read holds it"
@@ -375,7 +375,7 @@ fn root_caveats(s: &Snapshot) -> Vec<String> {
 /// A complete view and nobody holds the memory: the driver's leak.
 fn driver_leak(s: &Snapshot, gpu: u32, head: &str) -> Explanation {
     Explanation {
-        kind: "driver-leak",
+        kind: FindingKind::DriverLeak,
         severity: Severity::Error,
         message: format!(
             "{head} with no process listed by NVML and no holder of any GPU device node: memory the driver has not released"

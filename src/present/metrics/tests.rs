@@ -1,7 +1,9 @@
 //! The metrics of a snapshot value: base units, labels, no command line unless asked.
 
 use super::*;
-use crate::model::{Finding, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Severity};
+use crate::model::{
+    Finding, FindingKind, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Severity,
+};
 
 #[test]
 fn gpus_holders_and_findings_in_base_units() {
@@ -38,7 +40,7 @@ fn gpus_holders_and_findings_in_base_units() {
             ..Process::default()
         }],
         findings: vec![Finding {
-            kind: "orphans".into(),
+            kind: FindingKind::Orphans,
             severity: Severity::Warning,
             message: String::new(),
             pids: vec![77],
