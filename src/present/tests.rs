@@ -1,10 +1,11 @@
 //! Golden tests of the presenters: every text and JSON output of the seed
-//! incident and of the hostile-names corpus, from snapshot values (fixed
-//! PIDs and times: no redaction needed), compared with the `.snap` files
-//! under `snapshots/`. A change to a presenter or to the diagnosis shows up
-//! here as a diff; `cargo insta review` (or `INSTA_UPDATE=always`) accepts
-//! a deliberate one. With `CI=true` a missing snapshot fails instead of
-//! being written.
+//! incident, of the hostile-names corpus and of the cases the incident does
+//! not reach (memory nobody accounts for, a partial view, odd states,
+//! launch groups), from snapshot values (fixed PIDs and times: no
+//! redaction needed), compared with the `.snap` files under `snapshots/`.
+//! A change to a presenter or to the diagnosis shows up here as a diff;
+//! `cargo insta review` (or `INSTA_UPDATE=always`) accepts a deliberate
+//! one. With `CI=true` a missing snapshot fails instead of being written.
 
 mod cases;
 mod evil;
@@ -353,4 +354,24 @@ fn seed_incident_a_pattern_that_hits_every_holder_and_a_bystander() {
         "incident_pattern_hits_all_json",
         written(|w| write_json(w, &pattern))
     );
+}
+
+/// Colours where the presenters put them: headings bold, severities and
+/// rows that need attention coloured (ESC written `\e` here).
+#[test]
+fn colours_of_the_status_table_why_and_plan() {
+    let paint = Paint { color: true };
+    let s = judged(states(), &Options::default());
+    let sel = Selectors {
+        gpus: Some(vec![0]),
+        ..Selectors::default()
+    };
+    let p = plan(&s, &sel, &Safety::default());
+    let text = [
+        written(|w| write_status(w, &s, &paint)),
+        written(|w| write_why(w, &s, &paint)),
+        written(|w| write_plan(w, &s, &p, "TERM", 10.0, &paint)),
+    ]
+    .concat();
+    insta::assert_snapshot!("states_coloured", text.replace('\u{1b}', "\\e"));
 }
