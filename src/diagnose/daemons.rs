@@ -13,7 +13,7 @@ pub(super) fn protected(s: &Snapshot, out: &mut Vec<Finding>) {
         .map(|p| format!("{}: stop with `{}`", who(p), stop_command(p)))
         .collect();
     let f = finding(
-        "protected-holders",
+        FindingKind::ProtectedHolders,
         Severity::Info,
         format!(
             "{} ({}): never part of a kill by default; a GPU reset fails while {} the GPU",

@@ -178,18 +178,34 @@ impl<'a> Groups<'a> {
     }
 }
 
+/// One finding per launch group that holds GPU memory: its processes,
+/// what started them, and the command that frees all of it (or stops what
+/// would start it again).
 pub(super) fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
-    let s = ctx.s;
+    for (g, members) in &launch_groups(ctx) {
+        if let Some(f) = group_finding(ctx, g, members) {
+            out.push(f);
+        }
+    }
+}
+
+/// The live holders by what started them, sibling trees of one kind
+/// merged into their launcher's group.
+fn launch_groups<'a>(ctx: &Ctx<'a>) -> BTreeMap<Group, Vec<&'a Process>> {
     let mut groups: BTreeMap<Group, Vec<&Process>> = BTreeMap::new();
-    for p in s.processes.iter().filter(|p| p.is_live()) {
+    for p in ctx.s.processes.iter().filter(|p| p.is_live()) {
         groups.entry(ctx.group(p)).or_default().push(p);
     }
-    // Trees whose tops share a parent that holds nothing (the ranks of a
-    // torchrun agent, the workers of a Python launcher) are one group: that
-    // launcher's. A single tree keeps its own top.
-    // Only siblings of one kind (the same comm: ranks and workers look
-    // alike) count as one launcher's: two different programs under one
-    // parent are two jobs.
+    merge_siblings(ctx, &mut groups);
+    groups
+}
+
+/// Trees whose tops share a parent that holds nothing (the ranks of a
+/// torchrun agent, the workers of a Python launcher) become one group:
+/// that launcher's. A single tree keeps its own top. Only siblings of one
+/// kind (the same comm: ranks and workers look alike) count as one
+/// launcher's: two different programs under one parent are two jobs.
+fn merge_siblings<'a>(ctx: &Ctx<'a>, groups: &mut BTreeMap<Group, Vec<&'a Process>>) {
     let mut by_launcher: BTreeMap<(u32, String), Vec<Group>> = BTreeMap::new();
     for g in groups.keys() {
         if let Group::Tree(root) = g {
@@ -210,61 +226,66 @@ pub(super) fn live_holders(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         }
         groups.insert(Group::Launcher(l), merged);
     }
-    for (g, members) in &groups {
-        let holding: Vec<&&Process> = members
-            .iter()
-            .filter(|p| p.memory_bytes() > 0 && !p.protected)
-            .collect();
-        if holding.is_empty() {
-            continue;
-        }
-        let bytes: u64 = crate::model::saturating_sum(holding.iter().map(|p| p.memory_bytes()));
-        let gpus = gpus_of_all(holding.iter().map(|p| **p));
-        let mut details: Vec<String> = holding
-            .iter()
-            .map(|p| format!("{}: {}", who(p), memory_on_gpus(p)))
-            .collect();
-        if let Group::Launcher(pid) = g {
-            details.push(format!(
-                "launcher {pid} holds no GPU, so gpufree never signals it; if it starts workers again, stop it as well"
-            ));
-        }
-        let orphans = matches!(g, Group::Orphans(..));
-        // Something that starts them again is stopped first.
-        let supervisor = supervisors::of(s, g, members, &gpus);
-        let message = format!(
-            "{} of {} {} {} on {}{}",
-            count(holding.len(), "live process", "live processes"),
-            ctx.group_name(g, members),
-            if holding.len() == 1 { "holds" } else { "hold" },
-            gib(bytes),
-            gpus_phrase(&gpus),
-            match &supervisor {
-                Some(sup) => format!("; {}", sup.what),
-                None if orphans => format!(
-                    ": nothing that started {} is left to stop {0}",
-                    if holding.len() == 1 { "it" } else { "them" }
-                ),
-                None => String::new(),
-            }
-        );
-        let next = match supervisor {
-            Some(sup) => {
-                details.insert(0, format!("restarts: {} ({})", sup.what, sup.evidence));
-                sup.next
-            }
-            None => ctx.group_kill(g, members),
-        };
-        let f = finding(
-            if orphans { "orphans" } else { "live-holders" },
-            Severity::Error,
-            message,
-            holding.iter().map(|p| p.pid).collect(),
-            gpus,
-            next,
-        );
-        out.push(with(f, details, bytes));
+}
+
+/// The finding of group `g`, if any of its unprotected members holds
+/// memory: what it holds and where; what restarts it is stopped first.
+fn group_finding(ctx: &Ctx<'_>, g: &Group, members: &[&Process]) -> Option<Finding> {
+    let holding: Vec<&Process> = members
+        .iter()
+        .copied()
+        .filter(|p| p.memory_bytes() > 0 && !p.protected)
+        .collect();
+    if holding.is_empty() {
+        return None;
     }
+    let bytes: u64 = crate::model::saturating_sum(holding.iter().map(|p| p.memory_bytes()));
+    let gpus = gpus_of_all(holding.iter().copied());
+    let mut details: Vec<String> = holding
+        .iter()
+        .map(|p| format!("{}: {}", who(p), memory_on_gpus(p)))
+        .collect();
+    if let Group::Launcher(pid) = g {
+        details.push(format!(
+            "launcher {pid} holds no GPU, so gpufree never signals it; if it starts workers again, stop it as well"
+        ));
+    }
+    let orphans = matches!(g, Group::Orphans(..));
+    let supervisor = supervisors::of(ctx.s, g, members, &gpus);
+    let they = if holding.len() == 1 { "it" } else { "them" };
+    let why = match &supervisor {
+        Some(sup) => format!("; {}", sup.what),
+        None if orphans => format!(": nothing that started {they} is left to stop {they}"),
+        None => String::new(),
+    };
+    let message = format!(
+        "{} of {} {} {} on {}{why}",
+        count(holding.len(), "live process", "live processes"),
+        ctx.group_name(g, members),
+        if holding.len() == 1 { "holds" } else { "hold" },
+        gib(bytes),
+        gpus_phrase(&gpus),
+    );
+    let next = match supervisor {
+        Some(sup) => {
+            details.insert(0, format!("restarts: {} ({})", sup.what, sup.evidence));
+            sup.next
+        }
+        None => ctx.group_kill(g, members),
+    };
+    let f = finding(
+        if orphans {
+            FindingKind::Orphans
+        } else {
+            FindingKind::LiveHolders
+        },
+        Severity::Error,
+        message,
+        holding.iter().map(|p| p.pid).collect(),
+        gpus,
+        next,
+    );
+    Some(with(f, details, bytes))
 }
 
 pub(super) fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
@@ -313,7 +334,7 @@ fn device_holders(ps: &[&Process], severity: Severity, message: String, out: &mu
     }
     let pids: Vec<u32> = ps.iter().map(|p| p.pid).collect();
     let f = finding(
-        "device-holders",
+        FindingKind::DeviceHolders,
         severity,
         message,
         pids.clone(),

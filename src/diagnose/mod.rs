@@ -9,7 +9,7 @@
 //! speak of a driver-level leak and print a GPU reset for the operator (never
 //! run by gpufree).
 
-use crate::model::{Finding, OwnerKind, Process, Severity, Snapshot, VerdictState};
+use crate::model::{Finding, FindingKind, OwnerKind, Process, Severity, Snapshot, VerdictState};
 use crate::safe::{shell_command, shell_word};
 use crate::units::{gib, mib};
 use regex::Regex;
@@ -185,7 +185,7 @@ fn shorten(s: &str, max: usize) -> String {
 }
 
 fn finding(
-    kind: &str,
+    kind: FindingKind,
     severity: Severity,
     message: String,
     pids: Vec<u32>,
@@ -193,7 +193,7 @@ fn finding(
     next: String,
 ) -> Finding {
     Finding {
-        kind: kind.into(),
+        kind,
         severity,
         message,
         pids,
@@ -248,7 +248,7 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     if overall.state == VerdictState::Free {
         let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
         out.push(finding(
-            "free",
+            FindingKind::Free,
             Severity::Info,
             if overall.caveats.is_empty() {
                 format!("{} free: no process holds memory or a device node, used memory at the idle baseline", gpus_phrase(&gpus))

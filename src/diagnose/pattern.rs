@@ -72,7 +72,7 @@ pub(super) fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
     );
     let bytes = crate::model::saturating_sum(renamed.iter().map(|p| p.memory_bytes()));
     let f = finding(
-        "renamed-holders",
+        FindingKind::RenamedHolders,
         Severity::Warning,
         format!(
             "{} renamed {} (setproctitle): patterns written for the original command line, like `pkill -f 'python3.*vllm'`, miss {}",
@@ -87,44 +87,21 @@ pub(super) fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
     out.push(with(f, details, bytes));
 }
 
+/// `why --pattern`: which holders `pkill -f REGEX` would hit and miss
+/// (and why), which other processes it would hit by accident, and the
+/// command that frees them all.
 pub(super) fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Finding>) {
     let holders: Vec<&Process> = s.processes.iter().filter(|p| p.is_live()).collect();
-    let f_hit = |p: &Process| re.is_match(&pkill_f_text(&p.comm, &p.cmdline));
-    let comm_hit = |comm: &str| re.is_match(&pkill_comm_text(comm));
-    let hits: Vec<&Process> = holders.iter().copied().filter(|p| f_hit(p)).collect();
-    let misses: Vec<&Process> = holders.iter().copied().filter(|p| !f_hit(p)).collect();
-    let comm_hits = holders.iter().filter(|p| comm_hit(&p.comm)).count();
-    let collateral: Vec<String> = s
-        .others
+    let (hits, misses): (Vec<&Process>, Vec<&Process>) = holders
         .iter()
-        .filter(|o| re.is_match(&pkill_f_text(&o.comm, &o.cmdline)))
-        .map(|o| {
-            format!(
-                "also hits {} {} ('{}'), which holds no GPU",
-                o.pid,
-                o.comm,
-                shorten(&pkill_f_text(&o.comm, &o.cmdline), 60)
-            )
-        })
-        .collect();
-    let mut details = Vec::new();
-    for p in &misses {
-        let why = if p.renamed {
-            format!(
-                "its cmdline is now '{}' (renamed)",
-                shorten(&p.cmdline_joined(), 50)
-            )
-        } else {
-            format!(
-                "'{}' does not match",
-                shorten(&pkill_f_text(&p.comm, &p.cmdline), 50)
-            )
-        };
-        details.push(format!("misses {} {}: {why}", p.pid, p.comm));
-    }
-    for p in &hits {
-        details.push(format!("hits {} {}", p.pid, p.comm));
-    }
+        .partition(|p| re.is_match(&pkill_f_text(&p.comm, &p.cmdline)));
+    let comm_hits = holders
+        .iter()
+        .filter(|p| re.is_match(&pkill_comm_text(&p.comm)))
+        .count();
+    let collateral = collateral(s, re);
+    let mut details: Vec<String> = misses.iter().map(|p| missed(p)).collect();
+    details.extend(hits.iter().map(|p| format!("hits {} {}", p.pid, p.comm)));
     if text.len() > 15 {
         details.push(format!("`pkill {}` (without -f) matches comm, at most 15 bytes: a pattern this long matches nothing", quoted(text)));
     }
@@ -136,23 +113,8 @@ pub(super) fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Findin
     } else {
         Severity::Warning
     };
-    let by_match = misses
-        .is_empty()
-        .then(|| kill_by("--match", text))
-        .flatten();
-    let next = if let Some(cmd) = by_match {
-        cmd
-    } else {
-        kill_command(
-            &holders
-                .iter()
-                .filter(|p| !p.protected)
-                .map(|p| p.pid)
-                .collect::<Vec<_>>(),
-        )
-    };
     let f = finding(
-        "pattern",
+        FindingKind::Pattern,
         severity,
         format!(
             "`pkill -f {q}` would hit {} of {} holders and {}; `pkill {q}` (comm) would hit {} of {}",
@@ -165,7 +127,58 @@ pub(super) fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Findin
         ),
         misses.iter().map(|p| p.pid).collect(),
         gpus_of_all(misses.iter().copied()),
-        next,
+        pattern_next(text, &holders, &misses),
     );
     out.push(with(f, details, bytes));
+}
+
+/// The processes that hold no GPU but that the pattern hits too.
+fn collateral(s: &Snapshot, re: &Regex) -> Vec<String> {
+    s.others
+        .iter()
+        .filter(|o| re.is_match(&pkill_f_text(&o.comm, &o.cmdline)))
+        .map(|o| {
+            format!(
+                "also hits {} {} ('{}'), which holds no GPU",
+                o.pid,
+                o.comm,
+                shorten(&pkill_f_text(&o.comm, &o.cmdline), 60)
+            )
+        })
+        .collect()
+}
+
+/// Why the pattern misses holder `p`: its new command line, or what
+/// `pkill -f` sees of it.
+fn missed(p: &Process) -> String {
+    let why = if p.renamed {
+        format!(
+            "its cmdline is now '{}' (renamed)",
+            shorten(&p.cmdline_joined(), 50)
+        )
+    } else {
+        format!(
+            "'{}' does not match",
+            shorten(&pkill_f_text(&p.comm, &p.cmdline), 50)
+        )
+    };
+    format!("misses {} {}: {why}", p.pid, p.comm)
+}
+
+/// The kill by the pattern itself when it hits every holder (and can be
+/// pasted safely), else the kill of every unprotected holder by PID.
+fn pattern_next(text: &str, holders: &[&Process], misses: &[&Process]) -> String {
+    let by_match = misses
+        .is_empty()
+        .then(|| kill_by("--match", text))
+        .flatten();
+    by_match.unwrap_or_else(|| {
+        kill_command(
+            &holders
+                .iter()
+                .filter(|p| !p.protected)
+                .map(|p| p.pid)
+                .collect::<Vec<_>>(),
+        )
+    })
 }

@@ -20,7 +20,7 @@ pub(super) fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     }
     let bytes = crate::model::saturating_sum(orphans.iter().map(|p| p.memory_bytes()));
     let f = finding(
-        "orphans",
+        FindingKind::Orphans,
         Severity::Warning,
         format!(
             "{} whose parent died (reparented to init or a subreaper): the service that started {} is gone, and a restart will find the GPU full",
@@ -83,7 +83,14 @@ pub(super) fn zombies(s: &Snapshot, out: &mut Vec<Finding>) {
         } else {
             format!("kill -s CHLD {}", p.ppid)
         };
-        let f = finding("zombies", severity, message, vec![p.pid], gpus_of(p), next);
+        let f = finding(
+            FindingKind::Zombies,
+            severity,
+            message,
+            vec![p.pid],
+            gpus_of(p),
+            next,
+        );
         out.push(with(f, vec![who(p)], p.memory_bytes()));
     }
 }
@@ -97,7 +104,7 @@ pub(super) fn blocked(s: &Snapshot, out: &mut Vec<Finding>) {
             .unwrap_or_default();
         let (kind, message, next) = match p.state.as_str() {
             "D" => (
-                "uninterruptible",
+                FindingKind::Uninterruptible,
                 format!("{} is in uninterruptible sleep{wchan}: SIGKILL takes effect only when it leaves that kernel wait, and its memory comes back after that; a wait that lasts minutes is a hung driver call, which only a GPU reset ends", p.pid),
                 fixed_command(
                     &[
@@ -109,7 +116,7 @@ pub(super) fn blocked(s: &Snapshot, out: &mut Vec<Finding>) {
                 ),
             ),
             "T" | "t" => (
-                "stopped",
+                FindingKind::Stopped,
                 format!("{} is stopped{wchan}: it cannot handle SIGTERM until it gets SIGCONT", p.pid),
                 kill_command(&[p.pid]),
             ),

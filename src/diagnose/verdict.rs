@@ -104,11 +104,7 @@ pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<String> {
     if !denied.is_empty() {
         why.push(format!(
             "{} could not be read (PID {})",
-            if denied.len() == 1 {
-                "1 process".to_string()
-            } else {
-                format!("{} processes", denied.len())
-            },
+            processes(denied.len()),
             pid_list(&denied)
         ));
     }
@@ -120,39 +116,64 @@ pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<String> {
 
 /// The verdict for one GPU of `s`.
 pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
-    let mut busy = Vec::new();
+    let memory = memory_unknown(s, g);
+    if let Some(max) = policy.max_used {
+        return within(g, max, memory);
+    }
+    let mut busy = holding(s, g);
+    busy.extend(listed(s, g));
     let mut unknown = Vec::new();
     let mut caveats = Vec::new();
-    let memory = memory_unknown(s, g);
-    let failed: Vec<String> = s
-        .visibility
-        .unreadable
-        .iter()
-        .filter(|u| u.reason != UnreadableReason::Permission)
-        .map(|u| format!("PID {}: {}", u.pid, u.why))
-        .collect();
-    let denied: Vec<String> = s
-        .visibility
-        .unreadable
-        .iter()
-        .filter(|u| u.reason == UnreadableReason::Permission)
-        .map(|u| u.pid.to_string())
-        .collect();
-    let hidden = s.visibility.hidepid && !s.visibility.root;
-
-    if let Some(max) = policy.max_used {
-        match &memory {
-            Some(why) => unknown.push(why.clone()),
-            None if g.memory.used_bytes > max => busy.push(format!(
-                "{} used, more than the {} allowed",
-                mib(g.memory.used_bytes),
-                mib(max)
-            )),
-            None => {}
+    match &memory {
+        Some(why) if policy.holders_only => {
+            // The user accepts the holders as the answer; what could not be
+            // read for lack of permission stays a caveat, named below.
+            caveats.push(format!("memory not checked (--holders-only): {why}"));
         }
-        return finish(busy, unknown, caveats);
+        Some(why) => unknown.push(why.clone()),
+        None => match unexplained(s, g) {
+            Some((VerdictState::Busy, why)) => busy.push(why),
+            Some((_, why)) => unknown.push(why),
+            None => {}
+        },
     }
+    unknown.extend(failed(s));
+    let accounted = unknown.is_empty() && memory.is_none();
+    caveats.extend(unread(s, accounted));
+    finish(busy, unknown, caveats)
+}
 
+/// `1 process`, `N processes`.
+fn processes(n: usize) -> String {
+    if n == 1 {
+        "1 process".to_string()
+    } else {
+        format!("{n} processes")
+    }
+}
+
+/// `wait --max-used`: busy above it, unknown where the memory cannot be
+/// read, whoever holds it.
+fn within(g: &Gpu, max: u64, memory: Option<String>) -> Verdict {
+    let mut busy = Vec::new();
+    let mut unknown = Vec::new();
+    match memory {
+        Some(why) => unknown.push(why),
+        None if g.memory.used_bytes > max => busy.push(format!(
+            "{} used, more than the {} allowed",
+            mib(g.memory.used_bytes),
+            mib(max)
+        )),
+        None => {}
+    }
+    finish(busy, unknown, Vec::new())
+}
+
+/// Why `g` is busy for its holders: the live, unprotected ones; and a
+/// driver daemon or display server only for GPU memory beyond the idle
+/// slack (an MPS server's clients, a desktop's), not for its nodes.
+fn holding(s: &Snapshot, g: &Gpu) -> Vec<String> {
+    let mut busy = Vec::new();
     let holders: Vec<String> = s
         .processes
         .iter()
@@ -162,18 +183,11 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
     if !holders.is_empty() {
         busy.push(format!(
             "{} {} it: {}",
-            if holders.len() == 1 {
-                "1 process".to_string()
-            } else {
-                format!("{} processes", holders.len())
-            },
+            processes(holders.len()),
             if holders.len() == 1 { "holds" } else { "hold" },
             pid_list(&holders)
         ));
     }
-    // A driver daemon or display server does not make a GPU busy by
-    // holding its nodes; GPU memory beyond the idle slack does (an MPS
-    // server's clients, a desktop's), whoever holds it.
     for p in s.processes.iter().filter(|p| p.is_live() && p.protected) {
         let used = crate::model::saturating_sum(
             p.gpu_memory
@@ -189,98 +203,121 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
             ));
         }
     }
+    busy
+}
+
+/// Why `g` is busy for what NVML lists on it: a zombie not yet reaped, a
+/// PID of another namespace, a PID that now names another process.
+fn listed(s: &Snapshot, g: &Gpu) -> Vec<String> {
+    let v = &s.visibility;
+    let mut busy = Vec::new();
     for n in &g.nvml_processes {
+        let bytes = n.used_bytes.map_or("memory".into(), mib);
         match s.processes.iter().find(|p| p.pid == n.pid) {
             Some(p) if !p.is_live() && !p.protected => busy.push(format!(
-                "zombie PID {} is still listed by NVML with {}: its parent PID {} must reap it",
-                p.pid,
-                n.used_bytes.map_or("memory".into(), mib),
-                p.ppid
+                "zombie PID {} is still listed by NVML with {bytes}: its parent PID {} must reap it",
+                p.pid, p.ppid
             )),
             Some(_) => {}
-            None if s.visibility.nvml_pids_not_visible.contains(&n.pid) => busy.push(format!(
-                "NVML lists PID {} with {}, which this /proc does not have (another PID namespace)",
-                n.pid,
-                n.used_bytes.map_or("memory".into(), mib)
+            None if v.nvml_pids_not_visible.contains(&n.pid) => busy.push(format!(
+                "NVML lists PID {} with {bytes}, which this /proc does not have (another PID namespace)",
+                n.pid
             )),
-            None if s.visibility.nvml_pids_stale.contains(&n.pid) => busy.push(format!(
-                "NVML lists PID {} with {}, but that PID here names a process that holds no GPU device node: the memory is kept by a process that had this PID before, or one that inherited its GPU files",
-                n.pid,
-                n.used_bytes.map_or("memory".into(), mib)
+            None if v.nvml_pids_stale.contains(&n.pid) => busy.push(format!(
+                "NVML lists PID {} with {bytes}, but that PID here names a process that holds no GPU device node: the memory is kept by a process that had this PID before, or one that inherited its GPU files",
+                n.pid
             )),
             None => {}
         }
     }
+    busy
+}
 
-    match &memory {
-        Some(why) if policy.holders_only => {
-            // The user accepts the holders as the answer; what could not be
-            // read for lack of permission stays a caveat, named below.
-            caveats.push(format!("memory not checked (--holders-only): {why}"));
-        }
-        Some(why) => unknown.push(why.clone()),
-        None => {
-            let unexplained = unexplained_bytes(s, g);
-            if unexplained > IDLE_SLACK_BYTES {
-                let blind = blind_spots(s, g.index);
-                if blind.is_empty() {
-                    busy.push(format!(
-                        "{} used that no process holds: the driver has not released it",
-                        mib(unexplained)
-                    ));
-                } else {
-                    unknown.push(format!(
-                        "{} used that NVML attributes to no process gpufree can see, and {}",
-                        mib(unexplained),
-                        blind.join("; ")
-                    ));
-                }
-            }
-        }
+/// Memory above the idle slack that no process accounts for: busy (the
+/// driver's) when the view is complete, else unknown, with what is missing.
+fn unexplained(s: &Snapshot, g: &Gpu) -> Option<(VerdictState, String)> {
+    let unexplained = unexplained_bytes(s, g);
+    if unexplained <= IDLE_SLACK_BYTES {
+        return None;
     }
-    if !failed.is_empty() {
-        unknown.push(format!(
+    let blind = blind_spots(s, g.index);
+    Some(if blind.is_empty() {
+        (
+            VerdictState::Busy,
+            format!(
+                "{} used that no process holds: the driver has not released it",
+                mib(unexplained)
+            ),
+        )
+    } else {
+        (
+            VerdictState::Unknown,
+            format!(
+                "{} used that NVML attributes to no process gpufree can see, and {}",
+                mib(unexplained),
+                blind.join("; ")
+            ),
+        )
+    })
+}
+
+/// Processes whose read failed or timed out: what they hold is unknown.
+fn failed(s: &Snapshot) -> Option<String> {
+    let failed: Vec<String> = s
+        .visibility
+        .unreadable
+        .iter()
+        .filter(|u| u.reason != UnreadableReason::Permission)
+        .map(|u| format!("PID {}: {}", u.pid, u.why))
+        .collect();
+    (!failed.is_empty()).then(|| {
+        format!(
             "{} could not be read, so what {} hold is unknown: {}",
-            if failed.len() == 1 {
-                "1 process".to_string()
-            } else {
-                format!("{} processes", failed.len())
-            },
+            processes(failed.len()),
             if failed.len() == 1 {
                 "it may"
             } else {
                 "they may"
             },
             pid_list(&failed)
-        ));
-    }
-    let accounted = if unknown.is_empty() && memory.is_none() {
+        )
+    })
+}
+
+/// What gpufree may not read (permission, hidepid), as caveats; whether
+/// NVML accounts for the memory all the same is said with them.
+fn unread(s: &Snapshot, accounted: bool) -> Vec<String> {
+    let v = &s.visibility;
+    let accounted = if accounted {
         "; NVML accounts for the memory"
     } else {
         ""
     };
+    let denied: Vec<String> = v
+        .unreadable
+        .iter()
+        .filter(|u| u.reason == UnreadableReason::Permission)
+        .map(|u| u.pid.to_string())
+        .collect();
+    let mut caveats = Vec::new();
     if !denied.is_empty() {
         caveats.push(format!(
             "{} could not be read (permission denied: PID {}){}{accounted}",
-            if denied.len() == 1 {
-                "1 process".to_string()
-            } else {
-                format!("{} processes", denied.len())
-            },
+            processes(denied.len()),
             pid_list(&denied),
-            if s.visibility.root {
+            if v.root {
                 ""
             } else {
                 "; run as root to read them"
             }
         ));
     }
-    if hidden {
+    if v.hidepid && !v.root {
         caveats.push(format!(
             "/proc is mounted with hidepid: other users' processes are hidden{accounted}"
         ));
     }
-    finish(busy, unknown, caveats)
+    caveats
 }
 
 /// The verdict from its reasons: busy if any says busy, else unknown if any

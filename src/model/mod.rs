@@ -5,9 +5,11 @@
 //! JSON contract of SPEC.md (`gpufree status --json`); fields beyond it are
 //! additions, never renames.
 
+mod finding;
 mod kill;
 mod process;
 
+pub use finding::{Finding, FindingKind, Severity};
 pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
 pub use process::{
     saturating_sum, DeviceUse, GpuMemory, Kin, Owner, OwnerKind, Pin, Pins, Process, Via,
@@ -244,40 +246,6 @@ pub enum NvmlProcessKind {
     Graphics,
     /// MPS client.
     Mps,
-}
-
-/// One finding of the diagnosis.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Finding {
-    /// Machine-readable kind, e.g. `live-holders`, `renamed-holders`.
-    pub kind: String,
-    /// How bad.
-    pub severity: Severity,
-    /// One or two sentences for a person.
-    pub message: String,
-    /// The processes it is about.
-    pub pids: Vec<u32>,
-    /// The GPUs it is about.
-    pub gpus: Vec<u32>,
-    /// The exact next command.
-    pub next: String,
-    /// Evidence, one line each (processes, states, commands).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub details: Vec<String>,
-    /// Bytes of GPU memory this finding explains (for ordering).
-    pub bytes: u64,
-}
-
-/// Severity of a finding.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// For context.
-    Info,
-    /// Worth acting on.
-    Warning,
-    /// Why the GPU is not free.
-    Error,
 }
 
 /// What the scan could not see.

@@ -2,7 +2,7 @@
 
 use super::Paint;
 use crate::model::Snapshot;
-use crate::model::{Plan, Report};
+use crate::model::{Plan, PlanEntry, Report};
 use crate::safe::{fit, pad, MESSAGE_MAX, TEXT_MAX};
 use std::io::{self, Write};
 
@@ -16,65 +16,85 @@ pub fn write_plan<W: Write + ?Sized>(
     grace: f64,
     paint: &Paint,
 ) -> io::Result<()> {
-    if plan.targets.is_empty() {
-        writeln!(
-            w,
-            "{}",
-            paint.bold("Nothing to signal: no GPU holder matches.")
-        )?;
-    } else {
-        let then = if signal == "KILL" {
-            String::new()
-        } else {
-            format!(", SIGKILL after {grace:.0}s if still running")
-        };
-        writeln!(
-            w,
-            "{}",
-            paint.bold(&format!(
-                "Plan: signal {} process{} with SIG{signal}{then}:",
-                plan.targets.len(),
-                if plan.targets.len() == 1 { "" } else { "es" }
-            ))
-        )?;
-    }
+    writeln!(w, "{}", paint.bold(&plan_heading(plan, signal, grace)))?;
     for e in &plan.targets {
-        let p = snap.processes.iter().find(|p| p.pid == e.pid);
-        let (user, comm, cmd, owner) = p.map_or(Default::default(), |p| {
-            (
-                fit(&p.user, super::table::USER_MAX),
-                fit(&p.comm, super::table::COMM_MAX),
-                fit(&p.cmdline_joined(), TEXT_MAX),
-                if p.owner.name.is_empty() {
-                    "-".to_string()
-                } else {
-                    fit(&p.owner.name, TEXT_MAX)
-                },
-            )
-        });
-        writeln!(
-            w,
-            "  {:>7}  {} {} {}",
-            e.pid,
-            pad(&user, 8),
-            pad(&comm, 16),
-            fit(&e.reason, MESSAGE_MAX)
-        )?;
-        writeln!(
-            w,
-            "           {} {}   {} {}",
-            paint.dim("cmdline:"),
-            cmd,
-            paint.dim("owner:"),
-            owner
-        )?;
+        write_target(w, snap, e, paint)?;
     }
-    // What will start the targets again: stop it first.
-    for f in snap.findings.iter().filter(|f| {
-        f.pids
-            .iter()
-            .any(|p| plan.targets.iter().any(|e| e.pid == *p))
-    }) {
+    write_restarts(w, snap, plan, paint)?;
+    if !plan.skipped.is_empty() {
+        writeln!(w, "{}", paint.bold("Left out:"))?;
+        for k in &plan.skipped {
+            writeln!(w, "  {:>7}  {}", k.pid, fit(&k.reason, MESSAGE_MAX))?;
+        }
+    }
+    Ok(())
+}
+
+/// What the plan does, in one line: how many, which signal, then KILL.
+fn plan_heading(plan: &Plan, signal: &str, grace: f64) -> String {
+    if plan.targets.is_empty() {
+        return "Nothing to signal: no GPU holder matches.".into();
+    }
+    let then = if signal == "KILL" {
+        String::new()
+    } else {
+        format!(", SIGKILL after {grace:.0}s if still running")
+    };
+    format!(
+        "Plan: signal {} process{} with SIG{signal}{then}:",
+        plan.targets.len(),
+        if plan.targets.len() == 1 { "" } else { "es" }
+    )
+}
+
+/// One target: PID, user, comm and why; then its command line and owner.
+fn write_target<W: Write + ?Sized>(
+    w: &mut W,
+    snap: &Snapshot,
+    e: &PlanEntry,
+    paint: &Paint,
+) -> io::Result<()> {
+    let p = snap.processes.iter().find(|p| p.pid == e.pid);
+    let (user, comm, cmd, owner) = p.map_or(Default::default(), |p| {
+        (
+            fit(&p.user, super::table::USER_MAX),
+            fit(&p.comm, super::table::COMM_MAX),
+            fit(&p.cmdline_joined(), TEXT_MAX),
+            if p.owner.name.is_empty() {
+                "-".to_string()
+            } else {
+                fit(&p.owner.name, TEXT_MAX)
+            },
+        )
+    });
+    writeln!(
+        w,
+        "  {:>7}  {} {} {}",
+        e.pid,
+        pad(&user, 8),
+        pad(&comm, 16),
+        fit(&e.reason, MESSAGE_MAX)
+    )?;
+    writeln!(
+        w,
+        "           {} {}   {} {}",
+        paint.dim("cmdline:"),
+        cmd,
+        paint.dim("owner:"),
+        owner
+    )
+}
+
+/// What will start the targets again (a finding's `restarts:` evidence),
+/// each with the command that stops it first.
+fn write_restarts<W: Write + ?Sized>(
+    w: &mut W,
+    snap: &Snapshot,
+    plan: &Plan,
+    paint: &Paint,
+) -> io::Result<()> {
+    let targeted = |pid: &u32| plan.targets.iter().any(|e| e.pid == *pid);
+    for f in snap.findings.iter().filter(|f| f.pids.iter().any(targeted)) {
         for what in f
             .details
             .iter()
@@ -89,12 +109,6 @@ pub fn write_plan<W: Write + ?Sized>(
             )?;
         }
     }
-    if !plan.skipped.is_empty() {
-        writeln!(w, "{}", paint.bold("Left out:"))?;
-        for k in &plan.skipped {
-            writeln!(w, "  {:>7}  {}", k.pid, fit(&k.reason, MESSAGE_MAX))?;
-        }
-    }
     Ok(())
 }
 
@@ -105,23 +119,39 @@ pub fn write_report<W: Write>(
     waited: bool,
     paint: &Paint,
 ) -> io::Result<()> {
-    let gone = r.targets.len().saturating_sub(r.survivors.len());
-    if r.rounds > 0 {
+    write_signalled(w, r)?;
+    write_not_signalled(w, r, paint)?;
+    write_survivors(w, r, paint)?;
+    if !waited {
+        return Ok(());
+    }
+    if r.released && r.rounds == 0 {
         writeln!(
             w,
-            "Signalled {}: {} exited{}.",
-            r.targets.len(),
-            gone,
-            if r.killed_hard.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ", {} needed SIGKILL ({:?})",
-                    r.killed_hard.len(),
-                    r.killed_hard
-                )
-            }
-        )?;
+            "Nothing signalled, and nothing selected holds GPU memory."
+        )
+    } else if r.released {
+        write_released(w, r, paint)
+    } else {
+        write_not_released(w, r, paint)
+    }
+}
+
+/// How many were signalled and exited, which needed SIGKILL, which the
+/// rescan found.
+fn write_signalled<W: Write>(w: &mut W, r: &Report) -> io::Result<()> {
+    let gone = r.targets.len().saturating_sub(r.survivors.len());
+    if r.rounds > 0 {
+        let hard = if r.killed_hard.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} needed SIGKILL ({:?})",
+                r.killed_hard.len(),
+                r.killed_hard
+            )
+        };
+        writeln!(w, "Signalled {}: {gone} exited{hard}.", r.targets.len())?;
     }
     if !r.found_by_rescan.is_empty() {
         writeln!(
@@ -130,6 +160,12 @@ pub fn write_report<W: Write>(
             r.found_by_rescan
         )?;
     }
+    Ok(())
+}
+
+/// How the targets were held still, and those that were not signalled
+/// because they had changed.
+fn write_not_signalled<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<()> {
     if !r.frozen_cgroups.is_empty() {
         writeln!(
             w,
@@ -155,6 +191,11 @@ pub fn write_report<W: Write>(
             fit(&c.why, MESSAGE_MAX)
         )?;
     }
+    Ok(())
+}
+
+/// Targets still running, and those the kernel holds in a wait.
+fn write_survivors<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<()> {
     if !r.survivors.is_empty() {
         writeln!(w, "{} {:?}", paint.error("still running:"), r.survivors)?;
     }
@@ -166,63 +207,64 @@ pub fn write_report<W: Write>(
             r.waiting_for_kernel
         )?;
     }
-    if waited {
-        if r.released && r.rounds == 0 {
-            writeln!(
-                w,
-                "Nothing signalled, and nothing selected holds GPU memory."
-            )?;
-        } else if r.released {
-            writeln!(
-                w,
-                "{}",
-                paint.bold(&format!(
-                    "GPU memory released after {:.2} s{}.",
-                    r.seconds_to_release,
-                    r.seconds_after_exit
-                        .map(|t| format!(
-                            " ({t:.2} s after the last target exited: the driver's teardown)"
-                        ))
-                        .unwrap_or_default()
-                ))
-            )?;
-            if let Some(e) = &r.restart_watch_error {
-                writeln!(
-                    w,
-                    "{} {}",
-                    paint.warn("not watched for restarts:"),
-                    fit(e, MESSAGE_MAX)
-                )?;
-            } else if r.seconds_watched_for_restarts > 0.0 {
-                writeln!(
-                    w,
-                    "{}",
-                    paint.dim(&format!(
-                        "watched {:.1} s more: nothing started again",
-                        r.seconds_watched_for_restarts
-                    ))
-                )?;
-            }
-        } else {
-            let head = if r.verdict == crate::model::VerdictState::Unknown {
-                paint.warn("GPU memory release unknown:")
-            } else {
-                paint.error("GPU memory not released:")
-            };
-            writeln!(w, "{head} {}", fit(&r.reasons.join("; "), MESSAGE_MAX))?;
-            // Only when nothing but the memory is left (no holder named).
-            let only_memory = r.reasons.iter().all(|x| x.starts_with("GPU "));
-            if let (Some(t), false, true) = (
-                r.seconds_after_exit,
-                r.still_holding.is_empty(),
-                only_memory,
-            ) {
-                writeln!(
-                    w,
-                    "Every target exited {t:.1} s before the end and the memory stayed: a teardown takes seconds; memory that stays longer after its holders are gone is the driver's (`gpufree why` prints the reset plan)."
-                )?;
-            }
-        }
+    Ok(())
+}
+
+/// The release: how long it took, the driver's teardown, and the watch
+/// for restarts after it.
+fn write_released<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<()> {
+    let teardown = r
+        .seconds_after_exit
+        .map(|t| format!(" ({t:.2} s after the last target exited: the driver's teardown)"))
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "{}",
+        paint.bold(&format!(
+            "GPU memory released after {:.2} s{teardown}.",
+            r.seconds_to_release
+        ))
+    )?;
+    if let Some(e) = &r.restart_watch_error {
+        writeln!(
+            w,
+            "{} {}",
+            paint.warn("not watched for restarts:"),
+            fit(e, MESSAGE_MAX)
+        )?;
+    } else if r.seconds_watched_for_restarts > 0.0 {
+        writeln!(
+            w,
+            "{}",
+            paint.dim(&format!(
+                "watched {:.1} s more: nothing started again",
+                r.seconds_watched_for_restarts
+            ))
+        )?;
+    }
+    Ok(())
+}
+
+/// Why the memory is not back (or that this is unknown), and, when only
+/// the memory is left, that a teardown takes seconds.
+fn write_not_released<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<()> {
+    let head = if r.verdict == crate::model::VerdictState::Unknown {
+        paint.warn("GPU memory release unknown:")
+    } else {
+        paint.error("GPU memory not released:")
+    };
+    writeln!(w, "{head} {}", fit(&r.reasons.join("; "), MESSAGE_MAX))?;
+    // Only when nothing but the memory is left (no holder named).
+    let only_memory = r.reasons.iter().all(|x| x.starts_with("GPU "));
+    if let (Some(t), false, true) = (
+        r.seconds_after_exit,
+        r.still_holding.is_empty(),
+        only_memory,
+    ) {
+        writeln!(
+            w,
+            "Every target exited {t:.1} s before the end and the memory stayed: a teardown takes seconds; memory that stays longer after its holders are gone is the driver's (`gpufree why` prints the reset plan)."
+        )?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! finding kind and GPU: how many processes it names, so an alert can say
 //! "GPU 3 on node X has 40 GiB held by an orphan of vllm.service".
 
-use crate::model::Snapshot;
+use crate::model::{Gpu, Snapshot, VerdictState};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -94,90 +94,120 @@ fn encode_text(r: &Registry) -> String {
 /// The metrics of `s` in the OpenMetrics text format.
 pub fn render(s: &Snapshot, extra: &Extra) -> String {
     let mut r = Registry::with_prefix("gpufree");
-    let total = gauge_family(&mut r, "gpu_memory_total_bytes", "GPU framebuffer size");
-    let used = gauge_family(
-        &mut r,
-        "gpu_memory_used_bytes",
-        "GPU memory in use, as NVML reports it",
-    );
-    let accounted = gauge_family(
-        &mut r,
-        "gpu_memory_accounted_bytes",
-        "GPU memory used by processes visible here",
-    );
-    let unaccounted = gauge_family(
-        &mut r,
-        "gpu_memory_unaccounted_bytes",
-        "GPU memory used that no visible process accounts for",
-    );
+    add_gpus(&mut r, s);
+    add_processes(&mut r, s, extra);
+    add_findings(&mut r, s);
+    add_visibility(&mut r, s);
+    if let Some(d) = extra.snapshot_duration_seconds {
+        seconds(
+            &mut r,
+            "snapshot_duration_seconds",
+            "How long the snapshot took",
+            d,
+        );
+    }
+    add_live(&mut r, extra);
+    encode_text(&r)
+}
+
+/// Per GPU: its memory split (when NVML reports it), its holders by kind
+/// and its verdict.
+fn add_gpus(r: &mut Registry, s: &Snapshot) {
+    let memory = [
+        ("gpu_memory_total_bytes", "GPU framebuffer size"),
+        (
+            "gpu_memory_used_bytes",
+            "GPU memory in use, as NVML reports it",
+        ),
+        (
+            "gpu_memory_accounted_bytes",
+            "GPU memory used by processes visible here",
+        ),
+        (
+            "gpu_memory_unaccounted_bytes",
+            "GPU memory used that no visible process accounts for",
+        ),
+    ]
+    .map(|(name, help)| gauge_family(r, name, help));
     let holders = gauge_family(
-        &mut r,
+        r,
         "gpu_holders",
         "Processes holding the GPU's memory (kind=memory) or only its device node (kind=node)",
     );
     let verdict = gauge_family(
-        &mut r,
+        r,
         "gpu_verdict",
         "1 for the GPU's verdict (state=free|busy|unknown), 0 for the other two: unknown is never free",
     );
     for g in &s.gpus {
-        for state in [
-            crate::model::VerdictState::Free,
-            crate::model::VerdictState::Busy,
-            crate::model::VerdictState::Unknown,
-        ] {
-            verdict
-                .get_or_create(&l(&[
-                    ("gpu", g.index.to_string()),
-                    ("uuid", label_value(&g.uuid)),
-                    ("state", state.as_str().into()),
-                ]))
-                .set(i64::from(g.verdict.state == state));
-        }
-        let base = [
-            ("gpu", g.index.to_string()),
-            ("uuid", label_value(&g.uuid)),
-            ("name", label_value(&g.name)),
-        ];
+        set_verdict(&verdict, g);
         if g.memory.known {
-            total
-                .get_or_create(&l(&base))
-                .set(gauge(g.memory.total_bytes));
-            used.get_or_create(&l(&base))
-                .set(gauge(g.memory.used_bytes));
-            accounted
-                .get_or_create(&l(&base))
-                .set(gauge(g.memory.accounted_bytes));
-            unaccounted
-                .get_or_create(&l(&base))
-                .set(gauge(g.memory.unaccounted_bytes));
+            let m = &g.memory;
+            let labels = l(&[
+                ("gpu", g.index.to_string()),
+                ("uuid", label_value(&g.uuid)),
+                ("name", label_value(&g.name)),
+            ]);
+            let bytes = [
+                m.total_bytes,
+                m.used_bytes,
+                m.accounted_bytes,
+                m.unaccounted_bytes,
+            ];
+            for (family, v) in memory.iter().zip(bytes) {
+                family.get_or_create(&labels).set(gauge(v));
+            }
         }
-        let on: Vec<_> = s
-            .processes
-            .iter()
-            .filter(|p| p.touches_gpu(g.index))
-            .collect();
-        let with_memory = on
-            .iter()
-            .filter(|p| p.gpu_memory.iter().any(|m| m.gpu == g.index))
-            .count();
-        holders
-            .get_or_create(&l(&[
-                ("gpu", g.index.to_string()),
-                ("uuid", label_value(&g.uuid)),
-                ("kind", "memory".into()),
-            ]))
-            .set(gauge(with_memory));
-        holders
-            .get_or_create(&l(&[
-                ("gpu", g.index.to_string()),
-                ("uuid", label_value(&g.uuid)),
-                ("kind", "node".into()),
-            ]))
-            .set(gauge(on.len().saturating_sub(with_memory)));
+        set_holders(&holders, s, g);
     }
+}
+
+/// One series per verdict state: 1 for the GPU's, 0 for the others.
+fn set_verdict(family: &Family<Labels, Gauge>, g: &Gpu) {
+    for state in [
+        VerdictState::Free,
+        VerdictState::Busy,
+        VerdictState::Unknown,
+    ] {
+        family
+            .get_or_create(&l(&[
+                ("gpu", g.index.to_string()),
+                ("uuid", label_value(&g.uuid)),
+                ("state", state.as_str().into()),
+            ]))
+            .set(i64::from(g.verdict.state == state));
+    }
+}
+
+/// The GPU's holders: those with its memory, those with only its node.
+fn set_holders(family: &Family<Labels, Gauge>, s: &Snapshot, g: &Gpu) {
+    let on: Vec<_> = s
+        .processes
+        .iter()
+        .filter(|p| p.touches_gpu(g.index))
+        .collect();
+    let with_memory = on
+        .iter()
+        .filter(|p| p.gpu_memory.iter().any(|m| m.gpu == g.index))
+        .count();
+    for (kind, n) in [
+        ("memory", with_memory),
+        ("node", on.len().saturating_sub(with_memory)),
+    ] {
+        family
+            .get_or_create(&l(&[
+                ("gpu", g.index.to_string()),
+                ("uuid", label_value(&g.uuid)),
+                ("kind", kind.into()),
+            ]))
+            .set(gauge(n));
+    }
+}
+
+/// Per holder and GPU: the memory it holds, labelled with who it is.
+fn add_processes(r: &mut Registry, s: &Snapshot, extra: &Extra) {
     let per_process = gauge_family(
-        &mut r,
+        r,
         "process_gpu_memory_bytes",
         "GPU memory held by one process",
     );
@@ -208,8 +238,12 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
                 .set(gauge(m.used_bytes.unwrap_or(0)));
         }
     }
+}
+
+/// Per finding kind and GPU: how many processes (at least one) it names.
+fn add_findings(r: &mut Registry, s: &Snapshot) {
     let findings = gauge_family(
-        &mut r,
+        r,
         "findings",
         "Processes (or GPUs) named by each kind of finding of `gpufree why`, per GPU",
     );
@@ -222,39 +256,36 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
         for gpu in gpus {
             let n = f.pids.len().max(1) as i64;
             findings
-                .get_or_create(&l(&[("kind", f.kind.clone()), ("gpu", gpu)]))
+                .get_or_create(&l(&[("kind", f.kind.as_str().to_string()), ("gpu", gpu)]))
                 .inc_by(n);
         }
     }
-    let nvml = gauge_family(&mut r, "nvml_up", "1 when NVML answered");
-    nvml.get_or_create(&Vec::new())
-        .set(i64::from(s.nvml.available));
-    let unreadable = gauge_family(
-        &mut r,
-        "processes_unreadable",
-        "Processes whose fds or maps could not be read",
-    );
-    unreadable
-        .get_or_create(&Vec::new())
-        .set(i64::from(s.visibility.processes_unreadable));
-    let scanned = gauge_family(
-        &mut r,
-        "processes_scanned",
-        "Processes whose fds and maps were read",
-    );
-    scanned
-        .get_or_create(&Vec::new())
-        .set(i64::from(s.visibility.processes_scanned));
-    if let Some(d) = extra.snapshot_duration_seconds {
-        seconds(
-            &mut r,
-            "snapshot_duration_seconds",
-            "How long the snapshot took",
-            d,
-        );
+}
+
+/// Whether NVML answered, and the processes read and not read.
+fn add_visibility(r: &mut Registry, s: &Snapshot) {
+    let v = &s.visibility;
+    for (name, help, value) in [
+        (
+            "nvml_up",
+            "1 when NVML answered",
+            i64::from(s.nvml.available),
+        ),
+        (
+            "processes_unreadable",
+            "Processes whose fds or maps could not be read",
+            i64::from(v.processes_unreadable),
+        ),
+        (
+            "processes_scanned",
+            "Processes whose fds and maps were read",
+            i64::from(v.processes_scanned),
+        ),
+    ] {
+        gauge_family(r, name, help)
+            .get_or_create(&Vec::new())
+            .set(value);
     }
-    add_live(&mut r, extra);
-    encode_text(&r)
 }
 
 /// Removes the end-of-text line that ends every encoding (and only that
@@ -296,76 +327,4 @@ pub fn render_live_part(extra: &Extra) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{Finding, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Severity};
-
-    #[test]
-    fn gpus_holders_and_findings_in_base_units() {
-        let s = Snapshot {
-            gpus: vec![Gpu {
-                index: 3,
-                uuid: "GPU-3".into(),
-                name: "H200".into(),
-                memory: Memory {
-                    total_bytes: 100,
-                    used_bytes: 60,
-                    accounted_bytes: 40,
-                    unaccounted_bytes: 20,
-                    known: true,
-                    ..Memory::default()
-                },
-                ..Gpu::default()
-            }],
-            processes: vec![Process {
-                pid: 77,
-                comm: "python3".into(),
-                cmdline: vec!["python3".into(), "--token=secret".into()],
-                user: "alice".into(),
-                orphaned: true,
-                owner: Owner {
-                    kind: OwnerKind::SystemdUnit,
-                    id: "vllm.service".into(),
-                    name: "vllm.service".into(),
-                },
-                gpu_memory: vec![GpuMemory {
-                    gpu: 3,
-                    used_bytes: Some(40),
-                }],
-                ..Process::default()
-            }],
-            findings: vec![Finding {
-                kind: "orphans".into(),
-                severity: Severity::Warning,
-                message: String::new(),
-                pids: vec![77],
-                gpus: vec![3],
-                next: String::new(),
-                details: vec![],
-                bytes: 40,
-            }],
-            ..Snapshot::default()
-        };
-        let text = render(&s, &Extra::default());
-        assert!(
-            text.contains(
-                r#"gpufree_gpu_memory_unaccounted_bytes{gpu="3",uuid="GPU-3",name="H200"} 20"#
-            ),
-            "{text}"
-        );
-        assert!(text.contains(r#"gpufree_process_gpu_memory_bytes{gpu="3",uuid="GPU-3",pid="77",comm="python3",user="alice",owner_kind="systemd-unit",owner="vllm.service",orphaned="true",renamed="false"} 40"#), "{text}");
-        assert!(text.contains(r#"gpufree_findings{kind="orphans",gpu="3"} 1"#));
-        assert!(text.contains(r#"gpufree_gpu_holders{gpu="3",uuid="GPU-3",kind="memory"} 1"#));
-        assert!(!text.contains("secret"), "no command line unless asked");
-        assert!(text.ends_with("# EOF\n"));
-        let with = render(
-            &s,
-            &Extra {
-                label_cmdline: true,
-                ..Extra::default()
-            },
-        );
-        assert!(with.contains(r#"cmdline="python3 --token=secret""#));
-        assert!(!render_textfile(&s, &Extra::default()).contains("# EOF"));
-    }
-}
+mod tests;

@@ -6,6 +6,9 @@ pub mod metrics;
 pub mod table;
 pub mod why;
 
+#[cfg(test)]
+mod tests;
+
 use anstyle::{AnsiColor, Style};
 use std::io::{self, Write};
 

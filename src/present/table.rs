@@ -4,7 +4,7 @@
 
 use super::{flags, Paint};
 use crate::diagnose::gpu_list;
-use crate::model::{DeviceUse, Process, Severity, Snapshot, Via};
+use crate::model::{DeviceUse, Gpu, Process, Severity, Snapshot, VerdictState, Via};
 use crate::safe::{escape, fit, pad, pad_left, MESSAGE_MAX, TEXT_MAX};
 use crate::units::mib;
 use std::io::{self, Write};
@@ -154,44 +154,58 @@ pub fn write_status_with<W: Write>(
             )
         )?;
     }
-    // GPUs.
-    let gpu_rows: Vec<[String; 6]> = s
-        .gpus
-        .iter()
-        .map(|g| {
-            let m = &g.memory;
-            let state = g.verdict.state.as_str().to_string();
-            if m.known {
-                [
-                    g.index.to_string(),
-                    fit(&g.name, NAME_MAX),
-                    format!("{} / {}", mib(m.used_bytes), mib(m.total_bytes)),
-                    mib(m.accounted_bytes),
-                    mib(m.unaccounted_bytes),
-                    state,
-                ]
-            } else {
-                [
-                    g.index.to_string(),
-                    fit(&g.name, NAME_MAX),
-                    "unknown".into(),
-                    "-".into(),
-                    "-".into(),
-                    state,
-                ]
-            }
-        })
-        .collect();
-    let head = [
-        "GPU",
-        "NAME",
-        "USED / TOTAL",
-        "ACCOUNTED",
-        "UNACCOUNTED",
-        "VERDICT",
-    ];
-    let mut width = head.map(str::len);
-    for r in &gpu_rows {
+    write_gpus(w, s, paint)?;
+    write_unavailable(w, s, paint)?;
+    for g in &s.gpus {
+        write_holders_of(w, s, g.index, paint)?;
+    }
+    write_shared_only(w, s, paint)?;
+    write_not_visible(w, s, paint)?;
+    write_findings(w, s, paint)?;
+    if footer {
+        write_footer(w, s, paint)?;
+    }
+    Ok(())
+}
+
+/// One GPU row's cells: index, name, used / total, accounted,
+/// unaccounted, verdict.
+fn gpu_cells(g: &Gpu) -> [String; 6] {
+    let m = &g.memory;
+    let (used, accounted, unaccounted) = if m.known {
+        (
+            format!("{} / {}", mib(m.used_bytes), mib(m.total_bytes)),
+            mib(m.accounted_bytes),
+            mib(m.unaccounted_bytes),
+        )
+    } else {
+        ("unknown".into(), "-".into(), "-".into())
+    };
+    [
+        g.index.to_string(),
+        fit(&g.name, NAME_MAX),
+        used,
+        accounted,
+        unaccounted,
+        g.verdict.state.as_str().to_string(),
+    ]
+}
+
+const GPU_HEADER: [&str; 6] = [
+    "GPU",
+    "NAME",
+    "USED / TOTAL",
+    "ACCOUNTED",
+    "UNACCOUNTED",
+    "VERDICT",
+];
+
+/// The GPU table: one row per GPU, numbers aligned right; a GPU that is
+/// not free or has unaccounted memory stands out.
+fn write_gpus<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+    let rows: Vec<[String; 6]> = s.gpus.iter().map(gpu_cells).collect();
+    let mut width = GPU_HEADER.map(str::len);
+    for r in &rows {
         for (i, c) in r.iter().enumerate() {
             width[i] = width[i].max(crate::safe::width(c));
         }
@@ -207,20 +221,17 @@ pub fn write_status_with<W: Write>(
             c[5],
         )
     };
-    writeln!(w, "{}", paint.bold(&fmt(head)))?;
-    for (r, g) in gpu_rows.iter().zip(&s.gpus) {
+    writeln!(w, "{}", paint.bold(&fmt(GPU_HEADER)))?;
+    for (r, g) in rows.iter().zip(&s.gpus) {
         let text = fmt([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
-        writeln!(
-            w,
-            "{}",
-            if g.verdict.state != crate::model::VerdictState::Free || g.memory.unaccounted_bytes > 0
-            {
-                paint.warn(&text)
-            } else {
-                text
-            }
-        )?;
+        let striking = g.verdict.state != VerdictState::Free || g.memory.unaccounted_bytes > 0;
+        writeln!(w, "{}", if striking { paint.warn(&text) } else { text })?;
     }
+    Ok(())
+}
+
+/// The NVML calls that failed, each with why.
+fn write_unavailable<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
     for u in &s.unavailable {
         let gpu = u.gpu.map(|g| format!("GPU {g} ")).unwrap_or_default();
         writeln!(
@@ -233,88 +244,92 @@ pub fn write_status_with<W: Write>(
             ))
         )?;
     }
+    Ok(())
+}
 
-    // Holders, grouped by GPU.
-    for g in &s.gpus {
-        let holders: Vec<&Process> = s
-            .processes
-            .iter()
-            .filter(|p| p.touches_gpu(g.index))
-            .collect();
-        if holders.is_empty() {
-            continue;
-        }
-        let with_memory = holders
-            .iter()
-            .filter(|p| p.gpu_memory.iter().any(|m| m.gpu == g.index))
-            .count();
-        writeln!(w)?;
-        writeln!(
-            w,
-            "{}",
-            paint.bold(&format!(
-                "GPU {}: {} holding memory, {} holding its device node",
-                g.index,
-                with_memory,
-                holders.len() - with_memory
-            ))
-        )?;
-        let rows: Vec<([String; 7], &Process)> = holders
-            .iter()
-            .map(|p| (row(p, Some(g.index)), *p))
-            .collect();
-        write_rows(w, paint, HEADER, &rows)?;
+/// The holders of GPU `gpu` under a heading that counts them; nothing
+/// when it has none.
+fn write_holders_of<W: Write>(w: &mut W, s: &Snapshot, gpu: u32, paint: &Paint) -> io::Result<()> {
+    let holders: Vec<&Process> = s.processes.iter().filter(|p| p.touches_gpu(gpu)).collect();
+    if holders.is_empty() {
+        return Ok(());
     }
+    let with_memory = holders
+        .iter()
+        .filter(|p| p.gpu_memory.iter().any(|m| m.gpu == gpu))
+        .count();
+    writeln!(w)?;
+    writeln!(
+        w,
+        "{}",
+        paint.bold(&format!(
+            "GPU {gpu}: {with_memory} holding memory, {} holding its device node",
+            holders.len() - with_memory
+        ))
+    )?;
+    let rows: Vec<([String; 7], &Process)> =
+        holders.iter().map(|p| (row(p, Some(gpu)), *p)).collect();
+    write_rows(w, paint, HEADER, &rows)
+}
+
+/// The holders of shared driver nodes only (none of the GPUs).
+fn write_shared_only<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
     let shared: Vec<&Process> = s
         .processes
         .iter()
         .filter(|p| s.gpus.iter().all(|g| !p.touches_gpu(g.index)))
         .collect();
-    if !shared.is_empty() {
-        writeln!(w)?;
-        writeln!(
-            w,
-            "{}",
-            paint.bold("Shared driver nodes only (nvidiactl, nvidia-uvm...):")
-        )?;
-        let rows: Vec<([String; 7], &Process)> =
-            shared.iter().map(|p| (row(p, None), *p)).collect();
-        write_rows(w, paint, HEADER, &rows)?;
-    }
-    if !s.visibility.nvml_pids_not_visible.is_empty() {
-        let pids: Vec<String> = s
-            .visibility
-            .nvml_pids_not_visible
-            .iter()
-            .map(u32::to_string)
-            .collect();
-        writeln!(w)?;
-        writeln!(
-            w,
-            "{} {}",
-            paint.warn("NVML PIDs not in this /proc:"),
-            pids.join(", ")
-        )?;
-    }
-
-    // Findings.
-    if !s.findings.is_empty() {
-        writeln!(w)?;
-        for f in &s.findings {
-            let tag = match f.severity {
-                Severity::Error => paint.error("error"),
-                Severity::Warning => paint.warn("warn "),
-                Severity::Info => paint.dim("info "),
-            };
-            writeln!(w, "{tag} {}", fit(&f.message, MESSAGE_MAX))?;
-            if !f.next.is_empty() {
-                writeln!(w, "      {} {}", paint.dim("next:"), escape(&f.next))?;
-            }
-        }
-    }
-    if !footer {
+    if shared.is_empty() {
         return Ok(());
     }
+    writeln!(w)?;
+    writeln!(
+        w,
+        "{}",
+        paint.bold("Shared driver nodes only (nvidiactl, nvidia-uvm...):")
+    )?;
+    let rows: Vec<([String; 7], &Process)> = shared.iter().map(|p| (row(p, None), *p)).collect();
+    write_rows(w, paint, HEADER, &rows)
+}
+
+/// The PIDs NVML lists that this /proc does not have.
+fn write_not_visible<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+    let pids = &s.visibility.nvml_pids_not_visible;
+    if pids.is_empty() {
+        return Ok(());
+    }
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+    writeln!(w)?;
+    writeln!(
+        w,
+        "{} {}",
+        paint.warn("NVML PIDs not in this /proc:"),
+        pids.join(", ")
+    )
+}
+
+/// Each finding's message and next command (`why` gives the evidence).
+fn write_findings<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+    if s.findings.is_empty() {
+        return Ok(());
+    }
+    writeln!(w)?;
+    for f in &s.findings {
+        let tag = match f.severity {
+            Severity::Error => paint.error("error"),
+            Severity::Warning => paint.warn("warn "),
+            Severity::Info => paint.dim("info "),
+        };
+        writeln!(w, "{tag} {}", fit(&f.message, MESSAGE_MAX))?;
+        if !f.next.is_empty() {
+            writeln!(w, "      {} {}", paint.dim("next:"), escape(&f.next))?;
+        }
+    }
+    Ok(())
+}
+
+/// What was scanned: processes, unreadable ones, GPUs, the device dir.
+fn write_footer<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
     let v = &s.visibility;
     writeln!(
         w,
@@ -334,6 +349,5 @@ pub fn write_status_with<W: Write>(
             },
             escape(&s.dev_dir)
         ))
-    )?;
-    Ok(())
+    )
 }

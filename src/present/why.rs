@@ -3,7 +3,7 @@
 
 use super::Paint;
 use crate::diagnose::gpu_list;
-use crate::model::{Severity, Snapshot, VerdictState};
+use crate::model::{FindingKind, Severity, Snapshot, VerdictState};
 use crate::safe::{escape, fit, MESSAGE_MAX, TEXT_MAX};
 use std::io::{self, Write};
 
@@ -38,7 +38,7 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result
         )?;
     }
     for (i, f) in s.findings.iter().enumerate() {
-        if f.kind == "free" {
+        if f.kind == FindingKind::Free {
             writeln!(w, "  {}", fit(&f.message, MESSAGE_MAX))?;
             continue;
         }

@@ -1,0 +1,151 @@
+//! A finding of the diagnosis: its kind (one of a fixed set, spelled in
+//! JSON as SPEC.md's `kind`), how bad it is, what it is about, and its
+//! words for a person.
+
+use serde::{Deserialize, Serialize};
+
+/// One finding of the diagnosis.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Finding {
+    /// Machine-readable kind, e.g. `live-holders`, `renamed-holders`.
+    pub kind: FindingKind,
+    /// How bad.
+    pub severity: Severity,
+    /// One or two sentences for a person.
+    pub message: String,
+    /// The processes it is about.
+    pub pids: Vec<u32>,
+    /// The GPUs it is about.
+    pub gpus: Vec<u32>,
+    /// The exact next command.
+    pub next: String,
+    /// Evidence, one line each (processes, states, commands).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
+    /// Bytes of GPU memory this finding explains (for ordering).
+    pub bytes: u64,
+}
+
+/// What a finding is about. JSON and the metrics' `kind` label spell it
+/// as [`FindingKind::as_str`] does.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingKind {
+    /// Live processes of one launch group hold GPU memory.
+    LiveHolders,
+    /// Holders whose parent died, or that hold only a node as orphans.
+    Orphans,
+    /// Holders that renamed themselves (setproctitle).
+    RenamedHolders,
+    /// What `pkill -f PATTERN` would hit and miss (`why --pattern`).
+    Pattern,
+    /// Processes holding device nodes without GPU memory.
+    DeviceHolders,
+    /// A zombie NVML still lists.
+    Zombies,
+    /// A holder in uninterruptible sleep (a kernel wait).
+    Uninterruptible,
+    /// A stopped holder.
+    Stopped,
+    /// Driver daemons or display servers holding a GPU.
+    ProtectedHolders,
+    /// What could not be seen.
+    PartialView,
+    /// PIDs NVML lists that this /proc does not have.
+    OutsideNamespace,
+    /// PIDs NVML lists whose process here holds no GPU device node.
+    StaleNvmlPid,
+    /// Memory no visible process accounts for, with who may hold it.
+    UnaccountedMemory,
+    /// Memory the driver holds, unless an unreadable process does.
+    DriverHeldMemory,
+    /// Memory the driver has not released, with a complete view.
+    DriverLeak,
+    /// The GPUs are free.
+    Free,
+}
+
+impl FindingKind {
+    /// Every kind, in the order above.
+    pub const ALL: [FindingKind; 16] = [
+        FindingKind::LiveHolders,
+        FindingKind::Orphans,
+        FindingKind::RenamedHolders,
+        FindingKind::Pattern,
+        FindingKind::DeviceHolders,
+        FindingKind::Zombies,
+        FindingKind::Uninterruptible,
+        FindingKind::Stopped,
+        FindingKind::ProtectedHolders,
+        FindingKind::PartialView,
+        FindingKind::OutsideNamespace,
+        FindingKind::StaleNvmlPid,
+        FindingKind::UnaccountedMemory,
+        FindingKind::DriverHeldMemory,
+        FindingKind::DriverLeak,
+        FindingKind::Free,
+    ];
+
+    /// The spelling of JSON's `kind` and of the metrics' `kind` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::LiveHolders => "live-holders",
+            FindingKind::Orphans => "orphans",
+            FindingKind::RenamedHolders => "renamed-holders",
+            FindingKind::Pattern => "pattern",
+            FindingKind::DeviceHolders => "device-holders",
+            FindingKind::Zombies => "zombies",
+            FindingKind::Uninterruptible => "uninterruptible",
+            FindingKind::Stopped => "stopped",
+            FindingKind::ProtectedHolders => "protected-holders",
+            FindingKind::PartialView => "partial-view",
+            FindingKind::OutsideNamespace => "outside-namespace",
+            FindingKind::StaleNvmlPid => "stale-nvml-pid",
+            FindingKind::UnaccountedMemory => "unaccounted-memory",
+            FindingKind::DriverHeldMemory => "driver-held-memory",
+            FindingKind::DriverLeak => "driver-leak",
+            FindingKind::Free => "free",
+        }
+    }
+}
+
+/// A kind equals its spelling (`f.kind == "live-holders"`), as scripts
+/// and SPEC.md name it.
+impl PartialEq<&str> for FindingKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Severity of a finding.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// For context.
+    Info,
+    /// Worth acting on.
+    Warning,
+    /// Why the GPU is not free.
+    Error,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_spelled_the_same_in_json_and_in_words() {
+        for k in FindingKind::ALL {
+            let json = serde_json::to_string(&k).expect("a kind serializes");
+            assert_eq!(json, format!("\"{}\"", k.as_str()));
+            let back: FindingKind = serde_json::from_str(&json).expect("and reads back");
+            assert_eq!(back, k);
+        }
+    }
+}

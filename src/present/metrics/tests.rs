@@ -1,0 +1,75 @@
+//! The metrics of a snapshot value: base units, labels, no command line unless asked.
+
+use super::*;
+use crate::model::{
+    Finding, FindingKind, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Severity,
+};
+
+#[test]
+fn gpus_holders_and_findings_in_base_units() {
+    let s = Snapshot {
+        gpus: vec![Gpu {
+            index: 3,
+            uuid: "GPU-3".into(),
+            name: "H200".into(),
+            memory: Memory {
+                total_bytes: 100,
+                used_bytes: 60,
+                accounted_bytes: 40,
+                unaccounted_bytes: 20,
+                known: true,
+                ..Memory::default()
+            },
+            ..Gpu::default()
+        }],
+        processes: vec![Process {
+            pid: 77,
+            comm: "python3".into(),
+            cmdline: vec!["python3".into(), "--token=secret".into()],
+            user: "alice".into(),
+            orphaned: true,
+            owner: Owner {
+                kind: OwnerKind::SystemdUnit,
+                id: "vllm.service".into(),
+                name: "vllm.service".into(),
+            },
+            gpu_memory: vec![GpuMemory {
+                gpu: 3,
+                used_bytes: Some(40),
+            }],
+            ..Process::default()
+        }],
+        findings: vec![Finding {
+            kind: FindingKind::Orphans,
+            severity: Severity::Warning,
+            message: String::new(),
+            pids: vec![77],
+            gpus: vec![3],
+            next: String::new(),
+            details: vec![],
+            bytes: 40,
+        }],
+        ..Snapshot::default()
+    };
+    let text = render(&s, &Extra::default());
+    assert!(
+        text.contains(
+            r#"gpufree_gpu_memory_unaccounted_bytes{gpu="3",uuid="GPU-3",name="H200"} 20"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains(r#"gpufree_process_gpu_memory_bytes{gpu="3",uuid="GPU-3",pid="77",comm="python3",user="alice",owner_kind="systemd-unit",owner="vllm.service",orphaned="true",renamed="false"} 40"#), "{text}");
+    assert!(text.contains(r#"gpufree_findings{kind="orphans",gpu="3"} 1"#));
+    assert!(text.contains(r#"gpufree_gpu_holders{gpu="3",uuid="GPU-3",kind="memory"} 1"#));
+    assert!(!text.contains("secret"), "no command line unless asked");
+    assert!(text.ends_with("# EOF\n"));
+    let with = render(
+        &s,
+        &Extra {
+            label_cmdline: true,
+            ..Extra::default()
+        },
+    );
+    assert!(with.contains(r#"cmdline="python3 --token=secret""#));
+    assert!(!render_textfile(&s, &Extra::default()).contains("# EOF"));
+}

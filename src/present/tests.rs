@@ -1,0 +1,377 @@
+//! Golden tests of the presenters: every text and JSON output of the seed
+//! incident, of the hostile-names corpus and of the cases the incident does
+//! not reach (memory nobody accounts for, a partial view, odd states,
+//! launch groups), from snapshot values (fixed PIDs and times: no
+//! redaction needed), compared with the `.snap` files under `snapshots/`.
+//! A change to a presenter or to the diagnosis shows up here as a diff;
+//! `cargo insta review` (or `INSTA_UPDATE=always`) accepts a deliberate
+//! one. With `CI=true` a missing snapshot fails instead of being written.
+
+mod cases;
+mod evil;
+mod fixtures;
+mod incident;
+
+use super::kill::{write_plan, write_report};
+use super::metrics::{render_textfile, Extra};
+use super::table::write_status;
+use super::why::write_why;
+use super::{write_json, Paint};
+use crate::act::kill::{plan, Safety, Selectors};
+use crate::diagnose::Options;
+use crate::model::{Changed, Report, Snapshot, VerdictState};
+use cases::{blind_cases, groups, states, unaccounted_cases};
+use evil::{corpus, evil, FIRST_EVIL};
+use fixtures::judged;
+use incident::{bystanders, incident, incident_under_unit, LAUNCHER};
+use regex::Regex;
+use std::io;
+
+const PLAIN: Paint = Paint { color: false };
+
+/// What a presenter wrote, as text (every presenter writes UTF-8).
+fn written(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
+    let mut out = Vec::new();
+    f(&mut out).expect("writing into a Vec cannot fail");
+    String::from_utf8(out).expect("presenters write UTF-8")
+}
+
+fn json(s: &Snapshot) -> String {
+    written(|w| write_json(w, s))
+}
+
+/// `text` with each run of more than 64 `A`s (the corpus's 64 KiB name,
+/// whole or cut) written as `[A × N]`: the snapshot still proves the
+/// length of every run, in a file one can read.
+fn folded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('A') {
+        out.push_str(&rest[..start]);
+        let run = rest[start..].len() - rest[start..].trim_start_matches('A').len();
+        if run > 64 {
+            out.push_str(&format!("[A × {run}]"));
+        } else {
+            out.push_str(&rest[start..start + run]);
+        }
+        rest = &rest[start + run..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `why --pattern RE` over `s`.
+fn with_pattern(s: &Snapshot, re: &str) -> Snapshot {
+    let pattern = Some((re.to_string(), Regex::new(re).expect("a valid pattern")));
+    judged(s.clone(), &Options { pattern })
+}
+
+/// `kill --gpu ... --dry-run` of every GPU of `s`, run as root by a
+/// process outside the snapshot.
+fn dry_run(s: &Snapshot) -> String {
+    let sel = Selectors {
+        gpus: Some(s.gpus.iter().map(|g| g.index).collect()),
+        ..Selectors::default()
+    };
+    let safety = Safety {
+        me: 99_999,
+        ancestors: vec![99_998, 1],
+        ..Safety::default()
+    };
+    let p = plan(s, &sel, &safety);
+    written(|w| write_plan(w, s, &p, "TERM", 10.0, &PLAIN))
+}
+
+/// The metrics text of `s`, each family's samples sorted: the encoder
+/// writes a family's label sets in hash order, which changes from run to
+/// run; what each line says does not.
+fn metrics(s: &Snapshot, label_cmdline: bool) -> String {
+    let extra = Extra {
+        label_cmdline,
+        snapshot_duration_seconds: Some(0.0125),
+        ..Extra::default()
+    };
+    let text = render_textfile(s, &extra);
+    let mut out = String::new();
+    let mut samples: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            samples.sort_unstable();
+            samples.drain(..).for_each(|l| out.extend([l, "\n"]));
+            out.extend([line, "\n"]);
+        } else {
+            samples.push(line);
+        }
+    }
+    samples.sort_unstable();
+    samples.drain(..).for_each(|l| out.extend([l, "\n"]));
+    out
+}
+
+#[test]
+fn seed_incident_status_table() {
+    let s = judged(incident(), &Options::default());
+    insta::assert_snapshot!("incident_status", written(|w| write_status(w, &s, &PLAIN)));
+}
+
+#[test]
+fn seed_incident_status_json_is_also_why_json() {
+    let s = judged(incident(), &Options::default());
+    let doc = json(&s);
+    // `why --json` prints the same document (SPEC.md).
+    let why = judged(s.clone(), &Options::default());
+    assert_eq!(json(&why), doc);
+    insta::assert_snapshot!("incident_status_json", doc);
+}
+
+#[test]
+fn seed_incident_why() {
+    let s = judged(incident(), &Options::default());
+    insta::assert_snapshot!("incident_why", written(|w| write_why(w, &s, &PLAIN)));
+}
+
+#[test]
+fn seed_incident_why_pattern_text_and_json() {
+    let s = with_pattern(&incident(), "python3.*vllm");
+    insta::assert_snapshot!(
+        "incident_why_pattern",
+        written(|w| write_why(w, &s, &PLAIN))
+    );
+    insta::assert_snapshot!("incident_why_pattern_json", json(&s));
+}
+
+#[test]
+fn seed_incident_kill_dry_run_plan() {
+    let s = judged(incident(), &Options::default());
+    insta::assert_snapshot!("incident_kill_plan", dry_run(&s));
+}
+
+#[test]
+fn seed_incident_under_its_unit_why_and_kill_plan() {
+    let s = judged(incident_under_unit(), &Options::default());
+    insta::assert_snapshot!("incident_unit_why", written(|w| write_why(w, &s, &PLAIN)));
+    insta::assert_snapshot!("incident_unit_kill_plan", dry_run(&s));
+}
+
+#[test]
+fn seed_incident_kill_report() {
+    let mut targets = vec![LAUNCHER, 212_437];
+    targets.extend(212_702..212_710);
+    let r = Report {
+        targets,
+        rounds: 1,
+        released: true,
+        verdict: VerdictState::Free,
+        seconds_to_release: 5.21,
+        seconds_after_exit: Some(4.87),
+        seconds_watched_for_restarts: 2.0,
+        killed_hard: vec![212_705],
+        ..Report::default()
+    };
+    insta::assert_snapshot!(
+        "incident_kill_report",
+        written(|w| write_report(w, &r, true, &PLAIN))
+    );
+}
+
+/// The report's other paths: a release found by a rescan with the watch
+/// for restarts cut short; an unknown release after every target exited,
+/// one left in a kernel wait and one not checked again; nothing to do.
+#[test]
+fn kill_reports_of_a_rescan_an_unknown_release_and_nothing_to_do() {
+    let rescan = Report {
+        targets: vec![LAUNCHER, 212_702],
+        found_by_rescan: vec![212_703],
+        rounds: 2,
+        released: true,
+        verdict: VerdictState::Free,
+        seconds_to_release: 0.75,
+        restart_watch_error: Some("a snapshot failed: EMFILE".into()),
+        ..Report::default()
+    };
+    let unknown = Report {
+        targets: vec![212_702, 212_703],
+        survivors: vec![212_703],
+        waiting_for_kernel: vec![212_703],
+        unchecked: vec![Changed {
+            pid: 212_704,
+            why: "its fds could not be read again (timed out)".into(),
+        }],
+        rounds: 1,
+        verdict: VerdictState::Unknown,
+        reasons: vec!["GPU 3: memory unknown (NVML timed out)".into()],
+        seconds_after_exit: Some(12.5),
+        still_holding: vec!["GPU 3: memory unknown".into()],
+        ..Report::default()
+    };
+    let nothing = Report {
+        released: true,
+        verdict: VerdictState::Free,
+        ..Report::default()
+    };
+    let text = |r: &Report, waited| written(|w| write_report(w, r, waited, &PLAIN));
+    insta::assert_snapshot!("kill_report_rescan", text(&rescan, true));
+    insta::assert_snapshot!("kill_report_unknown", text(&unknown, true));
+    insta::assert_snapshot!("kill_report_no_wait", text(&unknown, false));
+    insta::assert_snapshot!("kill_report_nothing", text(&nothing, true));
+}
+
+#[test]
+fn seed_incident_metrics() {
+    let s = judged(incident(), &Options::default());
+    insta::assert_snapshot!("incident_metrics", metrics(&s, false));
+}
+
+#[test]
+fn evil_names_status_table() {
+    let s = judged(evil(), &Options::default());
+    insta::assert_snapshot!(
+        "evil_status",
+        folded(&written(|w| write_status(w, &s, &PLAIN)))
+    );
+}
+
+#[test]
+fn evil_names_status_json_keeps_them_whole() {
+    let s = judged(evil(), &Options::default());
+    insta::assert_snapshot!("evil_status_json", folded(&json(&s)));
+}
+
+#[test]
+fn evil_names_why() {
+    let s = judged(evil(), &Options::default());
+    insta::assert_snapshot!("evil_why", folded(&written(|w| write_why(w, &s, &PLAIN))));
+}
+
+#[test]
+fn evil_names_why_pattern_text_and_json() {
+    let s = with_pattern(&evil(), "it's \"q");
+    insta::assert_snapshot!(
+        "evil_why_pattern",
+        folded(&written(|w| write_why(w, &s, &PLAIN)))
+    );
+    insta::assert_snapshot!("evil_why_pattern_json", folded(&json(&s)));
+}
+
+#[test]
+fn evil_names_kill_dry_run_plan() {
+    let s = judged(evil(), &Options::default());
+    insta::assert_snapshot!("evil_kill_plan", folded(&dry_run(&s)));
+}
+
+#[test]
+fn evil_names_kill_report() {
+    let name = |i: usize| String::from_utf8_lossy(&corpus()[i]).into_owned();
+    let r = Report {
+        targets: (FIRST_EVIL..FIRST_EVIL + 13).collect(),
+        survivors: vec![FIRST_EVIL + 3],
+        rounds: 1,
+        verdict: VerdictState::Busy,
+        reasons: vec![format!("PID {} ({}) holds nvidia0", FIRST_EVIL, name(0))],
+        identity_changed: vec![FIRST_EVIL + 5],
+        changed: vec![Changed {
+            pid: FIRST_EVIL + 4,
+            why: format!("exec'd {}", name(4)),
+        }],
+        frozen_cgroups: vec![format!("/system.slice/{}.service", name(2))],
+        seconds_after_exit: None,
+        ..Report::default()
+    };
+    insta::assert_snapshot!(
+        "evil_kill_report",
+        folded(&written(|w| write_report(w, &r, true, &PLAIN)))
+    );
+}
+
+#[test]
+fn evil_names_metrics_with_command_lines() {
+    let s = judged(evil(), &Options::default());
+    insta::assert_snapshot!("evil_metrics", folded(&metrics(&s, true)));
+}
+
+/// Each case's status table and `why`, under its name; then each case's
+/// JSON document.
+fn cases_text_and_json(cases: Vec<(&str, Snapshot)>) -> (String, String) {
+    let mut text = String::new();
+    let mut docs = String::new();
+    for (name, s) in cases {
+        let s = judged(s, &Options::default());
+        text.push_str(&format!("==== {name}: status\n"));
+        text.push_str(&written(|w| write_status(w, &s, &PLAIN)));
+        text.push_str(&format!("==== {name}: why\n"));
+        text.push_str(&written(|w| write_why(w, &s, &PLAIN)));
+        docs.push_str(&format!("==== {name}\n{}", json(&s)));
+    }
+    (text, docs)
+}
+
+#[test]
+fn memory_nobody_accounts_for_each_explanation() {
+    let (text, docs) = cases_text_and_json(unaccounted_cases());
+    insta::assert_snapshot!("unaccounted", text);
+    insta::assert_snapshot!("unaccounted_json", docs);
+}
+
+#[test]
+fn what_could_not_be_seen_nvml_down_lost_gpu_other_namespaces() {
+    let (text, docs) = cases_text_and_json(blind_cases());
+    insta::assert_snapshot!("blind", text);
+    insta::assert_snapshot!("blind_json", docs);
+}
+
+#[test]
+fn holders_in_odd_states_zombie_blocked_stopped_orphan_daemon() {
+    let (text, docs) = cases_text_and_json(vec![("states", states())]);
+    insta::assert_snapshot!("states", text);
+    insta::assert_snapshot!("states_json", docs);
+    let s = judged(states(), &Options::default());
+    insta::assert_snapshot!("states_kill_plan", dry_run(&s));
+    insta::assert_snapshot!("states_metrics", metrics(&s, false));
+}
+
+#[test]
+fn launch_groups_of_every_kind_and_what_restarts_them() {
+    let (text, docs) = cases_text_and_json(vec![("groups", groups())]);
+    insta::assert_snapshot!("groups", text);
+    insta::assert_snapshot!("groups_json", docs);
+    let s = judged(groups(), &Options::default());
+    insta::assert_snapshot!("groups_kill_plan", dry_run(&s));
+}
+
+/// A pattern that hits every holder of the incident (so the next kill
+/// is by the pattern), and a log tail that holds nothing.
+#[test]
+fn seed_incident_a_pattern_that_hits_every_holder_and_a_bystander() {
+    let mut s = incident();
+    s.others = bystanders();
+    let s = with_pattern(&s, "VLLM::Worker_TP|resource_tracker|EngineCore");
+    let pattern: Vec<_> = s.findings.iter().filter(|f| f.kind == "pattern").collect();
+    insta::assert_snapshot!(
+        "incident_pattern_hits_all",
+        written(|w| write_why(w, &s, &PLAIN))
+    );
+    insta::assert_snapshot!(
+        "incident_pattern_hits_all_json",
+        written(|w| write_json(w, &pattern))
+    );
+}
+
+/// Colours where the presenters put them: headings bold, severities and
+/// rows that need attention coloured (ESC written `\e` here).
+#[test]
+fn colours_of_the_status_table_why_and_plan() {
+    let paint = Paint { color: true };
+    let s = judged(states(), &Options::default());
+    let sel = Selectors {
+        gpus: Some(vec![0]),
+        ..Selectors::default()
+    };
+    let p = plan(&s, &sel, &Safety::default());
+    let text = [
+        written(|w| write_status(w, &s, &paint)),
+        written(|w| write_why(w, &s, &paint)),
+        written(|w| write_plan(w, &s, &p, "TERM", 10.0, &paint)),
+    ]
+    .concat();
+    insta::assert_snapshot!("states_coloured", text.replace('\u{1b}', "\\e"));
+}
