@@ -109,7 +109,15 @@ pub fn nap_until_exit(pidfds: &[BorrowedFd<'_>], nap: Duration) -> bool {
         tv_sec: nap.as_secs() as i64,
         tv_nsec: i64::from(nap.subsec_nanos()),
     };
-    poll(&mut polls, Some(&ts)).is_ok_and(|n| n > 0)
+    match poll(&mut polls, Some(&ts)) {
+        Ok(n) => n > 0,
+        // A poll that fails (EINTR, or the pidfds refused) still naps: a
+        // failure that repeats must not turn the loop into a busy one.
+        Err(_) => {
+            std::thread::sleep(nap);
+            false
+        }
+    }
 }
 
 #[cfg(test)]

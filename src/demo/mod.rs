@@ -320,11 +320,11 @@ fn end_on_ctrl_c(incident: &Incident) {
     let launcher_pid = incident.spawned.child.id();
     let workdir = incident.dir().to_path_buf();
     let _ = ctrlc::set_handler(move || {
-        let _ = rustix::process::kill_process(
-            rustix::process::Pid::from_raw(launcher_pid as i32)
-                .unwrap_or(rustix::process::Pid::INIT),
-            rustix::process::Signal::KILL,
-        );
+        // Our own child, not yet waited for: its PID cannot have been
+        // reused. A PID that does not convert is signalled not at all.
+        if let Some(pid) = rustix::process::Pid::from_raw(launcher_pid as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
         let _ = std::fs::remove_dir_all(&workdir);
         std::process::exit(130);
     });

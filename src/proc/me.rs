@@ -25,12 +25,12 @@ pub fn ancestors() -> Vec<u32> {
     ancestors
 }
 
-/// The clock ticks since boot now, comparable with start times (0 when
-/// /proc/uptime is unreadable).
-pub fn uptime_ticks() -> u64 {
+/// The clock ticks since boot now, comparable with start times; None when
+/// /proc/uptime cannot be read.
+pub fn uptime_ticks() -> Option<u64> {
     let tps = rustix::param::clock_ticks_per_second();
     std::fs::read_to_string("/proc/uptime")
         .ok()
         .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0, |up| (up * tps as f64) as u64)
+        .map(|up| (up * tps as f64) as u64)
 }

@@ -1,8 +1,9 @@
 //! One snapshot from what the scan pinned and NVML listed: processes with
-//! their owners, orphans and protected daemons, memory accounted per GPU,
-//! visibility; then the launchers' command lines and what restarts the
-//! holders.
+//! their owners, orphans (`orphans.rs`) and protected daemons, memory
+//! accounted per GPU, visibility; and, for `why --pattern`, the other
+//! processes of the scan's listing.
 
+use super::orphans::mark_orphans;
 use super::*;
 use crate::model::Kin;
 
@@ -74,7 +75,8 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         unavailable: report.unavailable,
         dev_dir: cfg.dev_dir.display().to_string(),
         others: Vec::new(),
-        uptime_ticks: crate::proc::me::uptime_ticks(),
+        // 0: unknown (ages are then not shown).
+        uptime_ticks: crate::proc::me::uptime_ticks().unwrap_or(0),
         ticks_per_second,
         verdict: Default::default(),
         pins: Pins::new(pins),
@@ -185,15 +187,21 @@ fn processes_of(
 /// the rest.
 fn account(gpus: &mut [Gpu], processes: &[Process]) {
     for g in gpus {
-        let accounted: u64 = g
-            .nvml_processes
-            .iter()
-            .filter(|p| processes.iter().any(|q| q.pid == p.pid))
-            .filter_map(|p| p.used_bytes)
-            .fold(0, u64::saturating_add);
-        g.memory.accounted_bytes = accounted;
-        g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
+        set_accounting(g, |pid| processes.iter().any(|q| q.pid == pid));
     }
+}
+
+/// A GPU's memory accounted to the listed processes that `visible` says
+/// gpufree sees, and the rest unaccounted.
+pub(super) fn set_accounting(g: &mut Gpu, visible: impl Fn(u32) -> bool) {
+    let accounted: u64 = g
+        .nvml_processes
+        .iter()
+        .filter(|p| visible(p.pid))
+        .filter_map(|p| p.used_bytes)
+        .fold(0, u64::saturating_add);
+    g.memory.accounted_bytes = accounted;
+    g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
 }
 
 /// The processes the scan could not read, with their comm where it can
@@ -344,87 +352,4 @@ pub(super) fn process_from(
         cgroup,
         environment: d.environment,
     }
-}
-
-/// Marks holders whose parent is init or a user manager (a subreaper) as
-/// orphaned, except the main process of a unit or container: the earliest
-/// process of its cgroup whose parent is that reaper. Parents and siblings
-/// come from the scan's one pass (`kin`); only the siblings' cgroups are
-/// read, never /proc walked again.
-pub(super) fn mark_orphans(proc_fd: &OwnedFd, processes: &mut [Process], kin: &BTreeMap<u32, Kin>) {
-    let comm_of = |pid: u32| {
-        kin.get(&pid).map(|k| k.comm.as_str()).or_else(|| {
-            processes
-                .iter()
-                .find(|q| q.pid == pid)
-                .map(|q| q.comm.as_str())
-        })
-    };
-    let candidates: Vec<usize> = (0..processes.len())
-        .filter(|&i| {
-            let ppid = processes[i].ppid;
-            ppid == 1 || (ppid > 1 && comm_of(ppid) == Some("systemd"))
-        })
-        .collect();
-    if candidates.is_empty() {
-        return;
-    }
-    let needs_main = candidates
-        .iter()
-        .any(|&i| has_main_process(&processes[i].owner));
-    // The reaper's other children, with their cgroups and start times.
-    let siblings: Vec<(u32, String, u64)> = if needs_main {
-        let reapers = candidates.iter().map(|&i| processes[i].ppid).collect();
-        let mut siblings = reaper_children(proc_fd, &reapers, kin);
-        siblings.extend(
-            processes
-                .iter()
-                .filter(|q| reapers.contains(&q.ppid))
-                .map(|q| (q.ppid, q.cgroup.clone(), q.start_time_ticks)),
-        );
-        siblings
-    } else {
-        Vec::new()
-    };
-    for i in candidates {
-        let p = &processes[i];
-        let is_main = has_main_process(&p.owner)
-            && !siblings.iter().any(|(ppid, cg, start)| {
-                *ppid == p.ppid && *cg == p.cgroup && *start < p.start_time_ticks
-            });
-        processes[i].orphaned = !is_main;
-    }
-}
-
-pub(super) fn has_main_process(owner: &Owner) -> bool {
-    matches!(
-        owner.kind,
-        OwnerKind::SystemdUnit | OwnerKind::Container | OwnerKind::K8sPod | OwnerKind::SlurmJob
-    )
-}
-
-/// (ppid, cgroup path, start time) of every non-holder the scan read whose
-/// parent is one of `reapers`: its cgroup read now, and kept only if the
-/// process still has the start time the scan saw (the PID was not reused
-/// in between).
-fn reaper_children(
-    proc_fd: &OwnedFd,
-    reapers: &BTreeSet<u32>,
-    kin: &BTreeMap<u32, Kin>,
-) -> Vec<(u32, String, u64)> {
-    kin.iter()
-        .filter(|(_, k)| reapers.contains(&k.ppid))
-        .filter_map(|(pid, k)| {
-            let cg = scan::read_at(proc_fd, &format!("{pid}/cgroup")).ok()?;
-            let stat =
-                parse::parse_stat(&scan::read_at(proc_fd, &format!("{pid}/stat")).ok()?).ok()?;
-            (stat.start_time == k.start_time_ticks).then(|| {
-                (
-                    k.ppid,
-                    owner::cgroup_path(&cg).unwrap_or_default(),
-                    k.start_time_ticks,
-                )
-            })
-        })
-        .collect()
 }

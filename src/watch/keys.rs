@@ -37,6 +37,10 @@ pub(super) fn on_popup_key(app: &mut App, code: KeyCode, cfg: &Config, tx: &Send
 }
 
 /// Executes a confirmed plan from a fresh snapshot; its outcome in words.
+/// The view's snapshot is older, and its pins belong to the collector
+/// thread: the plan's targets are pinned again in the fresh one by PID and
+/// start time, so one that is no longer the process the plan showed is
+/// reported changed, never signalled.
 fn kill_now(cfg: Config, plan: Plan, sel: &Selectors) -> String {
     let c = match Collector::new(cfg, None) {
         Ok(c) => c,

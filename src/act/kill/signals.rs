@@ -163,10 +163,8 @@ fn grace(
 
 /// Whether the PID of a target that is gone now names another process.
 pub(super) fn reused(c: &Collector, e: &PlanEntry) -> bool {
-    std::fs::read(c.config().proc_root.join(e.pid.to_string()).join("stat"))
-        .ok()
-        .and_then(|b| crate::proc::parse::parse_stat(&b).ok())
-        .is_some_and(|s| s.start_time != e.start_time_ticks)
+    c.start_time_of(e.pid)
+        .is_some_and(|start| start != e.start_time_ticks)
 }
 
 /// The holders of `snap` that join the next round: they match the
