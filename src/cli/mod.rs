@@ -87,7 +87,7 @@ fn collector(
         // NVML sees GPUs, is a typo, not an idle machine: every holder of a
         // node would go unseen. (With no NVML either, the error above
         // already said there is no GPU.)
-        if crate::proc::nodes::NodeSet::discover(dir).is_ok_and(|n| n.is_empty()) {
+        if c.nodes().is_empty() {
             return Err(Error::NoGpuNode(dir.clone()));
         }
     }
