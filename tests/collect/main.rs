@@ -3,9 +3,11 @@
 //! ([`gpufree::proc::scan::walks`], [`gpufree::nvml::read_passes`]).
 //!
 //! The commands run in this process, through [`gpufree::cli::run_from`],
-//! on the simulated NVML library with a real holder process. This binary
-//! holds no other test, so nothing else walks /proc or reads NVML in the
-//! process meanwhile; the commands run one after the other in one test.
+//! on the simulated NVML library with a real holder process. The tests of
+//! this binary (this one, and the kill's progress events, which also need
+//! the library in-process) take one lock, so nothing else walks /proc or
+//! reads NVML in the process meanwhile; the commands run one after the
+//! other in one test.
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 #![allow(clippy::too_many_lines)] // A test reads as one story; its length is exempt.
@@ -14,10 +16,20 @@
 #[path = "../it/harness.rs"]
 mod harness;
 
+use gpufree::act::kill::{self, Safety, Selectors};
+use gpufree::act::progress::Event;
 use gpufree::nvml::read_passes;
+use gpufree::pipeline::Look;
 use gpufree::proc::scan::walks;
+use gpufree::snapshot::{Collector, Config};
 use harness::{sim_lib, TestDir};
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The tests of this binary run one at a time: the counters are the
+/// process's, and the simulator's state file is named by its environment.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Runs `gpufree ARGS` in this process: its exit code, and how many walks
 /// of /proc and NVML read passes it made.
@@ -29,6 +41,7 @@ fn collections(args: &[&str]) -> (ExitCode, usize, usize) {
 
 #[test]
 fn status_why_and_kill_dry_run_collect_exactly_once() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = TestDir::new(1);
     let holder = dir.mapper("nvidia0");
     // And a PID of another namespace (no such process here), which the
@@ -79,4 +92,61 @@ fn other_namespace_pid() -> u32 {
         .parse()
         .unwrap();
     max + 1
+}
+
+/// A kill reports its steps, in order, to whoever listens (act prints
+/// nothing): the first round's signal to exactly the target, the release
+/// wait's start, what still holds the memory meanwhile (later and later),
+/// and its end; and the memory comes back.
+#[test]
+fn a_kill_reports_its_steps_in_order() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = TestDir::new(1);
+    let holder = dir.mapper("nvidia0");
+    // The driver takes 300 ms to give the memory back: the wait sees it held.
+    let state = dir.one_gpu(&[(holder.pid(), 4096, "while-alive")], 300);
+    std::env::set_var("GPUFREE_SIM_STATE", &state);
+    let c = Collector::new(
+        Config {
+            dev_dir: dir.dev.clone(),
+            nvml_lib: Some(sim_lib()),
+            ..Config::default()
+        },
+        None,
+    )
+    .unwrap();
+    let snap = c.snapshot().unwrap();
+    let sel = Selectors {
+        pids: vec![holder.pid()],
+        ..Selectors::default()
+    };
+    let safety = Safety::current();
+    let plan = kill::plan(&snap, &sel, &safety);
+    let opts = kill::Options {
+        settle: Duration::ZERO,
+        ..kill::Options::default()
+    };
+    let mut events = Vec::new();
+    let (report, _) = kill::execute_reporting(&c, &snap, plan, &sel, &safety, &opts, &mut |e| {
+        events.push(e)
+    });
+    assert!(report.released, "{report:?}");
+    let Some((Event::Signalled { round, pids, .. }, rest)) = events.split_first() else {
+        panic!("the first event is not the first round's signal: {events:?}");
+    };
+    assert_eq!((*round, pids.as_slice()), (1, [holder.pid()].as_slice()));
+    assert_eq!(rest.first(), Some(&Event::ReleaseWaitStarted), "{events:?}");
+    assert_eq!(rest.last(), Some(&Event::ReleaseWaitEnded), "{events:?}");
+    let held: Vec<Duration> = rest[1..rest.len() - 1]
+        .iter()
+        .map(|e| match e {
+            Event::MemoryHeld { elapsed, .. } => *elapsed,
+            other => panic!("between the wait's start and end: {other:?}"),
+        })
+        .collect();
+    assert!(
+        !held.is_empty(),
+        "the driver's 300 ms were not seen: {events:?}"
+    );
+    assert!(held.windows(2).all(|w| w[0] <= w[1]), "{held:?}");
 }
