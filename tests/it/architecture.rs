@@ -23,10 +23,12 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ),
     // Collection never judges, acts, presents or runs commands: verdicts
     // and findings are made once, by the pipeline, after it.
+    // The /proc scan stands alone: the snapshot joins it to NVML, not it.
     (
         "proc",
         &[
-            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo",
+            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "snapshot",
+            "nvml",
         ],
     ),
     (
@@ -58,6 +60,18 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ),
     // Action reports through values, never prints or runs commands.
     ("act", &["present", "cli", "serve", "watch", "demo"]),
+    // The live views (watch's terminal UI, serve's metrics endpoint) are
+    // started by the command line, never reach back into it or the demo.
+    ("watch", &["cli", "demo"]),
+    ("serve", &["cli", "demo"]),
+    // The doctor reads a systemd unit file: it needs no snapshot, no
+    // pipeline, no action, no presenter and no live view.
+    (
+        "doctor",
+        &[
+            "act", "present", "snapshot", "pipeline", "watch", "serve", "demo",
+        ],
+    ),
 ];
 
 /// The Rust files under `root`, recursively, except test code: files named
@@ -383,4 +397,41 @@ fn the_checker_cuts_comments_not_strings() {
         reached(text),
         [(1, "model".to_string()), (1, "pipeline".to_string())]
     );
+}
+
+/// The rows added for the live views, the doctor and the /proc scan catch
+/// an edge the wrong way, and leave the allowed ones alone.
+#[test]
+fn the_new_rows_catch_wrong_way_edges() {
+    let wrong = [
+        ("proc", "snapshot"),
+        ("proc", "nvml"),
+        ("watch", "cli"),
+        ("watch", "demo"),
+        ("serve", "cli"),
+        ("serve", "demo"),
+        ("doctor", "act"),
+        ("doctor", "present"),
+        ("doctor", "snapshot"),
+        ("doctor", "pipeline"),
+        ("doctor", "watch"),
+        ("doctor", "serve"),
+        ("doctor", "demo"),
+    ];
+    for (from, to) in wrong {
+        let text = format!("use crate::model;\nuse crate::{to}::X;\n");
+        assert_eq!(
+            wrong_edges(from, &text),
+            [(2, to.to_string())],
+            "{from} → {to}"
+        );
+    }
+    for (from, to) in [
+        ("watch", "snapshot"),
+        ("serve", "snapshot"),
+        ("proc", "model"),
+    ] {
+        let text = format!("use crate::{to}::X;\n");
+        assert_eq!(wrong_edges(from, &text), [], "{from} → {to} is allowed");
+    }
 }
