@@ -2,6 +2,9 @@
 //! library's state is process-global.
 
 use super::*;
+use crate::memory::MEMORY_V2_VERSION;
+use crate::ret;
+use std::ffi::{c_char, c_uint, CStr};
 
 #[test]
 fn refcount_count_protocol_and_version_checks() {

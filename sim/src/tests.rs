@@ -1,6 +1,8 @@
 //! The simulator's tests tests.
 
-use super::*;
+use crate::memory::{Memory, MemoryV2};
+use crate::pci::{Pci, PciInfo};
+use crate::session::{handle_of, index_of, MAX_DEVICES};
 
 #[test]
 fn pci_bus_ids_round_trip() {

@@ -20,6 +20,7 @@ mod scan;
 mod serve;
 mod shapes;
 mod sim;
+mod sizes;
 mod status;
 mod supervised;
 mod trust;
