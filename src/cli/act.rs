@@ -1,6 +1,7 @@
 //! `kill` and `wait`: the plan, the prompt, the execution and the report,
 //! with their JSON documents and outcomes.
 
+use super::spinner::Spinner;
 use super::*;
 use crate::act::kill::{self, Plan, Selectors, UserSel};
 use crate::model::Snapshot;
@@ -256,45 +257,6 @@ fn kill_outcome(report: &kill::Report, no_wait: bool) -> Result<Outcome, Error> 
         VerdictState::Free => Ok(Outcome::Done),
         VerdictState::Busy => Ok(Outcome::Survivors),
         VerdictState::Unknown => Err(Error::ReleaseUnknown(report.reasons.clone())),
-    }
-}
-
-/// A kill's progress on stderr: a spinner while the memory is awaited,
-/// drawn only where `show` (a terminal, neither `-q` nor `--json`).
-struct Spinner {
-    show: bool,
-    bar: Option<indicatif::ProgressBar>,
-}
-
-impl Spinner {
-    fn new(show: bool) -> Spinner {
-        Spinner { show, bar: None }
-    }
-
-    fn on(&mut self, event: crate::act::progress::Event) {
-        use crate::act::progress::Event;
-        match event {
-            Event::ReleaseWaitStarted if self.show => {
-                let b = indicatif::ProgressBar::new_spinner();
-                b.set_message("waiting for the GPU memory to come back");
-                b.enable_steady_tick(std::time::Duration::from_millis(120));
-                self.bar = Some(b);
-            }
-            Event::MemoryHeld { held, .. } => {
-                if let Some(b) = &self.bar {
-                    b.set_message(format!(
-                        "waiting for the GPU memory: {}",
-                        crate::safe::fit(&held.join("; "), 160)
-                    ));
-                }
-            }
-            Event::ReleaseWaitEnded => {
-                if let Some(b) = self.bar.take() {
-                    b.finish_and_clear();
-                }
-            }
-            _ => {}
-        }
     }
 }
 

@@ -14,6 +14,7 @@ mod error;
 mod files;
 mod live;
 mod show;
+mod spinner;
 
 pub use args::{Cli, Command, Common, KillArgs, ServeArgs, SimCommand, WaitArgs};
 pub use error::{exit_code, finish, Error, Outcome};
