@@ -30,6 +30,9 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
         None => None,
     };
     let c = collector(common, false, None)?;
+    if !c.proc_is_ours() {
+        return Err(Error::ForeignProc);
+    }
     let snap = c.snapshot().map_err(|e| snapshot_error(common, e))?;
     let (sel, indexes) = selectors(common, args, &snap, matcher)?;
     let safety = kill::Safety {

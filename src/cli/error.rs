@@ -56,6 +56,9 @@ pub enum Error {
     /// `kill` with a `--proc-root` other than /proc.
     #[error("--proc-root: kill signals only processes of this PID namespace's /proc")]
     KillProcRoot,
+    /// `kill` where /proc is another PID namespace's.
+    #[error("kill: {}", crate::act::kill::FOREIGN_PROC)]
+    ForeignProc,
     /// A `--dev-dir` given by hand holds no GPU node while NVML sees GPUs.
     #[error("--dev-dir {}: no GPU device node there (nvidia*, dri/card*, dri/renderD*, kfd)", .0.display())]
     NoGpuNode(PathBuf),
@@ -179,7 +182,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::Serve(ServeError::Address { .. } | ServeError::Gpu(_))
         | E::Sim(SimError::State { .. }) => 2,
         E::Sim(SimError::Exec { .. }) => 127,
-        E::NoConfirmation | E::NotConfirmed => 5,
+        E::NoConfirmation | E::NotConfirmed | E::ForeignProc => 5,
         E::Write { .. }
         | E::Snapshot(_)
         | E::NoTerminal
@@ -242,6 +245,7 @@ mod tests {
         let code = |e: Error| exit_code(&Err(e));
         assert_eq!(code(Error::Selector("--gpu 9: no such GPU".into())), 2);
         assert_eq!(code(Error::KillProcRoot), 2);
+        assert_eq!(code(Error::ForeignProc), 5);
         assert_eq!(
             code(Error::Write {
                 target: "--output x".into(),

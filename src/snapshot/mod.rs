@@ -311,6 +311,18 @@ impl Collector {
         parse::parse_stat(&stat).ok().map(|s| s.start_time)
     }
 
+    /// Whether the proc root is this process's own PID namespace's: its
+    /// `self` names this process. A /proc of another namespace (a parent's,
+    /// mounted before an `unshare --pid` without `--mount-proc`) lists PIDs
+    /// that mean other processes here, where signals are resolved: nothing
+    /// may be signalled by them. False when `self` cannot be read.
+    pub fn proc_is_ours(&self) -> bool {
+        rustix::fs::readlinkat(&*self.proc_fd, "self", Vec::new())
+            .ok()
+            .and_then(|link| link.to_str().ok()?.parse::<u32>().ok())
+            == Some(std::process::id())
+    }
+
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.cfg

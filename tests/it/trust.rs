@@ -767,3 +767,37 @@ fn a_hung_nvml_init_starves_nothing() {
     assert!(!r.stdout.contains("NVML accounts"), "{}", r.stdout);
     assert!(took < Duration::from_millis(1500), "{took:?}");
 }
+
+/// In a PID namespace whose /proc is still its parent's (`unshare --pid
+/// --fork` without `--mount-proc`), the PIDs /proc lists name other
+/// processes where signals go: kill refuses (exit 5), dry run included,
+/// and the holder it would have targeted is untouched.
+#[test]
+fn kill_where_proc_is_another_namespaces_signals_nothing_exit_5() {
+    if !need_root("unshare --pid") {
+        return;
+    }
+    let d = TestDir::new(1);
+    let h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
+    let lib = sim_lib();
+    for extra in [&["--yes"][..], &["--dry-run"][..]] {
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--pid", "--fork", "--"])
+            .arg(bin())
+            .args(["kill", "--gpu", "0", "--dev-dir"])
+            .arg(&d.dev)
+            .arg("--nvml-lib")
+            .arg(&lib)
+            .args(extra)
+            .env("GPUFREE_SIM_STATE", &state);
+        let r = run_cmd(&mut cmd);
+        assert_eq!(r.code, 5, "{extra:?}: {}", r.stderr);
+        assert_eq!(
+            r.stderr.trim(),
+            format!("gpufree: kill: {}", gpufree::act::kill::FOREIGN_PROC),
+            "{extra:?}"
+        );
+        assert!(alive(h.pid()), "{extra:?}: the holder was signalled");
+    }
+}

@@ -88,6 +88,30 @@ impl Default for Options {
     }
 }
 
+/// The report of a kill that signals nothing because /proc is another PID
+/// namespace's ([`Collector::proc_is_ours`]): every target refused.
+fn foreign_proc(plan: Plan) -> Report {
+    let mut report = Report {
+        verdict: VerdictState::Unknown,
+        reasons: vec![FOREIGN_PROC.into()],
+        ..Report::default()
+    };
+    report.skipped = plan
+        .targets
+        .iter()
+        .map(|e| Skipped {
+            pid: e.pid,
+            reason: FOREIGN_PROC.into(),
+            refused: true,
+        })
+        .collect();
+    report
+}
+
+/// Why nothing is signalled through another namespace's /proc.
+pub const FOREIGN_PROC: &str =
+    "/proc is another PID namespace's: its PIDs name other processes here, so nothing is signalled";
+
 /// At most this many rounds of signals; from the third on, SIGKILL at once
 /// (what keeps forking on SIGTERM gets no more chances).
 const MAX_ROUNDS: u32 = 5;
@@ -139,6 +163,9 @@ pub fn execute_reporting(
     progress: &mut dyn FnMut(Event),
 ) -> (Report, Option<Snapshot>) {
     crate::pause::before_signals();
+    if !c.proc_is_ours() {
+        return (foreign_proc(plan), None);
+    }
     super::quiesce::release_on_interrupt();
     let run = Run {
         c,
