@@ -140,6 +140,9 @@ impl Error {
         let source: &(dyn std::error::Error + 'static) = match self {
             Error::Io(e) => e,
             Error::Watch(e) => e.as_ref(),
+            // Transparent: its source() is the io::Error's own source, so
+            // the io::Error itself is taken out here.
+            Error::Demo(crate::demo::Error::Io(e)) => e,
             Error::Demo(e) => e,
             _ => return false,
         };
@@ -273,6 +276,13 @@ mod tests {
         assert_eq!(exit_code(&Err(Error::Watch(Box::new(pipe())))), 0);
         assert_eq!(exit_code(&Err(Error::PlanNotShown(pipe()))), 3);
         assert_eq!(exit_code(&Err(Error::Io(io::Error::other("eio")))), 3);
+    }
+
+    #[test]
+    fn a_closed_stdout_under_the_demo_is_success() {
+        let pipe = io::Error::from(io::ErrorKind::BrokenPipe);
+        let e = Error::Demo(crate::demo::Error::Io(pipe));
+        assert_eq!(exit_code(&Err(e)), 0);
     }
 
     #[test]

@@ -74,13 +74,14 @@ fn write_problems(
 /// `gpufree completions SHELL`: the script, as generated.
 pub(super) fn completions(shell: clap_complete::Shell) -> Result<Outcome, Error> {
     use clap::CommandFactory;
-    // Scripts, not data: tabs and all, written as generated.
-    clap_complete::generate(
-        shell,
-        &mut Cli::command(),
-        "gpufree",
-        &mut std::io::stdout(),
-    );
+    // Scripts, not data: tabs and all, written as generated. Generated
+    // into memory first: clap_complete panics on a write error (a closed
+    // pipe, a full disk), which is the caller's to report.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "gpufree", &mut script);
+    let mut out = std::io::stdout().lock();
+    out.write_all(&script)?;
+    out.flush()?;
     Ok(Outcome::Done)
 }
 

@@ -84,6 +84,8 @@ pub fn flags(p: &crate::model::Process) -> String {
 pub fn write_json<W: Write, T: serde::Serialize>(w: &mut W, value: &T) -> io::Result<()> {
     let mut ser =
         serde_json::Serializer::with_formatter(&mut *w, crate::safe::JsonFormatter::default());
-    value.serialize(&mut ser).map_err(io::Error::other)?;
+    // io::Error::from keeps a write error's kind (a closed pipe stays
+    // BrokenPipe, which is success for the caller).
+    value.serialize(&mut ser).map_err(io::Error::from)?;
     writeln!(w)
 }

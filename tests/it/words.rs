@@ -219,6 +219,8 @@ fn a_closed_pipe_keeps_the_outcome_and_never_signals_an_unseen_plan() {
     let closed = |args: &[&str]| closed_stdout(&d, &state, args);
     // Busy stays busy, whoever stopped reading.
     assert_eq!(closed(&["why"]).0, Some(1));
+    assert_eq!(closed(&["why", "--json"]).0, Some(1));
+    assert_eq!(closed(&["status", "--json"]).0, Some(0));
     assert_eq!(closed(&["wait", "--timeout", "0"]).0, Some(1));
     // A plan nobody could read is not carried out.
     let p = pid.to_string();
@@ -230,6 +232,39 @@ fn a_closed_pipe_keeps_the_outcome_and_never_signals_an_unseen_plan() {
         "signalled without showing the plan"
     );
     drop(h);
+}
+
+/// Completions into a full disk or a closed pipe: one line and exit 3, or
+/// success for the pipe; never a panic (clap_complete panics on a write
+/// error when it writes itself).
+#[test]
+fn completions_into_a_full_disk_fail_in_one_line_without_a_panic() {
+    let full = std::fs::File::options()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(bin())
+        .args(["completions", "bash"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let mut child = Command::new(bin())
+        .args(["completions", "fish"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
