@@ -136,3 +136,33 @@ fn renamed_and_maps_only_holders_in_a_fake_tree() {
     );
     assert_eq!(doc["visibility"]["processes_scanned"], 1);
 }
+
+/// A proc root that lists no process (an empty mount point where a
+/// DaemonSet's host /proc should be) is no view at all: status, why and
+/// wait say so in one line and exit 3, never "free".
+#[test]
+fn an_empty_proc_root_is_an_error_never_free() {
+    let d = TestDir::new(1);
+    let h = d.mapper("nvidia0");
+    let empty = tempfile::tempdir().unwrap();
+    let root = empty.path().to_str().unwrap();
+    for args in [&["status"][..], &["why"], &["wait", "--timeout", "0"]] {
+        let mut a = args.to_vec();
+        a.extend([
+            "--proc-root",
+            root,
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ]);
+        let r = gpufree(&a, &[]);
+        assert_eq!(r.code, 3, "{args:?}: {}{}", r.stdout, r.stderr);
+        assert_eq!(
+            r.stderr.trim(),
+            format!("gpufree: {root}: lists no process: not a proc file system"),
+            "{args:?}"
+        );
+    }
+    drop(h);
+}

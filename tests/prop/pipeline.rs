@@ -304,7 +304,9 @@ fn listed() -> impl Strategy<Value = Listed> {
 
 fn tree() -> impl Strategy<Value = Tree> {
     (
-        proptest::collection::vec(fake_proc(), 0..8),
+        // At least one: a proc root that lists no process is refused
+        // (ScanError::NoProcesses; tests/it/blind.rs).
+        proptest::collection::vec(fake_proc(), 1..8),
         proptest::collection::vec(
             prop_oneof![
                 Just(b"self".to_vec()),

@@ -136,6 +136,14 @@ pub enum ScanError {
         /// Why.
         source: std::io::Error,
     },
+    /// The proc root lists no process at all: not a proc file system (an
+    /// empty mount point, a namespace whose processes are all gone).
+    /// Nothing seen is not nothing held.
+    #[error("{}: lists no process: not a proc file system", .path.display())]
+    NoProcesses {
+        /// The proc root.
+        path: PathBuf,
+    },
 }
 
 /// How long reads may take.
@@ -263,14 +271,16 @@ pub fn scan(
     let me: Option<u32> = rustix::fs::readlinkat(proc_fd.as_fd(), "self", Vec::new())
         .ok()
         .and_then(|l| l.to_str().ok().and_then(|s| s.parse().ok()));
-    let pids: Vec<u32> = list_pids(proc_fd)
-        .map_err(|e| ScanError::ProcRoot {
+    let listed = list_pids(proc_fd).map_err(|e| ScanError::ProcRoot {
+        path: proc_root.to_path_buf(),
+        source: e.into(),
+    })?;
+    if listed.is_empty() {
+        return Err(ScanError::NoProcesses {
             path: proc_root.to_path_buf(),
-            source: e.into(),
-        })?
-        .into_iter()
-        .filter(|&p| Some(p) != me)
-        .collect();
+        });
+    }
+    let pids: Vec<u32> = listed.into_iter().filter(|&p| Some(p) != me).collect();
     let threads = worker_count(pids.len());
     let (proc_fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
     let job = Arc::new(move |pid, buf: &mut Vec<u8>| scan_process(&proc_fd, pid, &nodes, buf));
