@@ -224,7 +224,10 @@ fn confirm(n: usize, err: &mut impl Write) -> Result<(), Error> {
     if !std::io::stdin().is_terminal() {
         return Err(Error::NoConfirmation);
     }
-    write!(err, "Signal these {n} processes? [y/N] ")?;
+    match n {
+        1 => write!(err, "Signal this process? [y/N] ")?,
+        _ => write!(err, "Signal these {n} processes? [y/N] ")?,
+    }
     err.flush()?;
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;

@@ -58,7 +58,8 @@ pub enum Command {
     /// Per-GPU memory and every process holding GPU memory or a GPU device node.
     Status,
     /// Why memory on the selected GPUs is not free: ordered findings, each
-    /// with the exact next command. Exit 0 when free, 1 when something holds them.
+    /// with the exact next command. Exit 0 when free, 1 when something holds
+    /// them, 3 when what could not be seen leaves it unknown.
     Why {
         /// Also say which holders `pkill -f REGEX` and `pkill REGEX` would hit
         /// and miss, and which other processes they would hit.

@@ -152,10 +152,14 @@ impl Shared {
 const HUNG: &str = "NVML did not answer within";
 
 fn hung_message(step: &str, after: Duration) -> String {
-    format!(
-        "{HUNG} {:.1} s ({step} hangs in the driver)",
-        after.as_secs_f64()
-    )
+    match step {
+        // Between calls: the thread did not take the request up.
+        "idle" => format!("{HUNG} {:.1} s", after.as_secs_f64()),
+        _ => format!(
+            "{HUNG} {:.1} s ({step} hangs in the driver)",
+            after.as_secs_f64()
+        ),
+    }
 }
 
 /// On the NVML thread: loads and initialises the library, reads the
@@ -324,13 +328,17 @@ impl Session {
         match rx.recv_timeout(timeout.saturating_sub(started.elapsed())) {
             Ok(report) => report,
             Err(_) => {
+                let step = self.shared.current();
                 let why = if cut {
-                    format!(
-                        "NVML was not read before the deadline ({} was still running)",
-                        self.shared.current()
-                    )
+                    match step.as_str() {
+                        // Between calls: the read had not begun.
+                        "idle" => "NVML was not read before the deadline".to_string(),
+                        _ => format!(
+                            "NVML was not read before the deadline ({step} was still running)"
+                        ),
+                    }
                 } else {
-                    hung_message(&self.shared.current(), asked.elapsed())
+                    hung_message(&step, asked.elapsed())
                 };
                 *pending = Some((rx, asked));
                 unavailable(why)

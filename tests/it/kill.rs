@@ -430,7 +430,7 @@ fn on_a_terminal_kill_asks_and_acts_only_on_yes() {
     let Some(t) = Tmux::start("kill-no", &cmd) else {
         return;
     };
-    t.wait_for("Signal these 1 processes? [y/N]");
+    t.wait_for("Signal this process? [y/N]");
     t.keys(&["n", "Enter"]);
     assert_eq!(t.wait_exit(), "5", "not confirmed: refused");
     assert!(alive(h.pid()));
