@@ -30,6 +30,10 @@ pub struct Options {
     pub gpus: Vec<u32>,
     /// What free means (`--max-used`, `--holders-only`).
     pub policy: Policy,
+    /// When the wait began, before its first snapshot (`seconds` counts
+    /// from here: a first snapshot that took the whole timeout is time
+    /// waited).
+    pub started: Instant,
     /// Stop looking at this moment.
     pub deadline: Instant,
     /// How often NVML is polled.
@@ -71,7 +75,7 @@ pub fn wait(c: &Collector, opts: &Options, first: Snapshot) -> Result<Outcome, S
     let mut w = Waiting {
         c,
         opts,
-        started: Instant::now(),
+        started: opts.started,
         snapshots: 1,
         snap: select(first, &opts.gpus),
         verdict: None,

@@ -286,7 +286,8 @@ pub(super) struct WaitResult {
 /// passes; the outcome is the last verdict's.
 pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<Outcome, Error> {
     use crate::act::wait::LAST_LOOK;
-    let deadline = std::time::Instant::now() + args.timeout;
+    let started = std::time::Instant::now();
+    let deadline = started + args.timeout;
     let c = collector(common, false, Some(deadline + LAST_LOOK))?;
     let first = c
         .snapshot_until(Some(deadline + LAST_LOOK))
@@ -298,6 +299,7 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
             max_used: args.max_used,
             holders_only: args.holders_only,
         },
+        started,
         deadline,
         interval: args.interval,
     };
