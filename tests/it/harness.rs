@@ -346,6 +346,27 @@ impl FakeProc {
         FakeProc { root }
     }
 
+    /// A fake /proc whose one process (an init) holds nothing: a complete
+    /// view in which nobody holds a GPU. (A proc root that lists no
+    /// process at all is refused: it is no view.)
+    pub fn idle(dir: &Path) -> FakeProc {
+        let fake = FakeProc::new(dir);
+        fake.add(&FakeProcess {
+            pid: 1,
+            ppid: 0,
+            comm: "init",
+            state: 'S',
+            start: 1,
+            cmdline: &["/sbin/init"],
+            exe: "/sbin/init",
+            uid: 0,
+            cgroup: "0::/init.scope",
+            fds: &[],
+            maps: &[],
+        });
+        fake
+    }
+
     pub fn add(&self, p: &FakeProcess<'_>) {
         use std::os::unix::fs::MetadataExt;
         let d = self.root.join(p.pid.to_string());

@@ -740,7 +740,7 @@ fn serve_healthz_is_ok_while_snapshots_are_fresh_and_503_once_they_fail() {
     // A fake /proc that serve may not read any more: every snapshot after
     // that fails. As root, serve runs as nobody (root reads it anyway).
     let d = TestDir::new(1);
-    let fake = FakeProc::new(d.tmp.path());
+    let fake = FakeProc::idle(d.tmp.path());
     let state = d.one_gpu(&[], 0);
     let extra = [
         "--proc-root",

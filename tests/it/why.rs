@@ -282,11 +282,10 @@ fn memory_of_another_namespace_says_run_on_the_host() {
     assert!(find(&doc, "driver-leak").is_empty());
 }
 
-/// An empty fake /proc: a complete view with no process at all.
+/// A fake /proc whose one process holds nothing: a complete view with no
+/// holder at all.
 fn empty_proc(dir: &Path) -> std::path::PathBuf {
-    let p = dir.join("emptyproc");
-    std::fs::create_dir(&p).unwrap();
-    p
+    FakeProc::idle(dir).root
 }
 
 #[test]
