@@ -1,6 +1,22 @@
-//! The diagnosis, tested from snapshot values.
+//! The diagnosis, tested from snapshot values: each finding read in its
+//! words, as `why --json` has them.
 
 use super::*;
+use crate::present::json::FindingDoc as Finding;
+use crate::present::next::{kill_command, quoted};
+
+/// The findings of `s`, in words.
+fn diagnose(s: &Snapshot) -> Vec<Finding> {
+    super::diagnose(s).iter().map(Finding::new).collect()
+}
+
+/// The findings of `s` with `opts`, in words.
+fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
+    super::diagnose_with(s, opts)
+        .iter()
+        .map(Finding::new)
+        .collect()
+}
 
 #[test]
 fn shell_words_paste_as_one_word() {

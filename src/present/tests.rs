@@ -12,6 +12,7 @@ mod evil;
 mod fixtures;
 mod incident;
 
+use super::json::{FindingDoc, SnapshotDoc};
 use super::kill::{write_plan, write_report};
 use super::metrics::{render_textfile, Extra};
 use super::table::write_status;
@@ -37,7 +38,7 @@ fn written(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
 }
 
 fn json(s: &Snapshot) -> String {
-    written(|w| write_json(w, s))
+    written(|w| write_json(w, &SnapshotDoc::new(s)))
 }
 
 /// `text` with each run of more than 64 `A`s (the corpus's 64 KiB name,
@@ -345,7 +346,12 @@ fn seed_incident_a_pattern_that_hits_every_holder_and_a_bystander() {
     let mut s = incident();
     s.others = bystanders();
     let s = with_pattern(&s, "VLLM::Worker_TP|resource_tracker|EngineCore");
-    let pattern: Vec<_> = s.findings.iter().filter(|f| f.kind == "pattern").collect();
+    let pattern: Vec<FindingDoc> = s
+        .findings
+        .iter()
+        .filter(|f| f.kind() == "pattern")
+        .map(FindingDoc::new)
+        .collect();
     insta::assert_snapshot!(
         "incident_pattern_hits_all",
         written(|w| write_why(w, &s, &PLAIN))
