@@ -39,10 +39,7 @@ pub(super) fn of(
                 (
                     Restarter::Unit {
                         unit: id.clone(),
-                        restart: r.restart.clone(),
-                        restart_sec: r.restart_sec.clone(),
-                        source: r.source.clone(),
-                        unreadable: r.unreadable.clone(),
+                        policy: r.clone(),
                     },
                     Next::StopUnit {
                         unit: id.clone(),

@@ -3,7 +3,7 @@
 //! person reads are made from these by `present::words`; nothing here is
 //! text for a person.
 
-use super::{DeviceUse, Unreadable, VerdictState};
+use super::{DeviceUse, UnitRestart, Unreadable, VerdictState};
 
 /// A process as a finding names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,18 +65,12 @@ pub enum GroupName {
 /// What starts a group again when its processes die.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Restarter {
-    /// A systemd unit's `Restart=`.
+    /// A systemd unit's `Restart=` (or files that could not be read).
     Unit {
         /// The unit.
         unit: String,
-        /// `Restart=`.
-        restart: String,
-        /// `RestartSec=`, when set.
-        restart_sec: Option<String>,
-        /// The files the policy was read from.
-        source: String,
-        /// Files that could not be read, each with why.
-        unreadable: Vec<String>,
+        /// Its restart policy, as its files say.
+        policy: UnitRestart,
     },
     /// A pod whose name no kubelet log directory gives.
     UnnamedPod {

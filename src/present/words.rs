@@ -54,9 +54,14 @@ fn said(f: &Finding) -> (String, Vec<String>) {
             with_memory_holders,
             holders,
         } => holders::device_holders(*with_memory_holders, holders),
-        Evidence::Zombie { .. } | Evidence::Uninterruptible { .. } | Evidence::Stopped { .. } => {
-            holders::one_process(&f.evidence)
-        }
+        Evidence::Zombie {
+            who,
+            parent,
+            threads,
+            listed,
+        } => holders::zombie(who, *parent, *threads, *listed),
+        Evidence::Uninterruptible { who, wchan } => holders::blocked(who, wchan.as_deref(), false),
+        Evidence::Stopped { who, wchan } => holders::blocked(who, wchan.as_deref(), true),
         Evidence::Protected(list) => holders::protected(list),
         Evidence::PartialView { verdict, unseen } => {
             (unseen::partial_view(*verdict, unseen), Vec::new())

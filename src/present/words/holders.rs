@@ -2,11 +2,11 @@
 //! them, orphans, renamed holders, a `pkill` pattern, device-node
 //! holders, single processes in odd states, protected daemons.
 
-use super::super::next::{
-    count, gpus_phrase, memory, next_line, nodes, one_or, quoted, shorten, who,
-};
 use crate::model::{
-    Evidence, Finding, GroupName, LaunchGroup, Next, Orphan, PatternHits, Renamed, Restarter, Who,
+    Finding, GroupName, LaunchGroup, Next, Orphan, PatternHits, Renamed, Restarter, Who,
+};
+use crate::present::next::{
+    count, gpus_phrase, memory, next_line, nodes, one_or, quoted, shorten, who,
 };
 use crate::units::gib;
 
@@ -75,28 +75,26 @@ fn group_name(g: &GroupName) -> String {
 /// that was read (for the details).
 pub fn restarter(r: &Restarter) -> (String, String) {
     match r {
-        Restarter::Unit {
-            unit,
-            restart,
-            restart_sec,
-            source,
-            unreadable,
-        } => {
-            let unsure = if unreadable.is_empty() {
+        Restarter::Unit { unit, policy: r } => {
+            let unsure = if r.unreadable.is_empty() {
                 String::new()
             } else {
-                format!("; could not read {}", unreadable.join(", "))
+                format!("; could not read {}", r.unreadable.join(", "))
             };
-            let sec = restart_sec
+            let sec = r
+                .restart_sec
                 .as_deref()
                 .map(|t| format!(", RestartSec={t}"))
                 .unwrap_or_default();
-            let what = if restart == "no" {
-                format!("systemd may start {unit} again (its readable files say Restart=no; some could not be read): stop the unit")
+            let what = if r.restarts() {
+                format!(
+                    "systemd starts {unit} again when it dies (Restart={}{sec}): stop the unit",
+                    r.restart
+                )
             } else {
-                format!("systemd starts {unit} again when it dies (Restart={restart}{sec}): stop the unit")
+                format!("systemd may start {unit} again (its readable files say Restart=no; some could not be read): stop the unit")
             };
-            (what, format!("Restart={restart} from {source}{unsure}"))
+            (what, format!("Restart={} from {}{unsure}", r.restart, r.source))
         }
         Restarter::UnnamedPod { uid } => (
             format!("the kubelet restarts pod {uid}'s containers when they die: delete the pod, or scale down its controller"),
@@ -164,30 +162,38 @@ pub(super) fn pattern(h: &PatternHits) -> (String, Vec<String>) {
     (message, details)
 }
 
-/// A zombie, an uninterruptible or a stopped holder.
-pub(super) fn one_process(e: &Evidence) -> (String, Vec<String>) {
-    let waiting = |w: &Option<String>| {
-        w.as_deref()
-            .map(|w| format!(" (waiting in {w})"))
-            .unwrap_or_default()
+/// A zombie: a leader whose threads still run, one NVML still lists, or
+/// one whose memory is already released.
+pub(super) fn zombie(w: &Who, parent: u32, threads: u32, listed: bool) -> (String, Vec<String>) {
+    let pid = w.pid;
+    let message = if threads > 1 {
+        let two = threads == 2;
+        format!(
+            "{pid} is a zombie leader whose {} still {} and {} the GPU: killing the process ends {}",
+            count(threads as usize - 1, "other thread", "other threads"),
+            if two { "runs" } else { "run" },
+            if two { "holds" } else { "hold" },
+            if two { "it" } else { "them" }
+        )
+    } else if listed {
+        format!("{pid} is a zombie that NVML still lists: the driver is releasing its memory; killing does nothing, parent {parent} must reap it")
+    } else {
+        format!("{pid} is a zombie: its memory is already released; killing does nothing, parent {parent} must reap it")
     };
-    let (message, w) = match e {
-        Evidence::Zombie { who, threads, .. } if *threads > 1 => {
-            let two = *threads == 2;
-            (format!(
-                "{} is a zombie leader whose {} still {} and {} the GPU: killing the process ends {}",
-                who.pid,
-                count(*threads as usize - 1, "other thread", "other threads"),
-                if two { "runs" } else { "run" },
-                if two { "holds" } else { "hold" },
-                if two { "it" } else { "them" }
-            ), who)
-        }
-        Evidence::Zombie { who, parent, listed: true, .. } => (format!("{} is a zombie that NVML still lists: the driver is releasing its memory; killing does nothing, parent {parent} must reap it", who.pid), who),
-        Evidence::Zombie { who, parent, .. } => (format!("{} is a zombie: its memory is already released; killing does nothing, parent {parent} must reap it", who.pid), who),
-        Evidence::Uninterruptible { who, wchan } => (format!("{} is in uninterruptible sleep{}: SIGKILL takes effect only when it leaves that kernel wait, and its memory comes back after that; a wait that lasts minutes is a hung driver call, which only a GPU reset ends", who.pid, waiting(wchan)), who),
-        Evidence::Stopped { who, wchan } => (format!("{} is stopped{}: it cannot handle SIGTERM until it gets SIGCONT", who.pid, waiting(wchan)), who),
-        _ => return (String::new(), Vec::new()),
+    (message, vec![who(w)])
+}
+
+/// A holder in uninterruptible sleep, or (`stopped`) a stopped one, with
+/// where the kernel has it waiting.
+pub(super) fn blocked(w: &Who, wchan: Option<&str>, stopped: bool) -> (String, Vec<String>) {
+    let pid = w.pid;
+    let waiting = wchan
+        .map(|w| format!(" (waiting in {w})"))
+        .unwrap_or_default();
+    let message = if stopped {
+        format!("{pid} is stopped{waiting}: it cannot handle SIGTERM until it gets SIGCONT")
+    } else {
+        format!("{pid} is in uninterruptible sleep{waiting}: SIGKILL takes effect only when it leaves that kernel wait, and its memory comes back after that; a wait that lasts minutes is a hung driver call, which only a GPU reset ends")
     };
     (message, vec![who(w)])
 }

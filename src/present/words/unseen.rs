@@ -2,8 +2,8 @@
 //! for: a partial view, PIDs NVML lists elsewhere, unaccounted memory
 //! with its reset plan, and free GPUs.
 
-use super::super::next::{count, gpus_phrase, next_line, who};
 use crate::model::{Cause, Evidence, Finding, Next, Unseen, VerdictState, Who};
+use crate::present::next::{count, gpus_phrase, next_line, who};
 use crate::units::{gib, mib};
 
 /// PIDs NVML lists that this /proc does not have, or whose process here
