@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::present::json::FindingDoc as Finding;
-use crate::present::next::{kill_command, quoted};
+use crate::present::next::kill_command;
 
 /// The findings of `s`, in words.
 fn diagnose(s: &Snapshot) -> Vec<Finding> {
@@ -18,16 +18,6 @@ fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
         .collect()
 }
 
-#[test]
-fn shell_words_paste_as_one_word() {
-    assert_eq!(quoted("vllm.service"), "vllm.service");
-    assert_eq!(
-        quoted("vllm.service (user 1000)"),
-        "'vllm.service (user 1000)'"
-    );
-    assert_eq!(quoted("$(reboot)"), "'$(reboot)'");
-    assert_eq!(quoted(""), "''");
-}
 use crate::model::{
     DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, Via,
     Visibility,

@@ -15,6 +15,7 @@ mod incident;
 use super::json::{FindingDoc, SnapshotDoc};
 use super::kill::{write_plan, write_report};
 use super::metrics::{render_textfile, Extra};
+use super::next::quoted;
 use super::table::write_status;
 use super::why::write_why;
 use super::{write_json, Paint};
@@ -107,6 +108,18 @@ fn metrics(s: &Snapshot, label_cmdline: bool) -> String {
     samples.sort_unstable();
     samples.drain(..).for_each(|l| out.extend([l, "\n"]));
     out
+}
+
+/// A name in a message is quoted as a shell would read it back.
+#[test]
+fn shell_words_paste_as_one_word() {
+    assert_eq!(quoted("vllm.service"), "vllm.service");
+    assert_eq!(
+        quoted("vllm.service (user 1000)"),
+        "'vllm.service (user 1000)'"
+    );
+    assert_eq!(quoted("$(reboot)"), "'$(reboot)'");
+    assert_eq!(quoted(""), "''");
 }
 
 #[test]
