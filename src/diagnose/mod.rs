@@ -85,7 +85,8 @@ fn gpus_of_all<'a>(ps: impl IntoIterator<Item = &'a Process>) -> Vec<u32> {
     g
 }
 
-/// `96,610 MiB on GPU 0, 2,048 MiB on GPU 1`: a process's GPU memory.
+/// `96,610 MiB on GPU 0, 2,048 MiB on GPU 1`: a process's GPU memory
+/// (for the kill plan's words; a finding carries it as a `Holding`).
 pub fn memory_on_gpus(p: &Process) -> String {
     p.gpu_memory
         .iter()
@@ -111,7 +112,7 @@ fn who(p: &Process) -> Who {
     }
 }
 
-/// Live, unprotected PIDs of `ps`: what a kill by PID targets.
+/// The unprotected PIDs of `ps`: what a kill by PID targets.
 fn unprotected(ps: &[&Process]) -> Vec<u32> {
     ps.iter().filter(|p| !p.protected).map(|p| p.pid).collect()
 }
