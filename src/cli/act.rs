@@ -5,12 +5,13 @@ use super::spinner::Spinner;
 use super::*;
 use crate::act::kill::{self, Plan, Selectors, UserSel};
 use crate::model::Snapshot;
+use crate::present::json::SnapshotDoc;
 
 /// The document `kill --json` prints: the status after, the plan, the outcome.
 #[derive(serde::Serialize)]
 pub(super) struct KillDoc<'a> {
     #[serde(flatten)]
-    snapshot: &'a Snapshot,
+    snapshot: SnapshotDoc<'a>,
     plan: &'a Plan,
     kill: &'a kill::Report,
 }
@@ -123,7 +124,7 @@ fn execute(
         // The snapshot the verdict was made from (with --no-wait, the plan's).
         let after = end.map_or(snap, |s| pipeline::select(s, &indexes));
         let doc = KillDoc {
-            snapshot: &after,
+            snapshot: SnapshotDoc::new(&after),
             plan: &plan,
             kill: &report,
         };
@@ -210,7 +211,7 @@ fn plan_only_json(
         ..kill::Report::default()
     };
     let doc = KillDoc {
-        snapshot: snap,
+        snapshot: SnapshotDoc::new(snap),
         plan,
         kill: &report,
     };
@@ -268,9 +269,9 @@ fn kill_outcome(report: &kill::Report, no_wait: bool) -> Result<Outcome, Error> 
 
 /// The document `wait --json` prints.
 #[derive(serde::Serialize)]
-pub(super) struct WaitDoc {
+pub(super) struct WaitDoc<'a> {
     #[serde(flatten)]
-    snapshot: Snapshot,
+    snapshot: SnapshotDoc<'a>,
     wait: WaitResult,
 }
 
@@ -313,7 +314,11 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
         crate::diagnose::gpu_list(&gpus)
     );
     let written = if common.json {
-        write_json(&mut out, &wait_doc(&outcome))
+        let last = Snapshot {
+            verdict: outcome.verdict.clone(),
+            ..outcome.last.clone()
+        };
+        write_json(&mut out, &wait_doc(&outcome, &last))
     } else if !common.quiet {
         write_wait(&mut out, &which, &outcome, paint)
     } else {
@@ -329,13 +334,12 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
     shown(written.and_then(|()| out.flush()), verdict_outcome(state))
 }
 
-/// `wait --json`'s document: the last snapshot with the wait's verdict.
-fn wait_doc(outcome: &crate::act::wait::Outcome) -> WaitDoc {
-    let mut last = outcome.last.clone();
-    last.verdict = outcome.verdict.clone();
+/// `wait --json`'s document: the last snapshot (`last`, with the wait's
+/// verdict) and the wait.
+fn wait_doc<'a>(outcome: &crate::act::wait::Outcome, last: &'a Snapshot) -> WaitDoc<'a> {
     let state = outcome.verdict.state;
     WaitDoc {
-        snapshot: last,
+        snapshot: SnapshotDoc::new(last),
         wait: WaitResult {
             free: state == VerdictState::Free,
             verdict: state,

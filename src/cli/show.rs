@@ -2,6 +2,7 @@
 //! `metrics`.
 
 use super::*;
+use crate::present::json::SnapshotDoc;
 use crate::present::table;
 
 /// `gpufree status`: the table, or the JSON document.
@@ -9,7 +10,7 @@ pub(super) fn status(common: &Common, paint: &Paint) -> Result<Outcome, Error> {
     let mut snap = take_selected(common, false)?;
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     if common.json {
-        write_json(&mut out, &snap)?;
+        write_json(&mut out, &SnapshotDoc::new(&snap))?;
     } else {
         if common.quiet {
             snap.findings.clear();
@@ -31,15 +32,9 @@ pub(super) fn why(common: &Common, pattern: Option<&str>, paint: &Paint) -> Resu
     let outcome = verdict_outcome(snap.verdict.state);
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     let written = if common.json {
-        write_json(&mut out, &snap)
+        write_json(&mut out, &SnapshotDoc::new(&snap))
     } else {
-        if common.quiet {
-            for f in &mut snap.findings {
-                f.details.clear();
-                f.next.clear();
-            }
-        }
-        crate::present::why::write_why(&mut out, &snap, paint)
+        crate::present::why::write_why_with(&mut out, &snap, paint, !common.quiet)
     };
     shown(written.and_then(|()| out.flush()), outcome)
 }

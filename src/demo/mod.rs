@@ -304,7 +304,7 @@ pub fn run(opts: &Options) -> Result<bool, Error> {
     let snap = collector.snapshot()?;
     let mut out = std::io::stdout().lock();
     if opts.json {
-        write_json(&mut out, &snap)?;
+        write_json(&mut out, &crate::present::json::SnapshotDoc::new(&snap))?;
         return Ok(true);
     }
     narrate(&mut out, &incident, &snap, &opts.paint)?;

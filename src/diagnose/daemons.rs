@@ -8,36 +8,14 @@ pub(super) fn protected(s: &Snapshot, out: &mut Vec<Finding>) {
     if prot.is_empty() {
         return;
     }
-    let stop: Vec<String> = prot
-        .iter()
-        .map(|p| format!("{}: stop with `{}`", who(p), stop_command(p)))
-        .collect();
-    let f = finding(
-        FindingKind::ProtectedHolders,
-        Severity::Info,
-        format!(
-            "{} ({}): never part of a kill by default; a GPU reset fails while {} the GPU",
-            count(
-                prot.len(),
-                "driver daemon or display server holds the GPU",
-                "driver daemons or display servers hold the GPU"
-            ),
-            prot.iter()
-                .map(|p| p.comm.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            if prot.len() == 1 {
-                "it holds"
-            } else {
-                "they hold"
-            }
-        ),
-        prot.iter().map(|p| p.pid).collect(),
-        gpus_of_all(prot.iter().copied()),
-        prot.first().map(|p| stop_command(p)).unwrap_or_default(),
-    );
-    let bytes = crate::model::saturating_sum(prot.iter().map(|p| p.memory_bytes()));
-    out.push(with(f, stop, bytes));
+    out.push(Finding {
+        severity: Severity::Info,
+        pids: prot.iter().map(|p| p.pid).collect(),
+        gpus: gpus_of_all(prot.iter().copied()),
+        bytes: crate::model::saturating_sum(prot.iter().map(|p| p.memory_bytes())),
+        next: prot.first().map_or(Next::Nothing, |p| stop_command(p)),
+        evidence: Evidence::Protected(prot.iter().map(|p| (who(p), stop_command(p))).collect()),
+    });
 }
 
 /// The program a process runs: its exe's file name, or comm when the exe
@@ -48,22 +26,15 @@ pub(super) fn program(p: &Process) -> &str {
 }
 
 /// How an operator stops a protected daemon (printed, never run).
-pub(super) fn stop_command(p: &Process) -> String {
+pub(super) fn stop_command(p: &Process) -> Next {
     match program(p) {
-        "nvidia-persistenced" => "systemctl stop nvidia-persistenced".into(),
-        "nv-fabricmanager" => "systemctl stop nvidia-fabricmanager".into(),
-        "nv-hostengine" => "systemctl stop nvidia-dcgm".into(),
-        "nvidia-cuda-mps-control" | "nvidia-cuda-mps-server" => {
-            "echo quit | nvidia-cuda-mps-control".into()
-        }
+        "nvidia-persistenced" => Next::StopService("nvidia-persistenced"),
+        "nv-fabricmanager" => Next::StopService("nvidia-fabricmanager"),
+        "nv-hostengine" => Next::StopService("nvidia-dcgm"),
+        "nvidia-cuda-mps-control" | "nvidia-cuda-mps-server" => Next::QuitMps,
         "Xorg" | "X" | "Xwayland" | "gnome-shell" | "kwin_wayland" => {
-            "systemctl stop display-manager".into()
+            Next::StopService("display-manager")
         }
-        _ => fixed_command(&[
-            "kill".into(),
-            "--force-protected".into(),
-            "--pid".into(),
-            p.pid.to_string(),
-        ]),
+        _ => Next::KillProtected(p.pid),
     }
 }

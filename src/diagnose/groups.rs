@@ -4,6 +4,7 @@
 //! device-node holders without memory.
 
 use super::*;
+use crate::model::{GroupName, Holding, LaunchGroup};
 
 /// What started a group of holders.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -96,37 +97,43 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    pub(super) fn group_name(&self, g: &Group, members: &[&Process]) -> String {
+    pub(super) fn group_name(&self, g: &Group, members: &[&Process]) -> GroupName {
         match g {
-            Group::Owner(_, _, name) => name.clone(),
+            Group::Owner(_, _, name) => GroupName::Owner(name.clone()),
             Group::Tree(root) => match self.by_pid.get(root) {
                 Some(r) if members.len() > 1 || members.iter().any(|m| m.pid != *root) => {
-                    match role(r) {
-                        Some(what) => format!("launcher {} ({}) [{what}]", r.pid, r.comm),
-                        None => format!("launcher {} ({})", r.pid, r.comm),
+                    GroupName::Launcher {
+                        pid: r.pid,
+                        comm: Some(r.comm.clone()),
+                        role: role(r),
                     }
                 }
-                Some(r) => format!("{} ({})", r.pid, r.comm),
-                None => format!("PID {root}"),
-            },
-            Group::Launcher(pid) => match self.s.parents.get(pid) {
-                Some(k) => match shape(&k.comm, &k.cmdline.join(" ")) {
-                    Some(what) => format!("launcher {pid} ({}) [{what}]", k.comm),
-                    None => format!("launcher {pid} ({})", k.comm),
+                Some(r) => GroupName::Process {
+                    pid: r.pid,
+                    comm: r.comm.clone(),
                 },
-                None => format!("launcher {pid}"),
+                None => GroupName::Pid(*root),
             },
-            Group::Orphans(reaper, _) => match self.s.parents.get(reaper) {
-                Some(k) => format!("a dead parent (now under PID {reaper} ({}))", k.comm),
-                None => format!("a dead parent (now under PID {reaper})"),
+            Group::Launcher(pid) => {
+                let kin = self.s.parents.get(pid);
+                GroupName::Launcher {
+                    pid: *pid,
+                    comm: kin.map(|k| k.comm.clone()),
+                    role: kin.and_then(|k| shape(&k.comm, &k.cmdline.join(" "))),
+                }
+            }
+            Group::Orphans(reaper, _) => GroupName::DeadParent {
+                reaper: *reaper,
+                comm: self.s.parents.get(reaper).map(|k| k.comm.clone()),
             },
         }
     }
 
-    pub(super) fn group_kill(&self, g: &Group, members: &[&Process]) -> String {
+    pub(super) fn group_kill(&self, g: &Group, members: &[&Process]) -> Next {
+        let unit = |u: &str| printable(&[u]).then(|| Next::KillUnit(u.to_string()));
         let by_unit = match g {
-            Group::Owner(OwnerKind::SystemdUnit, id, name) if id != name => kill_by("--unit", name),
-            Group::Owner(_, id, _) => kill_by("--unit", id),
+            Group::Owner(OwnerKind::SystemdUnit, id, name) if id != name => unit(name),
+            Group::Owner(_, id, _) => unit(id),
             Group::Tree(_) | Group::Orphans(..) => None,
             // Every holder below it, as one selector (a worker it starts
             // again is below it too), when the group is all that is below
@@ -138,18 +145,13 @@ impl<'a> Ctx<'a> {
                     .iter()
                     .filter(|q| q.is_live() && !q.protected && self.s.descends_from(q.pid, *pid))
                     .all(|q| members.iter().any(|m| m.pid == q.pid));
-                below_only_members
-                    .then(|| fixed_command(&["kill".into(), "--tree".into(), pid.to_string()]))
+                below_only_members.then_some(Next::KillTree(*pid))
             }
         };
         by_unit.unwrap_or_else(|| {
-            let mut pids: Vec<u32> = members
-                .iter()
-                .filter(|p| !p.protected)
-                .map(|p| p.pid)
-                .collect();
+            let mut pids = unprotected(members);
             pids.sort_unstable();
-            kill_command(&pids)
+            Next::Kill(pids)
         })
     }
 }
@@ -228,6 +230,14 @@ fn merge_siblings<'a>(ctx: &Ctx<'a>, groups: &mut BTreeMap<Group, Vec<&'a Proces
     }
 }
 
+/// A holder and its memory per GPU.
+fn hold(p: &Process) -> Holding {
+    Holding {
+        who: who(p),
+        memory: p.gpu_memory.iter().map(|m| (m.gpu, m.used_bytes)).collect(),
+    }
+}
+
 /// The finding of group `g`, if any of its unprotected members holds
 /// memory: what it holds and where; what restarts it is stopped first.
 fn group_finding(ctx: &Ctx<'_>, g: &Group, members: &[&Process]) -> Option<Finding> {
@@ -239,53 +249,28 @@ fn group_finding(ctx: &Ctx<'_>, g: &Group, members: &[&Process]) -> Option<Findi
     if holding.is_empty() {
         return None;
     }
-    let bytes: u64 = crate::model::saturating_sum(holding.iter().map(|p| p.memory_bytes()));
     let gpus = gpus_of_all(holding.iter().copied());
-    let mut details: Vec<String> = holding
-        .iter()
-        .map(|p| format!("{}: {}", who(p), memory_on_gpus(p)))
-        .collect();
-    if let Group::Launcher(pid) = g {
-        details.push(format!(
-            "launcher {pid} holds no GPU, so gpufree never signals it; if it starts workers again, stop it as well"
-        ));
-    }
-    let orphans = matches!(g, Group::Orphans(..));
     let supervisor = supervisors::of(ctx.s, g, members, &gpus);
-    let they = if holding.len() == 1 { "it" } else { "them" };
-    let why = match &supervisor {
-        Some(sup) => format!("; {}", sup.what),
-        None if orphans => format!(": nothing that started {they} is left to stop {they}"),
-        None => String::new(),
+    let (restarter, next) = match supervisor {
+        Some((r, next)) => (Some(r), next),
+        None => (None, ctx.group_kill(g, members)),
     };
-    let message = format!(
-        "{} of {} {} {} on {}{why}",
-        count(holding.len(), "live process", "live processes"),
-        ctx.group_name(g, members),
-        if holding.len() == 1 { "holds" } else { "hold" },
-        gib(bytes),
-        gpus_phrase(&gpus),
-    );
-    let next = match supervisor {
-        Some(sup) => {
-            details.insert(0, format!("restarts: {} ({})", sup.what, sup.evidence));
-            sup.next
-        }
-        None => ctx.group_kill(g, members),
-    };
-    let f = finding(
-        if orphans {
-            FindingKind::Orphans
-        } else {
-            FindingKind::LiveHolders
-        },
-        Severity::Error,
-        message,
-        holding.iter().map(|p| p.pid).collect(),
+    Some(Finding {
+        severity: Severity::Error,
+        pids: holding.iter().map(|p| p.pid).collect(),
         gpus,
+        bytes: crate::model::saturating_sum(holding.iter().map(|p| p.memory_bytes())),
         next,
-    );
-    Some(with(f, details, bytes))
+        evidence: Evidence::Group(Box::new(LaunchGroup {
+            name: ctx.group_name(g, members),
+            holders: holding.iter().map(|p| hold(p)).collect(),
+            launcher: match g {
+                Group::Launcher(pid) => Some(*pid),
+                _ => None,
+            },
+            restarter,
+        })),
+    })
 }
 
 pub(super) fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
@@ -304,62 +289,31 @@ pub(super) fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let (with_group, alone): (Vec<&Process>, Vec<&Process>) = node_only
         .iter()
         .partition(|p| memory_groups.contains(&ctx.group(p)));
-    device_holders(
-        &with_group,
-        Severity::Warning,
-        format!(
-            "{} GPU device nodes open without GPU memory, started with the memory holders: free {} together with the memory holders",
-            count(with_group.len(), "process holds", "processes hold"),
-            if with_group.len() == 1 { "it" } else { "them" }
-        ),
-        out,
-    );
-    device_holders(
-        &alone,
-        Severity::Info,
-        format!(
-            "{} GPU device nodes open without GPU memory: not needed to free memory, but the driver keeps its files open until {}",
-            count(alone.len(), "process holds", "processes hold"),
-            if alone.len() == 1 { "it exits" } else { "they exit" }
-        ),
-        out,
-    );
+    device_holders(&with_group, true, out);
+    device_holders(&alone, false, out);
 }
 
 /// One finding for processes that hold device nodes without memory (none
-/// when there are none), each named with its nodes, killed by PID.
-fn device_holders(ps: &[&Process], severity: Severity, message: String, out: &mut Vec<Finding>) {
+/// when there are none), each with its nodes, killed by PID: a warning
+/// when they were started with the memory holders.
+fn device_holders(ps: &[&Process], with_memory_holders: bool, out: &mut Vec<Finding>) {
     if ps.is_empty() {
         return;
     }
     let pids: Vec<u32> = ps.iter().map(|p| p.pid).collect();
-    let f = finding(
-        FindingKind::DeviceHolders,
-        severity,
-        message,
-        pids.clone(),
-        gpus_of_all(ps.iter().copied()),
-        kill_command(&pids),
-    );
-    let details = ps
-        .iter()
-        .map(|p| format!("{}: {}", who(p), nodes(p)))
-        .collect();
-    out.push(with(f, details, 0));
-}
-
-pub(super) fn nodes(p: &Process) -> String {
-    p.devices
-        .iter()
-        .map(|d| {
-            let name = d.path.rsplit('/').next().unwrap_or(&d.path);
-            let via: Vec<String> = d
-                .via
-                .iter()
-                .map(|v| format!("{v:?}").to_lowercase())
-                .collect();
-            format!("{name} ({})", via.join("+"))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    out.push(Finding {
+        severity: if with_memory_holders {
+            Severity::Warning
+        } else {
+            Severity::Info
+        },
+        pids: pids.clone(),
+        gpus: gpus_of_all(ps.iter().copied()),
+        bytes: 0,
+        next: Next::Kill(pids),
+        evidence: Evidence::DeviceHolders {
+            with_memory_holders,
+            holders: ps.iter().map(|p| (who(p), p.devices.clone())).collect(),
+        },
+    });
 }

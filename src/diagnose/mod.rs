@@ -9,9 +9,11 @@
 //! speak of a driver-level leak and print a GPU reset for the operator (never
 //! run by gpufree).
 
-use crate::model::{Finding, FindingKind, OwnerKind, Process, Severity, Snapshot, VerdictState};
-use crate::safe::{shell_command, shell_word};
-use crate::units::{gib, mib};
+use crate::model::{
+    Evidence, Finding, Next, OwnerKind, Process, Severity, Snapshot, VerdictState, Who,
+};
+use crate::safe::shell_command;
+use crate::units::mib;
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 
@@ -52,19 +54,6 @@ pub fn gpu_list(gpus: &[u32]) -> String {
     g.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
 }
 
-fn gpus_phrase(gpus: &[u32]) -> String {
-    let list = gpu_list(gpus);
-    if list.contains([',', '-']) {
-        format!("GPUs {list}")
-    } else {
-        format!("GPU {list}")
-    }
-}
-
-fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
 /// `--gpu N` for each of `gpus`: what a next command selects them with.
 pub(crate) fn gpu_args(gpus: &[u32]) -> Vec<String> {
     let mut g = gpus.to_vec();
@@ -75,55 +64,10 @@ pub(crate) fn gpu_args(gpus: &[u32]) -> Vec<String> {
         .collect()
 }
 
-/// `FLAG VALUE` for a value from outside, or the one word `FLAG=VALUE`
-/// when the value starts with `-` (so that it is never read as a flag).
-fn flag(name: &str, value: &str) -> Vec<String> {
-    if value.starts_with('-') {
-        vec![format!("{name}={value}")]
-    } else {
-        vec![name.to_string(), value.to_string()]
-    }
-}
-
-/// `gpufree SUB ARGS...` as a line a shell runs as exactly that argv;
-/// None when a value cannot be printed safely (a control character in a
-/// unit's name: the caller suggests the PIDs instead).
-fn gpufree_command(args: &[String]) -> Option<String> {
-    let mut argv = vec!["gpufree".to_string()];
-    argv.extend(args.iter().cloned());
-    shell_command(&argv)
-}
-
-/// `gpufree kill FLAG VALUE` for a value from outside; None when it cannot
-/// be printed safely.
-fn kill_by(name: &str, value: &str) -> Option<String> {
-    gpufree_command(&[vec!["kill".into()], flag(name, value)].concat())
-}
-
-/// `gpufree ARGS...` of numbers and fixed words only: nothing to quote.
-fn fixed_command(args: &[String]) -> String {
-    debug_assert!(args
-        .iter()
-        .all(|a| shell_word(a).as_deref() == Some(a.as_str())));
-    format!("gpufree {}", args.join(" "))
-}
-
-/// `s` in single quotes for a message (not for pasting): shell-quoted
-/// where it can be, else as it is (the presenter escapes it).
-fn quoted(s: &str) -> String {
-    shell_word(s).unwrap_or_else(|| format!("'{s}'"))
-}
-
-/// The `gpufree kill` command that targets exactly these PIDs.
-pub fn kill_command(pids: &[u32]) -> String {
-    if pids.is_empty() {
-        return String::new();
-    }
-    let mut cmd = String::from("gpufree kill");
-    for p in pids {
-        cmd.push_str(&format!(" --pid {p}"));
-    }
-    cmd
+/// Whether every word of a command prints safely as a shell word (a
+/// name from outside may not: the caller then suggests another command).
+fn printable(words: &[&str]) -> bool {
+    shell_command(words).is_some()
 }
 
 pub(crate) fn gpus_of(p: &Process) -> Vec<u32> {
@@ -141,7 +85,8 @@ fn gpus_of_all<'a>(ps: impl IntoIterator<Item = &'a Process>) -> Vec<u32> {
     g
 }
 
-/// `96,610 MiB on GPU 0, 2,048 MiB on GPU 1`: a process's GPU memory.
+/// `96,610 MiB on GPU 0, 2,048 MiB on GPU 1`: a process's GPU memory
+/// (for the kill plan's words; a finding carries it as a `Holding`).
 pub fn memory_on_gpus(p: &Process) -> String {
     p.gpu_memory
         .iter()
@@ -156,65 +101,20 @@ pub fn memory_on_gpus(p: &Process) -> String {
         .join(", ")
 }
 
-/// A short description: `9635 VLLM::Worker_TP ('VLLM::Worker_TP0')`.
-fn who(p: &Process) -> String {
-    let cmd = p.cmdline_joined();
-    let mut s = if cmd.is_empty() || cmd == p.comm {
-        format!("{} {}", p.pid, p.comm)
-    } else {
-        format!("{} {} ('{}')", p.pid, p.comm, shorten(&cmd, 60))
-    };
-    if let Some(role) = role(p) {
-        s.push_str(&format!(" [{role}]"));
-    }
-    if p.nspid.len() > 1 {
-        s.push_str(&format!(
-            " = PID {} in its container",
-            p.nspid[p.nspid.len() - 1]
-        ));
-    }
-    s
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}...", s.chars().take(max).collect::<String>())
+/// A process as a finding names it.
+fn who(p: &Process) -> Who {
+    Who {
+        pid: p.pid,
+        comm: p.comm.clone(),
+        cmdline: p.cmdline_joined(),
+        role: role(p),
+        container_pid: (p.nspid.len() > 1).then(|| p.nspid[p.nspid.len() - 1]),
     }
 }
 
-fn finding(
-    kind: FindingKind,
-    severity: Severity,
-    message: String,
-    pids: Vec<u32>,
-    gpus: Vec<u32>,
-    next: String,
-) -> Finding {
-    Finding {
-        kind,
-        severity,
-        message,
-        pids,
-        gpus,
-        next,
-        details: Vec::new(),
-        bytes: 0,
-    }
-}
-
-fn with(mut f: Finding, details: Vec<String>, bytes: u64) -> Finding {
-    const MAX: usize = 12;
-    if details.len() > MAX {
-        let more = details.len() - MAX;
-        f.details = details.into_iter().take(MAX).collect();
-        f.details.push(format!("... and {more} more"));
-    } else {
-        f.details = details;
-    }
-    f.bytes = bytes;
-    f
+/// The unprotected PIDs of `ps`: what a kill by PID targets.
+fn unprotected(ps: &[&Process]) -> Vec<u32> {
+    ps.iter().filter(|p| !p.protected).map(|p| p.pid).collect()
 }
 
 /// Diagnoses a snapshot with default options.
@@ -247,18 +147,14 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     unaccounted(s, &mut out);
     if overall.state == VerdictState::Free {
         let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
-        out.push(finding(
-            FindingKind::Free,
-            Severity::Info,
-            if overall.caveats.is_empty() {
-                format!("{} free: no process holds memory or a device node, used memory at the idle baseline", gpus_phrase(&gpus))
-            } else {
-                format!("{} free: NVML shows no process with memory and the memory at the idle baseline; processes gpufree could not read may still hold device nodes ({})", gpus_phrase(&gpus), overall.caveats.join("; "))
-            },
-            Vec::new(),
+        out.push(Finding {
+            severity: Severity::Info,
+            pids: Vec::new(),
             gpus,
-            String::new(),
-        ));
+            bytes: 0,
+            next: Next::Nothing,
+            evidence: Evidence::Free(overall.caveats),
+        });
     }
     out.sort_by_key(|f| (std::cmp::Reverse(f.severity), std::cmp::Reverse(f.bytes)));
     out

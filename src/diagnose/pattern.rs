@@ -3,6 +3,7 @@
 //! procps' own view of a command line.
 
 use super::*;
+use crate::model::{Miss, PatternHits, Renamed};
 
 /// What `pkill -f` matches: the command line joined by spaces, or comm when
 /// the command line is empty (kernel threads, zombies), as procps-ng 4
@@ -47,44 +48,29 @@ pub(super) fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
     if renamed.is_empty() {
         return;
     }
-    let grep = renamed
+    let grep_python = renamed
         .iter()
         .filter(|p| p.cmdline_joined().contains("python"))
         .count();
-    let mut details: Vec<String> = renamed
-        .iter()
-        .map(|p| {
-            format!(
-                "{}: comm '{}', cmdline '{}', exe {}",
-                p.pid,
-                p.comm,
-                shorten(&p.cmdline_joined(), 60),
-                p.exe.as_deref().unwrap_or("?")
-            )
-        })
-        .collect();
-    details.insert(
-        0,
-        format!(
-            "`ps aux | grep python` shows {} of them; `pkill` and `pkill -f` match the new comm and cmdline, never the exe",
-            grep
-        ),
-    );
-    let bytes = crate::model::saturating_sum(renamed.iter().map(|p| p.memory_bytes()));
-    let f = finding(
-        FindingKind::RenamedHolders,
-        Severity::Warning,
-        format!(
-            "{} renamed {} (setproctitle): patterns written for the original command line, like `pkill -f 'python3.*vllm'`, miss {}",
-            count(renamed.len(), "holder has", "holders have"),
-            if renamed.len() == 1 { "itself" } else { "themselves" },
-            if renamed.len() == 1 { "it" } else { "them" },
-        ),
-        renamed.iter().map(|p| p.pid).collect(),
-        gpus_of_all(renamed.iter().copied()),
-        kill_command(&renamed.iter().filter(|p| !p.protected).map(|p| p.pid).collect::<Vec<_>>()),
-    );
-    out.push(with(f, details, bytes));
+    out.push(Finding {
+        severity: Severity::Warning,
+        pids: renamed.iter().map(|p| p.pid).collect(),
+        gpus: gpus_of_all(renamed.iter().copied()),
+        bytes: crate::model::saturating_sum(renamed.iter().map(|p| p.memory_bytes())),
+        next: Next::Kill(unprotected(&renamed)),
+        evidence: Evidence::Renamed {
+            holders: renamed
+                .iter()
+                .map(|p| Renamed {
+                    pid: p.pid,
+                    comm: p.comm.clone(),
+                    cmdline: p.cmdline_joined(),
+                    exe: p.exe.clone(),
+                })
+                .collect(),
+            grep_python,
+        },
+    });
 }
 
 /// `why --pattern`: which holders `pkill -f REGEX` would hit and miss
@@ -99,86 +85,55 @@ pub(super) fn pattern(s: &Snapshot, text: &str, re: &Regex, out: &mut Vec<Findin
         .iter()
         .filter(|p| re.is_match(&pkill_comm_text(&p.comm)))
         .count();
-    let collateral = collateral(s, re);
-    let mut details: Vec<String> = misses.iter().map(|p| missed(p)).collect();
-    details.extend(hits.iter().map(|p| format!("hits {} {}", p.pid, p.comm)));
-    if text.len() > 15 {
-        details.push(format!("`pkill {}` (without -f) matches comm, at most 15 bytes: a pattern this long matches nothing", quoted(text)));
-    }
-    let n_collateral = collateral.len();
-    details.extend(collateral);
-    let bytes = crate::model::saturating_sum(misses.iter().map(|p| p.memory_bytes()));
-    let severity = if misses.is_empty() && n_collateral == 0 {
+    let collateral: Vec<(u32, String, String)> = s
+        .others
+        .iter()
+        .map(|o| (o.pid, o.comm.clone(), pkill_f_text(&o.comm, &o.cmdline)))
+        .filter(|(_, _, seen)| re.is_match(seen))
+        .collect();
+    let severity = if misses.is_empty() && collateral.is_empty() {
         Severity::Info
     } else {
         Severity::Warning
     };
-    let f = finding(
-        FindingKind::Pattern,
+    out.push(Finding {
         severity,
-        format!(
-            "`pkill -f {q}` would hit {} of {} holders and {}; `pkill {q}` (comm) would hit {} of {}",
-            hits.len(),
-            holders.len(),
-            count(n_collateral, "other process", "other processes"),
+        pids: misses.iter().map(|p| p.pid).collect(),
+        gpus: gpus_of_all(misses.iter().copied()),
+        bytes: crate::model::saturating_sum(misses.iter().map(|p| p.memory_bytes())),
+        next: pattern_next(text, &holders, &misses),
+        evidence: Evidence::Pattern(Box::new(PatternHits {
+            pattern: text.to_string(),
+            holders: holders.len(),
+            hits: hits.iter().map(|p| (p.pid, p.comm.clone())).collect(),
+            misses: misses.iter().map(|p| missed(p)).collect(),
             comm_hits,
-            holders.len(),
-            q = quoted(text),
-        ),
-        misses.iter().map(|p| p.pid).collect(),
-        gpus_of_all(misses.iter().copied()),
-        pattern_next(text, &holders, &misses),
-    );
-    out.push(with(f, details, bytes));
-}
-
-/// The processes that hold no GPU but that the pattern hits too.
-fn collateral(s: &Snapshot, re: &Regex) -> Vec<String> {
-    s.others
-        .iter()
-        .filter(|o| re.is_match(&pkill_f_text(&o.comm, &o.cmdline)))
-        .map(|o| {
-            format!(
-                "also hits {} {} ('{}'), which holds no GPU",
-                o.pid,
-                o.comm,
-                shorten(&pkill_f_text(&o.comm, &o.cmdline), 60)
-            )
-        })
-        .collect()
+            collateral,
+        })),
+    });
 }
 
 /// Why the pattern misses holder `p`: its new command line, or what
 /// `pkill -f` sees of it.
-fn missed(p: &Process) -> String {
-    let why = if p.renamed {
-        format!(
-            "its cmdline is now '{}' (renamed)",
-            shorten(&p.cmdline_joined(), 50)
-        )
-    } else {
-        format!(
-            "'{}' does not match",
-            shorten(&pkill_f_text(&p.comm, &p.cmdline), 50)
-        )
-    };
-    format!("misses {} {}: {why}", p.pid, p.comm)
+fn missed(p: &Process) -> Miss {
+    Miss {
+        pid: p.pid,
+        comm: p.comm.clone(),
+        renamed: p.renamed,
+        seen: if p.renamed {
+            p.cmdline_joined()
+        } else {
+            pkill_f_text(&p.comm, &p.cmdline)
+        },
+    }
 }
 
 /// The kill by the pattern itself when it hits every holder (and can be
 /// pasted safely), else the kill of every unprotected holder by PID.
-fn pattern_next(text: &str, holders: &[&Process], misses: &[&Process]) -> String {
-    let by_match = misses
-        .is_empty()
-        .then(|| kill_by("--match", text))
-        .flatten();
-    by_match.unwrap_or_else(|| {
-        kill_command(
-            &holders
-                .iter()
-                .filter(|p| !p.protected)
-                .map(|p| p.pid)
-                .collect::<Vec<_>>(),
-        )
-    })
+fn pattern_next(text: &str, holders: &[&Process], misses: &[&Process]) -> Next {
+    if misses.is_empty() && printable(&[text]) {
+        Next::KillMatch(text.to_string())
+    } else {
+        Next::Kill(unprotected(holders))
+    }
 }

@@ -2,6 +2,7 @@
 //! leaders whose threads run), uninterruptible and stopped processes.
 
 use super::*;
+use crate::model::Orphan;
 
 pub(super) fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let s = ctx.s;
@@ -18,35 +19,23 @@ pub(super) fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     if orphans.is_empty() {
         return;
     }
-    let bytes = crate::model::saturating_sum(orphans.iter().map(|p| p.memory_bytes()));
-    let f = finding(
-        FindingKind::Orphans,
-        Severity::Warning,
-        format!(
-            "{} whose parent died (reparented to init or a subreaper): the service that started {} is gone, and a restart will find the GPU full",
-            count(orphans.len(), "holder", "holders"),
-            if orphans.len() == 1 { "it" } else { "them" }
+    out.push(Finding {
+        severity: Severity::Warning,
+        pids: orphans.iter().map(|p| p.pid).collect(),
+        gpus: gpus_of_all(orphans.iter().copied()),
+        bytes: crate::model::saturating_sum(orphans.iter().map(|p| p.memory_bytes())),
+        next: Next::Kill(unprotected(&orphans)),
+        evidence: Evidence::Orphans(
+            orphans
+                .iter()
+                .map(|p| Orphan {
+                    who: who(p),
+                    parent: p.ppid,
+                    owner: p.owner.name.clone(),
+                })
+                .collect(),
         ),
-        orphans.iter().map(|p| p.pid).collect(),
-        gpus_of_all(orphans.iter().copied()),
-        kill_command(&orphans.iter().filter(|p| !p.protected).map(|p| p.pid).collect::<Vec<_>>()),
-    );
-    let details = orphans
-        .iter()
-        .map(|p| {
-            format!(
-                "{}: parent now {}, owner {}",
-                who(p),
-                p.ppid,
-                if p.owner.name.is_empty() {
-                    "-"
-                } else {
-                    &p.owner.name
-                }
-            )
-        })
-        .collect();
-    out.push(with(f, details, bytes));
+    });
 }
 
 pub(super) fn zombies(s: &Snapshot, out: &mut Vec<Finding>) {
@@ -55,81 +44,50 @@ pub(super) fn zombies(s: &Snapshot, out: &mut Vec<Finding>) {
             .gpus
             .iter()
             .any(|g| g.nvml_processes.iter().any(|n| n.pid == p.pid));
-        let (severity, message) = if p.threads > 1 {
-            (
-                Severity::Error,
-                format!(
-                    "{} is a zombie leader whose {} still {} and {} the GPU: killing the process ends {}",
-                    p.pid,
-                    count(p.threads as usize - 1, "other thread", "other threads"),
-                    if p.threads == 2 { "runs" } else { "run" },
-                    if p.threads == 2 { "holds" } else { "hold" },
-                    if p.threads == 2 { "it" } else { "them" }
-                ),
-            )
+        let (severity, next) = if p.threads > 1 {
+            (Severity::Error, Next::Kill(vec![p.pid]))
         } else if listed {
-            (
-                Severity::Warning,
-                format!("{} is a zombie that NVML still lists: the driver is releasing its memory; killing does nothing, parent {} must reap it", p.pid, p.ppid),
-            )
+            (Severity::Warning, Next::Reap(p.ppid))
         } else {
-            (
-                Severity::Info,
-                format!("{} is a zombie: its memory is already released; killing does nothing, parent {} must reap it", p.pid, p.ppid),
-            )
+            (Severity::Info, Next::Reap(p.ppid))
         };
-        let next = if p.threads > 1 {
-            kill_command(&[p.pid])
-        } else {
-            format!("kill -s CHLD {}", p.ppid)
-        };
-        let f = finding(
-            FindingKind::Zombies,
+        out.push(Finding {
             severity,
-            message,
-            vec![p.pid],
-            gpus_of(p),
+            pids: vec![p.pid],
+            gpus: gpus_of(p),
+            bytes: p.memory_bytes(),
             next,
-        );
-        out.push(with(f, vec![who(p)], p.memory_bytes()));
+            evidence: Evidence::Zombie {
+                who: who(p),
+                parent: p.ppid,
+                threads: p.threads,
+                listed,
+            },
+        });
     }
 }
 
 pub(super) fn blocked(s: &Snapshot, out: &mut Vec<Finding>) {
     for p in s.processes.iter() {
-        let wchan = p
-            .wchan
-            .as_deref()
-            .map(|w| format!(" (waiting in {w})"))
-            .unwrap_or_default();
-        let (kind, message, next) = match p.state.as_str() {
+        let wchan = p.wchan.clone();
+        let (evidence, next) = match p.state.as_str() {
             "D" => (
-                FindingKind::Uninterruptible,
-                format!("{} is in uninterruptible sleep{wchan}: SIGKILL takes effect only when it leaves that kernel wait, and its memory comes back after that; a wait that lasts minutes is a hung driver call, which only a GPU reset ends", p.pid),
-                fixed_command(
-                    &[
-                        vec!["wait".to_string()],
-                        gpu_args(&gpus_of(p)),
-                        vec!["--timeout".into(), "300s".into()],
-                    ]
-                    .concat(),
-                ),
+                Evidence::Uninterruptible { who: who(p), wchan },
+                Next::WaitKernel(gpus_of(p)),
             ),
             "T" | "t" => (
-                FindingKind::Stopped,
-                format!("{} is stopped{wchan}: it cannot handle SIGTERM until it gets SIGCONT", p.pid),
-                kill_command(&[p.pid]),
+                Evidence::Stopped { who: who(p), wchan },
+                Next::Kill(vec![p.pid]),
             ),
             _ => continue,
         };
-        let f = finding(
-            kind,
-            Severity::Warning,
-            message,
-            vec![p.pid],
-            gpus_of(p),
+        out.push(Finding {
+            severity: Severity::Warning,
+            pids: vec![p.pid],
+            gpus: gpus_of(p),
+            bytes: p.memory_bytes(),
             next,
-        );
-        out.push(with(f, vec![who(p)], p.memory_bytes()));
+            evidence,
+        });
     }
 }

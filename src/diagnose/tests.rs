@@ -1,17 +1,23 @@
-//! The diagnosis, tested from snapshot values.
+//! The diagnosis, tested from snapshot values: each finding read in its
+//! words, as `why --json` has them.
 
 use super::*;
+use crate::present::json::FindingDoc as Finding;
+use crate::present::next::kill_command;
 
-#[test]
-fn shell_words_paste_as_one_word() {
-    assert_eq!(quoted("vllm.service"), "vllm.service");
-    assert_eq!(
-        quoted("vllm.service (user 1000)"),
-        "'vllm.service (user 1000)'"
-    );
-    assert_eq!(quoted("$(reboot)"), "'$(reboot)'");
-    assert_eq!(quoted(""), "''");
+/// The findings of `s`, in words.
+fn diagnose(s: &Snapshot) -> Vec<Finding> {
+    super::diagnose(s).iter().map(Finding::new).collect()
 }
+
+/// The findings of `s` with `opts`, in words.
+fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
+    super::diagnose_with(s, opts)
+        .iter()
+        .map(Finding::new)
+        .collect()
+}
+
 use crate::model::{
     DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, Via,
     Visibility,

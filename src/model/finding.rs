@@ -1,29 +1,62 @@
-//! A finding of the diagnosis: its kind (one of a fixed set, spelled in
-//! JSON as SPEC.md's `kind`), how bad it is, what it is about, and its
-//! words for a person.
+//! A finding of the diagnosis: how bad it is, what it is about, and its
+//! typed evidence (its kind follows from that); the words a person reads
+//! are made from it by `present::words`.
 
+use super::evidence::{Evidence, GroupName, Next};
+use super::Cause;
 use serde::{Deserialize, Serialize};
 
 /// One finding of the diagnosis.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    /// Machine-readable kind, e.g. `live-holders`, `renamed-holders`.
-    pub kind: FindingKind,
     /// How bad.
     pub severity: Severity,
-    /// One or two sentences for a person.
-    pub message: String,
     /// The processes it is about.
     pub pids: Vec<u32>,
     /// The GPUs it is about.
     pub gpus: Vec<u32>,
-    /// The exact next command.
-    pub next: String,
-    /// Evidence, one line each (processes, states, commands).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub details: Vec<String>,
     /// Bytes of GPU memory this finding explains (for ordering).
     pub bytes: u64,
+    /// The exact next command.
+    pub next: Next,
+    /// What was found.
+    pub evidence: Evidence,
+}
+
+impl Finding {
+    /// Machine-readable kind, e.g. `live-holders`, `renamed-holders`.
+    pub fn kind(&self) -> FindingKind {
+        self.evidence.kind()
+    }
+}
+
+impl Evidence {
+    /// The kind of finding this evidence makes.
+    pub fn kind(&self) -> FindingKind {
+        match self {
+            Evidence::Group(g) if matches!(g.name, GroupName::DeadParent { .. }) => {
+                FindingKind::Orphans
+            }
+            Evidence::Group(_) => FindingKind::LiveHolders,
+            Evidence::Orphans(_) => FindingKind::Orphans,
+            Evidence::Renamed { .. } => FindingKind::RenamedHolders,
+            Evidence::Pattern(_) => FindingKind::Pattern,
+            Evidence::DeviceHolders { .. } => FindingKind::DeviceHolders,
+            Evidence::Zombie { .. } => FindingKind::Zombies,
+            Evidence::Uninterruptible { .. } => FindingKind::Uninterruptible,
+            Evidence::Stopped { .. } => FindingKind::Stopped,
+            Evidence::Protected(_) => FindingKind::ProtectedHolders,
+            Evidence::PartialView { .. } => FindingKind::PartialView,
+            Evidence::OutsideNamespace => FindingKind::OutsideNamespace,
+            Evidence::StaleNvmlPid => FindingKind::StaleNvmlPid,
+            Evidence::Unaccounted { cause, .. } => match cause {
+                Cause::DriverHeld { .. } => FindingKind::DriverHeldMemory,
+                Cause::DriverLeak { .. } => FindingKind::DriverLeak,
+                _ => FindingKind::UnaccountedMemory,
+            },
+            Evidence::Free(_) => FindingKind::Free,
+        }
+    }
 }
 
 /// What a finding is about. JSON and the metrics' `kind` label spell it

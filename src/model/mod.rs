@@ -5,10 +5,15 @@
 //! JSON contract of SPEC.md (`gpufree status --json`); fields beyond it are
 //! additions, never renames.
 
+mod evidence;
 mod finding;
 mod kill;
 mod process;
 
+pub use evidence::{
+    Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, Next, Orphan, PatternHits, Renamed,
+    Restarter, Unseen, Who,
+};
 pub use finding::{Finding, FindingKind, Severity};
 pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
 pub use process::{
@@ -19,14 +24,18 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-/// Everything gpufree knows about the host's GPUs at one moment.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+/// Everything gpufree knows about the host's GPUs at one moment. JSON
+/// writes it as `present::json::SnapshotDoc` (the findings in words);
+/// it reads back without its findings.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 pub struct Snapshot {
     /// The GPUs, selected by `--gpu`.
     pub gpus: Vec<Gpu>,
     /// Every process that holds GPU memory or a GPU device node.
     pub processes: Vec<Process>,
-    /// The diagnosis, most important first.
+    /// The diagnosis, most important first (in JSON, in its words:
+    /// `present::json` writes them).
+    #[serde(skip)]
     pub findings: Vec<Finding>,
     /// What could not be seen.
     pub visibility: Visibility,
@@ -43,7 +52,7 @@ pub struct Snapshot {
     pub ticks_per_second: u64,
     /// Every other process, briefly: only collected for `why --pattern`,
     /// to tell which non-holders a `pkill` pattern would also hit.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub others: Vec<Brief>,
     /// The verdict over the selected GPUs: free only if every one is free.
     #[serde(default)]
@@ -60,10 +69,10 @@ pub struct Snapshot {
     pub parents: std::collections::BTreeMap<u32, Kin>,
     /// `Restart=` of the system units that own holders, from their unit
     /// files, by unit name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub units: BTreeMap<String, UnitRestart>,
     /// The namespace and name of the pods that own holders, by pod UID.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub pods: BTreeMap<String, PodName>,
 }
 

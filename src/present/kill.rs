@@ -1,7 +1,9 @@
 //! The `gpufree kill` plan and its outcome, as text.
 
+use super::next::next_line;
+use super::words::restarter;
 use super::Paint;
-use crate::model::Snapshot;
+use crate::model::{Evidence, Snapshot};
 use crate::model::{Plan, PlanEntry, Report};
 use crate::safe::{fit, pad, MESSAGE_MAX, TEXT_MAX};
 use std::io::{self, Write};
@@ -85,8 +87,8 @@ fn write_target<W: Write + ?Sized>(
     )
 }
 
-/// What will start the targets again (a finding's `restarts:` evidence),
-/// each with the command that stops it first.
+/// What will start the targets again (a launch group's restarter), each
+/// with the command that stops it first.
 fn write_restarts<W: Write + ?Sized>(
     w: &mut W,
     snap: &Snapshot,
@@ -95,17 +97,17 @@ fn write_restarts<W: Write + ?Sized>(
 ) -> io::Result<()> {
     let targeted = |pid: &u32| plan.targets.iter().any(|e| e.pid == *pid);
     for f in snap.findings.iter().filter(|f| f.pids.iter().any(targeted)) {
-        for what in f
-            .details
-            .iter()
-            .filter_map(|d| d.strip_prefix("restarts: "))
-        {
+        let Evidence::Group(g) = &f.evidence else {
+            continue;
+        };
+        if let Some(r) = &g.restarter {
+            let (what, evidence) = restarter(r);
             writeln!(
                 w,
                 "{} {}; first: `{}`",
                 paint.warn("restarts:"),
-                fit(what, MESSAGE_MAX),
-                fit(&f.next, MESSAGE_MAX)
+                fit(&format!("{what} ({evidence})"), MESSAGE_MAX),
+                fit(&next_line(&f.next), MESSAGE_MAX)
             )?;
         }
     }

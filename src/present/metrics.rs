@@ -256,7 +256,7 @@ fn add_findings(r: &mut Registry, s: &Snapshot) {
         for gpu in gpus {
             let n = f.pids.len().max(1) as i64;
             findings
-                .get_or_create(&l(&[("kind", f.kind.as_str().to_string()), ("gpu", gpu)]))
+                .get_or_create(&l(&[("kind", f.kind().as_str().to_string()), ("gpu", gpu)]))
                 .inc_by(n);
         }
     }

@@ -1,10 +1,13 @@
 //! Presenters: they read a [`crate::model::Snapshot`] and write text or
 //! JSON into any writer; none touches /proc or NVML.
 
+pub mod json;
 pub mod kill;
 pub mod metrics;
+pub mod next;
 pub mod table;
 pub mod why;
+pub mod words;
 
 #[cfg(test)]
 mod tests;

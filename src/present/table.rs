@@ -320,9 +320,10 @@ fn write_findings<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Resul
             Severity::Warning => paint.warn("warn "),
             Severity::Info => paint.dim("info "),
         };
-        writeln!(w, "{tag} {}", fit(&f.message, MESSAGE_MAX))?;
-        if !f.next.is_empty() {
-            writeln!(w, "      {} {}", paint.dim("next:"), escape(&f.next))?;
+        let said = super::words::words(f);
+        writeln!(w, "{tag} {}", fit(&said.message, MESSAGE_MAX))?;
+        if !said.next.is_empty() {
+            writeln!(w, "      {} {}", paint.dim("next:"), escape(&said.next))?;
         }
     }
     Ok(())

@@ -12,8 +12,10 @@ mod evil;
 mod fixtures;
 mod incident;
 
+use super::json::{FindingDoc, SnapshotDoc};
 use super::kill::{write_plan, write_report};
 use super::metrics::{render_textfile, Extra};
+use super::next::quoted;
 use super::table::write_status;
 use super::why::write_why;
 use super::{write_json, Paint};
@@ -37,7 +39,7 @@ fn written(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
 }
 
 fn json(s: &Snapshot) -> String {
-    written(|w| write_json(w, s))
+    written(|w| write_json(w, &SnapshotDoc::new(s)))
 }
 
 /// `text` with each run of more than 64 `A`s (the corpus's 64 KiB name,
@@ -106,6 +108,18 @@ fn metrics(s: &Snapshot, label_cmdline: bool) -> String {
     samples.sort_unstable();
     samples.drain(..).for_each(|l| out.extend([l, "\n"]));
     out
+}
+
+/// A name in a message is quoted as a shell would read it back.
+#[test]
+fn shell_words_paste_as_one_word() {
+    assert_eq!(quoted("vllm.service"), "vllm.service");
+    assert_eq!(
+        quoted("vllm.service (user 1000)"),
+        "'vllm.service (user 1000)'"
+    );
+    assert_eq!(quoted("$(reboot)"), "'$(reboot)'");
+    assert_eq!(quoted(""), "''");
 }
 
 #[test]
@@ -345,7 +359,12 @@ fn seed_incident_a_pattern_that_hits_every_holder_and_a_bystander() {
     let mut s = incident();
     s.others = bystanders();
     let s = with_pattern(&s, "VLLM::Worker_TP|resource_tracker|EngineCore");
-    let pattern: Vec<_> = s.findings.iter().filter(|f| f.kind == "pattern").collect();
+    let pattern: Vec<FindingDoc> = s
+        .findings
+        .iter()
+        .filter(|f| f.kind() == "pattern")
+        .map(FindingDoc::new)
+        .collect();
     insta::assert_snapshot!(
         "incident_pattern_hits_all",
         written(|w| write_why(w, &s, &PLAIN))

@@ -1,6 +1,7 @@
 //! The `gpufree why` explanation: the findings in order, each with its
 //! evidence and the exact next command.
 
+use super::words::words;
 use super::Paint;
 use crate::diagnose::gpu_list;
 use crate::model::{FindingKind, Severity, Snapshot, VerdictState};
@@ -9,6 +10,17 @@ use std::io::{self, Write};
 
 /// Writes the diagnosis of `s`.
 pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+    write_why_with(w, s, paint, true)
+}
+
+/// Writes the diagnosis of `s`; without `full` (`why -q`), the findings'
+/// messages only, without their evidence and next commands.
+pub fn write_why_with<W: Write>(
+    w: &mut W,
+    s: &Snapshot,
+    paint: &Paint,
+    full: bool,
+) -> io::Result<()> {
     let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
     let which = match gpus.len() {
         0 => "no GPU".to_string(),
@@ -38,8 +50,9 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result
         )?;
     }
     for (i, f) in s.findings.iter().enumerate() {
-        if f.kind == FindingKind::Free {
-            writeln!(w, "  {}", fit(&f.message, MESSAGE_MAX))?;
+        let said = words(f);
+        if f.kind() == FindingKind::Free {
+            writeln!(w, "  {}", fit(&said.message, MESSAGE_MAX))?;
             continue;
         }
         let tag = match f.severity {
@@ -47,12 +60,20 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result
             Severity::Warning => paint.warn("warn "),
             Severity::Info => paint.dim("info "),
         };
-        writeln!(w, "{:>2}. {tag} {}", i + 1, fit(&f.message, MESSAGE_MAX))?;
-        for d in &f.details {
+        writeln!(w, "{:>2}. {tag} {}", i + 1, fit(&said.message, MESSAGE_MAX))?;
+        if !full {
+            continue;
+        }
+        for d in &said.details {
             writeln!(w, "           {}", paint.dim(&fit(d, TEXT_MAX)))?;
         }
-        if !f.next.is_empty() {
-            writeln!(w, "           {} {}", paint.bold("next:"), escape(&f.next))?;
+        if !said.next.is_empty() {
+            writeln!(
+                w,
+                "           {} {}",
+                paint.bold("next:"),
+                escape(&said.next)
+            )?;
         }
     }
     Ok(())

@@ -286,7 +286,7 @@ fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect) {
             Severity::Warning => "warn",
             Severity::Info => "info",
         };
-        format!("{sev}: {}", shown(&f.message))
+        format!("{sev}: {}", shown(&crate::present::words::words(f).message))
     });
     let help = "q quit  ↑/↓ select  Enter detail  m/p/a sort  g/u/o filter  k kill  r rescan";
     let color = match top.map(|f| f.severity) {

@@ -13,6 +13,7 @@ use gpufree::model::{
     DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, OwnerKind,
     Process, Snapshot, Unavailable, Unreadable, UnreadableReason, VerdictState, Via, Visibility,
 };
+use gpufree::present::json::{FindingDoc, SnapshotDoc};
 use gpufree::present::{kill::write_plan, metrics, table, why, write_json, Paint};
 use proptest::prelude::*;
 
@@ -321,16 +322,25 @@ pub fn present_all(s: &Snapshot) -> Result<(), TestCaseError> {
         prop_assert!(String::from_utf8(out).is_ok());
     }
     let mut json = Vec::new();
-    write_json(&mut json, s).unwrap();
+    write_json(&mut json, &SnapshotDoc::new(s)).unwrap();
     let back: Snapshot = serde_json::from_slice(&json).unwrap();
     // (A snapshot read back pins nothing, and knows no parents beyond
-    // its processes': neither is serialized.)
+    // its processes': neither is serialized. Its findings are written in
+    // words, which read back as those words, not as the evidence.)
     let unpinned = Snapshot {
         pins: Default::default(),
         parents: Default::default(),
+        findings: Vec::new(),
         ..s.clone()
     };
     prop_assert_eq!(&back, &unpinned, "the JSON reads back as the snapshot");
+    let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let worded: Vec<FindingDoc> = s.findings.iter().map(FindingDoc::new).collect();
+    prop_assert_eq!(
+        &doc["findings"],
+        &serde_json::to_value(&worded).unwrap(),
+        "the JSON has every finding in its words"
+    );
     let m = metrics::render(s, &metrics::Extra::default());
     prop_assert!(m.ends_with("# EOF\n"), "{}", m);
     Ok(())
@@ -358,7 +368,7 @@ proptest! {
         }
         if let Ok(re) = regex::Regex::new(&pattern) {
             let f = diagnose_with(&s, &Options { pattern: Some((pattern.clone(), re)) });
-            prop_assert!(f.iter().any(|x| x.kind == "pattern"));
+            prop_assert!(f.iter().any(|x| x.kind() == "pattern"));
         }
         present_all(&s)?;
         let some: Vec<u32> = s.gpus.iter().take(1).map(|g| g.index).collect();
@@ -437,7 +447,9 @@ fn huge_memory_values_do_not_overflow_the_diagnosis() {
             pattern: Some(("nomatch".into(), regex::Regex::new("nomatch").unwrap())),
         },
     );
-    assert!(f.iter().any(|x| x.kind == "pattern" && x.bytes == u64::MAX));
+    assert!(f
+        .iter()
+        .any(|x| x.kind() == "pattern" && x.bytes == u64::MAX));
     present_all(&s).unwrap();
 }
 

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::model::{
-    Finding, FindingKind, Gpu, GpuMemory, Memory, Owner, OwnerKind, Process, Severity,
+    Evidence, Finding, Gpu, GpuMemory, Memory, Next, Owner, OwnerKind, Process, Severity,
 };
 
 #[test]
@@ -40,14 +40,12 @@ fn gpus_holders_and_findings_in_base_units() {
             ..Process::default()
         }],
         findings: vec![Finding {
-            kind: FindingKind::Orphans,
             severity: Severity::Warning,
-            message: String::new(),
             pids: vec![77],
             gpus: vec![3],
-            next: String::new(),
-            details: vec![],
             bytes: 40,
+            next: Next::Nothing,
+            evidence: Evidence::Orphans(Vec::new()),
         }],
         ..Snapshot::default()
     };

@@ -1,0 +1,374 @@
+//! What a finding found, as typed facts: one [`Evidence`] variant per
+//! family of findings, and the next command as a [`Next`]. The words a
+//! person reads are made from these by `present::words`; nothing here is
+//! text for a person.
+
+use super::{DeviceUse, UnitRestart, Unreadable, VerdictState};
+
+/// A process as a finding names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Who {
+    /// PID.
+    pub pid: u32,
+    /// Its comm.
+    pub comm: String,
+    /// Its command line, joined by spaces.
+    pub cmdline: String,
+    /// What it is in a framework's process tree (`vLLM worker`).
+    pub role: Option<&'static str>,
+    /// Its PID in its own (innermost) PID namespace, when that differs.
+    pub container_pid: Option<u32>,
+}
+
+/// A holder and its GPU memory: (GPU, bytes when known) per GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    /// The holder.
+    pub who: Who,
+    /// Its memory per GPU.
+    pub memory: Vec<(u32, Option<u64>)>,
+}
+
+/// What a launch group is named by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupName {
+    /// A unit, container, pod or job, by its name.
+    Owner(String),
+    /// A process that starts the holders: a holder at the top of their
+    /// tree, or a parent that holds nothing (comm None when unknown).
+    Launcher {
+        /// Its PID.
+        pid: u32,
+        /// Its comm.
+        comm: Option<String>,
+        /// What it is (`torchrun elastic agent`).
+        role: Option<&'static str>,
+    },
+    /// A single holder, its own group.
+    Process {
+        /// Its PID.
+        pid: u32,
+        /// Its comm.
+        comm: String,
+    },
+    /// A tree whose top is not in the snapshot.
+    Pid(u32),
+    /// Holders whose parent died: the process they were reparented to.
+    DeadParent {
+        /// The reaper's PID.
+        reaper: u32,
+        /// Its comm, when known.
+        comm: Option<String>,
+    },
+}
+
+/// What starts a group again when its processes die.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restarter {
+    /// A systemd unit's `Restart=` (or files that could not be read).
+    Unit {
+        /// The unit.
+        unit: String,
+        /// Its restart policy, as its files say.
+        policy: UnitRestart,
+    },
+    /// A pod whose name no kubelet log directory gives.
+    UnnamedPod {
+        /// Its UID.
+        uid: String,
+    },
+    /// A pod whose controller its name does not tell.
+    Pod {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its UID.
+        uid: String,
+    },
+    /// A pod named like a Deployment's.
+    Deployment {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its UID.
+        uid: String,
+        /// The Deployment, from the name's shape.
+        deployment: String,
+    },
+    /// A torchrun agent with restarts left.
+    Torchrun {
+        /// The agent's PID.
+        agent: u32,
+        /// Restarts made.
+        used: u64,
+        /// Restarts allowed.
+        max: u64,
+    },
+}
+
+/// A launch group holding memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchGroup {
+    /// What started it.
+    pub name: GroupName,
+    /// Its holders with memory.
+    pub holders: Vec<Holding>,
+    /// The launcher above sibling trees, which holds no GPU itself.
+    pub launcher: Option<u32>,
+    /// What starts it again, if anything.
+    pub restarter: Option<Restarter>,
+}
+
+/// A holder whose parent died.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    /// The holder.
+    pub who: Who,
+    /// Its parent now.
+    pub parent: u32,
+    /// Its owner's name (empty when none).
+    pub owner: String,
+}
+
+/// A holder that renamed itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renamed {
+    /// PID.
+    pub pid: u32,
+    /// Its comm now.
+    pub comm: String,
+    /// Its command line now, joined.
+    pub cmdline: String,
+    /// Its executable, when readable.
+    pub exe: Option<String>,
+}
+
+/// A holder a `pkill -f` pattern misses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Miss {
+    /// PID.
+    pub pid: u32,
+    /// Its comm.
+    pub comm: String,
+    /// It renamed itself.
+    pub renamed: bool,
+    /// Its command line (renamed), else what `pkill -f` sees of it.
+    pub seen: String,
+}
+
+/// What `pkill -f PATTERN` would and would not match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternHits {
+    /// The pattern as typed.
+    pub pattern: String,
+    /// How many live holders there are.
+    pub holders: usize,
+    /// The holders it hits: PID and comm.
+    pub hits: Vec<(u32, String)>,
+    /// The holders it misses.
+    pub misses: Vec<Miss>,
+    /// How many holders plain `pkill` (comm) hits.
+    pub comm_hits: usize,
+    /// Other processes it hits: PID, comm, what `pkill -f` sees.
+    pub collateral: Vec<(u32, String, String)>,
+}
+
+/// Something the snapshot could not see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unseen {
+    /// Processes that could not be read: the first six, and how many.
+    Unreadable {
+        /// The first six.
+        first: Vec<Unreadable>,
+        /// How many in all.
+        total: usize,
+    },
+    /// /proc hides other users' processes.
+    Hidepid,
+    /// NVML did not load or answer: its error.
+    Nvml(Option<String>),
+    /// A call that failed.
+    Call {
+        /// The GPU, when per GPU.
+        gpu: Option<u32>,
+        /// What.
+        what: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// Why memory no visible process accounts for is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// Only processes that open the nodes without mapping them.
+    Monitors {
+        /// Those processes.
+        openers: Vec<Who>,
+        /// What must stop before a reset.
+        reset: Vec<(Who, Next)>,
+    },
+    /// Holders of the GPU's nodes that may own the contexts.
+    Holders(Vec<Who>),
+    /// gpufree runs in a nested PID namespace.
+    NestedNamespace,
+    /// Not root, and part of the view is missing (the verdict's words).
+    Partial(Vec<String>),
+    /// Root, and still processes could not be read.
+    DriverHeld {
+        /// The first six processes even root could not read.
+        unreadable: Vec<Unreadable>,
+        /// How many could not be read in all.
+        total: usize,
+        /// The verdict's blind spots, when no process is named.
+        blind: Vec<String>,
+        /// What must stop before a reset.
+        reset: Vec<(Who, Next)>,
+    },
+    /// A complete view and no holder: the driver's leak.
+    DriverLeak {
+        /// What must stop before a reset.
+        reset: Vec<(Who, Next)>,
+    },
+}
+
+/// The typed facts of a finding; its kind follows from the variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Evidence {
+    /// A launch group holds memory (`orphans` when its parent died).
+    Group(Box<LaunchGroup>),
+    /// Holders whose parent died, outside a group with memory.
+    Orphans(Vec<Orphan>),
+    /// Holders that renamed themselves.
+    Renamed {
+        /// The holders.
+        holders: Vec<Renamed>,
+        /// How many `ps aux | grep python` still shows.
+        grep_python: usize,
+    },
+    /// What `pkill -f PATTERN` would hit and miss.
+    Pattern(Box<PatternHits>),
+    /// Processes holding device nodes without memory.
+    DeviceHolders {
+        /// Started with the memory holders (else on their own).
+        with_memory_holders: bool,
+        /// Each with its nodes.
+        holders: Vec<(Who, Vec<DeviceUse>)>,
+    },
+    /// A zombie.
+    Zombie {
+        /// The zombie.
+        who: Who,
+        /// Its parent, which must reap it.
+        parent: u32,
+        /// Its threads (more than one: a leader whose threads run).
+        threads: u32,
+        /// NVML still lists it.
+        listed: bool,
+    },
+    /// A holder in uninterruptible sleep.
+    Uninterruptible {
+        /// The holder.
+        who: Who,
+        /// Where the kernel has it waiting.
+        wchan: Option<String>,
+    },
+    /// A stopped holder.
+    Stopped {
+        /// The holder.
+        who: Who,
+        /// Where the kernel has it waiting.
+        wchan: Option<String>,
+    },
+    /// Driver daemons or display servers, each with how to stop it.
+    Protected(Vec<(Who, Next)>),
+    /// What could not be seen, and the verdict it leaves.
+    PartialView {
+        /// The verdict over the GPUs.
+        verdict: VerdictState,
+        /// What could not be seen.
+        unseen: Vec<Unseen>,
+    },
+    /// PIDs NVML lists that this /proc does not have.
+    OutsideNamespace,
+    /// PIDs NVML lists whose process here holds no device node.
+    StaleNvmlPid,
+    /// Memory on `gpu` no visible process accounts for.
+    Unaccounted {
+        /// The GPU.
+        gpu: u32,
+        /// Why.
+        cause: Cause,
+    },
+    /// The GPUs are free, with the verdict's caveats.
+    Free(Vec<String>),
+}
+
+/// The exact next command of a finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// None.
+    Nothing,
+    /// `gpufree kill --pid ...`.
+    Kill(Vec<u32>),
+    /// `gpufree kill --tree PID`.
+    KillTree(u32),
+    /// `gpufree kill --unit UNIT` (only for a name that prints safely).
+    KillUnit(String),
+    /// `gpufree kill --match PATTERN` (only for one that prints safely).
+    KillMatch(String),
+    /// `gpufree kill --force-protected --pid PID`.
+    KillProtected(u32),
+    /// `systemctl stop UNIT && gpufree wait --gpu ...`.
+    StopUnit {
+        /// The unit (printable).
+        unit: String,
+        /// The GPUs to wait for.
+        gpus: Vec<u32>,
+    },
+    /// `systemctl stop SERVICE` for a driver daemon.
+    StopService(&'static str),
+    /// `echo quit | nvidia-cuda-mps-control`.
+    QuitMps,
+    /// The kubectl lookup of a pod and its controller by UID.
+    FindPod(String),
+    /// The kubectl lookup of a pod's owner.
+    PodOwner {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// `kubectl scale deployment --replicas 0 && gpufree wait ...`.
+    ScaleDeployment {
+        /// Its namespace.
+        namespace: String,
+        /// The Deployment.
+        deployment: String,
+        /// The GPUs to wait for.
+        gpus: Vec<u32>,
+    },
+    /// `kill -s TERM AGENT && gpufree wait ...`.
+    StopAgent {
+        /// The agent.
+        pid: u32,
+        /// The GPUs to wait for.
+        gpus: Vec<u32>,
+    },
+    /// `kill -s CHLD PARENT`: ask the parent to reap its zombie.
+    Reap(u32),
+    /// `gpufree wait --gpu ... --timeout 300s`: a kernel wait ends.
+    WaitKernel(Vec<u32>),
+    /// `gpufree why --json`, to read visibility and unavailable.
+    SeeVisibility,
+    /// `sudo gpufree why`.
+    AsRoot,
+    /// `gpufree why` on the host's PID namespace.
+    OnHost,
+    /// `gpufree why --gpu ...`.
+    Why(Vec<u32>),
+    /// `nvidia-smi --gpu-reset -i GPU` (printed, never run).
+    Reset(u32),
+}

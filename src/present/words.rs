@@ -1,0 +1,75 @@
+//! The words of a finding: its message, its evidence one line each, and
+//! its next command, made from the finding's typed evidence. `why`, the
+//! status table, the kill plan, watch and the JSON documents all read a
+//! finding through [`words`].
+
+use super::next::next_line;
+use crate::model::{Evidence, Finding};
+
+mod holders;
+mod unseen;
+
+pub use holders::restarter;
+
+/// A finding in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Words {
+    /// One or two sentences for a person.
+    pub message: String,
+    /// The exact next command (empty for none).
+    pub next: String,
+    /// Evidence, one line each (processes, states, commands).
+    pub details: Vec<String>,
+}
+
+/// At most this many detail lines, then `... and N more`.
+const MAX_DETAILS: usize = 12;
+
+/// The words of finding `f`.
+pub fn words(f: &Finding) -> Words {
+    let (message, mut details) = said(f);
+    if details.len() > MAX_DETAILS {
+        let more = details.len() - MAX_DETAILS;
+        details.truncate(MAX_DETAILS);
+        details.push(format!("... and {more} more"));
+    }
+    Words {
+        message,
+        next: next_line(&f.next),
+        details,
+    }
+}
+
+/// The message and the detail lines of `f`.
+fn said(f: &Finding) -> (String, Vec<String>) {
+    match &f.evidence {
+        Evidence::Group(g) => holders::group(f, g),
+        Evidence::Orphans(orphans) => holders::orphans(orphans),
+        Evidence::Renamed {
+            holders,
+            grep_python,
+        } => holders::renamed(holders, *grep_python),
+        Evidence::Pattern(h) => holders::pattern(h),
+        Evidence::DeviceHolders {
+            with_memory_holders,
+            holders,
+        } => holders::device_holders(*with_memory_holders, holders),
+        Evidence::Zombie {
+            who,
+            parent,
+            threads,
+            listed,
+        } => holders::zombie(who, *parent, *threads, *listed),
+        Evidence::Uninterruptible { who, wchan } => holders::blocked(who, wchan.as_deref(), false),
+        Evidence::Stopped { who, wchan } => holders::blocked(who, wchan.as_deref(), true),
+        Evidence::Protected(list) => holders::protected(list),
+        Evidence::PartialView { verdict, unseen } => {
+            (unseen::partial_view(*verdict, unseen), Vec::new())
+        }
+        Evidence::OutsideNamespace | Evidence::StaleNvmlPid => {
+            (unseen::listed_elsewhere(f), Vec::new())
+        }
+        Evidence::Unaccounted { gpu, cause } => unseen::unaccounted(*gpu, f.bytes, cause),
+        Evidence::Free(caveats) => (unseen::free(&f.gpus, caveats), Vec::new()),
+    }
+}

@@ -1,0 +1,141 @@
+//! The words of findings about what could not be seen or accounted
+//! for: a partial view, PIDs NVML lists elsewhere, unaccounted memory
+//! with its reset plan, and free GPUs.
+
+use crate::model::{Cause, Evidence, Finding, Next, Unseen, VerdictState, Who};
+use crate::present::next::{count, gpus_phrase, next_line, who};
+use crate::units::{gib, mib};
+
+/// PIDs NVML lists that this /proc does not have, or whose process here
+/// holds no device node.
+pub(super) fn listed_elsewhere(f: &Finding) -> String {
+    let pids = count(f.pids.len(), "PID", "PIDs");
+    let bytes = gib(f.bytes);
+    if matches!(f.evidence, Evidence::OutsideNamespace) {
+        format!(
+            "NVML lists {pids} with {bytes} that this /proc does not have: processes of another PID namespace (the host, or a container on an older driver); run gpufree on the host (or with hostPID) to see and free them"
+        )
+    } else {
+        format!(
+            "NVML lists {pids} with {bytes} whose process here holds no GPU device node: not that process's memory (it was never signalled for it), but kept by a process that had the PID before (reused since) or one that inherited its GPU files"
+        )
+    }
+}
+
+/// What could not be seen, and what that leaves of the verdict.
+pub(super) fn partial_view(verdict: VerdictState, unseen: &[Unseen]) -> String {
+    let why: Vec<String> = unseen.iter().map(unseen_words).collect();
+    let why = why.join("; ");
+    match verdict {
+        VerdictState::Unknown => format!(
+            "partial view: {why}; gpufree cannot call these GPUs free or speak of a driver leak"
+        ),
+        VerdictState::Free => format!("not everything could be read: {why}; NVML accounts for all used memory, so this does not change the verdict"),
+        VerdictState::Busy => format!("not everything could be read: {why}"),
+    }
+}
+
+fn unseen_words(u: &Unseen) -> String {
+    match u {
+        Unseen::Unreadable { first, total } => {
+            let each: Vec<String> = first
+                .iter()
+                .map(|u| format!("PID {}: {}", u.pid, u.why))
+                .collect();
+            format!(
+                "{} could not be read ({}{})",
+                count(*total, "process", "processes"),
+                each.join("; "),
+                if *total > 6 { "; ..." } else { "" }
+            )
+        }
+        Unseen::Hidepid => {
+            "/proc is mounted with hidepid: other users' processes are invisible".into()
+        }
+        Unseen::Nvml(error) => format!("NVML is unavailable ({})", error.as_deref().unwrap_or("?")),
+        Unseen::Call { gpu, what, why } => {
+            let gpu = gpu.map(|g| format!("GPU {g} ")).unwrap_or_default();
+            format!("{gpu}{what}: {why}")
+        }
+    }
+}
+
+/// Memory on `gpu` that no visible process accounts for.
+pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<String>) {
+    let head = format!("GPU {gpu}: {} used", mib(bytes));
+    let nobody = "that no visible process accounts for";
+    match cause {
+        Cause::Monitors { openers, reset } => {
+            let mut details: Vec<String> = openers.iter().map(who).collect();
+            details.extend(reset_plan(gpu, reset));
+            (format!(
+                "{head} {nobody}; {} its device nodes open without mapping them, as NVML monitors do (a CUDA context maps them): the driver likely holds the memory",
+                count(openers.len(), "process holds", "processes hold")
+            ), details)
+        }
+        Cause::Holders(holders) => (
+            format!(
+                "{head} {nobody}; {} its device nodes and may own the contexts",
+                count(holders.len(), "process holds", "processes hold")
+            ),
+            holders.iter().map(who).collect(),
+        ),
+        Cause::NestedNamespace => (format!("{head} {nobody}; gpufree runs in a nested PID namespace: new drivers hide other namespaces' processes but count their memory"), Vec::new()),
+        Cause::Partial(blind) => (
+            format!("{head} {nobody}; the view is partial: {}", blind.join("; ")),
+            Vec::new(),
+        ),
+        Cause::DriverHeld { unreadable, total, blind, reset } => {
+            let mut plan: Vec<String> = unreadable
+                .iter()
+                .map(|u| {
+                    let comm = u.comm.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
+                    format!("caveat: PID {}{comm} could not be read ({}), even as root; it may hold the memory", u.pid, u.why)
+                })
+                .collect();
+            if *total > 6 {
+                plan.push(format!("caveat: and {} more processes could not be read", total - 6));
+            }
+            if plan.is_empty() {
+                plan.push(format!("caveat: {}", blind.join("; ")));
+            }
+            plan.extend(reset_plan(gpu, reset));
+            (format!("{head} with no process listed by NVML and no readable holder of any GPU device node: memory the driver holds, unless a process even root cannot read holds it"), plan)
+        }
+        Cause::DriverLeak { reset } => (
+            format!("{head} with no process listed by NVML and no holder of any GPU device node: memory the driver has not released"),
+            reset_plan(gpu, reset),
+        ),
+    }
+}
+
+/// What must stop before `nvidia-smi --gpu-reset -i GPU` can work, in
+/// order, then the reset itself: printed for the operator, never run.
+fn reset_plan(gpu: u32, blockers: &[(Who, Next)]) -> Vec<String> {
+    let mut plan = vec![
+        "printed for the operator, never run by gpufree; a reset needs root, no process using any GPU of the board, and on NVLink systems all GPUs of the fabric reset together".to_string(),
+    ];
+    if blockers.is_empty() {
+        plan.push("blockers: none holds a GPU device node now".into());
+    }
+    for (i, (w, how)) in blockers.iter().enumerate() {
+        plan.push(format!("{}. stop {}: `{}`", i + 1, who(w), next_line(how)));
+    }
+    plan.push(format!(
+        "{}. reset: `nvidia-smi --gpu-reset -i {gpu}`",
+        blockers.len() + 1
+    ));
+    plan
+}
+
+/// The GPUs are free, with the verdict's caveats.
+pub(super) fn free(gpus: &[u32], caveats: &[String]) -> String {
+    if caveats.is_empty() {
+        format!(
+            "{} free: no process holds memory or a device node, used memory at the idle baseline",
+            gpus_phrase(gpus)
+        )
+    } else {
+        format!("{} free: NVML shows no process with memory and the memory at the idle baseline; processes gpufree could not read may still hold device nodes ({})", gpus_phrase(gpus), caveats.join("; "))
+    }
+}
