@@ -37,6 +37,18 @@ fn number_and_unit(t: &str) -> Option<(f64, &str)> {
     Some((num.parse().ok()?, unit))
 }
 
+/// A duration in seconds as people read it back: `10s`, `1.5s`, `300ms`
+/// (never `0s` for a part of a second).
+pub fn seconds(s: f64) -> String {
+    if s > 0.0 && s < 1.0 {
+        format!("{:.0}ms", s * 1000.0)
+    } else if s.fract() == 0.0 {
+        format!("{s:.0}s")
+    } else {
+        format!("{s:.1}s")
+    }
+}
+
 /// Parses a duration: `10s`, `200ms`, `1.5s`, `2m`, `1h`, or `0`. A bare
 /// number other than 0 is refused (seconds or milliseconds?).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -107,6 +119,14 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn seconds_read_back_as_typed() {
+        assert_eq!(seconds(10.0), "10s");
+        assert_eq!(seconds(0.3), "300ms");
+        assert_eq!(seconds(1.5), "1.5s");
+        assert_eq!(seconds(0.0), "0s");
+    }
 
     #[test]
     fn durations() {

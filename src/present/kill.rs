@@ -40,7 +40,10 @@ fn plan_heading(plan: &Plan, signal: &str, grace: f64) -> String {
     let then = if signal == "KILL" {
         String::new()
     } else {
-        format!(", SIGKILL after {grace:.0}s if still running")
+        format!(
+            ", SIGKILL after {} if still running",
+            crate::units::seconds(grace)
+        )
     };
     format!(
         "Plan: signal {} process{} with SIG{signal}{then}:",

@@ -142,8 +142,11 @@ pub(super) fn pattern(h: &PatternHits) -> (String, Vec<String>) {
             .iter()
             .map(|(pid, comm)| format!("hits {pid} {comm}")),
     );
-    if h.pattern.len() > 15 {
-        details.push(format!("`pkill {q}` (without -f) matches comm, at most 15 bytes: a pattern this long matches nothing"));
+    // procps warns of a pattern over 15 characters without -f (comm has at
+    // most 15 bytes), but a regex that long can still match: say only what
+    // it did here.
+    if h.pattern.len() > 15 && h.comm_hits == 0 {
+        details.push(format!("`pkill {q}` (without -f) matches comm, at most 15 bytes: this pattern, longer than that, hits no holder's comm"));
     }
     details.extend(h.collateral.iter().map(|(pid, comm, seen)| {
         format!(
