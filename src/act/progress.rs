@@ -26,7 +26,7 @@ pub enum Event {
         /// Time since the wait began.
         elapsed: Duration,
         /// What holds the memory, per GPU.
-        held: Vec<String>,
+        held: Vec<super::kill::Held>,
     },
     /// The wait for the memory ended (it came back, or the deadline
     /// passed); the verdict follows.

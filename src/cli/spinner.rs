@@ -25,7 +25,14 @@ impl Spinner {
                 if let Some(b) = &self.bar {
                     b.set_message(format!(
                         "waiting for the GPU memory: {}",
-                        crate::safe::fit(&held.join("; "), 160)
+                        crate::safe::fit(
+                            &held
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                            160
+                        )
                     ));
                 }
             }

@@ -23,6 +23,7 @@
 //! the watch for restarts after the release in `settle.rs`, the steps of
 //! one execution in `run.rs`; this file runs them in order.
 
+mod held;
 mod plan;
 mod release;
 mod run;
@@ -30,6 +31,7 @@ mod settle;
 mod signals;
 
 pub use crate::model::{Changed, Plan, PlanEntry, Report, Skipped};
+pub use held::Held;
 pub use plan::{check_unit, plan, Safety, Selectors, UserSel};
 use plan::{reason, refusal};
 use release::Release;
@@ -47,7 +49,6 @@ use crate::model::{Owner, OwnerKind, Process, Snapshot, VerdictState};
 use crate::pipeline::{select, Look};
 use crate::proc::scan::Holding;
 use crate::snapshot::Collector;
-use crate::units::mib;
 use regex::Regex;
 use rustix::process::Signal;
 use std::collections::{BTreeMap, BTreeSet};

@@ -81,15 +81,15 @@ impl Release {
 
     /// What still holds the watched memory on these GPUs (empty: it is
     /// back). A GPU whose memory cannot be read is held until it can be.
-    pub(super) fn memory_held(&self, gpus: &[crate::model::Gpu], nvml: bool) -> Vec<String> {
+    pub(super) fn memory_held(&self, gpus: &[crate::model::Gpu], nvml: bool) -> Vec<Held> {
         let mut held = Vec::new();
         for (&index, &expected) in &self.expected {
             let Some(g) = gpus.iter().find(|g| g.index == index).filter(|_| nvml) else {
-                held.push(format!("GPU {index}: NVML did not report it"));
+                held.push(Held::NotReported { gpu: index });
                 continue;
             };
             if !g.memory.known {
-                held.push(format!("GPU {index}: its memory could not be read"));
+                held.push(Held::Unreadable { gpu: index });
                 continue;
             }
             let listed: Vec<u32> = g
@@ -100,16 +100,12 @@ impl Release {
                 .collect();
             let limit = expected.saturating_add(IDLE_SLACK_BYTES);
             if !listed.is_empty() || g.memory.used_bytes > limit {
-                held.push(format!(
-                    "GPU {index}: {} used (expected at most {}){}",
-                    mib(g.memory.used_bytes),
-                    mib(limit),
-                    if listed.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", NVML still lists {listed:?}")
-                    }
-                ));
+                held.push(Held::Over {
+                    gpu: index,
+                    used: g.memory.used_bytes,
+                    limit,
+                    listed,
+                });
             }
         }
         held
@@ -257,8 +253,8 @@ impl Release {
         // The targets' memory, from the end snapshot's NVML: what cannot be
         // read leaves the release unknown, unless the holders alone count.
         for held in self.memory_held(&end.gpus, end.nvml.available) {
-            if !held.contains("NVML did not report") && !held.contains("could not be read") {
-                busy.push(held);
+            if let Held::Over { .. } = held {
+                busy.push(held.to_string());
             } else if !holders_only {
                 unknown.push(format!(
                     "the release cannot be proven: {held}{}; --holders-only accepts the holders alone",

@@ -293,5 +293,15 @@ fn release_of_huge_nvml_sizes_does_not_overflow() {
     after[0].memory.used_bytes = 0;
     assert!(r.memory_held(&after, true).is_empty());
     after[0].memory.used_bytes = 1 << 40;
-    assert_eq!(r.memory_held(&after, true).len(), 1);
+    assert!(matches!(
+        r.memory_held(&after, true)[..],
+        [Held::Over { gpu: 0, used, .. }] if used == 1 << 40
+    ));
+    // Without NVML nothing is known about either GPU: unknown, not busy.
+    assert_eq!(
+        r.memory_held(&after, false),
+        [Held::NotReported { gpu: 0 }, Held::NotReported { gpu: 1 }]
+    );
+    after[0].memory.known = false;
+    assert_eq!(r.memory_held(&after, true)[0], Held::Unreadable { gpu: 0 });
 }
