@@ -4,7 +4,7 @@
 //! snapshot takes it from here, so a snapshot is diagnosed exactly where
 //! it is made and nowhere else.
 
-use crate::diagnose::{self, verdict};
+use crate::diagnose::{self, verdict, Options};
 use crate::model::Snapshot;
 use crate::nvml::NvmlReport;
 use crate::snapshot::{self, fold_memory, narrow, Collector, Config, SnapshotError};
@@ -20,13 +20,26 @@ pub trait Look {
 
     /// A judged snapshot whose reads end by `deadline` (what is not read
     /// by then is reported as timed out).
-    fn snapshot_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError>;
+    fn snapshot_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
+        self.snapshot_with(deadline, &Options::default())
+    }
+
+    /// [`Look::snapshot_until`], diagnosed with `opts` (`why --pattern`).
+    fn snapshot_with(
+        &self,
+        deadline: Option<Instant>,
+        opts: &Options,
+    ) -> Result<Snapshot, SnapshotError>;
 }
 
 impl Look for Collector {
-    fn snapshot_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
+    fn snapshot_with(
+        &self,
+        deadline: Option<Instant>,
+        opts: &Options,
+    ) -> Result<Snapshot, SnapshotError> {
         let mut snap = self.collect_until(deadline)?;
-        judge(&mut snap);
+        judge_with(&mut snap, opts);
         Ok(snap)
     }
 }
@@ -42,11 +55,16 @@ pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
 /// Narrows a judged snapshot to the GPUs `indexes` and judges what is
 /// left (nothing to do when every GPU is selected).
 pub fn select(snap: Snapshot, indexes: &[u32]) -> Snapshot {
+    select_with(snap, indexes, &Options::default())
+}
+
+/// [`select`], diagnosed with `opts`.
+pub fn select_with(snap: Snapshot, indexes: &[u32], opts: &Options) -> Snapshot {
     if indexes.len() == snap.gpus.len() {
         return snap;
     }
     let mut snap = narrow(snap, indexes);
-    judge(&mut snap);
+    judge_with(&mut snap, opts);
     snap
 }
 
@@ -63,6 +81,13 @@ pub fn refresh_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
 
 /// Sets the verdicts and the findings from what the snapshot holds now.
 fn judge(snap: &mut Snapshot) {
+    judge_with(snap, &Options::default());
+}
+
+/// Sets the verdicts and the findings, diagnosed with `opts`: what every
+/// judged snapshot went through (the presenters' golden tests judge their
+/// snapshot values with it too).
+pub fn judge_with(snap: &mut Snapshot, opts: &Options) {
     verdict::apply(snap);
-    snap.findings = diagnose::diagnose(snap);
+    snap.findings = diagnose::diagnose_with(snap, opts);
 }

@@ -13,7 +13,7 @@ pub(super) fn watch(
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(Error::NoTerminal);
     }
-    let first = take_selected(common, false)?;
+    let first = take_selected(common, &Default::default())?;
     let opts = crate::watch::Options {
         interval,
         scan_every,

@@ -96,10 +96,13 @@ fn collector(
 }
 
 /// One snapshot, narrowed to the `--gpu` selection.
-fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot, Error> {
+fn take_selected(
+    common: &Common,
+    opts: &crate::diagnose::Options,
+) -> Result<crate::model::Snapshot, Error> {
     let started = std::time::Instant::now();
-    let snap = collector(common, others, None)?
-        .snapshot()
+    let snap = collector(common, opts.pattern.is_some(), None)?
+        .snapshot_with(None, opts)
         .map_err(|e| snapshot_error(common, e))?;
     if common.verbose > 0 {
         eprintln!(
@@ -109,7 +112,7 @@ fn take_selected(common: &Common, others: bool) -> Result<crate::model::Snapshot
         );
     }
     let indexes = snapshot::resolve(&snap.gpus, &common.gpu).map_err(Error::Selector)?;
-    Ok(pipeline::select(snap, &indexes))
+    Ok(pipeline::select_with(snap, &indexes, opts))
 }
 
 /// Runs a parsed command line to its end.

@@ -7,7 +7,7 @@ use crate::present::table;
 
 /// `gpufree status`: the table, or the JSON document.
 pub(super) fn status(common: &Common, paint: &Paint) -> Result<Outcome, Error> {
-    let mut snap = take_selected(common, false)?;
+    let mut snap = take_selected(common, &Default::default())?;
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     if common.json {
         write_json(&mut out, &SnapshotDoc::new(&snap))?;
@@ -27,8 +27,7 @@ pub(super) fn why(common: &Common, pattern: Option<&str>, paint: &Paint) -> Resu
         Some(p) => Some((p.to_string(), regex_flag("--pattern", p)?)),
         None => None,
     };
-    let mut snap = take_selected(common, pattern.is_some())?;
-    snap.findings = crate::diagnose::diagnose_with(&snap, &crate::diagnose::Options { pattern });
+    let snap = take_selected(common, &crate::diagnose::Options { pattern })?;
     let outcome = verdict_outcome(snap.verdict.state);
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     let written = if common.json {
@@ -48,7 +47,7 @@ pub(super) fn metrics(
     paint: &Paint,
 ) -> Result<Outcome, Error> {
     let started = std::time::Instant::now();
-    let snap = take_selected(common, false)?;
+    let snap = take_selected(common, &Default::default())?;
     let extra = crate::present::metrics::Extra {
         label_cmdline,
         snapshot_duration_seconds: Some(started.elapsed().as_secs_f64()),

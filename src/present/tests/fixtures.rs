@@ -3,7 +3,7 @@
 //! every run. Nothing is read from the system; the device paths name
 //! `/test-dev`, never the real one.
 
-use crate::diagnose::{diagnose_with, verdict, Options};
+use crate::diagnose::Options;
 use crate::model::{
     DeviceUse, Gpu, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, OwnerKind, Process,
     Snapshot, Via, Visibility,
@@ -11,10 +11,9 @@ use crate::model::{
 
 /// The device directory every fixture names.
 const DEV: &str = "/test-dev";
-/// The verdicts and the findings of `s`, as the collector sets them.
+/// The verdicts and the findings of `s`, as the pipeline sets them.
 pub(super) fn judged(mut s: Snapshot, opts: &Options) -> Snapshot {
-    verdict::apply(&mut s);
-    s.findings = diagnose_with(&s, opts);
+    crate::pipeline::judge_with(&mut s, opts);
     s
 }
 
