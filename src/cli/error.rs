@@ -88,8 +88,8 @@ pub enum Error {
     #[error("watch: needs a terminal on stdin and stdout; for one look use `gpufree status` (or --json)")]
     NoTerminal,
     /// The live view failed.
-    #[error("{}", chain(.0.as_ref()))]
-    Watch(Box<dyn std::error::Error + Send + Sync>),
+    #[error("{}", chain(.0))]
+    Watch(#[from] crate::watch::Error),
     /// The metrics server failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -139,7 +139,7 @@ impl Error {
     fn is_broken_pipe(&self) -> bool {
         let source: &(dyn std::error::Error + 'static) = match self {
             Error::Io(e) => e,
-            Error::Watch(e) => e.as_ref(),
+            Error::Watch(e) => e,
             // Transparent: its source() is the io::Error's own source, so
             // the io::Error itself is taken out here.
             Error::Demo(crate::demo::Error::Io(e)) => e,
@@ -273,7 +273,10 @@ mod tests {
     fn a_closed_stdout_is_success_but_not_for_the_plan() {
         let pipe = || io::Error::from(io::ErrorKind::BrokenPipe);
         assert_eq!(exit_code(&Err(Error::Io(pipe()))), 0);
-        assert_eq!(exit_code(&Err(Error::Watch(Box::new(pipe())))), 0);
+        assert_eq!(
+            exit_code(&Err(Error::Watch(crate::watch::Error::Io(pipe())))),
+            0
+        );
         assert_eq!(exit_code(&Err(Error::PlanNotShown(pipe()))), 3);
         assert_eq!(exit_code(&Err(Error::Io(io::Error::other("eio")))), 3);
     }
@@ -288,11 +291,11 @@ mod tests {
     #[test]
     fn a_watch_error_names_its_causes_in_one_line() {
         use crate::watch::Error as W;
-        let e = Error::Watch(Box::new(W::Terminal(io::Error::other("gone"))));
+        let e = Error::Watch(W::Terminal(io::Error::other("gone")));
         assert_eq!(e.to_string(), "watch: the terminal: gone");
-        let e = Error::Watch(Box::new(W::Io(io::Error::other("eio"))));
+        let e = Error::Watch(W::Io(io::Error::other("eio")));
         assert_eq!(e.to_string(), "watch: eio");
         let pipe = W::Io(io::Error::from(io::ErrorKind::BrokenPipe));
-        assert_eq!(exit_code(&Err(Error::Watch(Box::new(pipe)))), 0);
+        assert_eq!(exit_code(&Err(Error::Watch(pipe))), 0);
     }
 }

@@ -23,7 +23,7 @@ pub(super) fn watch(
             first.gpus.iter().map(|g| g.index).collect()
         },
     };
-    crate::watch::run(config(common), opts).map_err(|e| Error::Watch(e.into()))?;
+    crate::watch::run(config(common), opts)?;
     Ok(Outcome::Done)
 }
 

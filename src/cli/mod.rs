@@ -151,7 +151,8 @@ where
     finish(Cli::try_parse_from(args).map_err(Error::from).and_then(run))
 }
 
-/// The binary's main: parse, run, report. A closed stdout (`| head`) is success.
+/// The binary's main: parse, run, report. A closed stdout (`| head`) is
+/// not a failure of its own: the outcome stays what it was.
 pub fn main() -> std::process::ExitCode {
     run_from(std::env::args_os())
 }

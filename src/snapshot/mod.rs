@@ -125,7 +125,9 @@ pub fn raise_fd_limit() {
     }
 }
 
-/// Takes snapshots repeatedly with one NVML session (for `wait`, `kill`).
+/// Collects repeatedly with one NVML session and one open proc root: every
+/// command's one way to the host (a whole collection, an NVML-only reading,
+/// a pinned process's fds now, the start time at a PID).
 pub struct Collector {
     cfg: Config,
     nodes: Arc<NodeSet>,
@@ -200,8 +202,9 @@ impl Collector {
         &self.nodes
     }
 
-    /// One collection: NVML, the holder scan, details, owners, launchers
-    /// and restart policies, its reads ending by `deadline` (what is not
+    /// One collection: the holder scan (each holder pinned), NVML after
+    /// the pins, details, owners, launchers and restart policies, its
+    /// reads ending by `deadline` (what is not
     /// read by then is reported as timed out). It judges nothing: verdicts
     /// and findings are the diagnosis's (`crate::pipeline::Look`).
     pub fn collect_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {

@@ -33,6 +33,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::Frame;
 use std::ops::ControlFlow;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -111,6 +112,9 @@ impl Refresh {
             Ok(s) => select(s, &self.opts.gpus),
             Err(e) => {
                 self.snap = None;
+                // Nothing pinned to wake on: an exited holder's pidfd stays
+                // readable and would end every nap at once.
+                self.pinned.clear();
                 return self.tx.send(Msg::Error(e.to_string())).map_err(|_| Gone);
             }
         };
@@ -160,6 +164,15 @@ impl Watch for Refresh {
 
     fn deadline(&self) -> Option<Instant> {
         None
+    }
+
+    /// A holder's exit ends the nap: the next look is a full snapshot.
+    fn wake_on(&self) -> Vec<BorrowedFd<'_>> {
+        self.pinned
+            .iter()
+            .filter_map(|t| t.pidfd())
+            .map(AsFd::as_fd)
+            .collect()
     }
 }
 
