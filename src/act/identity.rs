@@ -44,14 +44,18 @@ pub enum KillError {
     Permission,
     /// Another error from the kernel.
     #[error("{0}")]
-    Os(String),
+    Os(Errno),
+    /// Its pinned /proc directory fd could not be duplicated (out of file
+    /// descriptors).
+    #[error("dup of its /proc directory fd: {0}")]
+    DupPin(Errno),
 }
 
 fn os(e: Errno) -> KillError {
     match e {
         Errno::SRCH | Errno::NOENT => KillError::Gone,
         Errno::PERM | Errno::ACCESS => KillError::Permission,
-        e => KillError::Os(e.to_string()),
+        e => KillError::Os(e),
     }
 }
 
@@ -94,7 +98,8 @@ impl Target {
             .get(pid, start_time)
             .ok_or(KillError::NotPinned)?
             .try_clone()
-            .map_err(|e| KillError::Os(format!("dup of its /proc directory fd: {e}")))?;
+            // A dup fails only with an errno (EMFILE, ENFILE).
+            .map_err(|e| KillError::DupPin(Errno::from_io_error(&e).unwrap_or(Errno::IO)))?;
         check(&dir, start_time)?;
         let raw = Pid::from_raw(pid as i32).ok_or(KillError::Gone)?;
         let handle = match rustix::process::pidfd_open(raw, PidfdFlags::empty()) {

@@ -182,7 +182,7 @@ impl Run<'_> {
                     end = Some(snap);
                 }
                 Ok(None) => {}
-                Err(e) => report.restart_watch_error = Some(e),
+                Err(e) => report.restart_watch_error = Some(format!("a snapshot failed: {e}")),
             }
             report.seconds_watched_for_restarts = released_at.elapsed().as_secs_f64();
         }
@@ -200,7 +200,7 @@ impl Run<'_> {
         signalled: &[Process],
         first: &Snapshot,
         judge: &dyn Fn(&Snapshot) -> crate::model::Verdict,
-    ) -> Result<Option<(Snapshot, crate::model::Verdict)>, String> {
+    ) -> Result<Option<(Snapshot, crate::model::Verdict)>, crate::snapshot::SnapshotError> {
         let base = self
             .opts
             .settle

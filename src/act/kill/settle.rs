@@ -2,6 +2,7 @@
 //! supervisor starts again, for as long as what is known of it says.
 
 use super::*;
+use crate::snapshot::SnapshotError;
 
 /// How much longer to watch, at most, once a process that the targets'
 /// parent started during the kill is seen: time for it to open a GPU (a
@@ -20,7 +21,7 @@ pub(super) fn settle(
     until: Instant,
     judge: &dyn Fn(&Snapshot) -> crate::model::Verdict,
     suspect: &dyn Fn(&Snapshot) -> bool,
-) -> Result<Option<(Snapshot, crate::model::Verdict)>, String> {
+) -> Result<Option<(Snapshot, crate::model::Verdict)>, SnapshotError> {
     let mut watch = Settling {
         c,
         until,
@@ -52,7 +53,7 @@ struct Settling<'a> {
 }
 
 impl Watch for Settling<'_> {
-    type Out = Result<(Snapshot, crate::model::Verdict), String>;
+    type Out = Result<(Snapshot, crate::model::Verdict), SnapshotError>;
 
     /// After each nap, a snapshot: not free ends the watch; a suspect in it
     /// (or in the first) extends the watch once.
@@ -60,7 +61,7 @@ impl Watch for Settling<'_> {
         if !tick.first() {
             let snap = match self.c.snapshot_until(Some(self.until)) {
                 Ok(snap) => snap,
-                Err(e) => return ControlFlow::Break(Err(format!("a snapshot failed: {e}"))),
+                Err(e) => return ControlFlow::Break(Err(e)),
             };
             let v = (self.judge)(&snap);
             if v.state == VerdictState::Busy {
