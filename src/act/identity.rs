@@ -198,6 +198,16 @@ impl Target {
     }
 }
 
+/// The pidfds of `targets` (those that have one): what a monitor's nap
+/// wakes on when one of them exits.
+pub fn pidfds(targets: &[Target]) -> Vec<BorrowedFd<'_>> {
+    targets
+        .iter()
+        .filter_map(Target::pidfd)
+        .map(AsFd::as_fd)
+        .collect()
+}
+
 /// Waits until every target has exited or `timeout` passes, waking as soon
 /// as a pidfd reports an exit. Returns the indexes of those still running.
 pub fn wait_exited(targets: &[&Target], timeout: Duration) -> Vec<usize> {

@@ -16,7 +16,7 @@ use crate::model::{Snapshot, Verdict, VerdictState};
 use crate::pipeline::{select, Look};
 use crate::snapshot::{Collector, SnapshotError};
 use std::ops::ControlFlow;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 /// How far past its deadline a snapshot's reads may go, so that the last
@@ -198,10 +198,6 @@ impl Watch for Waiting<'_> {
     }
 
     fn wake_on(&self) -> Vec<BorrowedFd<'_>> {
-        self.pinned
-            .iter()
-            .filter_map(|t| t.pidfd())
-            .map(AsFd::as_fd)
-            .collect()
+        super::identity::pidfds(&self.pinned)
     }
 }

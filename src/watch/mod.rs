@@ -33,7 +33,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::Frame;
 use std::ops::ControlFlow;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -168,11 +168,7 @@ impl Watch for Refresh {
 
     /// A holder's exit ends the nap: the next look is a full snapshot.
     fn wake_on(&self) -> Vec<BorrowedFd<'_>> {
-        self.pinned
-            .iter()
-            .filter_map(|t| t.pidfd())
-            .map(AsFd::as_fd)
-            .collect()
+        crate::act::identity::pidfds(&self.pinned)
     }
 }
 

@@ -14,30 +14,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The corpus: terminal escapes (OSC title, clear screen, colours), line
-/// breaks, bidi overrides and isolates, quotes and shell syntax, DEL and
-/// C1, invalid UTF-8, and a 64 KiB string.
-fn corpus() -> Vec<Vec<u8>> {
-    let mut c: Vec<Vec<u8>> = [
-        &b"\x1b]0;pwned\x07title"[..],
-        b"\x1b[2J\x1b[Hcleared",
-        b"\x1b[31mred\x1b[0m",
-        b"two\nlines\rback\ttab",
-        "\u{202e}gnp.exe".as_bytes(),
-        "\u{2066}iso\u{2069} \u{200f}rlm".as_bytes(),
-        b"it's \"quoted\"",
-        b"$(touch /tmp/gpufree-pwned)",
-        b"`id` ; rm -rf ~ #",
-        b"\xff\xfe not utf-8",
-        b"\x7fdel \xc2\x85c1 \xc2\x9bcsi",
-        "py\u{200b}thon\u{feff} \u{e0041}tag".as_bytes(),
-    ]
-    .iter()
-    .map(|s| s.to_vec())
-    .collect();
-    c.push(vec![b'A'; 64 * 1024]);
-    c
-}
+#[path = "../corpus/evil.rs"]
+mod names;
+use names::corpus;
 
 /// Characters that must never reach a terminal from data.
 fn unsafe_char(c: char) -> bool {

@@ -24,11 +24,18 @@ fn on(d: &TestDir, state: &std::path::Path, args: &[&str]) -> crate::harness::Ru
 /// gpufree on `d` whose stdout is closed before it writes: exit code and
 /// stderr.
 fn closed_stdout(d: &TestDir, state: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(bin())
-        .args(args)
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
         .args(["--dev-dir", d.dev.to_str().unwrap()])
         .args(["--nvml-lib", sim_lib().to_str().unwrap()])
-        .env("GPUFREE_SIM_STATE", state)
+        .env("GPUFREE_SIM_STATE", state);
+    with_stdout_closed(&mut cmd)
+}
+
+/// Runs `cmd` with its stdout a pipe nobody reads (closed at once): its
+/// exit code and stderr.
+fn with_stdout_closed(cmd: &mut Command) -> (Option<i32>, String) {
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -251,20 +258,8 @@ fn completions_into_a_full_disk_fail_in_one_line_without_a_panic() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    let mut child = Command::new(bin())
-        .args(["completions", "fish"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, err) = with_stdout_closed(Command::new(bin()).args(["completions", "fish"]));
+    assert_eq!(code, Some(0), "{err}");
 }
 
 #[test]

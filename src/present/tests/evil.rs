@@ -3,30 +3,11 @@
 use super::fixtures::{base, gpu, node, unit};
 use crate::model::{GpuMemory, Owner, Process, Snapshot, Via};
 
-/// The hostile names of tests/it/evil.rs: terminal escapes, line breaks,
-/// bidi overrides and isolates, quotes and shell syntax, invalid UTF-8, DEL
-/// and C1, invisible characters, and a 64 KiB name.
-pub(super) fn corpus() -> Vec<Vec<u8>> {
-    let mut c: Vec<Vec<u8>> = [
-        &b"\x1b]0;pwned\x07title"[..],
-        b"\x1b[2J\x1b[Hcleared",
-        b"\x1b[31mred\x1b[0m",
-        b"two\nlines\rback\ttab",
-        "\u{202e}gnp.exe".as_bytes(),
-        "\u{2066}iso\u{2069} \u{200f}rlm".as_bytes(),
-        b"it's \"quoted\"",
-        b"$(touch /tmp/gpufree-pwned)",
-        b"`id` ; rm -rf ~ #",
-        b"\xff\xfe not utf-8",
-        b"\x7fdel \xc2\x85c1 \xc2\x9bcsi",
-        "py\u{200b}thon\u{feff} \u{e0041}tag".as_bytes(),
-    ]
-    .iter()
-    .map(|s| s.to_vec())
-    .collect();
-    c.push(vec![b'A'; 64 * 1024]);
-    c
-}
+/// The hostile names of tests/it/evil.rs (one corpus for both: the
+/// presenters' goldens and the real binary's).
+#[path = "../../../tests/corpus/evil.rs"]
+mod names;
+pub(super) use names::corpus;
 
 /// Bytes as the collector keeps them: UTF-8 as it is, any other byte as
 /// `\xNN` text.
