@@ -38,8 +38,14 @@ fn written(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
     String::from_utf8(out).expect("presenters write UTF-8")
 }
 
+/// The JSON document of `s`, checked to parse back (STYLE: JSON is tested
+/// by reading it, not only as text) with one finding per finding of `s`.
 fn json(s: &Snapshot) -> String {
-    written(|w| write_json(w, &SnapshotDoc::new(s)))
+    let text = written(|w| write_json(w, &SnapshotDoc::new(s)));
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("status --json parses back");
+    let findings = doc["findings"].as_array().map_or(0, Vec::len);
+    assert_eq!(findings, s.findings.len(), "findings lost in the document");
+    text
 }
 
 /// `text` with each run of more than 64 `A`s (the corpus's 64 KiB name,
