@@ -1,9 +1,10 @@
-//! /proc/PID/stat, status (Uid, NSpid), cmdline, maps lines, mountinfo and
-//! cgroup files: no panic on any bytes, and generated valid files parse to
+//! /proc/PID/stat, status (Uid, NSpid), cmdline, maps lines, mountinfo,
+//! cgroup files and DRM fdinfo: no panic on any bytes, and generated valid files parse to
 //! the fields they were generated from.
 
 use crate::{bytes, cases, hostile_bytes, mutate, re, PARSER_CASES, ROUND_TRIP_CASES};
 use gpufree::model::OwnerKind;
+use gpufree::proc::drm::parse_fdinfo;
 use gpufree::proc::owner::{cgroup_path, owner_from_path, parse_cgroup};
 use gpufree::proc::parse::{
     escape_bytes, maps_line_inode, mountinfo_hidepid, parse_cmdline, parse_maps_line, parse_stat,
@@ -324,6 +325,8 @@ fn proc_file() -> impl Strategy<Value = Vec<u8>> {
         (owned_path(), re("[ -~]{0,20}"))
             .prop_map(|((p, _, _), tail)| format!("{p}{tail}").into_bytes()),
         Just(b"22 1 0:21 / /proc rw,nosuid - proc proc rw,hidepid=invisible\n".to_vec()),
+        re("(drm-(driver|client-id|pdev|total-vram|memory-gtt|resident-vram0):[ \t]{0,2}[0-9a-z:.]{0,12}( KiB| MiB)?\n){1,6}")
+            .prop_map(String::into_bytes),
     ];
     let valid = crate::pool(valid, 4096);
     prop_oneof![
@@ -373,6 +376,13 @@ proptest! {
         let o = owner_from_path(&String::from_utf8_lossy(&input));
         if o.kind == OwnerKind::None {
             prop_assert!(o.id.is_empty());
+        }
+        // A DRM client needs its driver and a client id, and every region
+        // it reports was named on a line of its own.
+        if let Some(f) = parse_fdinfo(&input) {
+            prop_assert!(!f.driver.is_empty());
+            prop_assert!(input.windows(14).any(|w| w == b"drm-client-id:"));
+            prop_assert!(f.regions.len() <= input.split(|&b| b == b'\n').count());
         }
     }
 }

@@ -1,0 +1,109 @@
+//! The DRM fdinfo parser on samples of each driver's format
+//! (fixtures/drm/README.md says where the format comes from), on broken
+//! input, and the counting of shared clients once.
+
+use super::*;
+
+const AMDGPU_LEGACY: &[u8] = include_bytes!("../../../fixtures/drm/amdgpu-legacy.txt");
+const AMDGPU: &[u8] = include_bytes!("../../../fixtures/drm/amdgpu.txt");
+const XE: &[u8] = include_bytes!("../../../fixtures/drm/xe.txt");
+const I915: &[u8] = include_bytes!("../../../fixtures/drm/i915.txt");
+const NOT_DRM: &[u8] = include_bytes!("../../../fixtures/drm/not-drm.txt");
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn amdgpu_before_total_and_resident_reports_drm_memory_in_kib() {
+    let f = parse_fdinfo(AMDGPU_LEGACY).unwrap();
+    assert_eq!(f.driver, "amdgpu");
+    assert_eq!(f.pdev.as_deref(), Some("0000:c3:00.0"));
+    assert_eq!(f.client_id, 412);
+    assert_eq!(f.device_bytes(), Some(8192 * MIB));
+    assert_eq!(f.regions["gtt"].bytes(), Some(20 * MIB));
+    assert_eq!(f.regions["cpu"].bytes(), Some(0));
+    // Driver keys (amdgpu-memory-visible-vram) are not regions.
+    assert_eq!(f.regions.len(), 3);
+}
+
+#[test]
+fn amdgpu_total_wins_and_keys_come_in_any_order() {
+    let f = parse_fdinfo(AMDGPU).unwrap();
+    assert_eq!((f.client_id, f.pdev.as_deref()), (77, Some("0000:c3:00.0")));
+    assert_eq!(f.device_bytes(), Some(48 * 1024 * MIB));
+    assert_eq!(f.regions["gtt"].resident, Some(2 * MIB));
+    assert_eq!(f.regions["cpu"].total, Some(0));
+}
+
+#[test]
+fn xe_counts_vram0_in_mib_and_not_system_or_gtt() {
+    let f = parse_fdinfo(XE).unwrap();
+    assert_eq!(f.driver, "xe");
+    assert_eq!(f.device_bytes(), Some(96 * MIB));
+    assert_eq!(f.regions["vram0"].resident, Some(90 * MIB));
+    assert_eq!(f.regions["gtt"].total, Some(256 << 10));
+}
+
+#[test]
+fn i915_local_memory_is_device_memory_and_pdev_may_be_absent() {
+    let f = parse_fdinfo(I915).unwrap();
+    assert_eq!((f.driver.as_str(), f.pdev.as_deref()), ("i915", None));
+    assert_eq!(f.device_bytes(), Some(640 * MIB));
+    assert_eq!(f.regions["system0"].bytes(), Some(12 * MIB));
+}
+
+#[test]
+fn a_file_that_is_no_drm_client_is_none() {
+    assert_eq!(parse_fdinfo(NOT_DRM), None);
+    assert_eq!(parse_fdinfo(b""), None);
+    // A driver without a client id cannot be counted once: none.
+    assert_eq!(parse_fdinfo(b"drm-driver:\tamdgpu\n"), None);
+    assert_eq!(
+        parse_fdinfo(b"drm-driver:\tamdgpu\ndrm-client-id:\tlots\n"),
+        None
+    );
+}
+
+#[test]
+fn sizes_it_does_not_understand_are_absent_never_guessed() {
+    let f = parse_fdinfo(
+        b"drm-driver: x\ndrm-client-id: 1\n\
+          drm-total-vram: 5 GiB\n\
+          drm-total-gtt: 18446744073709551615 KiB\n\
+          drm-total-cpu: -1\n\
+          drm-total-: 7\n\
+          drm-resident-vram: 3 KiB extra\n\
+          drm-total-stolen:\t\t 9 \n\
+          \xff\xfe: 1\n\
+          no colon at all\n",
+    )
+    .unwrap();
+    assert_eq!(f.device_bytes(), None, "GiB is not a unit the format has");
+    assert_eq!(f.regions.get("gtt"), None, "overflow");
+    assert_eq!(f.regions.get("cpu"), None);
+    assert_eq!(f.regions["stolen"].total, Some(9));
+    assert_eq!(f.regions.len(), 1);
+}
+
+#[test]
+fn a_client_shared_by_fork_dup_or_scm_rights_is_counted_once() {
+    let a = parse_fdinfo(AMDGPU).unwrap();
+    let mut other_device = a.clone();
+    other_device.pdev = Some("0000:c4:00.0".into());
+    let mut other_client = a.clone();
+    other_client.client_id = 78;
+    let found = clients([
+        (100, a.clone()),
+        (100, a.clone()), // a dup in the same process
+        (200, a.clone()), // a child after fork
+        (300, other_device),
+        (100, other_client),
+    ]);
+    assert_eq!(found.len(), 3);
+    let shared = found
+        .iter()
+        .find(|c| c.info.client_id == 77 && c.info.pdev.as_deref() == Some("0000:c3:00.0"))
+        .unwrap();
+    assert_eq!(shared.pids, BTreeSet::from([100, 200]));
+    let total: u64 = found.iter().filter_map(|c| c.info.device_bytes()).sum();
+    assert_eq!(total, 3 * 48 * 1024 * MIB, "each client once, not each fd");
+}
