@@ -38,5 +38,6 @@ pub mod safe;
 pub mod serve;
 pub mod sim;
 pub mod snapshot;
+pub mod sysfs;
 pub mod units;
 pub mod watch;

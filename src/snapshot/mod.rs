@@ -43,6 +43,9 @@ pub struct Config {
     pub proc_root: PathBuf,
     /// The device directory (default `/dev`).
     pub dev_dir: PathBuf,
+    /// The sysfs root (`GPUFREE_SYS_ROOT`, default `/sys`): DRM cards and
+    /// the KFD ([`crate::sysfs`]).
+    pub sys_root: PathBuf,
     /// The NVML library; None for the system's.
     pub nvml_lib: Option<PathBuf>,
     /// Also collect every other process briefly (for `why --pattern`).
@@ -69,6 +72,8 @@ impl Default for Config {
         Config {
             proc_root: PathBuf::from("/proc"),
             dev_dir: PathBuf::from("/dev"),
+            sys_root: std::env::var_os("GPUFREE_SYS_ROOT")
+                .map_or_else(|| PathBuf::from("/sys"), PathBuf::from),
             nvml_lib: None,
             others: false,
             read_timeout: DEFAULT_READ_TIMEOUT,

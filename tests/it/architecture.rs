@@ -44,6 +44,13 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "snapshot",
         ],
     ),
+    (
+        "sysfs",
+        &[
+            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "proc",
+            "nvml", "snapshot",
+        ],
+    ),
     // The pipeline joins collection and diagnosis; it neither acts nor
     // presents.
     (
@@ -54,7 +61,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     (
         "model",
         &[
-            "act", "present", "cli", "serve", "watch", "demo", "proc", "snapshot", "nvml",
+            "act", "present", "cli", "serve", "watch", "demo", "proc", "snapshot", "nvml", "sysfs",
             "diagnose", "pipeline",
         ],
     ),
