@@ -206,6 +206,9 @@ pub struct Gpu {
     pub name: String,
     /// `00000000:01:00.0` form; empty when unknown.
     pub pci_bus_id: String,
+    /// Who made it (SPEC.md: `nvidia|amd|intel|other`).
+    #[serde(default)]
+    pub vendor: Vendor,
     /// N of `/dev/nvidiaN`, which ties the device node to this GPU.
     pub minor_number: Option<u32>,
     /// Memory as NVML reports it, split by attribution.
@@ -215,6 +218,44 @@ pub struct Gpu {
     /// Whether this GPU is free.
     #[serde(default)]
     pub verdict: Verdict,
+}
+
+/// Who made a GPU, from its PCI vendor id (SPEC.md's `vendor`).
+/// The default is NVIDIA: every GPU NVML reports or `/dev/nvidiaN` names.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    /// 0x10de.
+    #[default]
+    Nvidia,
+    /// 0x1002.
+    Amd,
+    /// 0x8086.
+    Intel,
+    /// Anything else, or unreadable.
+    Other,
+}
+
+impl Vendor {
+    /// From sysfs's `vendor` file (`0x1002`).
+    pub fn from_pci_id(text: &str) -> Vendor {
+        match text.trim() {
+            "0x10de" => Vendor::Nvidia,
+            "0x1002" => Vendor::Amd,
+            "0x8086" => Vendor::Intel,
+            _ => Vendor::Other,
+        }
+    }
+
+    /// SPEC.md's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+            Vendor::Intel => "intel",
+            Vendor::Other => "other",
+        }
+    }
 }
 
 /// Memory of one GPU, in bytes.

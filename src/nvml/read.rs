@@ -102,6 +102,6 @@ pub(super) fn read_gpu(
         minor_number,
         memory,
         nvml_processes,
-        verdict: Default::default(),
+        ..Gpu::default() // vendor: NVIDIA, the only one NVML knows; no verdict yet
     }
 }

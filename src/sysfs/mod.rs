@@ -8,43 +8,9 @@
 //! read fixture trees. Every read that fails leaves its value absent: a
 //! total that cannot be read is unknown, never zero.
 
+use crate::model::Vendor;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// Who made a GPU, from its PCI vendor id (SPEC.md's `vendor`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Vendor {
-    /// 0x10de.
-    Nvidia,
-    /// 0x1002.
-    Amd,
-    /// 0x8086.
-    Intel,
-    /// Anything else, or unreadable.
-    Other,
-}
-
-impl Vendor {
-    /// From sysfs's `vendor` file (`0x1002`).
-    pub fn from_pci_id(text: &str) -> Vendor {
-        match text.trim() {
-            "0x10de" => Vendor::Nvidia,
-            "0x1002" => Vendor::Amd,
-            "0x8086" => Vendor::Intel,
-            _ => Vendor::Other,
-        }
-    }
-
-    /// SPEC.md's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Vendor::Nvidia => "nvidia",
-            Vendor::Amd => "amd",
-            Vendor::Intel => "intel",
-            Vendor::Other => "other",
-        }
-    }
-}
 
 /// One DRM card (`class/drm/cardN`) backed by a PCI device.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -392,10 +392,13 @@ fn status_json_has_every_field_of_the_spec() {
             ("uuid", "s"),
             ("name", "s"),
             ("pci_bus_id", "s"),
+            ("vendor", "s"),
             ("memory", "o"),
         ],
         "gpu",
     );
+    // NVML reports NVIDIA's GPUs only.
+    assert_eq!(g["vendor"], "nvidia");
     check(
         &g["memory"],
         &[

@@ -11,7 +11,8 @@ use gpufree::act::kill::{plan, Safety, Selectors};
 use gpufree::diagnose::{diagnose, diagnose_with, verdict, Options};
 use gpufree::model::{
     DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, OwnerKind,
-    Process, Snapshot, Unavailable, Unreadable, UnreadableReason, VerdictState, Via, Visibility,
+    Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Vendor, VerdictState, Via,
+    Visibility,
 };
 use gpufree::present::json::{FindingDoc, SnapshotDoc};
 use gpufree::present::{kill::write_plan, metrics, table, why, write_json, Paint};
@@ -78,6 +79,8 @@ fn gpu() -> impl Strategy<Value = Gpu> {
                 name: uuid.chars().rev().collect(),
                 uuid,
                 pci_bus_id: format!("00000000:{:02X}:00.0", index % 256),
+                vendor: [Vendor::Nvidia, Vendor::Amd, Vendor::Intel, Vendor::Other]
+                    [index as usize % 4],
                 minor_number: Some(index),
                 memory: Memory {
                     total_bytes: total,
