@@ -2,6 +2,7 @@
 //! words, as `why --json` has them.
 
 use super::*;
+use crate::model::FindingKind;
 use crate::present::json::FindingDoc as Finding;
 use crate::present::next::kill_command;
 
@@ -26,7 +27,7 @@ use crate::model::{
 const W: u64 = 96_610 << 20;
 
 fn is_free(f: &[Finding]) -> bool {
-    f.iter().any(|x| x.kind == "free")
+    f.iter().any(|x| x.kind == FindingKind::Free)
 }
 
 fn denied(pids: &[u32]) -> Vec<crate::model::Unreadable> {
@@ -152,7 +153,7 @@ fn incident() -> Snapshot {
 #[test]
 fn seed_incident_live_renamed_workers_first_with_a_kill_of_exactly_the_ten() {
     let f = diagnose(&incident());
-    assert_eq!(f[0].kind, "live-holders");
+    assert_eq!(f[0].kind, FindingKind::LiveHolders);
     assert_eq!(
         f[0].message,
         "8 live processes of launcher 202515 (VLLM::EngineCor) [vLLM engine core] hold 754.8 GiB on GPUs 0-7"
@@ -169,7 +170,10 @@ fn seed_incident_live_renamed_workers_first_with_a_kill_of_exactly_the_ten() {
         "never a driver leak while live holders exist"
     );
     assert!(!kinds.contains(&"free"));
-    let dev = f.iter().find(|x| x.kind == "device-holders").unwrap();
+    let dev = f
+        .iter()
+        .find(|x| x.kind == FindingKind::DeviceHolders)
+        .unwrap();
     assert_eq!(dev.pids, vec![202_515, 212_437]);
     assert!(dev.message.contains("started with the memory holders"));
     assert!(dev
@@ -202,7 +206,7 @@ fn pattern_says_what_pkill_hits_misses_and_hits_by_accident() {
         pattern: Some(("python3.*vllm".into(), Regex::new("python3.*vllm").unwrap())),
     };
     let f = diagnose_with(&s, &opts);
-    let p = f.iter().find(|x| x.kind == "pattern").unwrap();
+    let p = f.iter().find(|x| x.kind == FindingKind::Pattern).unwrap();
     assert_eq!(p.message, "`pkill -f 'python3.*vllm'` would hit 0 of 10 holders and 1 other process; `pkill 'python3.*vllm'` (comm) would hit 0 of 10");
     assert_eq!(p.pids.len(), 10, "every holder is missed");
     assert!(p.details.iter().any(|d| d.starts_with(
@@ -217,7 +221,7 @@ fn pattern_says_what_pkill_hits_misses_and_hits_by_accident() {
     };
     let p = diagnose_with(&s, &opts)
         .into_iter()
-        .find(|x| x.kind == "pattern")
+        .find(|x| x.kind == FindingKind::Pattern)
         .unwrap();
     assert!(
         p.message
@@ -249,7 +253,7 @@ fn zombies_stopped_and_uninterruptible_holders() {
     let f = diagnose(&s);
     let z = f
         .iter()
-        .find(|x| x.kind == "zombies" && x.pids == [10])
+        .find(|x| x.kind == FindingKind::Zombies && x.pids == [10])
         .unwrap();
     assert!(
         z.message.contains("already released") && z.next == "kill -s CHLD 9",
@@ -257,7 +261,7 @@ fn zombies_stopped_and_uninterruptible_holders() {
     );
     let zl = f
         .iter()
-        .find(|x| x.kind == "zombies" && x.pids == [11])
+        .find(|x| x.kind == FindingKind::Zombies && x.pids == [11])
         .unwrap();
     assert_eq!(zl.severity, Severity::Error);
     assert!(
@@ -267,12 +271,15 @@ fn zombies_stopped_and_uninterruptible_holders() {
     );
     assert!(
         f.iter()
-            .any(|x| x.kind == "live-holders" && x.pids.contains(&11)),
+            .any(|x| x.kind == FindingKind::LiveHolders && x.pids.contains(&11)),
         "a zombie leader with threads is live"
     );
-    let t = f.iter().find(|x| x.kind == "stopped").unwrap();
+    let t = f.iter().find(|x| x.kind == FindingKind::Stopped).unwrap();
     assert!(t.message.contains("SIGCONT"));
-    let d = f.iter().find(|x| x.kind == "uninterruptible").unwrap();
+    let d = f
+        .iter()
+        .find(|x| x.kind == FindingKind::Uninterruptible)
+        .unwrap();
     assert!(d.message.contains("uvm_va_space_destroy"));
 }
 
@@ -280,20 +287,22 @@ fn zombies_stopped_and_uninterruptible_holders() {
 fn driver_leak_only_with_no_holder_and_a_complete_view() {
     let leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
     let f = diagnose(&leak);
-    assert_eq!(f[0].kind, "driver-leak");
+    assert_eq!(f[0].kind, FindingKind::DriverLeak);
     assert_eq!(f[0].next, "nvidia-smi --gpu-reset -i 0");
     // With a holder of the node: not a leak.
     let held = base(
         vec![gpu(0, 40 << 30, 0)],
         vec![plain(5, 1, "python3", &["python3"])],
     );
-    assert!(diagnose(&held).iter().all(|x| x.kind != "driver-leak"));
+    assert!(diagnose(&held)
+        .iter()
+        .all(|x| x.kind != FindingKind::DriverLeak));
     // Partial view: not a leak, and not free.
     let mut partial = leak.clone();
     partial.visibility.unreadable = denied(&[7, 8, 9]);
     let f = diagnose(&partial);
-    assert!(f.iter().all(|x| x.kind != "driver-leak"));
-    assert!(f.iter().any(|x| x.kind == "partial-view"));
+    assert!(f.iter().all(|x| x.kind != FindingKind::DriverLeak));
+    assert!(f.iter().any(|x| x.kind == FindingKind::PartialView));
     assert!(!is_free(&f), "never free from a partial view");
     // Hidden processes while NVML accounts for all memory: free, with
     // the caveat said (SPEC.md).
@@ -304,12 +313,12 @@ fn driver_leak_only_with_no_holder_and_a_complete_view() {
     assert!(is_free(&f));
     assert!(f
         .iter()
-        .any(|x| x.kind == "partial-view" && x.message.contains("hidepid")));
+        .any(|x| x.kind == FindingKind::PartialView && x.message.contains("hidepid")));
     // In a nested PID namespace: another namespace's processes, not a leak.
     let mut nested = leak.clone();
     nested.visibility.nested_pid_namespace = true;
     let f = diagnose(&nested);
-    assert_eq!(f[0].kind, "unaccounted-memory");
+    assert_eq!(f[0].kind, FindingKind::UnaccountedMemory);
     assert!(f[0].next.starts_with("nsenter"));
 }
 
@@ -327,7 +336,7 @@ fn unaccounted_memory_names_holders_first_and_never_offers_sudo_to_root() {
     let mut with_daemon = blind.clone();
     with_daemon.processes.push(daemon);
     let f = diagnose(&blind);
-    assert_eq!(f[0].kind, "driver-held-memory", "{f:#?}");
+    assert_eq!(f[0].kind, FindingKind::DriverHeldMemory, "{f:#?}");
     assert_eq!(f[0].next, "nvidia-smi --gpu-reset -i 0");
     assert!(f[0].details[0].contains("PID 1"), "{:?}", f[0].details);
     assert!(f.iter().all(|x| !x.next.contains("sudo")), "{f:#?}");
@@ -341,14 +350,20 @@ fn unaccounted_memory_names_holders_first_and_never_offers_sudo_to_root() {
     trainer.devices[1].via = vec![Via::Fd, Via::Mmap];
     held.processes.push(trainer);
     let f = diagnose(&held);
-    let u = f.iter().find(|x| x.kind == "unaccounted-memory").unwrap();
+    let u = f
+        .iter()
+        .find(|x| x.kind == FindingKind::UnaccountedMemory)
+        .unwrap();
     assert_eq!(u.next, "gpufree kill --pid 77");
     // A monitor that only opens the nodes (NVML does) owns no context:
     // never the next kill, and the reset plan names it.
     let mut watched = blind.clone();
     watched.processes.push(plain(78, 1, "nvtop", &["nvtop"]));
     let f = diagnose(&watched);
-    let u = f.iter().find(|x| x.kind == "unaccounted-memory").unwrap();
+    let u = f
+        .iter()
+        .find(|x| x.kind == FindingKind::UnaccountedMemory)
+        .unwrap();
     assert_eq!(u.next, "nvidia-smi --gpu-reset -i 0");
     assert!(
         u.details.iter().any(|d| d.contains("stop 78")),
@@ -365,7 +380,11 @@ fn unaccounted_memory_names_holders_first_and_never_offers_sudo_to_root() {
     d.devices = vec![node(None, "nvidiactl")];
     leak.processes.push(d);
     let f = diagnose(&leak);
-    let plan = &f.iter().find(|x| x.kind == "driver-leak").unwrap().details;
+    let plan = &f
+        .iter()
+        .find(|x| x.kind == FindingKind::DriverLeak)
+        .unwrap()
+        .details;
     let n = plan.len();
     assert!(
         plan[n - 2].contains("systemctl stop nvidia-persistenced"),
@@ -377,7 +396,10 @@ fn unaccounted_memory_names_holders_first_and_never_offers_sudo_to_root() {
     );
     // A daemon holding the control node does not hide the driver's
     // memory from a root that cannot read PID 1 either.
-    assert_eq!(diagnose(&with_daemon)[0].kind, "driver-held-memory");
+    assert_eq!(
+        diagnose(&with_daemon)[0].kind,
+        FindingKind::DriverHeldMemory
+    );
 }
 
 #[test]
@@ -393,7 +415,10 @@ fn a_launcher_groups_siblings_of_one_kind_only() {
     );
     s.parents.insert(50, kin(1, "torchrun"));
     let f = diagnose(&s);
-    let live: Vec<&Finding> = f.iter().filter(|x| x.kind == "live-holders").collect();
+    let live: Vec<&Finding> = f
+        .iter()
+        .filter(|x| x.kind == FindingKind::LiveHolders)
+        .collect();
     assert_eq!(live.len(), 1, "{live:#?}");
     assert!(live[0]
         .message
@@ -403,7 +428,12 @@ fn a_launcher_groups_siblings_of_one_kind_only() {
     let mut two = s.clone();
     two.processes[1] = rank(61, "other_job");
     let f = diagnose(&two);
-    assert_eq!(f.iter().filter(|x| x.kind == "live-holders").count(), 2);
+    assert_eq!(
+        f.iter()
+            .filter(|x| x.kind == FindingKind::LiveHolders)
+            .count(),
+        2
+    );
     assert!(f.iter().all(|x| !x.next.contains("--tree")), "{f:#?}");
     // A shell is never a launcher.
     let mut shell = s.clone();
@@ -411,7 +441,7 @@ fn a_launcher_groups_siblings_of_one_kind_only() {
     assert_eq!(
         diagnose(&shell)
             .iter()
-            .filter(|x| x.kind == "live-holders")
+            .filter(|x| x.kind == FindingKind::LiveHolders)
             .count(),
         2
     );
@@ -469,10 +499,10 @@ fn outside_namespace_pids_are_named() {
     }];
     s.visibility.nvml_pids_not_visible = vec![4_194_304];
     let f = diagnose(&s);
-    assert_eq!(f[0].kind, "outside-namespace");
+    assert_eq!(f[0].kind, FindingKind::OutsideNamespace);
     assert!(f
         .iter()
-        .all(|x| x.kind != "driver-leak" && x.kind != "unaccounted-memory"));
+        .all(|x| x.kind != FindingKind::DriverLeak && x.kind != FindingKind::UnaccountedMemory));
 }
 
 #[test]
@@ -487,9 +517,15 @@ fn protected_daemons_are_named_and_left_out_of_kills() {
     };
     let s = base(vec![gpu(0, W, W)], vec![pd, w]);
     let f = diagnose(&s);
-    let p = f.iter().find(|x| x.kind == "protected-holders").unwrap();
+    let p = f
+        .iter()
+        .find(|x| x.kind == FindingKind::ProtectedHolders)
+        .unwrap();
     assert_eq!(p.next, "systemctl stop nvidia-persistenced");
-    let live = f.iter().find(|x| x.kind == "live-holders").unwrap();
+    let live = f
+        .iter()
+        .find(|x| x.kind == FindingKind::LiveHolders)
+        .unwrap();
     assert!(!live.next.contains("900"), "{}", live.next);
 }
 
@@ -511,7 +547,8 @@ fn units_are_freed_by_unit_and_orphans_named() {
     assert_eq!(f[0].next, "gpufree kill --unit vllm.service");
     assert!(f
         .iter()
-        .any(|x| x.kind == "orphans" && x.message.contains("restart will find the GPU full")));
+        .any(|x| x.kind == FindingKind::Orphans
+            && x.message.contains("restart will find the GPU full")));
 }
 
 #[test]

@@ -142,14 +142,6 @@ impl FindingKind {
     }
 }
 
-/// A kind equals its spelling (`f.kind == "live-holders"`), as scripts
-/// and SPEC.md name it.
-impl PartialEq<&str> for FindingKind {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
 impl std::fmt::Display for FindingKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -21,6 +21,7 @@ use super::why::write_why;
 use super::{write_json, Paint};
 use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
+use crate::model::FindingKind;
 use crate::model::{Changed, Report, Snapshot, VerdictState};
 use cases::{blind_cases, groups, states, unaccounted_cases};
 use evil::{corpus, evil, FIRST_EVIL};
@@ -368,7 +369,7 @@ fn seed_incident_a_pattern_that_hits_every_holder_and_a_bystander() {
     let pattern: Vec<FindingDoc> = s
         .findings
         .iter()
-        .filter(|f| f.kind() == "pattern")
+        .filter(|f| f.kind() == FindingKind::Pattern)
         .map(FindingDoc::new)
         .collect();
     insta::assert_snapshot!(

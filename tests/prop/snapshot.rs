@@ -9,6 +9,7 @@
 use crate::{cases, hostile_bytes, re};
 use gpufree::act::kill::{plan, Safety, Selectors};
 use gpufree::diagnose::{diagnose, diagnose_with, verdict, Options};
+use gpufree::model::FindingKind;
 use gpufree::model::{
     DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, OwnerKind,
     Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Vendor, VerdictState, Via,
@@ -371,7 +372,7 @@ proptest! {
         }
         if let Ok(re) = regex::Regex::new(&pattern) {
             let f = diagnose_with(&s, &Options { pattern: Some((pattern.clone(), re)) });
-            prop_assert!(f.iter().any(|x| x.kind() == "pattern"));
+            prop_assert!(f.iter().any(|x| x.kind() == FindingKind::Pattern));
         }
         present_all(&s)?;
         let some: Vec<u32> = s.gpus.iter().take(1).map(|g| g.index).collect();
@@ -452,7 +453,7 @@ fn huge_memory_values_do_not_overflow_the_diagnosis() {
     );
     assert!(f
         .iter()
-        .any(|x| x.kind() == "pattern" && x.bytes == u64::MAX));
+        .any(|x| x.kind() == FindingKind::Pattern && x.bytes == u64::MAX));
     present_all(&s).unwrap();
 }
 
