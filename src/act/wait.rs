@@ -53,9 +53,10 @@ pub struct Outcome {
     pub last: Snapshot,
 }
 
-/// NVML's view of the selected GPUs: (used, listed PIDs) each.
+/// NVML's view of the selected GPUs (sysfs's for DRM GPUs): (used, listed
+/// PIDs) each.
 fn fingerprint(c: &Collector, gpus: &[u32], deadline: Instant) -> Vec<(u64, Vec<u32>)> {
-    c.nvml_until(Some(deadline))
+    c.memory_until(Some(deadline))
         .gpus
         .iter()
         .filter(|g| gpus.contains(&g.index))

@@ -48,7 +48,7 @@ fn unseen(s: &Snapshot) -> Vec<Unseen> {
     if v.hidepid && !v.root {
         why.push(Unseen::Hidepid);
     }
-    if !s.nvml.available {
+    if s.misses_nvml() {
         why.push(Unseen::Nvml(s.nvml.error.clone()));
     }
     for u in &s.unavailable {
@@ -203,6 +203,21 @@ fn explain(s: &Snapshot, gpu: u32, holders: &[&Process]) -> (Severity, Next, Cau
     });
     let blind = verdict::blind_spots(s, gpu);
     let warn = |next, cause| (Severity::Warning, next, cause);
+    let drm = s
+        .gpus
+        .iter()
+        .find(|g| g.index == gpu)
+        .filter(|g| g.vendor != crate::model::Vendor::Nvidia);
+    if let Some(g) = drm {
+        // Its holders' memory was read from their clients: what is left
+        // is not theirs, unless some process could not be read.
+        return if !blind.is_empty() {
+            warn(Next::SeeVisibility, Cause::Partial(blind))
+        } else {
+            let driver = g.driver.clone();
+            warn(Next::Why(vec![gpu]), Cause::DrmDriver { driver })
+        };
+    }
     if !openers.is_empty() && mapping.is_empty() {
         let openers = openers.iter().map(|p| who(p)).collect();
         let reset = reset_plan(s, gpu);

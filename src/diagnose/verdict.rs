@@ -14,7 +14,7 @@
 //! - **free**: neither. Processes gpufree may not read are named as caveats
 //!   even then: NVML accounts for all the memory, so they cannot change it.
 
-use crate::model::{Gpu, Process, Snapshot, UnreadableReason, Verdict, VerdictState};
+use crate::model::{Gpu, Process, Snapshot, UnreadableReason, Vendor, Verdict, VerdictState};
 use crate::units::mib;
 
 /// Unaccounted memory up to this much, with no holder, counts as the GPU's
@@ -51,69 +51,6 @@ fn label(p: &Process) -> String {
     format!("PID {} ({})", p.pid, p.comm)
 }
 
-/// Why NVML cannot report this GPU's memory, if it cannot.
-fn memory_unknown(s: &Snapshot, g: &Gpu) -> Option<String> {
-    if !s.nvml.available {
-        return Some(format!(
-            "NVML is unavailable, so its memory cannot be read ({})",
-            s.nvml.error.as_deref().unwrap_or("unknown error")
-        ));
-    }
-    if !g.memory.known {
-        let why = s
-            .unavailable
-            .iter()
-            .find(|u| u.gpu == Some(g.index) && u.what == "memory")
-            .map_or("NVML did not report it".to_string(), |u| u.why.clone());
-        return Some(format!("its memory could not be read: {why}"));
-    }
-    None
-}
-
-/// Memory used on `g` that no process accounts for, not even one NVML lists
-/// from another PID namespace or under a PID that now names another process.
-pub fn unexplained_bytes(s: &Snapshot, g: &Gpu) -> u64 {
-    let v = &s.visibility;
-    let listed_elsewhere: u64 = g
-        .nvml_processes
-        .iter()
-        .filter(|p| v.nvml_pids_not_visible.contains(&p.pid) || v.nvml_pids_stale.contains(&p.pid))
-        .filter_map(|p| p.used_bytes)
-        .fold(0, u64::saturating_add);
-    g.memory.unaccounted_bytes.saturating_sub(listed_elsewhere)
-}
-
-/// Why memory that NVML attributes to no visible process cannot be called
-/// a driver leak: the parts of the view that are missing. Empty when the
-/// view is complete.
-pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<String> {
-    let mut why = Vec::new();
-    if let Some(u) = s
-        .unavailable
-        .iter()
-        .find(|u| u.gpu == Some(gpu) && u.what.ends_with("processes"))
-    {
-        why.push(format!("NVML's {} list is unavailable ({})", u.what, u.why));
-    }
-    let denied: Vec<String> = s
-        .visibility
-        .unreadable
-        .iter()
-        .map(|u| u.pid.to_string())
-        .collect();
-    if !denied.is_empty() {
-        why.push(format!(
-            "{} could not be read (PID {})",
-            processes(denied.len()),
-            pid_list(&denied)
-        ));
-    }
-    if s.visibility.hidepid && !s.visibility.root {
-        why.push("/proc is mounted with hidepid: other users' processes are hidden".into());
-    }
-    why
-}
-
 /// The verdict for one GPU of `s`.
 pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
     let memory = memory_unknown(s, g);
@@ -124,6 +61,11 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
     busy.extend(listed(s, g));
     let mut unknown = Vec::new();
     let mut caveats = Vec::new();
+    if let Some(driver) = holders_only_driver(g) {
+        caveats.push(format!(
+            "{driver} publishes no used memory: free means that no process holds the GPU"
+        ));
+    }
     match &memory {
         Some(why) if policy.holders_only => {
             // The user accepts the holders as the answer; what could not be
@@ -390,6 +332,11 @@ pub fn apply(s: &mut Snapshot) {
         g.verdict = v;
     }
 }
+
+mod memory;
+
+use memory::memory_unknown;
+pub use memory::{blind_spots, holders_only_driver, unexplained_bytes};
 
 #[cfg(test)]
 mod tests;

@@ -227,6 +227,12 @@ pub enum Cause {
         /// What must stop before a reset.
         reset: Vec<(Who, Next)>,
     },
+    /// A GPU found through DRM whose holders' clients were all read: the
+    /// rest is its driver's (or the kernel's, or another namespace's).
+    DrmDriver {
+        /// Its kernel driver, when known.
+        driver: Option<String>,
+    },
     /// A complete view and no holder: the driver's leak.
     DriverLeak {
         /// What must stop before a reset.

@@ -17,7 +17,7 @@ pub use evidence::{
 pub use finding::{Finding, FindingKind, Severity};
 pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
 pub use process::{
-    saturating_sum, DeviceUse, GpuMemory, Kin, Owner, OwnerKind, Pin, Pins, Process, Via,
+    saturating_sum, DeviceUse, DrmClient, GpuMemory, Kin, Owner, OwnerKind, Pin, Pins, Process, Via,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -111,6 +111,14 @@ pub struct PodName {
 }
 
 impl Snapshot {
+    /// NVML is unavailable where it is needed: on a host with an NVIDIA GPU
+    /// (or no GPU found at all). A host whose GPUs all came through DRM
+    /// (AMD, Intel) misses nothing without it.
+    pub fn misses_nvml(&self) -> bool {
+        !self.nvml.available
+            && (self.gpus.is_empty() || self.gpus.iter().any(|g| g.vendor == Vendor::Nvidia))
+    }
+
     /// The parent of `pid` as the scan saw it.
     pub fn parent_of(&self, pid: u32) -> Option<u32> {
         self.processes
@@ -211,6 +219,10 @@ pub struct Gpu {
     pub vendor: Vendor,
     /// N of `/dev/nvidiaN`, which ties the device node to this GPU.
     pub minor_number: Option<u32>,
+    /// The kernel driver of a GPU found through DRM (`amdgpu`, `i915`,
+    /// `xe`); None for NVML's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
     /// Memory as NVML reports it, split by attribution.
     pub memory: Memory,
     /// The processes NVML lists on this GPU, visible here or not.

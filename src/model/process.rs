@@ -57,6 +57,11 @@ pub struct Process {
     pub gpu_memory: Vec<GpuMemory>,
     /// GPU device nodes it holds.
     pub devices: Vec<DeviceUse>,
+    /// The DRM clients it holds (AMD, Intel and other DRM GPUs). A client
+    /// shared by fork, dup or SCM_RIGHTS is counted in `gpu_memory` of the
+    /// first (lowest) PID that shares it, never twice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drm_clients: Vec<DrmClient>,
     /// Who started it: unit, container, pod, job, session.
     pub owner: Owner,
     /// The cgroup path the owner was read from.
@@ -119,6 +124,22 @@ pub struct GpuMemory {
     pub gpu: u32,
     /// Bytes; None when NVML says "not available".
     pub used_bytes: Option<u64>,
+}
+
+/// One DRM client (an open of a DRM device) a process holds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DrmClient {
+    /// GPU index.
+    pub gpu: u32,
+    /// `drm-driver`.
+    pub driver: String,
+    /// `drm-client-id`.
+    pub client_id: u64,
+    /// Its device memory (VRAM) in bytes.
+    pub device_bytes: u64,
+    /// The other processes that hold it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<u32>,
 }
 
 /// One device node a process holds.

@@ -143,7 +143,7 @@ pub fn write_status_with<W: Write>(
     paint: &Paint,
     footer: bool,
 ) -> io::Result<()> {
-    if !s.nvml.available {
+    if s.misses_nvml() {
         writeln!(
             w,
             "{} {}; showing device-node holders only",

@@ -3,6 +3,7 @@
 //! accounted per GPU, visibility; and, for `why --pattern`, the other
 //! processes of the scan's listing.
 
+use super::drm::{self, DrmGpus, DrmHost};
 use super::orphans::mark_orphans;
 use super::*;
 use crate::model::Kin;
@@ -10,6 +11,8 @@ use crate::model::Kin;
 /// What one snapshot collected, before it is joined into the model.
 pub(super) struct Collected {
     pub(super) report: NvmlReport,
+    /// What sysfs says of the DRM devices.
+    pub(super) drm: DrmHost,
     pub(super) seen: BTreeMap<u32, Seen>,
     pub(super) unreadable: BTreeMap<u32, Unread>,
     pub(super) vanished: Vec<u32>,
@@ -37,6 +40,7 @@ pub(super) fn gpus_without_nvml(nodes: &NodeSet) -> Vec<Gpu> {
 pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Collected) -> Snapshot {
     let Collected {
         report,
+        drm: host,
         seen,
         unreadable,
         vanished,
@@ -48,9 +52,15 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
     } else {
         gpus_without_nvml(nodes)
     };
+    let drm_gpus = drm::add_gpus(&mut gpus, &host, nodes);
     let nvml_mem = nvml_memory(&gpus);
     let (seen, stale) = without_stale(seen, &gpus, &nvml_mem);
-    let (mut processes, pins) = processes_of(seen, nodes, &gpus, &nvml_mem);
+    let (drm_mem, mut drm_held) = drm::memory(&seen, nodes, &host, &drm_gpus);
+    let mut memory = nvml_mem.clone();
+    for (pid, m) in drm_mem {
+        memory.entry(pid).or_default().extend(m);
+    }
+    let (mut processes, pins) = processes_of(seen, nodes, &gpus, &drm_gpus, &memory);
     // Listed by NVML, but not a process of this /proc (or not one that
     // could be pinned): another PID namespace's.
     let not_visible: Vec<u32> = nvml_mem
@@ -60,8 +70,12 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
             !pins.contains_key(pid) && !unreadable.contains_key(pid) && !stale.contains(pid)
         })
         .collect();
+    for p in &mut processes {
+        p.drm_clients = drm_held.clients.remove(&p.pid).unwrap_or_default();
+    }
     mark_orphans(proc_fd, &mut processes, &kin);
     account(&mut gpus, &processes);
+    drm::account(&mut gpus, &drm_gpus, &drm_held);
     let mut visibility = visibility(cfg, scanned, unreadable_of(proc_fd, unreadable), vanished);
     visibility.nvml_pids_not_visible = not_visible;
     visibility.nvml_pids_stale = stale;
@@ -150,7 +164,8 @@ fn processes_of(
     seen: BTreeMap<u32, Seen>,
     nodes: &NodeSet,
     gpus: &[Gpu],
-    nvml_mem: &NvmlMemory,
+    drm_gpus: &DrmGpus,
+    memory: &NvmlMemory,
 ) -> (Vec<Process>, BTreeMap<u32, Pin>) {
     let index_of_minor: HashMap<u32, u32> = gpus
         .iter()
@@ -160,8 +175,8 @@ fn processes_of(
     let mut processes = Vec::new();
     let mut pins = BTreeMap::new();
     for (pid, s) in seen {
-        let devices = device_uses(&s.uses, nodes, &index_of_minor);
-        let gpu_memory = nvml_mem
+        let devices = device_uses(&s.uses, nodes, &index_of_minor, drm_gpus);
+        let gpu_memory = memory
             .get(&pid)
             .map(|m| {
                 m.iter()
@@ -277,12 +292,14 @@ pub(super) fn device_uses(
     uses: &[scan::NodeUse],
     nodes: &NodeSet,
     index_of_minor: &HashMap<u32, u32>,
+    drm_gpus: &DrmGpus,
 ) -> Vec<DeviceUse> {
     uses.iter()
         .map(|u| {
             let node = &nodes.nodes[u.node];
             let gpu = match node.kind {
                 NodeKind::NvidiaGpu(minor) => Some(*index_of_minor.get(&minor).unwrap_or(&minor)),
+                NodeKind::DriCard | NodeKind::DriRender => drm_gpus.of_node(&node.rel),
                 _ => None,
             };
             let mut via = Vec::new();
@@ -348,6 +365,7 @@ pub(super) fn process_from(
         nspid: d.status.nspid,
         gpu_memory,
         devices,
+        drm_clients: Vec::new(),
         owner,
         cgroup,
         environment: d.environment,

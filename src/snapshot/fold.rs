@@ -9,8 +9,18 @@ use super::*;
 /// accounting (verdicts and findings are left to the diagnosis). Returns
 /// false (and changes nothing) when NVML now lists a PID
 /// the snapshot does not know or no longer lists one it knew, or when NVML's
-/// own state changed: then a full snapshot is needed.
+/// own state changed, or when a GPU came through DRM: then a full snapshot
+/// is needed.
 pub fn fold_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
+    // A GPU found through DRM: its memory comes from its clients' fdinfo,
+    // which only a scan reads.
+    if snap
+        .gpus
+        .iter()
+        .any(|g| g.vendor != crate::model::Vendor::Nvidia)
+    {
+        return false;
+    }
     // NVML failing now (hung, lost), or a GPU it no longer reports, is a
     // change only a full snapshot can describe.
     if report.status.available != snap.nvml.available {

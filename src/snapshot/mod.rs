@@ -12,6 +12,7 @@
 //! memory is never attributed to whoever got a PID later.
 
 mod assemble;
+mod drm;
 mod fold;
 mod launchers;
 mod orphans;
@@ -192,6 +193,15 @@ impl Collector {
         session.read(wait, wait < self.cfg.read_timeout)
     }
 
+    /// The GPUs' memory now, without a scan: NVML's reading, and sysfs's
+    /// for the GPUs found through DRM (AMD, Intel), by the indexes a
+    /// collection gives them.
+    pub fn memory_until(&self, deadline: Option<Instant>) -> NvmlReport {
+        let mut report = self.nvml_until(deadline);
+        drm::memory_now(&mut report, &self.cfg.sys_root, &self.nodes);
+        report
+    }
+
     /// Whether NVML may answer: false once its initialisation failed.
     pub fn has_nvml(&self) -> bool {
         !self
@@ -245,6 +255,7 @@ impl Collector {
         });
         let collected = Collected {
             report,
+            drm: drm::DrmHost::read(&self.cfg.sys_root),
             seen,
             unreadable,
             vanished,

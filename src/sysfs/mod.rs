@@ -8,6 +8,10 @@
 //! read fixture trees. Every read that fails leaves its value absent: a
 //! total that cannot be read is unknown, never zero.
 
+mod nodes;
+
+pub use nodes::{dri_devices, DriDevice};
+
 use crate::model::Vendor;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -419,6 +419,14 @@ impl FakeProc {
         std::fs::write(d.join("maps"), maps).unwrap();
     }
 
+    /// Writes the fdinfo of fd `3 + index` of `pid` (what the kernel shows
+    /// of that fd: for a DRM node, its client's drm-usage-stats).
+    pub fn fdinfo(&self, pid: u32, index: usize, text: &str) {
+        let d = self.root.join(pid.to_string()).join("fdinfo");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join((3 + index).to_string()), text).unwrap();
+    }
+
     /// `gpufree status --json` over this tree and `dev`, without NVML.
     pub fn status(&self, dev: &Path) -> Value {
         let r = gpufree(

@@ -8,6 +8,7 @@ mod architecture;
 mod blind;
 mod contrib;
 mod demo;
+mod drm;
 mod evil;
 mod fuse;
 mod harness;

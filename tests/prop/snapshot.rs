@@ -11,9 +11,9 @@ use gpufree::act::kill::{plan, Safety, Selectors};
 use gpufree::diagnose::{diagnose, diagnose_with, verdict, Options};
 use gpufree::model::FindingKind;
 use gpufree::model::{
-    DeviceUse, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner, OwnerKind,
-    Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Vendor, VerdictState, Via,
-    Visibility,
+    DeviceUse, DrmClient, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner,
+    OwnerKind, Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Vendor, VerdictState,
+    Via, Visibility,
 };
 use gpufree::present::json::{FindingDoc, SnapshotDoc};
 use gpufree::present::{kill::write_plan, metrics, table, why, write_json, Paint};
@@ -83,6 +83,7 @@ fn gpu() -> impl Strategy<Value = Gpu> {
                 vendor: [Vendor::Nvidia, Vendor::Amd, Vendor::Intel, Vendor::Other]
                     [index as usize % 4],
                 minor_number: Some(index),
+                driver: (index % 4 == 1).then(|| "amdgpu".to_string()),
                 memory: Memory {
                     total_bytes: total,
                     used_bytes: used,
@@ -189,6 +190,17 @@ fn process() -> impl Strategy<Value = Process> {
                         },
                     })
                     .collect(),
+                drm_clients: if pid % 5 == 0 {
+                    vec![DrmClient {
+                        gpu: pid % 3,
+                        driver: "xe".into(),
+                        client_id: u64::from(pid),
+                        device_bytes: u64::from(ppid) << 20,
+                        shared_with: vec![ppid],
+                    }]
+                } else {
+                    Vec::new()
+                },
                 owner: Owner { kind, id, name },
                 cgroup: String::new(),
                 wchan,

@@ -2,6 +2,8 @@
 //! targets' memory back, no target or what started again holding.
 
 use super::*;
+use crate::diagnose::verdict::holders_only_driver;
+use crate::model::Vendor;
 
 /// How a process that was no target keeps a release from counting.
 pub(super) enum Stranger<'a> {
@@ -45,12 +47,21 @@ impl Release {
         watched.extend(report.skipped.iter().filter(|k| !k.refused).map(|k| k.pid));
         let mut expected = BTreeMap::new();
         for g in &initial.gpus {
-            let theirs: u64 = g
-                .nvml_processes
-                .iter()
-                .filter(|p| watched.contains(&p.pid))
-                .filter_map(|p| p.used_bytes)
-                .fold(0, u64::saturating_add);
+            let theirs: u64 = if g.vendor == Vendor::Nvidia {
+                g.nvml_processes
+                    .iter()
+                    .filter(|p| watched.contains(&p.pid))
+                    .filter_map(|p| p.used_bytes)
+                    .fold(0, u64::saturating_add)
+            } else {
+                // A DRM GPU: what the targets' clients and the KFD held.
+                signalled
+                    .iter()
+                    .flat_map(|p| &p.gpu_memory)
+                    .filter(|m| m.gpu == g.index)
+                    .filter_map(|m| m.used_bytes)
+                    .fold(0, u64::saturating_add)
+            };
             let touched = theirs > 0
                 || signalled.iter().any(|p| p.touches_gpu(g.index))
                 || g.nvml_processes.iter().any(|p| watched.contains(&p.pid));
@@ -84,10 +95,19 @@ impl Release {
     pub(super) fn memory_held(&self, gpus: &[crate::model::Gpu], nvml: bool) -> Vec<Held> {
         let mut held = Vec::new();
         for (&index, &expected) in &self.expected {
-            let Some(g) = gpus.iter().find(|g| g.index == index).filter(|_| nvml) else {
+            let Some(g) = gpus
+                .iter()
+                .find(|g| g.index == index)
+                .filter(|g| nvml || g.vendor != Vendor::Nvidia)
+            else {
                 held.push(Held::NotReported { gpu: index });
                 continue;
             };
+            if !g.memory.known && holders_only_driver(g).is_some() {
+                // No used memory to wait for: its clients gone (the targets
+                // exited) is the release; the end verdict checks holders.
+                continue;
+            }
             if !g.memory.known {
                 held.push(Held::Unreadable { gpu: index });
                 continue;

@@ -293,7 +293,7 @@ impl Watch for MemoryBack<'_, '_> {
 
     fn look(&mut self, _: Tick) -> ControlFlow<()> {
         self.note_exits();
-        let now = self.c.nvml_until(Some(self.deadline));
+        let now = self.c.memory_until(Some(self.deadline));
         let held = self.release.memory_held(&now.gpus, now.status.available);
         // Past the deadline there is no more waiting to tell of.
         if held.is_empty() || Instant::now() >= self.deadline {

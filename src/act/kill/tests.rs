@@ -305,3 +305,43 @@ fn release_of_huge_nvml_sizes_does_not_overflow() {
     after[0].memory.known = false;
     assert_eq!(r.memory_held(&after, true)[0], Held::Unreadable { gpu: 0 });
 }
+
+#[test]
+fn a_drm_gpu_is_released_by_sysfs_memory_or_by_its_clients_gone() {
+    use crate::model::{Gpu, Memory};
+    let s = Snapshot {
+        gpus: vec![Gpu {
+            vendor: crate::model::Vendor::Amd,
+            driver: Some("amdgpu".into()),
+            memory: Memory {
+                used_bytes: 8 << 30,
+                known: true,
+                ..Memory::default()
+            },
+            ..Gpu::default()
+        }],
+        ..snap(vec![p(101, 10, Some(0), 5 << 30)])
+    };
+    let r = Release::new(
+        &s,
+        &s.processes,
+        &Report::default(),
+        &Selectors::default(),
+        BTreeSet::new(),
+    );
+    let mut after = s.gpus.clone();
+    // Without NVML, sysfs still tells an AMD GPU's memory.
+    assert!(matches!(
+        r.memory_held(&after, false)[..],
+        [Held::Over { gpu: 0, .. }]
+    ));
+    after[0].memory.used_bytes = 100 << 20;
+    assert!(r.memory_held(&after, false).is_empty());
+    // An unreadable amdgpu file is unknown; xe publishes no use at all,
+    // so its clients gone is the release.
+    after[0].memory.known = false;
+    assert_eq!(r.memory_held(&after, false), [Held::Unreadable { gpu: 0 }]);
+    after[0].vendor = crate::model::Vendor::Intel;
+    after[0].driver = Some("xe".into());
+    assert!(r.memory_held(&after, false).is_empty());
+}

@@ -102,6 +102,13 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
             plan.extend(reset_plan(gpu, reset));
             (format!("{head} with no process listed by NVML and no readable holder of any GPU device node: memory the driver holds, unless a process even root cannot read holds it"), plan)
         }
+        Cause::DrmDriver { driver } => (
+            format!(
+                "{head} {nobody}: every DRM client and the KFD's processes were read, so the {} driver, the kernel (display buffers, firmware) or another PID namespace's processes hold it; gpufree prints no reset for this vendor",
+                driver.as_deref().unwrap_or("GPU's")
+            ),
+            Vec::new(),
+        ),
         Cause::DriverLeak { reset } => (
             format!("{head} with no process listed by NVML and no holder of any GPU device node: memory the driver has not released"),
             reset_plan(gpu, reset),

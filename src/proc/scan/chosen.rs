@@ -20,13 +20,14 @@ pub fn pin(
     let job = Arc::new(move |pid: u32, buf: &mut Vec<u8>| {
         let dir = open_dir(&*proc_fd, &pid.to_string())?;
         let details = read_details(&dir)?;
-        let (uses, fds_read) = match task_uses(&dir, &details.stat, &nodes, buf) {
-            Ok(uses) => (uses, true),
-            Err(_) => (Vec::new(), false),
+        let (held, fds_read) = match task_uses(&dir, &details.stat, &nodes, buf) {
+            Ok(held) => (held, true),
+            Err(_) => (task::Held::default(), false),
         };
         Ok::<_, Errno>(Seen {
             pid,
-            uses,
+            uses: held.uses,
+            drm: held.drm,
             details,
             dir,
             fds_read,

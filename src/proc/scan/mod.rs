@@ -32,7 +32,7 @@ use jobs::{run_jobs, worker_count};
 pub use task::{holding_now, Holding};
 use task::{read_stat, scan_process, task_uses};
 
-use super::nodes::NodeSet;
+use super::nodes::{NodeKind, NodeSet};
 use super::parse::{self, Stat, Status};
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, StatxFlags};
 use rustix::io::Errno;
@@ -56,6 +56,20 @@ pub struct NodeUse {
     pub mmap: bool,
 }
 
+/// One fd of a process on a DRM node (`dri/card*`, `dri/renderD*`), with
+/// what its fdinfo says of the DRM client behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrmFd {
+    /// Index into [`NodeSet::nodes`].
+    pub node: usize,
+    /// The fd number.
+    pub fd: u32,
+    /// Its fdinfo in the drm-usage-stats format; None where the fdinfo
+    /// could not be read or the driver writes no such keys (a kernel
+    /// before 5.19 for amdgpu): the client's memory is then unknown.
+    pub info: Option<crate::proc::drm::Fdinfo>,
+}
+
 /// A process read through one /proc directory fd.
 #[derive(Debug)]
 pub struct Seen {
@@ -64,6 +78,8 @@ pub struct Seen {
     /// The nodes it holds (empty for a process pinned only because NVML
     /// lists it).
     pub uses: Vec<NodeUse>,
+    /// Its fds on DRM nodes, each with its client's fdinfo.
+    pub drm: Vec<DrmFd>,
     /// What gpufree shows of it, read through `dir`.
     pub details: Details,
     /// Its `/proc/PID` directory fd: the pinned identity.

@@ -19,6 +19,7 @@ pub(super) fn note(uses: &mut Vec<NodeUse>, node: usize, fd: bool, mmap: bool) {
 pub(super) struct TaskScan {
     fds: usize,
     uses: Vec<NodeUse>,
+    drm: Vec<DrmFd>,
     /// An fd that could not be examined (not merely closed meanwhile).
     fd_error: Option<Errno>,
 }
@@ -62,9 +63,30 @@ pub(super) fn scan_fds(
         let dev = rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor);
         if let Some(node) = nodes.match_stat(dev, st.stx_ino, rdev) {
             note(&mut out.uses, node, true, false);
+            if matches!(
+                nodes.nodes[node].kind,
+                NodeKind::DriCard | NodeKind::DriRender
+            ) {
+                out.drm.push(drm_fd(task, node, name));
+            }
         }
     }
     Ok(())
+}
+
+/// An fd on a DRM node with its client's fdinfo, read through the task's
+/// directory fd (on the scan's worker, under its deadline: a driver's
+/// fdinfo takes locks).
+fn drm_fd(task: &OwnedFd, node: usize, name: &std::ffi::CStr) -> DrmFd {
+    let fd = name
+        .to_str()
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u32::MAX);
+    let info = read_at(task, &format!("fdinfo/{fd}"))
+        .ok()
+        .and_then(|bytes| crate::proc::drm::parse_fdinfo(&bytes));
+    DrmFd { node, fd, info }
 }
 
 /// Reads maps in large chunks and notes mapped nodes.
@@ -128,6 +150,7 @@ pub(super) fn scan_task(
     let mut out = TaskScan {
         fds: 0,
         uses: Vec::new(),
+        drm: Vec::new(),
         fd_error: None,
     };
     scan_fds(task, nodes, &mut out)?;
@@ -161,7 +184,7 @@ pub fn holding_now(dir: &OwnedFd, nodes: &NodeSet) -> Holding {
     };
     let mut buf = Vec::new();
     match task_uses(dir, &stat, nodes, &mut buf) {
-        Ok(uses) if uses.is_empty() => Holding::No,
+        Ok(held) if held.uses.is_empty() => Holding::No,
         Ok(_) => Holding::Yes,
         Err((what, e)) => outcome(classify(what, e)),
     }
@@ -173,6 +196,13 @@ pub(super) fn read_stat(dir: &OwnedFd) -> rustix::io::Result<Stat> {
     parse::parse_stat(&bytes).map_err(|_| Errno::INVAL)
 }
 
+/// What a process holds: its nodes, and its fds on DRM nodes.
+#[derive(Default)]
+pub(super) struct Held {
+    pub(super) uses: Vec<NodeUse>,
+    pub(super) drm: Vec<DrmFd>,
+}
+
 /// The nodes a process holds, through a live thread when its leader has
 /// exited (a dead leader shows an empty fd table and maps).
 pub(super) fn task_uses(
@@ -180,19 +210,22 @@ pub(super) fn task_uses(
     stat: &Stat,
     nodes: &NodeSet,
     buf: &mut Vec<u8>,
-) -> Result<Vec<NodeUse>, (&'static str, Errno)> {
+) -> Result<Held, (&'static str, Errno)> {
     let scan = scan_task(dir, nodes, buf)?;
-    let mut uses = scan.uses;
-    if scan.fds == 0 && uses.is_empty() && stat.state == 'Z' && stat.threads > 1 {
-        uses = scan_live_thread(dir, stat.pid, nodes, buf)?;
+    let mut held = Held {
+        uses: scan.uses,
+        drm: scan.drm,
+    };
+    if scan.fds == 0 && held.uses.is_empty() && stat.state == 'Z' && stat.threads > 1 {
+        held = scan_live_thread(dir, stat.pid, nodes, buf)?;
     }
-    if uses.is_empty() {
+    if held.uses.is_empty() {
         if let Some(e) = scan.fd_error {
             return Err(("an fd", e));
         }
     }
-    uses.sort_by_key(|u| u.node);
-    Ok(uses)
+    held.uses.sort_by_key(|u| u.node);
+    Ok(held)
 }
 
 pub(super) fn scan_process(
@@ -210,7 +243,7 @@ pub(super) fn scan_process(
         Ok(s) => s,
         Err(e) => return classify("stat", e),
     };
-    let uses = match task_uses(&dir, &before, nodes, buf) {
+    let Held { uses, drm } = match task_uses(&dir, &before, nodes, buf) {
         Ok(u) => u,
         Err((what, e)) => return classify(what, e),
     };
@@ -229,6 +262,7 @@ pub(super) fn scan_process(
             Outcome::Holds(Box::new(Seen {
                 pid,
                 uses,
+                drm,
                 details,
                 dir,
                 fds_read: true,
@@ -247,7 +281,7 @@ pub(super) fn scan_live_thread(
     pid: u32,
     nodes: &NodeSet,
     buf: &mut Vec<u8>,
-) -> Result<Vec<NodeUse>, (&'static str, Errno)> {
+) -> Result<Held, (&'static str, Errno)> {
     let task_dir = open_dir(dir, "task").map_err(|e| ("task", e))?;
     let dup = task_dir.try_clone().map_err(|_| ("task", Errno::MFILE))?;
     let tasks = Dir::new(dup).map_err(|e| ("task", e))?;
@@ -262,7 +296,12 @@ pub(super) fn scan_live_thread(
             .map_err(|e| ("task", e))
             .and_then(|task| scan_task(&task, nodes, buf))
         {
-            Ok(scan) if !scan.uses.is_empty() => return Ok(scan.uses),
+            Ok(scan) if !scan.uses.is_empty() => {
+                return Ok(Held {
+                    uses: scan.uses,
+                    drm: scan.drm,
+                })
+            }
             Ok(_) => {}
             Err((_, e)) if is_gone(e) => {} // that thread ended meanwhile
             Err(e) => failure = Some(e),
@@ -270,6 +309,6 @@ pub(super) fn scan_live_thread(
     }
     match failure {
         Some(e) => Err(e),
-        None => Ok(Vec::new()),
+        None => Ok(Held::default()),
     }
 }

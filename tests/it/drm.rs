@@ -1,0 +1,349 @@
+//! AMD and Intel GPUs through DRM and the KFD, on fixture trees: a sysfs
+//! laid out as the kernel's (cards, render nodes, their PCI devices and
+//! drivers, amdgpu's memory files, the KFD's topology and processes), a
+//! /proc whose DRM fds carry drm-usage-stats fdinfo, and a device
+//! directory of plain files.
+
+use crate::harness::*;
+use gpufree::demo::holder::HoldSpec;
+use serde_json::Value;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+const GIB: u64 = 1 << 30;
+const AMD: &str = "0000:c3:00.0";
+const INTEL: &str = "0000:03:00.0";
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A PCI device bound to `driver` with `files`, and `class/drm/NAME/device`
+/// linking to it for each of `names`.
+fn pci_gpu(sys: &Path, slot: &str, driver: &str, names: &[&str], files: &[(&str, &str)]) {
+    let dev = sys.join("devices/pci0000:00").join(slot);
+    std::fs::create_dir_all(&dev).unwrap();
+    for (name, text) in files {
+        std::fs::write(dev.join(name), text).unwrap();
+    }
+    let drv = sys.join("bus/pci/drivers").join(driver);
+    std::fs::create_dir_all(&drv).unwrap();
+    symlink(&drv, dev.join("driver")).unwrap();
+    for name in names {
+        let class = sys.join("class/drm").join(name);
+        std::fs::create_dir_all(&class).unwrap();
+        symlink(&dev, class.join("device")).unwrap();
+    }
+}
+
+/// A host with an MI300-like AMD GPU (card1, renderD128: 192 GiB, 30 GiB
+/// used) known to the KFD as gpu id 4242, and an Intel xe GPU (card0,
+/// renderD129), plus a BMC's display controller (card2, no render node).
+fn host(d: &TestDir) -> std::path::PathBuf {
+    let sys = d.tmp.path().join("sys");
+    pci_gpu(
+        &sys,
+        AMD,
+        "amdgpu",
+        &["card1", "renderD128"],
+        &[
+            ("vendor", "0x1002\n"),
+            ("mem_info_vram_total", &format!("{}\n", 192 * GIB)),
+            ("mem_info_vram_used", &format!("{}\n", 30 * GIB)),
+        ],
+    );
+    pci_gpu(
+        &sys,
+        INTEL,
+        "xe",
+        &["card0", "renderD129"],
+        &[("vendor", "0x8086\n")],
+    );
+    pci_gpu(
+        &sys,
+        "0000:02:00.0",
+        "ast",
+        &["card2"],
+        &[("vendor", "0x1a03\n")],
+    );
+    write(&sys, "class/kfd/kfd/topology/nodes/0/gpu_id", "0\n");
+    write(&sys, "class/kfd/kfd/topology/nodes/1/gpu_id", "4242\n");
+    write(
+        &sys,
+        "class/kfd/kfd/topology/nodes/1/properties",
+        &format!("domain 0\nlocation_id {}\n", 0xc3 << 8),
+    );
+    for n in [
+        "dri/card0",
+        "dri/card1",
+        "dri/card2",
+        "dri/renderD128",
+        "dri/renderD129",
+        "kfd",
+    ] {
+        write(&d.dev, n, "x");
+    }
+    sys
+}
+
+fn amdgpu(client: u64, vram_gib: u64) -> String {
+    format!(
+        "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-client-id:\t{client}\n\
+         drm-pdev:\t{AMD}\ndrm-total-vram:\t{kib} KiB\ndrm-resident-vram:\t{kib} KiB\n\
+         drm-total-gtt:\t2048 KiB\n",
+        kib = vram_gib * GIB / 1024
+    )
+}
+
+fn holder<'a>(pid: u32, ppid: u32, comm: &'a str, fds: &'a [&'a Path]) -> FakeProcess<'a> {
+    FakeProcess {
+        pid,
+        ppid,
+        comm,
+        state: 'S',
+        start: 100 + u64::from(pid),
+        cmdline: &["python3", "train.py"],
+        exe: "/usr/bin/python3.12",
+        uid: 0,
+        cgroup: "0::/system.slice/train.service\n",
+        fds,
+        maps: &[],
+    }
+}
+
+fn gpu<'a>(doc: &'a Value, vendor: &str) -> &'a Value {
+    doc["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["vendor"] == vendor)
+        .unwrap_or_else(|| panic!("no {vendor} GPU: {doc}"))
+}
+
+fn memory_on(doc: &Value, pid: u32, gpu: &Value) -> Vec<Value> {
+    let p = process(doc, pid).unwrap_or_else(|| panic!("{pid} missing: {doc}"));
+    p["gpu_memory"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["gpu"] == gpu["index"])
+        .map(|m| m["used_bytes"].clone())
+        .collect()
+}
+
+fn status(fake: &FakeProc, d: &TestDir, sys: &Path) -> Value {
+    let r = gpufree(
+        &[
+            "status",
+            "--json",
+            "--proc-root",
+            fake.root.to_str().unwrap(),
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ],
+        &[("GPUFREE_SYS_ROOT", sys.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.json()
+}
+
+#[test]
+fn amd_and_intel_holders_show_their_memory_shared_clients_counted_once() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::new(d.tmp.path());
+    let (r128, r129, kfd) = (
+        d.node("dri/renderD128"),
+        d.node("dri/renderD129"),
+        d.node("kfd"),
+    );
+    // A trainer with 8 GiB in client 7, and its forked DataLoader worker
+    // that inherited the same fd: one client, two processes.
+    fake.add(&holder(100, 1, "python3", &[&r128]));
+    fake.fdinfo(100, 0, &amdgpu(7, 8));
+    fake.add(&holder(101, 100, "pt_data_worker", &[&r128]));
+    fake.fdinfo(101, 0, &amdgpu(7, 8));
+    // A ROCm job: 1 GiB through its render fd, 4 GiB as the KFD counts.
+    fake.add(&holder(102, 1, "VLLM::Worker_TP0", &[&r128, &kfd]));
+    fake.fdinfo(102, 0, &amdgpu(9, 1));
+    write(
+        &sys,
+        "class/kfd/kfd/proc/102/vram_4242",
+        &format!("{}\n", 4 * GIB),
+    );
+    // An xe client with 96 MiB in vram0 (and its engine cycles, no memory).
+    fake.add(&holder(200, 1, "level_zero_app", &[&r129]));
+    fake.fdinfo(
+        200,
+        0,
+        &format!(
+            "drm-driver:\txe\ndrm-client-id:\t9\ndrm-pdev:\t{INTEL}\n\
+             drm-total-vram0:\t96 MiB\ndrm-resident-vram0:\t96 MiB\n\
+             drm-total-gtt:\t256 KiB\ndrm-cycles-rcs:\t1500000\n"
+        ),
+    );
+    let doc = status(&fake, &d, &sys);
+    let gpus = doc["gpus"].as_array().unwrap();
+    assert_eq!(
+        gpus.len(),
+        2,
+        "the BMC's display controller is no GPU: {doc}"
+    );
+    let amd = gpu(&doc, "amd");
+    assert_eq!(amd["pci_bus_id"], AMD);
+    assert_eq!(amd["memory"]["total_bytes"], 192 * GIB);
+    assert_eq!(amd["memory"]["used_bytes"], 30 * GIB);
+    // Client 7 once (8) + the ROCm job's KFD VRAM (4, not 4 + 1).
+    assert_eq!(amd["memory"]["accounted_bytes"], 12 * GIB);
+    assert_eq!(amd["memory"]["unaccounted_bytes"], 18 * GIB);
+    assert_eq!(amd["verdict"]["state"], "busy");
+    // The shared client counts once, in the first process's memory, and
+    // each process says who shares it.
+    assert_eq!(memory_on(&doc, 100, amd), [Value::from(8 * GIB)]);
+    assert_eq!(memory_on(&doc, 101, amd), [Value::from(0)]);
+    let clients = |pid| process(&doc, pid).unwrap()["drm_clients"].clone();
+    assert_eq!(
+        clients(101),
+        serde_json::json!([{"gpu": amd["index"], "driver": "amdgpu", "client_id": 7,
+                            "device_bytes": 8 * GIB, "shared_with": [100]}])
+    );
+    assert_eq!(clients(100)[0]["shared_with"], serde_json::json!([101]));
+    assert_eq!(memory_on(&doc, 102, amd), [Value::from(4 * GIB)]);
+    let dev = &process(&doc, 102).unwrap()["devices"];
+    let render = dev
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["path"].as_str().unwrap().ends_with("dri/renderD128"))
+        .unwrap();
+    assert_eq!(render["gpu"], amd["index"]);
+    assert_eq!(render["via"], serde_json::json!(["fd"]));
+
+    let intel = gpu(&doc, "intel");
+    assert_eq!(intel["pci_bus_id"], INTEL);
+    assert_eq!(memory_on(&doc, 200, intel), [Value::from(96u64 << 20)]);
+    assert_eq!(intel["verdict"]["state"], "busy");
+
+    // In words: no NVIDIA advice for an AMD GPU, and no NVML missed on a
+    // host without NVIDIA GPUs.
+    let args = [
+        "--proc-root",
+        fake.root.to_str().unwrap(),
+        "--dev-dir",
+        d.dev.to_str().unwrap(),
+        "--nvml-lib",
+        "/nonexistent/libnvidia-ml.so.1",
+    ];
+    let env = [("GPUFREE_SYS_ROOT", sys.to_str().unwrap())];
+    let why = gpufree(&[&["why"][..], &args].concat(), &env);
+    assert_eq!(why.code, 1, "{}", why.stderr);
+    assert!(why.stdout.contains("the amdgpu driver"), "{}", why.stdout);
+    for wrong in ["nvidia-smi", "NVML is unavailable", "CUDA"] {
+        assert!(!why.stdout.contains(wrong), "{wrong}: {}", why.stdout);
+    }
+    let status = gpufree(&[&["status"][..], &args].concat(), &env);
+    assert!(
+        !status.stdout.contains("NVML unavailable"),
+        "{}",
+        status.stdout
+    );
+}
+
+#[test]
+fn an_idle_amd_gpu_is_free_and_an_unreadable_memory_file_is_unknown() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::idle(d.tmp.path());
+    // 200 MiB used at idle: the driver's own, within the idle slack.
+    write(
+        &sys,
+        &format!("devices/pci0000:00/{AMD}/mem_info_vram_used"),
+        &format!("{}\n", 200u64 << 20),
+    );
+    let doc = status(&fake, &d, &sys);
+    assert_eq!(gpu(&doc, "amd")["verdict"]["state"], "free", "{doc}");
+    let intel = gpu(&doc, "intel");
+    assert_eq!(intel["verdict"]["state"], "free", "{doc}");
+    let caveats = intel["verdict"]["caveats"].to_string();
+    assert!(caveats.contains("xe publishes no used memory"), "{caveats}");
+
+    std::fs::remove_file(sys.join(format!("devices/pci0000:00/{AMD}/mem_info_vram_used"))).unwrap();
+    let doc = status(&fake, &d, &sys);
+    let amd = gpu(&doc, "amd");
+    assert_eq!(amd["verdict"]["state"], "unknown", "{doc}");
+    assert!(amd["verdict"]["reasons"]
+        .to_string()
+        .contains("mem_info_vram_used"));
+}
+
+#[test]
+fn kill_by_pci_slot_frees_the_amd_holder_only_and_sees_its_clients_gone() {
+    let d = TestDir::new(1);
+    let sys = host(&d);
+    write(
+        &sys,
+        &format!("devices/pci0000:00/{AMD}/mem_info_vram_used"),
+        &format!("{}\n", 200u64 << 20),
+    );
+    // The simulated H200's own DRM nodes (nvidia-drm): NVML's GPU 0, no
+    // new GPU.
+    pci_gpu(
+        &sys,
+        "0000:18:00.0",
+        "nvidia",
+        &["card3", "renderD130"],
+        &[("vendor", "0x10de\n")],
+    );
+    write(&d.dev, "dri/renderD130", "x");
+    let desktop = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![d.node("dri/renderD130")],
+            ..HoldSpec::default()
+        },
+    );
+    let amd = hold(
+        &["gpufree"],
+        HoldSpec {
+            title: Some("VLLM::Worker_TP0".into()),
+            fd: vec![d.node("dri/renderD128"), d.node("kfd")],
+            ..HoldSpec::default()
+        },
+    );
+    let intel = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![d.node("dri/renderD129")],
+            ..HoldSpec::default()
+        },
+    );
+    let state = d.one_gpu(&[], 0);
+    let sys_env = [("GPUFREE_SYS_ROOT", sys.to_str().unwrap())];
+    let (code, doc, err) = sim_json("status", &d.dev, &state, &[], &sys_env);
+    assert_eq!(code, 0, "{err}");
+    // NVML's GPU first, then the DRM cards in card order.
+    let order: Vec<(u64, &str)> = doc["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["index"].as_u64().unwrap(), g["vendor"].as_str().unwrap()))
+        .collect();
+    assert_eq!(order, [(0, "nvidia"), (1, "intel"), (2, "amd")], "{doc}");
+    let on = &process(&doc, desktop.pid()).unwrap()["devices"][0];
+    assert_eq!(on["gpu"], 0, "an NVIDIA render node is NVML's GPU's: {on}");
+
+    let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", AMD, "--yes"], &sys_env);
+    assert_eq!(code, 0, "{err}\n{doc}");
+    let k = &doc["kill"];
+    assert_eq!(u32s(&k["targets"]), [amd.pid()]);
+    assert_eq!(k["released"], true, "{doc}");
+    assert!(!alive(amd.pid()));
+    assert!(
+        alive(intel.pid()),
+        "the Intel GPU's holder was not selected"
+    );
+}
