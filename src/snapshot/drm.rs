@@ -33,7 +33,7 @@ impl DrmHost {
         DrmHost {
             cards: sysfs::drm_cards(sys_root),
             nodes: sysfs::dri_devices(sys_root),
-            kfd: sysfs::kfd_vram(sys_root),
+            kfd: sysfs::kfd_vram(sys_root).by_device,
         }
     }
 }

@@ -1,22 +1,29 @@
 //! Collection from sysfs, for GPUs that NVML does not see (AMD, Intel and
 //! any DRM driver): each DRM card's PCI device, vendor and, where its
-//! driver publishes them (amdgpu), its memory total and use; and the VRAM
-//! that AMD's KFD (ROCm compute) charges to each process, with the KFD's
-//! GPU ids mapped to PCI devices through its topology.
+//! driver publishes them, its memory total and use; and the VRAM that
+//! AMD's KFD (ROCm compute) charges to each process, with the KFD's GPU
+//! ids mapped to PCI devices through its topology.
 //!
 //! The root is a value (`GPUFREE_SYS_ROOT`, default `/sys`), so the tests
 //! read fixture trees. Every read that fails leaves its value absent: a
 //! total that cannot be read is unknown, never zero.
 
+mod kfd;
 mod nodes;
 
+pub use kfd::{kfd_gpus, kfd_vram, per_process_device_bytes, KfdVram};
 pub use nodes::{dri_devices, DriDevice};
 
 use crate::model::Vendor;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// One DRM card (`class/drm/cardN`) backed by a PCI device.
+///
+/// Memory, by driver: amdgpu publishes its VRAM's total and use
+/// (`mem_info_vram_total`, `mem_info_vram_used`); xe publishes each
+/// tile's physical VRAM (`tileN/physical_vram_size_bytes`) but not its
+/// use; i915 publishes neither in mainline sysfs (its local memory is
+/// told only through its query ioctl), so both stay unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrmCard {
     /// N of `cardN` (its `/dev/dri/cardN` node).
@@ -25,9 +32,12 @@ pub struct DrmCard {
     pub pdev: String,
     /// Its vendor.
     pub vendor: Vendor,
-    /// Device memory in bytes (amdgpu's `mem_info_vram_total`).
+    /// Device memory in bytes: amdgpu's `mem_info_vram_total`, else xe's
+    /// `physical_vram_size_bytes` summed over its tiles (unknown if one
+    /// tile's cannot be read). None for i915 and other drivers.
     pub vram_total: Option<u64>,
-    /// Device memory used in bytes (amdgpu's `mem_info_vram_used`).
+    /// Device memory used in bytes: amdgpu's `mem_info_vram_used`. None
+    /// (unknown, never 0) for Intel's drivers, which do not publish it.
     pub vram_used: Option<u64>,
 }
 
@@ -51,7 +61,8 @@ pub fn drm_cards(sys_root: &Path) -> Vec<DrmCard> {
             pci_slot(&pdev).then(|| DrmCard {
                 card,
                 vendor: Vendor::from_pci_id(&read(&device.join("vendor")).unwrap_or_default()),
-                vram_total: number(&device.join("mem_info_vram_total")),
+                vram_total: number(&device.join("mem_info_vram_total"))
+                    .or_else(|| xe_tiles_vram(&device)),
                 vram_used: number(&device.join("mem_info_vram_used")),
                 pdev,
             })
@@ -61,94 +72,62 @@ pub fn drm_cards(sys_root: &Path) -> Vec<DrmCard> {
     cards
 }
 
-/// VRAM that the KFD charges to each process, per PCI device:
-/// `class/kfd/kfd/proc/PID/vram_GPUID`, with GPU ids mapped to devices by
-/// [`kfd_gpus`]. PIDs are as the kernel's init namespace numbers them.
-pub fn kfd_vram(sys_root: &Path) -> BTreeMap<u32, BTreeMap<String, u64>> {
-    let gpus = kfd_gpus(sys_root);
-    let mut out: BTreeMap<u32, BTreeMap<String, u64>> = BTreeMap::new();
-    let Ok(procs) = std::fs::read_dir(sys_root.join("class/kfd/kfd/proc")) else {
-        return out;
-    };
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(files) = std::fs::read_dir(p.path()) else {
-            continue;
-        };
-        for f in files.flatten() {
-            let name = f.file_name();
-            let Some(gpu_id) = name.to_str().and_then(|n| n.strip_prefix("vram_")) else {
-                continue;
-            };
-            let (Some(pdev), Some(bytes)) = (
-                gpu_id.parse::<u32>().ok().and_then(|id| gpus.get(&id)),
-                number(&f.path()),
-            ) else {
-                continue;
-            };
-            let slot = out.entry(pid).or_default().entry(pdev.clone()).or_insert(0);
-            *slot = slot.saturating_add(bytes);
-        }
-    }
-    out
-}
-
-/// The KFD's GPU ids and their PCI slots, from its topology
-/// (`class/kfd/kfd/topology/nodes/N/gpu_id` and the node's `properties`:
-/// `domain` and `location_id`, which is bus << 8 | device << 3 | function).
-/// CPU nodes (gpu_id 0) are left out.
-pub fn kfd_gpus(sys_root: &Path) -> BTreeMap<u32, String> {
-    let Ok(nodes) = std::fs::read_dir(sys_root.join("class/kfd/kfd/topology/nodes")) else {
-        return BTreeMap::new();
-    };
-    nodes
+/// xe's VRAM: `tileN/physical_vram_size_bytes` of the PCI device, summed
+/// over its tiles; None without tiles or when one tile's cannot be read.
+fn xe_tiles_vram(device: &Path) -> Option<u64> {
+    let tiles: Vec<_> = std::fs::read_dir(device)
+        .ok()?
         .flatten()
-        .filter_map(|n| {
-            let id = number(&n.path().join("gpu_id")).and_then(|i| u32::try_from(i).ok())?;
-            let props = read(&n.path().join("properties"))?;
-            let field = |key: &str| {
-                props.lines().find_map(|l| {
-                    let (k, v) = l.split_once(' ')?;
-                    (k == key).then(|| v.trim().parse::<u32>().ok())?
-                })
-            };
-            let (domain, location) = (field("domain")?, field("location_id")?);
-            (id != 0).then(|| {
-                (
-                    id,
-                    format!(
-                        "{domain:04x}:{:02x}:{:02x}.{:x}",
-                        location >> 8,
-                        (location >> 3) & 0x1f,
-                        location & 0x7
-                    ),
-                )
-            })
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("tile"))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         })
-        .collect()
+        .collect();
+    if tiles.is_empty() {
+        return None;
+    }
+    tiles.iter().try_fold(0u64, |sum, t| {
+        sum.checked_add(number(&t.path().join("physical_vram_size_bytes"))?)
+    })
 }
 
-/// Whether `name` is a PCI slot (`dddd:bb:dd.f`).
-fn pci_slot(name: &str) -> bool {
-    let b = name.as_bytes();
-    b.len() == 12
-        && b[4] == b':'
-        && b[7] == b':'
-        && b[10] == b'.'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
+/// Whether `name` is a PCI slot, `domain:bus:device.function` in hex,
+/// with a domain of 4 or more digits (`0000:03:00.0`, `10000:03:00.0`,
+/// as Linux names devices behind a VMD bridge).
+pub fn pci_slot(name: &str) -> bool {
+    let hex = |s: &str, len: std::ops::RangeInclusive<usize>| {
+        len.contains(&s.len()) && s.bytes().all(|c| c.is_ascii_hexdigit())
+    };
+    let mut parts = name.split(':');
+    let (Some(domain), Some(bus), Some(devfn), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let Some((device, function)) = devfn.split_once('.') else {
+        return false;
+    };
+    hex(domain, 4..=8)
+        && hex(bus, 2..=2)
+        && hex(device, 2..=2)
+        && matches!(function.as_bytes(), [b'0'..=b'7'])
 }
 
 fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
-/// A file that holds one unsigned number.
+/// A file that holds one unsigned number, in decimal or `0x` hex (xe
+/// writes some sizes in hex).
 fn number(path: &Path) -> Option<u64> {
-    read(path)?.trim().parse().ok()
+    let text = read(path)?;
+    let text = text.trim();
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
 }
 
 #[cfg(test)]

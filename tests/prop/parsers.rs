@@ -327,6 +327,8 @@ fn proc_file() -> impl Strategy<Value = Vec<u8>> {
         Just(b"22 1 0:21 / /proc rw,nosuid - proc proc rw,hidepid=invisible\n".to_vec()),
         re("(drm-(driver|client-id|pdev|total-vram|memory-gtt|resident-vram0):[ \t]{0,2}[0-9a-z:.]{0,12}( KiB| MiB)?\n){1,6}")
             .prop_map(String::into_bytes),
+        re("((pdev|pasid|vram mem|gtt mem):[ \t]{0,2}[0-9a-f:.]{0,12}( kB)?\n){1,4}")
+            .prop_map(String::into_bytes),
     ];
     let valid = crate::pool(valid, 4096);
     prop_oneof![
@@ -377,11 +379,15 @@ proptest! {
         if o.kind == OwnerKind::None {
             prop_assert!(o.id.is_empty());
         }
-        // A DRM client needs its driver and a client id, and every region
-        // it reports was named on a line of its own.
+        // A DRM client needs its driver and a client id (amdgpu's older
+        // lines: its pasid), and every region it reports was named on a
+        // line of its own.
         if let Some(f) = parse_fdinfo(&input) {
             prop_assert!(!f.driver.is_empty());
-            prop_assert!(input.windows(14).any(|w| w == b"drm-client-id:"));
+            prop_assert!(
+                input.windows(14).any(|w| w == b"drm-client-id:")
+                    || input.windows(6).any(|w| w == b"pasid:")
+            );
             prop_assert!(f.regions.len() <= input.split(|&b| b == b'\n').count());
         }
     }

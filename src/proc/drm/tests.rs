@@ -9,6 +9,10 @@ const AMDGPU: &[u8] = include_bytes!("../../../fixtures/drm/amdgpu.txt");
 const XE: &[u8] = include_bytes!("../../../fixtures/drm/xe.txt");
 const I915: &[u8] = include_bytes!("../../../fixtures/drm/i915.txt");
 const NOT_DRM: &[u8] = include_bytes!("../../../fixtures/drm/not-drm.txt");
+const AMDGPU_SHARED: &[u8] = include_bytes!("../../../fixtures/drm/amdgpu-shared.txt");
+const AMDGPU_5_18: &[u8] = include_bytes!("../../../fixtures/drm/amdgpu-5.18.txt");
+const I915_DISCRETE: &[u8] = include_bytes!("../../../fixtures/drm/i915-discrete.txt");
+const XE_INTEGRATED: &[u8] = include_bytes!("../../../fixtures/drm/xe-integrated.txt");
 
 const MIB: u64 = 1 << 20;
 
@@ -21,12 +25,12 @@ fn amdgpu_before_total_and_resident_reports_drm_memory_in_kib() {
     assert_eq!(f.device_bytes(), Some(8192 * MIB));
     assert_eq!(f.regions["gtt"].bytes(), Some(20 * MIB));
     assert_eq!(f.regions["cpu"].bytes(), Some(0));
-    // Driver keys (amdgpu-memory-visible-vram) are not regions.
+    // Driver keys (amd-memory-visible-vram) are not regions.
     assert_eq!(f.regions.len(), 3);
 }
 
 #[test]
-fn amdgpu_total_wins_and_keys_come_in_any_order() {
+fn amdgpu_total_and_resident_keys_come_in_any_order() {
     let f = parse_fdinfo(AMDGPU).unwrap();
     assert_eq!((f.client_id, f.pdev.as_deref()), (77, Some("0000:c3:00.0")));
     assert_eq!(f.device_bytes(), Some(48 * 1024 * MIB));
@@ -35,20 +39,92 @@ fn amdgpu_total_wins_and_keys_come_in_any_order() {
 }
 
 #[test]
-fn xe_counts_vram0_in_mib_and_not_system_or_gtt() {
+fn xe_counts_vram0_and_stolen_on_a_discrete_part_never_cycles() {
     let f = parse_fdinfo(XE).unwrap();
     assert_eq!(f.driver, "xe");
-    assert_eq!(f.device_bytes(), Some(96 * MIB));
-    assert_eq!(f.regions["vram0"].resident, Some(90 * MIB));
+    // Engine cycles (drm-cycles-rcs, drm-total-cycles-rcs) are no region.
+    let names: Vec<&str> = f.regions.keys().map(String::as_str).collect();
+    assert_eq!(names, ["gtt", "stolen", "system", "vram0"]);
+    // Resident vram0 (90 of a 96 MiB total) and stolen, which a discrete
+    // part keeps in VRAM; gtt and system are host memory.
+    assert_eq!(f.device_bytes(), Some(94 * MIB));
+    assert_eq!(f.regions["vram0"].total, Some(96 * MIB));
     assert_eq!(f.regions["gtt"].total, Some(256 << 10));
+}
+
+#[test]
+fn xe_stolen_on_an_integrated_part_is_host_memory() {
+    let f = parse_fdinfo(XE_INTEGRATED).unwrap();
+    assert_eq!(f.regions["stolen"].bytes(), Some(8 * MIB));
+    assert_eq!(f.device_bytes(), None, "no vram: stolen is system memory");
+    assert!(!f.regions.keys().any(|k| k.contains("cycles")));
 }
 
 #[test]
 fn i915_local_memory_is_device_memory_and_pdev_may_be_absent() {
     let f = parse_fdinfo(I915).unwrap();
     assert_eq!((f.driver.as_str(), f.pdev.as_deref()), ("i915", None));
-    assert_eq!(f.device_bytes(), Some(640 * MIB));
+    // local0: 512 MiB resident of a 640 MiB total.
+    assert_eq!(f.device_bytes(), Some(512 * MIB));
     assert_eq!(f.regions["system0"].bytes(), Some(12 * MIB));
+}
+
+#[test]
+fn i915_stolen_local_is_device_memory_and_stolen_system_is_not() {
+    let f = parse_fdinfo(I915_DISCRETE).unwrap();
+    assert_eq!(f.regions["stolen-system0"].bytes(), Some(0));
+    assert_eq!(f.device_bytes(), Some(1024 * MIB + 8 * MIB));
+    // Host memory regions with a device-sounding prefix stay host memory.
+    let mut host = f.clone();
+    host.regions
+        .retain(|k, _| k.starts_with("system") || k.starts_with("stolen-system"));
+    assert_eq!(host.device_bytes(), None);
+}
+
+#[test]
+fn resident_wins_over_a_total_that_counts_shared_buffers() {
+    let f = parse_fdinfo(AMDGPU_SHARED).unwrap();
+    let vram = f.regions["vram"];
+    assert_eq!(vram.total, Some(12 * 1024 * MIB));
+    assert_eq!(vram.resident, Some(4 * 1024 * MIB));
+    assert_eq!(f.device_bytes(), Some(4 * 1024 * MIB));
+    // drm-memory- is the resident key's alias; the total is the last word.
+    let only = |total, resident, memory| Region {
+        total,
+        resident,
+        memory,
+    };
+    assert_eq!(only(Some(9), Some(3), Some(5)).bytes(), Some(3));
+    assert_eq!(only(Some(9), None, Some(5)).bytes(), Some(5));
+    assert_eq!(only(Some(9), None, None).bytes(), Some(9));
+    assert_eq!(only(None, None, None).bytes(), None);
+}
+
+#[test]
+fn amdgpu_before_drm_usage_stats_reports_vram_mem_in_kb_with_its_pasid() {
+    let f = parse_fdinfo(AMDGPU_5_18).unwrap();
+    assert_eq!(f.driver, "amdgpu");
+    assert_eq!(f.pdev.as_deref(), Some("0000:c3:00.0"));
+    assert_eq!(f.client_id, 32769);
+    assert_eq!(f.device_bytes(), Some(2048 * MIB));
+    assert_eq!(f.regions["gtt"].bytes(), Some(10 * MIB));
+    assert_eq!(f.regions.len(), 3, "vram, gtt, cpu; no engine percentages");
+    // Without a pdev or a pasid it cannot be counted once: none.
+    let text = String::from_utf8_lossy(AMDGPU_5_18);
+    let no_pasid = text.replace("pasid:\t32769\n", "");
+    assert_eq!(parse_fdinfo(no_pasid.as_bytes()), None);
+    assert_eq!(parse_fdinfo(text.replace("32769", "0").as_bytes()), None);
+    assert_eq!(parse_fdinfo(text.replace("0000:c3", "c3").as_bytes()), None);
+    // A unit other than kB is not guessed.
+    let mib = text.replace("2097152 kB", "2048 MiB");
+    assert_eq!(parse_fdinfo(mib.as_bytes()).unwrap().device_bytes(), None);
+}
+
+#[test]
+fn a_drm_driver_line_wins_over_amdgpu_s_older_lines() {
+    // Current amdgpu prints a pasid too: the client id is drm-client-id.
+    let f = parse_fdinfo(AMDGPU).unwrap();
+    assert_eq!(f.client_id, 77);
 }
 
 #[test]
