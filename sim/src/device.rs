@@ -1,11 +1,12 @@
 //! Finding devices and their identity: the device count, handles by index,
-//! UUID or PCI bus id, and name, UUID, index, minor number and MIG status.
+//! UUID (a GPU's or a MIG device's) or PCI bus id, and name, UUID, index
+//! and minor number, of a GPU or a MIG device.
 
 use crate::out::{write, write_cstr};
 use crate::pci::Pci;
 use crate::ret;
-use crate::session::{handle_of, with_device, with_state, NvmlDevice};
-use crate::state::{self, Device};
+use crate::session::{handle_of, mig_handle_of, with_device, with_state, with_target, NvmlDevice};
+use crate::state::{self, Device, Target};
 use std::ffi::{c_char, c_uint, CStr};
 
 /// `nvmlDeviceGetCount_v2`.
@@ -72,7 +73,25 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
     out: *mut NvmlDevice,
 ) -> u32 {
     // SAFETY: nvml.h's contract.
-    unsafe { handle_where(uuid, out, |d, k| d.uuid == k) }
+    let whole = unsafe { handle_where(uuid, out, |d, k| d.uuid == k) };
+    if whole != ret::NOT_FOUND || uuid.is_null() {
+        return whole;
+    }
+    // SAFETY: non-NULL, NUL-terminated per nvml.h.
+    let key = unsafe { CStr::from_ptr(uuid) }
+        .to_string_lossy()
+        .into_owned();
+    with_state(|s| {
+        let hit = s.devices.iter().enumerate().find_map(|(i, d)| {
+            let j = d.mig.iter().position(|m| m.uuid == key)?;
+            (d.mig_mode == Some(true)).then_some((i, j))
+        });
+        match hit {
+            // SAFETY: `out` points to a handle owned by the caller.
+            Some((i, j)) => unsafe { write(out, mig_handle_of(i, j)) },
+            None => ret::NOT_FOUND,
+        }
+    })
 }
 
 /// `nvmlDeviceGetHandleByPciBusId_v2`: full or legacy (short) bus id.
@@ -107,10 +126,19 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     length: c_uint,
 ) -> u32 {
-    with_device(dev, |d, _, _| match d.injected("name") {
-        Some(e) => e,
+    with_target(dev, |d, t, _, _| {
+        if let Some(e) = d.injected("name") {
+            return e;
+        }
+        let text = match t {
+            Target::Whole => d.name.clone(),
+            // A real MIG device's name ends with its profile.
+            Target::Mig(j) => format!("{} MIG {}", d.name, d.mig[j].profile)
+                .trim_end()
+                .to_string(),
+        };
         // SAFETY: the caller's buffer contract is nvml.h's.
-        None => unsafe { write_cstr(name, length, &d.name) },
+        unsafe { write_cstr(name, length, &text) }
     })
 }
 
@@ -121,18 +149,31 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> u32 {
-    with_device(dev, |d, _, _| match d.injected("uuid") {
-        Some(e) => e,
+    with_target(dev, |d, t, _, _| {
+        if let Some(e) = d.injected("uuid") {
+            return e;
+        }
+        let text = match t {
+            Target::Whole => &d.uuid,
+            Target::Mig(j) => &d.mig[j].uuid,
+        };
         // SAFETY: the caller's buffer contract is nvml.h's.
-        None => unsafe { write_cstr(uuid, length, &d.uuid) },
+        unsafe { write_cstr(uuid, length, text) }
     })
 }
 
-/// `nvmlDeviceGetIndex`.
+/// `nvmlDeviceGetIndex`: on a MIG device, its index under its GPU (what
+/// `nvmlDeviceGetMigDeviceHandleByIndex` takes), as nvml.h says.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetIndex(dev: NvmlDevice, index: *mut c_uint) -> u32 {
-    // SAFETY: `index` points to an unsigned int owned by the caller.
-    with_device(dev, |_, _, i| unsafe { write(index, i as c_uint) })
+    with_target(dev, |_, t, _, i| {
+        let n = match t {
+            Target::Whole => i,
+            Target::Mig(j) => j,
+        };
+        // SAFETY: `index` points to an unsigned int owned by the caller.
+        unsafe { write(index, n as c_uint) }
+    })
 }
 
 /// `nvmlDeviceGetMinorNumber`: N of /dev/nvidiaN.
@@ -143,11 +184,4 @@ pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(dev: NvmlDevice, minor: *mut c
         // SAFETY: `minor` points to an unsigned int owned by the caller.
         None => unsafe { write(minor, d.minor_number) },
     })
-}
-
-/// `nvmlDeviceIsMigDeviceHandle`: simulated GPUs are never MIG instances.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(dev: NvmlDevice, is_mig: *mut c_uint) -> u32 {
-    // SAFETY: `is_mig` points to an unsigned int owned by the caller.
-    with_device(dev, |_, _, _| unsafe { write(is_mig, 0) })
 }

@@ -4,13 +4,14 @@
 //! symbols, struct layouts and return codes of `nvml.h`, API version 13) and
 //! serves the GPUs described by the JSON file named by `GPUFREE_SIM_STATE`.
 //! The file is re-read on every `nvmlInit*`. Any NVML client can load it:
-//! gpufree, nvml-wrapper, pynvml, gpustat, nvitop.
+//! gpufree, nvml-wrapper, pynvml, gpustat, nvitop. GPUs may be in MIG mode:
+//! their MIG devices answer as NVML's MIG device handles do.
 //!
 //! It shares no code with gpufree's NVML backend on purpose: a bug in one
 //! cannot hide the same bug in the other.
 //!
 //! Functions for things a simulated GPU has not got (fans, clocks, ECC,
-//! encoders, MIG...) are exported and return `NVML_ERROR_NOT_SUPPORTED`, as a
+//! encoders...) are exported and return `NVML_ERROR_NOT_SUPPORTED`, as a
 //! real driver does for a board without them, rather than being left out.
 
 #![allow(unsafe_code)] // This crate is an FFI surface: every export is `extern "C"`.
@@ -21,6 +22,7 @@ pub mod state;
 
 mod device;
 mod memory;
+mod mig;
 mod out;
 mod pci;
 mod processes;
@@ -32,6 +34,7 @@ mod view;
 
 pub use device::*;
 pub use memory::*;
+pub use mig::*;
 pub use pci::*;
 pub use processes::*;
 pub use ret::nvmlErrorString;

@@ -1,10 +1,12 @@
 //! The running-process lists (compute, graphics, MPS; `_v3`, `_v2` and v1
-//! records) and nvml.h's count protocol for them.
+//! records) and nvml.h's count protocol for them. On a MIG device's handle
+//! the instance's processes; on a GPU in MIG mode every instance's, each
+//! record with its GPU and compute instance ids.
 
 use crate::ret;
-use crate::session::{with_device, NvmlDevice};
-use crate::state::ProcessKind;
-use crate::view::view;
+use crate::session::{with_target, NvmlDevice};
+use crate::state::{ProcessKind, Reported};
+use crate::view::report;
 use std::ffi::c_uint;
 
 /// Writes the processes of `kind` with the `_v3`/`_v2` (24-byte) or v1
@@ -19,7 +21,7 @@ unsafe fn running(
     if count.is_null() {
         return ret::INVALID_ARGUMENT;
     }
-    with_device(dev, |d, path, _| {
+    with_target(dev, |d, t, path, _| {
         let call = match kind {
             ProcessKind::Compute => "compute_processes",
             ProcessKind::Graphics => "graphics_processes",
@@ -28,12 +30,10 @@ unsafe fn running(
         if let Some(e) = d.injected(call) {
             return e;
         }
-        let list: Vec<(u32, u64)> = view(d, path)
-            .processes
-            .into_iter()
-            .filter(|p| p.2 == kind)
-            .map(|p| (p.0, p.1))
-            .collect();
+        let Some(v) = report(d, t, path) else {
+            return ret::INVALID_ARGUMENT;
+        };
+        let list: Vec<Reported> = v.processes.into_iter().filter(|p| p.kind == kind).collect();
         // SAFETY: `count` is non-NULL and points to the caller's counter.
         let room = unsafe { count.read_unaligned() } as usize;
         // SAFETY: as above.
@@ -47,17 +47,19 @@ unsafe fn running(
         if infos.is_null() {
             return ret::INVALID_ARGUMENT;
         }
-        for (i, (pid, used)) in list.iter().enumerate() {
+        for (i, p) in list.iter().enumerate() {
             // SAFETY: the caller gave room for `room` >= list.len() records of
             // `stride` bytes; we write within record i only.
             unsafe {
                 let rec = infos.add(i * stride);
-                rec.cast::<u32>().write_unaligned(*pid);
+                rec.cast::<u32>().write_unaligned(p.pid);
                 rec.add(4).cast::<u32>().write_unaligned(0);
-                rec.add(8).cast::<u64>().write_unaligned(*used);
+                rec.add(8).cast::<u64>().write_unaligned(p.used_bytes);
                 if stride == 24 {
-                    rec.add(16).cast::<u32>().write_unaligned(u32::MAX);
-                    rec.add(20).cast::<u32>().write_unaligned(u32::MAX);
+                    let gi = p.gpu_instance_id.unwrap_or(u32::MAX);
+                    let ci = p.compute_instance_id.unwrap_or(u32::MAX);
+                    rec.add(16).cast::<u32>().write_unaligned(gi);
+                    rec.add(20).cast::<u32>().write_unaligned(ci);
                 }
             }
         }

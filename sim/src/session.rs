@@ -4,7 +4,7 @@
 //! answer `UNINITIALIZED` outside a session.
 
 use crate::ret;
-use crate::state::{self, Device, State};
+use crate::state::{self, Device, State, Target, MAX_MIG};
 use std::ffi::c_uint;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -32,26 +32,62 @@ pub(crate) fn lib() -> MutexGuard<'static, Lib> {
     LIB.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Stable, non-NULL MIG device handles: MIG device `j` of GPU `i` is
+/// `&MIG_HANDLES[i * MAX_MIG + j]`.
+static MIG_HANDLES: [u8; MAX_DEVICES * MAX_MIG] = [0; MAX_DEVICES * MAX_MIG];
+
 pub(crate) fn handle_of(index: usize) -> NvmlDevice {
     HANDLES[index..].as_ptr()
 }
 
-pub(crate) fn index_of(handle: NvmlDevice) -> Option<usize> {
-    let base = HANDLES.as_ptr() as usize;
-    let addr = handle as usize;
-    (addr >= base && addr < base + MAX_DEVICES).then(|| addr - base)
+pub(crate) fn mig_handle_of(index: usize, mig: usize) -> NvmlDevice {
+    MIG_HANDLES[index * MAX_MIG + mig..].as_ptr()
 }
 
-/// Runs `f` on the device behind `handle`, or returns the NVML error.
-pub(crate) fn with_device(handle: NvmlDevice, f: impl FnOnce(&Device, &Path, usize) -> u32) -> u32 {
+/// The GPU index and target a handle names, by address alone.
+pub(crate) fn target_of(handle: NvmlDevice) -> Option<(usize, Target)> {
+    let addr = handle as usize;
+    let base = HANDLES.as_ptr() as usize;
+    if addr >= base && addr < base + MAX_DEVICES {
+        return Some((addr - base, Target::Whole));
+    }
+    let base = MIG_HANDLES.as_ptr() as usize;
+    let at = addr
+        .checked_sub(base)
+        .filter(|&o| o < MAX_DEVICES * MAX_MIG)?;
+    Some((at / MAX_MIG, Target::Mig(at % MAX_MIG)))
+}
+
+/// Runs `f` on the GPU behind `handle` and what the handle names (the
+/// GPU or one of its existing MIG devices), or returns the NVML error.
+pub(crate) fn with_target(
+    handle: NvmlDevice,
+    f: impl FnOnce(&Device, Target, &Path, usize) -> u32,
+) -> u32 {
     let lib = lib();
     let Some(state) = lib.state.as_ref().filter(|_| lib.refcount > 0) else {
         return ret::UNINITIALIZED;
     };
-    match index_of(handle).and_then(|i| state.devices.get(i).map(|d| (i, d))) {
-        Some((i, dev)) => f(dev, &lib.path, i),
+    let found = target_of(handle).and_then(|(i, t)| {
+        let dev = state.devices.get(i)?;
+        match t {
+            Target::Mig(j) if dev.mig_mode != Some(true) || j >= dev.mig.len() => None,
+            _ => Some((i, t, dev)),
+        }
+    });
+    match found {
+        Some((i, t, dev)) => f(dev, t, &lib.path, i),
         None => ret::INVALID_ARGUMENT,
     }
+}
+
+/// Runs `f` on the GPU behind a whole-GPU `handle`; a MIG device's handle
+/// answers NOT_SUPPORTED (a call MIG devices do not take).
+pub(crate) fn with_device(handle: NvmlDevice, f: impl FnOnce(&Device, &Path, usize) -> u32) -> u32 {
+    with_target(handle, |d, t, path, i| match t {
+        Target::Whole => f(d, path, i),
+        Target::Mig(_) => ret::NOT_SUPPORTED,
+    })
 }
 
 fn init() -> u32 {

@@ -79,6 +79,14 @@ pub struct Device {
     /// extension of SPEC.md's format), with the keys of `errors`.
     #[serde(default)]
     pub hang_ms: BTreeMap<String, u64>,
+    /// MIG mode (`nvmlDeviceGetMigMode`): absent for a board without MIG,
+    /// `false` for MIG disabled, `true` for enabled (then its memory and
+    /// processes live in `mig`, and `processes` must be empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_mode: Option<bool>,
+    /// The MIG devices (compute instances) in MIG index order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig: Vec<MigDevice>,
 }
 
 impl Device {
@@ -179,6 +187,13 @@ impl State {
                 return Err(StateError(format!(
                     "invalid simulator state {}: device {i} needs a name and a uuid",
                     one_line(&path.display().to_string())
+                )));
+            }
+            if let Err(why) = mig::check(d) {
+                return Err(StateError(format!(
+                    "invalid simulator state {}: device {i}: {}",
+                    one_line(&path.display().to_string()),
+                    one_line(&why)
                 )));
             }
         }
@@ -302,6 +317,9 @@ pub fn view_device(
         used_bytes: used,
     }
 }
+
+mod mig;
+pub use mig::{view_target, MigDevice, Reported, Target, TargetView, MAX_MIG};
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,8 @@
 
 use crate::memory::{Memory, MemoryV2};
 use crate::pci::{Pci, PciInfo};
-use crate::session::{handle_of, index_of, MAX_DEVICES};
+use crate::session::{handle_of, mig_handle_of, target_of, MAX_DEVICES};
+use crate::state::{Target, MAX_MIG};
 
 #[test]
 fn pci_bus_ids_round_trip() {
@@ -15,9 +16,12 @@ fn pci_bus_ids_round_trip() {
 #[test]
 fn handles_are_stable_and_decodable() {
     for i in [0, 7, MAX_DEVICES - 1] {
-        assert_eq!(index_of(handle_of(i)), Some(i));
+        assert_eq!(target_of(handle_of(i)), Some((i, Target::Whole)));
+        for j in [0, 3, MAX_MIG - 1] {
+            assert_eq!(target_of(mig_handle_of(i, j)), Some((i, Target::Mig(j))));
+        }
     }
-    assert_eq!(index_of(std::ptr::null()), None);
+    assert_eq!(target_of(std::ptr::null()), None);
 }
 
 #[test]

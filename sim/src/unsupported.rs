@@ -1,5 +1,5 @@
 //! The calls for things a simulated GPU has not got (fans, clocks, ECC,
-//! encoders, MIG...): exported, answering `NVML_ERROR_NOT_SUPPORTED` as a
+//! encoders...): exported, answering `NVML_ERROR_NOT_SUPPORTED` as a
 //! real driver does for a board without them.
 
 use crate::ret;
@@ -37,10 +37,8 @@ not_supported! {
     nvmlDeviceGetMemoryErrorCounter nvmlDeviceGetRetiredPages nvmlDeviceGetRetiredPages_v2
     nvmlDeviceGetRetiredPagesPendingStatus nvmlDeviceGetRemappedRows
     nvmlDeviceGetComputeMode nvmlDeviceGetCudaComputeCapability nvmlDeviceGetArchitecture
-    nvmlDeviceGetMigMode nvmlDeviceGetMaxMigDeviceCount nvmlDeviceGetMigDeviceHandleByIndex
-    nvmlDeviceGetDeviceHandleFromMigDeviceHandle nvmlDeviceGetGpuInstanceId nvmlDeviceGetComputeInstanceId
     nvmlDeviceGetProcessUtilization nvmlDeviceGetProcessesUtilizationInfo nvmlDeviceGetSamples
-    nvmlDeviceGetBAR1MemoryInfo nvmlDeviceGetBrand nvmlDeviceGetSerial nvmlDeviceGetVbiosVersion
+    nvmlDeviceGetBrand nvmlDeviceGetSerial nvmlDeviceGetVbiosVersion
     nvmlDeviceGetBoardPartNumber nvmlDeviceGetBoardId nvmlDeviceGetMultiGpuBoard
     nvmlDeviceGetInforomVersion nvmlDeviceGetInforomImageVersion nvmlDeviceGetInforomConfigurationChecksum
     nvmlDeviceGetDriverModel nvmlDeviceGetDriverModel_v2 nvmlDeviceGetAccountingMode

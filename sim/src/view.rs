@@ -1,8 +1,9 @@
-//! What a device reports now: `state::view_device` over the live `/proc`,
+//! What a device or one of its MIG devices reports now:
+//! `state::view_target` over the live `/proc`,
 //! with the moments processes were first seen gone kept beside the state
 //! file.
 
-use crate::state::{gone_log_path, pid_alive, view_device, Device, DeviceView, GoneLog};
+use crate::state::{gone_log_path, pid_alive, view_target, Device, GoneLog, Target, TargetView};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -13,14 +14,17 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// What the device reports now, recording first-gone moments beside the state.
-pub(crate) fn view(dev: &Device, state_path: &Path) -> DeviceView {
+/// What `target` of the device reports now (a MIG device of it, or the
+/// whole GPU: in MIG mode the aggregate of its instances); None for a MIG
+/// device that does not exist.
+pub(crate) fn report(dev: &Device, target: Target, state_path: &Path) -> Option<TargetView> {
     let log_path = gone_log_path(state_path);
     let mut log = GoneLog::load(&log_path);
     let mut changed = false;
     let proc_root = Path::new("/proc");
-    let v = view_device(
+    let v = view_target(
         dev,
+        target,
         now_ms(),
         &|pid, start| pid_alive(proc_root, pid, start),
         &mut log,

@@ -13,6 +13,7 @@ mod evil;
 mod fuse;
 mod harness;
 mod kill;
+mod mig;
 mod pattern;
 mod procfs;
 mod real_gpu;

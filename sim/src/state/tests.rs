@@ -14,6 +14,8 @@ fn dev(delay: u64) -> Device {
         release_delay_ms: delay,
         errors: BTreeMap::new(),
         hang_ms: BTreeMap::new(),
+        mig_mode: None,
+        mig: Vec::new(),
         processes: vec![
             Process {
                 pid: 7,

@@ -1,0 +1,169 @@
+//! NVIDIA MIG on the simulator: unmodified NVML clients (pynvml, nvitop)
+//! see the MIG devices of two GPUs in MIG mode (7 and 3 instances) beside
+//! a whole GPU; gpufree shows, selects and frees them per instance.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+
+const GIB: u64 = 1 << 30;
+
+/// MIG device `j` of GPU `gpu`'s UUID.
+pub fn mig_uuid(gpu: u32, j: u32) -> String {
+    format!("MIG-{gpu:02}{j:06}-7a1b-5c2d-8e3f-0123456789ab")
+}
+
+/// A simulated H200 in MIG mode with `n` instances of `profile` (`gib`
+/// GiB each, GPU instance ids 1.., compute instance 0), and `procs`
+/// `(mig index, pid, MiB)` on them, all while-alive.
+pub fn mig_gpu(gpu: u32, n: u32, profile: &str, gib: u64, procs: &[(u32, u32, u64)]) -> Value {
+    let mut g = sim_gpu(gpu, &[], 0);
+    let mig: Vec<Value> = (0..n)
+        .map(|j| {
+            let ps: Vec<Value> = procs
+                .iter()
+                .filter(|p| p.0 == j)
+                .map(|p| json!({"pid": p.1, "used_bytes": p.2 << 20}))
+                .collect();
+            json!({"uuid": mig_uuid(gpu, j), "gpu_instance_id": j + 1, "compute_instance_id": 0,
+                   "profile": profile, "memory_total_bytes": gib * GIB, "processes": ps})
+        })
+        .collect();
+    g["mig_mode"] = json!(true);
+    g["mig"] = json!(mig);
+    g
+}
+
+/// The foundation's mixed host: GPU 0 in 7 × 1g.18gb, GPU 1 in 3 ×
+/// 2g.35gb, GPU 2 whole (MIG disabled); `a` holds 5 GiB on 0:0, `b` 7 GiB on 0:1, `c`
+/// 3 GiB on 1:2, `w` 1 GiB on the whole GPU 2.
+fn mixed(d: &TestDir, a: u32, b: u32, c: u32, w: u32) -> std::path::PathBuf {
+    let mut whole = sim_gpu(2, &[(w, 1024, "while-alive")], 0);
+    whole["mig_mode"] = json!(false);
+    d.state(&sim_state(vec![
+        mig_gpu(0, 7, "1g.18gb", 18, &[(0, a, 5120), (1, b, 7168)]),
+        mig_gpu(1, 3, "2g.35gb", 35, &[(2, c, 3072)]),
+        whole,
+    ]))
+}
+
+fn python_has(modules: &str) -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn sim_exec(state: &std::path::Path, cmd: &[&str]) -> String {
+    let mut args = vec!["sim", "exec", "--state", state.to_str().unwrap(), "--"];
+    args.extend(cmd);
+    let r = gpufree(&args, &[("COLUMNS", "140")]);
+    assert_eq!(r.code, 0, "{cmd:?}: {}", r.stderr);
+    r.stdout
+}
+
+const PYNVML_MIG: &str = "import pynvml as n, json
+n.nvmlInit()
+out=[]
+for i in range(n.nvmlDeviceGetCount()):
+  h=n.nvmlDeviceGetHandleByIndex(i)
+  try: mode=n.nvmlDeviceGetMigMode(h)[0]
+  except n.NVMLError_NotSupported: mode=None
+  g={'mode':mode,'used':n.nvmlDeviceGetMemoryInfo(h).used,'migs':[],
+     'pids':[[p.pid,p.gpuInstanceId] for p in n.nvmlDeviceGetComputeRunningProcesses(h)]}
+  for j in range(n.nvmlDeviceGetMaxMigDeviceCount(h)):
+    try: m=n.nvmlDeviceGetMigDeviceHandleByIndex(h,j)
+    except n.NVMLError_NotFound: break
+    mem=n.nvmlDeviceGetMemoryInfo(m, version=n.nvmlMemory_v2)
+    p=n.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(m)
+    g['migs'].append({'uuid':n.nvmlDeviceGetUUID(m),'name':n.nvmlDeviceGetName(m),
+      'gi':n.nvmlDeviceGetGpuInstanceId(m),'ci':n.nvmlDeviceGetComputeInstanceId(m),
+      'total':mem.total,'used':mem.used,'is_mig':n.nvmlDeviceIsMigDeviceHandle(m).value,
+      'parent':n.nvmlDeviceGetIndex(p),'index':n.nvmlDeviceGetIndex(m),
+      'by_uuid':n.nvmlDeviceGetName(n.nvmlDeviceGetHandleByUUID(n.nvmlDeviceGetUUID(m))),
+      'pids':[x.pid for x in n.nvmlDeviceGetComputeRunningProcesses(m)]})
+  out.append(g)
+n.nvmlShutdown()
+print(json.dumps(out))";
+
+/// pynvml lists the MIG devices of both MIG GPUs with their UUIDs, ids,
+/// memory and processes; the parents list every instance's processes and
+/// count their memory; the whole GPU has none.
+#[test]
+fn pynvml_and_nvitop_see_the_mig_devices() {
+    if !python_has("pynvml, nvitop") {
+        skip_off_ci(
+            "nvidia-ml-py and nvitop",
+            &"pip install nvidia-ml-py nvitop",
+        );
+        return;
+    }
+    let d = TestDir::new(3);
+    let (a, b, c, w) = (
+        d.mapper("nvidia0"),
+        d.mapper("nvidia0"),
+        d.mapper("nvidia1"),
+        d.mapper("nvidia2"),
+    );
+    let state = mixed(&d, a.pid(), b.pid(), c.pid(), w.pid());
+    let py: Vec<Value> =
+        serde_json::from_str(&sim_exec(&state, &["python3", "-c", PYNVML_MIG])).unwrap();
+    assert_eq!(py.len(), 3);
+    let counts: Vec<usize> = py
+        .iter()
+        .map(|g| g["migs"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(counts, [7, 3, 0]);
+    assert_eq!(
+        py.iter().map(|g| g["mode"].clone()).collect::<Vec<_>>(),
+        [json!(1), json!(1), json!(0)]
+    );
+    let m01 = &py[0]["migs"][1];
+    assert_eq!(m01["uuid"], mig_uuid(0, 1));
+    assert_eq!(m01["name"], "NVIDIA H200 MIG 1g.18gb");
+    assert_eq!(m01["by_uuid"], "NVIDIA H200 MIG 1g.18gb");
+    assert_eq!((m01["gi"].clone(), m01["ci"].clone()), (json!(2), json!(0)));
+    assert_eq!(
+        (m01["total"].clone(), m01["used"].clone()),
+        (json!(18 * GIB), json!(7 * GIB))
+    );
+    assert_eq!(
+        (m01["parent"].clone(), m01["index"].clone()),
+        (json!(0), json!(1))
+    );
+    assert_eq!(m01["is_mig"], 1);
+    assert_eq!(m01["pids"], json!([b.pid()]));
+    assert_eq!(py[0]["migs"][0]["pids"], json!([a.pid()]));
+    assert_eq!(py[0]["migs"][2]["pids"], json!([]));
+    assert_eq!(py[1]["migs"][2]["pids"], json!([c.pid()]));
+    assert_eq!(py[1]["migs"][2]["uuid"], mig_uuid(1, 2));
+    assert_eq!(py[0]["used"], 12 * GIB, "the parent counts its instances");
+    assert_eq!(py[0]["pids"], json!([[a.pid(), 1], [b.pid(), 2]]));
+    assert_eq!(py[2]["pids"], json!([[w.pid(), u32::MAX]]));
+
+    let nv = sim_exec(&state, &["nvitop", "-1"]);
+    for j in 0..7 {
+        let gi = j + 1;
+        assert!(
+            nv.contains(&format!("0:{j}      1g.18gb @ GI/CI: {gi}/0")),
+            "{nv}"
+        );
+    }
+    for j in 0..3 {
+        assert!(
+            nv.contains(&format!("1:{j}      2g.35gb @ GI/CI: {}/0", j + 1)),
+            "{nv}"
+        );
+    }
+    assert!(nv.contains("7168MiB / 18432MiB"), "{nv}");
+    assert_eq!(nv.matches(" Enabled ").count(), 2, "{nv}");
+    assert!(nv.contains(" Disabled "), "{nv}");
+    for (at, p) in [("0:0", &a), ("0:1", &b), ("1:2", &c)] {
+        let pid = p.pid().to_string();
+        let row = nv
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(pid.as_str()));
+        let cols: Vec<&str> = row.unwrap_or_default().split_whitespace().collect();
+        assert_eq!(cols.get(1..4), Some(&[at, pid.as_str(), "C"][..]), "{nv}");
+    }
+}
