@@ -12,6 +12,7 @@ mod evil;
 mod fuse;
 mod harness;
 mod kill;
+mod mps;
 mod pattern;
 mod procfs;
 mod real_gpu;
