@@ -68,6 +68,12 @@ pub struct Device {
     /// Processes with memory on this GPU.
     #[serde(default)]
     pub processes: Vec<Process>,
+    /// MPS: the PID of the `nvidia-cuda-mps-server` that serves this GPU
+    /// (list the server itself as a `compute` entry). Its clients, the
+    /// `mps` entries, live in its context: they are reported only while
+    /// it lives, and their memory goes with it (after `release_delay_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mps_server_pid: Option<u32>,
     /// Calls that fail on this device, with the NVML return code they give
     /// (an extension of SPEC.md's format): keys `name`, `uuid`, `pci_info`,
     /// `minor_number`, `memory_info`, `compute_processes`,
@@ -283,10 +289,13 @@ pub fn view_device(
     changed: &mut bool,
 ) -> DeviceView {
     let mut processes = Vec::new();
+    // An MPS client's context is its server's: it dies with the server.
+    let server_lives = dev.mps_server_pid.is_none_or(|s| alive(s, None));
     for p in &dev.processes {
+        let context_lives = p.kind != ProcessKind::Mps || server_lives;
         let reported = match p.visible {
             Visibility::Always => true,
-            Visibility::WhileAlive if alive(p.pid, p.start_time_ticks) => {
+            Visibility::WhileAlive if context_lives && alive(p.pid, p.start_time_ticks) => {
                 if log.first_gone_ms.remove(&p.pid).is_some() {
                     *changed = true;
                 }

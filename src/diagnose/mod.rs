@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 
 mod daemons;
 mod groups;
+mod mps;
 mod pattern;
 mod shapes;
 mod states;
@@ -140,6 +141,7 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     zombies(s, &mut out);
     blocked(s, &mut out);
     protected(s, &mut out);
+    mps::mps(s, &mut out);
     let overall = verdict::overall(s, &verdict::Policy::default());
     partial_view(s, overall.state, &mut out);
     outside_namespace(s, &mut out);

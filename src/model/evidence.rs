@@ -308,8 +308,28 @@ pub enum Evidence {
         /// Why.
         cause: Cause,
     },
+    /// A GPU under NVIDIA MPS: its server holds its clients' memory.
+    Mps(Box<MpsServed>),
     /// The GPUs are free, with the verdict's caveats.
     Free(Vec<String>),
+}
+
+/// One GPU under MPS: who holds what, and in which order to stop them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpsServed {
+    /// The GPU.
+    pub gpu: u32,
+    /// The `nvidia-cuda-mps-server`s seen holding it, with their own
+    /// memory there.
+    pub servers: Vec<(Who, Option<u64>)>,
+    /// The clients seen here, with their memory on the GPU.
+    pub clients: Vec<(Who, Option<u64>)>,
+    /// Clients NVML lists that this /proc does not show.
+    pub unseen_clients: Vec<u32>,
+    /// All the clients' memory, as NVML reports it.
+    pub client_bytes: u64,
+    /// The `nvidia-cuda-mps-control` daemons seen.
+    pub controls: Vec<Who>,
 }
 
 /// The exact next command of a finding.

@@ -54,6 +54,7 @@ impl Evidence {
                 Cause::DriverLeak { .. } => FindingKind::DriverLeak,
                 _ => FindingKind::UnaccountedMemory,
             },
+            Evidence::Mps(_) => FindingKind::Mps,
             Evidence::Free(_) => FindingKind::Free,
         }
     }
@@ -96,11 +97,13 @@ pub enum FindingKind {
     DriverLeak,
     /// The GPUs are free.
     Free,
+    /// A GPU under NVIDIA MPS: its server holds its clients' memory.
+    Mps,
 }
 
 impl FindingKind {
     /// Every kind, in the order above.
-    pub const ALL: [FindingKind; 16] = [
+    pub const ALL: [FindingKind; 17] = [
         FindingKind::LiveHolders,
         FindingKind::Orphans,
         FindingKind::RenamedHolders,
@@ -117,6 +120,7 @@ impl FindingKind {
         FindingKind::DriverHeldMemory,
         FindingKind::DriverLeak,
         FindingKind::Free,
+        FindingKind::Mps,
     ];
 
     /// The spelling of JSON's `kind` and of the metrics' `kind` label.
@@ -138,6 +142,7 @@ impl FindingKind {
             FindingKind::DriverHeldMemory => "driver-held-memory",
             FindingKind::DriverLeak => "driver-leak",
             FindingKind::Free => "free",
+            FindingKind::Mps => "mps",
         }
     }
 }

@@ -8,14 +8,16 @@
 mod evidence;
 mod finding;
 mod kill;
+mod mps;
 mod process;
 
 pub use evidence::{
-    Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, Next, Orphan, PatternHits, Renamed,
-    Restarter, Unseen, Who,
+    Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Next, Orphan, PatternHits,
+    Renamed, Restarter, Unseen, Who,
 };
 pub use finding::{Finding, FindingKind, Severity};
 pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
+pub use mps::{MpsGpu, MpsRole};
 pub use process::{
     saturating_sum, DeviceUse, DrmClient, GpuMemory, Kin, Owner, OwnerKind, Pin, Pins, Process, Via,
 };

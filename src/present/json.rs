@@ -4,7 +4,7 @@
 
 use super::words::words;
 use crate::model::{
-    Brief, Finding, FindingKind, Gpu, NvmlStatus, PodName, Process, Severity, Snapshot,
+    Brief, Finding, FindingKind, Gpu, MpsGpu, NvmlStatus, PodName, Process, Severity, Snapshot,
     Unavailable, UnitRestart, Verdict, Visibility,
 };
 use serde::Serialize;
@@ -69,6 +69,30 @@ pub struct SnapshotDoc<'a> {
     units: &'a BTreeMap<String, UnitRestart>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pods: &'a BTreeMap<String, PodName>,
+    /// NVIDIA MPS, where any GPU runs under it (an addition to SPEC.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mps: Option<MpsDoc>,
+}
+
+/// MPS as JSON has it: the control daemons, and per GPU its servers and
+/// the clients whose memory they hold.
+#[derive(Debug, Serialize)]
+pub struct MpsDoc {
+    /// `nvidia-cuda-mps-control` PIDs among the holders.
+    controls: Vec<u32>,
+    /// Each GPU under MPS.
+    gpus: Vec<MpsGpu>,
+}
+
+impl MpsDoc {
+    /// The MPS of `s`; None where there is none.
+    fn of(s: &Snapshot) -> Option<MpsDoc> {
+        let doc = MpsDoc {
+            controls: s.mps_controls(),
+            gpus: s.mps(),
+        };
+        (!doc.controls.is_empty() || !doc.gpus.is_empty()).then_some(doc)
+    }
 }
 
 impl<'a> SnapshotDoc<'a> {
@@ -93,6 +117,7 @@ impl<'a> SnapshotDoc<'a> {
             units,
             pods,
         } = s;
+        let mps = MpsDoc::of(s);
         SnapshotDoc {
             gpus,
             processes,
@@ -107,6 +132,7 @@ impl<'a> SnapshotDoc<'a> {
             verdict,
             units,
             pods,
+            mps,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use super::{flags, Paint};
 use crate::diagnose::gpu_list;
-use crate::model::{DeviceUse, Gpu, Process, Severity, Snapshot, VerdictState, Via};
+use crate::model::{DeviceUse, Gpu, MpsRole, Process, Severity, Snapshot, VerdictState, Via};
 use crate::safe::{escape, fit, pad, pad_left, MESSAGE_MAX, TEXT_MAX};
 use crate::units::mib;
 use std::io::{self, Write};
@@ -72,6 +72,7 @@ fn row(p: &Process, gpu: Option<u32>) -> [String; 7] {
 
 fn write_rows<W: Write>(
     w: &mut W,
+    s: &Snapshot,
     paint: &Paint,
     header: [&str; 7],
     rows: &[([String; 7], &Process)],
@@ -124,8 +125,45 @@ fn write_rows<W: Write>(
                 fit(p.exe.as_deref().unwrap_or("?"), TEXT_MAX)
             )?;
         }
+        if let Some(role) = mps_role(s, p) {
+            writeln!(w, "      {} {role}", paint.dim("mps:"))?;
+        }
     }
     Ok(())
+}
+
+/// What a holder is to NVIDIA MPS, in words: a client of which server,
+/// the server of which GPUs, or the control daemon.
+fn mps_role(s: &Snapshot, p: &Process) -> Option<String> {
+    let role = s.mps_role(p)?;
+    let gpus = s.mps();
+    let lines: Vec<String> = match role {
+        MpsRole::Control => vec![
+            "control daemon: protected; `echo quit | nvidia-cuda-mps-control` stops MPS once no client is left".into(),
+        ],
+        MpsRole::Server => gpus
+            .iter()
+            .filter(|m| m.servers.contains(&p.pid))
+            .map(|m| match m.clients.len() {
+                0 => format!("server of GPU {}: no client; protected", m.gpu),
+                n => format!(
+                    "server of GPU {}: holds the memory of its {n} {} ({}); protected",
+                    m.gpu,
+                    if n == 1 { "client" } else { "clients" },
+                    mib(m.client_bytes)
+                ),
+            })
+            .collect(),
+        MpsRole::Client => gpus
+            .iter()
+            .filter(|m| m.clients.contains(&p.pid))
+            .map(|m| match s.mps_server_of(m.gpu) {
+                Some(server) => format!("client of server {server} on GPU {}", m.gpu),
+                None => format!("client on GPU {} (its server is not visible here)", m.gpu),
+            })
+            .collect(),
+    };
+    Some(lines.join("; ")).filter(|l| !l.is_empty())
 }
 
 const HEADER: [&str; 7] = ["PID", "USER", "COMM", "MEMORY", "DEVICES", "OWNER", "FLAGS"];
@@ -269,7 +307,7 @@ fn write_holders_of<W: Write>(w: &mut W, s: &Snapshot, gpu: u32, paint: &Paint) 
     )?;
     let rows: Vec<([String; 7], &Process)> =
         holders.iter().map(|p| (row(p, Some(gpu)), *p)).collect();
-    write_rows(w, paint, HEADER, &rows)
+    write_rows(w, s, paint, HEADER, &rows)
 }
 
 /// The holders of shared driver nodes only (none of the GPUs).
@@ -289,7 +327,7 @@ fn write_shared_only<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Re
         paint.bold("Shared driver nodes only (nvidiactl, nvidia-uvm...):")
     )?;
     let rows: Vec<([String; 7], &Process)> = shared.iter().map(|p| (row(p, None), *p)).collect();
-    write_rows(w, paint, HEADER, &rows)
+    write_rows(w, s, paint, HEADER, &rows)
 }
 
 /// The PIDs NVML lists that this /proc does not have.

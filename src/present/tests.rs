@@ -23,7 +23,7 @@ use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
 use crate::model::FindingKind;
 use crate::model::{Changed, Report, Snapshot, VerdictState};
-use cases::{blind_cases, groups, states, unaccounted_cases};
+use cases::{blind_cases, groups, mps, states, unaccounted_cases};
 use evil::{corpus, evil, FIRST_EVIL};
 use fixtures::judged;
 use incident::{bystanders, incident, incident_under_unit, LAUNCHER};
@@ -348,6 +348,18 @@ fn holders_in_odd_states_zombie_blocked_stopped_orphan_daemon() {
     let s = judged(states(), &Options::default());
     insta::assert_snapshot!("states_kill_plan", dry_run(&s));
     insta::assert_snapshot!("states_metrics", metrics(&s, false));
+}
+
+/// A GPU under MPS: the clients are its server's, the server and the
+/// control daemon are protected, why says to stop the clients first and
+/// quit MPS after, and the plan targets the clients, not the server.
+#[test]
+fn mps_server_clients_and_control_daemon() {
+    let (text, docs) = cases_text_and_json(vec![("mps", mps())]);
+    insta::assert_snapshot!("mps", text);
+    insta::assert_snapshot!("mps_json", docs);
+    let s = judged(mps(), &Options::default());
+    insta::assert_snapshot!("mps_kill_plan", dry_run(&s));
 }
 
 #[test]

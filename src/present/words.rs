@@ -7,6 +7,7 @@ use super::next::next_line;
 use crate::model::{Evidence, Finding};
 
 mod holders;
+mod mps;
 mod unseen;
 
 pub use holders::restarter;
@@ -70,6 +71,7 @@ fn said(f: &Finding) -> (String, Vec<String>) {
             (unseen::listed_elsewhere(f), Vec::new())
         }
         Evidence::Unaccounted { gpu, cause } => unseen::unaccounted(*gpu, f.bytes, cause),
+        Evidence::Mps(m) => mps::mps(m),
         Evidence::Free(caveats) => (unseen::free(&f.gpus, caveats), Vec::new()),
     }
 }

@@ -14,6 +14,7 @@ mod fuse;
 mod harness;
 mod kill;
 mod mig;
+mod mps;
 mod pattern;
 mod procfs;
 mod real_gpu;

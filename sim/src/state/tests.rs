@@ -16,6 +16,7 @@ fn dev(delay: u64) -> Device {
         hang_ms: BTreeMap::new(),
         mig_mode: None,
         mig: Vec::new(),
+        mps_server_pid: None,
         processes: vec![
             Process {
                 pid: 7,
@@ -65,6 +66,32 @@ fn no_delay_releases_at_once() {
     let v = view_device(&dev(0), 0, &|_, _| false, &mut log, &mut changed);
     assert_eq!(v.used_bytes, 65);
     assert!(!changed);
+}
+
+#[test]
+fn mps_clients_are_reported_while_they_and_their_server_live() {
+    let mut d = dev(0);
+    d.mps_server_pid = Some(7);
+    d.processes.push(Process {
+        pid: 8,
+        used_bytes: 300,
+        kind: ProcessKind::Mps,
+        visible: Visibility::WhileAlive,
+        start_time_ticks: None,
+    });
+    let pids = |v: &DeviceView| v.processes.iter().map(|p| (p.0, p.2)).collect::<Vec<_>>();
+    let mut log = GoneLog::default();
+    let v = view_device(&d, 0, &|pid, _| pid == 7 || pid == 8, &mut log, &mut false);
+    assert_eq!(v.used_bytes, 465, "server 100 + client 300 + 65");
+    assert!(pids(&v).contains(&(8, ProcessKind::Mps)));
+    // The server gone: the client lives on, but its context and memory
+    // were the server's.
+    let v = view_device(&d, 0, &|pid, _| pid == 8, &mut log, &mut false);
+    assert_eq!(pids(&v), [(999_999, ProcessKind::Graphics)]);
+    assert_eq!(v.used_bytes, 65);
+    // A client that exits while the server lives is released alone.
+    let v = view_device(&d, 0, &|pid, _| pid == 7, &mut log, &mut false);
+    assert_eq!(v.used_bytes, 165);
 }
 
 #[test]

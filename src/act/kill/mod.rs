@@ -24,6 +24,7 @@
 //! one execution in `run.rs`; this file runs them in order.
 
 mod held;
+mod mps;
 mod plan;
 mod release;
 mod run;

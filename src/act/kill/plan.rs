@@ -253,6 +253,7 @@ pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
         }
     }
     plan.skipped.extend(absent_pids(snap, sel));
+    super::mps::explain(snap, &mut plan);
     plan
 }
 

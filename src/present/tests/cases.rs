@@ -378,3 +378,61 @@ pub(super) fn groups() -> Snapshot {
     );
     s
 }
+
+/// One GPU under NVIDIA MPS: the control daemon (a shared node only), the
+/// server (its own 64 MiB, the clients' memory in its context) and two
+/// clients of alice's that NVML lists with the MPS call.
+pub(super) fn mps() -> Snapshot {
+    let control = Process {
+        protected: true,
+        cmdline: vec!["nvidia-cuda-mps-control".into(), "-d".into()],
+        ..daemon(
+            7000,
+            "nvidia-cuda-mps",
+            "/usr/bin/nvidia-cuda-mps-control",
+            vec![node("nvidiactl", None, &[Via::Fd])],
+        )
+    };
+    let server = Process {
+        protected: true,
+        ppid: 7000,
+        gpu_memory: vec![GpuMemory {
+            gpu: 0,
+            used_bytes: Some(64 << 20),
+        }],
+        ..daemon(
+            7001,
+            "nvidia-cuda-mps",
+            "/usr/bin/nvidia-cuda-mps-server",
+            vec![
+                node("nvidia0", Some(0), &[Via::Fd, Via::Mmap]),
+                node("nvidiactl", None, &[Via::Fd]),
+            ],
+        )
+    };
+    let client = |pid, bytes| Process {
+        devices: vec![
+            node("nvidiactl", None, &[Via::Fd]),
+            node("nvidia-uvm", None, &[Via::Fd, Via::Mmap]),
+        ],
+        ..trainer(pid, 7099, bytes)
+    };
+    let listed = [(7001, 64 << 20), (7100, 4 << 30), (7101, 6 << 30)];
+    let used = listed.iter().map(|(_, b)| b).sum();
+    let mut g = h200(0, used, &listed);
+    for n in &mut g.nvml_processes {
+        if n.pid != 7001 {
+            n.kind = crate::model::NvmlProcessKind::Mps;
+        }
+    }
+    base(
+        vec![g],
+        vec![
+            control,
+            server,
+            client(7100, 4 << 30),
+            client(7101, 6 << 30),
+        ],
+        300,
+    )
+}
