@@ -10,6 +10,12 @@ OUT=${OUT:-./real-gpu-out}
 mkdir -p "$OUT"
 G=./target/release/gpufree
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+# Every gpufree call is bounded, so one hang cannot eat the lease.
+g() { timeout 90 $G "$@"; }
+if ! ldconfig -p | grep -q libnvidia-ml.so.1; then
+    GPUFREE_NVML_LIB=$(find / -xdev -name libnvidia-ml.so.1 2>/dev/null | head -1)
+    export GPUFREE_NVML_LIB
+fi
 
 log "driver and GPUs"
 nvidia-smi -L >"$OUT/nvidia-smi-L.txt" 2>&1
@@ -17,7 +23,7 @@ nvidia-smi --query-gpu=index,uuid,memory.total,memory.used --format=csv,noheader
 cat "$OUT/nvidia-smi-L.txt" | tee -a "$OUT/summary.txt"
 
 log "gpufree status on the real driver (before)"
-$G status --json >"$OUT/status-before.json" 2>"$OUT/status-before.err"; echo "exit $?" | tee -a "$OUT/summary.txt"
+g status --json >"$OUT/status-before.json" 2>"$OUT/status-before.err"; echo "exit $?" | tee -a "$OUT/summary.txt"
 python3 - "$OUT" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 out = sys.argv[1]
@@ -37,9 +43,9 @@ cat "$OUT/worker.out" | tee -a "$OUT/summary.txt"
 tr '\0' ' ' </proc/$WORKER/cmdline | tee -a "$OUT/summary.txt"; echo | tee -a "$OUT/summary.txt"
 
 log "status / why / pattern on it"
-$G status --no-color >"$OUT/status-held.txt" 2>&1
-$G status --json >"$OUT/status-held.json" 2>&1
-$G why --no-color --pattern 'python3.*cuda_worker' >"$OUT/why-held.txt" 2>&1; echo "why exit $?" | tee -a "$OUT/summary.txt"
+g status --no-color >"$OUT/status-held.txt" 2>&1
+g status --json >"$OUT/status-held.json" 2>&1
+g why --no-color --pattern 'python3.*cuda_worker' >"$OUT/why-held.txt" 2>&1; echo "why exit $?" | tee -a "$OUT/summary.txt"
 python3 - "$OUT" "$WORKER" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 doc = json.load(open(f"{sys.argv[1]}/status-held.json"))
@@ -53,15 +59,78 @@ if p:
 PY
 
 log "gpufree kill --pid WORKER (by identity) and the release"
-$G kill --pid "$WORKER" --yes --json --timeout 60s >"$OUT/kill.json" 2>"$OUT/kill.err"; echo "kill exit $?" | tee -a "$OUT/summary.txt"
+g kill --pid "$WORKER" --yes --json --timeout 60s >"$OUT/kill.json" 2>"$OUT/kill.err"; echo "kill exit $?" | tee -a "$OUT/summary.txt"
 python3 -c "import json,sys; k=json.load(open('$OUT/kill.json'))['kill']; print({x: k[x] for x in ('targets','survivors','released','seconds_to_release')})" | tee -a "$OUT/summary.txt"
 kill -0 "$WORKER" 2>/dev/null && { echo "worker survived; ending it" | tee -a "$OUT/summary.txt"; kill -9 "$WORKER"; }
 wait "$WORKER" 2>/dev/null
 
 log "status after"
-$G status --no-color >"$OUT/status-after.txt" 2>&1
-$G why --no-color >"$OUT/why-after.txt" 2>&1; echo "why exit $?" | tee -a "$OUT/summary.txt"
+g status --no-color >"$OUT/status-after.txt" 2>&1
+g why --no-color >"$OUT/why-after.txt" 2>&1; echo "why exit $?" | tee -a "$OUT/summary.txt"
 head -12 "$OUT/status-after.txt" | tee -a "$OUT/summary.txt"
+
+log "MIG mode and the driver's MIG view (query only)"
+nvidia-smi --query-gpu=index,mig.mode.current,mig.mode.pending --format=csv 2>&1 | tee -a "$OUT/summary.txt"
+nvidia-smi mig -lgi 2>&1 | head -5 | tee -a "$OUT/summary.txt"
+ls /dev/nvidia-caps /proc/driver/nvidia-caps 2>&1 | tee -a "$OUT/summary.txt"
+cat /proc/driver/nvidia-caps/mig-minors 2>/dev/null | head -8 | tee -a "$OUT/summary.txt"
+
+log "doctor and metrics on the real driver"
+g doctor --no-color >"$OUT/doctor.txt" 2>&1; echo "doctor exit $?" | tee -a "$OUT/summary.txt"
+g metrics >"$OUT/metrics.txt" 2>&1; echo "metrics exit $?" | tee -a "$OUT/summary.txt"
+grep -E '^gpufree_(gpu_memory|unaccounted|verdict|holder)' "$OUT/metrics.txt" | head -8 | tee -a "$OUT/summary.txt"
+
+log "the incident's shape: launcher on nvidia-uvm, tracker, renamed worker and its DataLoader child"
+python3 scripts/cuda_worker.py --launch 0 4096 VLLM::Worker_TP0 >"$OUT/launch.out" 2>&1 &
+LAUNCHER=$!
+for _ in $(seq 150); do grep -q ready "$OUT/launch.out" && break; sleep 0.2; done
+cat "$OUT/launch.out" | tee -a "$OUT/summary.txt"
+STARTED="$LAUNCHER $(grep -oE '(tracker|child|ready) [0-9]+' "$OUT/launch.out" | awk '{print $2}' | tr '\n' ' ')"
+echo "started: $STARTED" | tee -a "$OUT/summary.txt"
+echo "pgrep -f 'python3.*vllm' sees: $(pgrep -f 'python3.*vllm' | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv 2>&1 | tee -a "$OUT/summary.txt"
+g status --no-color >"$OUT/incident-status.txt" 2>&1
+g status --json >"$OUT/incident-status.json" 2>&1
+g why --no-color --pattern 'python3.*vllm' >"$OUT/incident-why.txt" 2>&1; echo "why exit $?" | tee -a "$OUT/summary.txt"
+g kill --gpu 0 --dry-run --no-color >"$OUT/incident-plan.txt" 2>&1; echo "dry-run exit $?" | tee -a "$OUT/summary.txt"
+python3 - "$OUT" "$STARTED" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+doc = json.load(open(f"{sys.argv[1]}/incident-status.json"))
+started = {int(p) for p in sys.argv[2].split()}
+seen = {p["pid"]: p for p in doc["processes"]}
+for pid in sorted(started):
+    p = seen.get(pid)
+    print(pid, "found" if p else "MISSED", p and (p["comm"], p["gpu_memory"], [(d["path"], d["via"]) for d in p["devices"]]))
+PY
+g kill --gpu 0 --yes --json --timeout 60s >"$OUT/incident-kill.json" 2>"$OUT/incident-kill.err"; echo "kill --gpu 0 exit $?" | tee -a "$OUT/summary.txt"
+python3 -c "import json; k=json.load(open('$OUT/incident-kill.json'))['kill']; print({x: k.get(x) for x in ('targets','survivors','released','seconds_to_release')})" 2>&1 | tee -a "$OUT/summary.txt"
+for p in $STARTED; do kill -0 "$p" 2>/dev/null && { echo "$p survived; ending it" | tee -a "$OUT/summary.txt"; kill -9 "$p"; }; done
+wait 2>/dev/null
+g wait --gpu 0 --timeout 20s >"$OUT/incident-wait.txt" 2>&1; echo "wait exit $?" | tee -a "$OUT/summary.txt"
+nvidia-smi --query-gpu=memory.used --format=csv 2>&1 | tee -a "$OUT/summary.txt"
+
+if command -v nvidia-cuda-mps-control >/dev/null; then
+    log "MPS: a private control daemon, one client; gpufree must target the client, not the server"
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/gpufree-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/gpufree-mps/log
+    mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+    timeout 20 nvidia-cuda-mps-control -d; echo "mps-control -d exit $?" | tee -a "$OUT/summary.txt"
+    python3 scripts/cuda_worker.py 0 2048 mps_client >"$OUT/mps-client.out" 2>&1 &
+    CLIENT=$!
+    for _ in $(seq 100); do grep -q ready "$OUT/mps-client.out" && break; sleep 0.2; done
+    cat "$OUT/mps-client.out" | tee -a "$OUT/summary.txt"
+    g status --json >"$OUT/mps-status.json" 2>&1
+    g status --no-color >"$OUT/mps-status.txt" 2>&1
+    g why --no-color >"$OUT/mps-why.txt" 2>&1; echo "why exit $?" | tee -a "$OUT/summary.txt"
+    g kill --gpu 0 --dry-run --no-color >"$OUT/mps-plan.txt" 2>&1; echo "dry-run exit $?" | tee -a "$OUT/summary.txt"
+    g kill --pid "$CLIENT" --yes --timeout 30s --no-color >"$OUT/mps-kill.txt" 2>&1; echo "kill client exit $?" | tee -a "$OUT/summary.txt"
+    kill -0 "$CLIENT" 2>/dev/null && kill -9 "$CLIENT"
+    echo quit | timeout 20 nvidia-cuda-mps-control; echo "mps quit exit $?" | tee -a "$OUT/summary.txt"
+    sleep 2
+    g status --no-color >"$OUT/mps-after.txt" 2>&1
+fi
 
 log "scan speed on this host"
 for i in 1 2 3; do /usr/bin/time -f "status %e s, %M KiB" $G status --json >/dev/null; done 2>&1 | tee -a "$OUT/summary.txt"
+
+# The device tool brings back at most 8 files: everything in one archive.
+tar -czf all.tgz -C "$OUT" . && mv all.tgz "$OUT/all.tgz"

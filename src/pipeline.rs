@@ -5,7 +5,7 @@
 //! it is made and nowhere else.
 
 use crate::diagnose::{self, verdict, Options};
-use crate::model::Snapshot;
+use crate::model::{Selection, Snapshot};
 use crate::nvml::NvmlReport;
 use crate::snapshot::{self, fold_memory, narrow, Collector, Config, SnapshotError};
 use std::time::Instant;
@@ -52,18 +52,18 @@ pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
     Ok(snap)
 }
 
-/// Narrows a judged snapshot to the GPUs `indexes` and judges what is
-/// left (nothing to do when every GPU is selected).
-pub fn select(snap: Snapshot, indexes: &[u32]) -> Snapshot {
-    select_with(snap, indexes, &Options::default())
+/// Narrows a judged snapshot to the GPUs (and MIG devices) `sel` names and
+/// judges what is left (nothing to do when every GPU is selected whole).
+pub fn select(snap: Snapshot, sel: &Selection) -> Snapshot {
+    select_with(snap, sel, &Options::default())
 }
 
 /// [`select`], diagnosed with `opts`.
-pub fn select_with(snap: Snapshot, indexes: &[u32], opts: &Options) -> Snapshot {
-    if indexes.len() == snap.gpus.len() {
+pub fn select_with(snap: Snapshot, sel: &Selection, opts: &Options) -> Snapshot {
+    if sel.is_all(&snap.gpus) {
         return snap;
     }
-    let mut snap = narrow(snap, indexes);
+    let mut snap = narrow(snap, sel);
     judge_with(&mut snap, opts);
     snap
 }

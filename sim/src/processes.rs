@@ -33,7 +33,13 @@ unsafe fn running(
         let Some(v) = report(d, t, path) else {
             return ret::INVALID_ARGUMENT;
         };
-        let list: Vec<Reported> = v.processes.into_iter().filter(|p| p.kind == kind).collect();
+        // The real driver lists an MPS client in the compute list too,
+        // with the same memory as in the MPS list (seen on an H200, driver
+        // 580.159); the device's used memory counts it once.
+        let listed = |p: &Reported| {
+            p.kind == kind || (kind == ProcessKind::Compute && p.kind == ProcessKind::Mps)
+        };
+        let list: Vec<Reported> = v.processes.into_iter().filter(listed).collect();
         // SAFETY: `count` is non-NULL and points to the caller's counter.
         let room = unsafe { count.read_unaligned() } as usize;
         // SAFETY: as above.

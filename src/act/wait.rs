@@ -12,7 +12,7 @@
 use super::identity::Target;
 use super::monitor::{self, Ended, Tick, Watch};
 use crate::diagnose::verdict::{self, Policy};
-use crate::model::{Snapshot, Verdict, VerdictState};
+use crate::model::{Selection, Snapshot, Verdict, VerdictState};
 use crate::pipeline::{select, Look};
 use crate::snapshot::{Collector, SnapshotError};
 use std::ops::ControlFlow;
@@ -26,8 +26,8 @@ pub const LAST_LOOK: Duration = Duration::from_millis(350);
 /// Options of `gpufree wait`.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The GPUs to wait for (NVML indexes).
-    pub gpus: Vec<u32>,
+    /// The GPUs (or MIG devices) to wait for.
+    pub gpus: Selection,
     /// What free means (`--max-used`, `--holders-only`).
     pub policy: Policy,
     /// When the wait began, before its first snapshot (`seconds` counts
@@ -55,11 +55,10 @@ pub struct Outcome {
 
 /// NVML's view of the selected GPUs (sysfs's for DRM GPUs): (used, listed
 /// PIDs) each.
-fn fingerprint(c: &Collector, gpus: &[u32], deadline: Instant) -> Vec<(u64, Vec<u32>)> {
-    c.memory_until(Some(deadline))
-        .gpus
-        .iter()
-        .filter(|g| gpus.contains(&g.index))
+fn fingerprint(c: &Collector, sel: &Selection, deadline: Instant) -> Vec<(u64, Vec<u32>)> {
+    let mut gpus = c.memory_until(Some(deadline)).gpus;
+    sel.narrow_gpus(&mut gpus);
+    gpus.iter()
         .map(|g| {
             (
                 g.memory.used_bytes,

@@ -4,7 +4,7 @@
 use super::spinner::Spinner;
 use super::*;
 use crate::act::kill::{self, Plan, Selectors, UserSel};
-use crate::model::Snapshot;
+use crate::model::{Selection, Snapshot};
 use crate::present::json::SnapshotDoc;
 
 /// The document `kill --json` prints: the status after, the plan, the outcome.
@@ -86,7 +86,7 @@ struct Planned {
     snap: Snapshot,
     plan: Plan,
     sel: Selectors,
-    indexes: Vec<u32>,
+    indexes: Selection,
     safety: kill::Safety,
 }
 
@@ -138,13 +138,13 @@ fn execute(
 }
 
 /// The selectors of `kill`'s flags, checked against the snapshot (`--gpu`,
-/// `--unit`, `--user`), and the selected GPUs' indexes.
+/// `--unit`, `--user`), and the selected GPUs and MIG devices.
 fn selectors(
     common: &Common,
     args: &KillArgs,
     snap: &Snapshot,
     matcher: Option<regex::Regex>,
-) -> Result<(Selectors, Vec<u32>), Error> {
+) -> Result<(Selectors, Selection), Error> {
     let indexes = snapshot::resolve(&snap.gpus, &common.gpu).map_err(Error::Selector)?;
     if let Some(unit) = &args.unit {
         kill::check_unit(snap, unit).map_err(Error::Unit)?;
@@ -308,10 +308,21 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
         crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_error(common, e))?;
     let state = outcome.verdict.state;
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    let whole: Vec<u32> = gpus
+        .gpus
+        .iter()
+        .copied()
+        .filter(|g| !gpus.mig.contains_key(g))
+        .collect();
+    let named: Vec<String> = (!whole.is_empty())
+        .then(|| crate::diagnose::gpu_list(&whole))
+        .into_iter()
+        .chain(gpus.mig_labels())
+        .collect();
     let which = format!(
         "GPU{} {}",
-        if gpus.len() == 1 { "" } else { "s" },
-        crate::diagnose::gpu_list(&gpus)
+        if gpus.count() == 1 { "" } else { "s" },
+        named.join(", ")
     );
     let written = if common.json {
         let last = Snapshot {
@@ -327,7 +338,7 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
     if state == VerdictState::Unknown {
         return Err(Error::WaitUnknown {
             which,
-            several: gpus.len() != 1,
+            several: gpus.count() != 1,
             reasons: outcome.verdict.reasons.clone(),
         });
     }

@@ -18,9 +18,10 @@ pub(super) fn watch(
         interval,
         scan_every,
         gpus: if common.gpu.is_empty() {
-            Vec::new()
+            None
         } else {
-            first.gpus.iter().map(|g| g.index).collect()
+            // What the first look selected, MIG devices included.
+            Some(crate::snapshot::resolve(&first.gpus, &common.gpu).map_err(Error::Selector)?)
         },
     };
     crate::watch::run(config(common), opts)?;

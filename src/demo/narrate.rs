@@ -21,7 +21,9 @@ pub(super) fn free_it<W: Write>(
         paint.bold("$ gpufree kill --yes    (the demo signals only the processes it started)")
     )?;
     let sel = kill::Selectors {
-        gpus: Some(snap.gpus.iter().map(|g| g.index).collect()),
+        gpus: Some(crate::model::Selection::whole(
+            snap.gpus.iter().map(|g| g.index).collect(),
+        )),
         ..kill::Selectors::default()
     };
     let safety = kill::Safety::current();

@@ -11,10 +11,12 @@ pub(super) fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let grouped = |p: &Process| {
         p.memory_bytes() > 0 && !p.protected && matches!(ctx.group(p), Group::Orphans(..))
     };
+    // A protected daemon (nvidia-persistenced, MPS's control daemon)
+    // detaches from its parent by design: not an orphan to free.
     let orphans: Vec<&Process> = s
         .processes
         .iter()
-        .filter(|p| p.orphaned && p.is_live() && !grouped(p))
+        .filter(|p| p.orphaned && p.is_live() && !p.protected && !grouped(p))
         .collect();
     if orphans.is_empty() {
         return;

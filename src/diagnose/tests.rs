@@ -552,6 +552,29 @@ fn units_are_freed_by_unit_and_orphans_named() {
 }
 
 #[test]
+fn a_daemon_that_detached_is_no_orphan() {
+    // MPS's control daemon forks itself away from its parent (seen on an
+    // H200): reparented to init, protected, never "a restart will find
+    // the GPU full".
+    let mut d = worker(7, 1, 0);
+    d.comm = "nvidia-cuda-mps".into();
+    d.protected = true;
+    d.orphaned = true;
+    d.gpu_memory.clear();
+    let mut o = worker(8, 1, 0);
+    o.orphaned = true;
+    o.gpu_memory.clear();
+    let s = base(vec![gpu(0, W, W)], vec![d, o]);
+    let f = diagnose(&s);
+    let orphans: Vec<_> = f
+        .iter()
+        .filter(|x| x.kind == FindingKind::Orphans)
+        .collect();
+    assert_eq!(orphans.len(), 1, "{f:?}");
+    assert_eq!(orphans[0].pids, [8]);
+}
+
+#[test]
 fn supervisors_are_stopped_first() {
     use crate::model::{Kin, PodName, UnitRestart};
     let owned = |kind, id: &str| {

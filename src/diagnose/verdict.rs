@@ -328,9 +328,31 @@ pub fn apply(s: &mut Snapshot) {
         .map(|g| (g.index, gpu(s, g, &policy)))
         .collect();
     s.verdict = combine(&each);
+    let mig = mig_verdicts(s, &policy);
     for (g, (_, v)) in s.gpus.iter_mut().zip(each) {
         g.verdict = v;
+        for m in &mut g.mig_devices {
+            if let Some((.., v)) = mig.iter().find(|(i, j, _)| *i == g.index && *j == m.index) {
+                m.verdict = v.clone();
+            }
+        }
     }
+}
+
+/// Each MIG device judged as a GPU of its own: the snapshot narrowed to it
+/// (its memory, its processes, the holders of its capabilities).
+fn mig_verdicts(s: &Snapshot, policy: &Policy) -> Vec<(u32, u32, Verdict)> {
+    let mut out = Vec::new();
+    for g in s.gpus.iter().filter(|g| !g.mig_devices.is_empty()) {
+        for m in &g.mig_devices {
+            let mut one = s.clone();
+            one.restrict_mig(g.index, &std::iter::once(m.index).collect());
+            if let Some(rg) = one.gpus.iter().find(|x| x.index == g.index) {
+                out.push((g.index, m.index, gpu(&one, rg, policy)));
+            }
+        }
+    }
+    out
 }
 
 mod memory;

@@ -7,7 +7,9 @@
 
 mod evidence;
 mod finding;
+mod gpu;
 mod kill;
+mod mig;
 mod mps;
 mod process;
 
@@ -16,7 +18,9 @@ pub use evidence::{
     Renamed, Restarter, Unseen, Who,
 };
 pub use finding::{Finding, FindingKind, Severity};
+pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
+pub use mig::{MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use process::{
     saturating_sum, DeviceUse, DrmClient, GpuMemory, Kin, Owner, OwnerKind, Pin, Pins, Process, Via,
@@ -76,6 +80,10 @@ pub struct Snapshot {
     /// The namespace and name of the pods that own holders, by pod UID.
     #[serde(default)]
     pub pods: BTreeMap<String, PodName>,
+    /// MIG capability nodes (by path under the device directory) and what
+    /// each opens, from the driver's `mig-minors` table.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mig_caps: BTreeMap<String, MigCap>,
 }
 
 /// A systemd unit's restart policy, as its files say.
@@ -203,113 +211,6 @@ pub struct Brief {
     pub comm: String,
     /// argv now.
     pub cmdline: Vec<String>,
-}
-
-/// One GPU as NVML (or, without NVML, its device node) describes it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Gpu {
-    /// NVML index (without NVML: the minor number of `/dev/nvidiaN`).
-    pub index: u32,
-    /// `GPU-...`; empty when unknown.
-    pub uuid: String,
-    /// Product name.
-    pub name: String,
-    /// `00000000:01:00.0` form; empty when unknown.
-    pub pci_bus_id: String,
-    /// Who made it (SPEC.md: `nvidia|amd|intel|other`).
-    #[serde(default)]
-    pub vendor: Vendor,
-    /// N of `/dev/nvidiaN`, which ties the device node to this GPU.
-    pub minor_number: Option<u32>,
-    /// The kernel driver of a GPU found through DRM (`amdgpu`, `i915`,
-    /// `xe`); None for NVML's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver: Option<String>,
-    /// Memory as NVML reports it, split by attribution.
-    pub memory: Memory,
-    /// The processes NVML lists on this GPU, visible here or not.
-    pub nvml_processes: Vec<NvmlProcess>,
-    /// Whether this GPU is free.
-    #[serde(default)]
-    pub verdict: Verdict,
-}
-
-/// Who made a GPU, from its PCI vendor id (SPEC.md's `vendor`).
-/// The default is NVIDIA: every GPU NVML reports or `/dev/nvidiaN` names.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum Vendor {
-    /// 0x10de.
-    #[default]
-    Nvidia,
-    /// 0x1002.
-    Amd,
-    /// 0x8086.
-    Intel,
-    /// Anything else, or unreadable.
-    Other,
-}
-
-impl Vendor {
-    /// From sysfs's `vendor` file (`0x1002`).
-    pub fn from_pci_id(text: &str) -> Vendor {
-        match text.trim() {
-            "0x10de" => Vendor::Nvidia,
-            "0x1002" => Vendor::Amd,
-            "0x8086" => Vendor::Intel,
-            _ => Vendor::Other,
-        }
-    }
-
-    /// SPEC.md's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Vendor::Nvidia => "nvidia",
-            Vendor::Amd => "amd",
-            Vendor::Intel => "intel",
-            Vendor::Other => "other",
-        }
-    }
-}
-
-/// Memory of one GPU, in bytes.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Memory {
-    /// Framebuffer size.
-    pub total_bytes: u64,
-    /// In use, as NVML reports it.
-    pub used_bytes: u64,
-    /// Used by processes visible in this /proc.
-    pub accounted_bytes: u64,
-    /// `used - accounted`: held by nobody visible here.
-    pub unaccounted_bytes: u64,
-    /// Reserved by the driver (memory_info v2), outside `used`.
-    pub reserved_bytes: u64,
-    /// False when NVML could not report memory for this GPU.
-    pub known: bool,
-}
-
-/// A process listed by NVML on one GPU.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct NvmlProcess {
-    /// PID as NVML reports it.
-    pub pid: u32,
-    /// Memory used; None when NVML says "not available".
-    pub used_bytes: Option<u64>,
-    /// Which NVML list reported it.
-    pub kind: NvmlProcessKind,
-}
-
-/// The NVML process list a process came from.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum NvmlProcessKind {
-    /// Compute (CUDA) context.
-    Compute,
-    /// Graphics context.
-    Graphics,
-    /// MPS client.
-    Mps,
 }
 
 /// What the scan could not see.

@@ -1,6 +1,7 @@
 //! The NVML backend, over nvml-wrapper: per GPU the index, UUID, name, PCI
-//! bus id, minor number, memory (v2) and the compute, graphics and MPS
-//! processes with their memory.
+//! bus id, minor number, memory (v2), the compute, graphics and MPS
+//! processes with their memory, and in MIG mode each MIG device's
+//! (`mig.rs`).
 //!
 //! Every call that fails becomes an [`Unavailable`] entry saying why
 //! (NOT_SUPPORTED, a missing `_v3` symbol on an old driver, GPU_IS_LOST,
@@ -8,6 +9,7 @@
 //! [`NvmlStatus`] with an error, not a failure of the whole snapshot: the
 //! device-node scan still runs.
 
+mod mig;
 mod read;
 
 use read::read_all;

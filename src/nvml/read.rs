@@ -82,6 +82,28 @@ pub(super) fn read_gpu(
             Memory::default()
         }
     };
+    let nvml_processes = lists(dev, index, unavailable, at);
+    let mut gpu = Gpu {
+        index,
+        uuid,
+        name,
+        pci_bus_id,
+        minor_number,
+        memory,
+        nvml_processes,
+        ..Gpu::default() // vendor: NVIDIA, the only one NVML knows; no verdict yet
+    };
+    super::mig::read_mig(dev, &mut gpu, unavailable, at);
+    gpu
+}
+
+/// The compute, graphics and MPS process lists of GPU `index`.
+fn lists(
+    dev: &Device<'_>,
+    index: u32,
+    unavailable: &mut Vec<Unavailable>,
+    at: &Shared,
+) -> Vec<NvmlProcess> {
     let mut nvml_processes = Vec::new();
     for kind in [
         NvmlProcessKind::Compute,
@@ -94,14 +116,5 @@ pub(super) fn read_gpu(
         ));
         nvml_processes.extend(list(dev, kind, index, unavailable));
     }
-    Gpu {
-        index,
-        uuid,
-        name,
-        pci_bus_id,
-        minor_number,
-        memory,
-        nvml_processes,
-        ..Gpu::default() // vendor: NVIDIA, the only one NVML knows; no verdict yet
-    }
+    nvml_processes
 }

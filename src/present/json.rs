@@ -4,8 +4,8 @@
 
 use super::words::words;
 use crate::model::{
-    Brief, Finding, FindingKind, Gpu, MpsGpu, NvmlStatus, PodName, Process, Severity, Snapshot,
-    Unavailable, UnitRestart, Verdict, Visibility,
+    Brief, Finding, FindingKind, Gpu, MigCap, MpsGpu, NvmlStatus, PodName, Process, Severity,
+    Snapshot, Unavailable, UnitRestart, Verdict, Visibility,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -69,6 +69,9 @@ pub struct SnapshotDoc<'a> {
     units: &'a BTreeMap<String, UnitRestart>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pods: &'a BTreeMap<String, PodName>,
+    /// MIG capability nodes and what each opens (an addition to SPEC.md).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    mig_caps: &'a BTreeMap<String, MigCap>,
     /// NVIDIA MPS, where any GPU runs under it (an addition to SPEC.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     mps: Option<MpsDoc>,
@@ -116,6 +119,7 @@ impl<'a> SnapshotDoc<'a> {
             parents: _,
             units,
             pods,
+            mig_caps,
         } = s;
         let mps = MpsDoc::of(s);
         SnapshotDoc {
@@ -132,6 +136,7 @@ impl<'a> SnapshotDoc<'a> {
             verdict,
             units,
             pods,
+            mig_caps,
             mps,
         }
     }

@@ -4,6 +4,7 @@
 pub mod json;
 pub mod kill;
 pub mod metrics;
+mod mig;
 pub mod next;
 pub mod table;
 pub mod why;

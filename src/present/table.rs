@@ -4,7 +4,7 @@
 
 use super::{flags, Paint};
 use crate::diagnose::gpu_list;
-use crate::model::{DeviceUse, Gpu, MpsRole, Process, Severity, Snapshot, VerdictState, Via};
+use crate::model::{DeviceUse, Memory, MpsRole, Process, Severity, Snapshot, VerdictState, Via};
 use crate::safe::{escape, fit, pad, pad_left, MESSAGE_MAX, TEXT_MAX};
 use crate::units::mib;
 use std::io::{self, Write};
@@ -128,6 +128,9 @@ fn write_rows<W: Write>(
         if let Some(role) = mps_role(s, p) {
             writeln!(w, "      {} {role}", paint.dim("mps:"))?;
         }
+        if let Some(on) = super::mig::held(s, p) {
+            writeln!(w, "      {} {on}", paint.dim("mig:"))?;
+        }
     }
     Ok(())
 }
@@ -206,10 +209,9 @@ pub fn write_status_with<W: Write>(
     Ok(())
 }
 
-/// One GPU row's cells: index, name, used / total, accounted,
-/// unaccounted, verdict.
-fn gpu_cells(g: &Gpu) -> [String; 6] {
-    let m = &g.memory;
+/// One row's cells (a GPU's or a MIG device's): label, name, used /
+/// total, accounted, unaccounted, verdict.
+pub(super) fn gpu_row(label: &str, name: &str, m: &Memory, verdict: VerdictState) -> [String; 6] {
     let (used, accounted, unaccounted) = if m.known {
         (
             format!("{} / {}", mib(m.used_bytes), mib(m.total_bytes)),
@@ -220,12 +222,12 @@ fn gpu_cells(g: &Gpu) -> [String; 6] {
         ("unknown".into(), "-".into(), "-".into())
     };
     [
-        g.index.to_string(),
-        fit(&g.name, NAME_MAX),
+        label.to_string(),
+        fit(name, NAME_MAX),
         used,
         accounted,
         unaccounted,
-        g.verdict.state.as_str().to_string(),
+        verdict.as_str().to_string(),
     ]
 }
 
@@ -238,12 +240,13 @@ const GPU_HEADER: [&str; 6] = [
     "VERDICT",
 ];
 
-/// The GPU table: one row per GPU, numbers aligned right; a GPU that is
-/// not free or has unaccounted memory stands out.
+/// The GPU table: one row per GPU (and per MIG device under it), numbers
+/// aligned right; a row that is not free or has unaccounted memory stands
+/// out.
 fn write_gpus<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
-    let rows: Vec<[String; 6]> = s.gpus.iter().map(gpu_cells).collect();
+    let rows: Vec<([String; 6], bool)> = s.gpus.iter().flat_map(super::mig::rows).collect();
     let mut width = GPU_HEADER.map(str::len);
-    for r in &rows {
+    for (r, _) in &rows {
         for (i, c) in r.iter().enumerate() {
             width[i] = width[i].max(crate::safe::width(c));
         }
@@ -260,10 +263,9 @@ fn write_gpus<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()
         )
     };
     writeln!(w, "{}", paint.bold(&fmt(GPU_HEADER)))?;
-    for (r, g) in rows.iter().zip(&s.gpus) {
+    for (r, striking) in &rows {
         let text = fmt([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
-        let striking = g.verdict.state != VerdictState::Free || g.memory.unaccounted_bytes > 0;
-        writeln!(w, "{}", if striking { paint.warn(&text) } else { text })?;
+        writeln!(w, "{}", if *striking { paint.warn(&text) } else { text })?;
     }
     Ok(())
 }

@@ -22,7 +22,7 @@ use super::{write_json, Paint};
 use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
 use crate::model::FindingKind;
-use crate::model::{Changed, Report, Snapshot, VerdictState};
+use crate::model::{Changed, Report, Selection, Snapshot, VerdictState};
 use cases::{blind_cases, groups, mps, states, unaccounted_cases};
 use evil::{corpus, evil, FIRST_EVIL};
 use fixtures::judged;
@@ -79,7 +79,7 @@ fn with_pattern(s: &Snapshot, re: &str) -> Snapshot {
 /// process outside the snapshot.
 fn dry_run(s: &Snapshot) -> String {
     let sel = Selectors {
-        gpus: Some(s.gpus.iter().map(|g| g.index).collect()),
+        gpus: Some(Selection::whole(s.gpus.iter().map(|g| g.index).collect())),
         ..Selectors::default()
     };
     let safety = Safety {
@@ -401,7 +401,7 @@ fn colours_of_the_status_table_why_and_plan() {
     let paint = Paint { color: true };
     let s = judged(states(), &Options::default());
     let sel = Selectors {
-        gpus: Some(vec![0]),
+        gpus: Some(Selection::whole(vec![0])),
         ..Selectors::default()
     };
     let p = plan(&s, &sel, &Safety::default());

@@ -97,26 +97,19 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         parents: kin,
         units: BTreeMap::new(),
         pods: BTreeMap::new(),
+        mig_caps: BTreeMap::new(),
     }
 }
 
-/// PID → (GPU → bytes) from NVML, summed over the lists (None: a listing
-/// without a size).
+/// PID → (GPU → bytes) from NVML (None: listed without a size).
 type NvmlMemory = BTreeMap<u32, BTreeMap<u32, Option<u64>>>;
 
+/// Each process's memory per GPU, as [`Gpu::listed`] reads the lists.
 fn nvml_memory(gpus: &[Gpu]) -> NvmlMemory {
     let mut nvml_mem = NvmlMemory::new();
     for g in gpus {
-        for p in &g.nvml_processes {
-            let slot = nvml_mem
-                .entry(p.pid)
-                .or_default()
-                .entry(g.index)
-                .or_insert(Some(0));
-            *slot = match (*slot, p.used_bytes) {
-                (Some(a), Some(b)) => Some(a.saturating_add(b)),
-                _ => None,
-            };
+        for (pid, bytes) in g.listed() {
+            nvml_mem.entry(pid).or_default().insert(g.index, bytes);
         }
     }
     nvml_mem
@@ -209,14 +202,13 @@ fn account(gpus: &mut [Gpu], processes: &[Process]) {
 /// A GPU's memory accounted to the listed processes that `visible` says
 /// gpufree sees, and the rest unaccounted.
 pub(super) fn set_accounting(g: &mut Gpu, visible: impl Fn(u32) -> bool) {
-    let accounted: u64 = g
-        .nvml_processes
-        .iter()
-        .filter(|p| visible(p.pid))
-        .filter_map(|p| p.used_bytes)
-        .fold(0, u64::saturating_add);
+    let accounted = g.listed_bytes(&visible);
     g.memory.accounted_bytes = accounted;
     g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
+    for m in &mut g.mig_devices {
+        m.memory.accounted_bytes = m.listed_bytes(&visible);
+        m.memory.unaccounted_bytes = m.memory.used_bytes.saturating_sub(m.memory.accounted_bytes);
+    }
 }
 
 /// The processes the scan could not read, with their comm where it can

@@ -13,11 +13,12 @@ use super::*;
 /// is needed.
 pub fn fold_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
     // A GPU found through DRM: its memory comes from its clients' fdinfo,
-    // which only a scan reads.
+    // which only a scan reads. A GPU in MIG mode: its memory is its MIG
+    // devices', which a full collection reads (and narrows).
     if snap
         .gpus
         .iter()
-        .any(|g| g.vendor != crate::model::Vendor::Nvidia)
+        .any(|g| g.vendor != crate::model::Vendor::Nvidia || g.mig_mode == Some(true))
     {
         return false;
     }
@@ -50,13 +51,7 @@ pub fn fold_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
             fold_gpu(g, f, &snap.visibility.nvml_pids_not_visible);
             for p in &mut snap.processes {
                 for m in p.gpu_memory.iter_mut().filter(|m| m.gpu == g.index) {
-                    m.used_bytes = g
-                        .nvml_processes
-                        .iter()
-                        .filter(|n| n.pid == p.pid)
-                        .map(|n| n.used_bytes)
-                        .next()
-                        .flatten();
+                    m.used_bytes = g.listed().get(&p.pid).copied().flatten();
                 }
             }
         }

@@ -15,6 +15,7 @@ mod assemble;
 mod drm;
 mod fold;
 mod launchers;
+mod mig;
 mod orphans;
 mod select;
 
@@ -263,6 +264,7 @@ impl Collector {
             kin: scanned.parents.into_iter().collect(),
         };
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
+        mig::map_caps(&self.proc_fd, &self.nodes, &mut snap);
         launchers(&self.proc_fd, &mut snap);
         restarters(&self.cfg, &mut snap);
         if self.cfg.others {

@@ -1,7 +1,9 @@
-//! `--gpu` selectors (index, UUID or prefix, PCI bus id, `all`) and a
-//! snapshot narrowed to the GPUs they name.
+//! `--gpu` selectors (index, UUID or prefix, PCI bus id, MIG device as
+//! `GPU:MIG` or `MIG-` UUID, `all`) and a snapshot narrowed to what they
+//! name.
 
 use super::*;
+use crate::model::{MigDevice, Selection};
 
 /// One `--gpu` selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +16,10 @@ pub enum GpuSelector {
     Uuid(String),
     /// A PCI bus id in any common spelling (`01:00.0`, `0000:01:00.0`).
     PciBusId(String),
+    /// A MIG device by GPU index and MIG index (`0:1`).
+    Mig(u32, u32),
+    /// A MIG device by its UUID or a prefix of it (`MIG-5c1e`).
+    MigUuid(String),
 }
 
 impl std::str::FromStr for GpuSelector {
@@ -27,19 +33,24 @@ impl std::str::FromStr for GpuSelector {
             Ok(GpuSelector::All)
         } else if let Ok(i) = s.parse() {
             Ok(GpuSelector::Index(i))
+        } else if let Some((gpu, mig)) = s
+            .split_once(':')
+            .and_then(|(g, m)| Some((g.parse().ok()?, m.parse().ok()?)))
+        {
+            Ok(GpuSelector::Mig(gpu, mig))
+        } else if s.len() > 4 && s[..4].eq_ignore_ascii_case("MIG-") {
+            Ok(GpuSelector::MigUuid(s.to_string()))
         } else if s.contains(':') {
             normalize_pci(s)
                 .map(GpuSelector::PciBusId)
                 .ok_or_else(|| format!("'{s}' is not a PCI bus id (like 0000:01:00.0)"))
         } else if s.len() >= 4
-            && (s.starts_with("GPU-")
-                || s.starts_with("MIG-")
-                || s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
+            && (s.starts_with("GPU-") || s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
         {
             Ok(GpuSelector::Uuid(s.to_string()))
         } else {
             Err(format!(
-                "'{s}' is not a GPU index, UUID, PCI bus id or 'all'"
+                "'{s}' is not a GPU index, UUID, PCI bus id, MIG device (GPU:MIG or MIG-UUID) or 'all'"
             ))
         }
     }
@@ -62,49 +73,68 @@ pub(super) fn normalize_pci(s: &str) -> Option<String> {
 }
 
 impl GpuSelector {
+    /// The MIG devices of `g` this selector names (a MIG selector only).
+    fn mig_hits(&self, g: &Gpu) -> Vec<u32> {
+        let named = |m: &&MigDevice| match self {
+            GpuSelector::Mig(gpu, index) => g.index == *gpu && m.index == *index,
+            GpuSelector::MigUuid(u) => uuid_matches(&m.uuid, u, "mig-"),
+            _ => false,
+        };
+        g.mig_devices
+            .iter()
+            .filter(named)
+            .map(|m| m.index)
+            .collect()
+    }
+
+    fn is_mig(&self) -> bool {
+        matches!(self, GpuSelector::Mig(..) | GpuSelector::MigUuid(_))
+    }
+
     fn matches(&self, g: &Gpu) -> bool {
         match self {
+            GpuSelector::Mig(..) | GpuSelector::MigUuid(_) => !self.mig_hits(g).is_empty(),
             GpuSelector::All => true,
             GpuSelector::Index(i) => g.index == *i,
-            GpuSelector::Uuid(u) => {
-                let want = u.to_ascii_lowercase();
-                let have = g.uuid.to_ascii_lowercase();
-                !have.is_empty()
-                    && (have.starts_with(&want)
-                        || have.trim_start_matches("gpu-").starts_with(&want))
-            }
+            GpuSelector::Uuid(u) => uuid_matches(&g.uuid, u, "gpu-"),
             GpuSelector::PciBusId(p) => normalize_pci(&g.pci_bus_id).is_some_and(|q| q == *p),
         }
     }
 }
 
-/// Resolves selectors to GPU indexes; an empty list means all. A selector
-/// that names no GPU (or a UUID prefix that names several) is an error.
-pub fn resolve(gpus: &[Gpu], selectors: &[GpuSelector]) -> Result<Vec<u32>, String> {
+/// Whether `have` is the UUID `want` names, whole or by a prefix, with
+/// or without its `GPU-`/`MIG-` kind (`prefix`, lower case).
+fn uuid_matches(have: &str, want: &str, prefix: &str) -> bool {
+    let want = want.to_ascii_lowercase();
+    let have = have.to_ascii_lowercase();
+    !have.is_empty()
+        && (have.starts_with(&want) || have.trim_start_matches(prefix).starts_with(&want))
+}
+
+/// Resolves selectors; none means every GPU. A selector that names no GPU
+/// or MIG device (or a UUID prefix that names several) is an error. A GPU
+/// named whole and by one of its MIG devices is selected whole.
+pub fn resolve(gpus: &[Gpu], selectors: &[GpuSelector]) -> Result<Selection, String> {
     if selectors.is_empty() || selectors.contains(&GpuSelector::All) {
-        return Ok(gpus.iter().map(|g| g.index).collect());
+        return Ok(Selection::whole(gpus.iter().map(|g| g.index).collect()));
     }
     let mut out = BTreeSet::new();
+    let mut mig: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
     for s in selectors {
         let hits: Vec<u32> = gpus
             .iter()
             .filter(|g| s.matches(g))
             .map(|g| g.index)
             .collect();
-        match hits.as_slice() {
-            [] => {
-                let have: Vec<String> = gpus.iter().map(|g| g.index.to_string()).collect();
-                return Err(format!(
-                    "--gpu {}: no such GPU (GPUs here: {})",
-                    describe_selector(s),
-                    if have.is_empty() {
-                        "none".into()
-                    } else {
-                        have.join(", ")
-                    }
-                ));
+        if s.is_mig() {
+            for g in gpus.iter().filter(|g| hits.contains(&g.index)) {
+                mig.entry(g.index).or_default().extend(s.mig_hits(g));
             }
-            [_, _, ..] if matches!(s, GpuSelector::Uuid(_)) => {
+        }
+        let several = hits.len() > 1 || gpus.iter().map(|g| s.mig_hits(g).len()).sum::<usize>() > 1;
+        match hits.as_slice() {
+            [] => return Err(no_such(gpus, s)),
+            _ if several && matches!(s, GpuSelector::Uuid(_) | GpuSelector::MigUuid(_)) => {
                 return Err(format!(
                     "--gpu {}: UUID prefix matches several GPUs",
                     describe_selector(s)
@@ -113,24 +143,62 @@ pub fn resolve(gpus: &[Gpu], selectors: &[GpuSelector]) -> Result<Vec<u32>, Stri
             _ => out.extend(hits),
         }
     }
-    Ok(out.into_iter().collect())
+    // Named whole as well: whole.
+    let named_whole = |g: &u32| {
+        selectors
+            .iter()
+            .any(|s| !s.is_mig() && gpus.iter().any(|x| x.index == *g && s.matches(x)))
+    };
+    mig.retain(|g, _| !named_whole(g));
+    Ok(Selection {
+        gpus: out.into_iter().collect(),
+        mig,
+    })
+}
+
+/// Why selector `s` names nothing, with what there is.
+fn no_such(gpus: &[Gpu], s: &GpuSelector) -> String {
+    let (what, have): (_, Vec<String>) = if s.is_mig() {
+        let migs = gpus
+            .iter()
+            .flat_map(|g| g.mig_devices.iter().map(|m| m.label(g.index)));
+        (
+            "no such GPU or MIG device (MIG devices here",
+            migs.collect(),
+        )
+    } else {
+        (
+            "no such GPU (GPUs here",
+            gpus.iter().map(|g| g.index.to_string()).collect(),
+        )
+    };
+    let have = if have.is_empty() {
+        "none".into()
+    } else {
+        have.join(", ")
+    };
+    format!("--gpu {}: {what}: {have})", describe_selector(s))
 }
 
 pub(super) fn describe_selector(s: &GpuSelector) -> String {
     match s {
         GpuSelector::All => "all".into(),
         GpuSelector::Index(i) => i.to_string(),
-        GpuSelector::Uuid(u) | GpuSelector::PciBusId(u) => u.clone(),
+        GpuSelector::Uuid(u) | GpuSelector::PciBusId(u) | GpuSelector::MigUuid(u) => u.clone(),
+        GpuSelector::Mig(g, m) => format!("{g}:{m}"),
     }
 }
 
 /// Keeps only the selected GPUs and the processes that touch them (and
-/// those that hold only shared nodes, which belong to every GPU). The
-/// diagnosis of what is left is `crate::pipeline::select`'s.
-pub fn narrow(mut snap: Snapshot, indexes: &[u32]) -> Snapshot {
-    if indexes.len() == snap.gpus.len() {
+/// those that hold only shared nodes, which belong to every GPU); a GPU
+/// selected in part becomes its selected MIG devices
+/// ([`Snapshot::restrict_mig`]). The diagnosis of what is left is
+/// `crate::pipeline::select`'s.
+pub fn narrow(mut snap: Snapshot, sel: &Selection) -> Snapshot {
+    if sel.is_all(&snap.gpus) {
         return snap;
     }
+    let indexes = &sel.gpus;
     snap.gpus.retain(|g| indexes.contains(&g.index));
     snap.processes.retain(|p| {
         indexes.iter().any(|&i| p.touches_gpu(i))
@@ -138,6 +206,9 @@ pub fn narrow(mut snap: Snapshot, indexes: &[u32]) -> Snapshot {
     });
     for p in &mut snap.processes {
         p.gpu_memory.retain(|m| indexes.contains(&m.gpu));
+    }
+    for (&gpu, keep) in &sel.mig {
+        snap.restrict_mig(gpu, keep);
     }
     snap
 }

@@ -90,14 +90,45 @@ fn refresh_memory_folds_nvml_into_the_snapshot_until_the_process_set_changes() {
 
 #[test]
 fn selectors_parse_and_resolve() {
-    let gpus = [
+    let mut gpus = [
         gpu(0, "GPU-7f3a0000-aaaa", "00000000:01:00.0"),
         gpu(1, "GPU-7f3b0000-bbbb", "00000000:C1:00.0"),
     ];
+    gpus[1].mig_mode = Some(true);
+    gpus[1].mig_devices = [
+        "MIG-5c1e0000-1111",
+        "MIG-5c2f0000-2222",
+        "MIG-5c2f0000-3333",
+    ]
+    .iter()
+    .zip(0..)
+    .map(|(uuid, index)| crate::model::MigDevice {
+        index,
+        uuid: uuid.to_string(),
+        ..Default::default()
+    })
+    .collect();
     let r = |s: &[&str]| {
         let sels: Vec<GpuSelector> = s.iter().map(|x| x.parse().unwrap()).collect();
-        resolve(&gpus, &sels)
+        resolve(&gpus, &sels).map(|sel| sel.gpus)
     };
+    let mig = |s: &[&str]| {
+        let sels: Vec<GpuSelector> = s.iter().map(|x| x.parse().unwrap()).collect();
+        resolve(&gpus, &sels).map(|sel| sel.mig_labels())
+    };
+    // MIG devices by GPU:MIG and by UUID (or a unique prefix); a GPU
+    // named whole as well is whole.
+    assert_eq!(mig(&["1:2"]).unwrap(), ["1:2"]);
+    assert_eq!(r(&["1:2"]).unwrap(), [1]);
+    assert_eq!(mig(&["MIG-5c1e", "1:2"]).unwrap(), ["1:0", "1:2"]);
+    assert_eq!(mig(&["mig-5c2f0000-3333"]).unwrap(), ["1:2"]);
+    assert_eq!(mig(&["1:0", "1"]).unwrap(), Vec::<String>::new());
+    assert!(mig(&["MIG-5c2f"]).unwrap_err().contains("several"));
+    assert!(mig(&["1:3"])
+        .unwrap_err()
+        .contains("--gpu 1:3: no such GPU or MIG device (MIG devices here: 1:0, 1:1, 1:2)"));
+    assert!(mig(&["0:0"]).unwrap_err().contains("--gpu 0:0"));
+    assert!(mig(&["MIG-ffff"]).is_err());
     assert_eq!(r(&[]).unwrap(), vec![0, 1]);
     assert_eq!(r(&["all"]).unwrap(), vec![0, 1]);
     assert_eq!(r(&["1"]).unwrap(), vec![1]);

@@ -22,7 +22,7 @@ use keys::{on_key, on_popup_key, Flow};
 use crate::act::identity::Target;
 use crate::act::kill::{self, Plan, Safety, Selectors};
 use crate::act::monitor::{self, Tick, Watch};
-use crate::model::{Process, Severity, Snapshot};
+use crate::model::{Process, Selection, Severity, Snapshot};
 use crate::pipeline::{refresh_memory, select, Look};
 use crate::snapshot::{Collector, Config};
 use crate::units::mib;
@@ -51,8 +51,8 @@ pub struct Options {
     pub interval: Duration,
     /// Full holder scan at least this often.
     pub scan_every: Duration,
-    /// The GPUs shown (empty: all).
-    pub gpus: Vec<u32>,
+    /// The GPUs (or MIG devices) shown (None: all).
+    pub gpus: Option<Selection>,
 }
 
 enum Msg {
@@ -108,8 +108,10 @@ impl Refresh {
     /// Takes a full snapshot and sends it (or its error).
     fn full(&mut self) -> Result<(), Gone> {
         let snap = match self.c.snapshot() {
-            Ok(s) if self.opts.gpus.is_empty() => s,
-            Ok(s) => select(s, &self.opts.gpus),
+            Ok(s) => match &self.opts.gpus {
+                Some(sel) => select(s, sel),
+                None => s,
+            },
             Err(e) => {
                 self.snap = None;
                 // Nothing pinned to wake on: an exited holder's pidfd stays

@@ -3,6 +3,7 @@
 //! a whole GPU; gpufree shows, selects and frees them per instance.
 
 use crate::harness::*;
+use gpufree::demo::holder::Spawned;
 use serde_json::{json, Value};
 
 const GIB: u64 = 1 << 30;
@@ -166,4 +167,172 @@ fn pynvml_and_nvitop_see_the_mig_devices() {
         let cols: Vec<&str> = row.unwrap_or_default().split_whitespace().collect();
         assert_eq!(cols.get(1..4), Some(&[at, pid.as_str(), "C"][..]), "{nv}");
     }
+}
+
+/// The mixed host with its holders, for gpufree's own MIG tests.
+struct Mixed {
+    d: TestDir,
+    a: Spawned,
+    b: Spawned,
+    c: Spawned,
+    w: Spawned,
+    state: std::path::PathBuf,
+}
+
+fn mixed_host() -> Mixed {
+    let d = TestDir::new(3);
+    let (a, b, c, w) = (
+        d.mapper("nvidia0"),
+        d.mapper("nvidia0"),
+        d.mapper("nvidia1"),
+        d.mapper("nvidia2"),
+    );
+    let state = mixed(&d, a.pid(), b.pid(), c.pid(), w.pid());
+    Mixed {
+        d,
+        a,
+        b,
+        c,
+        w,
+        state,
+    }
+}
+
+impl Mixed {
+    fn json(&self, cmd: &str, args: &[&str]) -> (i32, Value, String) {
+        sim_json(cmd, &self.d.dev, &self.state, args, &[])
+    }
+
+    fn text(&self, cmd: &str, args: &[&str]) -> Run {
+        let lib = sim_lib();
+        let mut a = vec![
+            cmd,
+            "--dev-dir",
+            self.d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ];
+        a.extend(args);
+        gpufree(&a, &[("GPUFREE_SIM_STATE", self.state.to_str().unwrap())])
+    }
+}
+
+#[test]
+fn status_shows_each_mig_device_its_memory_holders_and_verdict() {
+    let h = mixed_host();
+    let (code, doc, err) = h.json("status", &[]);
+    assert_eq!(code, 0, "{err}");
+    let gpus = doc["gpus"].as_array().unwrap();
+    let counts: Vec<usize> = gpus
+        .iter()
+        .map(|g| g["mig_devices"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(counts, [7, 3, 0]);
+    assert_eq!(gpus[0]["mig_mode"], true);
+    assert_eq!(gpus[2]["mig_mode"], false);
+    let m01 = &gpus[0]["mig_devices"][1];
+    assert_eq!(m01["index"], 1);
+    assert_eq!(m01["uuid"], mig_uuid(0, 1));
+    assert_eq!(m01["name"], "NVIDIA H200 MIG 1g.18gb");
+    assert_eq!(
+        (
+            m01["gpu_instance_id"].clone(),
+            m01["compute_instance_id"].clone()
+        ),
+        (json!(2), json!(0))
+    );
+    assert_eq!(m01["memory"]["total_bytes"], 18 * GIB);
+    assert_eq!(m01["memory"]["used_bytes"], 7 * GIB);
+    assert_eq!(m01["memory"]["accounted_bytes"], 7 * GIB);
+    assert_eq!(m01["nvml_processes"][0]["pid"], h.b.pid());
+    let states = |g: usize| -> Vec<String> {
+        gpus[g]["mig_devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["verdict"]["state"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        states(0),
+        ["busy", "busy", "free", "free", "free", "free", "free"]
+    );
+    assert_eq!(states(1), ["free", "free", "busy"]);
+    // Instance 0:0's verdict names its own holder, not its neighbour's.
+    let reasons = gpus[0]["mig_devices"][0]["verdict"]["reasons"].to_string();
+    assert!(reasons.contains(&format!("PID {}", h.a.pid())), "{reasons}");
+    assert!(
+        !reasons.contains(&format!("PID {}", h.b.pid())),
+        "{reasons}"
+    );
+    let a = process(&doc, h.a.pid()).unwrap();
+    assert_eq!(a["gpu_memory"], json!([{"gpu": 0, "used_bytes": 5 * GIB}]));
+
+    let out = h.text("status", &["--no-color"]).stdout;
+    let row = |label: &str| {
+        out.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(row(" 0:1").contains("7,168 MiB / 18,432 MiB"), "{out}");
+    assert!(row(" 0:1").ends_with("busy"), "{out}");
+    assert!(row(" 0:2").ends_with("free"), "{out}");
+    assert!(row(" 1:2").contains("3,072 MiB / 35,840 MiB"), "{out}");
+    assert!(
+        out.contains(&format!("mig: 0:1 ({})", mig_uuid(0, 1))),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("mig: 1:2 ({})", mig_uuid(1, 2))),
+        "{out}"
+    );
+}
+
+#[test]
+fn kill_one_mig_device_frees_it_and_nothing_else() {
+    let h = mixed_host();
+    let (code, doc, err) = h.json("kill", &["--gpu", "0:1", "--yes", "--grace", "2s"]);
+    assert_eq!(code, 0, "{err}");
+    // b and a both map the GPU's node; only b is on instance 0:1.
+    assert_eq!(u32s(&doc["kill"]["targets"]), [h.b.pid()], "{doc}");
+    assert_eq!(doc["kill"]["released"], true, "{doc}");
+    assert!(!alive(h.b.pid()));
+    for other in [&h.a, &h.c, &h.w] {
+        assert!(alive(other.pid()), "{} was no target", other.pid());
+    }
+    // The document describes the instance it freed.
+    let g = &doc["gpus"][0];
+    assert_eq!(g["mig_devices"].as_array().unwrap().len(), 1, "{g}");
+    assert_eq!(g["mig_devices"][0]["uuid"], mig_uuid(0, 1));
+    assert_eq!(g["verdict"]["state"], "free", "{g}");
+}
+
+#[test]
+fn a_mig_uuid_selects_it_for_wait_and_why() {
+    let h = mixed_host();
+    // GPU 0 is busy (0:0 and 0:1), its instance 0:2 is free.
+    let (code, _, err) = h.json("wait", &["--gpu", &mig_uuid(0, 2), "--timeout", "0"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = h.json("wait", &["--gpu", "0", "--timeout", "0"]);
+    assert_eq!(code, 1, "{err}");
+    let out = h.text("wait", &["--gpu", "0:0", "--timeout", "0"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stdout.contains("GPU 0:0"), "{}", out.stdout);
+    let (code, doc, err) = h.json("why", &["--gpu", &mig_uuid(0, 0)[..12]]);
+    assert_eq!(code, 1, "{err}");
+    let pids: Vec<u32> = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap() as u32)
+        .collect();
+    assert_eq!(pids, [h.a.pid()], "{doc}");
+    let bad = h.text("status", &["--gpu", "0:7"]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains("--gpu 0:7: no such GPU or MIG device"),
+        "{}",
+        bad.stderr
+    );
 }

@@ -145,6 +145,21 @@ fn status_shows_the_clients_as_the_server_s_and_protects_the_daemons() {
     assert_eq!(u32s(&g["servers"]), [server]);
     assert_eq!(u32s(&g["clients"]), h.client_pids());
     assert_eq!(g["client_bytes"], 10u64 << 30);
+    // The driver lists each client in the compute list as well as the MPS
+    // list (as a real H200 does): its memory is counted once.
+    let listings = doc["gpus"][0]["nvml_processes"].as_array().unwrap();
+    let compute = listings.iter().filter(|n| n["kind"] == "compute").count();
+    assert_eq!(compute, 3, "{listings:?}");
+    for (c, gib) in h.clients.iter().zip([4u64, 6]) {
+        let p = process(&doc, c.pid()).unwrap();
+        assert_eq!(
+            p["gpu_memory"],
+            json!([{"gpu": 0, "used_bytes": gib << 30}])
+        );
+    }
+    let memory = &doc["gpus"][0]["memory"];
+    assert_eq!(memory["accounted_bytes"], (64u64 << 20) + (10u64 << 30));
+    assert_eq!(memory["unaccounted_bytes"], 0, "{memory}");
     assert_eq!(process(&doc, control).unwrap()["protected"], true);
     assert_eq!(process(&doc, server).unwrap()["protected"], true);
     for c in h.client_pids() {

@@ -247,7 +247,7 @@ proptest! {
         };
         let sel: GpuSelector = text.parse().unwrap();
         match resolve(&gpus, &[sel]) {
-            Ok(idx) => prop_assert!(idx.contains(&g.index), "{text}: {idx:?}"),
+            Ok(idx) => prop_assert!(idx.gpus.contains(&g.index), "{text}: {idx:?}"),
             // Generated GPUs may share a UUID prefix or a bus id.
             Err(e) => prop_assert!(e.starts_with("--gpu ") && gpus.len() > 1, "{e}"),
         }
@@ -257,7 +257,7 @@ proptest! {
     fn resolve_never_panics(gpus in gpus(), texts in proptest::collection::vec(selector_text(), 0..4)) {
         let sels: Vec<GpuSelector> = texts.iter().filter_map(|t| t.parse().ok()).collect();
         match resolve(&gpus, &sels) {
-            Ok(idx) => prop_assert!(idx.iter().all(|i| gpus.iter().any(|g| g.index == *i))),
+            Ok(idx) => prop_assert!(idx.gpus.iter().all(|i| gpus.iter().any(|g| g.index == *i))),
             Err(e) => prop_assert!(e.starts_with("--gpu "), "{e}"),
         }
     }

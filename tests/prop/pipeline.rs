@@ -728,10 +728,12 @@ proptest! {
     }
 }
 
-/// NVML listing one PID on two lists (compute and graphics) with sizes near
-/// u64::MAX: the per-process sum overflowed in a debug build.
+/// NVML listing one PID on two lists (compute and graphics, as a C+G
+/// process is; or an MPS client in the compute and MPS lists) describes one
+/// memory, not two: the largest listing counts, once, never a sum (which
+/// also overflowed in a debug build with sizes near u64::MAX).
 #[test]
-fn a_pid_nvml_lists_twice_with_huge_memory_is_summed_without_overflow() {
+fn a_pid_nvml_lists_twice_is_counted_once_even_with_huge_memory() {
     let _one = one_at_a_time();
     let w = world();
     let dir = tempfile::tempdir().unwrap();
@@ -760,12 +762,12 @@ fn a_pid_nvml_lists_twice_with_huge_memory_is_summed_without_overflow() {
         procs: vec![holder],
         aliases: Vec::new(),
         gpus: Some(1),
-        listed: ["compute", "graphics"]
+        listed: [("compute", u64::MAX - 1), ("graphics", 5 << 20)]
             .into_iter()
-            .map(|kind| Listed {
+            .map(|(kind, used)| Listed {
                 gpu: 0,
                 pid: 120,
-                used: u64::MAX - 1,
+                used,
                 kind,
             })
             .collect(),
@@ -775,6 +777,7 @@ fn a_pid_nvml_lists_twice_with_huge_memory_is_summed_without_overflow() {
     let s = take(&config(&root, &t, w)).unwrap();
     assert!(s.nvml.available, "{:?}", s.nvml);
     assert_eq!(s.processes.len(), 1, "{s:#?}");
-    assert_eq!(s.processes[0].gpu_memory[0].used_bytes, Some(u64::MAX));
+    assert_eq!(s.processes[0].gpu_memory[0].used_bytes, Some(u64::MAX - 1));
+    assert_eq!(s.gpus[0].memory.accounted_bytes, u64::MAX - 1);
     assert_eq!(s.verdict.state, VerdictState::Busy);
 }

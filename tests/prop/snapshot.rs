@@ -101,6 +101,24 @@ fn gpu() -> impl Strategy<Value = Gpu> {
                     })
                     .collect(),
                 verdict: Default::default(),
+                // Every third GPU in MIG mode, with one MIG device.
+                mig_mode: (index % 3 == 2).then_some(true),
+                mig_devices: (0..u32::from(index % 3 == 2))
+                    .map(|i| gpufree::model::MigDevice {
+                        index: i,
+                        uuid: format!("MIG-{index}"),
+                        name: "NVIDIA H200 MIG 1g.18gb".into(),
+                        gpu_instance_id: Some(13),
+                        compute_instance_id: Some(0),
+                        memory: Memory {
+                            total_bytes: total / 7,
+                            used_bytes: used / 7,
+                            known,
+                            ..Memory::default()
+                        },
+                        ..Default::default()
+                    })
+                    .collect(),
             },
         )
 }
@@ -323,7 +341,9 @@ pub fn present_all(s: &Snapshot) -> Result<(), TestCaseError> {
         table::write_status(&mut out, s, &paint).unwrap();
         why::write_why(&mut out, s, &paint).unwrap();
         let sel = Selectors {
-            gpus: Some(s.gpus.iter().map(|g| g.index).collect()),
+            gpus: Some(gpufree::model::Selection::whole(
+                s.gpus.iter().map(|g| g.index).collect(),
+            )),
             ..Selectors::default()
         };
         let safety = Safety {
@@ -388,7 +408,7 @@ proptest! {
         }
         present_all(&s)?;
         let some: Vec<u32> = s.gpus.iter().take(1).map(|g| g.index).collect();
-        let narrowed = gpufree::pipeline::select(s, &some);
+        let narrowed = gpufree::pipeline::select(s, &gpufree::model::Selection::whole(some));
         present_all(&narrowed)?;
     }
 }

@@ -15,8 +15,8 @@ pub enum UserSel {
 /// Which holders to target; every given selector must hold.
 #[derive(Debug, Clone, Default)]
 pub struct Selectors {
-    /// `--gpu`: holders of these GPUs (None: not given).
-    pub gpus: Option<Vec<u32>>,
+    /// `--gpu`: holders of these GPUs or MIG devices (None: not given).
+    pub gpus: Option<Selection>,
     /// `--pid`.
     pub pids: Vec<u32>,
     /// `--match`: comm, whole cmdline or exe.
@@ -147,7 +147,7 @@ pub(super) fn matches(snap: &Snapshot, p: &Process, sel: &Selectors) -> bool {
         }
     }
     if let Some(gpus) = &sel.gpus {
-        if !gpus.iter().any(|&g| p.touches_gpu(g)) {
+        if !snap.in_selection(p, gpus) {
             return false;
         }
     }

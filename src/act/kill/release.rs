@@ -31,7 +31,10 @@ pub(super) struct Release {
     /// Children the targets had before the kill (not targets themselves).
     pub(super) children: BTreeMap<(u32, u64), u32>,
     /// The GPUs the command is about, when only GPUs were selected.
-    pub(super) gpus: Option<Vec<u32>>,
+    pub(super) gpus: Option<Selection>,
+    /// GPUs selected only in part (MIG devices): their memory is their
+    /// selected MIG devices', in every reading.
+    pub(super) mig: BTreeMap<u32, BTreeSet<u32>>,
 }
 
 impl Release {
@@ -46,13 +49,18 @@ impl Release {
         // Matched zombies that NVML lists: their memory is part of the ask.
         watched.extend(report.skipped.iter().filter(|k| !k.refused).map(|k| k.pid));
         let mut expected = BTreeMap::new();
-        for g in &initial.gpus {
+        // A GPU selected in part is its selected MIG devices, here as in
+        // every later reading (`memory_held`).
+        let mig = sel.gpus.as_ref().map(|s| s.mig.clone()).unwrap_or_default();
+        let mut gpus = initial.gpus.clone();
+        for g in &mut gpus {
+            if let Some(keep) = mig.get(&g.index) {
+                g.restrict_to(keep);
+            }
+        }
+        for g in &gpus {
             let theirs: u64 = if g.vendor == Vendor::Nvidia {
-                g.nvml_processes
-                    .iter()
-                    .filter(|p| watched.contains(&p.pid))
-                    .filter_map(|p| p.used_bytes)
-                    .fold(0, u64::saturating_add)
+                g.listed_bytes(|pid| watched.contains(&pid))
             } else {
                 // A DRM GPU: what the targets' clients and the KFD held.
                 signalled
@@ -87,6 +95,7 @@ impl Release {
             gpus: sel
                 .gpus_only()
                 .then(|| sel.gpus.clone().unwrap_or_default()),
+            mig,
         }
     }
 
@@ -95,15 +104,19 @@ impl Release {
     pub(super) fn memory_held(&self, gpus: &[crate::model::Gpu], nvml: bool) -> Vec<Held> {
         let mut held = Vec::new();
         for (&index, &expected) in &self.expected {
-            let Some(g) = gpus
+            let Some(mut g) = gpus
                 .iter()
                 .find(|g| g.index == index)
                 .filter(|g| nvml || g.vendor != Vendor::Nvidia)
+                .map(std::borrow::Cow::Borrowed)
             else {
                 held.push(Held::NotReported { gpu: index });
                 continue;
             };
-            if !g.memory.known && holders_only_driver(g).is_some() {
+            if let Some(keep) = self.mig.get(&index) {
+                g.to_mut().restrict_to(keep);
+            }
+            if !g.memory.known && holders_only_driver(&g).is_some() {
                 // No used memory to wait for: its clients gone (the targets
                 // exited) is the release; the end verdict checks holders.
                 continue;
@@ -294,7 +307,7 @@ impl Release {
     fn judge_gpus(
         &self,
         end: &Snapshot,
-        gpus: &[u32],
+        gpus: &Selection,
         policy: &Policy,
         unchecked: Vec<String>,
         signalled: &[Process],
@@ -305,7 +318,7 @@ impl Release {
             VerdictState::Busy => (
                 end.processes
                     .iter()
-                    .filter(|p| gpus.iter().any(|&g| p.touches_gpu(g)))
+                    .filter(|p| end.in_selection(p, gpus))
                     .filter_map(|p| self.restarted(end, p, signalled, first_tick))
                     .chain(v.reasons)
                     .collect(),

@@ -2,7 +2,7 @@
 
 use super::settle::{restart_sec, SUSPECT_WATCH};
 use super::*;
-use crate::model::{DeviceUse, GpuMemory, Owner, OwnerKind, Via};
+use crate::model::{DeviceUse, GpuMemory, Owner, OwnerKind, Selection, Via};
 
 fn p(pid: u32, ppid: u32, gpu: Option<u32>, memory: u64) -> Process {
     Process {
@@ -74,12 +74,12 @@ fn gpu_selection_takes_its_holders_and_the_shared_node_holders_of_their_launcher
         p(200, 10, None, 0),
     ]);
     let sel = Selectors {
-        gpus: Some(vec![0]),
+        gpus: Some(Selection::whole(vec![0])),
         ..Selectors::default()
     };
     assert_eq!(pids(&plan(&s, &sel, &safety())), vec![100, 101, 103]);
     let sel = Selectors {
-        gpus: Some(vec![0, 1]),
+        gpus: Some(Selection::whole(vec![0, 1])),
         ..Selectors::default()
     };
     assert_eq!(pids(&plan(&s, &sel, &safety())), vec![100, 101, 102, 103]);
@@ -180,7 +180,7 @@ fn safety_refuses_init_self_ancestors_protected_others_and_zombies() {
         z,
     ]);
     let all = Selectors {
-        gpus: Some(vec![0]),
+        gpus: Some(Selection::whole(vec![0])),
         ..Selectors::default()
     };
     let pl = plan(&s, &all, &safety());

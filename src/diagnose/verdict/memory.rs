@@ -53,12 +53,9 @@ pub fn holders_only_driver(g: &Gpu) -> Option<&str> {
 /// from another PID namespace or under a PID that now names another process.
 pub fn unexplained_bytes(s: &Snapshot, g: &Gpu) -> u64 {
     let v = &s.visibility;
-    let listed_elsewhere: u64 = g
-        .nvml_processes
-        .iter()
-        .filter(|p| v.nvml_pids_not_visible.contains(&p.pid) || v.nvml_pids_stale.contains(&p.pid))
-        .filter_map(|p| p.used_bytes)
-        .fold(0, u64::saturating_add);
+    let listed_elsewhere = g.listed_bytes(|pid| {
+        v.nvml_pids_not_visible.contains(&pid) || v.nvml_pids_stale.contains(&pid)
+    });
     g.memory.unaccounted_bytes.saturating_sub(listed_elsewhere)
 }
 

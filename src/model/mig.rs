@@ -1,0 +1,154 @@
+//! MIG in the model: which processes hold which MIG device, and a snapshot
+//! narrowed to some of a GPU's MIG devices.
+
+use super::{Gpu, MigDevice, Process, Snapshot};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// What a MIG capability node (`nvidia-caps/nvidia-capN`) opens, from the
+/// driver's `mig-minors` table: a GPU instance's access, or one compute
+/// instance's inside it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MigCap {
+    /// The GPU (NVML index) it belongs to.
+    pub gpu: u32,
+    /// Its GPU instance.
+    pub gpu_instance_id: u32,
+    /// Its compute instance; None for the GPU instance's own access.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_instance_id: Option<u32>,
+}
+
+impl MigCap {
+    /// Whether this capability opens MIG device `m` of its GPU.
+    pub fn opens(&self, m: &MigDevice) -> bool {
+        m.gpu_instance_id == Some(self.gpu_instance_id)
+            && self
+                .compute_instance_id
+                .is_none_or(|ci| m.compute_instance_id == Some(ci))
+    }
+}
+
+impl Snapshot {
+    /// Whether `p` holds MIG device `m` of `gpu`: NVML lists it there, or
+    /// it holds a capability node that opens it.
+    pub fn holds_mig(&self, p: &Process, gpu: u32, m: &MigDevice) -> bool {
+        m.nvml_processes.iter().any(|n| n.pid == p.pid)
+            || p.devices.iter().any(|d| {
+                self.mig_caps
+                    .get(&d.path)
+                    .is_some_and(|c| c.gpu == gpu && c.opens(m))
+            })
+    }
+
+    /// The MIG devices of `g` that `p` holds.
+    pub fn migs_held<'a>(
+        &'a self,
+        p: &'a Process,
+        g: &'a Gpu,
+    ) -> impl Iterator<Item = &'a MigDevice> {
+        g.mig_devices
+            .iter()
+            .filter(move |m| self.holds_mig(p, g.index, m))
+    }
+
+    /// This snapshot narrowed to the MIG devices `keep` of GPU `gpu`: the
+    /// GPU's memory and lists become theirs ([`Gpu::restrict_to`]), and
+    /// of the processes that touch the GPU only those holding one of them
+    /// stay (a process on another instance, or one holding only the
+    /// GPU's own node, holds nothing of these).
+    pub fn restrict_mig(&mut self, gpu: u32, keep: &BTreeSet<u32>) {
+        let Some(at) = self.gpus.iter().position(|g| g.index == gpu) else {
+            return;
+        };
+        let whole = self.gpus[at].clone();
+        let kept: Vec<&MigDevice> = whole
+            .mig_devices
+            .iter()
+            .filter(|m| keep.contains(&m.index))
+            .collect();
+        let stays: Vec<bool> = self
+            .processes
+            .iter()
+            .map(|p| !p.touches_gpu(gpu) || kept.iter().any(|m| self.holds_mig(p, gpu, m)))
+            .collect();
+        let mut stays = stays.into_iter();
+        self.processes.retain(|_| stays.next().unwrap_or(false));
+        self.gpus[at].restrict_to(keep);
+    }
+}
+
+/// What `--gpu` selected: GPUs by index, and of some of them only some MIG
+/// devices (`--gpu 0:1`, `--gpu MIG-...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// The selected GPUs (a GPU selected in part too), by index, in order.
+    pub gpus: Vec<u32>,
+    /// The GPUs selected only in part: their selected MIG device indexes.
+    pub mig: std::collections::BTreeMap<u32, BTreeSet<u32>>,
+}
+
+impl Selection {
+    /// Whole GPUs.
+    pub fn whole(gpus: Vec<u32>) -> Selection {
+        Selection {
+            gpus,
+            mig: Default::default(),
+        }
+    }
+
+    /// How many GPUs and MIG devices it names (a GPU selected in part
+    /// counts its MIG devices).
+    pub fn count(&self) -> usize {
+        self.gpus
+            .iter()
+            .map(|g| self.mig.get(g).map_or(1, BTreeSet::len))
+            .sum()
+    }
+
+    /// The MIG devices it names, as `GPU:MIG` (empty: whole GPUs only).
+    pub fn mig_labels(&self) -> Vec<String> {
+        self.mig
+            .iter()
+            .flat_map(|(g, ms)| ms.iter().map(move |m| format!("{g}:{m}")))
+            .collect()
+    }
+
+    /// Whether GPU `gpu` is selected, whole or in part.
+    pub fn has(&self, gpu: u32) -> bool {
+        self.gpus.contains(&gpu)
+    }
+
+    /// Whether it selects every GPU of `gpus`, each whole.
+    pub fn is_all(&self, gpus: &[Gpu]) -> bool {
+        self.mig.is_empty() && gpus.iter().all(|g| self.has(g.index))
+    }
+
+    /// `gpus` as the selection sees them: the selected ones, those selected
+    /// in part narrowed to their MIG devices (fresh NVML readings compare
+    /// with a narrowed snapshot this way).
+    pub fn narrow_gpus(&self, gpus: &mut Vec<Gpu>) {
+        gpus.retain(|g| self.has(g.index));
+        for g in gpus.iter_mut() {
+            if let Some(keep) = self.mig.get(&g.index) {
+                g.restrict_to(keep);
+            }
+        }
+    }
+}
+
+impl Snapshot {
+    /// Whether `p` holds what `sel` selects: a GPU selected whole, or one
+    /// of the MIG devices selected of a GPU selected in part.
+    pub fn in_selection(&self, p: &Process, sel: &Selection) -> bool {
+        sel.gpus.iter().any(|&gpu| match sel.mig.get(&gpu) {
+            None => p.touches_gpu(gpu),
+            Some(keep) => self.gpus.iter().filter(|g| g.index == gpu).any(|g| {
+                g.mig_devices
+                    .iter()
+                    .filter(|m| keep.contains(&m.index))
+                    .any(|m| self.holds_mig(p, gpu, m))
+            }),
+        })
+    }
+}

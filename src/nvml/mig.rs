@@ -1,0 +1,146 @@
+//! MIG through NVML: a GPU's mode and, in MIG mode, each MIG device with
+//! its GPU and compute instance ids, memory and processes.
+
+use super::*;
+use crate::model::MigDevice;
+use nvml_wrapper::error::{nvml_sym, nvml_try};
+
+/// `NVML_DEVICE_MIG_ENABLE`.
+const MIG_ENABLE: u32 = 1;
+
+/// Reads the MIG mode of `dev` into `gpu` and, in MIG mode, its MIG
+/// devices. A GPU without MIG (NOT_SUPPORTED, or a driver without the
+/// call) is left without a mode; any other failure is named.
+pub(super) fn read_mig(
+    dev: &Device<'_>,
+    gpu: &mut Gpu,
+    unavailable: &mut Vec<Unavailable>,
+    at: &Shared,
+) {
+    let index = gpu.index;
+    let miss = |unavailable: &mut Vec<Unavailable>, what: String, e: NvmlError| {
+        unavailable.push(Unavailable {
+            what,
+            gpu: Some(index),
+            why: describe(&e),
+        })
+    };
+    at.step(format!("nvmlDeviceGetMigMode on GPU {index}"));
+    match dev.mig_mode() {
+        Ok(mode) => gpu.mig_mode = Some(mode.current == MIG_ENABLE),
+        Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => return,
+        Err(e) => return miss(unavailable, "MIG mode".into(), e),
+    }
+    if gpu.mig_mode != Some(true) {
+        return;
+    }
+    at.step(format!("nvmlDeviceGetMaxMigDeviceCount on GPU {index}"));
+    let slots = match dev.mig_device_count() {
+        Ok(n) => n,
+        Err(e) => return miss(unavailable, "MIG device count".into(), e),
+    };
+    for slot in 0..slots {
+        at.step(format!(
+            "nvmlDeviceGetMigDeviceHandleByIndex({slot}) on GPU {index}"
+        ));
+        match dev.mig_device_by_index(slot) {
+            Ok(m) => {
+                let mut one = read_one(&m, index, slot, unavailable, at);
+                set_accounting_of(&mut one);
+                gpu.mig_devices.push(one);
+            }
+            // An empty slot: fewer instances than the GPU could hold.
+            Err(NvmlError::NotFound) => {}
+            Err(e) => miss(unavailable, format!("MIG device {index}:{slot}"), e),
+        }
+    }
+}
+
+/// One MIG device's ids, name, memory and process lists.
+fn read_one(
+    m: &Device<'_>,
+    gpu: u32,
+    slot: u32,
+    unavailable: &mut Vec<Unavailable>,
+    at: &Shared,
+) -> MigDevice {
+    let label = format!("{gpu}:{slot}");
+    let mut miss = |what: &str, e: NvmlError| {
+        unavailable.push(Unavailable {
+            what: format!("MIG device {label} {what}"),
+            gpu: Some(gpu),
+            why: describe(&e),
+        })
+    };
+    at.step(format!("the ids of MIG device {label}"));
+    let uuid = m.uuid().unwrap_or_else(|e| {
+        miss("uuid", e);
+        String::new()
+    });
+    let name = m.name().unwrap_or_default();
+    let gpu_instance_id = instance_id(m, Instance::Gpu)
+        .map_err(|e| miss("GPU instance id", e))
+        .ok();
+    let compute_instance_id = instance_id(m, Instance::Compute)
+        .map_err(|e| miss("compute instance id", e))
+        .ok();
+    at.step(format!("nvmlDeviceGetMemoryInfo on MIG device {label}"));
+    let memory = match m.memory_info() {
+        Ok(mem) => Memory {
+            total_bytes: mem.total,
+            used_bytes: mem.used,
+            known: true,
+            ..Memory::default()
+        },
+        Err(e) => {
+            miss("memory", e);
+            Memory::default()
+        }
+    };
+    let mut nvml_processes = Vec::new();
+    for kind in [NvmlProcessKind::Compute, NvmlProcessKind::Graphics] {
+        at.step(format!("the {kind:?} process list of MIG device {label}"));
+        nvml_processes.extend(list(m, kind, gpu, unavailable));
+    }
+    MigDevice {
+        index: slot,
+        uuid,
+        name,
+        gpu_instance_id,
+        compute_instance_id,
+        memory,
+        nvml_processes,
+        ..MigDevice::default()
+    }
+}
+
+/// A MIG device's memory attributed to the processes NVML lists on it
+/// (whether they are visible here is the snapshot's to say).
+fn set_accounting_of(m: &mut MigDevice) {
+    m.memory.accounted_bytes = m.listed_bytes(|_| true);
+    m.memory.unaccounted_bytes = m.memory.used_bytes.saturating_sub(m.memory.accounted_bytes);
+}
+
+/// Which id of a MIG device.
+#[derive(Clone, Copy)]
+enum Instance {
+    Gpu,
+    Compute,
+}
+
+/// `nvmlDeviceGetGpuInstanceId` / `nvmlDeviceGetComputeInstanceId` on a
+/// MIG device handle. Written by hand: nvml-wrapper 0.13 loads both
+/// symbols but wraps neither.
+#[allow(unsafe_code)]
+fn instance_id(m: &Device<'_>, which: Instance) -> Result<u32, NvmlError> {
+    let lib = m.nvml().lib();
+    let sym = nvml_sym(match which {
+        Instance::Gpu => lib.nvmlDeviceGetGpuInstanceId.as_ref(),
+        Instance::Compute => lib.nvmlDeviceGetComputeInstanceId.as_ref(),
+    })?;
+    let mut id: std::ffi::c_uint = 0;
+    // SAFETY: `m` is a live handle of this library (it outlives the call)
+    // and `id` is an unsigned int the call writes.
+    nvml_try(unsafe { sym(m.handle(), &mut id) })?;
+    Ok(id)
+}
