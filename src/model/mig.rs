@@ -152,3 +152,71 @@ impl Snapshot {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{DeviceUse, Memory, Via};
+
+    fn mig(index: u32, gi: u32) -> MigDevice {
+        MigDevice {
+            index,
+            gpu_instance_id: Some(gi),
+            compute_instance_id: Some(0),
+            memory: Memory {
+                total_bytes: 18 << 30,
+                known: true,
+                ..Memory::default()
+            },
+            ..MigDevice::default()
+        }
+    }
+
+    #[test]
+    fn a_capability_holder_holds_its_instance_and_no_other() {
+        let cap = "/dev/nvidia-caps/nvidia-cap21";
+        let holder = Process {
+            pid: 40,
+            devices: vec![DeviceUse {
+                path: cap.into(),
+                gpu: Some(0),
+                via: vec![Via::Fd],
+            }],
+            ..Process::default()
+        };
+        let mut s = Snapshot {
+            gpus: vec![Gpu {
+                mig_mode: Some(true),
+                mig_devices: vec![mig(0, 1), mig(1, 2)],
+                ..Gpu::default()
+            }],
+            processes: vec![holder],
+            ..Snapshot::default()
+        };
+        // gi 2's own access (no compute instance): every CI of gi 2.
+        s.mig_caps.insert(
+            cap.into(),
+            MigCap {
+                gpu: 0,
+                gpu_instance_id: 2,
+                compute_instance_id: None,
+            },
+        );
+        let (p, g) = (&s.processes[0], &s.gpus[0]);
+        let held: Vec<u32> = s.migs_held(p, g).map(|m| m.index).collect();
+        assert_eq!(held, [1]);
+        let one = |m: u32| Selection {
+            gpus: vec![0],
+            mig: [(0, [m].into())].into(),
+        };
+        assert!(s.in_selection(p, &one(1)));
+        assert!(!s.in_selection(p, &one(0)));
+        let mut narrowed = s.clone();
+        narrowed.restrict_mig(0, &[0].into());
+        assert!(narrowed.processes.is_empty(), "{narrowed:?}");
+        s.restrict_mig(0, &[1].into());
+        assert_eq!(s.processes.len(), 1);
+        assert_eq!(s.gpus[0].memory.total_bytes, 18 << 30);
+        assert_eq!(s.gpus[0].mig_devices.len(), 1);
+    }
+}

@@ -38,7 +38,7 @@ impl std::str::FromStr for GpuSelector {
             .and_then(|(g, m)| Some((g.parse().ok()?, m.parse().ok()?)))
         {
             Ok(GpuSelector::Mig(gpu, mig))
-        } else if s.len() > 4 && s[..4].eq_ignore_ascii_case("MIG-") {
+        } else if s.len() > 4 && s.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("MIG-")) {
             Ok(GpuSelector::MigUuid(s.to_string()))
         } else if s.contains(':') {
             normalize_pci(s)

@@ -336,3 +336,38 @@ fn a_mig_uuid_selects_it_for_wait_and_why() {
         bad.stderr
     );
 }
+
+#[test]
+fn metrics_have_each_mig_device() {
+    let h = mixed_host();
+    let out = h.text("metrics", &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let m = &out.stdout;
+    // The first series of `name` for MIG device gpu:mig that has `with`.
+    let series = |name: &str, gpu: u32, mig: u32, with: &str| -> String {
+        let start = format!("gpufree_{name}{{gpu=\"{gpu}\",mig=\"{mig}\"");
+        m.lines()
+            .find(|l| l.starts_with(&start) && l.contains(with))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let used = series("mig_memory_used_bytes", 0, 1, "");
+    assert!(
+        used.contains(&format!("uuid=\"{}\"", mig_uuid(0, 1))),
+        "{m}"
+    );
+    assert!(
+        used.contains("gpu_instance=\"2\",compute_instance=\"0\""),
+        "{m}"
+    );
+    assert!(used.ends_with(&format!(" {}", 7 * GIB)), "{used}");
+    let busy = |gpu, mig| series("mig_verdict", gpu, mig, "state=\"busy\"");
+    assert!(busy(0, 1).ends_with(" 1"), "{m}");
+    assert!(busy(0, 2).ends_with(" 0"), "{m}");
+    assert!(busy(1, 2).ends_with(" 1"), "{m}");
+    assert_eq!(
+        m.matches("gpufree_mig_memory_total_bytes{").count(),
+        10,
+        "{m}"
+    );
+}

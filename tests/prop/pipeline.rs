@@ -610,21 +610,22 @@ fn check_snapshot(t: &Tree, s: &Snapshot) -> Result<(), TestCaseError> {
             prop_assert_eq!(g.verdict.state, VerdictState::Busy, "GPU {}", g.index);
         }
     }
-    // NVML's memory, summed over its lists (saturating), goes to the
-    // holder it names; never to a process that holds no node (unless a
-    // zombie or under MPS, whose memory is still its own).
+    // NVML's memory, the largest of its listings of a PID (the lists
+    // describe one memory; a known size beats "not available"), goes to
+    // the holder it names; never to a process that holds no node (unless
+    // a zombie or under MPS, whose memory is still its own).
     if nvml {
         for p in &s.processes {
             for m in &p.gpu_memory {
                 // u64::MAX is NVML's "not available".
-                let sum = t
+                let largest = t
                     .listed
                     .iter()
                     .filter(|l| l.pid == p.pid && l.gpu as u32 == m.gpu)
-                    .try_fold(0u64, |a, l| {
-                        (l.used != u64::MAX).then(|| a.saturating_add(l.used))
-                    });
-                prop_assert_eq!(m.used_bytes, sum, "PID {} GPU {}", p.pid, m.gpu);
+                    .map(|l| (l.used != u64::MAX).then_some(l.used))
+                    .max()
+                    .flatten();
+                prop_assert_eq!(m.used_bytes, largest, "PID {} GPU {}", p.pid, m.gpu);
             }
         }
         for pid in &s.visibility.nvml_pids_stale {
