@@ -75,8 +75,11 @@ nvidia-smi mig -lgi 2>&1 | head -5 | tee -a "$OUT/summary.txt"
 ls /dev/nvidia-caps /proc/driver/nvidia-caps 2>&1 | tee -a "$OUT/summary.txt"
 cat /proc/driver/nvidia-caps/mig-minors 2>/dev/null | head -8 | tee -a "$OUT/summary.txt"
 
-log "doctor and metrics on the real driver"
-g doctor --no-color >"$OUT/doctor.txt" 2>&1; echo "doctor exit $?" | tee -a "$OUT/summary.txt"
+log "gpufree's MIG view (mode, devices, a MIG selector on a GPU without them)"
+python3 -c "import json; d=json.load(open('$OUT/status-before.json')); print([(g['index'], g.get('mig_mode'), len(g.get('mig_devices', []))) for g in d['gpus']])" 2>&1 | tee -a "$OUT/summary.txt"
+g status --gpu 0:0 >"$OUT/mig-selector.txt" 2>&1; echo "status --gpu 0:0 exit $?: $(head -c 300 "$OUT/mig-selector.txt")" | tee -a "$OUT/summary.txt"
+
+log "metrics on the real driver"
 g metrics >"$OUT/metrics.txt" 2>&1; echo "metrics exit $?" | tee -a "$OUT/summary.txt"
 grep -E '^gpufree_(gpu_memory|unaccounted|verdict|holder)' "$OUT/metrics.txt" | head -8 | tee -a "$OUT/summary.txt"
 
@@ -104,7 +107,11 @@ for pid in sorted(started):
 PY
 g kill --gpu 0 --yes --json --timeout 60s >"$OUT/incident-kill.json" 2>"$OUT/incident-kill.err"; echo "kill --gpu 0 exit $?" | tee -a "$OUT/summary.txt"
 python3 -c "import json; k=json.load(open('$OUT/incident-kill.json'))['kill']; print({x: k.get(x) for x in ('targets','survivors','released','seconds_to_release')})" 2>&1 | tee -a "$OUT/summary.txt"
-for p in $STARTED; do kill -0 "$p" 2>/dev/null && { echo "$p survived; ending it" | tee -a "$OUT/summary.txt"; kill -9 "$p"; }; done
+# A zombie (exited, its reaper not yet run) is no survivor.
+for p in $STARTED; do
+    state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)
+    [ -n "$state" ] && [ "$state" != Z ] && { echo "$p survived ($state); ending it" | tee -a "$OUT/summary.txt"; kill -9 "$p"; }
+done
 wait 2>/dev/null
 g wait --gpu 0 --timeout 20s >"$OUT/incident-wait.txt" 2>&1; echo "wait exit $?" | tee -a "$OUT/summary.txt"
 nvidia-smi --query-gpu=memory.used --format=csv 2>&1 | tee -a "$OUT/summary.txt"
@@ -122,6 +129,14 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
     g status --no-color >"$OUT/mps-status.txt" 2>&1
     g why --no-color >"$OUT/mps-why.txt" 2>&1; echo "why exit $?" | tee -a "$OUT/summary.txt"
     g kill --gpu 0 --dry-run --no-color >"$OUT/mps-plan.txt" 2>&1; echo "dry-run exit $?" | tee -a "$OUT/summary.txt"
+    python3 - "$OUT" "$CLIENT" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+doc = json.load(open(f"{sys.argv[1]}/mps-status.json"))
+g = doc["gpus"][0]["memory"]
+c = [p for p in doc["processes"] if p["pid"] == int(sys.argv[2])]
+print("MPS: used", g["used_bytes"] >> 20, "MiB, accounted", g["accounted_bytes"] >> 20,
+      "MiB, client", c and c[0]["gpu_memory"], "listings", doc["gpus"][0]["nvml_processes"])
+PY
     g kill --pid "$CLIENT" --yes --timeout 30s --no-color >"$OUT/mps-kill.txt" 2>&1; echo "kill client exit $?" | tee -a "$OUT/summary.txt"
     kill -0 "$CLIENT" 2>/dev/null && kill -9 "$CLIENT"
     echo quit | timeout 20 nvidia-cuda-mps-control; echo "mps quit exit $?" | tee -a "$OUT/summary.txt"

@@ -308,22 +308,12 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
         crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_error(common, e))?;
     let state = outcome.verdict.state;
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
-    let whole: Vec<u32> = gpus
-        .gpus
-        .iter()
-        .copied()
-        .filter(|g| !gpus.mig.contains_key(g))
-        .collect();
-    let named: Vec<String> = (!whole.is_empty())
-        .then(|| crate::diagnose::gpu_list(&whole))
-        .into_iter()
-        .chain(gpus.mig_labels())
-        .collect();
-    let which = format!(
-        "GPU{} {}",
-        if gpus.count() == 1 { "" } else { "s" },
-        named.join(", ")
-    );
+    let named = if gpus.mig.is_empty() {
+        crate::diagnose::gpu_list(&gpus.gpus)
+    } else {
+        gpus.names().join(", ")
+    };
+    let which = format!("GPU{} {named}", if gpus.count() == 1 { "" } else { "s" });
     let written = if common.json {
         let last = Snapshot {
             verdict: outcome.verdict.clone(),

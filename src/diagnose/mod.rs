@@ -55,16 +55,6 @@ pub fn gpu_list(gpus: &[u32]) -> String {
     g.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
 }
 
-/// `--gpu N` for each of `gpus`: what a next command selects them with.
-pub(crate) fn gpu_args(gpus: &[u32]) -> Vec<String> {
-    let mut g = gpus.to_vec();
-    g.sort_unstable();
-    g.dedup();
-    g.iter()
-        .flat_map(|i| ["--gpu".to_string(), i.to_string()])
-        .collect()
-}
-
 /// Whether every word of a command prints safely as a shell word (a
 /// name from outside may not: the caller then suggests another command).
 fn printable(words: &[&str]) -> bool {

@@ -3,18 +3,16 @@
 //! restarts its containers, a controller its pods), a torchrun agent with
 //! restarts left — and the command that stops it first.
 
-use super::{gpu_args, printable, Group};
-use crate::model::{Next, OwnerKind, Process, Restarter, Snapshot};
+use super::{printable, Group};
+use crate::model::{Next, OwnerKind, Process, Restarter, Selection, Snapshot};
 use regex::Regex;
 use std::sync::LazyLock;
 
 /// The `gpufree wait` that proves the release after a supervisor stops.
-pub(crate) fn wait_for(gpus: &[u32]) -> String {
+pub(crate) fn wait_for(gpus: &Selection) -> String {
     format!(
         "gpufree {}",
-        [vec!["wait".to_string()], gpu_args(gpus)]
-            .concat()
-            .join(" ")
+        [vec!["wait".to_string()], gpus.args()].concat().join(" ")
     )
 }
 
@@ -43,7 +41,7 @@ pub(super) fn of(
                     },
                     Next::StopUnit {
                         unit: id.clone(),
-                        gpus: gpus.to_vec(),
+                        gpus: s.scope(gpus),
                     },
                 )
             })
@@ -56,7 +54,7 @@ pub(super) fn of(
 
 /// `systemctl stop UNIT`, then the wait that proves `gpus` free; None when
 /// the unit's name cannot be pasted safely.
-pub(crate) fn stop_unit(unit: &str, gpus: &[u32]) -> Option<String> {
+pub(crate) fn stop_unit(unit: &str, gpus: &Selection) -> Option<String> {
     // A unit name may start with '-': never taken for an option.
     let argv: &[&str] = if unit.starts_with('-') {
         &["systemctl", "stop", "--", unit]
@@ -114,7 +112,7 @@ fn pod(s: &Snapshot, uid: &str, gpus: &[u32]) -> Option<(Restarter, Next)> {
     let next = Next::ScaleDeployment {
         namespace: namespace.clone(),
         deployment: deployment.clone(),
-        gpus: gpus.to_vec(),
+        gpus: s.scope(gpus),
     };
     Some((
         Restarter::Deployment {
@@ -152,7 +150,7 @@ fn torchrun(
             Restarter::Torchrun { agent, used, max },
             Next::StopAgent {
                 pid: agent,
-                gpus: gpus.to_vec(),
+                gpus: s.scope(gpus),
             },
         )
     })

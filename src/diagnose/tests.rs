@@ -284,6 +284,17 @@ fn zombies_stopped_and_uninterruptible_holders() {
 }
 
 #[test]
+fn a_gpu_in_mig_mode_is_never_told_to_reset() {
+    // A reset ends every MIG instance, other tenants' included.
+    let mut leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+    leak.gpus[0].mig_mode = Some(true);
+    let f = diagnose(&leak);
+    assert_eq!(f[0].kind, FindingKind::DriverLeak);
+    assert_eq!(f[0].next, "gpufree why --gpu 0");
+    assert!(f.iter().all(|x| !x.next.contains("reset")), "{f:?}");
+}
+
+#[test]
 fn driver_leak_only_with_no_holder_and_a_complete_view() {
     let leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
     let f = diagnose(&leak);

@@ -3,7 +3,7 @@
 //! driver-held memory with its caveats and the reset plan.
 
 use super::*;
-use crate::model::{Cause, Unseen};
+use crate::model::{Cause, Selection, Unseen};
 
 /// Reports what could not be seen: a warning when it leaves the verdict
 /// open, a note when NVML accounts for the memory all the same.
@@ -103,7 +103,7 @@ pub(super) fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
         pids: stale.clone(),
         gpus: gpus.clone(),
         bytes,
-        next: Next::Why(gpus),
+        next: Next::Why(s.scope(&gpus)),
         evidence: Evidence::StaleNvmlPid,
     });
 }
@@ -160,7 +160,13 @@ pub(super) fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
             continue;
         }
         let holders = possible_holders(s, g.index);
-        let (severity, next, cause) = explain(s, g.index, &holders);
+        let (severity, mut next, cause) = explain(s, g.index, &holders);
+        if g.mig_mode == Some(true) && matches!(next, Next::Reset(_)) {
+            // A reset takes every MIG instance of the GPU with it, other
+            // tenants' included: never the next command for one; look at
+            // the whole GPU first (the cause still says what a reset needs).
+            next = Next::Why(Selection::whole(vec![g.index]));
+        }
         out.push(Finding {
             severity,
             pids: holders.iter().map(|p| p.pid).collect(),
@@ -215,7 +221,7 @@ fn explain(s: &Snapshot, gpu: u32, holders: &[&Process]) -> (Severity, Next, Cau
             warn(Next::SeeVisibility, Cause::Partial(blind))
         } else {
             let driver = g.driver.clone();
-            warn(Next::Why(vec![gpu]), Cause::DrmDriver { driver })
+            warn(Next::Why(s.scope(&[gpu])), Cause::DrmDriver { driver })
         };
     }
     if !openers.is_empty() && mapping.is_empty() {

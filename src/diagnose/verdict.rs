@@ -282,15 +282,21 @@ pub fn finish(busy: Vec<String>, unknown: Vec<String>, caveats: Vec<String>) -> 
 /// The verdict over every GPU of `s`: busy if one is busy, else unknown if
 /// one is unknown, else free. Reasons name their GPU.
 pub fn overall(s: &Snapshot, policy: &Policy) -> Verdict {
-    let each: Vec<(u32, Verdict)> = s
+    let each: Vec<(String, Verdict)> = s
         .gpus
         .iter()
-        .map(|g| (g.index, gpu(s, g, policy)))
+        .map(|g| (gpu_name(s, g), gpu(s, g, policy)))
         .collect();
     combine(&each)
 }
 
-fn combine(each: &[(u32, Verdict)]) -> Verdict {
+/// `GPU 0`, or `GPU 0:1` for a GPU narrowed to its MIG device 1: how the
+/// reasons name it.
+fn gpu_name(s: &Snapshot, g: &Gpu) -> String {
+    format!("GPU {}", s.scope(&[g.index]).names().join(", "))
+}
+
+fn combine(each: &[(String, Verdict)]) -> Verdict {
     if each.is_empty() {
         return Verdict {
             state: VerdictState::Unknown,
@@ -302,14 +308,14 @@ fn combine(each: &[(u32, Verdict)]) -> Verdict {
         state: VerdictState::Free,
         ..Verdict::default()
     };
-    for (index, v) in each {
+    for (name, v) in each {
         all.state = match (all.state, v.state) {
             (VerdictState::Busy, _) | (_, VerdictState::Busy) => VerdictState::Busy,
             (VerdictState::Unknown, _) | (_, VerdictState::Unknown) => VerdictState::Unknown,
             _ => VerdictState::Free,
         };
         all.reasons
-            .extend(v.reasons.iter().map(|r| format!("GPU {index}: {r}")));
+            .extend(v.reasons.iter().map(|r| format!("{name}: {r}")));
         for c in &v.caveats {
             if !all.caveats.contains(c) {
                 all.caveats.push(c.clone());
@@ -322,10 +328,10 @@ fn combine(each: &[(u32, Verdict)]) -> Verdict {
 /// Sets every GPU's verdict and the snapshot's, with the default policy.
 pub fn apply(s: &mut Snapshot) {
     let policy = Policy::default();
-    let each: Vec<(u32, Verdict)> = s
+    let each: Vec<(String, Verdict)> = s
         .gpus
         .iter()
-        .map(|g| (g.index, gpu(s, g, &policy)))
+        .map(|g| (gpu_name(s, g), gpu(s, g, &policy)))
         .collect();
     s.verdict = combine(&each);
     let mig = mig_verdicts(s, &policy);

@@ -3,7 +3,7 @@
 //! person reads are made from these by `present::words`; nothing here is
 //! text for a person.
 
-use super::{DeviceUse, UnitRestart, Unreadable, VerdictState};
+use super::{DeviceUse, Selection, UnitRestart, Unreadable, VerdictState};
 
 /// A process as a finding names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -351,8 +351,8 @@ pub enum Next {
     StopUnit {
         /// The unit (printable).
         unit: String,
-        /// The GPUs to wait for.
-        gpus: Vec<u32>,
+        /// The GPUs (or MIG devices) to wait for.
+        gpus: Selection,
     },
     /// `systemctl stop SERVICE` for a driver daemon.
     StopService(&'static str),
@@ -373,20 +373,20 @@ pub enum Next {
         namespace: String,
         /// The Deployment.
         deployment: String,
-        /// The GPUs to wait for.
-        gpus: Vec<u32>,
+        /// The GPUs (or MIG devices) to wait for.
+        gpus: Selection,
     },
     /// `kill -s TERM AGENT && gpufree wait ...`.
     StopAgent {
         /// The agent.
         pid: u32,
-        /// The GPUs to wait for.
-        gpus: Vec<u32>,
+        /// The GPUs (or MIG devices) to wait for.
+        gpus: Selection,
     },
     /// `kill -s CHLD PARENT`: ask the parent to reap its zombie.
     Reap(u32),
     /// `gpufree wait --gpu ... --timeout 300s`: a kernel wait ends.
-    WaitKernel(Vec<u32>),
+    WaitKernel(Selection),
     /// `gpufree why --json`, to read visibility and unavailable.
     SeeVisibility,
     /// `sudo gpufree why`.
@@ -394,7 +394,7 @@ pub enum Next {
     /// `gpufree why` on the host's PID namespace.
     OnHost,
     /// `gpufree why --gpu ...`.
-    Why(Vec<u32>),
+    Why(Selection),
     /// `nvidia-smi --gpu-reset -i GPU` (printed, never run).
     Reset(u32),
 }

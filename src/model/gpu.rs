@@ -38,6 +38,10 @@ pub struct Gpu {
     /// Its MIG devices, in NVML's MIG index order (empty outside MIG mode).
     #[serde(default)]
     pub mig_devices: Vec<MigDevice>,
+    /// Narrowed to some of its MIG devices (`--gpu GPU:MIG`): its memory
+    /// and lists are theirs, and so is everything said of it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mig_only: bool,
 }
 
 /// One MIG device: a compute instance inside a GPU instance, with memory
@@ -188,6 +192,7 @@ impl Gpu {
     /// judges or frees a GPU judges or frees just those instances.
     pub fn restrict_to(&mut self, keep: &std::collections::BTreeSet<u32>) {
         self.mig_devices.retain(|m| keep.contains(&m.index));
+        self.mig_only = true;
         let mut memory = Memory {
             known: self.mig_devices.iter().all(|m| m.memory.known),
             ..Memory::default()

@@ -106,17 +106,30 @@ impl Selection {
             .sum()
     }
 
-    /// The MIG devices it names, as `GPU:MIG` (empty: whole GPUs only).
-    pub fn mig_labels(&self) -> Vec<String> {
-        self.mig
-            .iter()
-            .flat_map(|(g, ms)| ms.iter().map(move |m| format!("{g}:{m}")))
-            .collect()
-    }
-
     /// Whether GPU `gpu` is selected, whole or in part.
     pub fn has(&self, gpu: u32) -> bool {
         self.gpus.contains(&gpu)
+    }
+
+    /// What it selects as `--gpu` takes it (`0`, `1:2`), in order.
+    pub fn names(&self) -> Vec<String> {
+        let mut gpus = self.gpus.clone();
+        gpus.sort_unstable();
+        gpus.dedup();
+        gpus.iter()
+            .flat_map(|g| match self.mig.get(g) {
+                None => vec![g.to_string()],
+                Some(ms) => ms.iter().map(|m| format!("{g}:{m}")).collect(),
+            })
+            .collect()
+    }
+
+    /// `--gpu` arguments that select exactly this (`--gpu 0 --gpu 1:2`).
+    pub fn args(&self) -> Vec<String> {
+        self.names()
+            .into_iter()
+            .flat_map(|sel| ["--gpu".to_string(), sel])
+            .collect()
     }
 
     /// Whether it selects every GPU of `gpus`, each whole.
@@ -138,6 +151,21 @@ impl Selection {
 }
 
 impl Snapshot {
+    /// GPUs `gpus` as this snapshot has them: a GPU narrowed to some MIG
+    /// devices stands for those devices (what a next command selects).
+    pub fn scope(&self, gpus: &[u32]) -> Selection {
+        let mig = self
+            .gpus
+            .iter()
+            .filter(|g| g.mig_only && gpus.contains(&g.index))
+            .map(|g| (g.index, g.mig_devices.iter().map(|m| m.index).collect()))
+            .collect();
+        Selection {
+            gpus: gpus.to_vec(),
+            mig,
+        }
+    }
+
     /// Whether `p` holds what `sel` selects: a GPU selected whole, or one
     /// of the MIG devices selected of a GPU selected in part.
     pub fn in_selection(&self, p: &Process, sel: &Selection) -> bool {

@@ -2,8 +2,8 @@
 //! a process as a finding names it, memory and nodes, counts and GPU
 //! lists.
 
+use crate::diagnose::gpu_list;
 use crate::diagnose::supervisors::{stop_unit, wait_for};
-use crate::diagnose::{gpu_args, gpu_list};
 use crate::model::{DeviceUse, Next, Who};
 use crate::safe::{shell_command, shell_word};
 use crate::units::mib;
@@ -59,7 +59,7 @@ pub fn next_line(n: &Next) -> String {
         Next::OnHost => "nsenter --target 1 --pid --mount -- gpufree why".into(),
         Next::Why(gpus) => format!(
             "gpufree {}",
-            [vec!["why".to_string()], gpu_args(gpus)].concat().join(" ")
+            [vec!["why".to_string()], gpus.args()].concat().join(" ")
         ),
         Next::Reset(gpu) => format!("nvidia-smi --gpu-reset -i {gpu}"),
     }

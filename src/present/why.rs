@@ -13,6 +13,25 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result
     write_why_with(w, s, paint, true)
 }
 
+/// What `s` is about, as the heading names it (`GPU 0`, `GPUs 0-3`, `GPU
+/// 0:1` for a GPU narrowed to a MIG device), and whether that is one.
+fn which(s: &Snapshot) -> (String, bool) {
+    let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
+    let sel = s.scope(&gpus);
+    let n = sel.count();
+    let named = if sel.mig.is_empty() {
+        gpu_list(&gpus)
+    } else {
+        sel.names().join(", ")
+    };
+    let which = match n {
+        0 => "no GPU".to_string(),
+        1 => format!("GPU {named}"),
+        _ => format!("GPUs {named}"),
+    };
+    (which, n == 1)
+}
+
 /// Writes the diagnosis of `s`; without `full` (`why -q`), the findings'
 /// messages only, without their evidence and next commands.
 pub fn write_why_with<W: Write>(
@@ -21,12 +40,7 @@ pub fn write_why_with<W: Write>(
     paint: &Paint,
     full: bool,
 ) -> io::Result<()> {
-    let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
-    let which = match gpus.len() {
-        0 => "no GPU".to_string(),
-        1 => format!("GPU {}", gpu_list(&gpus)),
-        _ => format!("GPUs {}", gpu_list(&gpus)),
-    };
+    let (which, one) = which(s);
     if s.verdict.state == VerdictState::Free {
         writeln!(w, "{}", paint.bold(&format!("{which}: free.")))?;
     } else if s.verdict.state == VerdictState::Unknown {
@@ -35,7 +49,7 @@ pub fn write_why_with<W: Write>(
             "{}",
             paint.bold(&format!(
                 "Whether {which} {} free is unknown: {}",
-                if gpus.len() == 1 { "is" } else { "are" },
+                if one { "is" } else { "are" },
                 fit(&s.verdict.reasons.join("; "), MESSAGE_MAX)
             ))
         )?;
@@ -45,7 +59,7 @@ pub fn write_why_with<W: Write>(
             "{}",
             paint.bold(&format!(
                 "Why {which} {} not free:",
-                if gpus.len() == 1 { "is" } else { "are" }
+                if one { "is" } else { "are" }
             ))
         )?;
     }

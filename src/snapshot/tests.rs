@@ -114,7 +114,7 @@ fn selectors_parse_and_resolve() {
     };
     let mig = |s: &[&str]| {
         let sels: Vec<GpuSelector> = s.iter().map(|x| x.parse().unwrap()).collect();
-        resolve(&gpus, &sels).map(|sel| sel.mig_labels())
+        resolve(&gpus, &sels).map(|sel| sel.names())
     };
     // MIG devices by GPU:MIG and by UUID (or a unique prefix); a GPU
     // named whole as well is whole.
@@ -122,7 +122,7 @@ fn selectors_parse_and_resolve() {
     assert_eq!(r(&["1:2"]).unwrap(), [1]);
     assert_eq!(mig(&["MIG-5c1e", "1:2"]).unwrap(), ["1:0", "1:2"]);
     assert_eq!(mig(&["mig-5c2f0000-3333"]).unwrap(), ["1:2"]);
-    assert_eq!(mig(&["1:0", "1"]).unwrap(), Vec::<String>::new());
+    assert_eq!(mig(&["1:0", "1"]).unwrap(), ["1"]);
     assert!(mig(&["MIG-5c2f"]).unwrap_err().contains("several"));
     assert!(mig(&["1:3"])
         .unwrap_err()

@@ -328,6 +328,23 @@ fn a_mig_uuid_selects_it_for_wait_and_why() {
         .map(|p| p["pid"].as_u64().unwrap() as u32)
         .collect();
     assert_eq!(pids, [h.a.pid()], "{doc}");
+    // Said of the instance, as --gpu names it, never of the whole GPU.
+    let why = h.text("why", &["--gpu", "0:0", "--no-color"]).stdout;
+    assert!(why.starts_with("Why GPU 0:0 is not free"), "{why}");
+    let (_, doc, _) = h.json("wait", &["--gpu", "0:0", "--gpu", "1:2", "--timeout", "0"]);
+    let reasons = doc["verdict"]["reasons"].as_array().unwrap();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.as_str().unwrap().starts_with("GPU 0:0: ")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.as_str().unwrap().starts_with("GPU 1:2: ")),
+        "{reasons:?}"
+    );
     let bad = h.text("status", &["--gpu", "0:7"]);
     assert_eq!(bad.code, 2);
     assert!(

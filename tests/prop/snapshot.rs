@@ -119,6 +119,7 @@ fn gpu() -> impl Strategy<Value = Gpu> {
                         ..Default::default()
                     })
                     .collect(),
+                mig_only: index % 6 == 5,
             },
         )
 }

@@ -221,11 +221,16 @@ impl Release {
     ) -> Option<String> {
         let holds = reason(p);
         let holds = holds.trim_start_matches("holds ");
-        let gpus = crate::diagnose::gpus_of(p);
+        // What the command freed: the selected MIG devices where it
+        // selected some, else the GPUs this process holds.
+        let gpus = match &self.gpus {
+            Some(sel) if !sel.mig.is_empty() => sel.clone(),
+            _ => Selection::whole(crate::diagnose::gpus_of(p)),
+        };
         let by_parent = |parent: u32| {
             format!(
                 "stop PID {parent} first, then free the GPU: `gpufree kill {}`",
-                crate::diagnose::gpu_args(&gpus).join(" ")
+                gpus.args().join(" ")
             )
         };
         Some(match self.stranger(end, p, signalled, first_tick)? {
