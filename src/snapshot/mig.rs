@@ -1,6 +1,7 @@
 //! MIG capability holders: each `nvidia-caps/nvidia-capN` node a process
 //! holds, mapped through the driver's `mig-minors` table (read under the
-//! proc root, so tests give their own) to its GPU and instance.
+//! proc root, or from `GPUFREE_MIG_MINORS`, so tests give their own) to its
+//! GPU and instance.
 
 use super::*;
 use crate::model::MigCap;
@@ -9,8 +10,17 @@ use crate::proc::caps::parse_mig_minors;
 /// Sets `snap.mig_caps` for the capability nodes of the device directory
 /// that the table names, and ties their holders' uses to the GPU. Without
 /// the table (no MIG, an old driver), capability nodes stay shared.
-pub(super) fn map_caps(proc_fd: &OwnedFd, nodes: &NodeSet, snap: &mut Snapshot) {
-    let Ok(text) = scan::read_at(proc_fd, "driver/nvidia-caps/mig-minors") else {
+pub(super) fn map_caps(
+    proc_fd: &OwnedFd,
+    table: Option<&std::path::Path>,
+    nodes: &NodeSet,
+    snap: &mut Snapshot,
+) {
+    let text = match table {
+        Some(path) => std::fs::read(path),
+        None => scan::read_at(proc_fd, "driver/nvidia-caps/mig-minors").map_err(Into::into),
+    };
+    let Ok(text) = text else {
         return;
     };
     let table = parse_mig_minors(&String::from_utf8_lossy(&text));

@@ -64,6 +64,9 @@ pub struct Config {
     /// The D-Bus address where systemd answers (`GPUFREE_SYSTEMD_BUS`;
     /// else the system bus where systemd runs); None: unit files only.
     pub systemd_bus: Option<String>,
+    /// The driver's MIG capability table (`GPUFREE_MIG_MINORS`); None:
+    /// `driver/nvidia-caps/mig-minors` under the proc root.
+    pub mig_minors: Option<PathBuf>,
 }
 
 /// The read timeout when none is given.
@@ -87,6 +90,7 @@ impl Default for Config {
             systemd_bus: std::env::var("GPUFREE_SYSTEMD_BUS")
                 .ok()
                 .or_else(crate::proc::restart::systemd_bus),
+            mig_minors: std::env::var_os("GPUFREE_MIG_MINORS").map(PathBuf::from),
         }
     }
 }
@@ -264,7 +268,12 @@ impl Collector {
             kin: scanned.parents.into_iter().collect(),
         };
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
-        mig::map_caps(&self.proc_fd, &self.nodes, &mut snap);
+        mig::map_caps(
+            &self.proc_fd,
+            self.cfg.mig_minors.as_deref(),
+            &self.nodes,
+            &mut snap,
+        );
         launchers(&self.proc_fd, &mut snap);
         restarters(&self.cfg, &mut snap);
         if self.cfg.others {

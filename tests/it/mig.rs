@@ -3,7 +3,7 @@
 //! a whole GPU; gpufree shows, selects and frees them per instance.
 
 use crate::harness::*;
-use gpufree::demo::holder::Spawned;
+use gpufree::demo::holder::{HoldSpec, Spawned};
 use serde_json::{json, Value};
 
 const GIB: u64 = 1 << 30;
@@ -387,4 +387,101 @@ fn metrics_have_each_mig_device() {
         10,
         "{m}"
     );
+}
+
+#[test]
+fn a_process_holding_a_mig_capability_holds_that_instance() {
+    let h = mixed_host();
+    // The driver's table: cap 21 opens GPU instance 2 (MIG device 0:1),
+    // cap 22 its compute instance 0, cap 30 GPU instance 3 (0:2); caps 1
+    // and 2 are the driver's config and monitor, no instance.
+    let caps = h.d.dev.join("nvidia-caps");
+    std::fs::create_dir(&caps).unwrap();
+    for n in [1, 2, 21, 22, 30] {
+        std::fs::write(caps.join(format!("nvidia-cap{n}")), [0u8; 64]).unwrap();
+    }
+    let table = h.d.tmp.path().join("mig-minors");
+    std::fs::write(
+        &table,
+        "config 1\nmonitor 2\ngpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\ngpu0/gi3/access 30\n",
+    )
+    .unwrap();
+    // A process of instance 0:1 that NVML does not list (no context yet):
+    // it opened the GPU's node and the instance's capabilities.
+    let opener = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![
+                h.d.node("nvidia0"),
+                caps.join("nvidia-cap21"),
+                caps.join("nvidia-cap22"),
+            ],
+            ..HoldSpec::default()
+        },
+    );
+    // One that holds only GPU instance 3's access: MIG device 0:2, which
+    // NVML lists nothing on.
+    let on_02 = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![caps.join("nvidia-cap30")],
+            ..HoldSpec::default()
+        },
+    );
+    // One that holds only the monitor capability: no instance.
+    let monitor = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![caps.join("nvidia-cap2")],
+            ..HoldSpec::default()
+        },
+    );
+    let env = [("GPUFREE_MIG_MINORS", table.to_str().unwrap())];
+    let (code, doc, err) = sim_json("status", &h.d.dev, &h.state, &[], &env);
+    assert_eq!(code, 0, "{err}");
+    let cap21 = caps.join("nvidia-cap21").display().to_string();
+    assert_eq!(
+        doc["mig_caps"][&cap21],
+        json!({"gpu": 0, "gpu_instance_id": 2}),
+        "{}",
+        doc["mig_caps"]
+    );
+    let p = process(&doc, opener.pid()).unwrap();
+    assert!(p["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["path"] == cap21 && d["gpu"] == 0));
+    let states: Vec<&str> = doc["gpus"][0]["mig_devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["verdict"]["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states[..4],
+        ["busy", "busy", "busy", "free"],
+        "0:2 is held through its capability alone"
+    );
+    let m = process(&doc, monitor.pid()).unwrap();
+    assert!(m["devices"][0]["gpu"].is_null(), "{m}");
+
+    // why on 0:1 names both of its holders; kill 0:1 ends exactly them.
+    let (code, doc, err) = sim_json(
+        "kill",
+        &h.d.dev,
+        &h.state,
+        &["--gpu", "0:1", "--yes", "--grace", "2s"],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut want = vec![h.b.pid(), opener.pid()];
+    want.sort_unstable();
+    let mut targets = u32s(&doc["kill"]["targets"]);
+    targets.sort_unstable();
+    assert_eq!(targets, want, "{doc}");
+    assert!(!alive(opener.pid()) && !alive(h.b.pid()));
+    for other in [&h.a, &h.c, &h.w, &monitor, &on_02] {
+        assert!(alive(other.pid()), "{} was no target", other.pid());
+    }
 }
