@@ -1,25 +1,42 @@
-//! One frame of the live view: a memory bar per GPU, the holders sorted
+//! One frame of the live view: a memory bar per GPU (and per MIG device
+//! under it), the holders sorted
 //! as asked, the findings and the popups, drawn from a snapshot.
 
 use super::*;
 
-pub(super) fn bar(width: usize, g: &crate::model::Gpu) -> Line<'static> {
+/// The bars of `g`: its own, then one per MIG device (`0:1`), indented.
+pub(super) fn bars(width: usize, g: &crate::model::Gpu) -> Vec<Line<'static>> {
+    let mut lines = vec![bar(
+        width,
+        format!("GPU {:<2} ", g.index),
+        &g.memory,
+        g.verdict.state,
+    )];
+    for m in &g.mig_devices {
+        let label = format!("  {:<4} ", m.label(g.index));
+        lines.push(bar(width, label, &m.memory, m.verdict.state));
+    }
+    lines
+}
+
+/// One memory bar: the label, the verdict, accounted and unaccounted
+/// memory in a bar `width` cells wide, and the numbers.
+fn bar(
+    width: usize,
+    label: String,
+    m: &crate::model::Memory,
+    state: crate::model::VerdictState,
+) -> Line<'static> {
     use crate::model::VerdictState;
-    let m = g.memory;
-    let color = match g.verdict.state {
+    let m = *m;
+    let color = match state {
         VerdictState::Free => Color::Green,
         VerdictState::Busy => Color::Red,
         VerdictState::Unknown => Color::Yellow,
     };
     let mut spans = vec![
-        Span::styled(
-            format!("GPU {:<2} ", g.index),
-            Style::new().add_modifier(Modifier::BOLD),
-        ),
-        Span::styled(
-            format!("{:<8}", g.verdict.state.as_str()),
-            Style::new().fg(color),
-        ),
+        Span::styled(label, Style::new().add_modifier(Modifier::BOLD)),
+        Span::styled(format!("{:<8}", state.as_str()), Style::new().fg(color)),
     ];
     if !m.known || m.total_bytes == 0 {
         spans.push(Span::raw("memory unknown"));
@@ -70,7 +87,8 @@ pub(super) fn draw(f: &mut Frame<'_>, app: &mut App) {
 }
 
 pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
-    let gpu_lines = s.gpus.len() as u16 + 2;
+    let rows: usize = s.gpus.iter().map(|g| 1 + g.mig_devices.len()).sum();
+    let gpu_lines = u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(2);
     let chunks = Layout::default()
         .direction(Direction::Vertical)
         .constraints([
@@ -111,7 +129,7 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
 /// The memory bar of every GPU, under a title that counts what is shown.
 fn draw_gpus(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
     let width = (area.width as usize).saturating_sub(70).clamp(10, 60);
-    let lines: Vec<Line<'_>> = s.gpus.iter().map(|g| bar(width, g)).collect();
+    let lines: Vec<Line<'_>> = s.gpus.iter().flat_map(|g| bars(width, g)).collect();
     let title = format!(
         " gpufree watch: {} GPUs, {} holders, {} processes scanned{} ",
         s.gpus.len(),

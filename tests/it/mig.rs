@@ -485,3 +485,32 @@ fn a_process_holding_a_mig_capability_holds_that_instance() {
         assert!(alive(other.pid()), "{} was no target", other.pid());
     }
 }
+
+#[test]
+fn watch_draws_a_bar_per_mig_device() {
+    let h = mixed_host();
+    let cmd = format!(
+        "env GPUFREE_SIM_STATE={} {} watch --dev-dir {} --nvml-lib {} --interval 200ms",
+        h.state.display(),
+        bin().display(),
+        h.d.dev.display(),
+        sim_lib().display()
+    );
+    let Some(t) = Tmux::start("watch-mig", &cmd) else {
+        return;
+    };
+    let s = t.wait_for("1:2");
+    let row = |label: &str| {
+        s.lines()
+            .find(|l| l.contains(&format!(" {label} ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        row("0:1").contains("busy") && row("0:1").contains("7,168 MiB / 18,432 MiB"),
+        "{s}"
+    );
+    assert!(row("0:2").contains("free"), "{s}");
+    assert!(row("1:2").contains("3,072 MiB / 35,840 MiB"), "{s}");
+    t.keys(&["q"]);
+}
