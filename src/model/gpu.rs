@@ -44,6 +44,10 @@ pub struct Gpu {
     pub mig_only: bool,
 }
 
+/// How an unavailable entry names the KFD's VRAM that no GPU can be named
+/// for (its GPU id maps to no PCI device): what it begins with.
+pub const KFD_UNPLACED: &str = "KFD VRAM";
+
 /// One MIG device: a compute instance inside a GPU instance, with memory
 /// and processes of its own (SPEC.md's `mig_devices`). Selected as
 /// `--gpu GPU:INDEX` or by its `MIG-...` UUID.

@@ -18,7 +18,7 @@ pub use evidence::{
     Renamed, Restarter, Unseen, Who,
 };
 pub use finding::{Finding, FindingKind, Severity};
-pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
+pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor, KFD_UNPLACED};
 pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
 pub use mig::{MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};

@@ -131,6 +131,9 @@ fn write_rows<W: Write>(
         if let Some(on) = super::mig::held(s, p) {
             writeln!(w, "      {} {on}", paint.dim("mig:"))?;
         }
+        if let Some(clients) = super::drm::shared(p) {
+            writeln!(w, "      {} {}", paint.dim("drm:"), fit(&clients, TEXT_MAX))?;
+        }
     }
     Ok(())
 }

@@ -76,6 +76,8 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
     mark_orphans(proc_fd, &mut processes, &kin);
     account(&mut gpus, &processes);
     drm::account(&mut gpus, &drm_gpus, &drm_held);
+    let mut unavailable = report.unavailable;
+    unavailable.extend(host.unplaced());
     let mut visibility = visibility(cfg, scanned, unreadable_of(proc_fd, unreadable), vanished);
     visibility.nvml_pids_not_visible = not_visible;
     visibility.nvml_pids_stale = stale;
@@ -86,7 +88,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         findings: Vec::new(),
         visibility,
         nvml: report.status,
-        unavailable: report.unavailable,
+        unavailable,
         dev_dir: cfg.dev_dir.display().to_string(),
         others: Vec::new(),
         // 0: unknown (ages are then not shown).

@@ -12,7 +12,7 @@
 
 use super::select::normalize_pci;
 use super::*;
-use crate::model::{DrmClient, Memory, Vendor};
+use crate::model::{DrmClient, Memory, Unavailable, Vendor, KFD_UNPLACED};
 use crate::proc::drm;
 use crate::sysfs::{self, DriDevice, DrmCard};
 use std::path::Path;
@@ -25,16 +25,40 @@ pub(super) struct DrmHost {
     nodes: BTreeMap<String, DriDevice>,
     /// The KFD's VRAM: PID → PCI slot → bytes.
     kfd: BTreeMap<u32, BTreeMap<String, u64>>,
+    /// The KFD's VRAM on GPU ids its topology maps to no PCI device: PID →
+    /// KFD GPU id → bytes.
+    kfd_unmapped: BTreeMap<u32, BTreeMap<u32, u64>>,
 }
 
 impl DrmHost {
     /// Reads `sys_root`: cards, their nodes, the KFD's processes.
     pub(super) fn read(sys_root: &Path) -> DrmHost {
+        let kfd = sysfs::kfd_vram(sys_root);
         DrmHost {
             cards: sysfs::drm_cards(sys_root),
             nodes: sysfs::dri_devices(sys_root),
-            kfd: sysfs::kfd_vram(sys_root).by_device,
+            kfd: kfd.by_device,
+            kfd_unmapped: kfd.unmapped,
         }
+    }
+
+    /// The KFD's VRAM that no GPU can be named for, as calls that could
+    /// not be answered: memory somebody holds on some AMD GPU, which keeps
+    /// the AMD GPUs' unaccounted memory from being called the driver's.
+    pub(super) fn unplaced(&self) -> Vec<Unavailable> {
+        self.kfd_unmapped
+            .iter()
+            .flat_map(|(pid, ids)| {
+                ids.iter().map(move |(id, bytes)| Unavailable {
+                    what: format!("{KFD_UNPLACED} of PID {pid} on KFD GPU id {id}"),
+                    gpu: None,
+                    why: format!(
+                        "the KFD topology maps GPU id {id} to no PCI device: {} cannot be placed on a GPU",
+                        crate::units::mib(*bytes)
+                    ),
+                })
+            })
+            .collect()
     }
 }
 
@@ -46,6 +70,7 @@ pub(super) fn memory_now(report: &mut NvmlReport, sys_root: &Path, dev: &NodeSet
         cards: sysfs::drm_cards(sys_root),
         nodes: sysfs::dri_devices(sys_root),
         kfd: BTreeMap::new(),
+        kfd_unmapped: BTreeMap::new(),
     };
     let mut all = if report.status.available {
         report.gpus.clone()

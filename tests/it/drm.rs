@@ -251,6 +251,19 @@ fn amd_and_intel_holders_show_their_memory_shared_clients_counted_once() {
         "{}",
         status.stdout
     );
+    // The shared client, said where it is counted once.
+    let gpu = amd["index"].as_u64().unwrap();
+    for (pid, other) in [(100, 101), (101, 100)] {
+        let said = format!(
+            "drm: client 7 on GPU {gpu} (amdgpu, 8,192 MiB), shared with {other}; counted once, in the lowest PID"
+        );
+        let block = status
+            .stdout
+            .split(&format!("  {pid}  "))
+            .nth(1)
+            .unwrap_or_default();
+        assert!(block.contains(&said), "{pid}: {}", status.stdout);
+    }
 }
 
 #[test]
@@ -346,4 +359,101 @@ fn kill_by_pci_slot_frees_the_amd_holder_only_and_sees_its_clients_gone() {
         alive(intel.pid()),
         "the Intel GPU's holder was not selected"
     );
+}
+
+#[test]
+fn kfd_memory_on_a_gpu_id_the_topology_cannot_place_is_never_called_the_driver_s() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::new(d.tmp.path());
+    let kfd = d.node("kfd");
+    // A ROCm process with 6 GiB on KFD GPU id 777, which no topology node
+    // places on a PCI device; nothing else accounts for the 30 GiB used.
+    fake.add(&holder(102, 1, "rocm_job", &[&kfd]));
+    let vram = "class/kfd/kfd/proc/102/vram_777";
+    write(&sys, vram, &format!("{}\n", 6 * GIB));
+    let doc = status(&fake, &d, &sys);
+    let amd = gpu(&doc, "amd");
+    assert_eq!(amd["verdict"]["state"], "unknown", "{doc}");
+    let reasons = amd["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("KFD VRAM of PID 102 on KFD GPU id 777")
+            && reasons.contains("6,144 MiB cannot be placed on a GPU"),
+        "{reasons}"
+    );
+    // Placed nowhere, it is not the driver's either.
+    let args = [
+        "why",
+        "--proc-root",
+        fake.root.to_str().unwrap(),
+        "--dev-dir",
+        d.dev.to_str().unwrap(),
+        "--nvml-lib",
+        "/nonexistent/libnvidia-ml.so.1",
+    ];
+    let env = [("GPUFREE_SYS_ROOT", sys.to_str().unwrap())];
+    let why = gpufree(&args, &env);
+    assert!(!why.stdout.contains("the amdgpu driver"), "{}", why.stdout);
+    assert!(why.stdout.contains("KFD GPU id 777"), "{}", why.stdout);
+    // Without it, the same 30 GiB is the driver's: busy.
+    std::fs::remove_file(sys.join(vram)).unwrap();
+    let doc = status(&fake, &d, &sys);
+    assert_eq!(gpu(&doc, "amd")["verdict"]["state"], "busy", "{doc}");
+}
+
+#[test]
+fn metrics_carry_the_amd_and_intel_gpus() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::new(d.tmp.path());
+    let r128 = d.node("dri/renderD128");
+    fake.add(&holder(100, 1, "python3", &[&r128]));
+    fake.fdinfo(100, 0, &amdgpu(7, 8));
+    let r = gpufree(
+        &[
+            "metrics",
+            "--proc-root",
+            fake.root.to_str().unwrap(),
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ],
+        &[("GPUFREE_SYS_ROOT", sys.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let m = &r.stdout;
+    // The series of `name` with every label of `with`.
+    let series = |name: &str, with: &[&str]| {
+        m.lines()
+            .find(|l| {
+                l.starts_with(&format!("gpufree_{name}{{")) && with.iter().all(|w| l.contains(w))
+            })
+            .unwrap_or_default()
+            .to_string()
+    };
+    // In card order: the xe card0 is GPU 0, the amdgpu card1 GPU 1.
+    let amd = "gpu=\"1\"";
+    assert!(
+        series("gpu_memory_used_bytes", &[amd]).ends_with(&format!(" {}", 30 * GIB)),
+        "{m}"
+    );
+    assert!(
+        series("gpu_memory_accounted_bytes", &[amd]).ends_with(&format!(" {}", 8 * GIB)),
+        "{m}"
+    );
+    assert!(
+        series("gpu_verdict", &[amd, "state=\"busy\""]).ends_with(" 1"),
+        "{m}"
+    );
+    assert!(
+        series("gpu_holders", &[amd, "kind=\"memory\""]).ends_with(" 1"),
+        "{m}"
+    );
+    // xe publishes no used memory: no memory series for it, and a verdict.
+    assert!(
+        series("gpu_memory_used_bytes", &["gpu=\"0\""]).is_empty(),
+        "{m}"
+    );
+    assert!(!series("gpu_verdict", &["gpu=\"0\""]).is_empty(), "{m}");
 }

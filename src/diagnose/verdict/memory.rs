@@ -71,6 +71,17 @@ pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<String> {
     {
         why.push(format!("NVML's {} list is unavailable ({})", u.what, u.why));
     }
+    let amd = s
+        .gpus
+        .iter()
+        .any(|g| g.index == gpu && g.vendor == Vendor::Amd);
+    for u in s
+        .unavailable
+        .iter()
+        .filter(|u| amd && u.what.starts_with(crate::model::KFD_UNPLACED))
+    {
+        why.push(format!("{}: {}", u.what, u.why));
+    }
     let denied: Vec<String> = s
         .visibility
         .unreadable
