@@ -191,9 +191,34 @@ impl Gpu {
             .find(|m| m.nvml_processes.iter().any(|n| n.pid == pid))
     }
 
+    /// Each MIG device's memory accounted to the processes NVML lists on
+    /// it that `visible` accepts, and the rest unaccounted. The memory of
+    /// a MIG device is its GPU instance's, which the compute instances in
+    /// it share: a device's memory is accounted to every process of its
+    /// GPU instance, never left unaccounted for being a sibling's.
+    pub fn account_mig(&mut self, visible: impl Fn(u32) -> bool) {
+        let by_gi: Vec<(Option<u32>, u64)> = self
+            .mig_devices
+            .iter()
+            .map(|m| (m.gpu_instance_id, m.listed_bytes(&visible)))
+            .collect();
+        for m in &mut self.mig_devices {
+            let accounted = by_gi
+                .iter()
+                .filter(|(gi, _)| m.gpu_instance_id.is_some() && *gi == m.gpu_instance_id)
+                .map(|(_, b)| *b)
+                .fold(0, u64::saturating_add)
+                .max(m.listed_bytes(&visible));
+            m.memory.accounted_bytes = accounted;
+            m.memory.unaccounted_bytes = m.memory.used_bytes.saturating_sub(accounted);
+        }
+    }
+
     /// This GPU narrowed to the MIG devices `keep` (by MIG index): its
     /// memory and process lists become theirs, so that everything that
-    /// judges or frees a GPU judges or frees just those instances.
+    /// judges or frees a GPU judges or frees just those instances (a GPU
+    /// instance's memory counted once, however many of its compute
+    /// instances are kept).
     pub fn restrict_to(&mut self, keep: &std::collections::BTreeSet<u32>) {
         self.mig_devices.retain(|m| keep.contains(&m.index));
         self.mig_only = true;
@@ -201,7 +226,12 @@ impl Gpu {
             known: self.mig_devices.iter().all(|m| m.memory.known),
             ..Memory::default()
         };
+        let mut counted = std::collections::BTreeSet::new();
         for m in &self.mig_devices {
+            // A device of unknown GPU instance counts on its own.
+            if m.gpu_instance_id.is_some() && !counted.insert(m.gpu_instance_id) {
+                continue;
+            }
             memory.total_bytes = memory.total_bytes.saturating_add(m.memory.total_bytes);
             memory.used_bytes = memory.used_bytes.saturating_add(m.memory.used_bytes);
             memory.accounted_bytes = memory
@@ -268,5 +298,46 @@ mod tests {
         assert_eq!(listed[&12], None);
         assert_eq!(g.listed_bytes(|_| true), (2564 << 20) + (1 << 30));
         assert_eq!(g.listed_bytes(|pid| pid != 10), 1 << 30);
+    }
+
+    #[test]
+    fn compute_instances_share_their_gpu_instance_s_memory() {
+        // GPU instance 1 (20 GiB) holds compute instances 0 and 1; NVML
+        // reports its memory on both MIG devices. P, on ci 0, uses 5 GiB.
+        let gib = 1u64 << 30;
+        let device = |index, ci, pids: &[u32]| MigDevice {
+            index,
+            gpu_instance_id: Some(1),
+            compute_instance_id: Some(ci),
+            memory: Memory {
+                total_bytes: 20 * gib,
+                used_bytes: 5 * gib,
+                known: true,
+                ..Memory::default()
+            },
+            nvml_processes: pids
+                .iter()
+                .map(|&pid| listing(pid, Some(5 * gib), NvmlProcessKind::Compute))
+                .collect(),
+            ..MigDevice::default()
+        };
+        let mut g = Gpu {
+            mig_mode: Some(true),
+            mig_devices: vec![device(0, 0, &[40]), device(1, 1, &[])],
+            ..Gpu::default()
+        };
+        g.account_mig(|_| true);
+        // The idle sibling's memory is P's, not unaccounted.
+        assert_eq!(g.mig_devices[1].memory.unaccounted_bytes, 0);
+        g.account_mig(|pid| pid != 40);
+        assert_eq!(g.mig_devices[1].memory.unaccounted_bytes, 5 * gib);
+        g.account_mig(|_| true);
+        g.restrict_to(&[0, 1].into());
+        assert_eq!(
+            (g.memory.total_bytes, g.memory.used_bytes),
+            (20 * gib, 5 * gib)
+        );
+        assert_eq!(g.memory.unaccounted_bytes, 0);
+        assert!(g.mig_only);
     }
 }

@@ -30,15 +30,44 @@ impl MigCap {
 }
 
 impl Snapshot {
-    /// Whether `p` holds MIG device `m` of `gpu`: NVML lists it there, or
-    /// it holds a capability node that opens it.
-    pub fn holds_mig(&self, p: &Process, gpu: u32, m: &MigDevice) -> bool {
+    /// The MIG capabilities of GPU `gpu` that `p` holds.
+    fn caps_of<'a>(&'a self, p: &'a Process, gpu: u32) -> impl Iterator<Item = &'a MigCap> {
+        p.devices
+            .iter()
+            .filter_map(|d| self.mig_caps.get(&d.path))
+            .filter(move |c| c.gpu == gpu)
+    }
+
+    /// Whether `p` is surely on MIG device `m` of `gpu`: NVML lists it
+    /// there, or it holds the capability of `m`'s own compute instance.
+    /// Only this makes a process a kill target of `--gpu GPU:MIG`.
+    pub fn surely_holds_mig(&self, p: &Process, gpu: u32, m: &MigDevice) -> bool {
         m.nvml_processes.iter().any(|n| n.pid == p.pid)
-            || p.devices.iter().any(|d| {
-                self.mig_caps
-                    .get(&d.path)
-                    .is_some_and(|c| c.gpu == gpu && c.opens(m))
-            })
+            || self
+                .caps_of(p, gpu)
+                .any(|c| c.compute_instance_id.is_some() && c.opens(m))
+    }
+
+    /// Whether `p` holds or may hold MIG device `m` of `gpu`: surely, or
+    /// it holds the access of `m`'s GPU instance and nothing more specific
+    /// says which compute instance of it (a CUDA process opens both; the
+    /// GPU instance's alone leaves every compute instance in it possible).
+    /// What judges a device free counts these; what kills does not.
+    pub fn holds_mig(&self, p: &Process, gpu: u32, m: &MigDevice) -> bool {
+        if self.surely_holds_mig(p, gpu, m) {
+            return true;
+        }
+        let gi_only = self
+            .caps_of(p, gpu)
+            .any(|c| c.compute_instance_id.is_none() && c.opens(m));
+        let placed_elsewhere = self
+            .gpus
+            .iter()
+            .filter(|g| g.index == gpu)
+            .flat_map(|g| &g.mig_devices)
+            .filter(|o| o.gpu_instance_id == m.gpu_instance_id)
+            .any(|o| self.surely_holds_mig(p, gpu, o));
+        gi_only && !placed_elsewhere
     }
 
     /// The MIG devices of `g` that `p` holds.
@@ -166,8 +195,9 @@ impl Snapshot {
         }
     }
 
-    /// Whether `p` holds what `sel` selects: a GPU selected whole, or one
-    /// of the MIG devices selected of a GPU selected in part.
+    /// Whether `p` holds what `sel` selects (what a kill targets): a GPU
+    /// selected whole, or surely one of the MIG devices selected of a GPU
+    /// selected in part ([`Snapshot::surely_holds_mig`]).
     pub fn in_selection(&self, p: &Process, sel: &Selection) -> bool {
         sel.gpus.iter().any(|&gpu| match sel.mig.get(&gpu) {
             None => p.touches_gpu(gpu),
@@ -175,7 +205,7 @@ impl Snapshot {
                 g.mig_devices
                     .iter()
                     .filter(|m| keep.contains(&m.index))
-                    .any(|m| self.holds_mig(p, gpu, m))
+                    .any(|m| self.surely_holds_mig(p, gpu, m))
             }),
         })
     }
@@ -187,10 +217,14 @@ mod tests {
     use crate::model::{DeviceUse, Memory, Via};
 
     fn mig(index: u32, gi: u32) -> MigDevice {
+        mig_ci(index, gi, 0)
+    }
+
+    fn mig_ci(index: u32, gi: u32, ci: u32) -> MigDevice {
         MigDevice {
             index,
             gpu_instance_id: Some(gi),
-            compute_instance_id: Some(0),
+            compute_instance_id: Some(ci),
             memory: Memory {
                 total_bytes: 18 << 30,
                 known: true,
@@ -237,7 +271,9 @@ mod tests {
             gpus: vec![0],
             mig: [(0, [m].into())].into(),
         };
-        assert!(s.in_selection(p, &one(1)));
+        // Its GPU instance's access alone: it may be on 0:1, which is then
+        // not free, but nothing says it surely is: no kill target.
+        assert!(!s.in_selection(p, &one(1)));
         assert!(!s.in_selection(p, &one(0)));
         let mut narrowed = s.clone();
         narrowed.restrict_mig(0, &[0].into());
@@ -246,5 +282,49 @@ mod tests {
         assert_eq!(s.processes.len(), 1);
         assert_eq!(s.gpus[0].memory.total_bytes, 18 << 30);
         assert_eq!(s.gpus[0].mig_devices.len(), 1);
+    }
+
+    #[test]
+    fn a_sibling_compute_instance_is_never_a_target() {
+        // GPU instance 1 holds two compute instances: 0:0 (ci 0) and 0:1
+        // (ci 1). P is on 0:0: it holds GPU instance 1's access and ci 0's.
+        let caps = [("cap1", None), ("cap2", Some(0)), ("cap3", Some(1))];
+        let p = Process {
+            pid: 50,
+            devices: caps[..2]
+                .iter()
+                .map(|(c, _)| DeviceUse {
+                    path: (*c).into(),
+                    gpu: Some(0),
+                    via: vec![Via::Fd],
+                })
+                .collect(),
+            ..Process::default()
+        };
+        let mut s = Snapshot {
+            gpus: vec![Gpu {
+                mig_mode: Some(true),
+                mig_devices: vec![mig_ci(0, 1, 0), mig_ci(1, 1, 1)],
+                ..Gpu::default()
+            }],
+            processes: vec![p],
+            ..Snapshot::default()
+        };
+        for (c, ci) in caps {
+            let cap = MigCap {
+                gpu: 0,
+                gpu_instance_id: 1,
+                compute_instance_id: ci,
+            };
+            s.mig_caps.insert(c.into(), cap);
+        }
+        let (p, g) = (&s.processes[0], &s.gpus[0]);
+        assert_eq!(s.migs_held(p, g).map(|m| m.index).collect::<Vec<_>>(), [0]);
+        let sel = |m: u32| Selection {
+            gpus: vec![0],
+            mig: [(0, [m].into())].into(),
+        };
+        assert!(s.in_selection(p, &sel(0)));
+        assert!(!s.in_selection(p, &sel(1)), "0:1 is its sibling's");
     }
 }

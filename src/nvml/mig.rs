@@ -44,16 +44,17 @@ pub(super) fn read_mig(
             "nvmlDeviceGetMigDeviceHandleByIndex({slot}) on GPU {index}"
         ));
         match dev.mig_device_by_index(slot) {
-            Ok(m) => {
-                let mut one = read_one(&m, index, slot, unavailable, at);
-                set_accounting_of(&mut one);
-                gpu.mig_devices.push(one);
-            }
+            Ok(m) => gpu
+                .mig_devices
+                .push(read_one(&m, index, slot, unavailable, at)),
             // An empty slot: fewer instances than the GPU could hold.
             Err(NvmlError::NotFound) => {}
             Err(e) => miss(unavailable, format!("MIG device {index}:{slot}"), e),
         }
     }
+    // Accounted to what NVML lists (what is visible here is the
+    // snapshot's to say).
+    gpu.account_mig(|_| true);
 }
 
 /// One MIG device's ids, name, memory and process lists.
@@ -112,13 +113,6 @@ fn read_one(
         nvml_processes,
         ..MigDevice::default()
     }
-}
-
-/// A MIG device's memory attributed to the processes NVML lists on it
-/// (whether they are visible here is the snapshot's to say).
-fn set_accounting_of(m: &mut MigDevice) {
-    m.memory.accounted_bytes = m.listed_bytes(|_| true);
-    m.memory.unaccounted_bytes = m.memory.used_bytes.saturating_sub(m.memory.accounted_bytes);
 }
 
 /// Which id of a MIG device.

@@ -207,10 +207,7 @@ pub(super) fn set_accounting(g: &mut Gpu, visible: impl Fn(u32) -> bool) {
     let accounted = g.listed_bytes(&visible);
     g.memory.accounted_bytes = accounted;
     g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
-    for m in &mut g.mig_devices {
-        m.memory.accounted_bytes = m.listed_bytes(&visible);
-        m.memory.unaccounted_bytes = m.memory.used_bytes.saturating_sub(m.memory.accounted_bytes);
-    }
+    g.account_mig(&visible);
 }
 
 /// The processes the scan could not read, with their comm where it can
