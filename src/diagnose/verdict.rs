@@ -14,7 +14,9 @@
 //! - **free**: neither. Processes gpufree may not read are named as caveats
 //!   even then: NVML accounts for all the memory, so they cannot change it.
 
-use crate::model::{Gpu, Process, Snapshot, UnreadableReason, Vendor, Verdict, VerdictState};
+use crate::model::{
+    Gpu, Process, Snapshot, UnreadableReason, Vendor, Verdict, VerdictState, MIG_CAPS_UNPLACED,
+};
 use crate::units::mib;
 
 /// Unaccounted memory up to this much, with no holder, counts as the GPU's
@@ -80,6 +82,15 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
         },
     }
     unknown.extend(failed(s));
+    if g.mig_only {
+        // A holder of a capability nothing places may be on this device.
+        let unplaced = s
+            .unavailable
+            .iter()
+            .filter(|u| u.what.starts_with(MIG_CAPS_UNPLACED));
+        unknown
+            .extend(unplaced.map(|u| format!("{}: {}; any of them may be on it", u.what, u.why)));
+    }
     let accounted = unknown.is_empty() && memory.is_none();
     caveats.extend(unread(s, accounted));
     finish(busy, unknown, caveats)

@@ -48,6 +48,10 @@ pub struct Gpu {
 /// for (its GPU id maps to no PCI device): what it begins with.
 pub const KFD_UNPLACED: &str = "KFD VRAM";
 
+/// How an unavailable entry names MIG capability nodes that processes hold
+/// and the driver's table does not place: what it begins with.
+pub const MIG_CAPS_UNPLACED: &str = "MIG capability nodes";
+
 /// One MIG device: a compute instance inside a GPU instance, with memory
 /// and processes of its own (SPEC.md's `mig_devices`). Selected as
 /// `--gpu GPU:INDEX` or by its `MIG-...` UUID.

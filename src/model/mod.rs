@@ -18,7 +18,9 @@ pub use evidence::{
     Renamed, Restarter, Unseen, Who,
 };
 pub use finding::{Finding, FindingKind, Severity};
-pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor, KFD_UNPLACED};
+pub use gpu::{
+    Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor, KFD_UNPLACED, MIG_CAPS_UNPLACED,
+};
 pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
 pub use mig::{MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};

@@ -31,6 +31,14 @@ pub fn parse_mig_minors(text: &str) -> Vec<MigMinor> {
     text.lines().filter_map(parse_line).collect()
 }
 
+/// Every minor the table names, instance or not (`config 1`, `monitor 2`):
+/// a capability node whose minor is not here is one gpufree cannot place.
+pub fn listed_minors(text: &str) -> std::collections::BTreeSet<u32> {
+    text.lines()
+        .filter_map(|l| l.trim().rsplit_once(' ')?.1.parse().ok())
+        .collect()
+}
+
 fn parse_line(line: &str) -> Option<MigMinor> {
     let (path, minor) = line.trim().split_once(' ')?;
     let cap_minor = minor.trim().parse().ok()?;
@@ -79,6 +87,7 @@ mod tests {
             (t[3].gpu_minor, t[3].gpu_instance_id, t[3].cap_minor),
             (1, 13, 140)
         );
+        assert_eq!(listed_minors(text), [1, 2, 3, 4, 8, 140].into());
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! GPU and instance.
 
 use super::*;
-use crate::model::MigCap;
-use crate::proc::caps::parse_mig_minors;
+use crate::model::{MigCap, Unavailable, MIG_CAPS_UNPLACED};
+use crate::proc::caps::{listed_minors, parse_mig_minors, MigMinor};
 
 /// Sets `snap.mig_caps` for the capability nodes of the device directory
 /// that the table names, and ties their holders' uses to the GPU. Without
@@ -20,37 +20,23 @@ pub(super) fn map_caps(
         Some(path) => std::fs::read(path),
         None => scan::read_at(proc_fd, "driver/nvidia-caps/mig-minors").map_err(Into::into),
     };
-    let Ok(text) = text else {
-        return;
-    };
-    let table = parse_mig_minors(&String::from_utf8_lossy(&text));
+    let text = text.map(|t| String::from_utf8_lossy(&t).into_owned()).ok();
+    let rows = text.as_deref().map(parse_mig_minors).unwrap_or_default();
+    let listed = text.as_deref().map(listed_minors).unwrap_or_default();
+    let mut unplaced = BTreeSet::new();
     for node in nodes.nodes.iter().filter(|n| n.kind == NodeKind::NvidiaCap) {
-        let Some(minor) = node
-            .rel
-            .strip_prefix("nvidia-caps/nvidia-cap")
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Some(row) = table.iter().find(|r| r.cap_minor == minor) else {
-            continue;
-        };
-        let Some(gpu) = snap
-            .gpus
-            .iter()
-            .find(|g| g.minor_number == Some(row.gpu_minor))
-            .map(|g| g.index)
-        else {
-            continue;
-        };
-        snap.mig_caps.insert(
-            node.path.display().to_string(),
-            MigCap {
-                gpu,
-                gpu_instance_id: row.gpu_instance_id,
-                compute_instance_id: row.compute_instance_id,
-            },
-        );
+        let path = node.path.display().to_string();
+        let minor = cap_minor(&node.rel);
+        match place(snap, &rows, minor) {
+            Some(cap) => {
+                snap.mig_caps.insert(path, cap);
+            }
+            // Named by the table, but no instance (config, monitor).
+            None if minor.is_some_and(|m| listed.contains(&m)) => {}
+            None => {
+                unplaced.insert(path);
+            }
+        }
     }
     for p in &mut snap.processes {
         for d in &mut p.devices {
@@ -59,4 +45,52 @@ pub(super) fn map_caps(
             }
         }
     }
+    note_unplaced(snap, &unplaced, text.is_some());
+}
+
+/// N of `nvidia-caps/nvidia-capN`.
+fn cap_minor(rel: &str) -> Option<u32> {
+    rel.strip_prefix("nvidia-caps/nvidia-cap")?.parse().ok()
+}
+
+/// What capability `minor` opens, by the table, on a GPU of `snap`.
+fn place(snap: &Snapshot, rows: &[MigMinor], minor: Option<u32>) -> Option<MigCap> {
+    let row = rows.iter().find(|r| Some(r.cap_minor) == minor)?;
+    let gpu = snap
+        .gpus
+        .iter()
+        .find(|g| g.minor_number == Some(row.gpu_minor))?
+        .index;
+    Some(MigCap {
+        gpu,
+        gpu_instance_id: row.gpu_instance_id,
+        compute_instance_id: row.compute_instance_id,
+    })
+}
+
+/// Capability nodes that holders hold and nothing places, where a GPU is
+/// in MIG mode: an unavailable entry, which leaves the verdicts of MIG
+/// devices unknown (such a holder may be on any of them).
+fn note_unplaced(snap: &mut Snapshot, unplaced: &BTreeSet<String>, table: bool) {
+    if !snap.gpus.iter().any(|g| g.mig_mode == Some(true)) {
+        return;
+    }
+    let holders: Vec<String> = snap
+        .processes
+        .iter()
+        .filter(|p| p.devices.iter().any(|d| unplaced.contains(&d.path)))
+        .map(|p| p.pid.to_string())
+        .collect();
+    if holders.is_empty() {
+        return;
+    }
+    snap.unavailable.push(Unavailable {
+        what: format!("{MIG_CAPS_UNPLACED} held by PID {}", holders.join(", ")),
+        gpu: None,
+        why: if table {
+            "the driver's mig-minors table does not name them".into()
+        } else {
+            "the driver's mig-minors table could not be read (GPUFREE_MIG_MINORS, or driver/nvidia-caps/mig-minors under the proc root)".into()
+        },
+    });
 }

@@ -436,6 +436,20 @@ fn a_process_holding_a_mig_capability_holds_that_instance() {
             ..HoldSpec::default()
         },
     );
+    // Without the driver's table nothing places the capabilities: any
+    // instance may be theirs, so no instance is free; a wait says unknown.
+    let (_, doc, _) = h.json("status", &[]);
+    let m03 = &doc["gpus"][0]["mig_devices"][3]["verdict"];
+    assert_eq!(m03["state"], "unknown", "{m03}");
+    assert!(
+        m03["reasons"]
+            .to_string()
+            .contains("mig-minors table could not be read"),
+        "{m03}"
+    );
+    let (code, _, _) = h.json("wait", &["--gpu", "0:3", "--timeout", "0"]);
+    assert_eq!(code, 3);
+
     let env = [("GPUFREE_MIG_MINORS", table.to_str().unwrap())];
     let (code, doc, err) = sim_json("status", &h.d.dev, &h.state, &[], &env);
     assert_eq!(code, 0, "{err}");
