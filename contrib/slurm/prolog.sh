@@ -6,11 +6,14 @@
 # the job (held), with the reason on stderr (slurmd's log). GPUs come from
 # SLURM_JOB_GPUS (or CUDA_VISIBLE_DEVICES), global indices: the prolog runs
 # outside the job's cgroup. gpufree's --gpu takes NVML indices, which match
-# the /dev/nvidiaN numbering gres.conf uses on ordinary hosts.
+# the /dev/nvidiaN numbering gres.conf uses on ordinary hosts. On a node
+# whose GPUs are split by MIG, SLURM_JOB_GPUS numbers the MIG gres, not
+# GPUs: give this script the job's MIG UUIDs instead (GPUFREE_JOB_GPUS,
+# comma-separated `MIG-...`, which --gpu takes), or it waits on whole GPUs.
 set -u
 GPUFREE=${GPUFREE:-/usr/local/bin/gpufree}
 WAIT=${GPUFREE_PROLOG_TIMEOUT:-30s}
-gpus=${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}
+gpus=${GPUFREE_JOB_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}
 [ -n "$gpus" ] || exit 0 # a job without GPUs
 
 args=()

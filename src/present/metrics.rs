@@ -140,7 +140,9 @@ fn add_gpus(r: &mut Registry, s: &Snapshot) {
         "gpu_verdict",
         "1 for the GPU's verdict (state=free|busy|unknown), 0 for the other two: unknown is never free",
     );
-    for g in &s.gpus {
+    // A GPU narrowed to MIG devices (`--gpu 0:1`) has their numbers, not
+    // its own: the gpufree_mig_* series carry them, never a GPU's series.
+    for g in s.gpus.iter().filter(|g| !g.mig_only) {
         set_verdict(&verdict, g);
         if g.memory.known {
             let m = &g.memory;

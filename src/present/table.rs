@@ -129,7 +129,7 @@ fn write_rows<W: Write>(
             writeln!(w, "      {} {role}", paint.dim("mps:"))?;
         }
         if let Some(on) = super::mig::held(s, p) {
-            writeln!(w, "      {} {on}", paint.dim("mig:"))?;
+            writeln!(w, "      {} {}", paint.dim("mig:"), fit(&on, TEXT_MAX))?;
         }
         if let Some(clients) = super::drm::shared(p) {
             writeln!(w, "      {} {}", paint.dim("drm:"), fit(&clients, TEXT_MAX))?;

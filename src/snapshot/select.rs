@@ -35,7 +35,7 @@ impl std::str::FromStr for GpuSelector {
             Ok(GpuSelector::Index(i))
         } else if let Some((gpu, mig)) = s
             .split_once(':')
-            .and_then(|(g, m)| Some((g.parse().ok()?, m.parse().ok()?)))
+            .and_then(|(g, m)| Some((decimal(g)?, decimal(m)?)))
         {
             Ok(GpuSelector::Mig(gpu, mig))
         } else if s.len() > 4 && s.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("MIG-")) {
@@ -54,6 +54,13 @@ impl std::str::FromStr for GpuSelector {
             ))
         }
     }
+}
+
+/// A number as `GPU:MIG` spells it: plain decimal digits, no sign, no
+/// leading zero (`01:00` is a PCI address cut short, never MIG device 1:0).
+fn decimal(s: &str) -> Option<u32> {
+    let n: u32 = s.parse().ok()?;
+    (n.to_string() == s).then_some(n)
 }
 
 /// `domain:bus:device.function` as numbers, from any common spelling.
@@ -136,8 +143,9 @@ pub fn resolve(gpus: &[Gpu], selectors: &[GpuSelector]) -> Result<Selection, Str
             [] => return Err(no_such(gpus, s)),
             _ if several && matches!(s, GpuSelector::Uuid(_) | GpuSelector::MigUuid(_)) => {
                 return Err(format!(
-                    "--gpu {}: UUID prefix matches several GPUs",
-                    describe_selector(s)
+                    "--gpu {}: UUID prefix matches several {}",
+                    describe_selector(s),
+                    if s.is_mig() { "MIG devices" } else { "GPUs" }
                 ));
             }
             _ => out.extend(hits),

@@ -123,7 +123,13 @@ fn selectors_parse_and_resolve() {
     assert_eq!(mig(&["MIG-5c1e", "1:2"]).unwrap(), ["1:0", "1:2"]);
     assert_eq!(mig(&["mig-5c2f0000-3333"]).unwrap(), ["1:2"]);
     assert_eq!(mig(&["1:0", "1"]).unwrap(), ["1"]);
-    assert!(mig(&["MIG-5c2f"]).unwrap_err().contains("several"));
+    assert!(mig(&["MIG-5c2f"])
+        .unwrap_err()
+        .contains("several MIG devices"));
+    // Only plain decimal is GPU:MIG: `01:00` is a PCI address cut short.
+    for odd in ["01:00", "0:01", "+0:1", "1:+2"] {
+        assert!(!matches!(odd.parse(), Ok(GpuSelector::Mig(..))), "{odd}");
+    }
     assert!(mig(&["1:3"])
         .unwrap_err()
         .contains("--gpu 1:3: no such GPU or MIG device (MIG devices here: 1:0, 1:1, 1:2)"));

@@ -115,3 +115,45 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("/nonexistent/x.service"));
 }
+
+#[test]
+fn slurm_epilog_never_frees_a_whole_gpu_split_by_mig() {
+    let d = TestDir::new(1);
+    let (mine, theirs) = (d.mapper("nvidia0"), d.mapper("nvidia0"));
+    let mut g = crate::mig::mig_gpu(
+        0,
+        2,
+        "3g.71gb",
+        71,
+        &[(0, mine.pid(), 1024), (1, theirs.pid(), 2048)],
+    );
+    g["mig_mode"] = serde_json::json!(true);
+    let state = d.state(&sim_state(vec![g]));
+    // Slurm's "0" is a MIG gres here, not GPU 0: nothing is signalled.
+    let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("split by MIG") && r.stderr.contains("nothing signalled"),
+        "{}",
+        r.stderr
+    );
+    assert!(alive(mine.pid()) && alive(theirs.pid()));
+    // Given the job's MIG UUID, it frees exactly that instance.
+    let lib = sim_lib();
+    let r = run_cmd(
+        std::process::Command::new("bash")
+            .arg(repo("contrib/slurm/epilog.sh"))
+            .env_clear()
+            .env("GPUFREE", bin())
+            .env("GPUFREE_JOB_GPUS", crate::mig::mig_uuid(0, 0))
+            .env("SLURM_JOB_GPUS", "0")
+            .env("GPUFREE_EPILOG_GRACE", "1s")
+            .env("GPUFREE_EPILOG_TIMEOUT", "10s")
+            .env("GPUFREE_DEV_DIR", &d.dev)
+            .env("GPUFREE_NVML_LIB", lib)
+            .env("GPUFREE_SIM_STATE", &state),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!alive(mine.pid()), "the job's instance is freed");
+    assert!(alive(theirs.pid()), "the other job's instance is untouched");
+}

@@ -387,6 +387,16 @@ fn metrics_have_each_mig_device() {
         10,
         "{m}"
     );
+    // Narrowed to 0:1, the instance's numbers never pass for GPU 0's.
+    let one = h.text("metrics", &["--gpu", "0:1"]).stdout;
+    assert!(
+        !one.contains("gpufree_gpu_memory_used_bytes{gpu=\"0\""),
+        "{one}"
+    );
+    assert!(
+        one.contains("gpufree_mig_memory_used_bytes{gpu=\"0\",mig=\"1\""),
+        "{one}"
+    );
 }
 
 #[test]

@@ -278,14 +278,25 @@ fn chosen<'a>(
         .collect();
     let mut chosen: BTreeMap<u32, (&Process, String)> =
         matched.iter().map(|p| (p.pid, (*p, reason(p)))).collect();
-    if sel.gpus.is_some() {
+    if let Some(gpus) = &sel.gpus {
+        // Where MIG devices were selected, other tenants share the GPU: a
+        // group that also holds memory outside the selection (on another
+        // instance) lends no holder of shared nodes to this kill.
+        let beyond: BTreeSet<String> = snap
+            .processes
+            .iter()
+            .filter(|p| !gpus.mig.is_empty() && p.memory_bytes() > 0)
+            .filter(|p| !chosen.contains_key(&p.pid))
+            .map(|p| grouper.key(p))
+            .collect();
         let extra: Vec<&Process> = snap
             .processes
             .iter()
             .filter(|p| shared_only(p) && !chosen.contains_key(&p.pid))
             .collect();
         for p in extra {
-            let same_group = groups.contains(&grouper.key(p));
+            let key = grouper.key(p);
+            let same_group = groups.contains(&key) && !beyond.contains(&key);
             if same_group || safety.include_shared {
                 let why = if same_group {
                     "started with the memory holders"

@@ -91,6 +91,63 @@ fn gpu_selection_takes_its_holders_and_the_shared_node_holders_of_their_launcher
 }
 
 #[test]
+fn a_mig_selection_lends_no_shared_holder_of_a_group_on_other_instances() {
+    use crate::model::{Gpu, MigDevice, NvmlProcess, NvmlProcessKind};
+    // 100 launcher (uvm only), 101 on MIG device 0:0, 102 on 0:1, 103 a
+    // tracker (uvm only): one group across two instances of GPU 0.
+    let on = |index: u32, pids: &[u32]| MigDevice {
+        index,
+        gpu_instance_id: Some(index + 1),
+        compute_instance_id: Some(0),
+        nvml_processes: pids
+            .iter()
+            .map(|&pid| NvmlProcess {
+                pid,
+                used_bytes: Some(5),
+                kind: NvmlProcessKind::Compute,
+            })
+            .collect(),
+        ..MigDevice::default()
+    };
+    let host = |procs: Vec<Process>, devices: Vec<MigDevice>| Snapshot {
+        gpus: vec![Gpu {
+            mig_mode: Some(true),
+            mig_devices: devices,
+            ..Gpu::default()
+        }],
+        ..snap(procs)
+    };
+    let only_01 = Selectors {
+        gpus: Some(Selection {
+            gpus: vec![0],
+            mig: [(0, [1].into())].into(),
+        }),
+        ..Selectors::default()
+    };
+    let group = vec![
+        p(100, 10, None, 0),
+        p(101, 100, Some(0), 5),
+        p(102, 100, Some(0), 5),
+        p(103, 100, None, 0),
+    ];
+    let s = host(group.clone(), vec![on(0, &[101]), on(1, &[102])]);
+    // The launcher and tracker may serve 101 on the other tenant's
+    // instance: only 102 is this kill's.
+    assert_eq!(pids(&plan(&s, &only_01, &safety())), vec![102]);
+    // The whole GPU takes them along, as before.
+    let whole = Selectors {
+        gpus: Some(Selection::whole(vec![0])),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &whole, &safety())), vec![100, 101, 102, 103]);
+    // A group all on 0:1 brings its shared holders.
+    let mut alone = group;
+    alone.remove(1);
+    let s = host(alone, vec![on(0, &[]), on(1, &[102])]);
+    assert_eq!(pids(&plan(&s, &only_01, &safety())), vec![100, 102, 103]);
+}
+
+#[test]
 fn selectors_narrow_and_non_holders_are_never_targets() {
     let mut a = p(101, 10, Some(0), 5);
     a.owner = Owner {
