@@ -308,12 +308,7 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
         crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_error(common, e))?;
     let state = outcome.verdict.state;
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
-    let named = if gpus.mig.is_empty() {
-        crate::diagnose::gpu_list(&gpus.gpus)
-    } else {
-        gpus.names().join(", ")
-    };
-    let which = format!("GPU{} {named}", if gpus.count() == 1 { "" } else { "s" });
+    let which = crate::present::why::selected(&gpus);
     let written = if common.json {
         let last = Snapshot {
             verdict: outcome.verdict.clone(),

@@ -18,16 +18,9 @@ pub(super) fn protected(s: &Snapshot, out: &mut Vec<Finding>) {
     });
 }
 
-/// The program a process runs: its exe's file name, or comm when the exe
-/// cannot be read.
-pub(super) fn program(p: &Process) -> &str {
-    let exe = p.exe.as_deref().unwrap_or(&p.comm);
-    exe.rsplit('/').next().unwrap_or(exe)
-}
-
 /// How an operator stops a protected daemon (printed, never run).
 pub(super) fn stop_command(p: &Process) -> Next {
-    match program(p) {
+    match p.program() {
         "nvidia-persistenced" => Next::StopService("nvidia-persistenced"),
         "nv-fabricmanager" => Next::StopService("nvidia-fabricmanager"),
         "nv-hostengine" => Next::StopService("nvidia-dcgm"),

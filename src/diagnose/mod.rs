@@ -27,7 +27,7 @@ pub(crate) mod supervisors;
 mod unaccounted;
 pub mod verdict;
 
-use daemons::{program, protected, stop_command};
+use daemons::{protected, stop_command};
 pub use groups::Groups;
 use groups::{live_holders, node_only, Ctx, Group};
 use pattern::{pattern, renamed};
@@ -97,6 +97,7 @@ fn who(p: &Process) -> Who {
     Who {
         pid: p.pid,
         comm: p.comm.clone(),
+        program: p.program().to_string(),
         cmdline: p.cmdline_joined(),
         role: role(p),
         container_pid: (p.nspid.len() > 1).then(|| p.nspid[p.nspid.len() - 1]),

@@ -75,7 +75,7 @@ pub(super) fn blocked(s: &Snapshot, out: &mut Vec<Finding>) {
         let (evidence, next) = match p.state.as_str() {
             "D" => (
                 Evidence::Uninterruptible { who: who(p), wchan },
-                Next::WaitKernel(s.scope(&gpus_of(p))),
+                Next::WaitKernel(s.selection_of(&gpus_of(p))),
             ),
             "T" | "t" => (
                 Evidence::Stopped { who: who(p), wchan },

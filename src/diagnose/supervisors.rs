@@ -41,7 +41,7 @@ pub(super) fn of(
                     },
                     Next::StopUnit {
                         unit: id.clone(),
-                        gpus: s.scope(gpus),
+                        gpus: s.selection_of(gpus),
                     },
                 )
             })
@@ -112,7 +112,7 @@ fn pod(s: &Snapshot, uid: &str, gpus: &[u32]) -> Option<(Restarter, Next)> {
     let next = Next::ScaleDeployment {
         namespace: namespace.clone(),
         deployment: deployment.clone(),
-        gpus: s.scope(gpus),
+        gpus: s.selection_of(gpus),
     };
     Some((
         Restarter::Deployment {
@@ -150,7 +150,7 @@ fn torchrun(
             Restarter::Torchrun { agent, used, max },
             Next::StopAgent {
                 pid: agent,
-                gpus: s.scope(gpus),
+                gpus: s.selection_of(gpus),
             },
         )
     })

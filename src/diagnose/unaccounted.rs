@@ -103,7 +103,7 @@ pub(super) fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
         pids: stale.clone(),
         gpus: gpus.clone(),
         bytes,
-        next: Next::Why(s.scope(&gpus)),
+        next: Next::Why(s.selection_of(&gpus)),
         evidence: Evidence::StaleNvmlPid,
     });
 }
@@ -116,7 +116,7 @@ pub(super) fn stale_pids(s: &Snapshot, out: &mut Vec<Finding>) {
 /// operator; gpufree never resets a GPU.
 pub(super) fn reset_plan(s: &Snapshot, gpu: u32) -> Vec<(Who, Next)> {
     let rank = |p: &Process| -> u8 {
-        match program(p) {
+        match p.program() {
             "nvidia-persistenced" => 5,
             "nv-fabricmanager" => 4,
             "nv-hostengine" | "dcgm-exporter" => 3,
@@ -221,7 +221,10 @@ fn explain(s: &Snapshot, gpu: u32, holders: &[&Process]) -> (Severity, Next, Cau
             warn(Next::SeeVisibility, Cause::Partial(blind))
         } else {
             let driver = g.driver.clone();
-            warn(Next::Why(s.scope(&[gpu])), Cause::DrmDriver { driver })
+            warn(
+                Next::Why(s.selection_of(&[gpu])),
+                Cause::DrmDriver { driver },
+            )
         };
     }
     if !openers.is_empty() && mapping.is_empty() {

@@ -10,12 +10,14 @@
 //!   NVML or a GPU whose memory NVML could not report (lost, hung), a
 //!   process whose read failed or timed out, or memory above the baseline
 //!   that NVML attributes to no visible process while some processes could
-//!   not be read (not root, hidepid, an unlisted process list).
+//!   not be read (not root, hidepid, an unlisted process list) or the
+//!   KFD's VRAM could not be placed on a GPU; and for a MIG device, holders
+//!   of capability nodes that nothing places (any of them may be on it).
 //! - **free**: neither. Processes gpufree may not read are named as caveats
 //!   even then: NVML accounts for all the memory, so they cannot change it.
 
 use crate::model::{
-    Gpu, Process, Snapshot, UnreadableReason, Vendor, Verdict, VerdictState, MIG_CAPS_UNPLACED,
+    Gpu, Process, Snapshot, Unplaced, UnreadableReason, Vendor, Verdict, VerdictState,
 };
 use crate::units::mib;
 
@@ -87,7 +89,7 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
         let unplaced = s
             .unavailable
             .iter()
-            .filter(|u| u.what.starts_with(MIG_CAPS_UNPLACED));
+            .filter(|u| u.unplaced == Some(Unplaced::MigCaps));
         unknown
             .extend(unplaced.map(|u| format!("{}: {}; any of them may be on it", u.what, u.why)));
     }
@@ -304,7 +306,7 @@ pub fn overall(s: &Snapshot, policy: &Policy) -> Verdict {
 /// `GPU 0`, or `GPU 0:1` for a GPU narrowed to its MIG device 1: how the
 /// reasons name it.
 fn gpu_name(s: &Snapshot, g: &Gpu) -> String {
-    format!("GPU {}", s.scope(&[g.index]).names().join(", "))
+    format!("GPU {}", s.selection_of(&[g.index]).names().join(", "))
 }
 
 fn combine(each: &[(String, Verdict)]) -> Verdict {

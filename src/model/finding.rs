@@ -2,8 +2,9 @@
 //! typed evidence (its kind follows from that); the words a person reads
 //! are made from it by `present::words`.
 
-use super::evidence::{Evidence, GroupName, Next};
+use super::evidence::{Evidence, GroupName};
 use super::Cause;
+use super::Next;
 use serde::{Deserialize, Serialize};
 
 /// One finding of the diagnosis.

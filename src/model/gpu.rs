@@ -1,5 +1,7 @@
-//! One GPU: what NVML (or sysfs, for a DRM GPU) says of it, and the one
-//! rule for reading its process lists.
+//! One GPU and its MIG devices: what NVML (or sysfs, for a DRM GPU) says
+//! of them; the one rule for reading NVML's process lists (a process's
+//! largest listing, never a sum); MIG accounting by GPU instance; a GPU
+//! narrowed to some of its MIG devices.
 
 use super::Verdict;
 use serde::{Deserialize, Serialize};
@@ -25,9 +27,11 @@ pub struct Gpu {
     /// `xe`); None for NVML's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
-    /// Memory as NVML reports it, split by attribution.
+    /// Memory as NVML reports it, split by attribution (narrowed to MIG
+    /// devices, theirs: see `mig_only`).
     pub memory: Memory,
-    /// The processes NVML lists on this GPU, visible here or not.
+    /// The processes NVML lists on this GPU, visible here or not
+    /// (narrowed to MIG devices, their lists).
     pub nvml_processes: Vec<NvmlProcess>,
     /// Whether this GPU is free.
     #[serde(default)]
@@ -43,14 +47,6 @@ pub struct Gpu {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mig_only: bool,
 }
-
-/// How an unavailable entry names the KFD's VRAM that no GPU can be named
-/// for (its GPU id maps to no PCI device): what it begins with.
-pub const KFD_UNPLACED: &str = "KFD VRAM";
-
-/// How an unavailable entry names MIG capability nodes that processes hold
-/// and the driver's table does not place: what it begins with.
-pub const MIG_CAPS_UNPLACED: &str = "MIG capability nodes";
 
 /// One MIG device: a compute instance inside a GPU instance, with memory
 /// and processes of its own (SPEC.md's `mig_devices`). Selected as
@@ -105,7 +101,7 @@ impl MigDevice {
 
     /// `GPU:INDEX`, as `--gpu` takes it.
     pub fn label(&self, gpu: u32) -> String {
-        format!("{gpu}:{}", self.index)
+        super::mig_label(gpu, self.index)
     }
 }
 
@@ -188,13 +184,6 @@ pub enum NvmlProcessKind {
 }
 
 impl Gpu {
-    /// The MIG device whose process list has `pid`.
-    pub fn mig_of(&self, pid: u32) -> Option<&MigDevice> {
-        self.mig_devices
-            .iter()
-            .find(|m| m.nvml_processes.iter().any(|n| n.pid == pid))
-    }
-
     /// Each MIG device's memory accounted to the processes NVML lists on
     /// it that `visible` accepts, and the rest unaccounted. The memory of
     /// a MIG device is its GPU instance's, which the compute instances in

@@ -1,9 +1,16 @@
-//! MIG in the model: which processes hold which MIG device, and a snapshot
-//! narrowed to some of a GPU's MIG devices.
+//! MIG in the model: what the capability nodes open, which processes are
+//! surely or maybe on which MIG device, a snapshot narrowed to some of a
+//! GPU's MIG devices, and `Selection`, what `--gpu` selects (whole GPUs
+//! and MIG devices), with how it is said back (`--gpu 0:1`).
 
 use super::{Gpu, MigDevice, Process, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+
+/// MIG device `mig` of GPU `gpu` as `--gpu` takes it: `0:1`.
+pub fn mig_label(gpu: u32, mig: u32) -> String {
+    format!("{gpu}:{mig}")
+}
 
 /// What a MIG capability node (`nvidia-caps/nvidia-capN`) opens, from the
 /// driver's `mig-minors` table: a GPU instance's access, or one compute
@@ -53,7 +60,7 @@ impl Snapshot {
     /// says which compute instance of it (a CUDA process opens both; the
     /// GPU instance's alone leaves every compute instance in it possible).
     /// What judges a device free counts these; what kills does not.
-    pub fn holds_mig(&self, p: &Process, gpu: u32, m: &MigDevice) -> bool {
+    pub fn may_hold_mig(&self, p: &Process, gpu: u32, m: &MigDevice) -> bool {
         if self.surely_holds_mig(p, gpu, m) {
             return true;
         }
@@ -71,14 +78,14 @@ impl Snapshot {
     }
 
     /// The MIG devices of `g` that `p` holds.
-    pub fn migs_held<'a>(
+    pub fn migs_maybe_held<'a>(
         &'a self,
         p: &'a Process,
         g: &'a Gpu,
     ) -> impl Iterator<Item = &'a MigDevice> {
         g.mig_devices
             .iter()
-            .filter(move |m| self.holds_mig(p, g.index, m))
+            .filter(move |m| self.may_hold_mig(p, g.index, m))
     }
 
     /// This snapshot narrowed to the MIG devices `keep` of GPU `gpu`: the
@@ -99,7 +106,7 @@ impl Snapshot {
         let stays: Vec<bool> = self
             .processes
             .iter()
-            .map(|p| !p.touches_gpu(gpu) || kept.iter().any(|m| self.holds_mig(p, gpu, m)))
+            .map(|p| !p.touches_gpu(gpu) || kept.iter().any(|m| self.may_hold_mig(p, gpu, m)))
             .collect();
         let mut stays = stays.into_iter();
         self.processes.retain(|_| stays.next().unwrap_or(false));
@@ -148,7 +155,7 @@ impl Selection {
         gpus.iter()
             .flat_map(|g| match self.mig.get(g) {
                 None => vec![g.to_string()],
-                Some(ms) => ms.iter().map(|m| format!("{g}:{m}")).collect(),
+                Some(ms) => ms.iter().map(|&m| mig_label(*g, m)).collect(),
             })
             .collect()
     }
@@ -172,9 +179,15 @@ impl Selection {
     pub fn narrow_gpus(&self, gpus: &mut Vec<Gpu>) {
         gpus.retain(|g| self.has(g.index));
         for g in gpus.iter_mut() {
-            if let Some(keep) = self.mig.get(&g.index) {
-                g.restrict_to(keep);
-            }
+            self.narrow_gpu(g);
+        }
+    }
+
+    /// `g` as the selection sees it: narrowed to its selected MIG devices
+    /// where it is selected in part, else as it is.
+    pub fn narrow_gpu(&self, g: &mut Gpu) {
+        if let Some(keep) = self.mig.get(&g.index) {
+            g.restrict_to(keep);
         }
     }
 }
@@ -182,7 +195,7 @@ impl Selection {
 impl Snapshot {
     /// GPUs `gpus` as this snapshot has them: a GPU narrowed to some MIG
     /// devices stands for those devices (what a next command selects).
-    pub fn scope(&self, gpus: &[u32]) -> Selection {
+    pub fn selection_of(&self, gpus: &[u32]) -> Selection {
         let mig = self
             .gpus
             .iter()
@@ -265,7 +278,7 @@ mod tests {
             },
         );
         let (p, g) = (&s.processes[0], &s.gpus[0]);
-        let held: Vec<u32> = s.migs_held(p, g).map(|m| m.index).collect();
+        let held: Vec<u32> = s.migs_maybe_held(p, g).map(|m| m.index).collect();
         assert_eq!(held, [1]);
         let one = |m: u32| Selection {
             gpus: vec![0],
@@ -319,7 +332,10 @@ mod tests {
             s.mig_caps.insert(c.into(), cap);
         }
         let (p, g) = (&s.processes[0], &s.gpus[0]);
-        assert_eq!(s.migs_held(p, g).map(|m| m.index).collect::<Vec<_>>(), [0]);
+        assert_eq!(
+            s.migs_maybe_held(p, g).map(|m| m.index).collect::<Vec<_>>(),
+            [0]
+        );
         let sel = |m: u32| Selection {
             gpus: vec![0],
             mig: [(0, [m].into())].into(),

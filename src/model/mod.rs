@@ -11,19 +11,19 @@ mod gpu;
 mod kill;
 mod mig;
 mod mps;
+mod next;
 mod process;
 
 pub use evidence::{
-    Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Next, Orphan, PatternHits,
+    Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,
     Renamed, Restarter, Unseen, Who,
 };
 pub use finding::{Finding, FindingKind, Severity};
-pub use gpu::{
-    Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor, KFD_UNPLACED, MIG_CAPS_UNPLACED,
-};
+pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
-pub use mig::{MigCap, Selection};
+pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
+pub use next::Next;
 pub use process::{
     saturating_sum, DeviceUse, DrmClient, GpuMemory, Kin, Owner, OwnerKind, Pin, Pins, Process, Via,
 };
@@ -297,4 +297,21 @@ pub struct Unavailable {
     pub gpu: Option<u32>,
     /// Why, e.g. "NOT_SUPPORTED", "missing symbol nvmlX_v3 (driver too old)".
     pub why: String,
+    /// What the missing part holds when it is memory or devices gpufree
+    /// cannot place on a GPU (an addition to SPEC.md): the verdict reads
+    /// this, never the words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unplaced: Option<Unplaced>,
+}
+
+/// Something held that gpufree cannot place on a GPU.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unplaced {
+    /// The KFD's VRAM on a GPU id its topology maps to no PCI device: it
+    /// may be on any AMD GPU.
+    KfdVram,
+    /// MIG capability nodes no table places: their holders may be on any
+    /// MIG device.
+    MigCaps,
 }

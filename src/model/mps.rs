@@ -35,24 +35,12 @@ pub struct MpsGpu {
     pub client_bytes: u64,
 }
 
-/// The program a daemon runs: its exe's file name, else argv\[0\]'s (comm
-/// is cut at 15 bytes, where the two MPS daemons read the same).
-fn program(p: &Process) -> &str {
-    let path = p
-        .exe
-        .as_deref()
-        .filter(|e| !e.is_empty())
-        .or(p.cmdline.first().map(String::as_str))
-        .unwrap_or(&p.comm);
-    path.rsplit('/').next().unwrap_or(path)
-}
-
 impl Snapshot {
     /// What `p` is to MPS, if anything. Only a protected process (its exe
     /// one only root could have put there) is taken for a daemon.
     pub fn mps_role(&self, p: &Process) -> Option<MpsRole> {
         if p.protected {
-            match program(p) {
+            match p.program() {
                 "nvidia-cuda-mps-control" => return Some(MpsRole::Control),
                 "nvidia-cuda-mps-server" => return Some(MpsRole::Server),
                 _ => {}

@@ -110,6 +110,20 @@ impl Process {
         self.cmdline.join(" ")
     }
 
+    /// The program it runs: its exe's file name, else argv\[0\]'s, else
+    /// comm (comm is cut at 15 bytes, where `nvidia-cuda-mps-control` and
+    /// `nvidia-cuda-mps-server` read the same).
+    pub fn program(&self) -> &str {
+        let path = self
+            .exe
+            .as_deref()
+            .filter(|e| !e.is_empty())
+            .or(self.cmdline.first().map(String::as_str))
+            .filter(|p| !p.is_empty())
+            .unwrap_or(&self.comm);
+        path.rsplit('/').next().unwrap_or(path)
+    }
+
     /// Whether this process holds anything on GPU `index`.
     pub fn touches_gpu(&self, index: u32) -> bool {
         self.gpu_memory.iter().any(|m| m.gpu == index)

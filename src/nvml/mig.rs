@@ -23,6 +23,7 @@ pub(super) fn read_mig(
             what,
             gpu: Some(index),
             why: describe(&e),
+            unplaced: None,
         })
     };
     at.step(format!("nvmlDeviceGetMigMode on GPU {index}"));
@@ -49,7 +50,11 @@ pub(super) fn read_mig(
                 .push(read_one(&m, index, slot, unavailable, at)),
             // An empty slot: fewer instances than the GPU could hold.
             Err(NvmlError::NotFound) => {}
-            Err(e) => miss(unavailable, format!("MIG device {index}:{slot}"), e),
+            Err(e) => miss(
+                unavailable,
+                format!("MIG device {}", crate::model::mig_label(index, slot)),
+                e,
+            ),
         }
     }
     // Accounted to what NVML lists (what is visible here is the
@@ -65,12 +70,13 @@ fn read_one(
     unavailable: &mut Vec<Unavailable>,
     at: &Shared,
 ) -> MigDevice {
-    let label = format!("{gpu}:{slot}");
+    let label = crate::model::mig_label(gpu, slot);
     let mut miss = |what: &str, e: NvmlError| {
         unavailable.push(Unavailable {
             what: format!("MIG device {label} {what}"),
             gpu: Some(gpu),
             why: describe(&e),
+            unplaced: None,
         })
     };
     at.step(format!("the ids of MIG device {label}"));

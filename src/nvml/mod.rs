@@ -103,6 +103,7 @@ fn list(
                 what: format!("{} processes", format!("{kind:?}").to_lowercase()),
                 gpu: Some(index),
                 why: describe(&e),
+                unplaced: None,
             });
             Vec::new()
         }

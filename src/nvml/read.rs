@@ -17,6 +17,7 @@ pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlRep
                 what: "device count".into(),
                 gpu: None,
                 why: describe(&e),
+                unplaced: None,
             });
             0
         }
@@ -32,6 +33,7 @@ pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlRep
                 what: "device handle".into(),
                 gpu: Some(index),
                 why: describe(&e),
+                unplaced: None,
             }),
         }
     }
@@ -49,6 +51,7 @@ pub(super) fn read_gpu(
             what: what.into(),
             gpu: Some(index),
             why: describe(&e),
+            unplaced: None,
         })
     };
     at.step(format!("nvmlDeviceGetName on GPU {index}"));

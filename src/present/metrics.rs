@@ -191,13 +191,16 @@ fn add_mig(r: &mut Registry, s: &Snapshot) {
     let id = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
     for g in &s.gpus {
         for m in &g.mig_devices {
-            let labels = [
+            let device = [
                 ("gpu", g.index.to_string()),
                 ("mig", m.index.to_string()),
                 ("uuid", label_value(&m.uuid)),
+            ];
+            let instances = [
                 ("gpu_instance", id(m.gpu_instance_id)),
                 ("compute_instance", id(m.compute_instance_id)),
             ];
+            let labels = [&device[..], &instances[..]].concat();
             if m.memory.known {
                 let bytes = [
                     m.memory.total_bytes,
@@ -213,7 +216,7 @@ fn add_mig(r: &mut Registry, s: &Snapshot) {
                 VerdictState::Busy,
                 VerdictState::Unknown,
             ] {
-                let mut with = labels[..3].to_vec();
+                let mut with = device.to_vec();
                 with.push(("state", state.as_str().into()));
                 verdict
                     .get_or_create(&l(&with))

@@ -1,47 +1,37 @@
-//! MIG in the status table: a row per MIG device under its GPU, and the
-//! MIG devices a holder is on.
+//! MIG in the status table: the MIG devices a holder is on, said as sure
+//! or possible.
 
-use super::table::gpu_row;
-use crate::model::{Gpu, MigDevice, Process, Snapshot, VerdictState};
+use crate::model::{Gpu, MigDevice, Process, Snapshot};
 
-/// The table's rows for `g` and then each of its MIG devices (`0:1`,
-/// indented), each with whether it should stand out.
-pub(super) fn rows(g: &Gpu) -> Vec<([String; 6], bool)> {
-    let striking =
-        |state: VerdictState, unaccounted: u64| state != VerdictState::Free || unaccounted > 0;
-    let mut rows = vec![(
-        gpu_row(&g.index.to_string(), &g.name, &g.memory, g.verdict.state),
-        striking(g.verdict.state, g.memory.unaccounted_bytes),
-    )];
-    for m in &g.mig_devices {
-        rows.push((
-            gpu_row(
-                &format!(" {}", m.label(g.index)),
-                &m.name,
-                &m.memory,
-                m.verdict.state,
-            ),
-            striking(m.verdict.state, m.memory.unaccounted_bytes),
+/// The MIG devices `p` is on, in words (`0:1 (MIG-5c1e...)`), or may be on
+/// (`maybe 0:0, 0:1: holds only their GPU instance's access`); None when
+/// none.
+pub(super) fn held(s: &Snapshot, p: &Process) -> Option<String> {
+    let mut sure = Vec::new();
+    let mut maybe = Vec::new();
+    for g in &s.gpus {
+        for m in s.migs_maybe_held(p, g) {
+            if s.surely_holds_mig(p, g.index, m) {
+                sure.push(describe(g, m));
+            } else {
+                maybe.push(crate::model::mig_label(g.index, m.index));
+            }
+        }
+    }
+    if !maybe.is_empty() {
+        sure.push(format!(
+            "maybe {}: holds only their GPU instance's access",
+            maybe.join(", ")
         ));
     }
-    rows
-}
-
-/// The MIG devices `p` holds, in words (`0:1 (MIG-5c1e...)`); None when
-/// it holds none.
-pub(super) fn held(s: &Snapshot, p: &Process) -> Option<String> {
-    let held: Vec<String> = s
-        .gpus
-        .iter()
-        .flat_map(|g| s.migs_held(p, g).map(move |m| describe(g, m)))
-        .collect();
-    (!held.is_empty()).then(|| held.join(", "))
+    (!sure.is_empty()).then(|| sure.join("; "))
 }
 
 fn describe(g: &Gpu, m: &MigDevice) -> String {
+    let label = crate::model::mig_label(g.index, m.index);
     if m.uuid.is_empty() {
-        m.label(g.index)
+        label
     } else {
-        format!("{} ({})", m.label(g.index), m.uuid)
+        format!("{label} ({})", m.uuid)
     }
 }

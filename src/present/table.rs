@@ -4,7 +4,9 @@
 
 use super::{flags, Paint};
 use crate::diagnose::gpu_list;
-use crate::model::{DeviceUse, Memory, MpsRole, Process, Severity, Snapshot, VerdictState, Via};
+use crate::model::{
+    DeviceUse, Gpu, Memory, MpsRole, Process, Severity, Snapshot, VerdictState, Via,
+};
 use crate::safe::{escape, fit, pad, pad_left, MESSAGE_MAX, TEXT_MAX};
 use crate::units::mib;
 use std::io::{self, Write};
@@ -212,9 +214,24 @@ pub fn write_status_with<W: Write>(
     Ok(())
 }
 
+/// The rows of `g` and then of each of its MIG devices (`0:1`, indented),
+/// each with whether it stands out (not free, or memory unaccounted).
+fn rows_of(g: &Gpu) -> Vec<([String; 6], bool)> {
+    let striking =
+        |state: VerdictState, m: &Memory| state != VerdictState::Free || m.unaccounted_bytes > 0;
+    let own = gpu_row(&g.index.to_string(), &g.name, &g.memory, g.verdict.state);
+    let mut rows = vec![(own, striking(g.verdict.state, &g.memory))];
+    for m in &g.mig_devices {
+        let label = format!(" {}", crate::model::mig_label(g.index, m.index));
+        let row = gpu_row(&label, &m.name, &m.memory, m.verdict.state);
+        rows.push((row, striking(m.verdict.state, &m.memory)));
+    }
+    rows
+}
+
 /// One row's cells (a GPU's or a MIG device's): label, name, used /
 /// total, accounted, unaccounted, verdict.
-pub(super) fn gpu_row(label: &str, name: &str, m: &Memory, verdict: VerdictState) -> [String; 6] {
+fn gpu_row(label: &str, name: &str, m: &Memory, verdict: VerdictState) -> [String; 6] {
     let (used, accounted, unaccounted) = if m.known {
         (
             format!("{} / {}", mib(m.used_bytes), mib(m.total_bytes)),
@@ -247,7 +264,7 @@ const GPU_HEADER: [&str; 6] = [
 /// aligned right; a row that is not free or has unaccounted memory stands
 /// out.
 fn write_gpus<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
-    let rows: Vec<([String; 6], bool)> = s.gpus.iter().flat_map(super::mig::rows).collect();
+    let rows: Vec<([String; 6], bool)> = s.gpus.iter().flat_map(rows_of).collect();
     let mut width = GPU_HEADER.map(str::len);
     for (r, _) in &rows {
         for (i, c) in r.iter().enumerate() {

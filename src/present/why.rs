@@ -4,7 +4,7 @@
 use super::words::words;
 use super::Paint;
 use crate::diagnose::gpu_list;
-use crate::model::{FindingKind, Severity, Snapshot, VerdictState};
+use crate::model::{FindingKind, Selection, Severity, Snapshot, VerdictState};
 use crate::safe::{escape, fit, MESSAGE_MAX, TEXT_MAX};
 use std::io::{self, Write};
 
@@ -13,23 +13,26 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result
     write_why_with(w, s, paint, true)
 }
 
-/// What `s` is about, as the heading names it (`GPU 0`, `GPUs 0-3`, `GPU
-/// 0:1` for a GPU narrowed to a MIG device), and whether that is one.
+/// What `s` is about, as the heading names it, and whether that is one.
 fn which(s: &Snapshot) -> (String, bool) {
     let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
-    let sel = s.scope(&gpus);
-    let n = sel.count();
+    let sel = s.selection_of(&gpus);
+    (selected(&sel), sel.count() == 1)
+}
+
+/// What `sel` selects in words: `GPU 0`, `GPUs 0-3`, `GPU 0:1` for a MIG
+/// device, `no GPU`.
+pub fn selected(sel: &Selection) -> String {
     let named = if sel.mig.is_empty() {
-        gpu_list(&gpus)
+        gpu_list(&sel.gpus)
     } else {
         sel.names().join(", ")
     };
-    let which = match n {
+    match sel.count() {
         0 => "no GPU".to_string(),
         1 => format!("GPU {named}"),
         _ => format!("GPUs {named}"),
-    };
-    (which, n == 1)
+    }
 }
 
 /// Writes the diagnosis of `s`; without `full` (`why -q`), the findings'

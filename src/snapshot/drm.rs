@@ -12,7 +12,7 @@
 
 use super::select::normalize_pci;
 use super::*;
-use crate::model::{DrmClient, Memory, Unavailable, Vendor, KFD_UNPLACED};
+use crate::model::{DrmClient, Memory, Unavailable, Unplaced, Vendor};
 use crate::proc::drm;
 use crate::sysfs::{self, DriDevice, DrmCard};
 use std::path::Path;
@@ -50,12 +50,13 @@ impl DrmHost {
             .iter()
             .flat_map(|(pid, ids)| {
                 ids.iter().map(move |(id, bytes)| Unavailable {
-                    what: format!("{KFD_UNPLACED} of PID {pid} on KFD GPU id {id}"),
+                    what: format!("KFD VRAM of PID {pid} on KFD GPU id {id}"),
                     gpu: None,
                     why: format!(
                         "the KFD topology maps GPU id {id} to no PCI device: {} cannot be placed on a GPU",
                         crate::units::mib(*bytes)
                     ),
+                    unplaced: Some(Unplaced::KfdVram),
                 })
             })
             .collect()

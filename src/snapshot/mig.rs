@@ -4,7 +4,7 @@
 //! GPU and instance.
 
 use super::*;
-use crate::model::{MigCap, Unavailable, MIG_CAPS_UNPLACED};
+use crate::model::{MigCap, Unavailable, Unplaced};
 use crate::proc::caps::{listed_minors, parse_mig_minors, MigMinor};
 
 /// Sets `snap.mig_caps` for the capability nodes of the device directory
@@ -71,7 +71,7 @@ fn place(snap: &Snapshot, rows: &[MigMinor], minor: Option<u32>) -> Option<MigCa
 /// Capability nodes that holders hold and nothing places, where a GPU is
 /// in MIG mode: an unavailable entry, which leaves the verdicts of MIG
 /// devices unknown (such a holder may be on any of them).
-fn note_unplaced(snap: &mut Snapshot, unplaced: &BTreeSet<String>, table: bool) {
+fn note_unplaced(snap: &mut Snapshot, unplaced: &BTreeSet<String>, table_read: bool) {
     if !snap.gpus.iter().any(|g| g.mig_mode == Some(true)) {
         return;
     }
@@ -85,12 +85,13 @@ fn note_unplaced(snap: &mut Snapshot, unplaced: &BTreeSet<String>, table: bool) 
         return;
     }
     snap.unavailable.push(Unavailable {
-        what: format!("{MIG_CAPS_UNPLACED} held by PID {}", holders.join(", ")),
+        what: format!("MIG capability nodes held by PID {}", holders.join(", ")),
         gpu: None,
-        why: if table {
+        why: if table_read {
             "the driver's mig-minors table does not name them".into()
         } else {
             "the driver's mig-minors table could not be read (GPUFREE_MIG_MINORS, or driver/nvidia-caps/mig-minors under the proc root)".into()
         },
+        unplaced: Some(Unplaced::MigCaps),
     });
 }

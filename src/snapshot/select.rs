@@ -45,7 +45,8 @@ impl std::str::FromStr for GpuSelector {
                 .map(GpuSelector::PciBusId)
                 .ok_or_else(|| format!("'{s}' is not a PCI bus id (like 0000:01:00.0)"))
         } else if s.len() >= 4
-            && (s.starts_with("GPU-") || s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
+            && (s.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("GPU-"))
+                || s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
         {
             Ok(GpuSelector::Uuid(s.to_string()))
         } else {
@@ -193,7 +194,7 @@ pub(super) fn describe_selector(s: &GpuSelector) -> String {
         GpuSelector::All => "all".into(),
         GpuSelector::Index(i) => i.to_string(),
         GpuSelector::Uuid(u) | GpuSelector::PciBusId(u) | GpuSelector::MigUuid(u) => u.clone(),
-        GpuSelector::Mig(g, m) => format!("{g}:{m}"),
+        GpuSelector::Mig(g, m) => crate::model::mig_label(*g, *m),
     }
 }
 

@@ -139,6 +139,7 @@ fn selectors_parse_and_resolve() {
     assert_eq!(r(&["all"]).unwrap(), vec![0, 1]);
     assert_eq!(r(&["1"]).unwrap(), vec![1]);
     assert_eq!(r(&["GPU-7f3b"]).unwrap(), vec![1]);
+    assert_eq!(r(&["gpu-7f3b"]).unwrap(), vec![1]);
     assert_eq!(r(&["7f3a"]).unwrap(), vec![0]);
     assert_eq!(r(&["c1:00.0"]).unwrap(), vec![1]);
     assert_eq!(r(&["0000:01:00.0", "1"]).unwrap(), vec![0, 1]);

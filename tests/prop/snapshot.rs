@@ -324,6 +324,7 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
                             what: "memory".into(),
                             gpu,
                             why,
+                            unplaced: None,
                         })
                         .collect(),
                     dev_dir: "/dev".into(),

@@ -32,9 +32,9 @@ pub(super) struct Release {
     pub(super) children: BTreeMap<(u32, u64), u32>,
     /// The GPUs the command is about, when only GPUs were selected.
     pub(super) gpus: Option<Selection>,
-    /// GPUs selected only in part (MIG devices): their memory is their
-    /// selected MIG devices', in every reading.
-    pub(super) mig: BTreeMap<u32, BTreeSet<u32>>,
+    /// What `--gpu` selected, if given: a GPU selected in part (MIG
+    /// devices) is read as those devices in every reading.
+    pub(super) selected: Selection,
 }
 
 impl Release {
@@ -51,12 +51,10 @@ impl Release {
         let mut expected = BTreeMap::new();
         // A GPU selected in part is its selected MIG devices, here as in
         // every later reading (`memory_held`).
-        let mig = sel.gpus.as_ref().map(|s| s.mig.clone()).unwrap_or_default();
+        let selected = sel.gpus.clone().unwrap_or_default();
         let mut gpus = initial.gpus.clone();
         for g in &mut gpus {
-            if let Some(keep) = mig.get(&g.index) {
-                g.restrict_to(keep);
-            }
+            selected.narrow_gpu(g);
         }
         for g in &gpus {
             let theirs: u64 = if g.vendor == Vendor::Nvidia {
@@ -95,7 +93,7 @@ impl Release {
             gpus: sel
                 .gpus_only()
                 .then(|| sel.gpus.clone().unwrap_or_default()),
-            mig,
+            selected,
         }
     }
 
@@ -113,8 +111,8 @@ impl Release {
                 held.push(Held::NotReported { gpu: index });
                 continue;
             };
-            if let Some(keep) = self.mig.get(&index) {
-                g.to_mut().restrict_to(keep);
+            if self.selected.mig.contains_key(&index) {
+                self.selected.narrow_gpu(g.to_mut());
             }
             if !g.memory.known && holders_only_driver(&g).is_some() {
                 // No used memory to wait for: its clients gone (the targets

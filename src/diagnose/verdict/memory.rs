@@ -78,7 +78,7 @@ pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<String> {
     for u in s
         .unavailable
         .iter()
-        .filter(|u| amd && u.what.starts_with(crate::model::KFD_UNPLACED))
+        .filter(|u| amd && u.unplaced == Some(crate::model::Unplaced::KfdVram))
     {
         why.push(format!("{}: {}", u.what, u.why));
     }

@@ -128,6 +128,7 @@ fn no_nvml_or_unknown_memory_is_unknown_unless_holders_only() {
         what: "memory".into(),
         gpu: Some(0),
         why: "GPU_IS_LOST".into(),
+        unplaced: None,
     });
     let v = judge(&lost);
     assert_eq!(v.state, VerdictState::Unknown);
@@ -150,6 +151,7 @@ fn memory_nobody_holds_is_a_leak_only_when_everything_was_seen() {
         what: "compute processes".into(),
         gpu: Some(0),
         why: "NOT_SUPPORTED".into(),
+        unplaced: None,
     });
     assert_eq!(judge(&no_lists).state, VerdictState::Unknown);
     // Within the idle slack it is the baseline, not a leak.

@@ -166,11 +166,13 @@ pub(super) fn blind_cases() -> Vec<(&'static str, Snapshot)> {
             what: "memory".into(),
             gpu: Some(1),
             why: "GPU_IS_LOST".into(),
+            unplaced: None,
         },
         Unavailable {
             what: "compute processes".into(),
             gpu: Some(0),
             why: "missing symbol nvmlDeviceGetComputeRunningProcesses_v3 (driver too old)".into(),
+            unplaced: None,
         },
     ];
     vec![("nvml-down", down), ("partial", partial)]

@@ -204,7 +204,7 @@ pub(super) fn blocked(w: &Who, wchan: Option<&str>, stopped: bool) -> (String, V
 /// Driver daemons and display servers, each with how to stop it.
 pub(super) fn protected(list: &[(Who, Next)]) -> (String, Vec<String>) {
     let n = list.len();
-    let comms: Vec<&str> = list.iter().map(|(w, _)| program_name(w)).collect();
+    let comms: Vec<&str> = list.iter().map(|(w, _)| w.program.as_str()).collect();
     let message = format!(
         "{} ({}): never part of a kill by default; a GPU reset fails while {} the GPU",
         count(
@@ -220,20 +220,6 @@ pub(super) fn protected(list: &[(Who, Next)]) -> (String, Vec<String>) {
         .map(|(w, stop)| format!("{}: stop with `{}`", who(w), next_line(stop)))
         .collect();
     (message, details)
-}
-
-/// A protected process's program: its comm, or where the kernel cut the
-/// comm at 15 bytes, the command's first word when that word's file name
-/// carries the comm on (`nvidia-cuda-mps-control`, `nvidia-cuda-mps-server`,
-/// both comm `nvidia-cuda-mps`).
-fn program_name(w: &Who) -> &str {
-    let first = w.cmdline.split(' ').next().unwrap_or_default();
-    let base = first.rsplit('/').next().unwrap_or(first);
-    if w.comm.len() == 15 && base.len() > 15 && base.starts_with(&w.comm) {
-        base
-    } else {
-        &w.comm
-    }
 }
 
 /// Holders whose parent died.
