@@ -71,6 +71,10 @@ pub enum Command {
     Kill(KillArgs),
     /// Block until the selected GPUs are free (systemd ExecStartPre=, Slurm prolog, CI).
     Wait(WaitArgs),
+    /// One verdict for monitors (node-problem-detector, Nagios, Slurm's
+    /// health check): leftover holders, memory unaccounted past a grace
+    /// period, stuck or zombie holders, NVML failing, unknown verdicts.
+    Check(CheckArgs),
     /// Live terminal view: GPU memory bars, the holders, the top finding; kill from the view.
     Watch {
         /// Screen and memory refresh (at least 100ms).
@@ -229,6 +233,68 @@ pub struct WaitArgs {
     /// (otherwise the verdict is unknown: exit 3).
     #[arg(long)]
     pub holders_only: bool,
+}
+
+/// Options of `gpufree check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Whose words and exit codes: text, json, npd (0 ok, 1 problem, 2
+    /// unknown; one line of at most 80 characters), nagios (0/1/2/3 and
+    /// performance data), slurm (a drain reason; 1 only for what breaks
+    /// the next job).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: CheckFormat,
+    /// Unaccounted memory below SIZE is no leak.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::units::parse_size)]
+    pub leak_min: u64,
+    /// A leak counts once it has lasted DUR (kept between runs in the state
+    /// file; 0: at once).
+    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = crate::units::parse_duration)]
+    pub grace: std::time::Duration,
+    /// Leave a condition out (repeatable): nvml, stuck, leak, leftover,
+    /// zombie, unknown.
+    #[arg(long, value_enum, value_name = "CONDITION")]
+    pub ignore: Vec<CheckCondition>,
+    /// Where a check remembers since when memory has been unaccounted.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GPUFREE_CHECK_STATE",
+        default_value = "/run/gpufree/check.json"
+    )]
+    pub state: PathBuf,
+}
+
+/// `check --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    /// For a person.
+    Text,
+    /// One JSON document.
+    Json,
+    /// node-problem-detector.
+    Npd,
+    /// The Nagios plugin API.
+    Nagios,
+    /// Slurm's health check.
+    Slurm,
+}
+
+/// `check --ignore`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckCondition {
+    /// NVML failing or a GPU lost.
+    Nvml,
+    /// Holders stuck in the driver (D state).
+    Stuck,
+    /// Unaccounted memory past its grace period.
+    Leak,
+    /// Holders of no job, unit, container or pod.
+    Leftover,
+    /// Zombie holders.
+    Zombie,
+    /// Unknown verdicts.
+    Unknown,
 }
 
 /// A duration of at least `min_ms` milliseconds; a shorter one is refused

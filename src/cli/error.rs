@@ -24,6 +24,8 @@ pub enum Outcome {
     Survivors,
     /// Refused for safety; the plan shown says why.
     Refused,
+    /// `check --format npd|nagios|slurm`: the consumer's own exit code.
+    Code(u8),
 }
 
 /// Why a command could not run to its end; each names the flag, file or
@@ -164,6 +166,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         Ok(Outcome::Unknown) => return 3,
         Ok(Outcome::Survivors) => return 4,
         Ok(Outcome::Refused) => return 5,
+        Ok(Outcome::Code(code)) => return *code,
         Err(e) if e.is_broken_pipe() => return 0,
         Err(e) => e,
     };

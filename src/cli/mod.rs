@@ -10,13 +10,14 @@
 
 mod act;
 mod args;
+mod check;
 mod error;
 mod files;
 mod live;
 mod show;
 mod spinner;
 
-pub use args::{Cli, Command, Common, KillArgs, ServeArgs, SimCommand, WaitArgs};
+pub use args::{CheckArgs, Cli, Command, Common, KillArgs, ServeArgs, SimCommand, WaitArgs};
 pub use error::{exit_code, finish, Error, Outcome};
 pub use files::WriteError;
 
@@ -124,6 +125,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Why { pattern } => show::why(common, pattern.as_deref(), &paint),
         Command::Kill(args) => act::run_kill(common, &args, &paint),
         Command::Wait(args) => act::run_wait(common, &args, &paint),
+        Command::Check(args) => check::run_check(common, &args),
         Command::Watch {
             interval,
             scan_every,

@@ -17,6 +17,7 @@ use crate::units::mib;
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 
+pub mod check;
 mod daemons;
 mod groups;
 mod mps;

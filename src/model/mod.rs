@@ -5,6 +5,7 @@
 //! JSON contract of SPEC.md (`gpufree status --json`); fields beyond it are
 //! additions, never renames.
 
+mod check;
 mod evidence;
 mod finding;
 mod gpu;
@@ -14,6 +15,7 @@ mod mps;
 mod next;
 mod process;
 
+pub use check::{CheckMemory, CheckOutcome, Condition, Level, Pending, Problem};
 pub use evidence::{
     Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,
     Renamed, Restarter, Unseen, Who,

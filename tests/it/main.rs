@@ -6,6 +6,7 @@
 
 mod architecture;
 mod blind;
+mod check;
 mod contrib;
 mod demo;
 mod drm;

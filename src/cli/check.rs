@@ -1,0 +1,114 @@
+//! `gpufree check`: one look, judged for monitors; what it remembers
+//! between runs (since when memory has been unaccounted) in a small state
+//! file.
+
+use super::args::{CheckCondition, CheckFormat};
+use super::*;
+use crate::diagnose::check::{check, CheckPolicy};
+use crate::model::{CheckMemory, CheckOutcome, Condition, Level, Problem, Snapshot};
+use crate::present::check::{exit_code, write, Format};
+
+/// `gpufree check`: the verdict in `--format`, with its consumer's exit
+/// code. What stops the look itself (no GPU, /proc unreadable) is an
+/// unknown verdict in the same format, never a silent OK.
+pub(super) fn run_check(common: &Common, args: &CheckArgs) -> Result<Outcome, Error> {
+    let format = if common.json {
+        Format::Json
+    } else {
+        format_of(args.format)
+    };
+    let mut policy = CheckPolicy {
+        leak_min: args.leak_min,
+        grace_secs: args.grace.as_secs(),
+        ignore: args.ignore.iter().map(|c| condition_of(*c)).collect(),
+    };
+    let (outcome, snap) = match take_selected(common, &Default::default()) {
+        Ok(snap) => {
+            let remembered = read_state(&args.state);
+            let now = unix_now();
+            let (mut outcome, next) = check(&snap, &policy, &remembered, now);
+            if let Err(why) = write_state(&args.state, &next) {
+                // Without the state no leak can be timed: each counts at
+                // once rather than never.
+                eprintln!(
+                    "gpufree: check state {}: {why}; leaks count at once",
+                    args.state.display()
+                );
+                policy.grace_secs = 0;
+                outcome = check(&snap, &policy, &remembered, now).0;
+            }
+            (outcome, snap)
+        }
+        Err(e @ Error::Selector(_)) => return Err(e),
+        Err(e) => (could_not_look(&e), Snapshot::default()),
+    };
+    let mut out = Guard::new(std::io::stdout().lock(), false);
+    let written = write(&mut out, format, &outcome, &snap, args.leak_min);
+    shown(
+        written.and_then(|()| out.flush()),
+        Outcome::Code(exit_code(format, outcome.level)),
+    )
+}
+
+fn format_of(f: CheckFormat) -> Format {
+    match f {
+        CheckFormat::Text => Format::Text,
+        CheckFormat::Json => Format::Json,
+        CheckFormat::Npd => Format::Npd,
+        CheckFormat::Nagios => Format::Nagios,
+        CheckFormat::Slurm => Format::Slurm,
+    }
+}
+
+fn condition_of(c: CheckCondition) -> Condition {
+    match c {
+        CheckCondition::Nvml => Condition::Nvml,
+        CheckCondition::Stuck => Condition::Stuck,
+        CheckCondition::Leak => Condition::Leak,
+        CheckCondition::Leftover => Condition::Leftover,
+        CheckCondition::Zombie => Condition::Zombie,
+        CheckCondition::Unknown => Condition::Unknown,
+    }
+}
+
+/// The verdict when no snapshot could be taken: unknown, saying why.
+fn could_not_look(e: &Error) -> CheckOutcome {
+    CheckOutcome {
+        level: Level::Unknown,
+        problems: vec![Problem {
+            condition: Condition::Unknown,
+            level: Level::Unknown,
+            gpu: None,
+            processes: Vec::new(),
+            bytes: 0,
+            seconds: None,
+            why: Some(e.to_string()),
+        }],
+        pending: Vec::new(),
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What the last check remembered; nothing when the file is absent or not
+/// the state's JSON (a fresh start: leaks are timed from now).
+fn read_state(path: &std::path::Path) -> CheckMemory {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Keeps what this check saw for the next, atomically, creating the
+/// directory (for `/run/gpufree`) when missing.
+fn write_state(path: &std::path::Path, memory: &CheckMemory) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    let bytes = serde_json::to_vec(memory).map_err(|e| e.to_string())?;
+    files::write_atomically(path, &bytes, 0o644).map_err(|e| e.to_string())
+}

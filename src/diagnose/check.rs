@@ -1,0 +1,230 @@
+//! `gpufree check`: one verdict for monitors, from a judged snapshot and
+//! what the last check remembered (since when memory has been
+//! unaccounted). Pure: the state file is the caller's to read and write.
+
+use super::verdict::{blind_spots, unexplained_bytes};
+use crate::model::{
+    CheckMemory, CheckOutcome, Condition, Gpu, Level, OwnerKind, Pending, Problem, Process,
+    Snapshot, Vendor, VerdictState,
+};
+
+/// What counts, and from when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckPolicy {
+    /// Unaccounted memory below this is no leak (`--leak-min`).
+    pub leak_min: u64,
+    /// A leak counts once it has lasted this long, in seconds (`--grace`).
+    pub grace_secs: u64,
+    /// Conditions left out (`--ignore`).
+    pub ignore: Vec<Condition>,
+}
+
+impl Default for CheckPolicy {
+    fn default() -> Self {
+        CheckPolicy {
+            leak_min: 1 << 30,
+            grace_secs: 300,
+            ignore: Vec::new(),
+        }
+    }
+}
+
+/// The check of `s` at `now` (unix seconds), and what to remember for the
+/// next one.
+pub fn check(
+    s: &Snapshot,
+    policy: &CheckPolicy,
+    memory: &CheckMemory,
+    now: u64,
+) -> (CheckOutcome, CheckMemory) {
+    let mut problems = nvml(s);
+    problems.extend(states(s));
+    problems.extend(s.gpus.iter().filter_map(|g| leftover(s, Some(g))));
+    problems.extend(leftover(s, None));
+    let (leaks, pending, remembered) = leaks(s, policy, memory, now);
+    problems.extend(leaks);
+    problems.extend(unknown(s));
+    problems.retain(|p| !policy.ignore.contains(&p.condition));
+    // Worst first; among equals, in the order of `Condition`.
+    problems.sort_by_key(|p| (std::cmp::Reverse(p.level.rank()), p.condition));
+    let level = problems.iter().fold(Level::Ok, |l, p| l.max(p.level));
+    (
+        CheckOutcome {
+            level,
+            problems,
+            pending,
+        },
+        remembered,
+    )
+}
+
+fn problem(condition: Condition, level: Level, gpu: Option<u32>) -> Problem {
+    Problem {
+        condition,
+        level,
+        gpu,
+        processes: Vec::new(),
+        bytes: 0,
+        seconds: None,
+        why: None,
+    }
+}
+
+fn named(ps: &[&Process]) -> Vec<(u32, String)> {
+    ps.iter().map(|p| (p.pid, p.comm.clone())).collect()
+}
+
+/// NVML missing or failing, and NVIDIA GPUs whose memory cannot be read.
+fn nvml(s: &Snapshot) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if s.misses_nvml() {
+        let mut p = problem(Condition::Nvml, Level::Critical, None);
+        p.why = Some(
+            s.nvml
+                .error
+                .clone()
+                .unwrap_or_else(|| "NVML unavailable".into()),
+        );
+        out.push(p);
+    }
+    for g in s
+        .gpus
+        .iter()
+        .filter(|g| g.vendor == Vendor::Nvidia && !g.memory.known)
+    {
+        if s.misses_nvml() {
+            break;
+        }
+        let mut p = problem(Condition::Nvml, Level::Critical, Some(g.index));
+        let why: Vec<String> = s
+            .unavailable
+            .iter()
+            .filter(|u| u.gpu == Some(g.index))
+            .map(|u| format!("{}: {}", u.what, u.why))
+            .collect();
+        p.why = Some(if why.is_empty() {
+            "memory not reported".into()
+        } else {
+            why.join("; ")
+        });
+        out.push(p);
+    }
+    out
+}
+
+/// Holders in uninterruptible sleep (critical) and zombies (warning).
+fn states(s: &Snapshot) -> Vec<Problem> {
+    let of = |state: &str| -> Vec<&Process> {
+        s.processes.iter().filter(|p| p.state == state).collect()
+    };
+    let mut out = Vec::new();
+    for (state, condition, level) in [
+        ("D", Condition::Stuck, Level::Critical),
+        ("Z", Condition::Zombie, Level::Warning),
+    ] {
+        let ps = of(state);
+        if !ps.is_empty() {
+            let mut p = problem(condition, level, None);
+            p.bytes = crate::model::saturating_sum(ps.iter().map(|p| p.memory_bytes()));
+            p.processes = named(&ps);
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Live holders that belong to no job, unit, container or pod, of GPU `g`
+/// (or, for `None`, those holding shared nodes only): critical when they
+/// hold its memory.
+fn leftover(s: &Snapshot, g: Option<&Gpu>) -> Option<Problem> {
+    let loose = |p: &&Process| {
+        p.is_live() && !p.protected && matches!(p.owner.kind, OwnerKind::None | OwnerKind::Session)
+    };
+    let ps: Vec<&Process> = s
+        .processes
+        .iter()
+        .filter(loose)
+        .filter(|p| match g {
+            Some(g) => p.touches_gpu(g.index),
+            None => p.gpu_memory.is_empty() && p.devices.iter().all(|d| d.gpu.is_none()),
+        })
+        .collect();
+    if ps.is_empty() {
+        return None;
+    }
+    let index = g.map(|g| g.index);
+    let bytes: u64 = crate::model::saturating_sum(ps.iter().flat_map(|p| {
+        p.gpu_memory
+            .iter()
+            .filter(move |m| Some(m.gpu) == index)
+            .filter_map(|m| m.used_bytes)
+    }));
+    let level = if bytes > 0 {
+        Level::Critical
+    } else {
+        Level::Warning
+    };
+    let mut p = problem(Condition::Leftover, level, index);
+    p.bytes = bytes;
+    p.processes = named(&ps);
+    Some(p)
+}
+
+/// Memory no process accounts for, above the threshold (where gpufree saw
+/// everything that could account for it): a problem once it has lasted
+/// the grace period, pending before; and what to remember.
+fn leaks(
+    s: &Snapshot,
+    policy: &CheckPolicy,
+    memory: &CheckMemory,
+    now: u64,
+) -> (Vec<Problem>, Vec<Pending>, CheckMemory) {
+    let mut problems = Vec::new();
+    let mut pending = Vec::new();
+    let mut remembered = CheckMemory::default();
+    for g in &s.gpus {
+        let bytes = unexplained_bytes(s, g);
+        if !g.memory.known || bytes < policy.leak_min || !blind_spots(s, g.index).is_empty() {
+            continue;
+        }
+        let key = if g.uuid.is_empty() {
+            format!("index:{}", g.index)
+        } else {
+            g.uuid.clone()
+        };
+        let since = memory
+            .unaccounted_since
+            .get(&key)
+            .copied()
+            .unwrap_or(now)
+            .min(now);
+        remembered.unaccounted_since.insert(key, since);
+        let seconds = now - since;
+        if seconds >= policy.grace_secs {
+            let mut p = problem(Condition::Leak, Level::Critical, Some(g.index));
+            p.bytes = bytes;
+            p.seconds = Some(seconds);
+            problems.push(p);
+        } else {
+            pending.push(Pending {
+                gpu: g.index,
+                bytes,
+                seconds,
+            });
+        }
+    }
+    (problems, pending, remembered)
+}
+
+/// GPUs whose verdict is unknown.
+fn unknown(s: &Snapshot) -> Vec<Problem> {
+    s.gpus
+        .iter()
+        .filter(|g| g.verdict.state == VerdictState::Unknown)
+        .map(|g| {
+            let mut p = problem(Condition::Unknown, Level::Unknown, Some(g.index));
+            p.why = Some(g.verdict.reasons.join("; "));
+            p
+        })
+        .collect()
+}

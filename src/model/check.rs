@@ -1,0 +1,155 @@
+//! `gpufree check`: one verdict for monitors (node-problem-detector,
+//! Nagios, Slurm's health check), as values; `diagnose::check` decides it
+//! and `present::check` writes it in each consumer's format.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a check counts as a problem (each can be left out with
+/// `--ignore`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Condition {
+    /// NVML missing or failing, or a GPU whose memory cannot be read (lost,
+    /// hung).
+    Nvml,
+    /// A holder in uninterruptible sleep (D): only the driver ends it.
+    Stuck,
+    /// Memory no process accounts for, above the threshold for longer than
+    /// the grace period.
+    Leak,
+    /// Holders that belong to no job, unit, container or pod (none, or a
+    /// login session).
+    Leftover,
+    /// A zombie holder, or one NVML still lists.
+    Zombie,
+    /// A GPU whose verdict is unknown: part of the state could not be seen.
+    Unknown,
+}
+
+impl Condition {
+    /// Its spelling in flags and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Condition::Nvml => "nvml",
+            Condition::Stuck => "stuck",
+            Condition::Leak => "leak",
+            Condition::Leftover => "leftover",
+            Condition::Zombie => "zombie",
+            Condition::Unknown => "unknown",
+        }
+    }
+
+    /// Every condition.
+    pub const ALL: [Condition; 6] = [
+        Condition::Nvml,
+        Condition::Stuck,
+        Condition::Leak,
+        Condition::Leftover,
+        Condition::Zombie,
+        Condition::Unknown,
+    ];
+}
+
+/// How bad, in the Nagios plugin API's terms (its exit codes 0..3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Nothing wrong.
+    #[default]
+    Ok,
+    /// Worth a look: leftover holders of device nodes only, zombies.
+    Warning,
+    /// The next job will not get the GPU: held memory, a leak past its
+    /// grace, a stuck holder, NVML down.
+    Critical,
+    /// What could not be seen could change the answer.
+    Unknown,
+}
+
+impl Level {
+    /// The Nagios word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Ok => "OK",
+            Level::Warning => "WARNING",
+            Level::Critical => "CRITICAL",
+            Level::Unknown => "UNKNOWN",
+        }
+    }
+
+    /// How it ranks: a problem found outranks what could not be seen.
+    pub fn rank(self) -> u8 {
+        match self {
+            Level::Ok => 0,
+            Level::Unknown => 1,
+            Level::Warning => 2,
+            Level::Critical => 3,
+        }
+    }
+
+    /// The worse of two.
+    pub fn max(self, other: Level) -> Level {
+        if other.rank() > self.rank() {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// One problem a check found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// What it is.
+    pub condition: Condition,
+    /// How bad.
+    pub level: Level,
+    /// The GPU, where it is one GPU's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    /// The processes, each with its comm.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<(u32, String)>,
+    /// The memory it concerns.
+    pub bytes: u64,
+    /// For a leak: how long it has lasted, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<u64>,
+    /// Why it is unknown or what failed, in words (NVML's error, the
+    /// verdict's reasons).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// A leak still within its grace period: not yet a problem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pending {
+    /// The GPU.
+    pub gpu: u32,
+    /// Unaccounted bytes now.
+    pub bytes: u64,
+    /// Seconds it has lasted.
+    pub seconds: u64,
+}
+
+/// What a check concluded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CheckOutcome {
+    /// The worst level found.
+    pub level: Level,
+    /// The problems, worst first.
+    pub problems: Vec<Problem>,
+    /// Leaks within their grace period.
+    pub pending: Vec<Pending>,
+}
+
+/// What a check remembers between runs: since when each GPU's memory has
+/// been unaccounted above the threshold (unix seconds), by GPU UUID (or
+/// `index:N` where NVML gave none).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckMemory {
+    /// GPU → first seen above the threshold.
+    #[serde(default)]
+    pub unaccounted_since: BTreeMap<String, u64>,
+}

@@ -1,0 +1,203 @@
+//! `gpufree check` in each consumer's words and exit codes: a person's
+//! text, JSON, node-problem-detector (one line of at most 80 characters;
+//! 0 ok, 1 problem, 2 unknown), the Nagios plugin API (status line and
+//! performance data; 0/1/2/3) and Slurm's health check (one short reason;
+//! 1 only for what must drain the node).
+
+use crate::model::{CheckOutcome, Condition, Level, Problem, Snapshot};
+use crate::safe::fit;
+use crate::units::gib;
+use serde::Serialize;
+use std::io::{self, Write};
+
+/// The formats (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// For a person.
+    Text,
+    /// One JSON document.
+    Json,
+    /// node-problem-detector's custom plugin protocol.
+    Npd,
+    /// The Nagios plugin API (Icinga, Naemon, Sensu).
+    Nagios,
+    /// A reason for `scontrol update ... state=drain`.
+    Slurm,
+}
+
+/// node-problem-detector's default limit on a plugin's output.
+pub const NPD_MAX: usize = 80;
+/// A Slurm drain reason kept short enough that `sinfo -R` shows it whole.
+pub const SLURM_MAX: usize = 100;
+
+/// The exit code `format`'s consumer reads for `level`.
+pub fn exit_code(format: Format, level: Level) -> u8 {
+    match (format, level) {
+        (_, Level::Ok) => 0,
+        (Format::Nagios, Level::Warning) => 1,
+        (Format::Nagios, Level::Critical) => 2,
+        (Format::Nagios, Level::Unknown) => 3,
+        (Format::Npd, Level::Unknown) => 2,
+        // Slurm drains on what breaks the next job, not on a warning.
+        (Format::Slurm, Level::Warning) => 0,
+        (Format::Slurm | Format::Text | Format::Json, Level::Unknown) => 3,
+        (_, Level::Warning | Level::Critical) => 1,
+    }
+}
+
+/// Writes `o` (of `s`, with `leak_min` for Nagios's thresholds) in `format`.
+pub fn write<W: Write>(
+    w: &mut W,
+    format: Format,
+    o: &CheckOutcome,
+    s: &Snapshot,
+    leak_min: u64,
+) -> io::Result<()> {
+    let head = headline(o, s);
+    match format {
+        Format::Npd => writeln!(w, "{}", fit(&head, NPD_MAX)),
+        Format::Slurm => writeln!(w, "{}", fit(&format!("gpufree: {head}"), SLURM_MAX)),
+        Format::Nagios => {
+            // '|' starts the performance data: never in the text.
+            let text = fit(&head, 400).replace('|', "/");
+            writeln!(
+                w,
+                "GPU {} - {text} | {}",
+                o.level.as_str(),
+                perfdata(s, leak_min)
+            )
+        }
+        Format::Json => {
+            let doc = Doc {
+                level: o.level,
+                message: &head,
+                problems: o.problems.iter().map(|p| (p, said(p))).collect(),
+                pending: &o.pending,
+            };
+            serde_json::to_writer_pretty(&mut *w, &doc)?;
+            writeln!(w)
+        }
+        Format::Text => {
+            writeln!(w, "{}: {}", o.level.as_str(), fit(&head, 400))?;
+            for p in o.problems.iter().skip(1) {
+                writeln!(w, "  {}: {}", p.level.as_str(), fit(&said(p), 400))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Doc<'a> {
+    level: Level,
+    message: &'a str,
+    #[serde(serialize_with = "problems")]
+    problems: Vec<(&'a Problem, String)>,
+    pending: &'a [crate::model::Pending],
+}
+
+fn problems<S: serde::Serializer>(ps: &[(&Problem, String)], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct One<'a> {
+        #[serde(flatten)]
+        problem: &'a Problem,
+        message: &'a str,
+    }
+    let all: Vec<One<'_>> = ps
+        .iter()
+        .map(|(problem, message)| One { problem, message })
+        .collect();
+    all.serialize(s)
+}
+
+/// The most important fact first: the worst problem, then how many more;
+/// with no problem, that the GPUs are fine (and any leak still within its
+/// grace period).
+pub fn headline(o: &CheckOutcome, s: &Snapshot) -> String {
+    match o.problems.split_first() {
+        Some((first, [])) => said(first),
+        Some((first, rest)) => format!("{}; {} more", said(first), rest.len()),
+        None => {
+            let n = s.gpus.len();
+            let mut line = format!("{n} GPU{} fine", if n == 1 { "" } else { "s" });
+            for p in &o.pending {
+                line.push_str(&format!(
+                    "; GPU {}: {} unaccounted for {} s (within the grace period)",
+                    p.gpu,
+                    gib(p.bytes),
+                    p.seconds
+                ));
+            }
+            line
+        }
+    }
+}
+
+/// One problem in words.
+pub fn said(p: &Problem) -> String {
+    let on = p.gpu.map(|g| format!("GPU {g}: ")).unwrap_or_default();
+    let who = || {
+        let named: Vec<String> = p
+            .processes
+            .iter()
+            .take(3)
+            .map(|(pid, comm)| format!("{pid} {comm}"))
+            .collect();
+        let more = p.processes.len().saturating_sub(3);
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!("PID {}{tail}", named.join(", "))
+    };
+    let n = p.processes.len();
+    let s = if n == 1 { "" } else { "s" };
+    match p.condition {
+        Condition::Nvml => format!("{on}NVML: {}", p.why.as_deref().unwrap_or("unavailable")),
+        Condition::Stuck => format!("{n} holder{s} stuck in the driver (D state): {}", who()),
+        Condition::Leak => format!(
+            "{on}{} unaccounted for {} min",
+            gib(p.bytes),
+            p.seconds.unwrap_or(0) / 60
+        ),
+        Condition::Leftover if p.bytes > 0 => {
+            format!(
+                "{on}{} held by {n} leftover process{} ({})",
+                gib(p.bytes),
+                if n == 1 { "" } else { "es" },
+                who()
+            )
+        }
+        Condition::Leftover => format!(
+            "{on}{n} leftover process{} hold{} device nodes ({})",
+            if n == 1 { "" } else { "es" },
+            if n == 1 { "s" } else { "" },
+            who()
+        ),
+        Condition::Zombie => format!("{n} zombie holder{s} ({})", who()),
+        Condition::Unknown => format!(
+            "{on}unknown: {}",
+            p.why
+                .as_deref()
+                .unwrap_or("part of the state could not be seen")
+        ),
+    }
+}
+
+/// Nagios performance data per GPU: used and unaccounted bytes, the
+/// unaccounted with `leak_min` as its warning and critical thresholds.
+fn perfdata(s: &Snapshot, leak_min: u64) -> String {
+    s.gpus
+        .iter()
+        .filter(|g| g.memory.known)
+        .map(|g| {
+            let (i, m) = (g.index, &g.memory);
+            format!(
+                "gpu{i}_used={}B;;;0;{} gpu{i}_unaccounted={}B;{leak_min};{leak_min};0;{}",
+                m.used_bytes, m.total_bytes, m.unaccounted_bytes, m.total_bytes
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

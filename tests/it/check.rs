@@ -1,0 +1,408 @@
+//! `gpufree check` as each monitor reads it: exit codes and lines of the
+//! text, npd, nagios and slurm formats for a free host, leftover holders,
+//! a leak within and past its grace period, an unknown verdict, a lost GPU
+//! and a stuck holder; on the simulator with a fake /proc (whose cgroups
+//! the test chooses, so a holder's owner is known).
+
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+const GIB: u64 = 1 << 30;
+
+/// A host: a device directory, a fake /proc with an init, a state file.
+struct Host {
+    d: TestDir,
+    fake: FakeProc,
+    state: PathBuf,
+    memory: PathBuf,
+}
+
+impl Host {
+    fn new(gpu: Value) -> Host {
+        let d = TestDir::new(1);
+        let fake = FakeProc::idle(d.tmp.path());
+        let state = d.state(&sim_state(vec![gpu]));
+        let memory = d.tmp.path().join("run/check.json");
+        Host {
+            d,
+            fake,
+            state,
+            memory,
+        }
+    }
+
+    /// A python3 holder of `/dev/nvidia0` in `cgroup`, in state `state`.
+    fn holder(&self, pid: u32, cgroup: &str, state: char) {
+        let node = self.d.node("nvidia0");
+        let fds: &[&Path] = &[&node];
+        self.fake.add(&FakeProcess {
+            pid,
+            ppid: 1,
+            comm: "python3",
+            state,
+            start: 100 + u64::from(pid),
+            cmdline: &["python3", "train.py"],
+            exe: "/usr/bin/python3.12",
+            uid: 1000,
+            cgroup,
+            fds,
+            maps: &[],
+        });
+    }
+
+    /// `gpufree check --format FORMAT ARGS`: exit code and stdout.
+    fn check(&self, format: &str, args: &[&str]) -> (i32, String) {
+        let lib = sim_lib();
+        let mut a = vec![
+            "check",
+            "--format",
+            format,
+            "--proc-root",
+            self.fake.root.to_str().unwrap(),
+            "--dev-dir",
+            self.d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--state",
+            self.memory.to_str().unwrap(),
+        ];
+        a.extend(args);
+        let r = gpufree(&a, &[("GPUFREE_SIM_STATE", self.state.to_str().unwrap())]);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+        (r.code, r.stdout)
+    }
+
+    /// Exit codes of text, npd, nagios and slurm, in that order.
+    fn codes(&self, args: &[&str]) -> [i32; 4] {
+        ["text", "npd", "nagios", "slurm"].map(|f| self.check(f, args).0)
+    }
+}
+
+fn gpu(procs: &[(u32, u64)], leaked: u64) -> Value {
+    let mut g = sim_gpu(0, &[], 0);
+    g["processes"] = json!(procs
+        .iter()
+        .map(|(pid, gib)| json!({"pid": pid, "used_bytes": gib * GIB, "visible": "always"}))
+        .collect::<Vec<_>>());
+    g["leaked_bytes"] = json!(leaked);
+    g
+}
+
+/// Every line a format prints obeys its consumer: npd's one line fits in
+/// 80 characters, nagios's carries performance data per GPU.
+fn lines_obey(h: &Host, args: &[&str]) {
+    let (_, npd) = h.check("npd", args);
+    assert_eq!(npd.lines().count(), 1, "{npd}");
+    assert!(npd.trim_end().chars().count() <= 80, "{npd}");
+    let (_, nagios) = h.check("nagios", args);
+    assert_eq!(nagios.lines().count(), 1, "{nagios}");
+    let (_, perf) = nagios.split_once(" | ").unwrap();
+    assert!(
+        perf.starts_with("gpu0_used=") && perf.contains(";0;150754820096"),
+        "{perf}"
+    );
+    let (_, slurm) = h.check("slurm", args);
+    assert!(slurm.trim_end().chars().count() <= 100, "{slurm}");
+}
+
+#[test]
+fn a_free_host_is_ok_in_every_format() {
+    let h = Host::new(gpu(&[], 0));
+    assert_eq!(h.codes(&[]), [0, 0, 0, 0]);
+    assert_eq!(h.check("npd", &[]).1, "1 GPU fine\n");
+    let (_, nagios) = h.check("nagios", &[]);
+    assert!(nagios.starts_with("GPU OK - 1 GPU fine | gpu0_used=0B;;;0;150754820096 gpu0_unaccounted=0B;1073741824;1073741824;0;150754820096"), "{nagios}");
+    lines_obey(&h, &[]);
+}
+
+#[test]
+fn leftover_holders_are_critical_and_a_running_job_s_are_not() {
+    let h = Host::new(gpu(&[(100, 8), (200, 4)], 0));
+    // 100 belongs to nothing; 200 to a running Slurm job.
+    h.holder(100, "0::/user.slice\n", 'S');
+    h.holder(
+        200,
+        "0::/system.slice/slurmstepd.scope/job_42/step_0\n",
+        'S',
+    );
+    assert_eq!(h.codes(&[]), [1, 1, 2, 1]);
+    let (_, npd) = h.check("npd", &[]);
+    assert_eq!(
+        npd,
+        "GPU 0: 8.0 GiB held by 1 leftover process (PID 100 python3)\n"
+    );
+    let (_, slurm) = h.check("slurm", &[]);
+    assert!(
+        slurm.starts_with("gpufree: GPU 0: 8.0 GiB held by 1 leftover"),
+        "{slurm}"
+    );
+    let (_, json) = h.check("json", &[]);
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["level"], "critical");
+    assert_eq!(
+        doc["problems"].as_array().unwrap().len(),
+        1,
+        "the job's holder is no problem: {doc}"
+    );
+    assert_eq!(doc["problems"][0]["condition"], "leftover");
+    assert_eq!(doc["problems"][0]["processes"], json!([[100, "python3"]]));
+    lines_obey(&h, &[]);
+    // Left out on request.
+    assert_eq!(h.codes(&["--ignore", "leftover"]), [0, 0, 0, 0]);
+}
+
+#[test]
+fn a_leak_counts_once_it_has_lasted_its_grace_period() {
+    let h = Host::new(gpu(&[], 4 * GIB));
+    // First seen now: within the 5 minutes, OK, and remembered.
+    assert_eq!(h.codes(&[]), [0, 0, 0, 0]);
+    let (_, npd) = h.check("npd", &[]);
+    assert!(
+        npd.starts_with("1 GPU fine; GPU 0: 4.0 GiB unaccounted for"),
+        "{npd}"
+    );
+    let kept: Value = serde_json::from_slice(&std::fs::read(&h.memory).unwrap()).unwrap();
+    let since = kept["unaccounted_since"]["GPU-aa00bb00-1111-2222-3333-444455556666"]
+        .as_u64()
+        .unwrap();
+    // Twelve minutes ago: a problem, said with its age.
+    let earlier =
+        json!({"unaccounted_since": {"GPU-aa00bb00-1111-2222-3333-444455556666": since - 720}});
+    std::fs::write(&h.memory, earlier.to_string()).unwrap();
+    assert_eq!(h.codes(&[]), [1, 1, 2, 1]);
+    let (_, npd) = h.check("npd", &[]);
+    assert_eq!(npd, "GPU 0: 4.0 GiB unaccounted for 12 min\n");
+    let (_, nagios) = h.check("nagios", &[]);
+    assert!(
+        nagios.starts_with("GPU CRITICAL - GPU 0: 4.0 GiB unaccounted for 12 min | "),
+        "{nagios}"
+    );
+    assert!(
+        nagios.contains("gpu0_unaccounted=4294967296B;1073741824;1073741824;0;"),
+        "{nagios}"
+    );
+    // Below the threshold it is none, and forgotten.
+    assert_eq!(h.codes(&["--leak-min", "8GiB"]), [0, 0, 0, 0]);
+    let kept: Value = serde_json::from_slice(&std::fs::read(&h.memory).unwrap()).unwrap();
+    assert_eq!(kept["unaccounted_since"], json!({}));
+    // An unwritable state cannot time a leak: it counts at once.
+    let mut h2 = Host::new(gpu(&[], 4 * GIB));
+    let blocked = h2.d.tmp.path().join("file");
+    std::fs::write(&blocked, "x").unwrap();
+    h2.memory = blocked.join("check.json");
+    let (code, npd) = h2.check("npd", &[]);
+    assert_eq!(
+        (code, npd.as_str()),
+        (1, "GPU 0: 4.0 GiB unaccounted for 0 min\n")
+    );
+}
+
+#[test]
+fn an_unknown_verdict_a_lost_gpu_and_a_stuck_holder() {
+    // NVML's process list fails while memory is used: unknown.
+    let mut g = gpu(&[], 4 * GIB);
+    g["errors"] = json!({"compute_processes": 999});
+    let h = Host::new(g);
+    assert_eq!(h.codes(&[]), [3, 2, 3, 3]);
+    let (_, npd) = h.check("npd", &[]);
+    assert!(npd.starts_with("GPU 0: unknown: "), "{npd}");
+    lines_obey(&h, &[]);
+
+    // The GPU fell off the bus.
+    let mut g = gpu(&[], 0);
+    g["errors"] = json!({"memory_info": 15});
+    let h = Host::new(g);
+    assert_eq!(h.codes(&[]), [1, 1, 2, 1]);
+    let (_, npd) = h.check("npd", &[]);
+    assert!(npd.starts_with("GPU 0: NVML: memory: GPU_IS_LOST"), "{npd}");
+
+    // A holder stuck in the driver, in a job: not leftover, but stuck.
+    let h = Host::new(gpu(&[(300, 2)], 0));
+    h.holder(300, "0::/system.slice/slurmstepd.scope/job_7/step_0\n", 'D');
+    assert_eq!(h.codes(&[]), [1, 1, 2, 1]);
+    let (_, npd) = h.check("npd", &[]);
+    assert_eq!(
+        npd,
+        "1 holder stuck in the driver (D state): PID 300 python3\n"
+    );
+}
+
+#[test]
+fn no_look_at_all_is_unknown_never_ok() {
+    let h = Host::new(gpu(&[], 0));
+    let r = gpufree(
+        &[
+            "check",
+            "--format",
+            "nagios",
+            "--dev-dir",
+            "/nonexistent-gpufree-dev",
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+            "--state",
+            h.memory.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 3, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.starts_with("GPU UNKNOWN - unknown: "),
+        "{}",
+        r.stdout
+    );
+}
+
+/// A fake `scontrol` on PATH: records each call's argv (one line, the
+/// arguments separated by US), keeps a drain reason as slurmctld would,
+/// and answers `show node` with it.
+fn fake_scontrol(dir: &Path) -> (PathBuf, PathBuf) {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.join("scontrol.log");
+    let script = format!(
+        r#"#!/bin/bash
+printf '%s\x1f' "$@" >>'{log}'; echo >>'{log}'
+reason='{dir}/reason'
+case "$1 $2" in
+"show node") echo "NodeName=$3 State=IDLE Reason=$(cat "$reason" 2>/dev/null)" ;;
+"update nodename=n1")
+    for a in "$@"; do case "$a" in reason=*) echo "${{a#reason=}} [root@now]" >"$reason" ;; state=resume) rm -f "$reason" ;; esac; done ;;
+esac
+"#,
+        log = log.display(),
+        dir = dir.display()
+    );
+    let path = bin.join("scontrol");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (bin, log)
+}
+
+/// The contrib health check, run as Slurm would, on `h`.
+fn health_check(h: &Host, bin: &Path) -> Run {
+    run_cmd(
+        std::process::Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/slurm/healthcheck.sh"))
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("GPUFREE", crate::harness::bin())
+            .env("GPUFREE_NODE", "n1")
+            .env("GPUFREE_DRAIN_MARK", h.d.tmp.path().join("drained"))
+            .env("GPUFREE_CHECK_STATE", &h.memory)
+            .env("GPUFREE_PROC_ROOT", &h.fake.root)
+            .env("GPUFREE_DEV_DIR", &h.d.dev)
+            .env("GPUFREE_NVML_LIB", sim_lib())
+            .env("GPUFREE_SIM_STATE", &h.state),
+    )
+}
+
+fn calls(log: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            l.split('\x1f')
+                .filter(|a| !a.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drain() {
+    let h = Host::new(gpu(&[(100, 8)], 0));
+    h.holder(100, "0::/user.slice\n", 'S');
+    let (bin, log) = fake_scontrol(h.d.tmp.path());
+    let r = health_check(&h, &bin);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        calls(&log),
+        [[
+            "update",
+            "nodename=n1",
+            "state=drain",
+            "reason=gpufree: GPU 0: 8.0 GiB held by 1 leftover process (PID 100 python3)"
+        ]]
+    );
+    // Fixed: the leftover is gone. The node it drained is resumed.
+    std::fs::write(&h.state, sim_state(vec![gpu(&[], 0)]).to_string()).unwrap();
+    std::fs::remove_dir_all(h.fake.root.join("100")).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let r = health_check(&h, &bin);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        calls(&log),
+        [
+            vec!["show", "node", "n1"],
+            vec!["update", "nodename=n1", "state=resume"]
+        ]
+    );
+    // Free and not drained by it: nothing to do, never a resume.
+    std::fs::remove_file(&log).unwrap();
+    health_check(&h, &bin);
+    assert!(calls(&log).is_empty(), "{:?}", calls(&log));
+    // Someone else's drain stays, even after gpufree drained earlier.
+    std::fs::write(h.d.tmp.path().join("drained"), "").unwrap();
+    std::fs::write(h.d.tmp.path().join("reason"), "bad DIMM [admin@then]").unwrap();
+    health_check(&h, &bin);
+    assert_eq!(calls(&log), [vec!["show", "node", "n1"]]);
+    // Unknown: logged, never drained.
+    let mut g = gpu(&[], 4 * GIB);
+    g["errors"] = json!({"compute_processes": 999});
+    std::fs::write(&h.state, sim_state(vec![g]).to_string()).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let r = health_check(&h, &bin);
+    assert!(calls(&log).is_empty(), "{:?}", calls(&log));
+    assert!(
+        r.stderr.contains("not drained, the check could not decide"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn nhc_check_fails_the_node_with_the_reason_and_npd_s_config_runs_the_check() {
+    let h = Host::new(gpu(&[(100, 8)], 0));
+    h.holder(100, "0::/user.slice\n", 'S');
+    let nhc = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/nhc/gpufree.nhc");
+    let script = format!(
+        "die() {{ echo \"DIE $1 $2\"; }}; log() {{ echo \"LOG $*\"; }}; source '{}'; check_gpufree; echo \"rc=$?\"",
+        nhc.display()
+    );
+    let r = run_cmd(
+        std::process::Command::new("bash")
+            .args(["-c", &script])
+            .env("GPUFREE", crate::harness::bin())
+            .env("GPUFREE_CHECK_STATE", &h.memory)
+            .env("GPUFREE_PROC_ROOT", &h.fake.root)
+            .env("GPUFREE_DEV_DIR", &h.d.dev)
+            .env("GPUFREE_NVML_LIB", sim_lib())
+            .env("GPUFREE_SIM_STATE", &h.state),
+    );
+    assert_eq!(
+        r.stdout,
+        "DIE 1 gpufree: GPU 0: 8.0 GiB held by 1 leftover process (PID 100 python3)\nrc=1\n"
+    );
+
+    let config: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/k8s/npd-gpufree-monitor.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(config["plugin"], "custom");
+    assert_eq!(config["pluginConfig"]["max_output_length"], 80);
+    let rule = &config["rules"][0];
+    assert_eq!(rule["condition"], "GPUMemoryLeftover");
+    assert_eq!(config["conditions"][0]["type"], "GPUMemoryLeftover");
+    let args: Vec<&str> = rule["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[..3], ["check", "--format", "npd"]);
+}
