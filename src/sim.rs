@@ -1,7 +1,9 @@
 //! `gpufree sim lib` and `gpufree sim exec`: find the simulated NVML library
 //! built from this repository (`libgpufree_nvml_sim.so`, beside the gpufree
-//! binary), give it the name every NVML client loads (`libnvidia-ml.so.1`)
-//! in a directory of its own, and run any program against it.
+//! binary in a checkout; else the copy the binary carries, written out once
+//! to a private cache directory, for an installed gpufree), give it the
+//! name every NVML client loads (`libnvidia-ml.so.1`) in a directory of its
+//! own, and run any program against it.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -47,25 +49,95 @@ pub enum SimError {
     },
 }
 
-/// Finds `libgpufree_nvml_sim.so` beside the running binary (or one level
-/// up, where cargo puts test binaries), or at `GPUFREE_SIM_LIBRARY`.
+/// The simulated library this binary carries (built by `build.rs`).
+static EMBEDDED: &[u8] = include_bytes!(env!("GPUFREE_SIM_EMBED"));
+
+/// Finds `libgpufree_nvml_sim.so`: at `GPUFREE_SIM_LIBRARY`, beside the
+/// running binary (or one level up, where cargo puts test binaries), else
+/// the copy this binary carries, written out to a private cache directory.
 pub fn find_library() -> Result<PathBuf, SimError> {
     let exe = std::env::current_exe().unwrap_or_default();
     if let Some(p) = std::env::var_os("GPUFREE_SIM_LIBRARY") {
         return Ok(PathBuf::from(p));
     }
     let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    [
+    let built = [
         dir.join(SIM_FILE),
         dir.join("..").join(SIM_FILE),
         dir.join("../lib").join(SIM_FILE),
     ]
     .into_iter()
     .find(|p| p.is_file())
-    .and_then(|p| p.canonicalize().ok())
-    .ok_or(SimError::NotBuilt {
-        exe: exe.display().to_string(),
+    .and_then(|p| p.canonicalize().ok());
+    match built {
+        Some(p) => Ok(p),
+        None => write_embedded(),
+    }
+}
+
+/// Writes the carried library once into the private cache directory
+/// (`$XDG_CACHE_HOME/gpufree`, `~/.cache/gpufree`, or a per-user directory
+/// in the temp dir), named by a hash of its bytes so that two versions of
+/// gpufree never share one; a file there that differs is replaced.
+fn write_embedded() -> Result<PathBuf, SimError> {
+    let dir = cache_dir()?;
+    let path = dir.join(format!("libgpufree_nvml_sim-{:016x}.so", fnv1a(EMBEDDED)));
+    let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.uid() == uid());
+    if ours && std::fs::read(&path).is_ok_and(|b| b == EMBEDDED) {
+        return Ok(path);
+    }
+    let tmp = dir.join(format!(".{SIM_FILE}.{}", std::process::id()));
+    std::fs::write(&tmp, EMBEDDED)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| dir_err(&path, e))?;
+    Ok(path)
+}
+
+/// 64-bit FNV-1a: a name for the library's bytes (not a security check:
+/// the directory is private, and the content is compared in full).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// The per-user cache directory for the written-out library: created
+/// private (0700), and refused unless it is this user's and not writable
+/// by others.
+fn cache_dir() -> Result<PathBuf, SimError> {
+    let uid = uid();
+    // XDG's rule: a relative (or empty) path is ignored.
+    let absolute = |p: PathBuf| p.is_absolute().then_some(p);
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .and_then(|p| absolute(p.into()))
+        .or_else(|| {
+            std::env::var_os("HOME").and_then(|h| absolute(PathBuf::from(h).join(".cache")))
+        });
+    let dir = match base {
+        Some(b) => b.join("gpufree"),
+        None => std::env::temp_dir().join(format!("gpufree-sim-{uid}")),
+    };
+    private_dir(&dir, uid)?;
+    Ok(dir)
+}
+
+/// Creates `dir` (0700) if missing and checks that it is a directory of
+/// `uid` that nobody else may write.
+fn private_dir(dir: &Path, uid: u32) -> Result<(), SimError> {
+    if !dir.exists() {
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|e| dir_err(dir, e))?;
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| dir_err(dir, e))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return Err(dir_err(dir, "not a private directory of this user"));
+    }
+    Ok(())
+}
+
+fn uid() -> u32 {
+    rustix::process::getuid().as_raw()
 }
 
 fn dir_err(path: &Path, why: impl ToString) -> SimError {
@@ -87,18 +159,8 @@ fn link_dir(lib: &Path) -> Result<PathBuf, SimError> {
             return Ok(beside);
         }
     }
-    let uid = rustix::process::getuid().as_raw();
-    let dir = std::env::temp_dir().join(format!("gpufree-sim-{uid}"));
-    match std::fs::create_dir(&dir) {
-        Ok(()) => std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| dir_err(&dir, e))?,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(dir_err(&dir, e)),
-    }
-    let meta = std::fs::symlink_metadata(&dir).map_err(|e| dir_err(&dir, e))?;
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
-        return Err(dir_err(&dir, "not a private directory of this user"));
-    }
+    let dir = std::env::temp_dir().join(format!("gpufree-sim-{}", uid()));
+    private_dir(&dir, uid())?;
     Ok(dir)
 }
 

@@ -110,3 +110,60 @@ fn ctrl_c_ends_the_demo_and_everything_it_started() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// gpufree as `cargo install` leaves it: the binary alone in a directory,
+/// nothing of the checkout beside it. The demo and the simulator still
+/// run, from the library the binary carries, written out once to the
+/// user's private cache; a cache directory others may write is refused.
+#[test]
+fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bin_dir, home) = (tmp.path().join("bin"), tmp.path().join("home"));
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let installed = bin_dir.join("gpufree");
+    std::fs::copy(bin(), &installed).unwrap();
+    let run = |args: &[&str]| {
+        run_cmd(
+            std::process::Command::new(&installed)
+                .args(args)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("HOME", &home),
+        )
+    };
+    let r = run(&["sim", "lib"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let cache = home.join(".cache/gpufree");
+    assert_eq!(
+        r.stdout.trim(),
+        cache.join("nvml-sim").display().to_string()
+    );
+    let lib = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "so"))
+        .expect("the library written out");
+    let written = std::fs::metadata(&lib).unwrap().modified().unwrap();
+    let r = run(&["demo"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("All 8 GPUs are free again"),
+        "{}",
+        r.stdout
+    );
+    // Written once: the next run uses it as it is.
+    assert_eq!(
+        std::fs::metadata(&lib).unwrap().modified().unwrap(),
+        written
+    );
+    // A cache others could write is no place to load a library from.
+    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let r = run(&["sim", "lib"]);
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    assert!(
+        r.stderr.contains("not a private directory of this user"),
+        "{}",
+        r.stderr
+    );
+}
