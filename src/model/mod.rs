@@ -5,6 +5,7 @@
 //! JSON contract of SPEC.md (`gpufree status --json`); fields beyond it are
 //! additions, never renames.
 
+mod audit;
 mod evidence;
 mod finding;
 mod gpu;
@@ -14,13 +15,14 @@ mod mps;
 mod next;
 mod process;
 
+pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, TargetOutcome};
 pub use evidence::{
     Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,
     Renamed, Restarter, Unseen, Who,
 };
 pub use finding::{Finding, FindingKind, Severity};
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
-pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
+pub use kill::{Changed, Handled, Plan, PlanEntry, Report, Skipped};
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
