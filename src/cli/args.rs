@@ -80,6 +80,10 @@ pub enum Command {
         /// a change of NVML's process lists, and the r key; at least 1s).
         #[arg(long, value_name = "DUR", default_value = "60s", value_parser = scan_interval)]
         scan_every: std::time::Duration,
+        /// Also append the audit record of each kill (the k key) to FILE, as
+        /// `gpufree kill --audit-log` does.
+        #[arg(long, value_name = "FILE")]
+        audit_log: Option<PathBuf>,
     },
     /// Prometheus metrics over HTTP (read-only; a cached snapshot of the
     /// --gpu selection, refreshed every --interval): GET /metrics, and
@@ -183,6 +187,11 @@ pub struct KillArgs {
     /// belong to no targeted group.
     #[arg(long)]
     pub include_shared: bool,
+    /// Also append the kill's audit record to FILE, one JSON line per kill
+    /// (created 0600; a symlink or non-regular file is refused). The record
+    /// always goes to the journal (or syslog) too.
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
 }
 
 /// `gpufree serve` flags.
@@ -301,16 +310,7 @@ pub(super) fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal),
             ))
         }
     };
-    let canonical = match sig {
-        Signal::TERM => "TERM",
-        Signal::INT => "INT",
-        Signal::HUP => "HUP",
-        Signal::QUIT => "QUIT",
-        Signal::USR1 => "USR1",
-        Signal::USR2 => "USR2",
-        _ => "KILL",
-    };
-    Ok((canonical.to_string(), sig))
+    Ok((crate::act::kill::signal_name(sig).to_string(), sig))
 }
 
 /// `gpufree sim ...`.
