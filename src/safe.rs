@@ -235,26 +235,33 @@ impl Default for JsonFormatter {
     }
 }
 
+/// A JSON string's fragment with the characters [`is_unsafe`] names
+/// written as `\uXXXX` (what [`JsonFormatter`] writes; compact JSON lines
+/// use it too).
+pub fn json_fragment<W: ?Sized + Write>(w: &mut W, fragment: &str) -> io::Result<()> {
+    let mut start = 0;
+    for (i, c) in fragment.char_indices() {
+        if is_unsafe(c) {
+            w.write_all(&fragment.as_bytes()[start..i])?;
+            // UTF-16 units: a surrogate pair above U+FFFF, as JSON
+            // spells such characters.
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                write!(w, "\\u{u:04x}")?;
+            }
+            start = i + c.len_utf8();
+        }
+    }
+    w.write_all(&fragment.as_bytes()[start..])
+}
+
 impl serde_json::ser::Formatter for JsonFormatter {
     fn write_string_fragment<W: ?Sized + Write>(
         &mut self,
         w: &mut W,
         fragment: &str,
     ) -> io::Result<()> {
-        let mut start = 0;
-        for (i, c) in fragment.char_indices() {
-            if is_unsafe(c) {
-                w.write_all(&fragment.as_bytes()[start..i])?;
-                // UTF-16 units: a surrogate pair above U+FFFF, as JSON
-                // spells such characters.
-                let mut units = [0u16; 2];
-                for u in c.encode_utf16(&mut units) {
-                    write!(w, "\\u{u:04x}")?;
-                }
-                start = i + c.len_utf8();
-            }
-        }
-        w.write_all(&fragment.as_bytes()[start..])
+        json_fragment(w, fragment)
     }
     fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
         self.0.begin_array(w)

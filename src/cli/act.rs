@@ -76,8 +76,27 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
         },
         &mut out,
     );
+    audit(args, &report);
     let outcome = kill_outcome(&report, args.no_wait)?;
     shown(written.and_then(|()| out.flush()), outcome)
+}
+
+/// Writes the kill's audit record (when it signalled anything); a record
+/// that could not be written is one line on stderr, and changes nothing
+/// else.
+fn audit(args: &KillArgs, report: &kill::Report) {
+    use crate::act::audit;
+    let ctx = audit::Context::now("kill", args.signal.1, args.no_wait);
+    if let Err(e) = audit::log(
+        &audit::Sinks::from_env(args.audit_log.clone()),
+        &ctx,
+        report,
+    ) {
+        eprintln!(
+            "gpufree: {}",
+            crate::safe::fit(&e.to_string(), crate::safe::MESSAGE_MAX)
+        );
+    }
 }
 
 /// What a kill acts on: the judged snapshot, its plan, the selectors and

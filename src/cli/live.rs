@@ -8,6 +8,7 @@ pub(super) fn watch(
     common: &Common,
     interval: std::time::Duration,
     scan_every: std::time::Duration,
+    audit_log: Option<std::path::PathBuf>,
 ) -> Result<Outcome, Error> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
@@ -23,6 +24,7 @@ pub(super) fn watch(
             // What the first look selected, MIG devices included.
             Some(crate::snapshot::resolve(&first.gpus, &common.gpu).map_err(Error::Selector)?)
         },
+        audit: crate::act::audit::Sinks::from_env(audit_log),
     };
     crate::watch::run(config(common), opts)?;
     Ok(Outcome::Done)

@@ -129,7 +129,8 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Watch {
             interval,
             scan_every,
-        } => live::watch(common, interval, scan_every),
+            audit_log,
+        } => live::watch(common, interval, scan_every, audit_log),
         Command::Serve(args) => live::serve(common, &args),
         Command::Metrics {
             output,

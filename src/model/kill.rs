@@ -1,7 +1,7 @@
 //! What `kill` plans and reports: plain values, shared by the action
 //! that makes them and the presenters that show them.
 
-use super::VerdictState;
+use super::{Owner, VerdictState};
 use serde::Serialize;
 
 /// One process the plan will signal.
@@ -93,4 +93,38 @@ pub struct Report {
     /// Cgroups frozen while their processes (all targets) were checked and
     /// signalled; other targets were stopped with SIGSTOP.
     pub frozen_cgroups: Vec<String>,
+    /// Every target the rounds handled, signalled or not, with who it was
+    /// and the signals it was sent: what the audit record names. Not part
+    /// of `kill --json`.
+    #[serde(skip)]
+    pub handled: Vec<Handled>,
+}
+
+/// A target one round of signals handled (planned, or found by a
+/// rescan), as that round's snapshot saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Handled {
+    /// PID.
+    pub pid: u32,
+    /// Start time: the identity.
+    pub start_time_ticks: u64,
+    /// Why it was a target.
+    pub reason: String,
+    /// The round (from 1).
+    pub round: u32,
+    /// comm; empty when the snapshot no longer had the process.
+    pub comm: String,
+    /// argv.
+    pub cmdline: Vec<String>,
+    /// The executable, when readable.
+    pub exe: Option<String>,
+    /// Real UID; None when the snapshot no longer had the process.
+    pub uid: Option<u32>,
+    /// User name.
+    pub user: String,
+    /// Who started it.
+    pub owner: Owner,
+    /// The signals sent to end it (`TERM`, `KILL`), in order; empty when
+    /// it was not signalled.
+    pub signals: Vec<String>,
 }

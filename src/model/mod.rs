@@ -5,6 +5,7 @@
 //! JSON contract of SPEC.md (`gpufree status --json`); fields beyond it are
 //! additions, never renames.
 
+mod audit;
 mod check;
 mod evidence;
 mod finding;
@@ -15,6 +16,7 @@ mod mps;
 mod next;
 mod process;
 
+pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, TargetOutcome};
 pub use check::{CheckMemory, CheckOutcome, Condition, Level, Pending, Problem};
 pub use evidence::{
     Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,
@@ -22,7 +24,7 @@ pub use evidence::{
 };
 pub use finding::{Finding, FindingKind, Severity};
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
-pub use kill::{Changed, Plan, PlanEntry, Report, Skipped};
+pub use kill::{Changed, Handled, Plan, PlanEntry, Report, Skipped};
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;

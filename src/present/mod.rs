@@ -3,6 +3,7 @@
 
 pub mod check;
 mod drm;
+mod gpus;
 pub mod json;
 pub mod kill;
 pub mod metrics;

@@ -1,5 +1,6 @@
 //! gpufree itself as /proc shows it: its ancestors (never a kill's
-//! targets) and the clock ticks since boot (comparable with start times).
+//! targets), the clock ticks since boot (comparable with start times), and
+//! who runs it (for the audit record of a kill).
 
 use super::parse::parse_stat;
 
@@ -33,4 +34,94 @@ pub fn uptime_ticks() -> Option<u64> {
         .ok()
         .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
         .map(|up| (up * tps as f64) as u64)
+}
+
+/// Who is running gpufree, as an audit record names them: its UIDs, the
+/// login UID, the terminal, the SSH client and sudo's user, and its
+/// command line. Nothing here fails: what cannot be read is left out.
+pub fn invoker() -> crate::model::Invoker {
+    let uid = rustix::process::getuid().as_raw();
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    crate::model::Invoker {
+        pid: std::process::id(),
+        uid,
+        euid: rustix::process::geteuid().as_raw(),
+        user: uzers::get_user_by_uid(uid).map_or_else(
+            || uid.to_string(),
+            |u| u.name().to_string_lossy().into_owned(),
+        ),
+        login_uid: std::fs::read("/proc/self/loginuid")
+            .ok()
+            .and_then(|b| parse_loginuid(&b)),
+        tty: terminal(),
+        ssh: ssh_origin(env("SSH_CONNECTION").as_deref())
+            .or_else(|| ssh_origin(env("SSH_CLIENT").as_deref())),
+        sudo_user: env("SUDO_USER"),
+        argv: std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+    }
+}
+
+/// The host's name (uname's nodename).
+pub fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The terminal of stdin, or else of stderr.
+fn terminal() -> Option<String> {
+    let stdin = std::io::stdin();
+    let stderr = std::io::stderr();
+    let name = rustix::termios::ttyname(&stdin, Vec::new())
+        .or_else(|_| rustix::termios::ttyname(&stderr, Vec::new()))
+        .ok()?;
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// `/proc/self/loginuid`: a UID, or None for unset (`4294967295`, -1).
+pub fn parse_loginuid(b: &[u8]) -> Option<u32> {
+    std::str::from_utf8(b)
+        .ok()?
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|&u| u != u32::MAX)
+}
+
+/// The client of `SSH_CONNECTION` (`CLIENT PORT SERVER PORT`) or
+/// `SSH_CLIENT` (`CLIENT PORT SERVERPORT`): `CLIENT PORT`.
+pub fn ssh_origin(v: Option<&str>) -> Option<String> {
+    let mut words = v?.split_ascii_whitespace();
+    let (client, port) = (words.next()?, words.next()?);
+    Some(format!("{client} {port}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn login_uid_unset_is_none() {
+        assert_eq!(parse_loginuid(b"1000"), Some(1000));
+        assert_eq!(parse_loginuid(b"4294967295"), None);
+        assert_eq!(parse_loginuid(b"x"), None);
+        assert_eq!(parse_loginuid(b"\xff"), None);
+    }
+
+    #[test]
+    fn ssh_origin_is_the_client_address_and_port() {
+        assert_eq!(
+            ssh_origin(Some("10.0.0.7 52311 10.0.0.1 22")).as_deref(),
+            Some("10.0.0.7 52311")
+        );
+        assert_eq!(
+            ssh_origin(Some("fe80::1 40000 22")).as_deref(),
+            Some("fe80::1 40000")
+        );
+        assert_eq!(ssh_origin(Some("lonely")), None);
+        assert_eq!(ssh_origin(None), None);
+    }
 }

@@ -3,6 +3,7 @@
 //! run on its own thread).
 
 use super::*;
+use crate::act::audit::Sinks;
 use crossterm::event::KeyCode;
 
 /// Whether the view goes on after a key.
@@ -14,7 +15,12 @@ pub(super) enum Flow {
 
 /// A key while a popup is open: `y` on a plan starts the kill; Esc, n or q
 /// closes it (not while the kill runs).
-pub(super) fn on_popup_key(app: &mut App, code: KeyCode, cfg: &Config, tx: &Sender<Msg>) {
+pub(super) fn on_popup_key(
+    app: &mut App,
+    code: KeyCode,
+    (cfg, audit): (&Config, &Sinks),
+    tx: &Sender<Msg>,
+) {
     let Some(popup) = &app.popup else {
         return;
     };
@@ -25,9 +31,9 @@ pub(super) fn on_popup_key(app: &mut App, code: KeyCode, cfg: &Config, tx: &Send
                 "signalling {} and waiting for the memory...",
                 plan.targets.len()
             )));
-            let (cfg, tx) = (cfg.clone(), tx.clone());
+            let (cfg, audit, tx) = (cfg.clone(), audit.clone(), tx.clone());
             std::thread::spawn(move || {
-                let _ = tx.send(Msg::KillDone(kill_now(cfg, plan, &sel)));
+                let _ = tx.send(Msg::KillDone(kill_now(cfg, plan, &sel, &audit)));
             });
         }
         (Popup::Busy(_), _) => {}
@@ -40,8 +46,9 @@ pub(super) fn on_popup_key(app: &mut App, code: KeyCode, cfg: &Config, tx: &Send
 /// The view's snapshot is older, and its pins belong to the collector
 /// thread: the plan's targets are pinned again in the fresh one by PID and
 /// start time, so one that is no longer the process the plan showed is
-/// reported changed, never signalled.
-fn kill_now(cfg: Config, plan: Plan, sel: &Selectors) -> String {
+/// reported changed, never signalled. The kill's audit record is written
+/// as `gpufree kill` writes it; one that could not be is said at the end.
+fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
     let c = match Collector::new(cfg, None) {
         Ok(c) => c,
         Err(e) => return e.to_string(),
@@ -51,9 +58,15 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors) -> String {
         Err(e) => return e.to_string(),
     };
     let safety = Safety::current();
-    let (r, _) = kill::execute(&c, &snap, plan, sel, &safety, &kill::Options::default());
+    let opts = kill::Options::default();
+    let (r, _) = kill::execute(&c, &snap, plan, sel, &safety, &opts);
+    let ctx = crate::act::audit::Context::now("watch", opts.signal, opts.no_wait);
+    let audited = match crate::act::audit::log(audit, &ctx, &r) {
+        Ok(()) => String::new(),
+        Err(e) => format!("; {e}"),
+    };
     format!(
-        "signalled {:?}; survivors {:?}; {}",
+        "signalled {:?}; survivors {:?}; {}{audited}",
         r.targets,
         r.survivors,
         if r.released {

@@ -53,6 +53,8 @@ pub struct Options {
     pub scan_every: Duration,
     /// The GPUs (or MIG devices) shown (None: all).
     pub gpus: Option<Selection>,
+    /// Where the audit record of a kill goes.
+    pub audit: crate::act::audit::Sinks,
 }
 
 enum Msg {
@@ -285,14 +287,14 @@ pub fn run(cfg: Config, opts: Options) -> Result<(), Error> {
     }
     // try_init: a terminal that cannot be set up is an error, not a panic.
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
-    let result = ui(&mut terminal, &cfg, &rx, &tx, &rescan);
+    let result = ui(&mut terminal, (&cfg, &opts.audit), &rx, &tx, &rescan);
     ratatui::restore();
     result
 }
 
 fn ui(
     terminal: &mut ratatui::DefaultTerminal,
-    cfg: &Config,
+    cfg: (&Config, &crate::act::audit::Sinks),
     rx: &Receiver<Msg>,
     tx: &Sender<Msg>,
     rescan: &Arc<AtomicBool>,

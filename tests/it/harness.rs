@@ -128,7 +128,9 @@ impl Run {
     }
 }
 
-/// Runs the gpufree binary with `args` and extra environment.
+/// Runs the gpufree binary with `args` and extra environment. A kill's
+/// audit record goes nowhere (the journal and syslog sockets set empty)
+/// unless `env` names a socket: tests never write to the machine's logs.
 pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Run {
     run_cmd(
         Command::new(bin())
@@ -136,6 +138,8 @@ pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Run {
             .env_remove("NO_COLOR")
             .env_remove("GPUFREE_DEV_DIR")
             .env_remove("GPUFREE_NVML_LIB")
+            .env("GPUFREE_JOURNAL_SOCKET", "")
+            .env("GPUFREE_SYSLOG_SOCKET", "")
             .envs(env.iter().copied()),
     )
 }

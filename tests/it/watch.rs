@@ -10,12 +10,23 @@ use std::time::{Duration, Instant};
 fn watch_shows_sorts_details_kills_and_quits_cleanly() {
     let inc = Incident::start(&bin()).unwrap();
     let lib = sim_lib();
+    // The kill's audit record: a journal socket of the test's, and a file.
+    let tmp = tempfile::tempdir().unwrap();
+    let journal_path = tmp.path().join("journal.sock");
+    let journal = std::os::unix::net::UnixDatagram::bind(&journal_path).unwrap();
+    journal
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let audit_log = tmp.path().join("kills.jsonl");
     let cmd = format!(
-        "env GPUFREE_SIM_STATE={} {} watch --dev-dir {} --nvml-lib {} --interval 200ms",
+        "env GPUFREE_SIM_STATE={} GPUFREE_JOURNAL_SOCKET={} {} watch --dev-dir {} --nvml-lib {} \
+         --interval 200ms --audit-log {}",
         inc.state.display(),
+        journal_path.display(),
         bin().display(),
         inc.dev.display(),
-        lib.display()
+        lib.display(),
+        audit_log.display()
     );
     let Some(t) = Tmux::start("watch", &cmd) else {
         return;
@@ -70,8 +81,23 @@ fn watch_shows_sorts_details_kills_and_quits_cleanly() {
     t.keys(&["y"]);
     let s = t.wait_for("kill: done");
     assert!(s.contains("memory released after"), "{s}");
+    assert!(!s.contains("audit record not written"), "{s}");
     assert!(!alive(w3), "killed through the safe path");
     assert!(alive(inc.pid("worker2").unwrap()), "and nothing else");
+    // Audited as `gpufree kill` is: the journal and the file.
+    let mut buf = vec![0u8; 1 << 16];
+    let n = journal.recv(&mut buf).expect("a journal record");
+    let datagram = String::from_utf8_lossy(&buf[..n]);
+    assert!(datagram.contains("\nGPUFREE_COMMAND=watch\n"), "{datagram}");
+    assert!(
+        datagram.contains(&format!("\nGPUFREE_TARGET_PIDS={w3}\n")),
+        "{datagram}"
+    );
+    let text = std::fs::read_to_string(&audit_log).unwrap();
+    let rec: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(rec["command"], "watch");
+    assert_eq!(rec["targets"][0]["pid"], w3);
+    assert_eq!(rec["outcome"]["released"], true);
 
     // Esc closes the popup; q, sent only once it is gone, quits (the two
     // at once read as Alt+q).

@@ -31,14 +31,15 @@ mod run;
 mod settle;
 mod signals;
 
-pub use crate::model::{Changed, Plan, PlanEntry, Report, Skipped};
+pub use crate::model::{Changed, Handled, Plan, PlanEntry, Report, Skipped};
 pub use held::Held;
 pub use plan::{check_unit, plan, Safety, Selectors, UserSel};
 use plan::{reason, refusal};
 use release::Release;
 use run::{finish, survivors, Rounds, Run, Times};
 use settle::{known_restart_watch, restart_suspected, settle};
-use signals::{joiners, round};
+pub use signals::signal_name;
+use signals::{as_handled, joiners, round, Sent};
 
 use super::identity::{wait_exited, KillError, Target};
 use super::monitor::{self, Ended, Tick, Watch};

@@ -61,20 +61,7 @@ impl Run<'_> {
         let mut entries = plan.targets;
         while !entries.is_empty() && report.rounds < MAX_ROUNDS {
             report.rounds += 1;
-            let sig = if report.rounds >= 3 {
-                Signal::KILL
-            } else {
-                self.opts.signal
-            };
-            let done = round(
-                self.c,
-                &snap,
-                &entries,
-                sig,
-                self.opts,
-                &self.deadlines,
-                &mut report,
-            );
+            let (sig, done) = self.one_round(&snap, &entries, &mut report);
             progress(Event::Signalled {
                 round: report.rounds,
                 signal: sig,
@@ -107,6 +94,41 @@ impl Run<'_> {
             targets,
             signalled,
         }
+    }
+
+    /// One round of signals to `entries` (SIGKILL at once from the third),
+    /// noting in the report who each was and the signals it was sent.
+    /// Returns the first signal and the targets signalled.
+    fn one_round(
+        &self,
+        snap: &Snapshot,
+        entries: &[PlanEntry],
+        report: &mut Report,
+    ) -> (Signal, Vec<Target>) {
+        let sig = if report.rounds >= 3 {
+            Signal::KILL
+        } else {
+            self.opts.signal
+        };
+        let hard_before = report.killed_hard.len();
+        let done = round(
+            self.c,
+            snap,
+            entries,
+            sig,
+            self.opts,
+            &self.deadlines,
+            report,
+        );
+        let sent = Sent {
+            round: report.rounds,
+            first: sig,
+            hard: report.killed_hard[hard_before..].to_vec(),
+        };
+        report
+            .handled
+            .extend(as_handled(snap, entries, &done, &sent));
+        (sig, done)
     }
 
     /// Waits, on NVML alone, until the targets' memory is back or the

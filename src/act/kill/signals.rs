@@ -234,3 +234,66 @@ pub(super) fn joiners(
     }
     out.into_values().collect()
 }
+
+/// The signals one round sent: its number, its first signal, and the
+/// targets that needed SIGKILL after the grace period.
+pub(super) struct Sent {
+    pub(super) round: u32,
+    pub(super) first: Signal,
+    pub(super) hard: Vec<u32>,
+}
+
+/// The round's entries as its snapshot saw them, with the signals each
+/// was sent (none for those not signalled: gone, changed, refused).
+pub(super) fn as_handled(
+    snap: &Snapshot,
+    entries: &[PlanEntry],
+    done: &[Target],
+    sent: &Sent,
+) -> Vec<Handled> {
+    entries
+        .iter()
+        .map(|e| {
+            let mut signals = Vec::new();
+            if done.iter().any(|t| t.pid == e.pid) {
+                signals.push(signal_name(sent.first).to_string());
+                if sent.first != Signal::KILL && sent.hard.contains(&e.pid) {
+                    signals.push(signal_name(Signal::KILL).to_string());
+                }
+            }
+            let p = snap
+                .processes
+                .iter()
+                .find(|p| p.pid == e.pid && p.start_time_ticks == e.start_time_ticks);
+            Handled {
+                pid: e.pid,
+                start_time_ticks: e.start_time_ticks,
+                reason: e.reason.clone(),
+                round: sent.round,
+                comm: p.map(|p| p.comm.clone()).unwrap_or_default(),
+                cmdline: p.map(|p| p.cmdline.clone()).unwrap_or_default(),
+                exe: p.and_then(|p| p.exe.clone()),
+                uid: p.map(|p| p.uid),
+                user: p.map(|p| p.user.clone()).unwrap_or_default(),
+                owner: p.map(|p| p.owner.clone()).unwrap_or_default(),
+                signals,
+            }
+        })
+        .collect()
+}
+
+/// A signal's name without `SIG` (`TERM`, `KILL`), as `--signal` takes it.
+pub fn signal_name(sig: Signal) -> &'static str {
+    match sig {
+        Signal::TERM => "TERM",
+        Signal::INT => "INT",
+        Signal::HUP => "HUP",
+        Signal::QUIT => "QUIT",
+        Signal::USR1 => "USR1",
+        Signal::USR2 => "USR2",
+        Signal::KILL => "KILL",
+        Signal::CONT => "CONT",
+        Signal::STOP => "STOP",
+        _ => "other",
+    }
+}

@@ -3,6 +3,9 @@
 
 use super::*;
 
+mod check;
+pub use check::{CheckArgs, CheckCondition, CheckFormat};
+
 /// gpufree: who holds my GPU memory, why is it not free, and what exactly frees it.
 #[derive(Debug, Parser)]
 #[command(name = "gpufree", version, about, max_term_width = 100)]
@@ -84,6 +87,10 @@ pub enum Command {
         /// a change of NVML's process lists, and the r key; at least 1s).
         #[arg(long, value_name = "DUR", default_value = "60s", value_parser = scan_interval)]
         scan_every: std::time::Duration,
+        /// Also append the audit record of each kill (the k key) to FILE, as
+        /// `gpufree kill --audit-log` does.
+        #[arg(long, value_name = "FILE")]
+        audit_log: Option<PathBuf>,
     },
     /// Prometheus metrics over HTTP (read-only; a cached snapshot of the
     /// --gpu selection, refreshed every --interval): GET /metrics, and
@@ -187,6 +194,11 @@ pub struct KillArgs {
     /// belong to no targeted group.
     #[arg(long)]
     pub include_shared: bool,
+    /// Also append the kill's audit record to FILE, one JSON line per kill
+    /// (created 0600; a symlink or non-regular file is refused). The record
+    /// always goes to the journal (or syslog) too.
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
 }
 
 /// `gpufree serve` flags.
@@ -233,68 +245,6 @@ pub struct WaitArgs {
     /// (otherwise the verdict is unknown: exit 3).
     #[arg(long)]
     pub holders_only: bool,
-}
-
-/// Options of `gpufree check`.
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Whose words and exit codes: text, json, npd (0 ok, 1 problem, 2
-    /// unknown; one line of at most 80 characters), nagios (0/1/2/3 and
-    /// performance data), slurm (a drain reason; 1 only for what breaks
-    /// the next job).
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: CheckFormat,
-    /// Unaccounted memory below SIZE is no leak.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::units::parse_size)]
-    pub leak_min: u64,
-    /// A leak counts once it has lasted DUR (kept between runs in the state
-    /// file; 0: at once).
-    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = crate::units::parse_duration)]
-    pub grace: std::time::Duration,
-    /// Leave a condition out (repeatable): nvml, stuck, leak, leftover,
-    /// zombie, unknown.
-    #[arg(long, value_enum, value_name = "CONDITION")]
-    pub ignore: Vec<CheckCondition>,
-    /// Where a check remembers since when memory has been unaccounted.
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "GPUFREE_CHECK_STATE",
-        default_value = "/run/gpufree/check.json"
-    )]
-    pub state: PathBuf,
-}
-
-/// `check --format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CheckFormat {
-    /// For a person.
-    Text,
-    /// One JSON document.
-    Json,
-    /// node-problem-detector.
-    Npd,
-    /// The Nagios plugin API.
-    Nagios,
-    /// Slurm's health check.
-    Slurm,
-}
-
-/// `check --ignore`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CheckCondition {
-    /// NVML failing or a GPU lost.
-    Nvml,
-    /// Holders stuck in the driver (D state).
-    Stuck,
-    /// Unaccounted memory past its grace period.
-    Leak,
-    /// Holders of no job, unit, container or pod.
-    Leftover,
-    /// Zombie holders.
-    Zombie,
-    /// Unknown verdicts.
-    Unknown,
 }
 
 /// A duration of at least `min_ms` milliseconds; a shorter one is refused
@@ -367,16 +317,7 @@ pub(super) fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal),
             ))
         }
     };
-    let canonical = match sig {
-        Signal::TERM => "TERM",
-        Signal::INT => "INT",
-        Signal::HUP => "HUP",
-        Signal::QUIT => "QUIT",
-        Signal::USR1 => "USR1",
-        Signal::USR2 => "USR2",
-        _ => "KILL",
-    };
-    Ok((canonical.to_string(), sig))
+    Ok((crate::act::kill::signal_name(sig).to_string(), sig))
 }
 
 /// `gpufree sim ...`.

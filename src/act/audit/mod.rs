@@ -1,0 +1,258 @@
+//! The audit log of kills (SPEC.md, "Audit log"): every kill that signals
+//! anything leaves one record of who ran it, what it targeted (with each
+//! process's identity) and why, the signals sent and what came of them.
+//!
+//! The record is a value ([`record`], pure: from the kill's [`Report`]
+//! and the [`Context`] of the run); [`write()`] sends it to the systemd
+//! journal over its native protocol (`journal.rs`), to syslog where the
+//! journal's socket is absent, and as one JSON line to `--audit-log`
+//! (`file.rs`). A record that cannot be written is an [`AuditError`] for
+//! the caller to show; it never changes what the kill did or its exit
+//! code.
+
+mod file;
+mod journal;
+#[cfg(test)]
+mod tests;
+
+use super::kill::{signal_name, Handled, Report};
+use crate::model::{AuditRecord, AuditTarget, Invoker, KillOutcome, TargetOutcome, VerdictState};
+use rustix::process::Signal;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+/// The journal's `MESSAGE_ID` of a kill's record (`journalctl
+/// MESSAGE_ID=c8f371fd4a354bb8b6b4205c04bdfa2c` lists every kill).
+pub const MESSAGE_ID: &str = "c8f371fd4a354bb8b6b4205c04bdfa2c";
+
+/// The journal's native socket.
+pub const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
+
+/// The syslog socket, used where the journal's is absent.
+pub const SYSLOG_SOCKET: &str = "/dev/log";
+
+/// Where records go.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sinks {
+    /// The journal's socket; None: not written there.
+    pub journal: Option<PathBuf>,
+    /// The syslog socket, where the journal cannot be reached; None: none.
+    pub syslog: Option<PathBuf>,
+    /// `--audit-log FILE`: JSON lines, appended.
+    pub file: Option<PathBuf>,
+}
+
+impl Sinks {
+    /// The system's sockets, or those `GPUFREE_JOURNAL_SOCKET` and
+    /// `GPUFREE_SYSLOG_SOCKET` name (set empty: not written there), and
+    /// `--audit-log`.
+    pub fn from_env(file: Option<PathBuf>) -> Sinks {
+        let socket = |var: &str, default: &str| match std::env::var_os(var) {
+            Some(v) if v.is_empty() => None,
+            Some(v) => Some(PathBuf::from(v)),
+            None => Some(PathBuf::from(default)),
+        };
+        Sinks {
+            journal: socket("GPUFREE_JOURNAL_SOCKET", JOURNAL_SOCKET),
+            syslog: socket("GPUFREE_SYSLOG_SOCKET", SYSLOG_SOCKET),
+            file,
+        }
+    }
+}
+
+/// What a record says besides the report: the run that killed.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// `kill` or `watch`.
+    pub command: String,
+    /// Who ran it.
+    pub invoker: Invoker,
+    /// The host's name.
+    pub host: String,
+    /// The first signal.
+    pub signal: Signal,
+    /// `--no-wait`: the release was not waited for.
+    pub no_wait: bool,
+    /// When the kill ended.
+    pub time: SystemTime,
+}
+
+impl Context {
+    /// The context of this process's kill, now.
+    pub fn now(command: &str, signal: Signal, no_wait: bool) -> Context {
+        Context {
+            command: command.into(),
+            invoker: crate::proc::me::invoker(),
+            host: crate::proc::me::hostname(),
+            signal,
+            no_wait,
+            time: SystemTime::now(),
+        }
+    }
+}
+
+/// A record that could not be written, to some or all of its sinks: each
+/// sink with why. One line.
+#[derive(Debug, thiserror::Error)]
+#[error("audit record not written: {}", .failed.iter().map(|(s, e)| format!("{s}: {e}")).collect::<Vec<_>>().join("; "))]
+pub struct AuditError {
+    /// The sink (`journal PATH`, `syslog PATH`, `--audit-log PATH`) and
+    /// the error.
+    pub failed: Vec<(String, std::io::Error)>,
+}
+
+/// The record of a kill, or None when it signalled nothing.
+pub fn record(ctx: &Context, report: &Report) -> Option<AuditRecord> {
+    if report.targets.is_empty() {
+        return None;
+    }
+    Some(AuditRecord {
+        version: 1,
+        time: rfc3339(ctx.time),
+        host: ctx.host.clone(),
+        command: ctx.command.clone(),
+        invoker: ctx.invoker.clone(),
+        signal: signal_name(ctx.signal).into(),
+        targets: report.handled.iter().map(|h| target(h, report)).collect(),
+        outcome: outcome(report, ctx.no_wait),
+    })
+}
+
+/// Builds the record of a kill and writes it to `sinks`; nothing when it
+/// signalled nothing.
+pub fn log(sinks: &Sinks, ctx: &Context, report: &Report) -> Result<(), AuditError> {
+    match record(ctx, report) {
+        Some(r) => write(sinks, &r),
+        None => Ok(()),
+    }
+}
+
+/// Writes `record` to the journal (or, where its socket is absent or
+/// refuses, syslog) and to the file. Every sink is tried; the error names
+/// those that failed.
+pub fn write(sinks: &Sinks, record: &AuditRecord) -> Result<(), AuditError> {
+    let mut failed = Vec::new();
+    let line = file::json_line(record);
+    let journal = sinks.journal.as_ref().map(|p| {
+        journal::send(p, &journal::encode(&journal::fields(record, &line)))
+            .map_err(|e| (format!("journal {}", p.display()), e))
+    });
+    if !matches!(journal, Some(Ok(()))) {
+        if let Some(p) = &sinks.syslog {
+            match journal::syslog(p, record, &line) {
+                Ok(()) => {}
+                Err(e) => {
+                    failed.extend(journal.and_then(Result::err));
+                    failed.push((format!("syslog {}", p.display()), e));
+                }
+            }
+        } else {
+            failed.extend(journal.and_then(Result::err));
+        }
+    }
+    if let Some(p) = &sinks.file {
+        if let Err(e) = file::append(p, line.as_bytes()) {
+            failed.push((format!("--audit-log {}", p.display()), e));
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(AuditError { failed })
+    }
+}
+
+/// One target of the record: who it was, and what became of it.
+fn target(h: &Handled, report: &Report) -> AuditTarget {
+    let (outcome, detail) = target_outcome(h, report);
+    AuditTarget {
+        pid: h.pid,
+        start_time_ticks: h.start_time_ticks,
+        comm: h.comm.clone(),
+        cmdline: h.cmdline.clone(),
+        exe: h.exe.clone(),
+        uid: h.uid,
+        user: h.user.clone(),
+        owner: h.owner.clone(),
+        reason: h.reason.clone(),
+        round: h.round,
+        signals: h.signals.clone(),
+        outcome,
+        detail,
+    }
+}
+
+/// What became of a handled target: signalled, it survived or is gone;
+/// otherwise the report says why it was not signalled (or it was gone
+/// before its signal).
+fn target_outcome(h: &Handled, r: &Report) -> (TargetOutcome, Option<String>) {
+    let pid = h.pid;
+    if !h.signals.is_empty() {
+        return if r.survivors.contains(&pid) {
+            (TargetOutcome::Survived, None)
+        } else {
+            (TargetOutcome::Gone, None)
+        };
+    }
+    if r.identity_changed.contains(&pid) {
+        return (TargetOutcome::IdentityChanged, None);
+    }
+    if let Some(c) = r.changed.iter().find(|c| c.pid == pid) {
+        return (TargetOutcome::LetGo, Some(c.why.clone()));
+    }
+    if let Some(c) = r.unchecked.iter().find(|c| c.pid == pid) {
+        return (TargetOutcome::Unchecked, Some(c.why.clone()));
+    }
+    if let Some(k) = r.skipped.iter().find(|k| k.pid == pid) {
+        return (TargetOutcome::Refused, Some(k.reason.clone()));
+    }
+    (TargetOutcome::Gone, Some("exited before its signal".into()))
+}
+
+/// The kill's outcome.
+fn outcome(r: &Report, no_wait: bool) -> KillOutcome {
+    let result = match (no_wait, r.verdict) {
+        (true, _) => "not-waited",
+        (false, VerdictState::Free) => "released",
+        (false, VerdictState::Busy) => "not-released",
+        (false, VerdictState::Unknown) => "unknown",
+    };
+    KillOutcome {
+        result: result.into(),
+        released: r.released,
+        verdict: r.verdict,
+        reasons: r.reasons.clone(),
+        seconds_to_release: r.seconds_to_release,
+        seconds_after_exit: r.seconds_after_exit,
+        signalled: r.targets.clone(),
+        survivors: r.survivors.clone(),
+        killed_hard: r.killed_hard.clone(),
+        identity_changed: r.identity_changed.clone(),
+        rounds: r.rounds,
+    }
+}
+
+/// `t` in UTC as RFC 3339 with milliseconds (`2025-01-31T12:00:00.123Z`);
+/// a time before 1970 is written as 1970's start.
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days to a civil date (Howard Hinnant's algorithm), on 400-year eras.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}

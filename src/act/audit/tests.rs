@@ -1,0 +1,309 @@
+use super::*;
+use crate::model::{Changed, Owner, OwnerKind, Skipped};
+use std::os::unix::net::UnixDatagram;
+use std::time::Duration;
+
+/// The fields of one native-protocol datagram, in order; panics on a
+/// malformed one (what journald would reject).
+pub(crate) fn parse_native(mut b: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let end = b.iter().position(|&c| c == b'\n' || c == b'=').unwrap();
+        let key = String::from_utf8(b[..end].to_vec()).unwrap();
+        if b[end] == b'=' {
+            let nl = b[end..].iter().position(|&c| c == b'\n').unwrap() + end;
+            out.push((key, b[end + 1..nl].to_vec()));
+            b = &b[nl + 1..];
+        } else {
+            let len = u64::from_le_bytes(b[end + 1..end + 9].try_into().unwrap()) as usize;
+            let start = end + 9;
+            out.push((key, b[start..start + len].to_vec()));
+            assert_eq!(b[start + len], b'\n');
+            b = &b[start + len + 1..];
+        }
+    }
+    out
+}
+
+fn handled(pid: u32, comm: &str, signals: &[&str]) -> Handled {
+    Handled {
+        pid,
+        start_time_ticks: 1000 + u64::from(pid),
+        reason: format!("holds GPU 0 ({pid})"),
+        round: 1,
+        comm: comm.into(),
+        cmdline: vec![comm.into(), "--x".into()],
+        exe: Some("/usr/bin/python3".into()),
+        uid: Some(1000),
+        user: "alice".into(),
+        owner: Owner {
+            kind: OwnerKind::SystemdUnit,
+            id: "vllm.service".into(),
+            name: "vllm.service".into(),
+        },
+        signals: signals.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn ctx() -> Context {
+    Context {
+        command: "kill".into(),
+        invoker: Invoker {
+            pid: 42,
+            uid: 0,
+            user: "root".into(),
+            login_uid: Some(1000),
+            tty: Some("/dev/pts/3".into()),
+            ssh: Some("10.0.0.7 52311".into()),
+            sudo_user: Some("alice".into()),
+            argv: vec!["gpufree".into(), "kill".into(), "--yes".into()],
+            ..Invoker::default()
+        },
+        host: "node1".into(),
+        signal: Signal::TERM,
+        no_wait: false,
+        time: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+    }
+}
+
+/// A kill of six targets, one of each outcome.
+fn report() -> Report {
+    Report {
+        targets: vec![10, 11],
+        survivors: vec![11],
+        killed_hard: vec![11],
+        identity_changed: vec![12],
+        changed: vec![Changed {
+            pid: 13,
+            why: "let go".into(),
+        }],
+        skipped: vec![Skipped {
+            pid: 14,
+            reason: "permission denied".into(),
+            refused: true,
+        }],
+        verdict: VerdictState::Busy,
+        reasons: vec!["11 still holds GPU 0".into()],
+        rounds: 1,
+        handled: vec![
+            handled(10, "python3", &["TERM"]),
+            handled(11, "stubborn", &["TERM", "KILL"]),
+            handled(12, "reused", &[]),
+            handled(13, "exec'd", &[]),
+            handled(14, "theirs", &[]),
+            handled(15, "early", &[]),
+        ],
+        ..Report::default()
+    }
+}
+
+#[test]
+fn a_kill_that_signalled_nothing_has_no_record() {
+    let r = Report {
+        handled: vec![handled(12, "reused", &[])],
+        identity_changed: vec![12],
+        ..Report::default()
+    };
+    assert_eq!(record(&ctx(), &r), None);
+}
+
+#[test]
+fn each_target_has_its_identity_signals_and_outcome() {
+    let rec = record(&ctx(), &report()).unwrap();
+    let outcomes: Vec<(u32, &str, Vec<String>)> = rec
+        .targets
+        .iter()
+        .map(|t| (t.pid, t.outcome.as_str(), t.signals.clone()))
+        .collect();
+    let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        outcomes,
+        vec![
+            (10, "gone", s(&["TERM"])),
+            (11, "survived", s(&["TERM", "KILL"])),
+            (12, "identity-changed", vec![]),
+            (13, "let-go", vec![]),
+            (14, "refused", vec![]),
+            (15, "gone", vec![]),
+        ]
+    );
+    assert_eq!(rec.targets[3].detail.as_deref(), Some("let go"));
+    assert_eq!(rec.targets[0].start_time_ticks, 1010);
+    assert_eq!(rec.outcome.result, "not-released");
+    assert_eq!(rec.time, "2023-11-14T22:13:20.000Z");
+    assert_eq!(rec.signal, "TERM");
+    let mut no_wait = ctx();
+    no_wait.no_wait = true;
+    assert_eq!(
+        record(&no_wait, &report()).unwrap().outcome.result,
+        "not-waited"
+    );
+}
+
+#[test]
+fn rfc3339_dates() {
+    let at = |s: u64| rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+    assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
+    assert_eq!(at(951_782_400), "2000-02-29T00:00:00.000Z");
+    assert_eq!(at(4_107_542_399), "2100-02-28T23:59:59.000Z");
+    assert_eq!(
+        rfc3339(SystemTime::UNIX_EPOCH - Duration::from_secs(5)),
+        "1970-01-01T00:00:00.000Z"
+    );
+}
+
+#[test]
+fn hostile_values_cannot_inject_a_journal_field() {
+    let mut r = report();
+    r.handled[0].comm = "x\nPRIORITY=0\nGPUFREE_OUTCOME=released".into();
+    r.handled[0].cmdline = vec!["a=b\nMESSAGE_ID=0".into(), "\u{202e}".into()];
+    let rec = record(&ctx(), &r).unwrap();
+    let line = file::json_line(&rec);
+    let fields = parse_native(&journal::encode(&journal::fields(&rec, &line)));
+    let count = |k: &str| fields.iter().filter(|(f, _)| f == k).count();
+    for k in ["PRIORITY", "GPUFREE_OUTCOME", "MESSAGE_ID", "MESSAGE"] {
+        assert_eq!(count(k), 1, "{k}");
+    }
+    let get = |k: &str| {
+        let v = &fields.iter().find(|(f, _)| f == k).unwrap().1;
+        String::from_utf8(v.clone()).unwrap()
+    };
+    assert_eq!(get("GPUFREE_TARGET_0_COMM"), r.handled[0].comm);
+    assert_eq!(
+        get("GPUFREE_TARGET_0_CMDLINE"),
+        "a=b\nMESSAGE_ID=0 \u{202e}"
+    );
+    assert_eq!(get("GPUFREE_OUTCOME"), "not-released");
+    assert_eq!(get("PRIORITY"), "4");
+    assert!(!get("MESSAGE").contains('\n'));
+    // The JSON line is one line, its hostile characters escaped.
+    assert_eq!(line.matches('\n').count(), 1);
+    assert!(line.contains("\\u202e") && !line.contains('\u{202e}'));
+    let back: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(back["targets"][0]["comm"], r.handled[0].comm.as_str());
+    assert_eq!(get("GPUFREE_RECORD"), line.trim_end());
+}
+
+fn socket(dir: &std::path::Path, name: &str) -> (UnixDatagram, PathBuf) {
+    let p = dir.join(name);
+    let s = UnixDatagram::bind(&p).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    (s, p)
+}
+
+#[test]
+fn journal_first_then_syslog_and_the_file_always() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (journal, jp) = socket(tmp.path(), "journal");
+    let (syslog, sp) = socket(tmp.path(), "syslog");
+    let file = tmp.path().join("audit.jsonl");
+    let rec = record(&ctx(), &report()).unwrap();
+    let sinks = Sinks {
+        journal: Some(jp),
+        syslog: Some(sp.clone()),
+        file: Some(file.clone()),
+    };
+    write(&sinks, &rec).unwrap();
+    let mut buf = vec![0; 1 << 16];
+    let n = journal.recv(&mut buf).unwrap();
+    assert!(parse_native(&buf[..n])
+        .iter()
+        .any(|(k, v)| k == "MESSAGE_ID" && v == MESSAGE_ID.as_bytes()));
+    // The journal gone: syslog has it, one line.
+    let sinks = Sinks {
+        journal: Some(tmp.path().join("absent")),
+        ..sinks
+    };
+    write(&sinks, &rec).unwrap();
+    let n = syslog.recv(&mut buf).unwrap();
+    let text = String::from_utf8(buf[..n].to_vec()).unwrap();
+    assert!(
+        text.starts_with("<84>gpufree[42]: gpufree kill by UID 0 (root)"),
+        "{text}"
+    );
+    assert!(!text.contains('\n'), "{text}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 2);
+    // Neither: one error naming both, the file still written.
+    let sinks = Sinks {
+        syslog: Some(tmp.path().join("absent-too")),
+        ..sinks
+    };
+    let e = write(&sinks, &rec).unwrap_err().to_string();
+    assert!(e.contains("journal") && e.contains("syslog"), "{e}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 3);
+}
+
+#[test]
+fn a_record_too_large_for_a_datagram_goes_as_a_memfd() {
+    use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let tmp = tempfile::tempdir().unwrap();
+    let (journal, jp) = socket(tmp.path(), "journal");
+    let mut r = report();
+    r.handled[0].cmdline = vec!["y".repeat(600_000)];
+    let rec = record(&ctx(), &r).unwrap();
+    let line = file::json_line(&rec);
+    let datagram = journal::encode(&journal::fields(&rec, &line));
+    journal::send(&jp, &datagram).unwrap();
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut buf = [0u8; 16];
+    let got = recvmsg(
+        &journal,
+        &mut [std::io::IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::empty(),
+    )
+    .unwrap();
+    assert_eq!(got.bytes, 0);
+    let fd = control
+        .drain()
+        .find_map(|m| match m {
+            RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+            _ => None,
+        })
+        .unwrap();
+    // The memfd shares its offset with gpufree's write: read from 0, as
+    // journald maps it.
+    let mut file = std::fs::File::from(fd);
+    std::io::Seek::rewind(&mut file).unwrap();
+    let mut sent = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut sent).unwrap();
+    assert!(
+        sent == datagram,
+        "{} bytes of {}",
+        sent.len(),
+        datagram.len()
+    );
+}
+
+#[test]
+fn the_file_is_appended_created_0600_and_never_through_a_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("audit.jsonl");
+    file::append(&p, b"one\n").unwrap();
+    file::append(&p, b"two\n").unwrap();
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "one\ntwo\n");
+    let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&p, &link).unwrap();
+    let e = file::append(&link, b"three\n").unwrap_err();
+    assert!(e.to_string().contains("symlink"), "{e}");
+    let fifo = tmp.path().join("fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    // No reader: the open fails at once (ENXIO) rather than waiting for one.
+    assert!(file::append(&fifo, b"four\n").is_err());
+    let e = file::append(std::path::Path::new("/dev/null"), b"five\n").unwrap_err();
+    assert!(e.to_string().contains("regular"), "{e}");
+    let e = file::append(tmp.path(), b"six\n").unwrap_err();
+    assert!(e.raw_os_error() == Some(libc::EISDIR), "{e}");
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "one\ntwo\n");
+}
