@@ -6,7 +6,8 @@
 //!
 //! - [`model`]: the [`model::Snapshot`] every presenter reads (serde).
 //! - collection: [`proc`] (/proc and device-node scanning, pure parsers),
-//!   [`nvml`] (the NVML backend over nvml-wrapper), [`snapshot`] (one
+//!   [`nvml`] (the NVML backend over nvml-wrapper), [`kubelet`] (the
+//!   kubelet's pod-resources API), [`snapshot`] (one
 //!   collection joined into a snapshot).
 //! - [`diagnose`]: verdicts and findings, pure functions of a snapshot;
 //!   [`pipeline`] joins it to collection: collect, narrow, judge.
@@ -28,6 +29,7 @@ pub mod cli;
 pub mod demo;
 pub mod diagnose;
 pub mod doctor;
+pub mod kubelet;
 pub mod model;
 pub mod nvml;
 pub mod pause;

@@ -39,6 +39,7 @@ fn config(common: &Common) -> Config {
         nvml_lib: common.nvml_lib.clone(),
         others: false,
         read_timeout: common.read_timeout,
+        kubelet_socket: common.kubelet_socket.clone().unwrap_or(d.kubelet_socket),
         ..d
     }
 }

@@ -17,6 +17,7 @@ use crate::units::mib;
 use regex::Regex;
 use std::collections::{BTreeMap, HashMap};
 
+mod allocation;
 pub mod check;
 mod daemons;
 mod groups;
@@ -134,6 +135,7 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     blocked(s, &mut out);
     protected(s, &mut out);
     mps::mps(s, &mut out);
+    allocation::allocation(s, &mut out);
     let overall = verdict::overall(s, &verdict::Policy::default());
     partial_view(s, overall.state, &mut out);
     outside_namespace(s, &mut out);

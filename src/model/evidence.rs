@@ -245,6 +245,8 @@ pub enum Cause {
 /// The typed facts of a finding; its kind follows from the variant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Evidence {
+    /// What the kubelet's allocations say of a holder or a GPU.
+    Allocation(super::AllocationIssue),
     /// A launch group holds memory (`orphans` when its parent died).
     Group(Box<LaunchGroup>),
     /// Holders whose parent died, outside a group with memory.

@@ -56,6 +56,11 @@ impl Evidence {
                 _ => FindingKind::UnaccountedMemory,
             },
             Evidence::Mps(_) => FindingKind::Mps,
+            Evidence::Allocation(a) => match a {
+                super::AllocationIssue::Unallocated { .. } => FindingKind::UnallocatedMemory,
+                super::AllocationIssue::OtherPod { .. } => FindingKind::OtherPodsGpu,
+                super::AllocationIssue::GonePod { .. } => FindingKind::GonePod,
+            },
             Evidence::Free(_) => FindingKind::Free,
         }
     }
@@ -100,11 +105,17 @@ pub enum FindingKind {
     Free,
     /// A GPU under NVIDIA MPS: its server holds its clients' memory.
     Mps,
+    /// Memory used on a GPU the kubelet allocated to no pod.
+    UnallocatedMemory,
+    /// A process of one pod holds a GPU allocated to another.
+    OtherPodsGpu,
+    /// Processes of a pod the kubelet no longer runs hold a GPU.
+    GonePod,
 }
 
 impl FindingKind {
     /// Every kind, in the order above.
-    pub const ALL: [FindingKind; 17] = [
+    pub const ALL: [FindingKind; 20] = [
         FindingKind::LiveHolders,
         FindingKind::Orphans,
         FindingKind::RenamedHolders,
@@ -122,6 +133,9 @@ impl FindingKind {
         FindingKind::DriverLeak,
         FindingKind::Free,
         FindingKind::Mps,
+        FindingKind::UnallocatedMemory,
+        FindingKind::OtherPodsGpu,
+        FindingKind::GonePod,
     ];
 
     /// The spelling of JSON's `kind` and of the metrics' `kind` label.
@@ -144,6 +158,9 @@ impl FindingKind {
             FindingKind::DriverLeak => "driver-leak",
             FindingKind::Free => "free",
             FindingKind::Mps => "mps",
+            FindingKind::UnallocatedMemory => "unallocated-memory",
+            FindingKind::OtherPodsGpu => "other-pods-gpu",
+            FindingKind::GonePod => "gone-pod",
         }
     }
 }

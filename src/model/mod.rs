@@ -10,6 +10,7 @@ mod check;
 mod evidence;
 mod finding;
 mod gpu;
+mod k8s;
 mod kill;
 mod mig;
 mod mps;
@@ -24,6 +25,7 @@ pub use evidence::{
 };
 pub use finding::{Finding, FindingKind, Severity};
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
+pub use k8s::{Allocation, AllocationIssue, KubeletView};
 pub use kill::{Changed, Handled, Plan, PlanEntry, Report, Skipped};
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
@@ -90,6 +92,9 @@ pub struct Snapshot {
     /// each opens, from the driver's `mig-minors` table.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mig_caps: BTreeMap<String, MigCap>,
+    /// What the kubelet allocated, on a Kubernetes node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletView>,
 }
 
 /// A systemd unit's restart policy, as its files say.

@@ -4,8 +4,8 @@
 
 use super::words::words;
 use crate::model::{
-    Brief, Finding, FindingKind, Gpu, MigCap, MpsGpu, NvmlStatus, PodName, Process, Severity,
-    Snapshot, Unavailable, UnitRestart, Verdict, Visibility,
+    Brief, Finding, FindingKind, Gpu, KubeletView, MigCap, MpsGpu, NvmlStatus, PodName, Process,
+    Severity, Snapshot, Unavailable, UnitRestart, Verdict, Visibility,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -72,6 +72,9 @@ pub struct SnapshotDoc<'a> {
     /// MIG capability nodes and what each opens (an addition to SPEC.md).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     mig_caps: &'a BTreeMap<String, MigCap>,
+    /// The kubelet's allocations (an addition to SPEC.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kubelet: &'a Option<KubeletView>,
     /// NVIDIA MPS, where any GPU runs under it (an addition to SPEC.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     mps: Option<MpsDoc>,
@@ -120,6 +123,7 @@ impl<'a> SnapshotDoc<'a> {
             units,
             pods,
             mig_caps,
+            kubelet,
         } = s;
         let mps = MpsDoc::of(s);
         SnapshotDoc {
@@ -137,6 +141,7 @@ impl<'a> SnapshotDoc<'a> {
             units,
             pods,
             mig_caps,
+            kubelet,
             mps,
         }
     }

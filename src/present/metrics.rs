@@ -7,6 +7,8 @@
 //! finding kind and GPU: how many processes it names, so an alert can say
 //! "GPU 3 on node X has 40 GiB held by an orphan of vllm.service".
 
+mod devices;
+
 use crate::model::{Gpu, Snapshot, VerdictState};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::family::Family;
@@ -95,7 +97,8 @@ fn encode_text(r: &Registry) -> String {
 pub fn render(s: &Snapshot, extra: &Extra) -> String {
     let mut r = Registry::with_prefix("gpufree");
     add_gpus(&mut r, s);
-    add_mig(&mut r, s);
+    devices::add_mig(&mut r, s);
+    devices::add_unallocated(&mut r, s);
     add_processes(&mut r, s, extra);
     add_findings(&mut r, s);
     add_visibility(&mut r, s);
@@ -162,67 +165,6 @@ fn add_gpus(r: &mut Registry, s: &Snapshot) {
             }
         }
         set_holders(&holders, s, g);
-    }
-}
-
-/// Per MIG device (only where a GPU has them): its memory and verdict,
-/// labelled `gpu`, `mig` (its index), `uuid` and its instance ids.
-fn add_mig(r: &mut Registry, s: &Snapshot) {
-    if s.gpus.iter().all(|g| g.mig_devices.is_empty()) {
-        return;
-    }
-    let memory = [
-        ("mig_memory_total_bytes", "MIG device memory size"),
-        (
-            "mig_memory_used_bytes",
-            "MIG device memory in use, as NVML reports it",
-        ),
-        (
-            "mig_memory_unaccounted_bytes",
-            "MIG device memory used that no visible process accounts for",
-        ),
-    ]
-    .map(|(name, help)| gauge_family(r, name, help));
-    let verdict = gauge_family(
-        r,
-        "mig_verdict",
-        "1 for the MIG device's verdict (state=free|busy|unknown), 0 for the other two",
-    );
-    let id = |v: Option<u32>| v.map_or_else(String::new, |v| v.to_string());
-    for g in &s.gpus {
-        for m in &g.mig_devices {
-            let device = [
-                ("gpu", g.index.to_string()),
-                ("mig", m.index.to_string()),
-                ("uuid", label_value(&m.uuid)),
-            ];
-            let instances = [
-                ("gpu_instance", id(m.gpu_instance_id)),
-                ("compute_instance", id(m.compute_instance_id)),
-            ];
-            let labels = [&device[..], &instances[..]].concat();
-            if m.memory.known {
-                let bytes = [
-                    m.memory.total_bytes,
-                    m.memory.used_bytes,
-                    m.memory.unaccounted_bytes,
-                ];
-                for (family, v) in memory.iter().zip(bytes) {
-                    family.get_or_create(&l(&labels)).set(gauge(v));
-                }
-            }
-            for state in [
-                VerdictState::Free,
-                VerdictState::Busy,
-                VerdictState::Unknown,
-            ] {
-                let mut with = device.to_vec();
-                with.push(("state", state.as_str().into()));
-                verdict
-                    .get_or_create(&l(&with))
-                    .set(i64::from(m.verdict.state == state));
-            }
-        }
     }
 }
 

@@ -7,6 +7,7 @@ use super::next::next_line;
 use crate::model::{Evidence, Finding};
 
 mod holders;
+mod k8s;
 mod mps;
 mod unseen;
 
@@ -72,6 +73,7 @@ fn said(f: &Finding) -> (String, Vec<String>) {
         }
         Evidence::Unaccounted { gpu, cause } => unseen::unaccounted(*gpu, f.bytes, cause),
         Evidence::Mps(m) => mps::mps(m),
+        Evidence::Allocation(a) => k8s::allocation(a, &f.gpus, f.bytes),
         Evidence::Free(caveats) => (unseen::free(&f.gpus, caveats), Vec::new()),
     }
 }

@@ -97,9 +97,8 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         verdict: Default::default(),
         pins: Pins::new(pins),
         parents: kin,
-        units: BTreeMap::new(),
-        pods: BTreeMap::new(),
-        mig_caps: BTreeMap::new(),
+        // Units, pods, MIG capabilities and the kubelet: joined later.
+        ..Snapshot::default()
     }
 }
 

@@ -67,6 +67,9 @@ pub struct Config {
     /// The driver's MIG capability table (`GPUFREE_MIG_MINORS`); None:
     /// `driver/nvidia-caps/mig-minors` under the proc root.
     pub mig_minors: Option<PathBuf>,
+    /// The kubelet's pod-resources socket (`GPUFREE_KUBELET_SOCKET`, else
+    /// its usual path), read when it exists.
+    pub kubelet_socket: PathBuf,
 }
 
 /// The read timeout when none is given.
@@ -91,6 +94,10 @@ impl Default for Config {
                 .ok()
                 .or_else(crate::proc::restart::systemd_bus),
             mig_minors: std::env::var_os("GPUFREE_MIG_MINORS").map(PathBuf::from),
+            kubelet_socket: std::env::var_os("GPUFREE_KUBELET_SOCKET").map_or_else(
+                || PathBuf::from(crate::kubelet::DEFAULT_SOCKET),
+                PathBuf::from,
+            ),
         }
     }
 }
@@ -276,6 +283,13 @@ impl Collector {
         );
         launchers(&self.proc_fd, &mut snap);
         restarters(&self.cfg, &mut snap);
+        // A node without Kubernetes has no socket: nothing to join.
+        if std::fs::symlink_metadata(&self.cfg.kubelet_socket).is_ok() {
+            snap.kubelet = Some(crate::kubelet::read(
+                &self.cfg.kubelet_socket,
+                self.cfg.read_timeout,
+            ));
+        }
         if self.cfg.others {
             let (fd, stuck) = (&self.proc_fd, &self.stuck);
             snap.others = others(fd, scanned.listed, &snap.processes, limits, stuck);

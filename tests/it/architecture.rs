@@ -11,14 +11,16 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     // Presentation shows values; it neither collects nor acts.
     (
         "present",
-        &["act", "proc", "nvml", "snapshot", "pipeline", "cli", "demo"],
+        &[
+            "act", "proc", "nvml", "kubelet", "snapshot", "pipeline", "cli", "demo",
+        ],
     ),
     // The diagnosis is pure: the model and the leaf helpers only.
     (
         "diagnose",
         &[
-            "act", "proc", "nvml", "snapshot", "pipeline", "present", "cli", "serve", "watch",
-            "demo",
+            "act", "proc", "nvml", "kubelet", "snapshot", "pipeline", "present", "cli", "serve",
+            "watch", "demo",
         ],
     ),
     // Collection never judges, acts, presents or runs commands: verdicts
@@ -51,6 +53,13 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "nvml", "snapshot",
         ],
     ),
+    (
+        "kubelet",
+        &[
+            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "proc",
+            "nvml", "sysfs", "snapshot",
+        ],
+    ),
     // The pipeline joins collection and diagnosis; it neither acts nor
     // presents.
     (
@@ -62,7 +71,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "model",
         &[
             "act", "present", "cli", "serve", "watch", "demo", "proc", "snapshot", "nvml", "sysfs",
-            "diagnose", "pipeline",
+            "kubelet", "diagnose", "pipeline",
         ],
     ),
     // Action reports through values, never prints or runs commands.

@@ -14,6 +14,7 @@ mod drm;
 mod evil;
 mod fuse;
 mod harness;
+mod k8s;
 mod kill;
 mod mig;
 mod mps;

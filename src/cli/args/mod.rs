@@ -37,6 +37,15 @@ pub struct Common {
     /// The proc filesystem to scan (e.g. the host's /proc mounted at /host/proc).
     #[arg(long, value_name = "DIR", env = "GPUFREE_PROC_ROOT", global = true)]
     pub proc_root: Option<PathBuf>,
+    /// The kubelet's pod-resources socket, read when it exists to join
+    /// holders with the pods their GPUs are allocated to.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "GPUFREE_KUBELET_SOCKET",
+        global = true
+    )]
+    pub kubelet_socket: Option<PathBuf>,
     /// No colours (also: NO_COLOR, or stdout not a terminal).
     #[arg(long, global = true)]
     pub no_color: bool,

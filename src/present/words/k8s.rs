@@ -1,0 +1,47 @@
+//! What the kubelet's allocations say, in words.
+
+use super::super::next::who;
+use crate::model::{AllocationIssue, PodName};
+use crate::units::gib;
+
+fn pod(p: &PodName) -> String {
+    format!("{}/{}", p.namespace, p.name)
+}
+
+/// The message and the detail lines of an allocation finding.
+pub(super) fn allocation(a: &AllocationIssue, gpus: &[u32], bytes: u64) -> (String, Vec<String>) {
+    let on = gpus
+        .first()
+        .map(|g| format!("GPU {g}"))
+        .unwrap_or_else(|| "a GPU".into());
+    match a {
+        AllocationIssue::Unallocated { uuid, holders } => (
+            format!(
+                "{on} ({uuid}) has {} in use but the kubelet allocated it to no pod: the scheduler will give it to the next pod that asks",
+                gib(bytes)
+            ),
+            holders.iter().map(who).collect(),
+        ),
+        AllocationIssue::OtherPod {
+            who: w,
+            pod: mine,
+            allocated_to,
+        } => (
+            format!(
+                "a process of pod {} holds {on}, which the kubelet allocated to {}",
+                pod(mine),
+                allocated_to.iter().map(pod).collect::<Vec<_>>().join(", ")
+            ),
+            vec![who(w)],
+        ),
+        AllocationIssue::GonePod { uid, pod: p, holders } => (
+            format!(
+                "{} of pod {} still hold{} {on}, but the kubelet no longer runs that pod",
+                if holders.len() == 1 { "a process".to_string() } else { format!("{} processes", holders.len()) },
+                p.as_ref().map_or_else(|| format!("UID {uid}"), pod),
+                if holders.len() == 1 { "s" } else { "" }
+            ),
+            holders.iter().map(who).collect(),
+        ),
+    }
+}
