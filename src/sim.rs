@@ -67,12 +67,25 @@ pub fn find_library() -> Result<PathBuf, SimError> {
         dir.join("../lib").join(SIM_FILE),
     ]
     .into_iter()
-    .find(|p| p.is_file())
-    .and_then(|p| p.canonicalize().ok());
+    .filter(|p| p.is_file())
+    .filter_map(|p| p.canonicalize().ok())
+    .find(|p| trusted(p));
     match built {
         Some(p) => Ok(p),
         None => write_embedded(),
     }
+}
+
+/// Whether `path` (a file, or a directory) and, for a file, its directory
+/// belong to this user or root and nobody else may write them: a library
+/// beside the binary in a directory others can write (the binary copied
+/// to /tmp) could be anyone's, and is never loaded.
+fn trusted(path: &Path) -> bool {
+    let ok = |p: &Path| {
+        std::fs::metadata(p)
+            .is_ok_and(|m| (m.uid() == uid() || m.uid() == 0) && m.mode() & 0o022 == 0)
+    };
+    ok(path) && (path.is_dir() || path.parent().is_some_and(ok))
 }
 
 /// Writes the carried library once into the private cache directory
@@ -153,7 +166,10 @@ fn dir_err(path: &Path, why: impl ToString) -> SimError {
 fn link_dir(lib: &Path) -> Result<PathBuf, SimError> {
     if let Some(parent) = lib.parent() {
         let beside = parent.join("nvml-sim");
+        let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
         if std::fs::create_dir_all(&beside).is_ok()
+            && is_dir(&beside)
+            && trusted(&beside)
             && rustix::fs::access(&beside, rustix::fs::Access::WRITE_OK).is_ok()
         {
             return Ok(beside);

@@ -26,11 +26,21 @@ case $code in
     fi
     ;;
 1)
-    "$SCONTROL" update nodename="$NODE" state=drain reason="$reason" &&
-        mkdir -p "$(dirname "$MARK")" && : >"$MARK"
+    # A node already drained or down for another reason stays the
+    # admin's: gpufree neither takes it over nor later resumes it.
+    current=$("$SCONTROL" show node "$NODE")
+    if echo "$current" | grep -Eq 'State=[^ ]*(DRAIN|DOWN|FAIL)' &&
+        ! echo "$current" | grep -q 'Reason=gpufree:'; then
+        echo "gpufree healthcheck: $NODE is already drained or down for another reason; not taking it over: $reason" >&2
+    else
+        "$SCONTROL" update nodename="$NODE" state=drain reason="$reason" &&
+            mkdir -p "$(dirname "$MARK")" && : >"$MARK"
+    fi
     ;;
 *)
-    echo "gpufree healthcheck: not drained, the check could not decide: $reason" >&2
+    # 2: a warning, 3: the check could not decide; neither drains nor
+    # resumes.
+    echo "gpufree healthcheck: neither drained nor resumed ($code): $reason" >&2
     ;;
 esac
 exit 0

@@ -66,6 +66,7 @@ fn condition_of(c: CheckCondition) -> Condition {
         CheckCondition::Stuck => Condition::Stuck,
         CheckCondition::Leak => Condition::Leak,
         CheckCondition::Leftover => Condition::Leftover,
+        CheckCondition::Pod => Condition::Pod,
         CheckCondition::Zombie => Condition::Zombie,
         CheckCondition::Unknown => Condition::Unknown,
     }
@@ -83,6 +84,7 @@ fn could_not_look(e: &Error) -> CheckOutcome {
             bytes: 0,
             seconds: None,
             why: Some(e.to_string()),
+            finding: None,
         }],
         pending: Vec::new(),
     }
@@ -94,13 +96,25 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// What the last check remembered; nothing when the file is absent or not
-/// the state's JSON (a fresh start: leaks are timed from now).
+/// What the last check remembered; nothing when the file is absent, not a
+/// regular file of its own (a symlink or FIFO is never followed or waited
+/// on), larger than a state can be, or not the state's JSON (a fresh
+/// start: leaks are timed from now).
 fn read_state(path: &std::path::Path) -> CheckMemory {
-    std::fs::read(path)
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX: u64 = 1 << 20;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
         .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file() && m.len() <= MAX));
+    let mut bytes = Vec::new();
+    match file.map(|f| f.take(MAX).read_to_end(&mut bytes)) {
+        Some(Ok(_)) => serde_json::from_slice(&bytes).unwrap_or_default(),
+        _ => CheckMemory::default(),
+    }
 }
 
 /// Keeps what this check saw for the next, atomically, creating the

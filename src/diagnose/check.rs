@@ -41,6 +41,7 @@ pub fn check(
     problems.extend(states(s));
     problems.extend(s.gpus.iter().filter_map(|g| leftover(s, Some(g))));
     problems.extend(leftover(s, None));
+    problems.extend(pods(s));
     let (leaks, pending, remembered) = leaks(s, policy, memory, now);
     problems.extend(leaks);
     problems.extend(unknown(s));
@@ -67,7 +68,41 @@ fn problem(condition: Condition, level: Level, gpu: Option<u32>) -> Problem {
         bytes: 0,
         seconds: None,
         why: None,
+        finding: None,
     }
+}
+
+/// The Kubernetes findings (a gone pod still holding a GPU, a pod's
+/// process on another pod's GPU, memory on a GPU allocated to no pod):
+/// critical where memory is held, else a warning.
+fn pods(s: &Snapshot) -> Vec<Problem> {
+    use crate::model::FindingKind as K;
+    s.findings
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.kind(),
+                K::GonePod | K::OtherPodsGpu | K::UnallocatedMemory
+            )
+        })
+        .map(|f| {
+            let level = if f.bytes > 0 {
+                Level::Critical
+            } else {
+                Level::Warning
+            };
+            let mut p = problem(Condition::Pod, level, f.gpus.first().copied());
+            p.bytes = f.bytes;
+            p.processes = s
+                .processes
+                .iter()
+                .filter(|q| f.pids.contains(&q.pid))
+                .map(|q| (q.pid, q.comm.clone()))
+                .collect();
+            p.finding = Some(f.kind());
+            p
+        })
+        .collect()
 }
 
 fn named(ps: &[&Process]) -> Vec<(u32, String)> {
@@ -216,15 +251,30 @@ fn leaks(
     (problems, pending, remembered)
 }
 
-/// GPUs whose verdict is unknown.
+/// GPUs whose verdict is unknown; and busy ones whose memory is partly
+/// unaccounted while gpufree could not see everything (what it could not
+/// see may be worse than what it found: a warning never hides it).
 fn unknown(s: &Snapshot) -> Vec<Problem> {
     s.gpus
         .iter()
-        .filter(|g| g.verdict.state == VerdictState::Unknown)
-        .map(|g| {
+        .filter_map(|g| {
+            let blind = blind_spots(s, g.index);
+            let why = match g.verdict.state {
+                VerdictState::Unknown => g.verdict.reasons.join("; "),
+                VerdictState::Busy
+                    if !blind.is_empty() && unexplained_bytes(s, g) > super::IDLE_SLACK_BYTES =>
+                {
+                    format!(
+                        "{} unaccounted, and {}",
+                        crate::units::mib(unexplained_bytes(s, g)),
+                        blind.join("; ")
+                    )
+                }
+                _ => return None,
+            };
             let mut p = problem(Condition::Unknown, Level::Unknown, Some(g.index));
-            p.why = Some(g.verdict.reasons.join("; "));
-            p
+            p.why = Some(why);
+            Some(p)
         })
         .collect()
 }

@@ -21,6 +21,10 @@ pub enum Condition {
     /// Holders that belong to no job, unit, container or pod (none, or a
     /// login session).
     Leftover,
+    /// On Kubernetes: a pod the kubelet no longer runs still holds a GPU,
+    /// a pod's process holds another pod's GPU, or memory is used on a
+    /// GPU allocated to no pod.
+    Pod,
     /// A zombie holder, or one NVML still lists.
     Zombie,
     /// A GPU whose verdict is unknown: part of the state could not be seen.
@@ -35,17 +39,19 @@ impl Condition {
             Condition::Stuck => "stuck",
             Condition::Leak => "leak",
             Condition::Leftover => "leftover",
+            Condition::Pod => "pod",
             Condition::Zombie => "zombie",
             Condition::Unknown => "unknown",
         }
     }
 
     /// Every condition.
-    pub const ALL: [Condition; 6] = [
+    pub const ALL: [Condition; 7] = [
         Condition::Nvml,
         Condition::Stuck,
         Condition::Leak,
         Condition::Leftover,
+        Condition::Pod,
         Condition::Zombie,
         Condition::Unknown,
     ];
@@ -78,12 +84,13 @@ impl Level {
         }
     }
 
-    /// How it ranks: a problem found outranks what could not be seen.
+    /// How it ranks: a critical problem outranks what could not be seen,
+    /// which outranks a warning (what could not be seen may be critical).
     pub fn rank(self) -> u8 {
         match self {
             Level::Ok => 0,
-            Level::Unknown => 1,
-            Level::Warning => 2,
+            Level::Warning => 1,
+            Level::Unknown => 2,
             Level::Critical => 3,
         }
     }
@@ -120,6 +127,10 @@ pub struct Problem {
     /// verdict's reasons).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// The finding of the diagnosis it comes from, where it is one (the
+    /// Kubernetes findings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finding: Option<super::FindingKind>,
 }
 
 /// A leak still within its grace period: not yet a problem.

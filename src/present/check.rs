@@ -38,8 +38,9 @@ pub fn exit_code(format: Format, level: Level) -> u8 {
         (Format::Nagios, Level::Critical) => 2,
         (Format::Nagios, Level::Unknown) => 3,
         (Format::Npd, Level::Unknown) => 2,
-        // Slurm drains on what breaks the next job, not on a warning.
-        (Format::Slurm, Level::Warning) => 0,
+        // Slurm drains on what breaks the next job; a warning neither
+        // drains nor resumes.
+        (Format::Slurm, Level::Warning) => 2,
         (Format::Slurm | Format::Text | Format::Json, Level::Unknown) => 3,
         (_, Level::Warning | Level::Critical) => 1,
     }
@@ -55,8 +56,8 @@ pub fn write<W: Write>(
 ) -> io::Result<()> {
     let head = headline(o, s);
     match format {
-        Format::Npd => writeln!(w, "{}", fit(&head, NPD_MAX)),
-        Format::Slurm => writeln!(w, "{}", fit(&format!("gpufree: {head}"), SLURM_MAX)),
+        Format::Npd => writeln!(w, "{}", fit_bytes(&head, NPD_MAX)),
+        Format::Slurm => writeln!(w, "{}", fit_bytes(&format!("gpufree: {head}"), SLURM_MAX)),
         Format::Nagios => {
             // '|' starts the performance data: never in the text.
             let text = fit(&head, 400).replace('|', "/");
@@ -71,7 +72,7 @@ pub fn write<W: Write>(
             let doc = Doc {
                 level: o.level,
                 message: &head,
-                problems: o.problems.iter().map(|p| (p, said(p))).collect(),
+                problems: o.problems.iter().map(|p| (p, said(p, s))).collect(),
                 pending: &o.pending,
             };
             serde_json::to_writer_pretty(&mut *w, &doc)?;
@@ -80,7 +81,7 @@ pub fn write<W: Write>(
         Format::Text => {
             writeln!(w, "{}: {}", o.level.as_str(), fit(&head, 400))?;
             for p in o.problems.iter().skip(1) {
-                writeln!(w, "  {}: {}", p.level.as_str(), fit(&said(p), 400))?;
+                writeln!(w, "  {}: {}", p.level.as_str(), fit(&said(p, s), 400))?;
             }
             Ok(())
         }
@@ -110,13 +111,28 @@ fn problems<S: serde::Serializer>(ps: &[(&Problem, String)], s: S) -> Result<S::
     all.serialize(s)
 }
 
+/// `s` escaped and cut to at most `max` bytes (what NPD's
+/// `max_output_length` and Slurm count), at a character boundary, the cut
+/// marked with `...`.
+fn fit_bytes(s: &str, max: usize) -> String {
+    let e = crate::safe::escape(s);
+    if e.len() <= max {
+        return e.into_owned();
+    }
+    let mut end = max.saturating_sub(3);
+    while !e.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &e[..end])
+}
+
 /// The most important fact first: the worst problem, then how many more;
 /// with no problem, that the GPUs are fine (and any leak still within its
 /// grace period).
 pub fn headline(o: &CheckOutcome, s: &Snapshot) -> String {
     match o.problems.split_first() {
-        Some((first, [])) => said(first),
-        Some((first, rest)) => format!("{}; {} more", said(first), rest.len()),
+        Some((first, [])) => said(first, s),
+        Some((first, rest)) => format!("{}; {} more", said(first, s), rest.len()),
         None => {
             let n = s.gpus.len();
             let mut line = format!("{n} GPU{} fine", if n == 1 { "" } else { "s" });
@@ -134,7 +150,7 @@ pub fn headline(o: &CheckOutcome, s: &Snapshot) -> String {
 }
 
 /// One problem in words.
-pub fn said(p: &Problem) -> String {
+pub fn said(p: &Problem, snap: &Snapshot) -> String {
     let on = p.gpu.map(|g| format!("GPU {g}: ")).unwrap_or_default();
     let who = || {
         let named: Vec<String> = p
@@ -176,6 +192,16 @@ pub fn said(p: &Problem) -> String {
             who()
         ),
         Condition::Zombie => format!("{n} zombie holder{s} ({})", who()),
+        Condition::Pod => snap
+            .findings
+            .iter()
+            .find(|f| {
+                Some(f.kind()) == p.finding
+                    && f.gpus.first().copied() == p.gpu
+                    && f.bytes == p.bytes
+            })
+            .map(|f| super::words::words(f).message)
+            .unwrap_or_else(|| format!("{on}a pod's allocation does not match its holders")),
         Condition::Unknown => format!(
             "{on}unknown: {}",
             p.why

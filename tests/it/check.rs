@@ -94,7 +94,8 @@ fn gpu(procs: &[(u32, u64)], leaked: u64) -> Value {
 fn lines_obey(h: &Host, args: &[&str]) {
     let (_, npd) = h.check("npd", args);
     assert_eq!(npd.lines().count(), 1, "{npd}");
-    assert!(npd.trim_end().chars().count() <= 80, "{npd}");
+    // NPD's max_output_length counts bytes.
+    assert!(npd.trim_end().len() <= 80, "{npd}");
     let (_, nagios) = h.check("nagios", args);
     assert_eq!(nagios.lines().count(), 1, "{nagios}");
     let (_, perf) = nagios.split_once(" | ").unwrap();
@@ -103,7 +104,7 @@ fn lines_obey(h: &Host, args: &[&str]) {
         "{perf}"
     );
     let (_, slurm) = h.check("slurm", args);
-    assert!(slurm.trim_end().chars().count() <= 100, "{slurm}");
+    assert!(slurm.trim_end().len() <= 100, "{slurm}");
 }
 
 #[test]
@@ -150,6 +151,16 @@ fn leftover_holders_are_critical_and_a_running_job_s_are_not() {
     lines_obey(&h, &[]);
     // Left out on request.
     assert_eq!(h.codes(&["--ignore", "leftover"]), [0, 0, 0, 0]);
+    // Only device nodes held: a warning, which Slurm neither drains nor
+    // resumes on (2); and what could not be seen outranks a warning.
+    let h = Host::new(gpu(&[], 0));
+    h.holder(100, "0::/user.slice\n", 'S');
+    assert_eq!(h.codes(&[]), [1, 1, 1, 2]);
+    let mut g = gpu(&[], 4 * GIB);
+    g["errors"] = json!({"compute_processes": 999});
+    let h = Host::new(g);
+    h.holder(100, "0::/user.slice\n", 'S');
+    assert_eq!(h.codes(&[]), [3, 2, 3, 3]);
 }
 
 #[test]
@@ -196,6 +207,16 @@ fn a_leak_counts_once_it_has_lasted_its_grace_period() {
         (code, npd.as_str()),
         (1, "GPU 0: 4.0 GiB unaccounted for 0 min\n")
     );
+    // A FIFO at the state's path is never waited on (nor a symlink
+    // followed): the leak counts at once.
+    let mut h3 = Host::new(gpu(&[], 4 * GIB));
+    h3.memory = h3.d.tmp.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&h3.memory)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    assert_eq!(h3.check("npd", &[]).0, 1);
 }
 
 #[test]
@@ -265,7 +286,8 @@ fn fake_scontrol(dir: &Path) -> (PathBuf, PathBuf) {
 printf '%s\x1f' "$@" >>'{log}'; echo >>'{log}'
 reason='{dir}/reason'
 case "$1 $2" in
-"show node") echo "NodeName=$3 State=IDLE Reason=$(cat "$reason" 2>/dev/null)" ;;
+"show node")
+    if [ -e "$reason" ]; then echo "NodeName=$3 State=IDLE+DRAIN Reason=$(cat "$reason")"; else echo "NodeName=$3 State=IDLE"; fi ;;
 "update nodename=n1")
     for a in "$@"; do case "$a" in reason=*) echo "${{a#reason=}} [root@now]" >"$reason" ;; state=resume) rm -f "$reason" ;; esac; done ;;
 esac
@@ -319,12 +341,15 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(
         calls(&log),
-        [[
-            "update",
-            "nodename=n1",
-            "state=drain",
-            "reason=gpufree: GPU 0: 8.0 GiB held by 1 leftover process (PID 100 python3)"
-        ]]
+        [
+            vec!["show", "node", "n1"],
+            vec![
+                "update",
+                "nodename=n1",
+                "state=drain",
+                "reason=gpufree: GPU 0: 8.0 GiB held by 1 leftover process (PID 100 python3)"
+            ]
+        ]
     );
     // Fixed: the leftover is gone. The node it drained is resumed.
     std::fs::write(&h.state, sim_state(vec![gpu(&[], 0)]).to_string()).unwrap();
@@ -356,10 +381,20 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     let r = health_check(&h, &bin);
     assert!(calls(&log).is_empty(), "{:?}", calls(&log));
     assert!(
-        r.stderr.contains("not drained, the check could not decide"),
+        r.stderr.contains("neither drained nor resumed (3)"),
         "{}",
         r.stderr
     );
+    // An admin's drain is never taken over: no drain of our own, no mark,
+    // so no resume later.
+    let h = Host::new(gpu(&[(100, 8)], 0));
+    h.holder(100, "0::/user.slice\n", 'S');
+    let (bin, log) = fake_scontrol(h.d.tmp.path());
+    std::fs::write(h.d.tmp.path().join("reason"), "bad DIMM [admin@then]").unwrap();
+    let r = health_check(&h, &bin);
+    assert_eq!(calls(&log), [vec!["show", "node", "n1"]]);
+    assert!(!h.d.tmp.path().join("drained").exists());
+    assert!(r.stderr.contains("not taking it over"), "{}", r.stderr);
 }
 
 #[test]

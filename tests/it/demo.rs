@@ -157,6 +157,25 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
         std::fs::metadata(&lib).unwrap().modified().unwrap(),
         written
     );
+    // A library beside a binary in a directory others can write (a copy
+    // in /tmp) could be anyone's: never loaded, the carried one is.
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::copy(bin(), shared.join("gpufree")).unwrap();
+    std::fs::write(shared.join("libgpufree_nvml_sim.so"), "planted").unwrap();
+    let r = run_cmd(
+        std::process::Command::new(shared.join("gpufree"))
+            .args(["sim", "lib"])
+            .env_clear()
+            .env("HOME", &home),
+    );
+    assert_eq!(
+        r.stdout.trim(),
+        cache.join("nvml-sim").display().to_string(),
+        "{}",
+        r.stderr
+    );
     // A cache others could write is no place to load a library from.
     std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let r = run(&["sim", "lib"]);

@@ -277,6 +277,35 @@ fn allocations_are_joined_with_the_holders() {
     };
     assert!(series(2).ends_with(&format!(" {}", 4 * GIB)), "{metrics}");
     assert!(series(0).ends_with(" 0"), "{metrics}");
+
+    // A monitor hears of them too: `check` counts them (condition pod).
+    let state_file = d.tmp.path().join("check.json");
+    let r = run(
+        &d,
+        &fake,
+        &state,
+        &env,
+        &[
+            "check",
+            "--format",
+            "json",
+            "--state",
+            state_file.to_str().unwrap(),
+        ],
+    );
+    let doc = r.json();
+    assert_eq!(doc["level"], "critical", "{doc}");
+    let pods: Vec<&Value> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["condition"] == "pod")
+        .collect();
+    assert_eq!(pods.len(), 3, "{doc}");
+    assert!(pods.iter().any(|p| p["message"]
+        .as_str()
+        .unwrap()
+        .contains("the kubelet no longer runs that pod")));
 }
 
 #[test]

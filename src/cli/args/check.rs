@@ -58,6 +58,8 @@ pub enum CheckCondition {
     Leak,
     /// Holders of no job, unit, container or pod.
     Leftover,
+    /// Kubernetes: gone pods, another pod's GPU, unallocated memory.
+    Pod,
     /// Zombie holders.
     Zombie,
     /// Unknown verdicts.
