@@ -239,6 +239,17 @@ fn add_processes(r: &mut Registry, s: &Snapshot, extra: &Extra) {
             if extra.label_cmdline {
                 labels.push(("cmdline".into(), label_value(&p.cmdline_joined())));
             }
+            // On a Kubernetes node: the pods the GPU is allocated to.
+            if let Some(k) = s.kubelet.as_ref().filter(|k| k.error.is_none()) {
+                let pods: Vec<String> = s
+                    .gpus
+                    .iter()
+                    .filter(|g| g.index == m.gpu)
+                    .flat_map(|g| k.allocated_to(g))
+                    .map(|p| format!("{}/{}", p.namespace, p.name))
+                    .collect();
+                labels.push(("allocated_pod".into(), label_value(&pods.join(","))));
+            }
             per_process
                 .get_or_create(&labels)
                 .set(gauge(m.used_bytes.unwrap_or(0)));

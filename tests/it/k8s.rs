@@ -277,6 +277,19 @@ fn allocations_are_joined_with_the_holders() {
     };
     assert!(series(2).ends_with(&format!(" {}", 4 * GIB)), "{metrics}");
     assert!(series(0).ends_with(" 0"), "{metrics}");
+    // Each holder's series names the pod its GPU is allocated to.
+    let holder = |pid: u32| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("gpufree_process_gpu_memory_bytes{")
+                    && l.contains(&format!("pid=\"{pid}\""))
+            })
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(holder(200).contains("allocated_pod=\"ml/a\""), "{metrics}");
+    assert!(holder(300).contains("allocated_pod=\"ml/b\""), "{metrics}");
 
     // A monitor hears of them too: `check` counts them (condition pod).
     let state_file = d.tmp.path().join("check.json");
