@@ -3,7 +3,8 @@
 # into a scratch root where the installed gpufree runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-deb=$(ls target/debian/gpufree*.deb)
+# The newest package, should several be there.
+deb=$(ls -t target/debian/gpufree_*.deb | head -n 1)
 list=$(dpkg-deb -c "$deb" | awk '{print $6}')
 for f in ./usr/bin/gpufree ./usr/share/man/man1/gpufree.1.gz ./usr/share/man/man1/gpufree-check.1.gz \
     ./usr/share/bash-completion/completions/gpufree ./usr/share/zsh/vendor-completions/_gpufree \
@@ -17,8 +18,10 @@ root=$(mktemp -d)
 mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
 : >"$root/var/lib/dpkg/status"
 # Only the package itself goes in: its dependency (libc6) is the host's.
-dpkg --root="$root" --force-depends --force-script-chrootless -i "$deb" >/dev/null 2>&1 ||
-    { echo "check-deb: dpkg could not install $deb into $root" >&2; exit 1; }
+if ! out=$(dpkg --root="$root" --force-depends --force-not-root --force-script-chrootless -i "$deb" 2>&1); then
+    echo "check-deb: dpkg could not install $deb into $root: $out" >&2
+    exit 1
+fi
 dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Package} ${Status}\n' gpufree | grep -q "install ok installed"
 env -i HOME="$root/home" "$root/usr/bin/gpufree" --version
 echo "check-deb: $(basename "$deb") lists $(wc -l <<<"$list") entries and installs into a scratch root"

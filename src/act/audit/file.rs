@@ -44,14 +44,20 @@ pub(super) fn append(path: &Path, line: &[u8]) -> io::Result<()> {
         .append(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) => io::Error::other("a symlink: refused"),
             _ => e,
         })?;
-    if !f.metadata()?.file_type().is_file() {
+    let meta = f.metadata()?;
+    if !meta.file_type().is_file() {
         return Err(io::Error::other("not a regular file: refused"));
+    }
+    // A file someone else made (first, in a shared directory) could be
+    // edited by them after gpufree wrote to it.
+    if std::os::unix::fs::MetadataExt::uid(&meta) != rustix::process::geteuid().as_raw() {
+        return Err(io::Error::other("not this user's file: refused"));
     }
     f.write_all(line)
 }

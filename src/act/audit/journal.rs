@@ -131,7 +131,10 @@ pub(super) fn fields(r: &AuditRecord, line: &str) -> Vec<(String, String)> {
         format!("{:.3}", o.seconds_to_release),
     );
     put("GPUFREE_ROUNDS", o.rounds.to_string());
-    for (i, t) in r.targets.iter().enumerate() {
+    // journald drops an entry of 1024 fields or more without a word
+    // (ENTRY_FIELD_COUNT_MAX): fields of their own for the first targets
+    // only; every target is in GPUFREE_RECORD.
+    for (i, t) in r.targets.iter().enumerate().take(MAX_TARGET_FIELDS) {
         target_fields(&mut f, i, t);
     }
     f.push(("GPUFREE_RECORD".into(), line.trim_end().to_string()));
@@ -180,7 +183,7 @@ pub(super) fn encode(fields: &[(String, String)]) -> Vec<u8> {
 /// Sends one datagram to the journal's socket at `path`; one too large
 /// for a datagram goes as a sealed memfd.
 pub(super) fn send(path: &Path, datagram: &[u8]) -> io::Result<()> {
-    let sock = UnixDatagram::unbound()?;
+    let sock = unbound()?;
     match sock.send_to(datagram, path) {
         Ok(_) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EMSGSIZE | libc::ENOBUFS)) => {
@@ -228,6 +231,18 @@ pub(super) fn syslog(path: &Path, r: &AuditRecord, line: &str) -> io::Result<()>
         message(r),
         line.trim_end()
     );
-    UnixDatagram::unbound()?.send_to(text.as_bytes(), path)?;
+    unbound()?.send_to(text.as_bytes(), path)?;
     Ok(())
+}
+
+/// How many targets get journal fields of their own (13 each, with about
+/// 30 for the record: well under journald's 1024).
+const MAX_TARGET_FIELDS: usize = 48;
+
+/// A datagram socket whose send gives up after a second: a log daemon that
+/// stopped reading (its queue full) never holds gpufree.
+fn unbound() -> io::Result<UnixDatagram> {
+    let sock = UnixDatagram::unbound()?;
+    sock.set_write_timeout(Some(std::time::Duration::from_secs(1)))?;
+    Ok(sock)
 }

@@ -307,3 +307,31 @@ fn the_file_is_appended_created_0600_and_never_through_a_symlink() {
     assert!(e.raw_os_error() == Some(libc::EISDIR), "{e}");
     assert_eq!(std::fs::read_to_string(&p).unwrap(), "one\ntwo\n");
 }
+
+#[test]
+fn a_kill_of_many_targets_stays_under_journald_s_field_limit() {
+    // journald drops an entry of 1024 fields or more without a word.
+    let pids: Vec<u32> = (1000..1200).collect();
+    let r = Report {
+        targets: pids.clone(),
+        handled: pids
+            .iter()
+            .map(|&p| handled(p, "worker", &["TERM"]))
+            .collect(),
+        verdict: VerdictState::Free,
+        ..Report::default()
+    };
+    let rec = record(&ctx(), &r).expect("a record");
+    assert_eq!(rec.targets.len(), 200);
+    let line = super::file::json_line(&rec);
+    let fields = super::journal::fields(&rec, &line);
+    assert!(fields.len() < 1024, "{} fields", fields.len());
+    let all = fields
+        .iter()
+        .find(|(k, _)| k == "GPUFREE_RECORD")
+        .expect("the whole record");
+    assert!(
+        all.1.contains("\"pid\":1199"),
+        "every target is in the record"
+    );
+}
