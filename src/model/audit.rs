@@ -91,6 +91,32 @@ pub struct AuditTarget {
     pub detail: Option<String>,
 }
 
+/// What came of a kill's release (the record's `outcome.result`).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum KillResult {
+    /// The memory is proven back.
+    Released,
+    /// The memory is not back.
+    NotReleased,
+    /// The release could not be proven either way.
+    Unknown,
+    /// `--no-wait`: the release was not waited for.
+    NotWaited,
+}
+
+impl KillResult {
+    /// The result as the record spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KillResult::Released => "released",
+            KillResult::NotReleased => "not-released",
+            KillResult::Unknown => "unknown",
+            KillResult::NotWaited => "not-waited",
+        }
+    }
+}
+
 /// What became of one target.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -130,9 +156,8 @@ impl TargetOutcome {
 /// What a kill came to.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct KillOutcome {
-    /// `released`, `not-released`, `unknown` (the release could not be
-    /// proven either way) or `not-waited` (`--no-wait`).
-    pub result: String,
+    /// What came of the release.
+    pub result: KillResult,
     /// The memory is proven back.
     pub released: bool,
     /// The end verdict on the GPUs freed.

@@ -17,7 +17,7 @@ mod mps;
 mod next;
 mod process;
 
-pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, TargetOutcome};
+pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, TargetOutcome};
 pub use check::{CheckMemory, CheckOutcome, Condition, Level, Pending, Problem};
 pub use evidence::{
     Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,

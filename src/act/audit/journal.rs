@@ -13,7 +13,7 @@
 //! start a field of its own; a datagram too large for the socket goes as
 //! a sealed memfd instead, as libsystemd does.
 
-use crate::model::{AuditRecord, AuditTarget};
+use crate::model::{AuditRecord, AuditTarget, KillResult};
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
@@ -26,9 +26,9 @@ const FACILITY: u8 = 10;
 /// The syslog severity of a record: notice when the memory came back (or
 /// was not waited for), warning otherwise.
 fn severity(r: &AuditRecord) -> u8 {
-    match r.outcome.result.as_str() {
-        "released" | "not-waited" => 5,
-        _ => 4,
+    match r.outcome.result {
+        KillResult::Released | KillResult::NotWaited => 5,
+        KillResult::NotReleased | KillResult::Unknown => 4,
     }
 }
 
@@ -58,14 +58,14 @@ pub(super) fn message(r: &AuditRecord) -> String {
     } else {
         String::new()
     };
-    let end = match r.outcome.result.as_str() {
-        "released" => format!(
+    let end = match r.outcome.result {
+        KillResult::Released => format!(
             "memory released after {:.2} s",
             r.outcome.seconds_to_release
         ),
-        "not-released" => "memory not released".into(),
-        "not-waited" => "release not waited for".into(),
-        _ => "release unknown".into(),
+        KillResult::NotReleased => "memory not released".into(),
+        KillResult::NotWaited => "release not waited for".into(),
+        KillResult::Unknown => "release unknown".into(),
     };
     let text = format!(
         "gpufree {} by {from}: SIG{} to {} of {} targets ({}{more}): {end}",
@@ -122,7 +122,7 @@ pub(super) fn fields(r: &AuditRecord, line: &str) -> Vec<(String, String)> {
     put("GPUFREE_SURVIVORS", pids(&o.survivors));
     put("GPUFREE_KILLED_HARD", pids(&o.killed_hard));
     put("GPUFREE_IDENTITY_CHANGED", pids(&o.identity_changed));
-    put("GPUFREE_OUTCOME", o.result.clone());
+    put("GPUFREE_OUTCOME", o.result.as_str().to_string());
     put("GPUFREE_RELEASED", o.released.to_string());
     put("GPUFREE_VERDICT", o.verdict.as_str().into());
     put("GPUFREE_REASONS", o.reasons.join("; "));

@@ -16,7 +16,9 @@ mod journal;
 mod tests;
 
 use super::kill::{signal_name, Handled, Report};
-use crate::model::{AuditRecord, AuditTarget, Invoker, KillOutcome, TargetOutcome, VerdictState};
+use crate::model::{
+    AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, TargetOutcome, VerdictState,
+};
 use rustix::process::Signal;
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -212,13 +214,13 @@ fn target_outcome(h: &Handled, r: &Report) -> (TargetOutcome, Option<String>) {
 /// The kill's outcome.
 fn outcome(r: &Report, no_wait: bool) -> KillOutcome {
     let result = match (no_wait, r.verdict) {
-        (true, _) => "not-waited",
-        (false, VerdictState::Free) => "released",
-        (false, VerdictState::Busy) => "not-released",
-        (false, VerdictState::Unknown) => "unknown",
+        (true, _) => KillResult::NotWaited,
+        (false, VerdictState::Free) => KillResult::Released,
+        (false, VerdictState::Busy) => KillResult::NotReleased,
+        (false, VerdictState::Unknown) => KillResult::Unknown,
     };
     KillOutcome {
-        result: result.into(),
+        result,
         released: r.released,
         verdict: r.verdict,
         reasons: r.reasons.clone(),

@@ -129,13 +129,13 @@ fn each_target_has_its_identity_signals_and_outcome() {
     );
     assert_eq!(rec.targets[3].detail.as_deref(), Some("let go"));
     assert_eq!(rec.targets[0].start_time_ticks, 1010);
-    assert_eq!(rec.outcome.result, "not-released");
+    assert_eq!(rec.outcome.result.as_str(), "not-released");
     assert_eq!(rec.time, "2023-11-14T22:13:20.000Z");
     assert_eq!(rec.signal, "TERM");
     let mut no_wait = ctx();
     no_wait.no_wait = true;
     assert_eq!(
-        record(&no_wait, &report()).unwrap().outcome.result,
+        record(&no_wait, &report()).unwrap().outcome.result.as_str(),
         "not-waited"
     );
 }
