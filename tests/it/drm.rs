@@ -133,20 +133,25 @@ fn memory_on(doc: &Value, pid: u32, gpu: &Value) -> Vec<Value> {
         .collect()
 }
 
-fn status(fake: &FakeProc, d: &TestDir, sys: &Path) -> Value {
-    let r = gpufree(
-        &[
-            "status",
-            "--json",
-            "--proc-root",
-            fake.root.to_str().unwrap(),
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
+/// `gpufree ARGS` on the fixture host: its /proc, devices and sysfs, no
+/// NVML library.
+fn on_host(args: &[&str], fake: &FakeProc, d: &TestDir, sys: &Path) -> Run {
+    let roots = [
+        "--proc-root",
+        fake.root.to_str().unwrap(),
+        "--dev-dir",
+        d.dev.to_str().unwrap(),
+        "--nvml-lib",
+        "/nonexistent/libnvidia-ml.so.1",
+    ];
+    gpufree(
+        &[args, &roots[..]].concat(),
         &[("GPUFREE_SYS_ROOT", sys.to_str().unwrap())],
-    );
+    )
+}
+
+fn status(fake: &FakeProc, d: &TestDir, sys: &Path) -> Value {
+    let r = on_host(&["status", "--json"], fake, d, sys);
     assert_eq!(r.code, 0, "{}", r.stderr);
     r.json()
 }
@@ -230,22 +235,13 @@ fn amd_and_intel_holders_show_their_memory_shared_clients_counted_once() {
 
     // In words: no NVIDIA advice for an AMD GPU, and no NVML missed on a
     // host without NVIDIA GPUs.
-    let args = [
-        "--proc-root",
-        fake.root.to_str().unwrap(),
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        "/nonexistent/libnvidia-ml.so.1",
-    ];
-    let env = [("GPUFREE_SYS_ROOT", sys.to_str().unwrap())];
-    let why = gpufree(&[&["why"][..], &args].concat(), &env);
+    let why = on_host(&["why"], &fake, &d, &sys);
     assert_eq!(why.code, 1, "{}", why.stderr);
     assert!(why.stdout.contains("the amdgpu driver"), "{}", why.stdout);
     for wrong in ["nvidia-smi", "NVML is unavailable", "CUDA"] {
         assert!(!why.stdout.contains(wrong), "{wrong}: {}", why.stdout);
     }
-    let status = gpufree(&[&["status"][..], &args].concat(), &env);
+    let status = on_host(&["status"], &fake, &d, &sys);
     assert!(
         !status.stdout.contains("NVML unavailable"),
         "{}",
@@ -382,17 +378,7 @@ fn kfd_memory_on_a_gpu_id_the_topology_cannot_place_is_never_called_the_driver_s
         "{reasons}"
     );
     // Placed nowhere, it is not the driver's either.
-    let args = [
-        "why",
-        "--proc-root",
-        fake.root.to_str().unwrap(),
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        "/nonexistent/libnvidia-ml.so.1",
-    ];
-    let env = [("GPUFREE_SYS_ROOT", sys.to_str().unwrap())];
-    let why = gpufree(&args, &env);
+    let why = on_host(&["why"], &fake, &d, &sys);
     assert!(!why.stdout.contains("the amdgpu driver"), "{}", why.stdout);
     assert!(why.stdout.contains("KFD GPU id 777"), "{}", why.stdout);
     // Without it, the same 30 GiB is the driver's: busy.
@@ -409,18 +395,7 @@ fn metrics_carry_the_amd_and_intel_gpus() {
     let r128 = d.node("dri/renderD128");
     fake.add(&holder(100, 1, "python3", &[&r128]));
     fake.fdinfo(100, 0, &amdgpu(7, 8));
-    let r = gpufree(
-        &[
-            "metrics",
-            "--proc-root",
-            fake.root.to_str().unwrap(),
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[("GPUFREE_SYS_ROOT", sys.to_str().unwrap())],
-    );
+    let r = on_host(&["metrics"], &fake, &d, &sys);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let m = &r.stdout;
     // The series of `name` with every label of `with`.

@@ -99,16 +99,11 @@ fn pynvml_and_nvitop_see_the_mig_devices() {
         );
         return;
     }
-    let d = TestDir::new(3);
-    let (a, b, c, w) = (
-        d.mapper("nvidia0"),
-        d.mapper("nvidia0"),
-        d.mapper("nvidia1"),
-        d.mapper("nvidia2"),
-    );
-    let state = mixed(&d, a.pid(), b.pid(), c.pid(), w.pid());
+    let Mixed {
+        a, b, c, w, state, ..
+    } = &mixed_host();
     let py: Vec<Value> =
-        serde_json::from_str(&sim_exec(&state, &["python3", "-c", PYNVML_MIG])).unwrap();
+        serde_json::from_str(&sim_exec(state, &["python3", "-c", PYNVML_MIG])).unwrap();
     assert_eq!(py.len(), 3);
     let counts: Vec<usize> = py
         .iter()
@@ -142,7 +137,7 @@ fn pynvml_and_nvitop_see_the_mig_devices() {
     assert_eq!(py[0]["pids"], json!([[a.pid(), 1], [b.pid(), 2]]));
     assert_eq!(py[2]["pids"], json!([[w.pid(), u32::MAX]]));
 
-    let nv = sim_exec(&state, &["nvitop", "-1"]);
+    let nv = sim_exec(state, &["nvitop", "-1"]);
     for j in 0..7 {
         let gi = j + 1;
         assert!(
@@ -159,7 +154,7 @@ fn pynvml_and_nvitop_see_the_mig_devices() {
     assert!(nv.contains("7168MiB / 18432MiB"), "{nv}");
     assert_eq!(nv.matches(" Enabled ").count(), 2, "{nv}");
     assert!(nv.contains(" Disabled "), "{nv}");
-    for (at, p) in [("0:0", &a), ("0:1", &b), ("1:2", &c)] {
+    for (at, p) in [("0:0", a), ("0:1", b), ("1:2", c)] {
         let pid = p.pid().to_string();
         let row = nv
             .lines()
