@@ -2,7 +2,7 @@
 //! between runs (since when memory has been unaccounted) in a small state
 //! file.
 
-use super::args::{CheckCondition, CheckFormat};
+use super::args::CheckFormat;
 use super::*;
 use crate::diagnose::check::{check, CheckPolicy};
 use crate::model::{CheckMemory, CheckOutcome, Condition, Level, Problem, Snapshot};
@@ -20,7 +20,7 @@ pub(super) fn run_check(common: &Common, args: &CheckArgs) -> Result<Outcome, Er
     let mut policy = CheckPolicy {
         leak_min: args.leak_min,
         grace_secs: args.grace.as_secs(),
-        ignore: args.ignore.iter().map(|c| condition_of(*c)).collect(),
+        ignore: args.ignore.clone(),
     };
     let (outcome, snap) = match take_selected(common, &Default::default()) {
         Ok(snap) => {
@@ -57,18 +57,6 @@ fn format_of(f: CheckFormat) -> Format {
         CheckFormat::Npd => Format::Npd,
         CheckFormat::Nagios => Format::Nagios,
         CheckFormat::Slurm => Format::Slurm,
-    }
-}
-
-fn condition_of(c: CheckCondition) -> Condition {
-    match c {
-        CheckCondition::Nvml => Condition::Nvml,
-        CheckCondition::Stuck => Condition::Stuck,
-        CheckCondition::Leak => Condition::Leak,
-        CheckCondition::Leftover => Condition::Leftover,
-        CheckCondition::Pod => Condition::Pod,
-        CheckCondition::Zombie => Condition::Zombie,
-        CheckCondition::Unknown => Condition::Unknown,
     }
 }
 

@@ -18,10 +18,9 @@ pub struct CheckArgs {
     /// file; 0: at once).
     #[arg(long, value_name = "DUR", default_value = "5m", value_parser = crate::units::parse_duration)]
     pub grace: std::time::Duration,
-    /// Leave a condition out (repeatable): nvml, stuck, leak, leftover,
-    /// zombie, unknown.
-    #[arg(long, value_enum, value_name = "CONDITION")]
-    pub ignore: Vec<CheckCondition>,
+    /// Leave a condition out (repeatable).
+    #[arg(long, value_name = "CONDITION", value_parser = condition())]
+    pub ignore: Vec<crate::model::Condition>,
     /// Where a check remembers since when memory has been unaccounted.
     #[arg(
         long,
@@ -47,21 +46,15 @@ pub enum CheckFormat {
     Slurm,
 }
 
-/// `check --ignore`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CheckCondition {
-    /// NVML failing or a GPU lost.
-    Nvml,
-    /// Holders stuck in the driver (D state).
-    Stuck,
-    /// Unaccounted memory past its grace period.
-    Leak,
-    /// Holders of no job, unit, container or pod.
-    Leftover,
-    /// Kubernetes: gone pods, another pod's GPU, unallocated memory.
-    Pod,
-    /// Zombie holders.
-    Zombie,
-    /// Unknown verdicts.
-    Unknown,
+/// `check --ignore`: one of the model's conditions, by the name it has in
+/// JSON (clap lists them in the help and in the error).
+fn condition() -> impl clap::builder::TypedValueParser<Value = crate::model::Condition> {
+    use crate::model::Condition;
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Condition::ALL.map(Condition::as_str)).map(|name| {
+        Condition::ALL
+            .into_iter()
+            .find(|c| c.as_str() == name)
+            .expect("a possible value names a condition")
+    })
 }

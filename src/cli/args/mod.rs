@@ -4,7 +4,7 @@
 use super::*;
 
 mod check;
-pub use check::{CheckArgs, CheckCondition, CheckFormat};
+pub use check::{CheckArgs, CheckFormat};
 
 /// gpufree: who holds my GPU memory, why is it not free, and what exactly frees it.
 #[derive(Debug, Parser)]
