@@ -5,13 +5,17 @@ Starts bench/population.py (700 processes, ~64k fds, ~10k extra mappings, 20
 holding a test device directory by fd and mmap), then times, interleaved,
 ROUNDS runs of each on the same nodes:
 
-  gpufree   gpufree status --json --dev-dir DEV (no NVML): the whole command
+  gpufree   gpufree status --json --dev-dir DEV (no NVML): the whole command,
+            with the /proc walk (--scan procfs)
+  bpf       the same with the in-kernel walk (--scan bpf): load, verify, walk
   floor     target/release/examples/floor DEV: the minimal single-threaded scan
   fuser     fuser -v DEV/*
   lsof      lsof -n -P -w DEV/*
 
 and prints median wall time, median CPU time (user+sys), peak RSS and the
-holders each found, with ratios. Run it from the repository root after
+holders each found, with ratios; then the refresh of a long-running command
+(watch, serve, wait) with each walk: target/release/examples/refresh, one
+collector collecting ROUNDS times after its first collection. Run it from the repository root after
 `cargo build --release --workspace && cargo build --release --examples`. Not a test: numbers vary with
 the machine and its load.
 """
@@ -77,7 +81,8 @@ def main():
                 except OSError:
                     pass
         tools = {
-            "gpufree": [gpufree, "status", "--json", "--dev-dir", dev, "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"],
+            "gpufree": [gpufree, "status", "--json", "--scan", "procfs", "--dev-dir", dev,
+                        "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"],
             "floor": [floor, dev],
             "fuser": ["fuser", "-v"] + nodes,
             "lsof": ["lsof", "-n", "-P", "-w"] + nodes,
@@ -87,6 +92,8 @@ def main():
         baseline = os.environ.get("GPUFREE_BENCH_BASELINE")
         if baseline:
             tools["baseline"] = [baseline] + tools["gpufree"][1:]
+        tools["bpf"] = [gpufree, "status", "--json", "--scan", "bpf", "--dev-dir", dev,
+                        "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"]
         found = {
             "gpufree": lambda o: len(__import__("json").loads(o)["processes"]),
             "floor": lambda o: int(o.strip()),
@@ -94,6 +101,7 @@ def main():
             "lsof": lambda o: len({l.split()[1] for l in o.splitlines()[1:] if l.split()}),
         }
         found["baseline"] = found["gpufree"]
+        found["bpf"] = found["gpufree"]
         res = {k: [] for k in tools}
         for k, argv in tools.items():  # warm-up
             run(argv)
@@ -111,6 +119,19 @@ def main():
         g, f = med["gpufree"], med["floor"]
         print(f"gpufree wall vs floor {g[0]/f[0]:.2f}x, cpu vs floor {g[1]/f[1]:.2f}x; "
               f"fuser/gpufree {med['fuser'][0]/g[0]:.2f}x; lsof/gpufree {med['lsof'][0]/g[0]:.2f}x")
+        bp = med["bpf"]
+        print(f"bpf one-shot: fuser/bpf {med['fuser'][0]/bp[0]:.2f}x; lsof/bpf {med['lsof'][0]/bp[0]:.2f}x; "
+              f"procfs/bpf {g[0]/bp[0]:.2f}x")
+        refresh = os.path.join(root, "target/release/examples/refresh")
+        if os.path.exists(refresh):
+            for scan in ("procfs", "bpf"):
+                out = subprocess.run([refresh, dev, scan, str(ROUNDS)], capture_output=True,
+                                     text=True).stdout.strip()
+                kv = dict(w.split("=", 1) for w in out.split() if "=" in w)
+                r = float(kv["refresh_wall_ms"])
+                print(f"refresh {scan:6}: {out}")
+                print(f"refresh {scan:6}: fuser/refresh {med['fuser'][0]*1000/r:.1f}x; "
+                      f"lsof/refresh {med['lsof'][0]*1000/r:.1f}x")
         if "baseline" in med:
             b = med["baseline"]
             print(f"baseline wall vs floor {b[0]/f[0]:.2f}x, cpu vs floor {b[1]/f[1]:.2f}x; "

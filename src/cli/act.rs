@@ -30,7 +30,7 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
         Some(m) => Some(regex_flag("--match", m)?),
         None => None,
     };
-    let c = collector(common, false, None)?;
+    let c = collector(common, config(common), None)?;
     if !c.proc_is_ours() {
         return Err(Error::ForeignProc);
     }
@@ -308,7 +308,11 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
     use crate::act::wait::LAST_LOOK;
     let started = std::time::Instant::now();
     let deadline = started + args.timeout;
-    let c = collector(common, false, Some(deadline + LAST_LOOK))?;
+    let cfg = Config {
+        long_lived: true,
+        ..config(common)
+    };
+    let c = collector(common, cfg, Some(deadline + LAST_LOOK))?;
     let first = c
         .snapshot_until(Some(deadline + LAST_LOOK))
         .map_err(|e| snapshot_error(common, e))?;

@@ -26,13 +26,21 @@ pub(super) fn watch(
         },
         audit: crate::act::audit::Sinks::from_env(audit_log),
     };
-    crate::watch::run(config(common), opts)?;
+    let cfg = Config {
+        long_lived: true,
+        ..config(common)
+    };
+    crate::watch::run(cfg, opts)?;
     Ok(Outcome::Done)
 }
 
 /// `gpufree serve`: Prometheus metrics over HTTP until stopped.
 pub(super) fn serve(common: &Common, args: &ServeArgs) -> Result<Outcome, Error> {
-    let c = collector(common, false, None)?;
+    let cfg = Config {
+        long_lived: true,
+        ..config(common)
+    };
+    let c = collector(common, cfg, None)?;
     let opts = crate::serve::Options {
         listen: args.listen.clone(),
         interval: args.interval,

@@ -40,6 +40,7 @@ fn config(common: &Common) -> Config {
         others: false,
         read_timeout: common.read_timeout,
         kubelet_socket: common.kubelet_socket.clone().unwrap_or(d.kubelet_socket),
+        scan: common.scan,
         ..d
     }
 }
@@ -72,18 +73,14 @@ fn snapshot_error(common: &Common, e: SnapshotError) -> Error {
     }
 }
 
-/// A collector over the common flags' roots (`others`: also the titles
-/// of every other process, for `why --pattern`), refusing a `--dev-dir`
-/// given by hand that holds no GPU node.
+/// A collector for `cfg` (the common flags' [`config`], with what the
+/// command adds), refusing a `--dev-dir` given by hand that holds no GPU
+/// node.
 fn collector(
     common: &Common,
-    others: bool,
+    cfg: Config,
     deadline: Option<std::time::Instant>,
 ) -> Result<snapshot::Collector, Error> {
-    let cfg = Config {
-        others,
-        ..config(common)
-    };
     let c = snapshot::Collector::new(cfg, deadline).map_err(|e| snapshot_error(common, e))?;
     if let Some(dir) = &common.dev_dir {
         // A device directory given by hand that holds no GPU node, while
@@ -103,7 +100,12 @@ fn take_selected(
     opts: &crate::diagnose::Options,
 ) -> Result<crate::model::Snapshot, Error> {
     let started = std::time::Instant::now();
-    let snap = collector(common, opts.pattern.is_some(), None)?
+    let cfg = Config {
+        // Also the titles of every other process, for `why --pattern`.
+        others: opts.pattern.is_some(),
+        ..config(common)
+    };
+    let snap = collector(common, cfg, None)?
         .snapshot_with(None, opts)
         .map_err(|e| snapshot_error(common, e))?;
     if common.verbose > 0 {

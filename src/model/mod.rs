@@ -255,6 +255,33 @@ pub struct Visibility {
     /// gpufree runs in a nested PID namespace (a container): NVML on new
     /// drivers hides other namespaces' processes but counts their memory.
     pub nested_pid_namespace: bool,
+    /// How holders were found: the /proc walk or the in-kernel one.
+    #[serde(default)]
+    pub scan: ScanMethod,
+    /// Why that one (and why not the other), in one line.
+    #[serde(default)]
+    pub scan_reason: String,
+}
+
+/// How holders were found.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ScanMethod {
+    /// Every process's fd table and maps read through /proc.
+    #[default]
+    Procfs,
+    /// BPF iterators walked every task's files and mappings in the kernel.
+    Bpf,
+}
+
+impl ScanMethod {
+    /// Its name in JSON and in words.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanMethod::Procfs => "procfs",
+            ScanMethod::Bpf => "bpf",
+        }
+    }
 }
 
 /// A process gpufree could not read, and why.

@@ -6,6 +6,7 @@
 //! The roots (`/proc`, `/dev`) are values, so tests point them at temporary
 //! trees as well as at the live system.
 
+pub mod bpf;
 pub mod caps;
 pub mod drm;
 pub mod me;

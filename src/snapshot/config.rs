@@ -37,6 +37,11 @@ pub struct Config {
     /// The kubelet's pod-resources socket (`GPUFREE_KUBELET_SOCKET`, else
     /// its usual path), read when it exists.
     pub kubelet_socket: PathBuf,
+    /// Which walk finds the holders (`--scan`, `GPUFREE_SCAN`).
+    pub scan: crate::proc::scan::ScanChoice,
+    /// The command collects again and again (watch, serve, wait): the
+    /// in-kernel walk's load is paid once.
+    pub long_lived: bool,
 }
 
 /// The read timeout when none is given.
@@ -65,6 +70,8 @@ impl Default for Config {
                 || PathBuf::from(crate::kubelet::DEFAULT_SOCKET),
                 PathBuf::from,
             ),
+            scan: crate::proc::scan::ScanChoice::Auto,
+            long_lived: false,
         }
     }
 }

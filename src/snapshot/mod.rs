@@ -91,6 +91,8 @@ pub struct Collector {
     /// the library failed without hanging: a driver loaded after boot).
     nvml: std::sync::Mutex<(nvml::Session, Instant)>,
     stuck: Stuck,
+    /// Which walk finds the holders, and the in-kernel one once loaded.
+    methods: scan::Methods,
 }
 
 /// How often a failed NVML open is tried again (by `watch` and `serve`).
@@ -115,11 +117,12 @@ impl Collector {
             }
         }
         Ok(Collector {
-            cfg,
             nodes: Arc::new(nodes),
             proc_fd: Arc::new(proc_fd),
             nvml: std::sync::Mutex::new((session, Instant::now())),
             stuck: Stuck::default(),
+            methods: scan::Methods::new(cfg.scan, cfg.long_lived),
+            cfg,
         })
     }
 
@@ -176,7 +179,11 @@ impl Collector {
             read_timeout: self.cfg.read_timeout,
             deadline,
         };
-        let scanned = scan::scan(
+        let scan::Scanned {
+            result: scanned,
+            method,
+            reason,
+        } = self.methods.scan(
             &self.proc_fd,
             &self.cfg.proc_root,
             &self.nodes,
@@ -212,14 +219,20 @@ impl Collector {
             kin: scanned.parents.into_iter().collect(),
         };
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
-        mig::map_caps(
-            &self.proc_fd,
-            self.cfg.mig_minors.as_deref(),
-            &self.nodes,
-            &mut snap,
-        );
-        launchers(&self.proc_fd, &mut snap);
-        restarters(&self.cfg, &mut snap);
+        snap.visibility.scan = method;
+        snap.visibility.scan_reason = reason;
+        self.join_context(&mut snap, scanned.listed, limits);
+        Ok(snap)
+    }
+
+    /// What a snapshot learns around its holders: MIG capabilities,
+    /// launchers, restart policies, the kubelet's allocations, and (for
+    /// `why --pattern`) every other process among `listed`.
+    fn join_context(&self, snap: &mut Snapshot, listed: Vec<u32>, limits: Limits) {
+        let mig_minors = self.cfg.mig_minors.as_deref();
+        mig::map_caps(&self.proc_fd, mig_minors, &self.nodes, snap);
+        launchers(&self.proc_fd, snap);
+        restarters(&self.cfg, snap);
         // A node without Kubernetes has no socket: nothing to join.
         if std::fs::symlink_metadata(&self.cfg.kubelet_socket).is_ok() {
             snap.kubelet = Some(crate::kubelet::read(
@@ -229,9 +242,8 @@ impl Collector {
         }
         if self.cfg.others {
             let (fd, stuck) = (&self.proc_fd, &self.stuck);
-            snap.others = others(fd, scanned.listed, &snap.processes, limits, stuck);
+            snap.others = others(fd, listed, &snap.processes, limits, stuck);
         }
-        Ok(snap)
     }
 
     /// NVML, read after the pins; what it lists that the scan did not pin

@@ -7,6 +7,7 @@
 mod architecture;
 mod audit;
 mod blind;
+mod bpf;
 mod check;
 mod contrib;
 mod demo;

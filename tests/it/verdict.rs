@@ -183,6 +183,10 @@ fn run(sc: &Scene, v: View, n: Nvml, args: &[&str]) -> Run {
     cmd.args(&all)
         .env("GPUFREE_SIM_STATE", &sc.state)
         .env("GPUFREE_READ_TIMEOUT", "300ms")
+        // The matrix's views are /proc's (what root, nobody and hidepid
+        // may read there); the in-kernel walk sees every process and is
+        // compared with it in tests/it/bpf.rs.
+        .env("GPUFREE_SCAN", "procfs")
         .env_remove("GPUFREE_NVML_LIB");
     run_cmd(&mut cmd)
 }

@@ -311,6 +311,12 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
                         hidepid,
                         root,
                         nested_pid_namespace: nested,
+                        scan: if hidepid {
+                            gpufree::model::ScanMethod::Bpf
+                        } else {
+                            gpufree::model::ScanMethod::Procfs
+                        },
+                        scan_reason: "why \"\n".into(),
                     },
                     nvml: NvmlStatus {
                         available,

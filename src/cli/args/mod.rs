@@ -62,6 +62,21 @@ pub struct Common {
     #[arg(long, value_name = "DUR", env = "GPUFREE_READ_TIMEOUT", default_value = "5s",
           value_parser = read_timeout, global = true)]
     pub read_timeout: std::time::Duration,
+    /// How holders are found: `procfs` (every process's fds and maps read
+    /// through /proc), `bpf` (BPF iterators walk them in the kernel; needs
+    /// root or CAP_BPF and CAP_PERFMON, and kernel BTF), or `auto`: the
+    /// in-kernel walk for watch, serve and wait, and for one-shot commands
+    /// where the host has enough open files to repay its load. Where the
+    /// in-kernel walk cannot run, the /proc walk does, and the JSON's
+    /// `visibility.scan_reason` says why.
+    #[arg(long, value_name = "HOW", env = "GPUFREE_SCAN", default_value = "auto",
+          value_parser = scan_choice, global = true)]
+    pub scan: crate::proc::scan::ScanChoice,
+}
+
+/// `--scan`'s value.
+fn scan_choice(s: &str) -> Result<crate::proc::scan::ScanChoice, String> {
+    s.parse()
 }
 
 /// The commands.

@@ -23,12 +23,15 @@
 mod chosen;
 mod details;
 mod jobs;
+pub mod kernel;
+mod method;
 mod task;
 
 pub use chosen::{holding_many, pin, titles};
 pub use details::{read_details, Details};
 pub use jobs::Stuck;
 use jobs::{run_jobs, worker_count};
+pub use method::{Methods, ScanChoice, Scanned, BREAK_VERIFIER_ENV, CROSSOVER_FILES};
 pub use task::{holding_now, Holding};
 use task::{read_stat, scan_process, task_uses};
 
@@ -234,9 +237,9 @@ fn classify(what: &'static str, e: Errno) -> Outcome {
 /// process so far: see [`walks`].
 static WALKS: AtomicUsize = AtomicUsize::new(0);
 
-/// How many times this process has walked a proc directory, listing every
-/// PID in it: a holder scan does once, and so does any other pass over
-/// every process. Tests read it to prove that a command collects once.
+/// How many times this process has walked every process: a proc
+/// directory listed, or the kernel's walk ([`kernel`]). A holder scan does
+/// once, and so does any other pass over every process. Tests read it to prove that a command collects once.
 pub fn walks() -> usize {
     WALKS.load(Ordering::Relaxed)
 }

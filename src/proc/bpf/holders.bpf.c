@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+/* gpufree's in-kernel holder scan. Three BPF iterators walk, in the reader's
+ * PID namespace, every process (iter/task), every open file of every task
+ * (iter/task_file) and every mapping (iter/task_vma). A process record is
+ * written for each thread group leader (the process tree); a holder record
+ * only for an fd or a mapping whose file is a target: the same inode (the
+ * superblock's dev and the inode number) or, for a character or block
+ * device, the same device number (another mount's node of the same device:
+ * a container's /dev). Every record carries the thread group leader's start
+ * time, read in the same pass, so that the loader pins exactly the process
+ * that matched.
+ *
+ * Regenerate the committed object with scripts/build-bpf.sh (clang only). */
+#include "kernel.h"
+#include "holders.h"
+
+char LICENSE[] SEC("license") = "GPL"; /* bpf_seq_write is GPL-only */
+
+#define S_IFMT 00170000
+#define S_IFCHR 0020000
+#define S_IFBLK 0060000
+#define MAX_DEVS 8
+#define BPF_MAP_TYPE_HASH 1
+
+/* Set by the loader before the load (.rodata: the verifier sees them).
+ * The superblocks the targets live on and the majors of the target device
+ * numbers: a cheap test that spares most files the map lookup. */
+const volatile __u32 ndevs = 0;
+const volatile __u32 devs[MAX_DEVS] = {};
+const volatile __u32 nmajors = 0;
+const volatile __u32 majors[MAX_DEVS] = {};
+/* Test-only: makes both holder programs fail the verifier (the loader's
+ * fallback is tested with a real refusal). */
+const volatile __u32 break_verifier = 0;
+
+struct ident {
+	__u64 dev;
+	__u64 ino;
+};
+
+/* (superblock dev, inode) -> target; device number -> target. Filled by
+ * the loader after the load. */
+struct {
+	int (*type)[BPF_MAP_TYPE_HASH];
+	int (*max_entries)[4096];
+	struct ident *key;
+	__u32 *value;
+} by_ident SEC(".maps");
+
+struct {
+	int (*type)[BPF_MAP_TYPE_HASH];
+	int (*max_entries)[4096];
+	__u32 *key;
+	__u32 *value;
+} by_rdev SEC(".maps");
+
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+
+static __always_inline int in_list(const volatile __u32 *list, __u32 n, __u32 v)
+{
+	for (int i = 0; i < MAX_DEVS; i++) {
+		if (i >= n)
+			return 0;
+		if (list[i] == v)
+			return 1;
+	}
+	return 0;
+}
+
+/* The target this inode is, or -1. */
+static __always_inline int match(struct inode *inode)
+{
+	__u32 dev = inode->i_sb->s_dev;
+	__u32 *idx;
+
+	if (in_list(devs, ndevs, dev)) {
+		struct ident key = { .dev = dev, .ino = inode->i_ino };
+		idx = bpf_map_lookup_elem(&by_ident, &key);
+		if (idx)
+			return *idx;
+	}
+	__u16 mode = inode->i_mode & S_IFMT;
+	if (mode == S_IFCHR || mode == S_IFBLK) {
+		__u32 rdev = inode->i_rdev;
+		if (in_list(majors, nmajors, rdev >> 20)) {
+			idx = bpf_map_lookup_elem(&by_rdev, &rdev);
+			if (idx)
+				return *idx;
+		}
+	}
+	return -1;
+}
+
+/* A struct pid's number in the reader's PID namespace, 0 where it has none
+ * there (the kernel's pid_nr_ns). */
+static __always_inline __u32 nr_here(struct pid *pid)
+{
+	struct pid *mine = bpf_get_current_task_btf()->thread_pid;
+	unsigned int level = mine->level;
+	unsigned long numbers = core_field_offset(struct pid, numbers);
+	unsigned long upid_size = core_type_size(struct upid);
+	struct upid me = {}, up = {};
+
+	if (!pid || pid->level < level)
+		return 0;
+	bpf_probe_read_kernel(&me, sizeof(me), (char *)mine + numbers + level * upid_size);
+	bpf_probe_read_kernel(&up, sizeof(up), (char *)pid + numbers + level * upid_size);
+	return up.ns == me.ns ? up.nr : 0;
+}
+
+static __always_inline void emit(struct seq_file *seq, struct task_struct *task, __u32 kind,
+				 __u32 aux, int target)
+{
+	struct task_struct *leader = task->group_leader;
+	struct gf_rec r = {};
+
+	r.kind = kind;
+	r.pid = nr_here(leader->thread_pid);
+	r.aux = aux;
+	r.target = target;
+	r.start_ns = leader->start_boottime;
+	if (kind == REC_TASK)
+		bpf_probe_read_kernel(r.comm, sizeof(r.comm), leader->comm);
+	bpf_seq_write(seq, &r, sizeof(r));
+}
+
+SEC("iter/task")
+int gpufree_tasks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+
+	if (!task || task->pid != task->tgid)
+		return 0;
+	emit(ctx->meta->seq, task, REC_TASK, nr_here(task->real_parent->group_leader->thread_pid), 0);
+	return 0;
+}
+
+SEC("iter/task_file")
+int gpufree_fds(struct bpf_iter__task_file *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct file *file = ctx->file;
+
+	if (break_verifier)
+		return *(volatile int *)((char *)ctx + 4096);
+	if (!task || !file || !file->f_inode)
+		return 0;
+	int target = match(file->f_inode);
+	if (target >= 0)
+		emit(ctx->meta->seq, task, REC_FD, ctx->fd, target);
+	return 0;
+}
+
+SEC("iter/task_vma")
+int gpufree_vmas(struct bpf_iter__task_vma *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct vm_area_struct *vma = ctx->vma;
+
+	if (break_verifier)
+		return *(volatile int *)((char *)ctx + 4096);
+	if (!task || !vma || !vma->vm_file || !vma->vm_file->f_inode)
+		return 0;
+	int target = match(vma->vm_file->f_inode);
+	if (target >= 0)
+		emit(ctx->meta->seq, task, REC_VMA, 0, target);
+	return 0;
+}

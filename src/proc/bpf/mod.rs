@@ -1,0 +1,303 @@
+//! The in-kernel holder scan: three BPF iterators (holders.bpf.c) walk every
+//! process, every open file and every mapping in the kernel, and only the
+//! matches (and one small record per process) cross into user space. This
+//! module loads the committed CO-RE object, gives it the targets and reads
+//! the walks; `crate::proc::scan::kernel` turns the records into the same
+//! result the /proc scan gives.
+//!
+//! The loader is aya: a pure-Rust loader that relocates the object to the
+//! running kernel from its BTF and loads iterator programs, so neither
+//! building nor running gpufree needs clang, libbpf or kernel headers.
+
+mod record;
+
+pub use record::{parse_all, Hold, HoldRecord, Record, TaskRecord};
+
+use super::nodes::NodeSet;
+use aya::maps::HashMap;
+use aya::programs::{Iter, ProgramError};
+use aya::{Btf, Ebpf, EbpfLoader};
+use std::io::Read;
+
+/// Why the in-kernel scan cannot run here (each is a reason the /proc scan
+/// runs instead).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unavailable {
+    /// The kernel publishes no BTF (`/sys/kernel/btf/vmlinux`): the object
+    /// cannot be relocated to it.
+    #[error("no kernel BTF (/sys/kernel/btf/vmlinux): {0}")]
+    NoBtf(String),
+    /// No permission to load BPF programs.
+    #[error("not permitted to load BPF programs (needs CAP_BPF and CAP_PERFMON, or root): {0}")]
+    NotPermitted(String),
+    /// The kernel's verifier refused a program (its last words).
+    #[error("the kernel's verifier refused {program}: {why}")]
+    Refused {
+        /// The program.
+        program: &'static str,
+        /// The verifier's last line.
+        why: String,
+    },
+    /// More distinct superblocks or majors among the nodes than the program
+    /// takes.
+    #[error("the device nodes span more than {MAX_DEVS} file systems or majors")]
+    TooManyDevices,
+    /// Any other failure of a step (an old kernel without an iterator kind,
+    /// lockdown, a relocation the kernel's BTF cannot satisfy).
+    #[error("{step}: {why}")]
+    Failed {
+        /// Which step.
+        step: &'static str,
+        /// Why, in one line.
+        why: String,
+    },
+}
+
+/// The object compiled by scripts/build-bpf.sh from holders.bpf.c.
+fn object() -> &'static [u8] {
+    aya::include_bytes_aligned!("holders.bpf.o")
+}
+
+/// The three walks, in the order they are read: every process, every open
+/// file, every mapping.
+const PROGRAMS: [(&str, &str); 3] = [
+    ("gpufree_tasks", "task"),
+    ("gpufree_fds", "task_file"),
+    ("gpufree_vmas", "task_vma"),
+];
+
+/// As `MAX_DEVS` in holders.bpf.c.
+const MAX_DEVS: usize = 8;
+
+/// The kernel's own encoding of a device number (`MKDEV`): major in the
+/// top 12 bits, minor in the low 20.
+fn kernel_dev(dev: u64) -> u32 {
+    (rustix::fs::major(dev) << 20) | (rustix::fs::minor(dev) & 0xf_ffff)
+}
+
+/// The programs, loaded and verified once, with their targets: each walk
+/// after that costs only the walk.
+pub struct Programs {
+    ebpf: Ebpf,
+}
+
+impl std::fmt::Debug for Programs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Programs")
+    }
+}
+
+/// One line for an error and its causes.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !s.contains(&c_text) {
+            s.push_str(": ");
+            s.push_str(&c_text);
+        }
+        cause = c.source();
+    }
+    s.replace('\n', " ")
+}
+
+/// Whether an error, or one of its causes, is EPERM: the bpf() call's
+/// answer to a caller without the capabilities (the verifier's refusals
+/// are EACCES or EINVAL).
+fn denied(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if io.raw_os_error() == Some(libc::EPERM) {
+                return true;
+            }
+        }
+        cause = c.source();
+    }
+    false
+}
+
+fn failed(step: &'static str, e: &(dyn std::error::Error + 'static)) -> Unavailable {
+    if denied(e) {
+        Unavailable::NotPermitted(chain(e))
+    } else {
+        Unavailable::Failed {
+            step,
+            why: chain(e),
+        }
+    }
+}
+
+/// The distinct values of `values`, at most [`MAX_DEVS`], as the program's
+/// fixed array and its length.
+fn distinct(values: impl Iterator<Item = u32>) -> Result<([u32; MAX_DEVS], u32), Unavailable> {
+    let mut out = [0u32; MAX_DEVS];
+    let mut n = 0;
+    for v in values {
+        if out[..n].contains(&v) {
+            continue;
+        }
+        if n == MAX_DEVS {
+            return Err(Unavailable::TooManyDevices);
+        }
+        out[n] = v;
+        n += 1;
+    }
+    Ok((out, u32::try_from(n).unwrap_or(0)))
+}
+
+impl Programs {
+    /// Loads the object for `nodes`: relocates it to this kernel, loads and
+    /// verifies the three programs and fills the target maps.
+    /// `break_verifier` (tests only) makes the kernel refuse two of them.
+    pub fn load(nodes: &NodeSet, break_verifier: bool) -> Result<Programs, Unavailable> {
+        let (devs, ndevs) = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
+        let (majors, nmajors) = distinct(
+            nodes
+                .nodes
+                .iter()
+                .filter_map(|n| n.rdev)
+                .map(rustix::fs::major),
+        )?;
+        let broken = u32::from(break_verifier);
+        // aya's loader parses the kernel's BTF for the relocations, and
+        // keeps it to itself; attaching an iterator needs it once more.
+        // The second parse (tens of milliseconds) runs beside the first.
+        let btf = std::thread::spawn(Btf::from_sys_fs);
+        let mut loader = EbpfLoader::new();
+        let loaded = loader
+            .override_global("ndevs", &ndevs, true)
+            .override_global("devs", &devs, true)
+            .override_global("nmajors", &nmajors, true)
+            .override_global("majors", &majors, true)
+            .override_global("break_verifier", &broken, true)
+            .load(object());
+        let btf = btf
+            .join()
+            .map_err(|_| Unavailable::NoBtf("its reader panicked".into()))?
+            .map_err(|e| Unavailable::NoBtf(chain(&e)))?;
+        let mut ebpf = loaded.map_err(|e| failed("loading the BPF object", &e))?;
+        for (name, kind) in PROGRAMS {
+            iter(&mut ebpf, name)?
+                .load(kind, &btf)
+                .map_err(|e| refused(name, e))?;
+        }
+        drop(btf);
+        fill_targets(&mut ebpf, nodes)?;
+        Ok(Programs { ebpf })
+    }
+
+    /// Starts the three walks: one iterator file each (every process,
+    /// every open file, every mapping), each read with [`read_walk`].
+    pub fn start(&mut self) -> Result<Vec<std::fs::File>, Unavailable> {
+        let mut files = Vec::with_capacity(PROGRAMS.len());
+        for (name, _) in PROGRAMS {
+            let program = iter(&mut self.ebpf, name)?;
+            let id = program
+                .attach()
+                .map_err(|e| failed("attaching an iterator", &e))?;
+            let link = program
+                .take_link(id)
+                .map_err(|e| failed("attaching an iterator", &e))?;
+            files.push(
+                link.into_file()
+                    .map_err(|e| failed("creating an iterator", &e))?,
+            );
+        }
+        Ok(files)
+    }
+}
+
+/// The iterator program `name` of the object.
+fn iter<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Iter, Unavailable> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| Unavailable::Failed {
+            step: "the BPF object",
+            why: format!("has no program {name}"),
+        })?
+        .try_into()
+        .map_err(|e: ProgramError| failed("the BPF object", &e))
+}
+
+/// A program's load failure: not permitted (EPERM), refused by the
+/// verifier (the line before its statistics says why), or another failure.
+fn refused(program: &'static str, e: ProgramError) -> Unavailable {
+    match &e {
+        ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } if io_error.raw_os_error() != Some(libc::EPERM) => {
+            let log = verifier_log.to_string();
+            let lines: Vec<&str> = log
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let end = lines
+                .iter()
+                .position(|l| l.starts_with("verification time"))
+                .unwrap_or(lines.len());
+            let why = end
+                .checked_sub(1)
+                .and_then(|i| lines.get(i))
+                .map_or_else(|| io_error.to_string(), |l| (*l).to_string());
+            Unavailable::Refused { program, why }
+        }
+        _ => failed("loading a BPF program", &e),
+    }
+}
+
+/// Gives the programs the targets: every node by (superblock, inode), and
+/// the character and block nodes also by device number.
+fn fill_targets(ebpf: &mut Ebpf, nodes: &NodeSet) -> Result<(), Unavailable> {
+    let map = |name: &'static str, e: aya::maps::MapError| failed(name, &e);
+    let mut by_ident: HashMap<_, [u64; 2], u32> = HashMap::try_from(
+        ebpf.map_mut("by_ident")
+            .ok_or_else(|| Unavailable::Failed {
+                step: "the BPF object",
+                why: "has no map by_ident".into(),
+            })?,
+    )
+    .map_err(|e| map("the map by_ident", e))?;
+    for (i, n) in nodes.nodes.iter().enumerate() {
+        let idx = u32::try_from(i).unwrap_or(u32::MAX);
+        by_ident
+            .insert([u64::from(kernel_dev(n.dev)), n.ino], idx, 0)
+            .map_err(|e| map("filling the map by_ident", e))?;
+    }
+    let mut by_rdev: HashMap<_, u32, u32> =
+        HashMap::try_from(ebpf.map_mut("by_rdev").ok_or_else(|| Unavailable::Failed {
+            step: "the BPF object",
+            why: "has no map by_rdev".into(),
+        })?)
+        .map_err(|e| map("the map by_rdev", e))?;
+    for (i, n) in nodes.nodes.iter().enumerate() {
+        if let Some(rdev) = n.rdev {
+            let idx = u32::try_from(i).unwrap_or(u32::MAX);
+            by_rdev
+                .insert(kernel_dev(rdev), idx, 0)
+                .map_err(|e| map("filling the map by_rdev", e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads one walk to its end. The kernel answers EAGAIN after a million
+/// objects that wrote nothing (it keeps its place): read again.
+pub fn read_walk(mut file: std::fs::File) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(64 * 1024);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The in-kernel walk's records ([`crate::proc::bpf`]) made into the same
+//! [`ScanResult`] the /proc walk gives: each holder pinned through its own
+//! `/proc/PID` directory fd, and kept only when the start time read there
+//! is the one the kernel wrote with the match (a PID reused between the
+//! walk and the pin is a vanished holder, never another process's record).
+
+use super::*;
+use crate::proc::bpf::{Hold, HoldRecord, Record, TaskRecord, Unavailable};
+
+/// Turns a task's `start_boottime` into /proc's start time, in clock
+/// ticks, for this reader: /proc adds the reader's time namespace's boot
+/// time offset and divides by the clock tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Clock {
+    ns_per_tick: u64,
+    offset_ns: i64,
+}
+
+impl Clock {
+    /// The clock of this process: `CLK_TCK`, and the boot time offset of
+    /// its time namespace (`/proc/self/timens_offsets`; none without one).
+    pub fn here(proc_fd: &OwnedFd) -> Clock {
+        let hz = rustix::param::clock_ticks_per_second().max(1);
+        let offset_ns = read_at(proc_fd, "self/timens_offsets")
+            .ok()
+            .and_then(|b| boottime_offset(&b))
+            .unwrap_or(0);
+        Clock {
+            ns_per_tick: 1_000_000_000 / hz,
+            offset_ns,
+        }
+    }
+
+    /// Start time in ticks as /proc shows it.
+    pub fn ticks(&self, start_ns: u64) -> u64 {
+        start_ns.saturating_add_signed(self.offset_ns) / self.ns_per_tick
+    }
+}
+
+/// The boot time line of `timens_offsets` (`boottime <secs> <nsecs>`), in
+/// nanoseconds.
+fn boottime_offset(bytes: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let line = text.lines().find(|l| l.starts_with("boottime"))?;
+    let mut f = line.split_whitespace().skip(1);
+    let secs: i64 = f.next()?.parse().ok()?;
+    let nsecs: i64 = f.next()?.parse().ok()?;
+    secs.checked_mul(1_000_000_000)?.checked_add(nsecs)
+}
+
+/// Checks the clock against this process's own record: the start time the
+/// kernel's walk gives it must be the one its /proc shows, or no holder
+/// could be pinned by it (and every one would wrongly count as gone).
+pub fn calibrate(proc_fd: &OwnedFd, tasks: &[TaskRecord], clock: Clock) -> Result<(), Unavailable> {
+    let me = std::process::id();
+    let mine = tasks
+        .iter()
+        .find(|t| t.pid == me)
+        .ok_or(Unavailable::Failed {
+            step: "the walk of every process",
+            why: "did not include gpufree itself".into(),
+        })?;
+    let proc_start = read_at(proc_fd, "self/stat")
+        .ok()
+        .and_then(|b| parse::parse_stat(&b).ok())
+        .map(|s| s.start_time);
+    if proc_start == Some(clock.ticks(mine.start_ns)) {
+        Ok(())
+    } else {
+        Err(Unavailable::Failed {
+            step: "pinning identities",
+            why: format!(
+                "the kernel's start time for gpufree ({} ticks) is not the one /proc shows ({proc_start:?})",
+                clock.ticks(mine.start_ns)
+            ),
+        })
+    }
+}
+
+/// One holder as the walk saw it: what it holds, by which fds.
+#[derive(Default)]
+struct Matched {
+    uses: Vec<NodeUse>,
+    /// fds on DRM nodes: (node, fd).
+    drm: Vec<(usize, u32)>,
+}
+
+/// What the walk matched at one PID, by the start time of the process
+/// that had it: a PID that named two processes during the walk has two.
+type AtPid = Vec<(u64, Matched)>;
+
+/// Splits records into processes and holders. Records of this process, of
+/// PID 0 (not visible here) and of a target the node set does not have are
+/// left out.
+fn sort_records(records: Vec<Record>, nodes: &NodeSet) -> (Vec<TaskRecord>, BTreeMap<u32, AtPid>) {
+    let me = std::process::id();
+    let mut tasks = Vec::new();
+    let mut held: BTreeMap<u32, AtPid> = BTreeMap::new();
+    for r in records {
+        let hold = match r {
+            Record::Task(t) => {
+                tasks.push(t);
+                continue;
+            }
+            Record::Hold(h) => h,
+        };
+        let HoldRecord {
+            pid,
+            start_ns,
+            target,
+            how,
+        } = hold;
+        if pid == 0 || pid == me || target >= nodes.nodes.len() {
+            continue;
+        }
+        let at = held.entry(pid).or_default();
+        let i = at
+            .iter()
+            .position(|(s, _)| *s == start_ns)
+            .unwrap_or_else(|| {
+                at.push((start_ns, Matched::default()));
+                at.len() - 1
+            });
+        let m = &mut at[i].1;
+        let fd = matches!(how, Hold::Fd(_));
+        task::note(&mut m.uses, target, fd, !fd);
+        let drm_node = matches!(
+            nodes.nodes[target].kind,
+            NodeKind::DriCard | NodeKind::DriRender
+        );
+        if let (Hold::Fd(n), true) = (how, drm_node) {
+            if !m.drm.contains(&(target, n)) {
+                m.drm.push((target, n));
+            }
+        }
+    }
+    tasks.sort_by_key(|t| t.pid);
+    tasks.dedup_by_key(|t| t.pid);
+    for (_, m) in held.values_mut().flatten() {
+        m.uses.sort_by_key(|u| u.node);
+    }
+    (tasks, held)
+}
+
+/// Pins the holder at `pid`: its /proc directory and details, kept only
+/// when its start time (in ticks) is one the walk matched; else it is gone
+/// (Vanished): the PID names another process now.
+fn pin_one(proc_fd: &OwnedFd, pid: u32, at: &[(u64, Matched)]) -> Outcome {
+    crate::pause::after_holder_scan(pid);
+    let dir = match open_dir(proc_fd, &pid.to_string()) {
+        Ok(d) => d,
+        Err(e) if is_gone(e) => return Outcome::Vanished,
+        Err(e) => return classify("the /proc directory", e),
+    };
+    let details = match read_details(&dir) {
+        Ok(d) => d,
+        Err(e) if is_gone(e) => return Outcome::Vanished,
+        Err(e) => return classify("details", e),
+    };
+    let Some((_, m)) = at.iter().find(|(t, _)| *t == details.stat.start_time) else {
+        return Outcome::Vanished;
+    };
+    let drm = m
+        .drm
+        .iter()
+        .map(|&(node, fd)| DrmFd {
+            node,
+            fd,
+            info: read_at(&dir, &format!("fdinfo/{fd}"))
+                .ok()
+                .and_then(|b| crate::proc::drm::parse_fdinfo(&b)),
+        })
+        .collect();
+    Outcome::Holds(Box::new(Seen {
+        pid,
+        uses: m.uses.clone(),
+        drm,
+        details,
+        dir,
+        fds_read: true,
+    }))
+}
+
+/// The result of a walk's records: every process listed and read (the
+/// kernel sees every task of this PID namespace, so none is unreadable),
+/// the holders pinned on the scan's workers under `limits`.
+pub fn from_records(
+    proc_fd: &Arc<OwnedFd>,
+    nodes: &NodeSet,
+    records: Vec<Record>,
+    clock: Clock,
+    limits: Limits,
+    stuck: &Stuck,
+) -> Result<ScanResult, Unavailable> {
+    // The kernel's walk of every process counts as a walk, as /proc's does.
+    WALKS.fetch_add(1, Ordering::Relaxed);
+    let (tasks, held) = sort_records(records, nodes);
+    calibrate(proc_fd, &tasks, clock)?;
+    let me = std::process::id();
+    let mut result = ScanResult {
+        listed: tasks.iter().map(|t| t.pid).filter(|&p| p != me).collect(),
+        ..ScanResult::default()
+    };
+    result.scanned = u32::try_from(result.listed.len()).unwrap_or(u32::MAX);
+    result.parents = tasks
+        .iter()
+        .filter(|t| t.pid != me && !held.contains_key(&t.pid))
+        .map(|t| {
+            let kin = crate::model::Kin {
+                ppid: t.ppid,
+                comm: parse::escape_bytes(&t.comm),
+                start_time_ticks: clock.ticks(t.start_ns),
+                cmdline: Vec::new(),
+            };
+            (t.pid, kin)
+        })
+        .collect();
+    let pids: Vec<u32> = held.keys().copied().collect();
+    let held: Arc<BTreeMap<u32, AtPid>> = Arc::new(
+        held.into_iter()
+            .map(|(pid, at)| {
+                let at = at.into_iter().map(|(s, m)| (clock.ticks(s), m)).collect();
+                (pid, at)
+            })
+            .collect(),
+    );
+    let threads = worker_count(pids.len());
+    let fd = Arc::clone(proc_fd);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| match held.get(&pid) {
+        Some(at) => pin_one(&fd, pid, at),
+        None => Outcome::Gone,
+    });
+    for (pid, outcome) in run_jobs(pids, threads, limits, stuck, job) {
+        match outcome {
+            Ok(Outcome::Holds(seen)) => result.holders.push(*seen),
+            Ok(Outcome::Vanished) => result.vanished.push(pid),
+            Ok(Outcome::Unreadable(why)) | Err(why) => result.unreadable.push((pid, why)),
+            Ok(Outcome::Clean(_) | Outcome::Gone) => {}
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_time_offset_of_a_time_namespace() {
+        let b = b"monotonic           0         0\nboottime         -3600 500\n";
+        assert_eq!(boottime_offset(b), Some(-3_599_999_999_500));
+        assert_eq!(boottime_offset(b"monotonic 1 2\n"), None);
+        let clock = Clock {
+            ns_per_tick: 10_000_000,
+            offset_ns: 0,
+        };
+        assert_eq!(clock.ticks(12_345_678_901), 1234);
+    }
+}

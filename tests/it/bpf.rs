@@ -1,0 +1,357 @@
+//! The in-kernel walk (`--scan bpf`) against the /proc walk on real
+//! processes: random populations (fds, mappings without fds, two fds on
+//! one node, zombie leaders with live threads, zombies, a holder in a PID
+//! namespace of its own, a node reached through a bind mount or through a
+//! device node of another directory) give the same holders, and the ones
+//! the population really holds; where BPF cannot run, the /proc walk runs
+//! and says why.
+
+use crate::harness::*;
+use gpufree::demo::holder::{HoldSpec, Spawned};
+use proptest::prelude::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// pid -> node -> how.
+type Holders = BTreeMap<u32, BTreeMap<String, Vec<String>>>;
+
+fn status(dev: &Path, scan: &str, env: &[(&str, &str)]) -> Value {
+    let r = gpufree(
+        &[
+            "status",
+            "--json",
+            "--scan",
+            scan,
+            "--dev-dir",
+            dev.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ],
+        env,
+    );
+    assert_eq!(r.code, 0, "status --scan {scan} failed: {}", r.stderr);
+    r.json()
+}
+
+/// The holders among `pids`, with what they hold and how.
+fn holders(doc: &Value, pids: &[u32]) -> Holders {
+    let mut out = Holders::new();
+    for p in doc["processes"].as_array().unwrap() {
+        let pid = p["pid"].as_u64().unwrap() as u32;
+        if !pids.contains(&pid) {
+            continue;
+        }
+        let mut held = BTreeMap::new();
+        for d in p["devices"].as_array().unwrap() {
+            let path = d["path"].as_str().unwrap();
+            let name = path.rsplit('/').next().unwrap().to_string();
+            let via = d["via"].as_array().unwrap();
+            held.insert(
+                name,
+                via.iter()
+                    .map(|v| v.as_str().unwrap().to_string())
+                    .collect(),
+            );
+        }
+        out.insert(pid, held);
+    }
+    out
+}
+
+/// Whether the in-kernel walk runs here; else says why (and fails under
+/// CI, whose machine has root, BPF and kernel BTF).
+fn bpf_runs(d: &TestDir) -> bool {
+    let doc = status(&d.dev, "bpf", &[]);
+    let v = &doc["visibility"];
+    if v["scan"] == "bpf" {
+        return true;
+    }
+    skip_off_ci(
+        "root with BPF and kernel BTF",
+        &v["scan_reason"].as_str().unwrap_or("?"),
+    );
+    false
+}
+
+/// One process of a population.
+#[derive(Debug, Clone)]
+struct Member {
+    fd: Vec<usize>,
+    mmap: Vec<usize>,
+    maps_only: Vec<usize>,
+    /// Open its nodes through the bind mount of the device directory.
+    bind: bool,
+    leader_exits: bool,
+    /// Exit at once and stay unreaped: holds nothing.
+    zombie: bool,
+}
+
+/// The nodes of the test directory a member may hold: two GPUs and the
+/// shared ones.
+const NODES: [&str; 4] = ["nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"];
+
+fn member() -> impl Strategy<Value = Member> {
+    let set = || proptest::collection::vec(0..NODES.len(), 0..3);
+    (set(), set(), set(), any::<bool>(), 0..8u8).prop_map(|(fd, mmap, maps_only, bind, shape)| {
+        Member {
+            fd,
+            mmap,
+            maps_only,
+            bind,
+            leader_exits: shape == 1,
+            zombie: shape == 2,
+        }
+    })
+}
+
+/// What a member holds, as the status JSON says it: node -> how.
+fn truth(m: &Member) -> BTreeMap<String, Vec<String>> {
+    let mut t: BTreeMap<String, (bool, bool)> = BTreeMap::new();
+    if m.zombie {
+        return BTreeMap::new();
+    }
+    for &n in &m.fd {
+        t.entry(NODES[n].into()).or_default().0 = true;
+    }
+    for &n in &m.mmap {
+        *t.entry(NODES[n].into()).or_default() = (true, true);
+    }
+    for &n in &m.maps_only {
+        t.entry(NODES[n].into()).or_default().1 = true;
+    }
+    t.into_iter()
+        .map(|(k, (fd, mmap))| {
+            let via = [("fd", fd), ("mmap", mmap)]
+                .iter()
+                .filter(|(_, on)| *on)
+                .map(|(v, _)| v.to_string())
+                .collect();
+            (k, via)
+        })
+        .collect()
+}
+
+/// A bind mount of the device directory, unmounted on drop.
+struct Bind(PathBuf);
+
+impl Bind {
+    fn new(dev: &Path, at: &Path) -> Option<Bind> {
+        std::fs::create_dir_all(at).ok()?;
+        let ok = Command::new("mount")
+            .args(["--bind", dev.to_str()?, at.to_str()?])
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Bind(at.to_path_buf()))
+    }
+}
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn spawn(m: &Member, dir: &Path) -> Spawned {
+    let paths = |v: &[usize]| v.iter().map(|&n| dir.join(NODES[n])).collect();
+    let h = hold(
+        &["gpufree", "equivalence"],
+        HoldSpec {
+            fd: paths(&m.fd),
+            mmap: paths(&m.mmap),
+            maps_only: paths(&m.maps_only),
+            leader_exits: m.leader_exits,
+            exit_after_ms: m.zombie.then_some(0),
+            ..HoldSpec::default()
+        },
+    );
+    if m.zombie || m.leader_exits {
+        wait_state(h.pid(), 'Z');
+    }
+    h
+}
+
+/// A holder of `node` in a PID namespace of its own: (unshare's child,
+/// the holder's PID here).
+fn in_pid_namespace(node: &Path) -> Option<(std::process::Child, u32)> {
+    let script = format!(
+        "import os,mmap,sys,time\nf=os.open({:?},os.O_RDONLY)\nm=mmap.mmap(f,4096,prot=mmap.PROT_READ)\nos.close(f)\nprint(os.getpid(),flush=True)\ntime.sleep(120)",
+        node.to_str()?
+    );
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "python3", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take()?),
+        &mut line,
+    )
+    .ok()?;
+    if line.trim() != "1" {
+        let _ = child.kill();
+        return None;
+    }
+    let pid = child.id();
+    let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    let inner = kids.split_whitespace().next()?.parse().ok()?;
+    Some((child, inner))
+}
+
+impl Drop for PidNs {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct PidNs(std::process::Child);
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, failure_persistence: None, .. ProptestConfig::default() })]
+
+    #[test]
+    fn bpf_and_procfs_find_the_same_holders(members in proptest::collection::vec(member(), 1..6), pidns in any::<bool>()) {
+        let d = TestDir::new(2);
+        if !bpf_runs(&d) {
+            return Ok(());
+        }
+        let bind = Bind::new(&d.dev, &d.tmp.path().join("bind"));
+        let mut spawned = Vec::new();
+        let mut expect = Holders::new();
+        for m in &members {
+            let dir = match (&bind, m.bind) {
+                (Some(b), true) => b.0.clone(),
+                _ => d.dev.clone(),
+            };
+            let h = spawn(m, &dir);
+            let t = truth(m);
+            if !t.is_empty() {
+                expect.insert(h.pid(), t);
+            }
+            spawned.push(h);
+        }
+        let mut pids: Vec<u32> = spawned.iter().map(|h| h.pid()).collect();
+        let _ns = if pidns {
+            in_pid_namespace(&d.node("nvidia1")).map(|(child, inner)| {
+                pids.push(inner);
+                // Python's mmap keeps a duplicate of the fd it maps.
+                expect.insert(inner, BTreeMap::from([("nvidia1".to_string(), vec!["fd".to_string(), "mmap".to_string()])]));
+                PidNs(child)
+            })
+        } else {
+            None
+        };
+        let procfs = status(&d.dev, "procfs", &[]);
+        let bpf = status(&d.dev, "bpf", &[]);
+        prop_assert_eq!(&bpf["visibility"]["scan"], "bpf");
+        prop_assert_eq!(&procfs["visibility"]["scan"], "procfs");
+        let (by_proc, by_bpf) = (holders(&procfs, &pids), holders(&bpf, &pids));
+        prop_assert_eq!(&by_proc, &by_bpf, "the two walks differ");
+        prop_assert_eq!(&by_bpf, &expect, "the walks miss or invent a holding");
+    }
+}
+
+/// A character device node elsewhere with the same device number as a
+/// node of the device directory (a container's own /dev) is that node, by
+/// fd, in both walks.
+#[test]
+fn another_directorys_node_of_the_same_device_is_that_node() {
+    let d = TestDir::new(1);
+    if !bpf_runs(&d) {
+        return;
+    }
+    // nvidia7 here has /dev/full's device number; the holder opens the
+    // machine's /dev/full (another file system, another inode).
+    let node = d.node("nvidia7");
+    let made = Command::new("mknod")
+        .args([node.to_str().unwrap(), "c", "1", "7"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        skip_off_ci("mknod (root)", &"could not make a device node");
+        return;
+    }
+    let h = hold(
+        &["gpufree"],
+        HoldSpec {
+            fd: vec![PathBuf::from("/dev/full")],
+            ..HoldSpec::default()
+        },
+    );
+    let pids = [h.pid()];
+    let procfs = holders(&status(&d.dev, "procfs", &[]), &pids);
+    let bpf = holders(&status(&d.dev, "bpf", &[]), &pids);
+    let want = Holders::from([(
+        h.pid(),
+        BTreeMap::from([("nvidia7".to_string(), vec!["fd".to_string()])]),
+    )]);
+    assert_eq!(procfs, want);
+    assert_eq!(bpf, want);
+}
+
+/// A verifier refusal (forced through the test-only variable) and a run
+/// without privilege both fall back to the /proc walk, with the same
+/// holders and the reason said.
+#[test]
+fn where_bpf_cannot_run_procfs_answers_and_says_why() {
+    let d = TestDir::new(1);
+    if !bpf_runs(&d) {
+        return;
+    }
+    let h = d.mapper("nvidia0");
+    let env = [("GPUFREE_TEST_BPF_BREAK_VERIFIER", "1")];
+    let doc = status(&d.dev, "bpf", &env);
+    let v = &doc["visibility"];
+    assert_eq!(v["scan"], "procfs", "{v}");
+    let reason = v["scan_reason"].as_str().unwrap();
+    assert!(reason.contains("verifier refused"), "{reason}");
+    assert_eq!(
+        via(process(&doc, h.pid()).unwrap(), "nvidia0"),
+        ["fd", "mmap"]
+    );
+
+    let r = run_cmd(&mut as_nobody(
+        &d,
+        &[
+            "status",
+            "--json",
+            "--scan",
+            "bpf",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+        ],
+    ));
+    let doc = r.json();
+    let v = &doc["visibility"];
+    assert_eq!(v["scan"], "procfs", "{v}");
+    let reason = v["scan_reason"].as_str().unwrap();
+    assert!(reason.contains("not permitted"), "{reason}");
+}
+
+/// auto: a one-shot command on a host with few open files keeps the /proc
+/// walk and says why; a forced procfs says so.
+#[test]
+fn auto_keeps_procfs_for_a_one_shot_look_at_a_small_host() {
+    let d = TestDir::new(1);
+    let doc = status(&d.dev, "procfs", &[]);
+    assert_eq!(doc["visibility"]["scan_reason"], "--scan procfs");
+    let doc = status(&d.dev, "auto", &[]);
+    let v = &doc["visibility"];
+    let open: u64 = std::fs::read_to_string("/proc/sys/fs/file-nr")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    if open < gpufree::proc::scan::CROSSOVER_FILES / 2 {
+        assert_eq!(v["scan"], "procfs", "{v}");
+        assert!(
+            v["scan_reason"].as_str().unwrap().contains("open files"),
+            "{v}"
+        );
+    }
+}
