@@ -70,15 +70,24 @@ fn status_why_and_kill_dry_run_collect_exactly_once() {
         (&["why", "--pattern", "gpufree"], 1),
         (&["kill", "--dry-run"], 0),
     ];
-    for (command, code) in commands {
-        let args: Vec<&str> = command.iter().chain(&on_sim).copied().collect();
-        let (got, walked, read) = collections(&args);
-        assert_eq!(got, ExitCode::from(code), "gpufree {command:?}: exit code");
-        assert_eq!(
-            (walked, read),
-            (1, 1),
-            "gpufree {command:?}: (walks of /proc, NVML read passes)"
-        );
+    // Either walk (the in-kernel one where it can run; else it falls back
+    // to /proc, once) is one walk of every process.
+    for scan in ["procfs", "bpf"] {
+        for (command, code) in commands {
+            let args: Vec<&str> = command
+                .iter()
+                .chain(&on_sim)
+                .chain(&["--scan", scan])
+                .copied()
+                .collect();
+            let (got, walked, read) = collections(&args);
+            assert_eq!(got, ExitCode::from(code), "gpufree {args:?}: exit code");
+            assert_eq!(
+                (walked, read),
+                (1, 1),
+                "gpufree {args:?}: (walks of every process, NVML read passes)"
+            );
+        }
     }
 }
 

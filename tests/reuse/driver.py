@@ -448,6 +448,13 @@ def judge(t, out, status_code):
     if doc is None:
         t.error = f"gpufree printed nothing (exit {status_code})"
         return
+    # Asked for a walk (GPUFREE_SCAN), the trial must have used it: a run
+    # that fell back would test the other walk.
+    want = os.environ.get("GPUFREE_SCAN")
+    got = (doc.get("visibility") or {}).get("scan")
+    if want in ("bpf", "procfs") and got is not None and got != want:
+        t.error = f"asked for --scan {want}, ran {got}: {(doc.get('visibility') or {}).get('scan_reason')}"
+        return
     if t.window != "exec" and t.forced:
         # H is gone and its PID names the innocent, which holds nothing.
         listed = [p for p in doc.get("processes") or [] if p.get("pid") == h]

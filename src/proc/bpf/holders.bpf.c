@@ -29,6 +29,10 @@ const volatile __u32 ndevs = 0;
 const volatile __u32 devs[MAX_DEVS] = {};
 const volatile __u32 nmajors = 0;
 const volatile __u32 majors[MAX_DEVS] = {};
+/* Bit (inode number % 64) set for each target's inode: most files of a
+ * target's file system (a test directory on the root file system, the
+ * libraries every process maps) are ruled out without a map lookup. */
+const volatile __u64 ino_bits = 0;
 /* Test-only: makes both holder programs fail the verifier (the loader's
  * fallback is tested with a real refusal). */
 const volatile __u32 break_verifier = 0;
@@ -73,8 +77,10 @@ static __always_inline int match(struct inode *inode)
 	__u32 dev = inode->i_sb->s_dev;
 	__u32 *idx;
 
-	if (in_list(devs, ndevs, dev)) {
-		struct ident key = { .dev = dev, .ino = inode->i_ino };
+	__u64 ino = inode->i_ino;
+
+	if ((ino_bits & (1ULL << (ino & 63))) && in_list(devs, ndevs, dev)) {
+		struct ident key = { .dev = dev, .ino = ino };
 		idx = bpf_map_lookup_elem(&by_ident, &key);
 		if (idx)
 			return *idx;

@@ -161,6 +161,7 @@ impl Programs {
                 .map(rustix::fs::major),
         )?;
         let broken = u32::from(break_verifier);
+        let ino_bits = nodes.nodes.iter().fold(0u64, |m, n| m | 1 << (n.ino % 64));
         // aya's loader parses the kernel's BTF for the relocations, and
         // keeps it to itself; attaching an iterator needs it once more.
         // The second parse (tens of milliseconds) runs beside the first.
@@ -171,6 +172,7 @@ impl Programs {
             .override_global("devs", &devs, true)
             .override_global("nmajors", &nmajors, true)
             .override_global("majors", &majors, true)
+            .override_global("ino_bits", &ino_bits, true)
             .override_global("break_verifier", &broken, true)
             .load(object());
         let btf = btf

@@ -139,6 +139,15 @@ fn proc_is_ours(proc_fd: &OwnedFd) -> bool {
         == Some(std::process::id())
 }
 
+/// Whether this process runs in a nested PID namespace (its status lists
+/// more than one PID): the kernel's walk then sees that namespace only.
+fn nested(proc_fd: &OwnedFd) -> bool {
+    read_at(proc_fd, "self/status")
+        .ok()
+        .and_then(|b| parse::parse_status(&b).ok())
+        .is_some_and(|s| s.nspid.len() > 1)
+}
+
 /// A finished scan and which walk made it, with why.
 pub struct Scanned {
     /// The result.
@@ -183,11 +192,17 @@ impl Methods {
             Err(why) => return fallback(why),
         };
         match self.walk(&mut state, proc_fd, nodes, limits, stuck) {
-            Ok(result) => Ok(Scanned {
-                result,
-                method: ScanMethod::Bpf,
-                reason: why,
-            }),
+            Ok(result) => {
+                Ok(Scanned {
+                    result,
+                    method: ScanMethod::Bpf,
+                    reason: if nested(proc_fd) {
+                        format!("{why}; it walks this PID namespace only (gpufree runs in a nested one)")
+                    } else {
+                        why
+                    },
+                })
+            }
             Err(why) => {
                 drop(state);
                 fallback(format!("the in-kernel walk could not run: {why}"))
