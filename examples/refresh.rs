@@ -52,5 +52,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         last.visibility.scan.name(),
         last.visibility.scan_reason
     );
+    // The process's memory now and at its peak (the load's BTF included).
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    for key in ["VmRSS", "VmHWM"] {
+        if let Some(line) = status.lines().find(|l| l.starts_with(key)) {
+            println!("{}", line.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
     Ok(())
 }

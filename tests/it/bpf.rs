@@ -331,6 +331,37 @@ fn where_bpf_cannot_run_procfs_answers_and_says_why() {
     assert!(reason.contains("not permitted"), "{reason}");
 }
 
+/// A walk that does not finish within the read timeout (its reader held,
+/// as a task's stuck memory map lock would hold it) is abandoned: the
+/// /proc walk answers, with the same holder, and says why.
+#[test]
+fn a_walk_that_does_not_finish_in_time_falls_back() {
+    let d = TestDir::new(1);
+    if !bpf_runs(&d) {
+        return;
+    }
+    let h = d.mapper("nvidia0");
+    let env = [
+        ("GPUFREE_TEST_BPF_SLOW_WALK_MS", "20000"),
+        ("GPUFREE_READ_TIMEOUT", "300ms"),
+    ];
+    let started = std::time::Instant::now();
+    let doc = status(&d.dev, "bpf", &env);
+    let took = started.elapsed();
+    let v = &doc["visibility"];
+    assert_eq!(v["scan"], "procfs", "{v}");
+    let reason = v["scan_reason"].as_str().unwrap();
+    assert!(reason.contains("did not finish within 0.3 s"), "{reason}");
+    assert_eq!(
+        via(process(&doc, h.pid()).unwrap(), "nvidia0"),
+        ["fd", "mmap"]
+    );
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "status waited for the held walk ({took:?})"
+    );
+}
+
 /// auto: a one-shot command on a host with few open files keeps the /proc
 /// walk and says why; a forced procfs says so.
 #[test]

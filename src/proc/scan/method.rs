@@ -78,6 +78,19 @@ impl std::fmt::Debug for Methods {
 /// programs (the fallback is tested with a real refusal).
 pub const BREAK_VERIFIER_ENV: &str = "GPUFREE_TEST_BPF_BREAK_VERIFIER";
 
+/// The test-only variable that holds each walk's reader this many
+/// milliseconds before it reads, as a task whose memory map lock is stuck
+/// would (the timeout and its fallback are tested without such a task).
+pub const SLOW_WALK_ENV: &str = "GPUFREE_TEST_BPF_SLOW_WALK_MS";
+
+fn slow_walk() -> Option<Duration> {
+    static SLOW: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    *SLOW.get_or_init(|| {
+        let ms = std::env::var(SLOW_WALK_ENV).ok()?.parse().ok()?;
+        Some(Duration::from_millis(ms))
+    })
+}
+
 impl Methods {
     /// A chooser for `choice`; `long_lived`: the command collects again and
     /// again (the load is paid once).
@@ -284,6 +297,9 @@ fn read_in_time(files: Vec<std::fs::File>, limits: Limits) -> Read {
         let spawned = std::thread::Builder::new()
             .name("gpufree-bpf-walk".into())
             .spawn(move || {
+                if let Some(pause) = slow_walk() {
+                    std::thread::sleep(pause);
+                }
                 let out = bpf::read_walk(f);
                 busy.fetch_sub(1, Ordering::Relaxed);
                 let _ = tx.send((i, out));
