@@ -20,10 +20,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: refresh DEVDIR procfs|bpf [ROUNDS]".into());
     };
     let rounds: usize = rest.first().map_or(Ok(9), |r| r.parse())?;
+    let scan = gpufree::proc::scan::ScanChoice::ALL
+        .into_iter()
+        .find(|c| c.as_str() == scan)
+        .ok_or("the walk is procfs or bpf")?;
     let cfg = Config {
         dev_dir: dev.into(),
         nvml_lib: Some("/nonexistent/libnvidia-ml.so.1".into()),
-        scan: scan.parse()?,
+        scan,
         long_lived: true,
         ..Config::default()
     };

@@ -6,6 +6,9 @@
 //! the code after the pause sees the real system, as it would after any
 //! slow moment.
 //!
+//! Beside the pause points, two test hooks of the in-kernel walk:
+//! [`BREAK_VERIFIER_ENV`] and [`SLOW_WALK_ENV`].
+//!
 //! Points: `scan:PID` (the scan has read PID's fd table and maps and found
 //! it a holder, and has not yet read its identity and details again),
 //! `signal` (a kill was confirmed; no target has been pinned or stopped yet)
@@ -52,5 +55,29 @@ pub fn while_held() {
     if wanted() == Some("held") {
         stop_here();
         std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// The variable that makes the kernel's verifier refuse the in-kernel
+/// walk's programs (`1`): its fallback is tested with a real refusal.
+pub const BREAK_VERIFIER_ENV: &str = "GPUFREE_TEST_BPF_BREAK_VERIFIER";
+
+/// Whether the in-kernel walk's programs are to be refused (tests only).
+pub fn break_verifier() -> bool {
+    std::env::var_os(BREAK_VERIFIER_ENV).is_some_and(|v| v == "1")
+}
+
+/// The variable that holds each in-kernel walk's reader this many
+/// milliseconds before it reads, as a task whose memory map lock is stuck
+/// would hold it: the walk's timeout and fallback are tested without such
+/// a task.
+pub const SLOW_WALK_ENV: &str = "GPUFREE_TEST_BPF_SLOW_WALK_MS";
+
+/// On a walk's reader thread: waits as [`SLOW_WALK_ENV`] says (tests only).
+pub fn slow_walk() {
+    static SLOW: OnceLock<Option<u64>> = OnceLock::new();
+    let ms = SLOW.get_or_init(|| std::env::var(SLOW_WALK_ENV).ok()?.parse().ok());
+    if let Some(ms) = ms {
+        std::thread::sleep(std::time::Duration::from_millis(*ms));
     }
 }

@@ -92,7 +92,7 @@ pub struct Collector {
     nvml: std::sync::Mutex<(nvml::Session, Instant)>,
     stuck: Stuck,
     /// Which walk finds the holders, and the in-kernel one once loaded.
-    methods: scan::Methods,
+    walks: scan::WalkChooser,
 }
 
 /// How often a failed NVML open is tried again (by `watch` and `serve`).
@@ -121,7 +121,7 @@ impl Collector {
             proc_fd: Arc::new(proc_fd),
             nvml: std::sync::Mutex::new((session, Instant::now())),
             stuck: Stuck::default(),
-            methods: scan::Methods::new(cfg.scan, cfg.long_lived),
+            walks: scan::WalkChooser::new(cfg.scan, cfg.long_lived),
             cfg,
         })
     }
@@ -183,7 +183,7 @@ impl Collector {
             result: scanned,
             method,
             reason,
-        } = self.methods.scan(
+        } = self.walks.scan(
             &self.proc_fd,
             &self.cfg.proc_root,
             &self.nodes,
@@ -310,10 +310,7 @@ impl Collector {
     /// that mean other processes here, where signals are resolved: nothing
     /// may be signalled by them. False when `self` cannot be read.
     pub fn proc_is_ours(&self) -> bool {
-        rustix::fs::readlinkat(&*self.proc_fd, "self", Vec::new())
-            .ok()
-            .and_then(|link| link.to_str().ok()?.parse::<u32>().ok())
-            == Some(std::process::id())
+        scan::self_pid(&self.proc_fd) == Some(std::process::id())
     }
 
     /// The configuration.

@@ -4,7 +4,8 @@
 //! namespace of its own, a node reached through a bind mount or through a
 //! device node of another directory) give the same holders, and the ones
 //! the population really holds; where BPF cannot run, the /proc walk runs
-//! and says why.
+//! and says why. (gpufree itself in a nested PID namespace walks with BPF
+//! in the PID-reuse harness, tests/it/reuse.rs.)
 
 use crate::harness::*;
 use gpufree::demo::holder::{HoldSpec, Spawned};
@@ -359,6 +360,43 @@ fn a_walk_that_does_not_finish_in_time_falls_back() {
     assert!(
         took < std::time::Duration::from_secs(10),
         "status waited for the held walk ({took:?})"
+    );
+}
+
+/// auto: `wait`, a long-running command, loads the in-kernel walk once
+/// and finds the holder with it.
+#[test]
+fn auto_walks_in_the_kernel_for_a_long_running_command() {
+    let d = TestDir::new(1);
+    if !bpf_runs(&d) {
+        return;
+    }
+    let h = d.mapper("nvidia0");
+    let r = gpufree(
+        &[
+            "wait",
+            "--json",
+            // Long enough for a debug build's load and walk on a loaded
+            // machine: a walk the deadline cuts short falls back to /proc.
+            "--timeout",
+            "2s",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ],
+        &[],
+    );
+    let doc = r.json();
+    let v = &doc["visibility"];
+    assert_eq!(v["scan"], "bpf", "{v}");
+    assert!(
+        v["scan_reason"].as_str().unwrap().contains("long-running"),
+        "{v}"
+    );
+    assert_eq!(
+        via(process(&doc, h.pid()).unwrap(), "nvidia0"),
+        ["fd", "mmap"]
     );
 }
 

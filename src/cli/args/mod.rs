@@ -70,13 +70,21 @@ pub struct Common {
     /// in-kernel walk cannot run, the /proc walk does, and the JSON's
     /// `visibility.scan_reason` says why.
     #[arg(long, value_name = "HOW", env = "GPUFREE_SCAN", default_value = "auto",
-          value_parser = scan_choice, global = true)]
+          value_parser = scan_choice(), global = true)]
     pub scan: crate::proc::scan::ScanChoice,
 }
 
-/// `--scan`'s value.
-fn scan_choice(s: &str) -> Result<crate::proc::scan::ScanChoice, String> {
-    s.parse()
+/// `--scan`: one of the choices, by name (clap lists them in the help and
+/// in the error).
+fn scan_choice() -> impl clap::builder::TypedValueParser<Value = crate::proc::scan::ScanChoice> {
+    use crate::proc::scan::ScanChoice;
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(ScanChoice::ALL.map(ScanChoice::as_str)).map(|name| {
+        ScanChoice::ALL
+            .into_iter()
+            .find(|c| c.as_str() == name)
+            .unwrap_or_default()
+    })
 }
 
 /// The commands.

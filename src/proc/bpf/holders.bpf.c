@@ -19,7 +19,6 @@ char LICENSE[] SEC("license") = "GPL"; /* bpf_seq_write is GPL-only */
 #define S_IFMT 00170000
 #define S_IFCHR 0020000
 #define S_IFBLK 0060000
-#define MAX_DEVS 8
 #define BPF_MAP_TYPE_HASH 1
 
 /* Set by the loader before the load (.rodata: the verifier sees them).
@@ -71,13 +70,16 @@ static __always_inline int in_list(const volatile __u32 *list, __u32 n, __u32 v)
 	return 0;
 }
 
-/* The target this inode is, or -1. */
+/* The target this inode is, or -1. Every field is read before the first
+ * branch: the verifier then checks each read once, not once per path (a
+ * check of a kernel pointer's read searches the kernel's BTF). */
 static __always_inline int match(struct inode *inode)
 {
 	__u32 dev = inode->i_sb->s_dev;
-	__u32 *idx;
-
 	__u64 ino = inode->i_ino;
+	__u16 mode = inode->i_mode & S_IFMT;
+	__u32 rdev = inode->i_rdev;
+	__u32 *idx;
 
 	if ((ino_bits & (1ULL << (ino & 63))) && in_list(devs, ndevs, dev)) {
 		struct ident key = { .dev = dev, .ino = ino };
@@ -85,14 +87,10 @@ static __always_inline int match(struct inode *inode)
 		if (idx)
 			return *idx;
 	}
-	__u16 mode = inode->i_mode & S_IFMT;
-	if (mode == S_IFCHR || mode == S_IFBLK) {
-		__u32 rdev = inode->i_rdev;
-		if (in_list(majors, nmajors, rdev >> 20)) {
-			idx = bpf_map_lookup_elem(&by_rdev, &rdev);
-			if (idx)
-				return *idx;
-		}
+	if ((mode == S_IFCHR || mode == S_IFBLK) && in_list(majors, nmajors, rdev >> 20)) {
+		idx = bpf_map_lookup_elem(&by_rdev, &rdev);
+		if (idx)
+			return *idx;
 	}
 	return -1;
 }
@@ -125,6 +123,7 @@ static __always_inline void emit(struct seq_file *seq, struct task_struct *task,
 	r.aux = aux;
 	r.target = target;
 	r.start_ns = leader->start_boottime;
+	r.tid = kind == REC_FD ? nr_here(task->thread_pid) : 0;
 	if (kind == REC_TASK)
 		bpf_probe_read_kernel(r.comm, sizeof(r.comm), leader->comm);
 	bpf_seq_write(seq, &r, sizeof(r));
@@ -150,6 +149,13 @@ int gpufree_fds(struct bpf_iter__task_file *ctx)
 	if (break_verifier)
 		return *(volatile int *)((char *)ctx + 4096);
 	if (!task || !file || !file->f_inode)
+		return 0;
+	/* The process's fd table is its leader's; a thread with a table of
+	 * its own (unshare(CLONE_FILES)) counts only once the leader has
+	 * exited, as in /proc, whose PID/fd is the leader's table and where
+	 * the check before a signal reads it. */
+	struct task_struct *leader = task->group_leader;
+	if (task != leader && leader->files)
 		return 0;
 	int target = match(file->f_inode);
 	if (target >= 0)

@@ -1,9 +1,11 @@
 /* The record the holder scan writes, shared with the loader
- * (src/proc/bpf/record.rs reads it field by field). */
+ * (src/proc/bpf/record.rs reads it field by field: 48 bytes). */
 #ifndef GPUFREE_HOLDERS_H
 #define GPUFREE_HOLDERS_H
 
-#define MAX_TARGETS 64
+/* Distinct superblocks (and distinct majors) of the targets the program
+ * takes (src/proc/bpf/mod.rs: MAX_DEVS). */
+#define MAX_DEVS 8
 
 #define REC_TASK 1 /* a process: pid, its parent, start time, comm */
 #define REC_FD 2   /* an open fd on a target: pid, fd, target */
@@ -15,6 +17,8 @@ struct gf_rec {
 	__u32 aux;      /* REC_TASK: parent's tgid there (0: not visible); REC_FD: fd */
 	__u32 target;   /* REC_FD, REC_VMA: index into the targets */
 	__u64 start_ns; /* the thread group leader's start_boottime */
+	__u32 tid;      /* REC_FD: the task whose table has the fd, in the reader's namespace */
+	__u32 pad;
 	char comm[16];  /* REC_TASK: the leader's comm */
 };
 

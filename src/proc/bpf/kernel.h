@@ -28,6 +28,8 @@ struct pid {
 	struct upid numbers[1];
 };
 
+struct files_struct;
+
 struct task_struct {
 	int pid;
 	int tgid;
@@ -36,6 +38,7 @@ struct task_struct {
 	struct pid *thread_pid;
 	__u64 start_boottime;
 	char comm[16];
+	struct files_struct *files;
 };
 
 struct super_block {
@@ -59,6 +62,12 @@ struct vm_area_struct {
 	struct file *vm_file;
 };
 
+#pragma clang attribute pop
+
+/* The iterators' contexts: not relocated. Their layout is the iterator
+ * ABI (one 8-byte slot per argument of the kernel's bpf_iter_* function;
+ * the meta's seq first), and every relocated type costs the loader a
+ * search through the kernel's whole BTF. */
 struct seq_file;
 
 struct bpf_iter_meta {
@@ -85,7 +94,6 @@ struct bpf_iter__task_vma {
 	struct vm_area_struct *vma;
 };
 
-#pragma clang attribute pop
 
 /* Helpers, by their numbers in the kernel's UAPI (include/uapi/linux/bpf.h). */
 static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;

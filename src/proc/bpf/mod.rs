@@ -42,6 +42,38 @@ pub enum Unavailable {
     /// takes.
     #[error("the device nodes span more than {MAX_DEVS} file systems or majors")]
     TooManyDevices,
+    /// A node that is a regular file on btrfs: `stat` gives it its
+    /// subvolume's device number, which the kernel's inode does not carry
+    /// (test directories only; device nodes match by device number).
+    #[error("{0}: a regular file on btrfs, whose inode the kernel walk cannot match")]
+    Btrfs(String),
+    /// The walk did not finish within the read timeout (a task's memory
+    /// map lock held by a task stuck in the kernel, a starved machine).
+    #[error("the walk did not finish within {:.1} s", .0.as_secs_f64())]
+    TimedOut(std::time::Duration),
+    /// The command's deadline came before the walk's end.
+    #[error("the command's deadline came before the walk's end")]
+    DeadlineFirst,
+    /// An earlier walk's readers are still blocked.
+    #[error("an earlier walk is still blocked in the kernel")]
+    StillBlocked,
+    /// The start time the kernel gives gpufree is not the one its /proc
+    /// shows: no match could be pinned by it.
+    #[error(
+        "the kernel's start time for gpufree ({kernel} ticks) is not the one /proc shows ({proc})"
+    )]
+    Calibration {
+        /// From the walk, in ticks.
+        kernel: u64,
+        /// From /proc/self/stat ("unreadable" when it could not be read).
+        proc: String,
+    },
+    /// The walk wrote bytes that make no record this gpufree knows.
+    #[error("the walk wrote records this gpufree cannot read")]
+    BadRecords,
+    /// Reading the walk failed.
+    #[error("reading the walk: {0}")]
+    Read(String),
     /// Any other failure of a step (an old kernel without an iterator kind,
     /// lockdown, a relocation the kernel's BTF cannot satisfy).
     #[error("{step}: {why}")]
@@ -66,8 +98,11 @@ const PROGRAMS: [(&str, &str); 3] = [
     ("gpufree_vmas", "task_vma"),
 ];
 
-/// As `MAX_DEVS` in holders.bpf.c.
+/// As `MAX_DEVS` in holders.h.
 const MAX_DEVS: usize = 8;
+
+/// `BTRFS_SUPER_MAGIC`.
+const BTRFS_MAGIC: i64 = 0x9123_683e;
 
 /// The kernel's own encoding of a device number (`MKDEV`): major in the
 /// top 12 bits, minor in the low 20.
@@ -152,6 +187,13 @@ impl Programs {
     /// verifies the three programs and fills the target maps.
     /// `break_verifier` (tests only) makes the kernel refuse two of them.
     pub fn load(nodes: &NodeSet, break_verifier: bool) -> Result<Programs, Unavailable> {
+        for n in nodes.nodes.iter().filter(|n| n.rdev.is_none()) {
+            // f_type's type differs between targets (i64 on x86-64).
+            #[allow(clippy::unnecessary_cast)]
+            if rustix::fs::statfs(&n.path).is_ok_and(|f| f.f_type as i64 == BTRFS_MAGIC) {
+                return Err(Unavailable::Btrfs(n.path.display().to_string()));
+            }
+        }
         let (devs, ndevs) = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
         let (majors, nmajors) = distinct(
             nodes

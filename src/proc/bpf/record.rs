@@ -34,10 +34,13 @@ pub struct HoldRecord {
     pub target: usize,
     /// By fd or by mapping.
     pub how: Hold,
+    /// For an fd: the task whose table has it (the leader, or a live
+    /// thread once the leader has exited), in the reader's namespace.
+    pub tid: u32,
 }
 
 /// The size of one record.
-pub const SIZE: usize = 40;
+pub const SIZE: usize = 48;
 const TASK: u32 = 1;
 const FD: u32 = 2;
 const VMA: u32 = 3;
@@ -69,17 +72,19 @@ pub fn parse(b: &[u8; SIZE]) -> Option<Record> {
     let (kind, pid, aux) = (u32_at(b, 0), u32_at(b, 4), u32_at(b, 8));
     let target = usize::try_from(u32_at(b, 12)).ok()?;
     let start_ns = u64_at(b, 16);
+    let tid = u32_at(b, 24);
     let hold = |how| {
         Some(Record::Hold(HoldRecord {
             pid,
             start_ns,
             target,
             how,
+            tid,
         }))
     };
     match kind {
         TASK => {
-            let comm = &b[24..40];
+            let comm = &b[32..48];
             let len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
             Some(Record::Task(TaskRecord {
                 pid,
@@ -122,6 +127,8 @@ mod tests {
             b.extend_from_slice(&v.to_ne_bytes());
         }
         b.extend_from_slice(&start.to_ne_bytes());
+        b.extend_from_slice(&(pid + 1).to_ne_bytes()); // tid
+        b.extend_from_slice(&0u32.to_ne_bytes());
         let mut c = [0u8; 16];
         c[..comm.len()].copy_from_slice(comm);
         b.extend_from_slice(&c);

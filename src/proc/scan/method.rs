@@ -25,14 +25,16 @@ pub enum ScanChoice {
     Bpf,
 }
 
-impl std::str::FromStr for ScanChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "auto" => Ok(ScanChoice::Auto),
-            "procfs" => Ok(ScanChoice::Procfs),
-            "bpf" => Ok(ScanChoice::Bpf),
-            _ => Err(format!("'{s}' is not one of auto, procfs, bpf")),
+impl ScanChoice {
+    /// Every choice, in the order `--help` lists them.
+    pub const ALL: [ScanChoice; 3] = [ScanChoice::Auto, ScanChoice::Procfs, ScanChoice::Bpf];
+
+    /// Its name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanChoice::Auto => "auto",
+            ScanChoice::Procfs => "procfs",
+            ScanChoice::Bpf => "bpf",
         }
     }
 }
@@ -40,7 +42,8 @@ impl std::str::FromStr for ScanChoice {
 /// Open files on the host (the kernel's count of allocated file handles,
 /// `fs/file-nr`) from which a one-shot command loads the in-kernel walk:
 /// there the walk saves more than the load costs (bench/scan.py --scaling
-/// on a 2-core host: see README's performance section).
+/// on a 2-core host: see README's performance section). dup()ed fds share
+/// one file handle, so a host of many duplicates is counted low.
 pub const CROSSOVER_FILES: u64 = 40_000;
 
 /// What a collector knows of the in-kernel walk.
@@ -49,84 +52,70 @@ enum State {
     Untried,
     /// Loaded and verified: each walk costs only the walk.
     Loaded(Box<Programs>),
-    /// It cannot run here; why.
+    /// Loaded, but the last walk was abandoned while its readers (this
+    /// many still) were blocked: no new walk until they return.
+    Busy(Box<Programs>, Arc<AtomicUsize>),
+    /// It cannot run here; why (not tried again).
     Unavailable(Unavailable),
-    /// A walk did not finish in time; how many of its readers are still
-    /// blocked.
-    Stuck(Arc<AtomicUsize>),
 }
 
 /// The walk chooser of one collector: the user's choice, whether the
 /// command runs long, and the programs once loaded.
-pub struct Methods {
+pub struct WalkChooser {
     choice: ScanChoice,
     long_lived: bool,
     break_verifier: bool,
     state: Mutex<State>,
 }
 
-impl std::fmt::Debug for Methods {
+impl std::fmt::Debug for WalkChooser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Methods")
+        f.debug_struct("WalkChooser")
             .field("choice", &self.choice)
             .field("long_lived", &self.long_lived)
             .finish_non_exhaustive()
     }
 }
 
-/// The test-only variable that makes the kernel's verifier refuse the
-/// programs (the fallback is tested with a real refusal).
-pub const BREAK_VERIFIER_ENV: &str = "GPUFREE_TEST_BPF_BREAK_VERIFIER";
-
-/// The test-only variable that holds each walk's reader this many
-/// milliseconds before it reads, as a task whose memory map lock is stuck
-/// would (the timeout and its fallback are tested without such a task).
-pub const SLOW_WALK_ENV: &str = "GPUFREE_TEST_BPF_SLOW_WALK_MS";
-
-fn slow_walk() -> Option<Duration> {
-    static SLOW: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
-    *SLOW.get_or_init(|| {
-        let ms = std::env::var(SLOW_WALK_ENV).ok()?.parse().ok()?;
-        Some(Duration::from_millis(ms))
-    })
-}
-
-impl Methods {
+impl WalkChooser {
     /// A chooser for `choice`; `long_lived`: the command collects again and
     /// again (the load is paid once).
-    pub fn new(choice: ScanChoice, long_lived: bool) -> Methods {
-        Methods {
+    pub fn new(choice: ScanChoice, long_lived: bool) -> WalkChooser {
+        WalkChooser {
             choice,
             long_lived,
-            break_verifier: std::env::var_os(BREAK_VERIFIER_ENV).is_some_and(|v| v == "1"),
+            break_verifier: crate::pause::break_verifier(),
             state: Mutex::new(State::Untried),
         }
     }
 }
 
-/// The decision before any load: Ok(why the in-kernel walk) or Err(why
-/// the /proc walk).
-fn decide(
-    choice: ScanChoice,
-    long_lived: bool,
-    loaded: bool,
-    open_files: Option<u64>,
-) -> Result<String, String> {
+/// The walk to use, with why.
+#[derive(Debug, PartialEq, Eq)]
+enum Pick {
+    Bpf(String),
+    Procfs(String),
+}
+
+/// The decision before any load.
+fn pick(choice: ScanChoice, long_lived: bool, loaded: bool, open_files: Option<u64>) -> Pick {
     match choice {
-        ScanChoice::Procfs => Err("--scan procfs".into()),
-        ScanChoice::Bpf => Ok("--scan bpf".into()),
-        ScanChoice::Auto if loaded => Ok("loaded once for this command".into()),
+        ScanChoice::Procfs => Pick::Procfs("--scan procfs".into()),
+        ScanChoice::Bpf => Pick::Bpf("--scan bpf".into()),
         ScanChoice::Auto if long_lived => {
-            Ok("a long-running command: loaded once, walked on every refresh".into())
+            Pick::Bpf("a long-running command: loaded once, walked on every refresh".into())
         }
+        ScanChoice::Auto if loaded => Pick::Bpf("loaded once for this command".into()),
         ScanChoice::Auto => match open_files {
-            Some(n) if n >= CROSSOVER_FILES => Ok(format!(
+            Some(n) if n >= CROSSOVER_FILES => Pick::Bpf(format!(
                 "{n} open files on the host (from {CROSSOVER_FILES} the walk repays its load)"
             )),
-            Some(n) => Err(format!(
+            Some(n) => Pick::Procfs(format!(
                 "{n} open files on the host: below {CROSSOVER_FILES}, loading the in-kernel walk costs more than it saves"
             )),
-            None => Err("the host's count of open files (sys/fs/file-nr) could not be read".into()),
+            None => Pick::Procfs(
+                "the host's count of open files (sys/fs/file-nr) could not be read".into(),
+            ),
         },
     }
 }
@@ -142,25 +131,6 @@ fn open_files(proc_fd: &OwnedFd) -> Option<u64> {
         .ok()
 }
 
-/// Whether the proc root is this process's own namespace's (its `self` is
-/// this process): the in-kernel walk numbers processes as this namespace
-/// does, so it can stand in only for such a /proc.
-fn proc_is_ours(proc_fd: &OwnedFd) -> bool {
-    rustix::fs::readlinkat(proc_fd, "self", Vec::new())
-        .ok()
-        .and_then(|l| l.to_str().ok()?.parse::<u32>().ok())
-        == Some(std::process::id())
-}
-
-/// Whether this process runs in a nested PID namespace (its status lists
-/// more than one PID): the kernel's walk then sees that namespace only.
-fn nested(proc_fd: &OwnedFd) -> bool {
-    read_at(proc_fd, "self/status")
-        .ok()
-        .and_then(|b| parse::parse_status(&b).ok())
-        .is_some_and(|s| s.nspid.len() > 1)
-}
-
 /// A finished scan and which walk made it, with why.
 pub struct Scanned {
     /// The result.
@@ -171,7 +141,7 @@ pub struct Scanned {
     pub reason: String,
 }
 
-impl Methods {
+impl WalkChooser {
     /// Scans with the walk this collection should use (see the module);
     /// the /proc walk wherever the in-kernel one cannot run, with why.
     pub fn scan(
@@ -192,39 +162,34 @@ impl Methods {
         if self.choice == ScanChoice::Procfs {
             return fallback("--scan procfs".into());
         }
-        if !proc_is_ours(proc_fd) {
+        if self_pid(proc_fd) != Some(std::process::id()) {
             return fallback(format!(
                 "{} is not this PID namespace's /proc: the in-kernel walk would number other processes",
                 proc_root.display()
             ));
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let loaded = matches!(*state, State::Loaded(_));
-        let why = match decide(self.choice, self.long_lived, loaded, open_files(proc_fd)) {
-            Ok(why) => why,
-            Err(why) => return fallback(why),
+        let loaded = matches!(*state, State::Loaded(_) | State::Busy(..));
+        let why = match pick(self.choice, self.long_lived, loaded, open_files(proc_fd)) {
+            Pick::Bpf(why) => why,
+            Pick::Procfs(why) => return fallback(why),
         };
         match self.walk(&mut state, proc_fd, nodes, limits, stuck) {
-            Ok(result) => {
-                Ok(Scanned {
-                    result,
-                    method: ScanMethod::Bpf,
-                    reason: if nested(proc_fd) {
-                        format!("{why}; it walks this PID namespace only (gpufree runs in a nested one)")
-                    } else {
-                        why
-                    },
-                })
-            }
-            Err(why) => {
+            Ok(result) => Ok(Scanned {
+                result,
+                method: ScanMethod::Bpf,
+                reason: why,
+            }),
+            Err(e) => {
                 drop(state);
-                fallback(format!("the in-kernel walk could not run: {why}"))
+                fallback(format!("the in-kernel walk could not run: {e}"))
             }
         }
     }
 
     /// Loads the programs if need be, walks, and makes the records a
-    /// result; a failure is remembered (not retried on every refresh).
+    /// result. A failure that would come again (the load, the clock,
+    /// records it cannot read) is remembered, not retried on every refresh.
     fn walk(
         &self,
         state: &mut State,
@@ -233,119 +198,93 @@ impl Methods {
         limits: Limits,
         stuck: &Stuck,
     ) -> Result<ScanResult, Unavailable> {
-        if let State::Stuck(flag) = state {
-            if flag.load(Ordering::Relaxed) > 0 {
-                return Err(still_stuck());
-            }
-            *state = State::Untried;
-        }
-        if matches!(state, State::Untried) {
-            *state = match Programs::load(nodes, self.break_verifier) {
+        *state = match std::mem::replace(state, State::Untried) {
+            State::Untried => match Programs::load(nodes, self.break_verifier) {
                 Ok(p) => State::Loaded(Box::new(p)),
                 Err(e) => State::Unavailable(e),
-            };
-        }
+            },
+            State::Busy(p, readers) if readers.load(Ordering::Relaxed) == 0 => State::Loaded(p),
+            other => other,
+        };
         let programs = match state {
             State::Loaded(p) => p,
+            State::Busy(..) => return Err(Unavailable::StillBlocked),
             State::Unavailable(e) => return Err(e.clone()),
-            _ => return Err(still_stuck()),
+            State::Untried => return Err(Unavailable::StillBlocked),
         };
         let files = programs.start()?;
-        let clock = kernel::Clock::here(proc_fd);
-        match read_in_time(files, limits) {
-            Read::Done(records) => {
-                kernel::from_records(proc_fd, nodes, records?, clock, limits, stuck)
+        let clock = from_bpf::Clock::here(proc_fd);
+        let records = match read_in_time(files, limits) {
+            Walked::Done(bytes) => bpf::parse_all(&bytes?),
+            Walked::Abandoned(readers, why) => {
+                if let State::Loaded(p) = std::mem::replace(state, State::Untried) {
+                    *state = State::Busy(p, readers);
+                }
+                return Err(why);
             }
-            Read::TimedOut(flag) => {
-                *state = State::Stuck(flag);
-                Err(Unavailable::Failed {
-                    step: "the walk",
-                    why: format!(
-                        "did not finish within {:.1} s (a task's memory map is locked)",
-                        limits.read_timeout.as_secs_f64()
-                    ),
-                })
+        };
+        let result = match records {
+            (_, true) => Err(Unavailable::BadRecords),
+            (records, false) => {
+                from_bpf::from_records(proc_fd, nodes, records, clock, limits, stuck)
             }
+        };
+        if let Err(e @ (Unavailable::BadRecords | Unavailable::Calibration { .. })) = &result {
+            *state = State::Unavailable(e.clone());
         }
+        result
     }
 }
 
-fn still_stuck() -> Unavailable {
-    Unavailable::Failed {
-        step: "the walk",
-        why: "an earlier walk is still blocked in the kernel".into(),
-    }
-}
-
-/// A walk read to its end, or abandoned.
-enum Read {
-    Done(Result<Vec<bpf::Record>, Unavailable>),
-    /// Not done in time; the count of readers still blocked.
-    TimedOut(Arc<AtomicUsize>),
+/// The walks' bytes, or why they were abandoned (with the count of their
+/// readers still blocked).
+enum Walked {
+    Done(Result<Vec<u8>, Unavailable>),
+    Abandoned(Arc<AtomicUsize>, Unavailable),
 }
 
 /// Reads the walks, each on a thread of its own (the file walk and the
 /// mapping walk cost about the same, and a host has cores to spare for
-/// them), waiting at most the read timeout (or until the deadline):
-/// `task_vma` takes each task's memory map lock, and a task stuck in the
-/// kernel holding it would hold the walk.
-fn read_in_time(files: Vec<std::fs::File>, limits: Limits) -> Read {
-    let busy = Arc::new(AtomicUsize::new(files.len()));
+/// them), waiting at most the read timeout, or until the command's
+/// deadline: `task_vma` takes each task's memory map lock, which a task
+/// stuck in the kernel may hold.
+fn read_in_time(files: Vec<std::fs::File>, limits: Limits) -> Walked {
+    let readers = Arc::new(AtomicUsize::new(files.len()));
     let (tx, rx) = mpsc::channel();
     for (i, f) in files.into_iter().enumerate() {
-        let (tx, busy) = (tx.clone(), Arc::clone(&busy));
+        let (tx, left) = (tx.clone(), Arc::clone(&readers));
         let spawned = std::thread::Builder::new()
             .name("gpufree-bpf-walk".into())
             .spawn(move || {
-                if let Some(pause) = slow_walk() {
-                    std::thread::sleep(pause);
-                }
+                crate::pause::slow_walk();
                 let out = bpf::read_walk(f);
-                busy.fetch_sub(1, Ordering::Relaxed);
+                left.fetch_sub(1, Ordering::Relaxed);
                 let _ = tx.send((i, out));
             });
         if let Err(e) = spawned {
-            return Read::Done(Err(Unavailable::Failed {
-                step: "the walk",
-                why: format!("no thread to read it: {e}"),
-            }));
+            readers.fetch_sub(1, Ordering::Relaxed);
+            return Walked::Abandoned(readers, Unavailable::Read(e.to_string()));
         }
     }
     drop(tx);
-    let until = Instant::now()
-        + match limits.deadline {
-            Some(d) => limits
-                .read_timeout
-                .min(d.saturating_duration_since(Instant::now())),
-            None => limits.read_timeout,
-        };
+    let timeout = Instant::now() + limits.read_timeout;
+    let (until, cut) = match limits.deadline {
+        Some(d) if d < timeout => (d, Unavailable::DeadlineFirst),
+        _ => (timeout, Unavailable::TimedOut(limits.read_timeout)),
+    };
     let mut walks = BTreeMap::new();
     loop {
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok((i, Ok(bytes))) => {
                 walks.insert(i, bytes);
             }
-            Ok((_, Err(e))) => {
-                return Read::Done(Err(Unavailable::Failed {
-                    step: "reading the walk",
-                    why: e.to_string(),
-                }))
-            }
+            Ok((_, Err(e))) => return Walked::Done(Err(Unavailable::Read(e.to_string()))),
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => return Read::TimedOut(busy),
+            Err(mpsc::RecvTimeoutError::Timeout) => return Walked::Abandoned(readers, cut),
         }
     }
     // Every process first, then the holders, in the programs' order.
-    let bytes: Vec<u8> = walks.into_values().flatten().collect();
-    let (records, bad) = bpf::parse_all(&bytes);
-    Read::Done(if bad {
-        Err(Unavailable::Failed {
-            step: "the walk",
-            why: "wrote records this gpufree cannot read".into(),
-        })
-    } else {
-        Ok(records)
-    })
+    Walked::Done(Ok(walks.into_values().flatten().collect()))
 }
 
 #[cfg(test)]
@@ -355,16 +294,15 @@ mod tests {
     #[test]
     fn one_shot_commands_load_only_past_the_crossover() {
         let auto = ScanChoice::Auto;
-        assert!(decide(auto, false, false, Some(CROSSOVER_FILES - 1)).is_err());
-        assert!(decide(auto, false, false, Some(CROSSOVER_FILES)).is_ok());
-        assert!(decide(auto, false, false, None).is_err());
+        let bpf = |p: Pick| matches!(p, Pick::Bpf(_));
+        assert!(!bpf(pick(auto, false, false, Some(CROSSOVER_FILES - 1))));
+        assert!(bpf(pick(auto, false, false, Some(CROSSOVER_FILES))));
+        assert!(!bpf(pick(auto, false, false, None)));
         // Long-running commands, and programs already loaded, always walk.
-        assert!(decide(auto, true, false, Some(10)).is_ok());
-        assert!(decide(auto, false, true, Some(10)).is_ok());
+        assert!(bpf(pick(auto, true, false, Some(10))));
+        assert!(bpf(pick(auto, false, true, Some(10))));
         // A forced choice is obeyed either way.
-        assert!(decide(ScanChoice::Bpf, false, false, Some(10)).is_ok());
-        assert!(decide(ScanChoice::Procfs, true, true, Some(1 << 30)).is_err());
-        assert_eq!("bpf".parse(), Ok(ScanChoice::Bpf));
-        assert!("kernel".parse::<ScanChoice>().is_err());
+        assert!(bpf(pick(ScanChoice::Bpf, false, false, Some(10))));
+        assert!(!bpf(pick(ScanChoice::Procfs, true, true, Some(1 << 30))));
     }
 }

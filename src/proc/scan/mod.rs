@@ -22,8 +22,8 @@
 
 mod chosen;
 mod details;
+mod from_bpf;
 mod jobs;
-pub mod kernel;
 mod method;
 mod task;
 
@@ -31,7 +31,7 @@ pub use chosen::{holding_many, pin, titles};
 pub use details::{read_details, Details};
 pub use jobs::Stuck;
 use jobs::{run_jobs, worker_count};
-pub use method::{Methods, ScanChoice, Scanned, BREAK_VERIFIER_ENV, CROSSOVER_FILES};
+pub use method::{ScanChoice, Scanned, WalkChooser, CROSSOVER_FILES};
 pub use task::{holding_now, Holding};
 use task::{read_stat, scan_process, task_uses};
 
@@ -238,7 +238,7 @@ fn classify(what: &'static str, e: Errno) -> Outcome {
 static WALKS: AtomicUsize = AtomicUsize::new(0);
 
 /// How many times this process has walked every process: a proc
-/// directory listed, or the kernel's walk ([`kernel`]). A holder scan does
+/// directory listed, or the kernel's walk (`from_bpf.rs`). A holder scan does
 /// once, and so does any other pass over every process. Tests read it to prove that a command collects once.
 pub fn walks() -> usize {
     WALKS.load(Ordering::Relaxed)
@@ -260,6 +260,16 @@ pub fn list_pids(proc_fd: &OwnedFd) -> rustix::io::Result<Vec<u32>> {
     }
     pids.sort_unstable();
     Ok(pids)
+}
+
+/// This process as the proc root numbers it: its `self` link (a host's
+/// /proc mounted in a container names it by its host PID; a fake tree has
+/// none). The proc root is this process's own namespace's when that is
+/// this process's PID.
+pub fn self_pid(proc_fd: &OwnedFd) -> Option<u32> {
+    rustix::fs::readlinkat(proc_fd, "self", Vec::new())
+        .ok()
+        .and_then(|l| l.to_str().ok()?.parse().ok())
 }
 
 /// Opens the proc root as a directory fd.
@@ -287,9 +297,7 @@ pub fn scan(
     // This process, as the proc root numbers it: its "self" link (a host's
     // /proc mounted in a container names it by its host PID; a fake tree
     // has none, and then no PID of it is skipped).
-    let me: Option<u32> = rustix::fs::readlinkat(proc_fd.as_fd(), "self", Vec::new())
-        .ok()
-        .and_then(|l| l.to_str().ok().and_then(|s| s.parse().ok()));
+    let me = self_pid(proc_fd);
     let listed = list_pids(proc_fd).map_err(|e| ScanError::ProcRoot {
         path: proc_root.to_path_buf(),
         source: e.into(),

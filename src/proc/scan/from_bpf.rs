@@ -19,6 +19,9 @@ pub struct Clock {
 impl Clock {
     /// The clock of this process: `CLK_TCK`, and the boot time offset of
     /// its time namespace (`/proc/self/timens_offsets`; none without one).
+    /// That file shows the offsets of the namespace this process's
+    /// children get, which differ from its own after an
+    /// `unshare(CLONE_NEWTIME)` without a fork: [`calibrate`] catches that.
     pub fn here(proc_fd: &OwnedFd) -> Clock {
         let hz = rustix::param::clock_ticks_per_second().max(1);
         let offset_ns = read_at(proc_fd, "self/timens_offsets")
@@ -53,27 +56,20 @@ fn boottime_offset(bytes: &[u8]) -> Option<i64> {
 /// could be pinned by it (and every one would wrongly count as gone).
 pub fn calibrate(proc_fd: &OwnedFd, tasks: &[TaskRecord], clock: Clock) -> Result<(), Unavailable> {
     let me = std::process::id();
-    let mine = tasks
+    let kernel = tasks
         .iter()
         .find(|t| t.pid == me)
-        .ok_or(Unavailable::Failed {
-            step: "the walk of every process",
-            why: "did not include gpufree itself".into(),
-        })?;
+        .map_or(0, |t| clock.ticks(t.start_ns));
     let proc_start = read_at(proc_fd, "self/stat")
         .ok()
         .and_then(|b| parse::parse_stat(&b).ok())
         .map(|s| s.start_time);
-    if proc_start == Some(clock.ticks(mine.start_ns)) {
-        Ok(())
-    } else {
-        Err(Unavailable::Failed {
-            step: "pinning identities",
-            why: format!(
-                "the kernel's start time for gpufree ({} ticks) is not the one /proc shows ({proc_start:?})",
-                clock.ticks(mine.start_ns)
-            ),
-        })
+    match proc_start {
+        Some(p) if p == kernel => Ok(()),
+        p => Err(Unavailable::Calibration {
+            kernel,
+            proc: p.map_or_else(|| "unreadable".into(), |p| p.to_string()),
+        }),
     }
 }
 
@@ -81,8 +77,8 @@ pub fn calibrate(proc_fd: &OwnedFd, tasks: &[TaskRecord], clock: Clock) -> Resul
 #[derive(Default)]
 struct Matched {
     uses: Vec<NodeUse>,
-    /// fds on DRM nodes: (node, fd).
-    drm: Vec<(usize, u32)>,
+    /// fds on DRM nodes: (node, fd, the task whose table has it).
+    drm: Vec<(usize, u32, u32)>,
 }
 
 /// What the walk matched at one PID, by the start time of the process
@@ -109,6 +105,7 @@ fn sort_records(records: Vec<Record>, nodes: &NodeSet) -> (Vec<TaskRecord>, BTre
             start_ns,
             target,
             how,
+            tid,
         } = hold;
         if pid == 0 || pid == me || target >= nodes.nodes.len() {
             continue;
@@ -129,8 +126,8 @@ fn sort_records(records: Vec<Record>, nodes: &NodeSet) -> (Vec<TaskRecord>, BTre
             NodeKind::DriCard | NodeKind::DriRender
         );
         if let (Hold::Fd(n), true) = (how, drm_node) {
-            if !m.drm.contains(&(target, n)) {
-                m.drm.push((target, n));
+            if !m.drm.iter().any(|&(t, fd, _)| (t, fd) == (target, n)) {
+                m.drm.push((target, n, tid));
             }
         }
     }
@@ -160,15 +157,21 @@ fn pin_one(proc_fd: &OwnedFd, pid: u32, at: &[(u64, Matched)]) -> Outcome {
     let Some((_, m)) = at.iter().find(|(t, _)| *t == details.stat.start_time) else {
         return Outcome::Vanished;
     };
+    // A DRM fd's fdinfo, through the table that has the fd: the leader's,
+    // or a live thread's once the leader has exited.
     let drm = m
         .drm
         .iter()
-        .map(|&(node, fd)| DrmFd {
-            node,
-            fd,
-            info: read_at(&dir, &format!("fdinfo/{fd}"))
+        .map(|&(node, fd, tid)| {
+            let path = if tid == 0 || tid == pid {
+                format!("fdinfo/{fd}")
+            } else {
+                format!("task/{tid}/fdinfo/{fd}")
+            };
+            let info = read_at(&dir, &path)
                 .ok()
-                .and_then(|b| crate::proc::drm::parse_fdinfo(&b)),
+                .and_then(|b| crate::proc::drm::parse_fdinfo(&b));
+            DrmFd { node, fd, info }
         })
         .collect();
     Outcome::Holds(Box::new(Seen {
