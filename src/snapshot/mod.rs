@@ -116,12 +116,16 @@ impl Collector {
                 });
             }
         }
+        let walks = scan::WalkChooser::new(cfg.scan, cfg.long_lived);
+        if cfg.long_lived {
+            walks.preload(&proc_fd, &nodes);
+        }
         Ok(Collector {
+            walks,
             nodes: Arc::new(nodes),
             proc_fd: Arc::new(proc_fd),
             nvml: std::sync::Mutex::new((session, Instant::now())),
             stuck: Stuck::default(),
-            walks: scan::WalkChooser::new(cfg.scan, cfg.long_lived),
             cfg,
         })
     }

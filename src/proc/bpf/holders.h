@@ -22,4 +22,8 @@ struct gf_rec {
 	char comm[16];  /* REC_TASK: the leader's comm */
 };
 
+/* What the loader assumes (record.rs: SIZE; mod.rs: MAX_DEVS). */
+_Static_assert(sizeof(struct gf_rec) == 48, "src/proc/bpf/record.rs reads 48-byte records");
+_Static_assert(MAX_DEVS == 8, "src/proc/bpf/mod.rs passes 8 devs and 8 majors");
+
 #endif

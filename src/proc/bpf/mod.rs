@@ -295,34 +295,34 @@ fn refused(program: &'static str, e: ProgramError) -> Unavailable {
 /// Gives the programs the targets: every node by (superblock, inode), and
 /// the character and block nodes also by device number.
 fn fill_targets(ebpf: &mut Ebpf, nodes: &NodeSet) -> Result<(), Unavailable> {
-    let map = |name: &'static str, e: aya::maps::MapError| failed(name, &e);
-    let mut by_ident: HashMap<_, [u64; 2], u32> = HashMap::try_from(
-        ebpf.map_mut("by_ident")
-            .ok_or_else(|| Unavailable::Failed {
-                step: "the BPF object",
-                why: "has no map by_ident".into(),
-            })?,
-    )
-    .map_err(|e| map("the map by_ident", e))?;
-    for (i, n) in nodes.nodes.iter().enumerate() {
-        let idx = u32::try_from(i).unwrap_or(u32::MAX);
-        by_ident
-            .insert([u64::from(kernel_dev(n.dev)), n.ino], idx, 0)
-            .map_err(|e| map("filling the map by_ident", e))?;
-    }
-    let mut by_rdev: HashMap<_, u32, u32> =
-        HashMap::try_from(ebpf.map_mut("by_rdev").ok_or_else(|| Unavailable::Failed {
-            step: "the BPF object",
-            why: "has no map by_rdev".into(),
-        })?)
-        .map_err(|e| map("the map by_rdev", e))?;
-    for (i, n) in nodes.nodes.iter().enumerate() {
-        if let Some(rdev) = n.rdev {
-            let idx = u32::try_from(i).unwrap_or(u32::MAX);
-            by_rdev
-                .insert(kernel_dev(rdev), idx, 0)
-                .map_err(|e| map("filling the map by_rdev", e))?;
-        }
+    let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+    let idents = nodes
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| ([u64::from(kernel_dev(n.dev)), n.ino], index(i)));
+    fill(ebpf, "by_ident", idents)?;
+    let rdevs = nodes
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| Some((kernel_dev(n.rdev?), index(i))));
+    fill(ebpf, "by_rdev", rdevs)
+}
+
+/// Inserts `entries` into the hash map `name`.
+fn fill<K: aya::Pod>(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    entries: impl Iterator<Item = (K, u32)>,
+) -> Result<(), Unavailable> {
+    let map = ebpf.map_mut(name).ok_or_else(|| Unavailable::Failed {
+        step: "the BPF object",
+        why: format!("has no map {name}"),
+    })?;
+    let mut map: HashMap<_, K, u32> = HashMap::try_from(map).map_err(|e| failed(name, &e))?;
+    for (key, target) in entries {
+        map.insert(key, target, 0).map_err(|e| failed(name, &e))?;
     }
     Ok(())
 }

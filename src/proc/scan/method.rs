@@ -90,6 +90,28 @@ impl WalkChooser {
     }
 }
 
+impl WalkChooser {
+    /// For a long-running command: loads the programs now, on the calling
+    /// thread, where the command would use them. (The load's parse of the
+    /// kernel's BTF allocates tens of MiB for a moment; made on a worker
+    /// thread, its allocator keeps them for good: `watch` held 54 MiB
+    /// instead of 13.)
+    pub fn preload(&self, proc_fd: &OwnedFd, nodes: &NodeSet) {
+        let wanted = self.choice == ScanChoice::Bpf
+            || (self.choice == ScanChoice::Auto && self.long_lived);
+        if !wanted || self_pid(proc_fd) != Some(std::process::id()) {
+            return;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*state, State::Untried) {
+            *state = match Programs::load(nodes, self.break_verifier) {
+                Ok(p) => State::Loaded(Box::new(p)),
+                Err(e) => State::Unavailable(e),
+            };
+        }
+    }
+}
+
 /// The walk to use, with why.
 #[derive(Debug, PartialEq, Eq)]
 enum Pick {
