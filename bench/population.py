@@ -3,14 +3,38 @@
 
 N processes (default 700), each with about F open fds (default 90: /dev/null
 and pipes) and M extra file mappings (default 14), of which H (default 20)
-also hold GPU nodes of DEVDIR by fd and by mmap. Prints "ready" when all are
-set up. On EOF of stdin it SIGKILLs and reaps exactly the processes it
-started, nothing else.
+also hold GPU nodes of DEVDIR by fd and by mmap. With dups=D (default 0)
+each process also opens /dev/null once more and os.dup()s it to D extra fds
+(cheap for the kernel: one open file, D table slots), raising its own
+RLIMIT_NOFILE as needed, up to /proc/sys/fs/nr_open (or, without
+CAP_SYS_RESOURCE, its hard limit); bench/scan.py --scaling uses it. Prints "ready" when all are set up, exits with an error
+if one could not. On EOF of stdin it SIGKILLs and reaps exactly the
+processes it started, nothing else.
 """
 import mmap
 import os
+import resource
 import signal
 import sys
+
+
+def raise_nofile(need):
+    """Raises this process's fd limit to at least need (capped at nr_open).
+    Raising the hard limit needs CAP_SYS_RESOURCE; without it, the soft limit
+    goes up to the hard one, and a need beyond that is an error."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= need:
+        return
+    with open("/proc/sys/fs/nr_open") as f:
+        nr_open = int(f.read())
+    want = min(need, nr_open)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
+    except (ValueError, OSError):
+        if want > hard:
+            raise RuntimeError(f"needs {need} fds, hard limit {hard} and no privilege to raise it: "
+                               f"spread them over more processes (n=)")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 def child(i, args, devnodes, mapfiles, ready_w):
@@ -27,6 +51,12 @@ def child(i, args, devnodes, mapfiles, ready_w):
             fd = os.open(node, os.O_RDONLY)
             keep.append(fd)
             keep.append(mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ))
+    if args["dups"] > 0:
+        # The fds so far, the dups, and some slack.
+        raise_nofile(len(os.listdir("/proc/self/fd")) + args["dups"] + 16)
+        fd = os.open("/dev/null", os.O_RDONLY)
+        keep.append(fd)
+        keep.extend(os.dup(fd) for _ in range(args["dups"] - 1))
     os.write(ready_w, b".")
     while True:
         signal.pause()
@@ -34,7 +64,7 @@ def child(i, args, devnodes, mapfiles, ready_w):
 
 def main():
     dev = sys.argv[1]
-    args = {"n": 700, "fds": 90, "maps": 14, "holders": 20}
+    args = {"n": 700, "fds": 90, "maps": 14, "holders": 20, "dups": 0}
     for a in sys.argv[2:]:
         k, v = a.split("=")
         args[k] = int(v)
@@ -60,18 +90,30 @@ def main():
             os.close(ready_r)
             try:
                 child(i, args, devnodes, mapfiles, ready_w)
+            except BaseException as e:
+                # Tell the parent instead of leaving it waiting for our ".".
+                os.write(ready_w, b"!")
+                print(f"population child {i}: {e!r}", file=sys.stderr, flush=True)
             finally:
                 os._exit(1)
         pids.append(pid)
     got = 0
+    failed = False
     while got < len(pids):
-        got += len(os.read(ready_r, 4096))
-    print("ready", flush=True)
-    sys.stdin.read()
+        b = os.read(ready_r, 4096)
+        got += len(b)
+        failed = failed or b"!" in b
+    if failed:
+        print("failed", flush=True)
+    else:
+        print("ready", flush=True)
+        sys.stdin.read()
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     for pid in pids:
         os.waitpid(pid, 0)
+    if failed:
+        sys.exit("population: a process could not be set up")
 
 
 if __name__ == "__main__":

@@ -26,9 +26,21 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
 
 
+def mem_kib(pid):
+    """VmRSS and VmHWM (peak RSS) of pid, in KiB."""
+    got = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                got[k] = int(v.split()[0])
+    return got["VmRSS"], got["VmHWM"]
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    gpufree = os.path.join(root, "target/release/gpufree")
+    bindir = os.environ.get("GPUFREE_BIN_DIR")
+    gpufree = os.path.join(bindir, "gpufree") if bindir else os.path.join(root, "target/release/gpufree")
     lib = subprocess.run([gpufree, "sim", "lib"], capture_output=True, text=True, check=True).stdout.strip()
     work = tempfile.mkdtemp(prefix="gpufree-watchbench-")
     dev = os.path.join(work, "dev")
@@ -42,8 +54,12 @@ def main():
         with open(state, "w") as f:
             json.dump({"devices": [{"name": "sim", "uuid": f"GPU-{i}", "pci_bus_id": f"00000000:{i + 1:02X}:00.0",
                                     "minor_number": i, "memory_total_bytes": 80 << 30} for i in range(8)]}, f)
-        extra = os.environ.get("WATCH_ARGS", "")
-        cmd = (f"exec env GPUFREE_SIM_STATE={state} {gpufree} watch --interval 1s {extra} --dev-dir {dev} "
+        opts = "--interval 1s"
+        if os.environ.get("SCAN"):
+            opts += f" --scan {os.environ['SCAN']}"
+        if os.environ.get("WATCH_ARGS"):
+            opts += f" {os.environ['WATCH_ARGS']}"
+        cmd = (f"exec env GPUFREE_SIM_STATE={state} {gpufree} watch {opts} --dev-dir {dev} "
                f"--nvml-lib {lib}/libnvidia-ml.so.1")
         subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-x", "160", "-y", "50", cmd], check=True)
         pid = int(subprocess.run(["tmux", "-L", sock, "display", "-p", "#{pane_pid}"],
@@ -53,10 +69,16 @@ def main():
         t0, c0 = time.time(), cpu_ticks(pid)
         time.sleep(SECONDS)
         t1, c1 = time.time(), cpu_ticks(pid)
+        rss, hwm = mem_kib(pid)
+        # The screen's title line says the holders and processes it saw.
+        screen = subprocess.run(["tmux", "-L", sock, "capture-pane", "-p"], capture_output=True, text=True).stdout
+        title = next((l.strip("┌─┐ ") for l in screen.splitlines() if "gpufree watch" in l), "(no title)")
         hz = os.sysconf("SC_CLK_TCK")
         cpu = (c1 - c0) / hz
-        print(f"{nprocs} processes; watch at 1 Hz for {t1 - t0:.0f} s used {cpu * 1000:.0f} ms CPU "
-              f"= {100 * cpu / (t1 - t0):.2f} % of one core (target <= 1 %)")
+        print(f"{nprocs} processes; watch {opts} at 1 Hz for {t1 - t0:.0f} s used {cpu * 1000:.0f} ms CPU "
+              f"= {100 * cpu / (t1 - t0):.2f} % of one core (target <= 1 %); "
+              f"RSS {rss / 1024:.1f} MiB, peak {hwm / 1024:.1f} MiB")
+        print(f"screen: {title}")
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], stderr=subprocess.DEVNULL)
         pop.stdin.close()
