@@ -109,10 +109,13 @@ fn take_selected(
         .snapshot_with(None, opts)
         .map_err(|e| snapshot_error(common, e))?;
     if common.verbose > 0 {
+        let v = &snap.visibility;
         eprintln!(
-            "gpufree: snapshot of {} processes in {:.1} ms",
-            snap.visibility.processes_scanned,
-            started.elapsed().as_secs_f64() * 1000.0
+            "gpufree: snapshot of {} processes in {:.1} ms; holders found by the {} walk: {}",
+            v.processes_scanned,
+            started.elapsed().as_secs_f64() * 1000.0,
+            v.scan.name(),
+            crate::safe::fit(&v.scan_reason, 300)
         );
     }
     let indexes = snapshot::resolve(&snap.gpus, &common.gpu).map_err(Error::Selector)?;

@@ -309,12 +309,13 @@ impl Collector {
     }
 
     /// Whether the proc root is this process's own PID namespace's: its
-    /// `self` names this process. A /proc of another namespace (a parent's,
+    /// `self` names this process, by one PID only
+    /// ([`scan::proc_is_ours`]). A /proc of another namespace (a parent's,
     /// mounted before an `unshare --pid` without `--mount-proc`) lists PIDs
     /// that mean other processes here, where signals are resolved: nothing
     /// may be signalled by them. False when `self` cannot be read.
     pub fn proc_is_ours(&self) -> bool {
-        scan::self_pid(&self.proc_fd) == Some(std::process::id())
+        scan::proc_is_ours(&self.proc_fd)
     }
 
     /// The configuration.

@@ -42,11 +42,14 @@ pub enum Unavailable {
     /// takes.
     #[error("the device nodes span more than {MAX_DEVS} file systems or majors")]
     TooManyDevices,
-    /// A node that is a regular file on btrfs: `stat` gives it its
-    /// subvolume's device number, which the kernel's inode does not carry
-    /// (test directories only; device nodes match by device number).
-    #[error("{0}: a regular file on btrfs, whose inode the kernel walk cannot match")]
-    Btrfs(String),
+    /// A node that is a regular file (test directories only; device nodes
+    /// also match by device number) on a file system whose `stat` device
+    /// number may not be its superblock's (btrfs subvolumes, overlayfs):
+    /// the kernel walk could miss its holders.
+    #[error(
+        "{0}: a regular file on a file system whose device numbers the kernel walk cannot match"
+    )]
+    ForeignFs(String),
     /// The walk did not finish within the read timeout (a task's memory
     /// map lock held by a task stuck in the kernel, a starved machine).
     #[error("the walk did not finish within {:.1} s", .0.as_secs_f64())]
@@ -101,8 +104,9 @@ const PROGRAMS: [(&str, &str); 3] = [
 /// As `MAX_DEVS` in holders.h.
 const MAX_DEVS: usize = 8;
 
-/// `BTRFS_SUPER_MAGIC`.
-const BTRFS_MAGIC: i64 = 0x9123_683e;
+/// File systems where `stat`'s device number is the superblock's, so that
+/// a regular-file target matches by inode: tmpfs, ramfs, ext2/3/4, xfs.
+const SAME_DEV_FS: [i64; 4] = [0x0102_1994, 0x8584_58f6, 0xef53, 0x5846_5342];
 
 /// The kernel's own encoding of a device number (`MKDEV`): major in the
 /// top 12 bits, minor in the low 20.
@@ -190,8 +194,10 @@ impl Programs {
         for n in nodes.nodes.iter().filter(|n| n.rdev.is_none()) {
             // f_type's type differs between targets (i64 on x86-64).
             #[allow(clippy::unnecessary_cast)]
-            if rustix::fs::statfs(&n.path).is_ok_and(|f| f.f_type as i64 == BTRFS_MAGIC) {
-                return Err(Unavailable::Btrfs(n.path.display().to_string()));
+            let same_dev =
+                rustix::fs::statfs(&n.path).is_ok_and(|f| SAME_DEV_FS.contains(&(f.f_type as i64)));
+            if !same_dev {
+                return Err(Unavailable::ForeignFs(n.path.display().to_string()));
             }
         }
         let (devs, ndevs) = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;

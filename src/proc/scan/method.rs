@@ -100,9 +100,9 @@ impl WalkChooser {
     /// thread, its allocator keeps them for good: `watch` held 54 MiB
     /// instead of 13.)
     pub fn preload(&self, proc_fd: &OwnedFd, nodes: &NodeSet) {
-        let wanted = self.choice == ScanChoice::Bpf
-            || (self.choice == ScanChoice::Auto && self.long_lived);
-        if !wanted || self_pid(proc_fd) != Some(std::process::id()) {
+        let wanted =
+            self.choice == ScanChoice::Bpf || (self.choice == ScanChoice::Auto && self.long_lived);
+        if !wanted || !proc_is_ours(proc_fd) {
             return;
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -187,7 +187,7 @@ impl WalkChooser {
         if self.choice == ScanChoice::Procfs {
             return fallback("--scan procfs".into());
         }
-        if self_pid(proc_fd) != Some(std::process::id()) {
+        if !proc_is_ours(proc_fd) {
             return fallback(format!(
                 "{} is not this PID namespace's /proc: the in-kernel walk would number other processes",
                 proc_root.display()
@@ -219,7 +219,7 @@ impl WalkChooser {
         &self,
         state: &mut State,
         proc_fd: &Arc<OwnedFd>,
-        nodes: &NodeSet,
+        nodes: &Arc<NodeSet>,
         limits: Limits,
         stuck: &Stuck,
     ) -> Result<ScanResult, Unavailable> {

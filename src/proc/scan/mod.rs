@@ -272,6 +272,20 @@ pub fn self_pid(proc_fd: &OwnedFd) -> Option<u32> {
         .and_then(|l| l.to_str().ok()?.parse().ok())
 }
 
+/// Whether the proc root is this process's own PID namespace's: its `self`
+/// is this process, and names it by one PID only. A /proc of an ancestor
+/// namespace (mounted before an `unshare --pid` without `--mount-proc`)
+/// lists this process's PIDs in both namespaces (`NSpid`), and its `self`
+/// may equal this process's PID here by coincidence, or by a steered
+/// `ns_last_pid`; its PIDs name other processes here.
+pub fn proc_is_ours(proc_fd: &OwnedFd) -> bool {
+    self_pid(proc_fd) == Some(std::process::id())
+        && read_at(proc_fd, "self/status")
+            .ok()
+            .and_then(|b| parse::parse_status(&b).ok())
+            .is_some_and(|s| s.nspid.len() <= 1)
+}
+
 /// Opens the proc root as a directory fd.
 pub fn open_proc(proc_root: &Path) -> Result<OwnedFd, ScanError> {
     rustix::fs::open(

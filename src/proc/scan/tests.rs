@@ -87,3 +87,22 @@ fn what_the_deadline_leaves_unread_is_said_so() {
     assert_eq!(r[2], (3, Err(Unread::NotReached)));
     assert_eq!(r[3], (4, Err(Unread::NotReached)));
 }
+
+/// A /proc whose `self` names this process by its PID here, but which
+/// lists it in two PID namespaces (an ancestor's /proc, the PIDs equal by
+/// coincidence or a steered `ns_last_pid`), is not this namespace's.
+#[test]
+fn a_proc_of_an_ancestor_namespace_is_not_ours_even_when_self_matches() {
+    let me = std::process::id();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join(me.to_string());
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::symlink(me.to_string(), root.path().join("self")).unwrap();
+    let status = |nspid: &str| {
+        let text = format!("Name:\tgpufree\nUid:\t0\t0\t0\t0\nNSpid:\t{nspid}\n");
+        std::fs::write(dir.join("status"), text).unwrap();
+        open_proc(root.path()).unwrap()
+    };
+    assert!(proc_is_ours(&status(&me.to_string())));
+    assert!(!proc_is_ours(&status(&format!("{}\t{me}", me + 7))));
+}
