@@ -5,7 +5,7 @@
 //! walk and the pin is a vanished holder, never another process's record).
 
 use super::*;
-use crate::proc::bpf::{HoldRecord, Record, TaskRecord, Unavailable};
+use crate::proc::bpf::{Hold, HoldRecord, Record, TaskRecord, Unavailable};
 
 /// Turns a task's `start_boottime` into /proc's start time, in clock
 /// ticks, for this reader: /proc adds the reader's time namespace's boot
@@ -37,6 +37,12 @@ impl Clock {
     /// Start time in ticks as /proc shows it.
     pub fn ticks(&self, start_ns: u64) -> u64 {
         start_ns.saturating_add_signed(self.offset_ns) / self.ns_per_tick
+    }
+
+    /// The tick of a moment read from this process's own `CLOCK_BOOTTIME`
+    /// (which already carries its time namespace's offset).
+    pub fn ticks_here(&self, boottime_ns: u64) -> u64 {
+        boottime_ns / self.ns_per_tick
     }
 }
 
@@ -73,48 +79,88 @@ pub fn calibrate(proc_fd: &OwnedFd, tasks: &[TaskRecord], clock: Clock) -> Resul
     }
 }
 
-/// The start times (in nanoseconds) of the processes the walk matched at
-/// one PID: a PID that named two processes during the walk has two.
-type AtPid = Vec<u64>;
+/// One holder as the walk saw it: what it holds, by which fds.
+#[derive(Default)]
+struct Matched {
+    uses: Vec<NodeUse>,
+    /// fds on DRM nodes: (node, fd, the task whose table has it).
+    drm: Vec<(usize, u32, u32)>,
+}
 
-/// Splits records into processes and the PIDs of holders. Records of this
-/// process, of PID 0 (not visible here) and of a target the node set does
-/// not have are left out.
+/// What the walk matched at one PID, by the start time of the process
+/// that had it: a PID that named two processes during the walk has two.
+type AtPid = Vec<(u64, Matched)>;
+
+/// Splits records into processes and holders. Records of this process, of
+/// PID 0 (not visible here) and of a target the node set does not have are
+/// left out.
 fn sort_records(records: Vec<Record>, nodes: &NodeSet) -> (Vec<TaskRecord>, BTreeMap<u32, AtPid>) {
     let me = std::process::id();
     let mut tasks = Vec::new();
     let mut held: BTreeMap<u32, AtPid> = BTreeMap::new();
     for r in records {
-        match r {
-            Record::Task(t) => tasks.push(t),
-            Record::Hold(HoldRecord {
-                pid,
-                start_ns,
-                target,
-                ..
-            }) => {
-                if pid == 0 || pid == me || target >= nodes.nodes.len() {
-                    continue;
-                }
-                let at = held.entry(pid).or_default();
-                if !at.contains(&start_ns) {
-                    at.push(start_ns);
-                }
+        let hold = match r {
+            Record::Task(t) => {
+                tasks.push(t);
+                continue;
+            }
+            Record::Hold(h) => h,
+        };
+        let HoldRecord {
+            pid,
+            start_ns,
+            target,
+            how,
+            tid,
+        } = hold;
+        if pid == 0 || pid == me || target >= nodes.nodes.len() {
+            continue;
+        }
+        let at = held.entry(pid).or_default();
+        let i = at
+            .iter()
+            .position(|(s, _)| *s == start_ns)
+            .unwrap_or_else(|| {
+                at.push((start_ns, Matched::default()));
+                at.len() - 1
+            });
+        let m = &mut at[i].1;
+        let fd = matches!(how, Hold::Fd(_));
+        task::note(&mut m.uses, target, fd, !fd);
+        let drm_node = matches!(
+            nodes.nodes[target].kind,
+            NodeKind::DriCard | NodeKind::DriRender
+        );
+        if let (Hold::Fd(n), true) = (how, drm_node) {
+            if !m.drm.iter().any(|&(t, fd, _)| (t, fd) == (target, n)) {
+                m.drm.push((target, n, tid));
             }
         }
     }
     tasks.sort_by_key(|t| t.pid);
     tasks.dedup_by_key(|t| t.pid);
+    for (_, m) in held.values_mut().flatten() {
+        m.uses.sort_by_key(|u| u.node);
+    }
     (tasks, held)
 }
 
-/// Pins the process the walk matched at `pid`: its /proc directory, kept
-/// only when its start time (in ticks) is one the walk matched (else it
-/// is gone: Vanished); then what it holds is read through that directory,
-/// as the /proc walk reads it. The walk only nominates: a start time is
-/// known to one clock tick, and a PID reused within one tick would
-/// otherwise be credited with its predecessor's fds.
-fn pin_one(proc_fd: &OwnedFd, nodes: &NodeSet, pid: u32, at: &[u64], buf: &mut Vec<u8>) -> Outcome {
+/// Pins the holder at `pid`: its /proc directory and details, kept only
+/// when its start time (in ticks) is one the walk matched; else it is gone
+/// (Vanished): the PID names another process now. A start time is known
+/// to one clock tick: a process that started before the tick in which the
+/// walk began cannot share it with a successor at its PID (which started
+/// after the walk saw the first alive), so what the walk saw is its own.
+/// A process that started in or after that tick is read again through its
+/// directory, as the /proc walk reads it: a PID reused within one tick
+/// must not inherit its predecessor's fds.
+fn pin_one(
+    proc_fd: &OwnedFd,
+    nodes: &NodeSet,
+    (pid, began): (u32, u64),
+    at: &[(u64, Matched)],
+    buf: &mut Vec<u8>,
+) -> Outcome {
     crate::pause::after_holder_scan(pid);
     let dir = match open_dir(proc_fd, &pid.to_string()) {
         Ok(d) => d,
@@ -126,27 +172,54 @@ fn pin_one(proc_fd: &OwnedFd, nodes: &NodeSet, pid: u32, at: &[u64], buf: &mut V
         Err(e) if is_gone(e) => return Outcome::Vanished,
         Err(e) => return classify("details", e),
     };
-    if !at.contains(&details.stat.start_time) {
+    let start = details.stat.start_time;
+    let Some((_, m)) = at.iter().find(|(t, _)| *t == start) else {
         return Outcome::Vanished;
-    }
-    match task::task_uses(&dir, &details.stat, nodes, buf) {
-        Ok(held) if held.uses.is_empty() => Outcome::Clean(crate::model::Kin {
+    };
+    let (uses, drm) = if start < began {
+        (m.uses.clone(), drm_fds(&dir, pid, m))
+    } else {
+        match task::task_uses(&dir, &details.stat, nodes, buf) {
+            Ok(held) => (held.uses, held.drm),
+            Err((_, e)) if is_gone(e) => return Outcome::Vanished,
+            Err((what, e)) => return classify(what, e),
+        }
+    };
+    if uses.is_empty() {
+        return Outcome::Clean(crate::model::Kin {
             ppid: details.stat.ppid,
             comm: details.stat.comm,
-            start_time_ticks: details.stat.start_time,
+            start_time_ticks: start,
             cmdline: Vec::new(),
-        }),
-        Ok(held) => Outcome::Holds(Box::new(Seen {
-            pid,
-            uses: held.uses,
-            drm: held.drm,
-            details,
-            dir,
-            fds_read: true,
-        })),
-        Err((_, e)) if is_gone(e) => Outcome::Vanished,
-        Err((what, e)) => classify(what, e),
+        });
     }
+    Outcome::Holds(Box::new(Seen {
+        pid,
+        uses,
+        drm,
+        details,
+        dir,
+        fds_read: true,
+    }))
+}
+
+/// A DRM fd's fdinfo, through the table that has the fd: the leader's, or
+/// a live thread's once the leader has exited.
+fn drm_fds(dir: &OwnedFd, pid: u32, m: &Matched) -> Vec<DrmFd> {
+    m.drm
+        .iter()
+        .map(|&(node, fd, tid)| {
+            let path = if tid == 0 || tid == pid {
+                format!("fdinfo/{fd}")
+            } else {
+                format!("task/{tid}/fdinfo/{fd}")
+            };
+            let info = read_at(dir, &path)
+                .ok()
+                .and_then(|b| crate::proc::drm::parse_fdinfo(&b));
+            DrmFd { node, fd, info }
+        })
+        .collect()
 }
 
 /// The result of a walk's records: every process listed and read (the
@@ -156,7 +229,7 @@ pub fn from_records(
     proc_fd: &Arc<OwnedFd>,
     nodes: &Arc<NodeSet>,
     records: Vec<Record>,
-    clock: Clock,
+    (clock, began): (Clock, u64),
     limits: Limits,
     stuck: &Stuck,
 ) -> Result<ScanResult, Unavailable> {
@@ -186,13 +259,18 @@ pub fn from_records(
     let pids: Vec<u32> = held.keys().copied().collect();
     let held: Arc<BTreeMap<u32, AtPid>> = Arc::new(
         held.into_iter()
-            .map(|(pid, at)| (pid, at.into_iter().map(|s| clock.ticks(s)).collect()))
+            .map(|(pid, at)| {
+                let at = at.into_iter().map(|(s, m)| (clock.ticks(s), m)).collect();
+                (pid, at)
+            })
             .collect(),
     );
+    // The tick in which the walk began, as /proc counts ticks.
+    let began = clock.ticks_here(began);
     let threads = worker_count(pids.len());
     let (fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
     let job = Arc::new(move |pid: u32, buf: &mut Vec<u8>| match held.get(&pid) {
-        Some(at) => pin_one(&fd, &nodes, pid, at, buf),
+        Some(at) => pin_one(&fd, &nodes, (pid, began), at, buf),
         None => Outcome::Gone,
     });
     for (pid, outcome) in run_jobs(pids, threads, limits, stuck, job) {

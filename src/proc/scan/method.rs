@@ -237,8 +237,13 @@ impl WalkChooser {
             State::Unavailable(e) => return Err(e.clone()),
             State::Untried => return Err(Unavailable::StillBlocked),
         };
-        let files = programs.start()?;
         let clock = from_bpf::Clock::here(proc_fd);
+        // Every process the walk sees alive started before this moment or
+        // shares a tick with it (see from_bpf::pin_one).
+        let began = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+        let began = u64::try_from(began.tv_sec).unwrap_or(0) * 1_000_000_000
+            + u64::try_from(began.tv_nsec).unwrap_or(0);
+        let files = programs.start()?;
         let records = match read_in_time(files, limits) {
             Walked::Done(bytes) => bpf::parse_all(&bytes?),
             Walked::Abandoned(readers, why) => {
@@ -251,7 +256,7 @@ impl WalkChooser {
         let result = match records {
             (_, true) => Err(Unavailable::BadRecords),
             (records, false) => {
-                from_bpf::from_records(proc_fd, nodes, records, clock, limits, stuck)
+                from_bpf::from_records(proc_fd, nodes, records, (clock, began), limits, stuck)
             }
         };
         if let Err(e @ (Unavailable::BadRecords | Unavailable::Calibration { .. })) = &result {
