@@ -190,7 +190,15 @@ impl Programs {
     /// Loads the object for `nodes`: relocates it to this kernel, loads and
     /// verifies the three programs and fills the target maps.
     /// `break_verifier` (tests only) makes the kernel refuse two of them.
-    pub fn load(nodes: &NodeSet, break_verifier: bool) -> Result<Programs, Unavailable> {
+    /// `parallel`: parse the kernel's BTF for the attach beside the
+    /// loader's own parse (a one-shot command's latency) rather than after
+    /// it (a long-running command's memory: the parse's tens of MiB, made
+    /// on another thread, would stay in that thread's allocator arena).
+    pub fn load(
+        nodes: &NodeSet,
+        break_verifier: bool,
+        parallel: bool,
+    ) -> Result<Programs, Unavailable> {
         for n in nodes.nodes.iter().filter(|n| n.rdev.is_none()) {
             // f_type's type differs between targets (i64 on x86-64).
             #[allow(clippy::unnecessary_cast)]
@@ -213,7 +221,7 @@ impl Programs {
         // aya's loader parses the kernel's BTF for the relocations, and
         // keeps it to itself; attaching an iterator needs it once more.
         // The second parse (tens of milliseconds) runs beside the first.
-        let btf = std::thread::spawn(Btf::from_sys_fs);
+        let beside = parallel.then(|| std::thread::spawn(Btf::from_sys_fs));
         let mut loader = EbpfLoader::new();
         let loaded = loader
             .override_global("ndevs", &ndevs, true)
@@ -223,10 +231,13 @@ impl Programs {
             .override_global("ino_bits", &ino_bits, true)
             .override_global("break_verifier", &broken, true)
             .load(object());
-        let btf = btf
-            .join()
-            .map_err(|_| Unavailable::NoBtf("its reader panicked".into()))?
-            .map_err(|e| Unavailable::NoBtf(chain(&e)))?;
+        let btf = match beside {
+            Some(thread) => thread
+                .join()
+                .map_err(|_| Unavailable::NoBtf("its reader panicked".into()))?,
+            None => Btf::from_sys_fs(),
+        }
+        .map_err(|e| Unavailable::NoBtf(chain(&e)))?;
         let mut ebpf = loaded.map_err(|e| failed("loading the BPF object", &e))?;
         for (name, kind) in PROGRAMS {
             iter(&mut ebpf, name)?

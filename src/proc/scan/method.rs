@@ -107,7 +107,7 @@ impl WalkChooser {
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if matches!(*state, State::Untried) {
-            *state = match Programs::load(nodes, self.break_verifier) {
+            *state = match Programs::load(nodes, self.break_verifier, false) {
                 Ok(p) => State::Loaded(Box::new(p)),
                 Err(e) => State::Unavailable(e),
             };
@@ -224,7 +224,7 @@ impl WalkChooser {
         stuck: &Stuck,
     ) -> Result<ScanResult, Unavailable> {
         *state = match std::mem::replace(state, State::Untried) {
-            State::Untried => match Programs::load(nodes, self.break_verifier) {
+            State::Untried => match Programs::load(nodes, self.break_verifier, !self.long_lived) {
                 Ok(p) => State::Loaded(Box::new(p)),
                 Err(e) => State::Unavailable(e),
             },
