@@ -2,7 +2,7 @@
 //! process, every open file and every mapping in the kernel, and only the
 //! matches (and one small record per process) cross into user space. This
 //! module loads the committed CO-RE object, gives it the targets and reads
-//! the walks; `crate::proc::scan::kernel` turns the records into the same
+//! the walks; `proc/scan/from_bpf.rs` turns the records into the same
 //! result the /proc scan gives.
 //!
 //! The loader is aya: a pure-Rust loader that relocates the object to the
