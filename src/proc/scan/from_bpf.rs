@@ -186,12 +186,7 @@ fn pin_one(
         }
     };
     if uses.is_empty() {
-        return Outcome::Clean(crate::model::Kin {
-            ppid: details.stat.ppid,
-            comm: details.stat.comm,
-            start_time_ticks: start,
-            cmdline: Vec::new(),
-        });
+        return Outcome::Clean(task::clean_kin(details.stat));
     }
     Outcome::Holds(Box::new(Seen {
         pid,
@@ -214,9 +209,7 @@ fn drm_fds(dir: &OwnedFd, pid: u32, m: &Matched) -> Vec<DrmFd> {
             } else {
                 format!("task/{tid}/fdinfo/{fd}")
             };
-            let info = read_at(dir, &path)
-                .ok()
-                .and_then(|b| crate::proc::drm::parse_fdinfo(&b));
+            let info = task::drm_info(dir, &path);
             DrmFd { node, fd, info }
         })
         .collect()

@@ -94,6 +94,17 @@ impl WalkChooser {
 }
 
 impl WalkChooser {
+    /// The programs loaded for `nodes`, or why they cannot be. A one-shot
+    /// command parses the kernel's BTF twice in parallel (its latency), a
+    /// long-running one one parse after the other (its memory: see
+    /// [`Programs::load`]).
+    fn load(&self, nodes: &NodeSet) -> State {
+        match Programs::load(nodes, self.break_verifier, !self.long_lived) {
+            Ok(p) => State::Loaded(Box::new(p)),
+            Err(e) => State::Unavailable(e),
+        }
+    }
+
     /// For a long-running command: loads the programs now, on the calling
     /// thread, where the command would use them. (The load's parse of the
     /// kernel's BTF allocates tens of MiB for a moment; made on a worker
@@ -107,10 +118,7 @@ impl WalkChooser {
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if matches!(*state, State::Untried) {
-            *state = match Programs::load(nodes, self.break_verifier, false) {
-                Ok(p) => State::Loaded(Box::new(p)),
-                Err(e) => State::Unavailable(e),
-            };
+            *state = self.load(nodes);
         }
     }
 }
@@ -224,10 +232,7 @@ impl WalkChooser {
         stuck: &Stuck,
     ) -> Result<ScanResult, Unavailable> {
         *state = match std::mem::replace(state, State::Untried) {
-            State::Untried => match Programs::load(nodes, self.break_verifier, !self.long_lived) {
-                Ok(p) => State::Loaded(Box::new(p)),
-                Err(e) => State::Unavailable(e),
-            },
+            State::Untried => self.load(nodes),
             State::Busy(p, readers) if readers.load(Ordering::Relaxed) == 0 => State::Loaded(p),
             other => other,
         };

@@ -83,10 +83,28 @@ fn drm_fd(task: &OwnedFd, node: usize, name: &std::ffi::CStr) -> DrmFd {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(u32::MAX);
-    let info = read_at(task, &format!("fdinfo/{fd}"))
-        .ok()
-        .and_then(|bytes| crate::proc::drm::parse_fdinfo(&bytes));
+    let info = drm_info(task, &format!("fdinfo/{fd}"));
     DrmFd { node, fd, info }
+}
+
+/// A DRM fd's fdinfo at `path` under a /proc directory, when readable and
+/// in the drm-usage-stats format.
+pub(super) fn drm_info(dir: &OwnedFd, path: &str) -> Option<crate::proc::drm::Fdinfo> {
+    read_at(dir, path)
+        .ok()
+        .and_then(|bytes| crate::proc::drm::parse_fdinfo(&bytes))
+}
+
+/// What the scan keeps of a process it read that holds nothing: its
+/// parent, comm and start time (its argv is read later, only for parents
+/// of holders).
+pub(super) fn clean_kin(stat: Stat) -> crate::model::Kin {
+    crate::model::Kin {
+        ppid: stat.ppid,
+        comm: stat.comm,
+        start_time_ticks: stat.start_time,
+        cmdline: Vec::new(),
+    }
 }
 
 /// Reads maps in large chunks and notes mapped nodes.
@@ -248,12 +266,7 @@ pub(super) fn scan_process(
         Err((what, e)) => return classify(what, e),
     };
     if uses.is_empty() {
-        return Outcome::Clean(crate::model::Kin {
-            ppid: before.ppid,
-            comm: before.comm,
-            start_time_ticks: before.start_time,
-            cmdline: Vec::new(),
-        });
+        return Outcome::Clean(clean_kin(before));
     }
     crate::pause::after_holder_scan(pid);
     // ... and after them, with the details, through the same fd.
