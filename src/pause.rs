@@ -67,6 +67,27 @@ pub fn break_verifier() -> bool {
     std::env::var_os(BREAK_VERIFIER_ENV).is_some_and(|v| v == "1")
 }
 
+/// The variable that makes the in-kernel walk use its iterator programs
+/// even where the kernel takes the per-process ones (tests only: both sets
+/// are tested on one kernel).
+pub const ITERATOR_WALK_ENV: &str = "GPUFREE_TEST_BPF_ITERATOR_WALK";
+
+/// Whether the in-kernel walk is to use its iterator programs (tests only).
+pub fn iterator_walk() -> bool {
+    std::env::var_os(ITERATOR_WALK_ENV).is_some_and(|v| v == "1")
+}
+
+/// The variable that makes the per-process in-kernel walk report every
+/// process unread, as it reports one whose memory map's lock was taken
+/// (tests only: the read of such a process through /proc is tested).
+pub const REPORT_UNREAD_ENV: &str = "GPUFREE_TEST_BPF_REPORT_UNREAD";
+
+/// Whether the per-process walk is to report every process unread (tests
+/// only).
+pub fn report_unread() -> bool {
+    std::env::var_os(REPORT_UNREAD_ENV).is_some_and(|v| v == "1")
+}
+
 /// The variable that holds each in-kernel walk's reader this many
 /// milliseconds before it reads, as a task whose memory map lock is stuck
 /// would hold it: the walk's timeout and fallback are tested without such

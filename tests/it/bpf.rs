@@ -246,13 +246,47 @@ proptest! {
             None
         };
         let procfs = status(&d.dev, "procfs", &[]);
-        let bpf = status(&d.dev, "bpf", &[]);
-        prop_assert_eq!(&bpf["visibility"]["scan"], "bpf");
         prop_assert_eq!(&procfs["visibility"]["scan"], "procfs");
-        let (by_proc, by_bpf) = (holders(&procfs, &pids), holders(&bpf, &pids));
-        prop_assert_eq!(&by_proc, &by_bpf, "the two walks differ");
-        prop_assert_eq!(&by_bpf, &expect, "the walks miss or invent a holding");
+        let by_proc = holders(&procfs, &pids);
+        prop_assert_eq!(&by_proc, &expect, "the /proc walk misses or invents a holding");
+        // The walk the kernel takes, the iterator walk, and the per-process
+        // walk with every process to be read again through /proc.
+        for env in KERNEL_WALKS {
+            let bpf = status(&d.dev, "bpf", env);
+            let v = &bpf["visibility"];
+            prop_assert_eq!(&v["scan"], "bpf");
+            prop_assert_eq!(iterator_walk(v), iterators_expected(env), "{}", v);
+            prop_assert_eq!(&holders(&bpf, &pids), &by_proc, "the walks differ ({:?})", env);
+        }
     }
+}
+
+/// The in-kernel walks the equivalence test compares with the /proc walk.
+const KERNEL_WALKS: [&[(&str, &str)]; 3] = [
+    &[],
+    &[("GPUFREE_TEST_BPF_ITERATOR_WALK", "1")],
+    &[("GPUFREE_TEST_BPF_REPORT_UNREAD", "1")],
+];
+
+/// Whether the iterator walk ran, from its reason.
+fn iterator_walk(v: &Value) -> bool {
+    v["scan_reason"]
+        .as_str()
+        .unwrap_or("")
+        .contains("the iterator walk")
+}
+
+/// Whether a walk with `env` is to be the iterator walk: where forced, or
+/// on a kernel older than 6.7 (without the per-process walk's kfuncs).
+fn iterators_expected(env: &[(&str, &str)]) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    env.iter()
+        .any(|(k, _)| *k == "GPUFREE_TEST_BPF_ITERATOR_WALK")
+        || (major, minor) < (6, 7)
 }
 
 /// A character device node elsewhere with the same device number as a

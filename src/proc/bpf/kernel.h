@@ -28,7 +28,17 @@ struct pid {
 	struct upid numbers[1];
 };
 
-struct files_struct;
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+	unsigned long *open_fds;
+};
+
+struct files_struct {
+	struct fdtable *fdt;
+};
+
+struct mm_struct;
 
 struct task_struct {
 	int pid;
@@ -39,6 +49,7 @@ struct task_struct {
 	__u64 start_boottime;
 	char comm[16];
 	struct files_struct *files;
+	struct mm_struct *mm;
 };
 
 struct super_block {
@@ -94,16 +105,41 @@ struct bpf_iter__task_vma {
 	struct vm_area_struct *vma;
 };
 
+/* The open-coded mapping iterator's state (the kernel's type of the same
+ * name: its size is the ABI, the verifier checks it). */
+struct bpf_iter_task_vma {
+	__u64 __opaque[1];
+} __attribute__((aligned(8)));
 
 /* Helpers, by their numbers in the kernel's UAPI (include/uapi/linux/bpf.h). */
 static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;
 static long (*bpf_seq_write)(struct seq_file *m, const void *data, __u32 len) = (void *)127;
 static struct task_struct *(*bpf_get_current_task_btf)(void) = (void *)158;
+static long (*bpf_loop)(__u32 nr_loops, void *callback, void *ctx, __u64 flags) = (void *)181;
+
+/* Kernel functions (kfuncs; kernel 6.7 and later) of the per-process walk.
+ * aya 0.14 cannot link a call to a kfunc, so each is written as a call to
+ * a helper with a placeholder number, which the loader turns into a call of
+ * the kfunc by its id in the running kernel's BTF before the load
+ * (src/proc/bpf/kfunc.rs; the numbers are KFUNCS there). */
+#define KFUNC(n) ((void *)(0x7ff00000 + (n)))
+static int (*bpf_iter_task_vma_new)(struct bpf_iter_task_vma *it, struct task_struct *task,
+				    __u64 addr) = KFUNC(1);
+static struct vm_area_struct *(*bpf_iter_task_vma_next)(struct bpf_iter_task_vma *it) = KFUNC(2);
+static void (*bpf_iter_task_vma_destroy)(struct bpf_iter_task_vma *it) = KFUNC(3);
+static void *(*bpf_rdonly_cast)(const void *obj, __u32 btf_id) = KFUNC(4);
+/* The pointer p to a `type`, as one the verifier does not trust: reading
+ * through it costs the verifier no search of the kernel's BTF for whether
+ * the field read is trusted (a linear search per read, tens of ms per
+ * program), and each read is still one guarded load. */
+#define untrusted(p, type) ((type *)bpf_rdonly_cast((p), core_type_id(type)))
 
 #define SEC(name) __attribute__((section(name), used))
 #define __always_inline inline __attribute__((always_inline))
 /* CO-RE: the running kernel's offset of a field, size of a type. */
 #define core_field_offset(type, field) __builtin_preserve_field_info(((type *)0)->field, 0)
 #define core_type_size(type) __builtin_preserve_type_info(*(type *)0, 1)
+/* CO-RE: the running kernel's BTF id of a type. */
+#define core_type_id(type) __builtin_btf_type_id(*(type *)0, 1)
 
 #endif

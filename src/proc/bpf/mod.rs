@@ -1,17 +1,25 @@
-//! The in-kernel holder scan: three BPF iterators (holders.bpf.c) walk every
+//! The in-kernel holder scan: BPF programs (holders.bpf.c) walk every
 //! process, every open file and every mapping in the kernel, and only the
 //! matches (and one small record per process) cross into user space. This
 //! module loads the committed CO-RE object, gives it the targets and reads
 //! the walks; `proc/scan/from_bpf.rs` turns the records into the same
 //! result the /proc scan gives.
 //!
+//! The object has two sets of programs. The per-process walk (two
+//! iter/task programs that walk each process's fd table and memory map
+//! themselves, with kfuncs of kernel 6.7 and later, linked by kfunc.rs) costs half
+//! of the iterator walk (three iterators: every process, every task's open
+//! files, every task's mappings), which runs where the kernel lacks or
+//! refuses the first.
+//!
 //! The loader is aya: a pure-Rust loader that relocates the object to the
 //! running kernel from its BTF and loads iterator programs, so neither
 //! building nor running gpufree needs clang, libbpf or kernel headers.
 
+mod kfunc;
 mod record;
 
-pub use record::{parse_all, Hold, HoldRecord, Record, TaskRecord};
+pub use record::{parse_all, Hold, HoldRecord, Record, TaskRecord, Unread};
 
 use super::nodes::NodeSet;
 use aya::maps::HashMap;
@@ -88,14 +96,44 @@ pub enum Unavailable {
     },
 }
 
+/// What tests make of the programs (the variables in [`crate::pause`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TestHooks {
+    /// The kernel refuses the holder programs of both walks.
+    pub break_verifier: bool,
+    /// The iterator walk is loaded where the per-process one could be.
+    pub iterator_walk: bool,
+    /// The per-process walk reports every process unread.
+    pub report_unread: bool,
+}
+
+impl TestHooks {
+    /// As the environment sets them.
+    pub fn from_env() -> TestHooks {
+        TestHooks {
+            break_verifier: crate::pause::break_verifier(),
+            iterator_walk: crate::pause::iterator_walk(),
+            report_unread: crate::pause::report_unread(),
+        }
+    }
+}
+
 /// The object compiled by scripts/build-bpf.sh from holders.bpf.c.
 fn object() -> &'static [u8] {
     aya::include_bytes_aligned!("holders.bpf.o")
 }
 
-/// The three walks, in the order they are read: every process, every open
-/// file, every mapping.
-const PROGRAMS: [(&str, &str); 3] = [
+/// A set of walks: each program with the kind of iterator it attaches to.
+type Walks = [(&'static str, &'static str)];
+
+/// The per-process walk, in the order its walks are read: every process
+/// and its fds; every process's mappings.
+const PER_PROCESS: [(&str, &str); 2] =
+    [("gpufree_tasks_fds", "task"), ("gpufree_vmas_fast", "task")];
+
+/// The iterator walk, in the order its walks are read: every process,
+/// every open file, every mapping.
+const ITERATORS: [(&str, &str); 3] = [
     ("gpufree_tasks", "task"),
     ("gpufree_fds", "task_file"),
     ("gpufree_vmas", "task_vma"),
@@ -118,6 +156,9 @@ fn kernel_dev(dev: u64) -> u32 {
 /// after that costs only the walk.
 pub struct Programs {
     ebpf: Ebpf,
+    walks: &'static Walks,
+    /// Why the per-process walk is not the one loaded.
+    iterators_why: Option<String>,
 }
 
 impl std::fmt::Debug for Programs {
@@ -187,16 +228,17 @@ fn distinct(values: impl Iterator<Item = u32>) -> Result<([u32; MAX_DEVS], u32),
 }
 
 impl Programs {
-    /// Loads the object for `nodes`: relocates it to this kernel, loads and
-    /// verifies the three programs and fills the target maps.
-    /// `break_verifier` (tests only) makes the kernel refuse two of them.
+    /// Loads the object for `nodes`: links its kfunc calls and relocates
+    /// it to this kernel, loads and verifies the per-process walk's
+    /// programs, or where they cannot be the iterator walk's, and fills
+    /// the target maps. `hooks`: what tests make of them.
     /// `parallel`: parse the kernel's BTF for the attach beside the
     /// loader's own parse (a one-shot command's latency) rather than after
     /// it (a long-running command's memory: the parse's tens of MiB, made
     /// on another thread, would stay in that thread's allocator arena).
     pub fn load(
         nodes: &NodeSet,
-        break_verifier: bool,
+        hooks: TestHooks,
         parallel: bool,
     ) -> Result<Programs, Unavailable> {
         for n in nodes.nodes.iter().filter(|n| n.rdev.is_none()) {
@@ -216,21 +258,15 @@ impl Programs {
                 .filter_map(|n| n.rdev)
                 .map(rustix::fs::major),
         )?;
-        let broken = u32::from(break_verifier);
+        let broken = u32::from(hooks.break_verifier);
+        let unread = u32::from(hooks.report_unread);
         let ino_bits = nodes.nodes.iter().fold(0u64, |m, n| m | 1 << (n.ino % 64));
         // aya's loader parses the kernel's BTF for the relocations, and
-        // keeps it to itself; attaching an iterator needs it once more.
-        // The second parse (tens of milliseconds) runs beside the first.
+        // keeps it to itself; linking the kfuncs and attaching an iterator
+        // need it once more. The second parse (tens of milliseconds) runs
+        // beside the first.
         let beside = parallel.then(|| std::thread::spawn(Btf::from_sys_fs));
         let mut loader = EbpfLoader::new();
-        let loaded = loader
-            .override_global("ndevs", &ndevs, true)
-            .override_global("devs", &devs, true)
-            .override_global("nmajors", &nmajors, true)
-            .override_global("majors", &majors, true)
-            .override_global("ino_bits", &ino_bits, true)
-            .override_global("break_verifier", &broken, true)
-            .load(object());
         let btf = match beside {
             Some(thread) => thread
                 .join()
@@ -238,22 +274,51 @@ impl Programs {
             None => Btf::from_sys_fs(),
         }
         .map_err(|e| Unavailable::NoBtf(chain(&e)))?;
+        let linked = kfunc::link(object(), &btf).map(|code| aligned(&code));
+        let code = linked.as_ref().map_or(object(), |(buf, at)| &buf[*at..]);
+        let loaded = loader
+            .override_global("ndevs", &ndevs, true)
+            .override_global("devs", &devs, true)
+            .override_global("nmajors", &nmajors, true)
+            .override_global("majors", &majors, true)
+            .override_global("ino_bits", &ino_bits, true)
+            .override_global("break_verifier", &broken, true)
+            .override_global("report_unread", &unread, true)
+            .load(code);
+        drop(loader);
         let mut ebpf = loaded.map_err(|e| failed("loading the BPF object", &e))?;
-        for (name, kind) in PROGRAMS {
-            iter(&mut ebpf, name)?
-                .load(kind, &btf)
-                .map_err(|e| refused(name, e))?;
-        }
+        let per_process = match linked {
+            _ if hooks.iterator_walk => Err("GPUFREE_TEST_BPF_ITERATOR_WALK=1".to_string()),
+            Ok(_) => load_walks(&mut ebpf, &PER_PROCESS, &btf).map_err(|e| e.to_string()),
+            Err(why) => Err(why),
+        };
+        let (walks, iterators_why) = match per_process {
+            Ok(()) => (&PER_PROCESS[..], None),
+            Err(why) => {
+                load_walks(&mut ebpf, &ITERATORS, &btf)?;
+                (&ITERATORS[..], Some(why))
+            }
+        };
         drop(btf);
         fill_targets(&mut ebpf, nodes)?;
-        Ok(Programs { ebpf })
+        Ok(Programs {
+            ebpf,
+            walks,
+            iterators_why,
+        })
     }
 
-    /// Starts the three walks: one iterator file each (every process,
-    /// every open file, every mapping), each read with [`read_walk`].
+    /// Why the iterator walk, not the per-process one, is loaded; None
+    /// when the per-process one is.
+    pub fn iterators_why(&self) -> Option<&str> {
+        self.iterators_why.as_deref()
+    }
+
+    /// Starts the walks: one iterator file each, each read with
+    /// [`read_walk`].
     pub fn start(&mut self) -> Result<Vec<std::fs::File>, Unavailable> {
-        let mut files = Vec::with_capacity(PROGRAMS.len());
-        for (name, _) in PROGRAMS {
+        let mut files = Vec::with_capacity(self.walks.len());
+        for &(name, _) in self.walks {
             let program = iter(&mut self.ebpf, name)?;
             let id = program
                 .attach()
@@ -268,6 +333,25 @@ impl Programs {
         }
         Ok(files)
     }
+}
+
+/// Loads (verifies) the programs of `walks`.
+fn load_walks(ebpf: &mut Ebpf, walks: &Walks, btf: &Btf) -> Result<(), Unavailable> {
+    for &(name, kind) in walks {
+        iter(ebpf, name)?
+            .load(kind, btf)
+            .map_err(|e| refused(name, e))?;
+    }
+    Ok(())
+}
+
+/// `code` copied to an 8-byte aligned start (the ELF reader reads its
+/// headers in place): the buffer and where the copy starts in it.
+fn aligned(code: &[u8]) -> (Vec<u8>, usize) {
+    let mut buf = vec![0u8; code.len() + 8];
+    let at = (8 - buf.as_ptr() as usize % 8) % 8;
+    buf[at..at + code.len()].copy_from_slice(code);
+    (buf, at)
 }
 
 /// The iterator program `name` of the object.

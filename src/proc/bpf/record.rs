@@ -39,11 +39,23 @@ pub struct HoldRecord {
     pub tid: u32,
 }
 
+/// A process the per-process walk could not read in full (its fd table,
+/// or its mappings: the memory map's lock was taken): to be read again
+/// through /proc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unread {
+    /// The process's PID in the reader's namespace (0: not visible there).
+    pub pid: u32,
+    /// Its thread group leader's `start_boottime` in nanoseconds.
+    pub start_ns: u64,
+}
+
 /// The size of one record.
 pub const SIZE: usize = 48;
 const TASK: u32 = 1;
 const FD: u32 = 2;
 const VMA: u32 = 3;
+const UNREAD: u32 = 4;
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
@@ -64,6 +76,8 @@ pub enum Record {
     Task(TaskRecord),
     /// A holder's fd or mapping.
     Hold(HoldRecord),
+    /// A process not read in full.
+    Unread(Unread),
 }
 
 /// Parses one record; None for a kind this loader does not know (a program
@@ -95,6 +109,7 @@ pub fn parse(b: &[u8; SIZE]) -> Option<Record> {
         }
         FD => hold(Hold::Fd(aux)),
         VMA => hold(Hold::Mapping),
+        UNREAD => Some(Record::Unread(Unread { pid, start_ns })),
         _ => None,
     }
 }
@@ -140,6 +155,7 @@ mod tests {
         let mut bytes = rec(1, 42, 1, 0, 7_000_000_000, b"VLLM::Worker_TP");
         bytes.extend(rec(2, 42, 9, 3, 7_000_000_000, b""));
         bytes.extend(rec(3, 42, 0, 1, 7_000_000_000, b""));
+        bytes.extend(rec(4, 43, 2, 0, 8_000_000_000, b""));
         let (recs, bad) = parse_all(&bytes);
         assert!(!bad);
         assert_eq!(
@@ -167,6 +183,13 @@ mod tests {
                 ..
             })
         ));
+        assert_eq!(
+            recs[3],
+            Record::Unread(Unread {
+                pid: 43,
+                start_ns: 8_000_000_000
+            })
+        );
         // A kind it does not know, or a torn tail, is never silently dropped.
         assert!(parse_all(&rec(9, 1, 0, 0, 0, b"")).1);
         assert!(parse_all(&bytes[..SIZE + 3]).1);

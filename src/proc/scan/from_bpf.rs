@@ -5,7 +5,7 @@
 //! walk and the pin is a vanished holder, never another process's record).
 
 use super::*;
-use crate::proc::bpf::{Hold, HoldRecord, Record, TaskRecord, Unavailable};
+use crate::proc::bpf::{Hold, HoldRecord, Record, TaskRecord, Unavailable, Unread};
 
 /// Turns a task's `start_boottime` into /proc's start time, in clock
 /// ticks, for this reader: /proc adds the reader's time namespace's boot
@@ -85,6 +85,8 @@ struct Matched {
     uses: Vec<NodeUse>,
     /// fds on DRM nodes: (node, fd, the task whose table has it).
     drm: Vec<(usize, u32, u32)>,
+    /// The walk could not read all of it: read it again through /proc.
+    unread: bool,
 }
 
 /// What the walk matched at one PID, by the start time of the process
@@ -104,6 +106,12 @@ fn sort_records(records: Vec<Record>, nodes: &NodeSet) -> (Vec<TaskRecord>, BTre
                 tasks.push(t);
                 continue;
             }
+            Record::Unread(Unread { pid, start_ns }) => {
+                if pid != 0 && pid != me {
+                    at_start(held.entry(pid).or_default(), start_ns).unread = true;
+                }
+                continue;
+            }
             Record::Hold(h) => h,
         };
         let HoldRecord {
@@ -116,15 +124,7 @@ fn sort_records(records: Vec<Record>, nodes: &NodeSet) -> (Vec<TaskRecord>, BTre
         if pid == 0 || pid == me || target >= nodes.nodes.len() {
             continue;
         }
-        let at = held.entry(pid).or_default();
-        let i = at
-            .iter()
-            .position(|(s, _)| *s == start_ns)
-            .unwrap_or_else(|| {
-                at.push((start_ns, Matched::default()));
-                at.len() - 1
-            });
-        let m = &mut at[i].1;
+        let m = at_start(held.entry(pid).or_default(), start_ns);
         let fd = matches!(how, Hold::Fd(_));
         task::note(&mut m.uses, target, fd, !fd);
         let drm_node = matches!(
@@ -145,6 +145,19 @@ fn sort_records(records: Vec<Record>, nodes: &NodeSet) -> (Vec<TaskRecord>, BTre
     (tasks, held)
 }
 
+/// What the walk matched of the process at a PID that started at
+/// `start_ns`.
+fn at_start(at: &mut AtPid, start_ns: u64) -> &mut Matched {
+    let i = at
+        .iter()
+        .position(|(s, _)| *s == start_ns)
+        .unwrap_or_else(|| {
+            at.push((start_ns, Matched::default()));
+            at.len() - 1
+        });
+    &mut at[i].1
+}
+
 /// Pins the holder at `pid`: its /proc directory and details, kept only
 /// when its start time (in ticks) is one the walk matched; else it is gone
 /// (Vanished): the PID names another process now. A start time is known
@@ -153,7 +166,8 @@ fn sort_records(records: Vec<Record>, nodes: &NodeSet) -> (Vec<TaskRecord>, BTre
 /// after the walk saw the first alive), so what the walk saw is its own.
 /// A process that started in or after that tick is read again through its
 /// directory, as the /proc walk reads it: a PID reused within one tick
-/// must not inherit its predecessor's fds.
+/// must not inherit its predecessor's fds. So is a process the walk could
+/// not read in full.
 fn pin_one(
     proc_fd: &OwnedFd,
     nodes: &NodeSet,
@@ -176,7 +190,7 @@ fn pin_one(
     let Some((_, m)) = at.iter().find(|(t, _)| *t == start) else {
         return Outcome::Vanished;
     };
-    let (uses, drm) = if start < began {
+    let (uses, drm) = if start < began && !m.unread {
         (m.uses.clone(), drm_fds(&dir, pid, m))
     } else {
         match task::task_uses(&dir, &details.stat, nodes, buf) {

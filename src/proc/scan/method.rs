@@ -67,7 +67,7 @@ enum State {
 pub struct WalkChooser {
     choice: ScanChoice,
     long_lived: bool,
-    break_verifier: bool,
+    hooks: bpf::TestHooks,
     state: Mutex<State>,
 }
 
@@ -87,7 +87,7 @@ impl WalkChooser {
         WalkChooser {
             choice,
             long_lived,
-            break_verifier: crate::pause::break_verifier(),
+            hooks: bpf::TestHooks::from_env(),
             state: Mutex::new(State::Untried),
         }
     }
@@ -99,7 +99,7 @@ impl WalkChooser {
     /// long-running one one parse after the other (its memory: see
     /// [`Programs::load`]).
     fn load(&self, nodes: &NodeSet) -> State {
-        match Programs::load(nodes, self.break_verifier, !self.long_lived) {
+        match Programs::load(nodes, self.hooks, !self.long_lived) {
             Ok(p) => State::Loaded(Box::new(p)),
             Err(e) => State::Unavailable(e),
         }
@@ -211,7 +211,15 @@ impl WalkChooser {
             Ok(result) => Ok(Scanned {
                 result,
                 method: ScanMethod::Bpf,
-                reason: why,
+                reason: match &*state {
+                    State::Loaded(p) | State::Busy(p, _) => match p.iterators_why() {
+                        Some(w) => {
+                            format!("{why}; the iterator walk, not the per-process one: {w}")
+                        }
+                        None => why,
+                    },
+                    _ => why,
+                },
             }),
             Err(e) => {
                 drop(state);

@@ -1,0 +1,112 @@
+//! Calls of kernel functions (kfuncs) in the object, linked by hand.
+//!
+//! The per-process walk calls four kfuncs (the open-coded mapping iterator
+//! and `bpf_rdonly_cast`). A kfunc call is a `call` instruction whose
+//! source register is `BPF_PSEUDO_KFUNC_CALL` and whose immediate is the
+//! function's id in the running kernel's BTF; a loader links it from the
+//! object's extern declaration. aya 0.14 (the newest aya this project's
+//! Rust toolchain builds) does not, so the program calls a helper with a
+//! placeholder number instead (`KFUNC(n)` in kernel.h) and this module
+//! rewrites each such call, in a copy of the object, into the kfunc call
+//! for the running kernel. Written by hand because no loader this project
+//! can build does it; it touches only `call` instructions of the object's
+//! code sections whose immediate is one of the placeholders.
+
+use aya::Btf;
+use aya_obj::btf::BtfKind;
+use object::{Object, ObjectSection, SectionFlags};
+
+/// `BPF_JMP | BPF_CALL`: the opcode of a call.
+const CALL: u8 = 0x85;
+/// The source register of a kfunc call (`BPF_PSEUDO_KFUNC_CALL`), in the
+/// high nibble of the registers byte.
+const PSEUDO_KFUNC_CALL: u8 = 2;
+/// The program's placeholders (kernel.h: `KFUNC(n)`) and the kfuncs they
+/// stand for.
+const KFUNCS: [(u32, &str); 4] = [
+    (0x7ff0_0001, "bpf_iter_task_vma_new"),
+    (0x7ff0_0002, "bpf_iter_task_vma_next"),
+    (0x7ff0_0003, "bpf_iter_task_vma_destroy"),
+    (0x7ff0_0004, "bpf_rdonly_cast"),
+];
+/// ELF's flag of a section that holds code.
+const SHF_EXECINSTR: u64 = 0x4;
+
+/// A copy of `object` whose placeholder calls call the kfuncs of the
+/// kernel whose BTF is `btf`, or why it cannot be made (a kernel without
+/// one of them: older than 6.7).
+pub fn link(object: &[u8], btf: &Btf) -> Result<Vec<u8>, String> {
+    let mut ids = Vec::with_capacity(KFUNCS.len());
+    for (placeholder, name) in KFUNCS {
+        let id = btf
+            .id_by_type_name_kind(name, BtfKind::Func)
+            .map_err(|_| format!("the kernel has no {name}"))?;
+        ids.push((placeholder, id));
+    }
+    let file = object::File::parse(object).map_err(|e| format!("the BPF object: {e}"))?;
+    let mut out = object.to_vec();
+    let mut linked = 0;
+    for section in file.sections() {
+        let code = matches!(section.flags(), SectionFlags::Elf { sh_flags } if sh_flags & SHF_EXECINSTR != 0);
+        let Some((offset, size)) = section.file_range().filter(|_| code) else {
+            continue;
+        };
+        let start = usize::try_from(offset).map_err(|e| e.to_string())?;
+        let end = start + usize::try_from(size).map_err(|e| e.to_string())?;
+        let code = out
+            .get_mut(start..end)
+            .ok_or("a section past the object's end")?;
+        linked += link_calls(code, &ids);
+    }
+    if linked == 0 {
+        return Err("the BPF object calls no kfunc".into());
+    }
+    Ok(out)
+}
+
+/// Rewrites the placeholder calls among `code`'s instructions; how many.
+fn link_calls(code: &mut [u8], ids: &[(u32, u32)]) -> usize {
+    let mut n = 0;
+    for insn in code.chunks_exact_mut(8) {
+        let imm = u32::from_le_bytes([insn[4], insn[5], insn[6], insn[7]]);
+        let id = ids.iter().find(|(p, _)| *p == imm).map(|(_, id)| *id);
+        if let (CALL, 0, Some(id)) = (insn[0], insn[1], id) {
+            insn[1] = PSEUDO_KFUNC_CALL << 4;
+            insn[4..8].copy_from_slice(&id.to_le_bytes());
+            n += 1;
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_placeholder_calls_become_kfunc_calls() {
+        let insn = |op: u8, regs: u8, imm: u32| {
+            let mut i = vec![op, regs, 0, 0];
+            i.extend_from_slice(&imm.to_le_bytes());
+            i
+        };
+        let mut code = [
+            insn(CALL, 0, 0x7ff0_0002),    // a placeholder call
+            insn(CALL, 0, 113),            // a helper call
+            insn(0xb7, 0x01, 0x7ff0_0002), // r1 = the placeholder: not a call
+            insn(CALL, 0x10, 0x7ff0_0002), // a call of a subprogram
+        ]
+        .concat();
+        assert_eq!(link_calls(&mut code, &[(0x7ff0_0002, 4242)]), 1);
+        assert_eq!(&code[..8], &insn(CALL, 0x20, 4242)[..]);
+        assert_eq!(
+            &code[8..],
+            &[
+                insn(CALL, 0, 113),
+                insn(0xb7, 1, 0x7ff0_0002),
+                insn(CALL, 0x10, 0x7ff0_0002)
+            ]
+            .concat()[..]
+        );
+    }
+}
