@@ -185,13 +185,7 @@ fn in_pid_namespace(node: &Path) -> Option<(std::process::Child, u32)> {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .ok()?;
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take()?),
-        &mut line,
-    )
-    .ok()?;
-    if line.trim() != "1" {
+    if first_line(&mut child).trim() != "1" {
         let _ = child.kill();
         return None;
     }
@@ -456,5 +450,71 @@ fn auto_keeps_procfs_for_a_one_shot_look_at_a_small_host() {
             v["scan_reason"].as_str().unwrap().contains("open files"),
             "{v}"
         );
+    }
+}
+
+/// A process and `n` children of it that hold `node` by an fd and a
+/// mapping inherited from it, and sleep (each killed by the kernel when
+/// the parent is; the parent is killed on drop).
+struct Crowd(std::process::Child);
+
+impl Crowd {
+    fn new(n: usize, node: &Path) -> Crowd {
+        let script = format!(
+            "import ctypes,mmap,os,sys,time\nlibc=ctypes.CDLL(None)\nf=os.open({:?},os.O_RDONLY)\nm=mmap.mmap(f,4096,prot=mmap.PROT_READ)\nfor _ in range({n}):\n    if os.fork()==0:\n        libc.prctl(1,9,0,0,0)\n        time.sleep(120)\n        os._exit(0)\nprint('ready',flush=True)\ntime.sleep(120)",
+            node.to_str().unwrap()
+        );
+        let mut child = Command::new("python3")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert_eq!(first_line(&mut child).trim(), "ready");
+        Crowd(child)
+    }
+
+    /// The parent and its children.
+    fn pids(&self) -> Vec<u32> {
+        let pid = self.0.id();
+        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+        std::iter::once(pid)
+            .chain(kids.split_whitespace().map(|k| k.parse().unwrap()))
+            .collect()
+    }
+}
+
+impl Drop for Crowd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// More holders than the kernel's buffer of one read holds records of (it
+/// drops the records of the task where it fills, and shows that task
+/// again): every walk finds every one, by fd and by mapping, as the /proc
+/// walk does.
+#[test]
+fn a_walk_past_the_kernels_buffer_loses_no_holder() {
+    let d = TestDir::new(2);
+    if !bpf_runs(&d) {
+        return;
+    }
+    let crowd = Crowd::new(900, &d.node("nvidia1"));
+    let pids = crowd.pids();
+    assert_eq!(pids.len(), 901);
+    // Python's mmap keeps a duplicate of the fd it maps.
+    let both = || {
+        BTreeMap::from([(
+            "nvidia1".to_string(),
+            vec!["fd".to_string(), "mmap".to_string()],
+        )])
+    };
+    let want: Holders = pids.iter().map(|&p| (p, both())).collect();
+    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &pids), want);
+    for env in KERNEL_WALKS {
+        let doc = status(&d.dev, "bpf", env);
+        assert_eq!(doc["visibility"]["scan"], "bpf");
+        assert_eq!(holders(&doc, &pids), want, "{env:?}");
     }
 }

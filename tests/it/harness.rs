@@ -587,6 +587,15 @@ impl Tmux {
     }
 }
 
+/// The first line `child` writes to its piped stdout.
+pub fn first_line(child: &mut std::process::Child) -> String {
+    let mut line = String::new();
+    let out = child.stdout.take().expect("a piped stdout");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line)
+        .expect("reading the child's first line");
+    line
+}
+
 /// A test that needs what this machine lacks (root, FUSE, cgroups, a
 /// D-Bus daemon): it fails under CI, which must provide it (`needs` says
 /// what), and elsewhere says it is skipped.

@@ -110,13 +110,7 @@ fn non_utf8_command_line_is_escaped_not_lost() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert!(line.starts_with("ready"));
+    assert!(first_line(&mut child).starts_with("ready"));
     let doc = status_json_no_nvml(&d);
     let p = process(&doc, child.id()).expect("holder found");
     assert_eq!(p["cmdline"][1], "model-\\xff\\xfe.bin");

@@ -72,7 +72,53 @@ struct {
 	__u32 *value;
 } by_rdev SEC(".maps");
 
+#define BPF_MAP_TYPE_ARRAY 2
+
+/* The per-process walk's two programs share the work: each claims a
+ * process's fd table or memory map before it walks it, and leaves what
+ * the other has claimed in this walk (the walk's number, from the loader).
+ * A claim is one 8-byte slot, by a hash of the task, written whole: the
+ * walk's number (40 bits), the task id (22), the part (1: fds, mappings)
+ * and the claimant (1). A collision or a race only makes both walk the
+ * same part (the loader merges the records); a program walks a part it
+ * claimed itself again when the kernel shows it the task again (its
+ * records were dropped when the buffer filled), so nothing claimed is
+ * left unwalked. */
+#define CLAIM_SLOTS 16384
+struct {
+	int (*type)[BPF_MAP_TYPE_ARRAY];
+	int (*max_entries)[CLAIM_SLOTS];
+	__u32 *key;
+	__u64 *value;
+} claims SEC(".maps");
+
+struct {
+	int (*type)[BPF_MAP_TYPE_ARRAY];
+	int (*max_entries)[1];
+	__u32 *key;
+	__u64 *value;
+} walk_number SEC(".maps");
+
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+
+#define PART_FDS 0
+#define PART_MAPS 1
+
+/* Whether walker `me` (0 or 1) is to walk `part` of task `tid` in walk
+ * `walk`: not when the other claimed it; else it claims it. */
+static __always_inline int claim(__u64 walk, __u32 tid, __u32 part, __u32 me)
+{
+	__u32 slot = ((tid * 2654435761u) ^ part) % CLAIM_SLOTS;
+	__u64 mine = (walk << 24) | ((__u64)(tid & 0x3fffff) << 2) | (part << 1);
+	__u64 *v = bpf_map_lookup_elem(&claims, &slot);
+
+	if (!v)
+		return 1;
+	if (*v == (mine | (me ^ 1)))
+		return 0;
+	*v = mine | me;
+	return 1;
+}
 
 static __always_inline int in_list(const volatile __u32 *list, __u32 n, __u32 v)
 {
@@ -206,68 +252,38 @@ static int fd_step(__u32 fd, struct fd_walk *w)
 	return 0;
 }
 
-/* Every process's record, and every fd of its table on a target. The
- * table is the leader's; a thread's own table counts only once the leader
- * has exited (as in the iterator walk). */
-SEC("iter/task")
-int gpufree_tasks_fds(struct bpf_iter__task *ctx)
+/* Walks the fd table of task `t` (untrusted) for `pid`: every fd on a
+ * target. The table is the leader's; a thread's own table counts only once
+ * the leader has exited (as in the iterator walk). */
+static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *t,
+				     struct task_struct *leader, __u32 pid, __u32 tid)
 {
-	struct task_struct *task = ctx->task;
 	struct fd_walk w = {};
+	struct fdtable *fdt = t->files->fdt;
 
-	if (break_verifier)
-		return *(volatile int *)((char *)ctx + 4096);
-	if (!task)
-		return 0;
-	task = untrusted(task, struct task_struct);
-	struct pid *mine = untrusted(bpf_get_current_task_btf(), struct task_struct)->thread_pid;
-	struct task_struct *leader = task->group_leader;
-	struct files_struct *files = task->files;
-	struct files_struct *leader_files = leader->files;
-	if (task == leader)
-		emit(ctx->meta->seq, mine, task, REC_TASK,
-		     nr_here(task->real_parent->group_leader->thread_pid, mine), 0);
-	if (!files || (task != leader && leader_files))
-		return 0;
-	w.seq = ctx->meta->seq;
-	w.pid = nr_here(leader->thread_pid, mine);
-	w.tid = nr_here(task->thread_pid, mine);
+	w.seq = seq;
+	w.pid = pid;
+	w.tid = tid;
 	w.start_ns = leader->start_boottime;
-	struct fdtable *fdt = files->fdt;
 	if (bpf_probe_read_kernel(&w.fd, sizeof(w.fd), &fdt->fd) ||
 	    bpf_probe_read_kernel(&w.open_fds, sizeof(w.open_fds), &fdt->open_fds) ||
 	    bpf_probe_read_kernel(&w.max_fds, sizeof(w.max_fds), &fdt->max_fds) ||
 	    report_unread || bpf_loop(w.max_fds, fd_step, &w, 0) < 0 || w.unread)
-		write_rec(w.seq, REC_UNREAD, w.pid, UNREAD_FDS, 0, w.start_ns, 0);
-	return 0;
+		write_rec(seq, REC_UNREAD, pid, UNREAD_FDS, 0, w.start_ns, 0);
 }
 
-/* Every mapping of a target: the leader's memory map, or once the leader
- * has exited a live thread's. A map the open-coded iterator could not
- * start on (it only tries the map's lock, which a writer may hold; or the
- * map went away under an exiting task) is reported unread. */
-SEC("iter/task")
-int gpufree_vmas_fast(struct bpf_iter__task *ctx)
+/* Walks the memory map of `task` (trusted; `t` the same, untrusted) for
+ * `pid`: every mapping of a target. A map the open-coded iterator could
+ * not start on (it only tries the map's lock, which a writer may hold; or
+ * the map went away under an exiting task) is reported unread. */
+static __always_inline void walk_maps(struct seq_file *seq, struct task_struct *task,
+				      struct task_struct *leader, __u32 pid)
 {
-	struct task_struct *task = ctx->task;
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
-
-	if (break_verifier)
-		return *(volatile int *)((char *)ctx + 4096);
-	if (!task)
-		return 0;
-	struct task_struct *t = untrusted(task, struct task_struct);
-	struct pid *mine = untrusted(bpf_get_current_task_btf(), struct task_struct)->thread_pid;
-	struct task_struct *leader = t->group_leader;
-	struct mm_struct *mm = t->mm;
-	struct mm_struct *leader_mm = leader->mm;
-	if (!mm || (t != leader && leader_mm))
-		return 0;
-	struct seq_file *seq = ctx->meta->seq;
-	__u32 pid = nr_here(leader->thread_pid, mine);
 	__u64 start_ns = leader->start_boottime;
 	int err = bpf_iter_task_vma_new(&it, task, 0);
+
 	if (report_unread)
 		err = -16; /* EBUSY */
 	while (!err && (vma = bpf_iter_task_vma_next(&it))) {
@@ -285,7 +301,59 @@ int gpufree_vmas_fast(struct bpf_iter__task *ctx)
 	bpf_iter_task_vma_destroy(&it);
 	if (err)
 		write_rec(seq, REC_UNREAD, pid, UNREAD_MAPS, 0, start_ns, 0);
+}
+
+/* One task for walker `me`: the process record (walker 0), and the parts
+ * this task has that the walker claims, fds first for walker 0 and
+ * mappings first for walker 1 (so that they start apart). The fds and the
+ * mappings are the leader's; once it has exited, a live thread's. */
+static __always_inline int walk_task(struct bpf_iter__task *ctx, __u32 me)
+{
+	struct task_struct *task = ctx->task;
+	__u32 zero = 0;
+
+	if (break_verifier)
+		return *(volatile int *)((char *)ctx + 4096);
+	if (!task)
+		return 0;
+	__u64 *walk = bpf_map_lookup_elem(&walk_number, &zero);
+	if (!walk)
+		return 0;
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *t = untrusted(task, struct task_struct);
+	struct pid *mine = untrusted(bpf_get_current_task_btf(), struct task_struct)->thread_pid;
+	struct task_struct *leader = t->group_leader;
+	int fds = t->files && (t == leader || !leader->files);
+	int maps = t->mm && (t == leader || !leader->mm);
+	__u32 tid = t->pid;
+	if (t == leader && me == 0)
+		emit(seq, mine, t, REC_TASK, nr_here(t->real_parent->group_leader->thread_pid, mine), 0);
+	if (!fds && !maps)
+		return 0;
+	__u32 pid = nr_here(leader->thread_pid, mine);
+	for (__u32 i = 0; i < 2; i++) {
+		__u32 part = i ^ me;
+		if (part == PART_FDS && fds && claim(*walk, tid, PART_FDS, me))
+			walk_fds(seq, t, leader, pid, nr_here(t->thread_pid, mine));
+		if (part == PART_MAPS && maps && claim(*walk, tid, PART_MAPS, me))
+			walk_maps(seq, task, leader, pid);
+	}
 	return 0;
+}
+
+/* Every process's record, and what it holds: the walker that starts with
+ * the fd tables. */
+SEC("iter/task")
+int gpufree_tasks_fds(struct bpf_iter__task *ctx)
+{
+	return walk_task(ctx, 0);
+}
+
+/* What every process holds: the walker that starts with the mappings. */
+SEC("iter/task")
+int gpufree_vmas_fast(struct bpf_iter__task *ctx)
+{
+	return walk_task(ctx, 1);
 }
 
 /* The iterator walk. */

@@ -157,6 +157,9 @@ fn kernel_dev(dev: u64) -> u32 {
 pub struct Programs {
     ebpf: Ebpf,
     walks: &'static Walks,
+    /// The number of the last walk (the per-process walk's programs
+    /// share its work by it).
+    walk: u64,
     /// Why the per-process walk is not the one loaded.
     iterators_why: Option<String>,
 }
@@ -241,15 +244,7 @@ impl Programs {
         hooks: TestHooks,
         parallel: bool,
     ) -> Result<Programs, Unavailable> {
-        for n in nodes.nodes.iter().filter(|n| n.rdev.is_none()) {
-            // f_type's type differs between targets (i64 on x86-64).
-            #[allow(clippy::unnecessary_cast)]
-            let same_dev =
-                rustix::fs::statfs(&n.path).is_ok_and(|f| SAME_DEV_FS.contains(&(f.f_type as i64)));
-            if !same_dev {
-                return Err(Unavailable::ForeignFs(n.path.display().to_string()));
-            }
-        }
+        same_dev_targets(nodes)?;
         let (devs, ndevs) = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
         let (majors, nmajors) = distinct(
             nodes
@@ -304,6 +299,7 @@ impl Programs {
         Ok(Programs {
             ebpf,
             walks,
+            walk: 0,
             iterators_why,
         })
     }
@@ -317,6 +313,17 @@ impl Programs {
     /// Starts the walks: one iterator file each, each read with
     /// [`read_walk`].
     pub fn start(&mut self) -> Result<Vec<std::fs::File>, Unavailable> {
+        self.walk += 1;
+        let map = self
+            .ebpf
+            .map_mut("walk_number")
+            .ok_or(Unavailable::Failed {
+                step: "the BPF object",
+                why: "has no map walk_number".into(),
+            })?;
+        aya::maps::Array::<_, u64>::try_from(map)
+            .and_then(|mut a| a.set(0, self.walk, 0))
+            .map_err(|e| failed("walk_number", &e))?;
         let mut files = Vec::with_capacity(self.walks.len());
         for &(name, _) in self.walks {
             let program = iter(&mut self.ebpf, name)?;
@@ -333,6 +340,21 @@ impl Programs {
         }
         Ok(files)
     }
+}
+
+/// Fails for a regular-file target on a file system whose `stat` device
+/// number may not be its superblock's (the walk matches those by inode).
+fn same_dev_targets(nodes: &NodeSet) -> Result<(), Unavailable> {
+    for n in nodes.nodes.iter().filter(|n| n.rdev.is_none()) {
+        // f_type's type differs between targets (i64 on x86-64).
+        #[allow(clippy::unnecessary_cast)]
+        let same_dev =
+            rustix::fs::statfs(&n.path).is_ok_and(|f| SAME_DEV_FS.contains(&(f.f_type as i64)));
+        if !same_dev {
+            return Err(Unavailable::ForeignFs(n.path.display().to_string()));
+        }
+    }
+    Ok(())
 }
 
 /// Loads (verifies) the programs of `walks`.
