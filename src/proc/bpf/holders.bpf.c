@@ -2,12 +2,12 @@
 /* gpufree's in-kernel holder scan. Two sets of programs, of which the loader
  * takes the first the kernel accepts:
  *
- * - The per-process walk (kernel 6.7 and later): two iter/task programs.
- *   One writes the process record and walks the task's fd table itself
- *   (bpf_loop over the open-fd bitmap); the other walks its mappings with
- *   the open-coded mapping iterator. Neither takes a reference on each file
- *   or looks each mapping up again, as the kernel's file and mapping
- *   iterators do: the walk costs half as much.
+ * - The per-process walk (kernel 6.7 and later): one iter/task program,
+ *   read by two walkers at once, that writes each process's record and
+ *   walks its fd table itself (bpf_loop over the open-fd bitmap) and its
+ *   mappings with the open-coded mapping iterator. It neither takes a
+ *   reference on each file nor looks each mapping up again, as the
+ *   kernel's file and mapping iterators do: the walk costs half as much.
  * - The iterator walk: three BPF iterators walk, in the reader's PID
  *   namespace, every process (iter/task), every open file of every task
  *   (iter/task_file) and every mapping (iter/task_vma).
@@ -74,16 +74,17 @@ struct {
 
 #define BPF_MAP_TYPE_ARRAY 2
 
-/* The per-process walk's two programs share the work: each claims a
- * process's fd table or memory map before it walks it, and leaves what
- * the other has claimed in this walk (the walk's number, from the loader).
- * A claim is one 8-byte slot, by a hash of the task, written whole: the
- * walk's number (40 bits), the task id (22), the part (1: fds, mappings)
- * and the claimant (1). A collision or a race only makes both walk the
- * same part (the loader merges the records); a program walks a part it
- * claimed itself again when the kernel shows it the task again (its
- * records were dropped when the buffer filled), so nothing claimed is
- * left unwalked. */
+/* The per-process walk runs as two walkers at once (one program, read
+ * through two iterators), which share the work: each claims a process's
+ * record, fd table or memory map before it writes or walks it, and leaves
+ * what the other has claimed in this walk (the walk's number, from the
+ * loader). A claim is one 8-byte slot, by a hash of the task, written
+ * whole: the walk's number (32 bits), the task id (22), the part (2) and
+ * the claimant (8: its iterator session's low bits). A collision, a race
+ * or two sessions with the same low bits only make both walk the same part
+ * (the loader merges the records); a walker walks a part it claimed itself
+ * again when the kernel shows it the task again (its records were dropped
+ * when the buffer filled), so nothing claimed is left unwritten. */
 #define CLAIM_SLOTS 16384
 struct {
 	int (*type)[BPF_MAP_TYPE_ARRAY];
@@ -101,22 +102,24 @@ struct {
 
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 
-#define PART_FDS 0
-#define PART_MAPS 1
+#define PART_RECORD 0
+#define PART_FDS 1
+#define PART_MAPS 2
 
-/* Whether walker `me` (0 or 1) is to walk `part` of task `tid` in walk
- * `walk`: not when the other claimed it; else it claims it. */
+/* Whether walker `me` is to do `part` of task `tid` in walk `walk`: not
+ * when another walker claimed it; else it claims it. */
 static __always_inline int claim(__u64 walk, __u32 tid, __u32 part, __u32 me)
 {
 	__u32 slot = ((tid * 2654435761u) ^ part) % CLAIM_SLOTS;
-	__u64 mine = (walk << 24) | ((__u64)(tid & 0x3fffff) << 2) | (part << 1);
+	__u64 this = (walk << 32) | ((__u64)(tid & 0x3fffff) << 10) | (part << 8);
 	__u64 *v = bpf_map_lookup_elem(&claims, &slot);
 
 	if (!v)
 		return 1;
-	if (*v == (mine | (me ^ 1)))
+	__u64 seen = *v;
+	if ((seen & ~0xffULL) == this && (seen & 0xff) != me)
 		return 0;
-	*v = mine | me;
+	*v = this | me;
 	return 1;
 }
 
@@ -303,11 +306,13 @@ static __always_inline void walk_maps(struct seq_file *seq, struct task_struct *
 		write_rec(seq, REC_UNREAD, pid, UNREAD_MAPS, 0, start_ns, 0);
 }
 
-/* One task for walker `me`: the process record (walker 0), and the parts
- * this task has that the walker claims, fds first for walker 0 and
- * mappings first for walker 1 (so that they start apart). The fds and the
- * mappings are the leader's; once it has exited, a live thread's. */
-static __always_inline int walk_task(struct bpf_iter__task *ctx, __u32 me)
+/* One task, for one of the two walkers: its process record (a leader's),
+ * and what it holds, each part the walker claims (both go through the
+ * parts in one order: one that finds a part claimed goes on to the next,
+ * so they run apart). The fds and the mappings are the leader's; once it
+ * has exited, a live thread's. */
+SEC("iter/task")
+int gpufree_walk(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task;
 	__u32 zero = 0;
@@ -319,6 +324,7 @@ static __always_inline int walk_task(struct bpf_iter__task *ctx, __u32 me)
 	__u64 *walk = bpf_map_lookup_elem(&walk_number, &zero);
 	if (!walk)
 		return 0;
+	__u32 me = ctx->meta->session_id & 0xff;
 	struct seq_file *seq = ctx->meta->seq;
 	struct task_struct *t = untrusted(task, struct task_struct);
 	struct pid *mine = untrusted(bpf_get_current_task_btf(), struct task_struct)->thread_pid;
@@ -326,34 +332,16 @@ static __always_inline int walk_task(struct bpf_iter__task *ctx, __u32 me)
 	int fds = t->files && (t == leader || !leader->files);
 	int maps = t->mm && (t == leader || !leader->mm);
 	__u32 tid = t->pid;
-	if (t == leader && me == 0)
+	if (t == leader && claim(*walk, tid, PART_RECORD, me))
 		emit(seq, mine, t, REC_TASK, nr_here(t->real_parent->group_leader->thread_pid, mine), 0);
 	if (!fds && !maps)
 		return 0;
 	__u32 pid = nr_here(leader->thread_pid, mine);
-	for (__u32 i = 0; i < 2; i++) {
-		__u32 part = i ^ me;
-		if (part == PART_FDS && fds && claim(*walk, tid, PART_FDS, me))
-			walk_fds(seq, t, leader, pid, nr_here(t->thread_pid, mine));
-		if (part == PART_MAPS && maps && claim(*walk, tid, PART_MAPS, me))
-			walk_maps(seq, task, leader, pid);
-	}
+	if (fds && claim(*walk, tid, PART_FDS, me))
+		walk_fds(seq, t, leader, pid, nr_here(t->thread_pid, mine));
+	if (maps && claim(*walk, tid, PART_MAPS, me))
+		walk_maps(seq, task, leader, pid);
 	return 0;
-}
-
-/* Every process's record, and what it holds: the walker that starts with
- * the fd tables. */
-SEC("iter/task")
-int gpufree_tasks_fds(struct bpf_iter__task *ctx)
-{
-	return walk_task(ctx, 0);
-}
-
-/* What every process holds: the walker that starts with the mappings. */
-SEC("iter/task")
-int gpufree_vmas_fast(struct bpf_iter__task *ctx)
-{
-	return walk_task(ctx, 1);
 }
 
 /* The iterator walk. */

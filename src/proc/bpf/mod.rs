@@ -126,10 +126,9 @@ fn object() -> &'static [u8] {
 /// A set of walks: each program with the kind of iterator it attaches to.
 type Walks = [(&'static str, &'static str)];
 
-/// The per-process walk, in the order its walks are read: every process
-/// and its fds; every process's mappings.
-const PER_PROCESS: [(&str, &str); 2] =
-    [("gpufree_tasks_fds", "task"), ("gpufree_vmas_fast", "task")];
+/// The per-process walk: one program, read by two walkers at once (they
+/// share the work: holders.bpf.c).
+const PER_PROCESS: [(&str, &str); 2] = [("gpufree_walk", "task"), ("gpufree_walk", "task")];
 
 /// The iterator walk, in the order its walks are read: every process,
 /// every open file, every mapping.
@@ -357,9 +356,12 @@ fn same_dev_targets(nodes: &NodeSet) -> Result<(), Unavailable> {
     Ok(())
 }
 
-/// Loads (verifies) the programs of `walks`.
+/// Loads (verifies) the programs of `walks`, each once.
 fn load_walks(ebpf: &mut Ebpf, walks: &Walks, btf: &Btf) -> Result<(), Unavailable> {
-    for &(name, kind) in walks {
+    for (i, &(name, kind)) in walks.iter().enumerate() {
+        if walks[..i].iter().any(|&(n, _)| n == name) {
+            continue;
+        }
         iter(ebpf, name)?
             .load(kind, btf)
             .map_err(|e| refused(name, e))?;
