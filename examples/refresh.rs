@@ -37,12 +37,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let first_ms = (t0.elapsed().as_secs_f64() * 1e3, cpu_ms() - c0);
     let mut walls = Vec::new();
     let mut cpus = Vec::new();
+    // Every refresh must find what the first collection found (a bench of
+    // a walk that loses holdings would be a lie).
+    let holdings = |s: &gpufree::model::Snapshot| {
+        let held: Vec<_> = s.processes.iter().map(|p| (p.pid, &p.devices)).collect();
+        serde_json::to_string(&held)
+    };
+    let want = holdings(&first)?;
     let mut last = first;
     for _ in 0..rounds {
         let (t, c) = (Instant::now(), cpu_ms());
         last = collector.collect_until(None)?;
         walls.push(t.elapsed().as_secs_f64() * 1e3);
         cpus.push(cpu_ms() - c);
+        if holdings(&last)? != want {
+            return Err("a refresh found other holdings than the first collection".into());
+        }
     }
     walls.sort_by(f64::total_cmp);
     cpus.sort_by(f64::total_cmp);
