@@ -6,8 +6,9 @@
 //! the code after the pause sees the real system, as it would after any
 //! slow moment.
 //!
-//! Beside the pause points, two test hooks of the in-kernel walk:
-//! [`BREAK_VERIFIER_ENV`] and [`SLOW_WALK_ENV`].
+//! Beside the pause points, four test hooks of the in-kernel walk:
+//! [`BREAK_VERIFIER_ENV`], [`ITERATOR_WALK_ENV`], [`REPORT_UNREAD_ENV`] and
+//! [`SLOW_WALK_ENV`].
 //!
 //! Points: `scan:PID` (the scan has read PID's fd table and maps and found
 //! it a holder, and has not yet read its identity and details again),

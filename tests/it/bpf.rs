@@ -271,16 +271,15 @@ fn iterator_walk(v: &Value) -> bool {
 }
 
 /// Whether a walk with `env` is to be the iterator walk: where forced, or
-/// on a kernel older than 6.7 (without the per-process walk's kfuncs).
+/// on a kernel without the per-process walk's kfuncs (its BTF names no
+/// `bpf_iter_task_vma_new`: older than 6.7).
 fn iterators_expected(env: &[(&str, &str)]) -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut v = release
-        .split(['.', '-'])
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").unwrap_or_default();
+    let name = b"\0bpf_iter_task_vma_new\0";
+    let has_kfuncs = btf.windows(name.len()).any(|w| w == name);
     env.iter()
         .any(|(k, _)| *k == "GPUFREE_TEST_BPF_ITERATOR_WALK")
-        || (major, minor) < (6, 7)
+        || !has_kfuncs
 }
 
 /// A character device node elsewhere with the same device number as a
@@ -464,8 +463,13 @@ impl Crowd {
             "import ctypes,mmap,os,sys,time\nlibc=ctypes.CDLL(None)\nf=os.open({:?},os.O_RDONLY)\nm=mmap.mmap(f,4096,prot=mmap.PROT_READ)\nfor _ in range({n}):\n    if os.fork()==0:\n        libc.prctl(1,9,0,0,0)\n        time.sleep(120)\n        os._exit(0)\nprint('ready',flush=True)\ntime.sleep(120)",
             node.to_str().unwrap()
         );
+        Crowd::python(&script)
+    }
+
+    /// A Python `script` that prints "ready" once set, killed on drop.
+    fn python(script: &str) -> Crowd {
         let mut child = Command::new("python3")
-            .args(["-c", &script])
+            .args(["-c", script])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
@@ -515,6 +519,47 @@ fn a_walk_past_the_kernels_buffer_loses_no_holder() {
     for env in KERNEL_WALKS {
         let doc = status(&d.dev, "bpf", env);
         assert_eq!(doc["visibility"]["scan"], "bpf");
+        assert_eq!(holders(&doc, &pids), want, "{env:?}");
+    }
+}
+
+/// One process with more fds on a node and more mappings of it than the
+/// kernel's buffer holds records of one task: the per-process walk writes
+/// one record per node it maps, stops at its cap of fds and has the
+/// process read again through /proc; every walk finds it, by fd and by
+/// mapping, and none falls back to the /proc walk.
+#[test]
+fn a_process_with_hundreds_of_fds_and_mappings_of_a_node_is_found() {
+    let d = TestDir::new(1);
+    if !bpf_runs(&d) {
+        return;
+    }
+    let script = format!(
+        "import mmap,os,time\nf=os.open({:?},os.O_RDONLY)\nfds=[os.dup(f) for _ in range(300)]\nms=[mmap.mmap(f,4096,prot=mmap.PROT_READ) for _ in range(800)]\nprint('ready',flush=True)\ntime.sleep(120)",
+        d.node("nvidia0").to_str().unwrap()
+    );
+    let holder = Crowd::python(&script);
+    let pids = [holder.0.id()];
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", pids[0])).unwrap();
+    assert!(
+        maps.lines().filter(|l| l.ends_with("nvidia0")).count() >= 700,
+        "the mappings merged"
+    );
+    let want = Holders::from([(
+        pids[0],
+        BTreeMap::from([(
+            "nvidia0".to_string(),
+            vec!["fd".to_string(), "mmap".to_string()],
+        )]),
+    )]);
+    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &pids), want);
+    for env in KERNEL_WALKS {
+        let doc = status(&d.dev, "bpf", env);
+        assert_eq!(
+            doc["visibility"]["scan"], "bpf",
+            "{env:?}: {}",
+            doc["visibility"]
+        );
         assert_eq!(holders(&doc, &pids), want, "{env:?}");
     }
 }

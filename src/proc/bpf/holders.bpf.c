@@ -43,7 +43,7 @@ const volatile __u32 majors[MAX_DEVS] = {};
  * target's file system (a test directory on the root file system, the
  * libraries every process maps) are ruled out without a map lookup. */
 const volatile __u64 ino_bits = 0;
-/* Test-only: makes both holder programs fail the verifier (the loader's
+/* Test-only: makes the holder programs fail the verifier (the loader's
  * fallback is tested with a real refusal). */
 const volatile __u32 break_verifier = 0;
 /* Test-only: the per-process walk reads no process's fds or mappings and
@@ -106,9 +106,9 @@ static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 #define PART_FDS 1
 #define PART_MAPS 2
 
-/* Whether walker `me` is to do `part` of task `tid` in walk `walk`: not
- * when another walker claimed it; else it claims it. */
-static __always_inline int claim(__u64 walk, __u32 tid, __u32 part, __u32 me)
+/* Whether `walker` is to do `part` of task `tid` in walk `walk`: not when
+ * another walker claimed it; else it claims it. */
+static __always_inline int claim(__u64 walk, __u32 tid, __u32 part, __u32 walker)
 {
 	__u32 slot = ((tid * 2654435761u) ^ part) % CLAIM_SLOTS;
 	__u64 this = (walk << 32) | ((__u64)(tid & 0x3fffff) << 10) | (part << 8);
@@ -117,9 +117,9 @@ static __always_inline int claim(__u64 walk, __u32 tid, __u32 part, __u32 me)
 	if (!v)
 		return 1;
 	__u64 seen = *v;
-	if ((seen & ~0xffULL) == this && (seen & 0xff) != me)
+	if ((seen & ~0xffULL) == this && (seen & 0xff) != walker)
 		return 0;
-	*v = this | me;
+	*v = this | walker;
 	return 1;
 }
 
@@ -175,24 +175,43 @@ static __always_inline __u32 nr_here(struct pid *pid, struct pid *mine)
 	return up.ns == me.ns ? up.nr : 0;
 }
 
+/* Writes a record; `comm`, where not NULL, is the kernel's comm to copy. */
+static __always_inline void write_rec(struct seq_file *seq, __u32 kind, __u32 pid, __u32 aux,
+				      int target, __u64 start_ns, __u32 tid, const char *comm)
+{
+	struct gf_rec r = {};
+
+	r.kind = kind;
+	r.pid = pid;
+	r.aux = aux;
+	r.target = target;
+	r.start_ns = start_ns;
+	r.tid = tid;
+	if (comm)
+		bpf_probe_read_kernel(r.comm, sizeof(r.comm), comm);
+	bpf_seq_write(seq, &r, sizeof(r));
+}
+
+/* Writes a record of `task`'s process (the iterator walk's, and a process
+ * record of the per-process walk). */
 static __always_inline void emit(struct seq_file *seq, struct pid *mine, struct task_struct *task,
 				 __u32 kind, __u32 aux, int target)
 {
 	struct task_struct *leader = task->group_leader;
-	struct gf_rec r = {};
 
-	r.kind = kind;
-	r.pid = nr_here(leader->thread_pid, mine);
-	r.aux = aux;
-	r.target = target;
-	r.start_ns = leader->start_boottime;
-	r.tid = kind == REC_FD ? nr_here(task->thread_pid, mine) : 0;
-	if (kind == REC_TASK)
-		bpf_probe_read_kernel(r.comm, sizeof(r.comm), leader->comm);
-	bpf_seq_write(seq, &r, sizeof(r));
+	write_rec(seq, kind, nr_here(leader->thread_pid, mine), aux, target, leader->start_boottime,
+		  kind == REC_FD ? nr_here(task->thread_pid, mine) : 0,
+		  kind == REC_TASK ? leader->comm : 0);
 }
 
 /* The per-process walk. */
+
+/* The records one part of one process (its fds, its mappings) may write.
+ * The kernel shows a task's records whole, from a buffer of 32 KiB: one
+ * task's record, both parts and two REC_UNREAD stay within it. A part with
+ * more matches stops there and reports its process unread (read again
+ * through /proc). */
+#define PART_RECORDS 255
 
 /* What the steps of one fd table's walk share. */
 struct fd_walk {
@@ -204,23 +223,9 @@ struct fd_walk {
 	__u32 max_fds;
 	__u32 pid;
 	__u32 tid;
+	__u32 written;
 	__u32 unread;
 };
-
-/* Writes a record of the per-process walk (its fields read before). */
-static __always_inline void write_rec(struct seq_file *seq, __u32 kind, __u32 pid, __u32 aux,
-				      int target, __u64 start_ns, __u32 tid)
-{
-	struct gf_rec r = {};
-
-	r.kind = kind;
-	r.pid = pid;
-	r.aux = aux;
-	r.target = target;
-	r.start_ns = start_ns;
-	r.tid = tid;
-	bpf_seq_write(seq, &r, sizeof(r));
-}
 
 /* One fd of the table: bpf_loop's step. A read that fails (a table freed
  * under an exiting task) marks the process unread: it is read again
@@ -251,18 +256,24 @@ static int fd_step(__u32 fd, struct fd_walk *w)
 	int target = match(inode);
 	if (target < 0)
 		return 0;
-	write_rec(w->seq, REC_FD, w->pid, fd, target, w->start_ns, w->tid);
+	if (w->written++ == PART_RECORDS) {
+		w->unread = 1;
+		return 1;
+	}
+	write_rec(w->seq, REC_FD, w->pid, fd, target, w->start_ns, w->tid, 0);
 	return 0;
 }
 
-/* Walks the fd table of task `t` (untrusted) for `pid`: every fd on a
- * target. The table is the leader's; a thread's own table counts only once
- * the leader has exited (as in the iterator walk). */
-static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *t,
-				     struct task_struct *leader, __u32 pid, __u32 tid)
+/* Walks the fd table `files` of task `task_u` (untrusted) for `pid`: every
+ * fd on a target. A table that reads as empty or odd, or that the task
+ * changed during the walk (an exiting task's table is freed at once, not
+ * after the walk), makes the process unread. */
+static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *task_u,
+				     struct files_struct *files, struct task_struct *leader,
+				     __u32 pid, __u32 tid)
 {
 	struct fd_walk w = {};
-	struct fdtable *fdt = t->files->fdt;
+	struct fdtable *fdt = files->fdt;
 
 	w.seq = seq;
 	w.pid = pid;
@@ -270,21 +281,25 @@ static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *t
 	w.start_ns = leader->start_boottime;
 	if (bpf_probe_read_kernel(&w.fd, sizeof(w.fd), &fdt->fd) ||
 	    bpf_probe_read_kernel(&w.open_fds, sizeof(w.open_fds), &fdt->open_fds) ||
-	    bpf_probe_read_kernel(&w.max_fds, sizeof(w.max_fds), &fdt->max_fds) ||
-	    report_unread || bpf_loop(w.max_fds, fd_step, &w, 0) < 0 || w.unread)
-		write_rec(seq, REC_UNREAD, pid, UNREAD_FDS, 0, w.start_ns, 0);
+	    bpf_probe_read_kernel(&w.max_fds, sizeof(w.max_fds), &fdt->max_fds) || !w.fd ||
+	    !w.open_fds || !w.max_fds || report_unread ||
+	    bpf_loop(w.max_fds, fd_step, &w, 0) < 0 || w.unread || task_u->files != files)
+		write_rec(seq, REC_UNREAD, pid, 0, 0, w.start_ns, 0, 0);
 }
 
-/* Walks the memory map of `task` (trusted; `t` the same, untrusted) for
- * `pid`: every mapping of a target. A map the open-coded iterator could
- * not start on (it only tries the map's lock, which a writer may hold; or
- * the map went away under an exiting task) is reported unread. */
+/* Walks the memory map of `task` (trusted) for `pid`: one record per target
+ * it maps (as many mappings of one as a CUDA process has say no more). A
+ * map the open-coded iterator could not start on (it only tries the map's
+ * lock, which a writer may hold; or the map went away under an exiting
+ * task) makes the process unread. */
 static __always_inline void walk_maps(struct seq_file *seq, struct task_struct *task,
 				      struct task_struct *leader, __u32 pid)
 {
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
 	__u64 start_ns = leader->start_boottime;
+	__u64 seen = 0;
+	__u32 written = 0;
 	int err = bpf_iter_task_vma_new(&it, task, 0);
 
 	if (report_unread)
@@ -299,11 +314,19 @@ static __always_inline void walk_maps(struct seq_file *seq, struct task_struct *
 		int target = match(inode);
 		if (target < 0)
 			continue;
-		write_rec(seq, REC_VMA, pid, 0, target, start_ns, 0);
+		__u64 bit = target < 64 ? 1ULL << target : 0;
+		if (seen & bit)
+			continue;
+		seen |= bit;
+		if (written++ == PART_RECORDS) {
+			err = -7; /* E2BIG */
+			break;
+		}
+		write_rec(seq, REC_VMA, pid, 0, target, start_ns, 0, 0);
 	}
 	bpf_iter_task_vma_destroy(&it);
 	if (err)
-		write_rec(seq, REC_UNREAD, pid, UNREAD_MAPS, 0, start_ns, 0);
+		write_rec(seq, REC_UNREAD, pid, 0, 0, start_ns, 0, 0);
 }
 
 /* One task, for one of the two walkers: its process record (a leader's),
@@ -324,22 +347,24 @@ int gpufree_walk(struct bpf_iter__task *ctx)
 	__u64 *walk = bpf_map_lookup_elem(&walk_number, &zero);
 	if (!walk)
 		return 0;
-	__u32 me = ctx->meta->session_id & 0xff;
+	__u32 walker = ctx->meta->session_id & 0xff;
 	struct seq_file *seq = ctx->meta->seq;
-	struct task_struct *t = untrusted(task, struct task_struct);
+	struct task_struct *task_u = untrusted(task, struct task_struct);
 	struct pid *mine = untrusted(bpf_get_current_task_btf(), struct task_struct)->thread_pid;
-	struct task_struct *leader = t->group_leader;
-	int fds = t->files && (t == leader || !leader->files);
-	int maps = t->mm && (t == leader || !leader->mm);
-	__u32 tid = t->pid;
-	if (t == leader && claim(*walk, tid, PART_RECORD, me))
-		emit(seq, mine, t, REC_TASK, nr_here(t->real_parent->group_leader->thread_pid, mine), 0);
+	struct task_struct *leader = task_u->group_leader;
+	struct files_struct *files = task_u->files;
+	int fds = files && (task_u == leader || !leader->files);
+	int maps = task_u->mm && (task_u == leader || !leader->mm);
+	__u32 tid = task_u->pid;
+	if (task_u == leader && claim(*walk, tid, PART_RECORD, walker))
+		emit(seq, mine, task_u, REC_TASK,
+		     nr_here(task_u->real_parent->group_leader->thread_pid, mine), 0);
 	if (!fds && !maps)
 		return 0;
 	__u32 pid = nr_here(leader->thread_pid, mine);
-	if (fds && claim(*walk, tid, PART_FDS, me))
-		walk_fds(seq, t, leader, pid, nr_here(t->thread_pid, mine));
-	if (maps && claim(*walk, tid, PART_MAPS, me))
+	if (fds && claim(*walk, tid, PART_FDS, walker))
+		walk_fds(seq, task_u, files, leader, pid, nr_here(task_u->thread_pid, mine));
+	if (maps && claim(*walk, tid, PART_MAPS, walker))
 		walk_maps(seq, task, leader, pid);
 	return 0;
 }

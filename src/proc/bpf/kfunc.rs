@@ -14,69 +14,85 @@
 
 use aya::Btf;
 use aya_obj::btf::BtfKind;
+use aya_obj::generated::BPF_PSEUDO_KFUNC_CALL;
+use object::elf::SHF_EXECINSTR;
 use object::{Object, ObjectSection, SectionFlags};
 
 /// `BPF_JMP | BPF_CALL`: the opcode of a call.
 const CALL: u8 = 0x85;
-/// The source register of a kfunc call (`BPF_PSEUDO_KFUNC_CALL`), in the
-/// high nibble of the registers byte.
-const PSEUDO_KFUNC_CALL: u8 = 2;
-/// The program's placeholders (kernel.h: `KFUNC(n)`) and the kfuncs they
-/// stand for.
+/// The placeholders' range (kernel.h: `KFUNC(n)` is this plus n).
+const PLACEHOLDERS: std::ops::Range<u32> = 0x7ff0_0000..0x7ff1_0000;
+/// The program's placeholders and the kfuncs they stand for.
 const KFUNCS: [(u32, &str); 4] = [
     (0x7ff0_0001, "bpf_iter_task_vma_new"),
     (0x7ff0_0002, "bpf_iter_task_vma_next"),
     (0x7ff0_0003, "bpf_iter_task_vma_destroy"),
     (0x7ff0_0004, "bpf_rdonly_cast"),
 ];
-/// ELF's flag of a section that holds code.
-const SHF_EXECINSTR: u64 = 0x4;
+
+/// Why the kfunc calls could not be linked.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LinkError {
+    /// The kernel has no such kfunc (older than 6.7, or built without it).
+    #[error("the kernel has no {0}")]
+    NoKfunc(&'static str),
+    /// The object is not one this module can link: unreadable, or calling
+    /// a placeholder it does not know (a program newer than this loader).
+    #[error("the BPF object: {0}")]
+    Object(String),
+}
 
 /// A copy of `object` whose placeholder calls call the kfuncs of the
-/// kernel whose BTF is `btf`, or why it cannot be made (a kernel without
-/// one of them: older than 6.7).
-pub fn link(object: &[u8], btf: &Btf) -> Result<Vec<u8>, String> {
+/// kernel whose BTF is `btf`.
+pub fn link(object: &[u8], btf: &Btf) -> Result<Vec<u8>, LinkError> {
     let mut ids = Vec::with_capacity(KFUNCS.len());
     for (placeholder, name) in KFUNCS {
         let id = btf
             .id_by_type_name_kind(name, BtfKind::Func)
-            .map_err(|_| format!("the kernel has no {name}"))?;
+            .map_err(|_| LinkError::NoKfunc(name))?;
         ids.push((placeholder, id));
     }
-    let file = object::File::parse(object).map_err(|e| format!("the BPF object: {e}"))?;
+    let file = object::File::parse(object).map_err(|e| LinkError::Object(e.to_string()))?;
     let mut out = object.to_vec();
     let mut linked = 0;
     for section in file.sections() {
-        let code = matches!(section.flags(), SectionFlags::Elf { sh_flags } if sh_flags & SHF_EXECINSTR != 0);
-        let Some((offset, size)) = section.file_range().filter(|_| code) else {
+        let is_code = matches!(section.flags(),
+            SectionFlags::Elf { sh_flags } if sh_flags & u64::from(SHF_EXECINSTR) != 0);
+        let Some((offset, size)) = section.file_range().filter(|_| is_code) else {
             continue;
         };
-        let start = usize::try_from(offset).map_err(|e| e.to_string())?;
-        let end = start + usize::try_from(size).map_err(|e| e.to_string())?;
-        let code = out
-            .get_mut(start..end)
-            .ok_or("a section past the object's end")?;
-        linked += link_calls(code, &ids);
+        let range = usize::try_from(offset)
+            .ok()
+            .zip(usize::try_from(size).ok())
+            .and_then(|(at, n)| out.get_mut(at..at.checked_add(n)?))
+            .ok_or_else(|| LinkError::Object("a code section past its end".into()))?;
+        linked += link_calls(range, &ids)?;
     }
     if linked == 0 {
-        return Err("the BPF object calls no kfunc".into());
+        return Err(LinkError::Object("it calls no kfunc".into()));
     }
     Ok(out)
 }
 
-/// Rewrites the placeholder calls among `code`'s instructions; how many.
-fn link_calls(code: &mut [u8], ids: &[(u32, u32)]) -> usize {
+/// Rewrites the placeholder calls among `code`'s instructions (a call of
+/// a helper, no offset, whose number is a placeholder); how many. A
+/// placeholder it does not know is an error, not a call left to fail.
+fn link_calls(code: &mut [u8], ids: &[(u32, u32)]) -> Result<usize, LinkError> {
     let mut n = 0;
     for insn in code.chunks_exact_mut(8) {
         let imm = u32::from_le_bytes([insn[4], insn[5], insn[6], insn[7]]);
-        let id = ids.iter().find(|(p, _)| *p == imm).map(|(_, id)| *id);
-        if let (CALL, 0, Some(id)) = (insn[0], insn[1], id) {
-            insn[1] = PSEUDO_KFUNC_CALL << 4;
-            insn[4..8].copy_from_slice(&id.to_le_bytes());
-            n += 1;
+        if (insn[0], insn[1], insn[2], insn[3]) != (CALL, 0, 0, 0) || !PLACEHOLDERS.contains(&imm) {
+            continue;
         }
+        let (_, id) = ids
+            .iter()
+            .find(|(p, _)| *p == imm)
+            .ok_or_else(|| LinkError::Object(format!("a call of placeholder {imm:#x}")))?;
+        insn[1] = (BPF_PSEUDO_KFUNC_CALL as u8) << 4;
+        insn[4..8].copy_from_slice(&id.to_le_bytes());
+        n += 1;
     }
-    n
+    Ok(n)
 }
 
 #[cfg(test)]
@@ -97,7 +113,7 @@ mod tests {
             insn(CALL, 0x10, 0x7ff0_0002), // a call of a subprogram
         ]
         .concat();
-        assert_eq!(link_calls(&mut code, &[(0x7ff0_0002, 4242)]), 1);
+        assert_eq!(link_calls(&mut code, &[(0x7ff0_0002, 4242)]).unwrap(), 1);
         assert_eq!(&code[..8], &insn(CALL, 0x20, 4242)[..]);
         assert_eq!(
             &code[8..],

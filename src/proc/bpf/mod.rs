@@ -5,12 +5,12 @@
 //! the walks; `proc/scan/from_bpf.rs` turns the records into the same
 //! result the /proc scan gives.
 //!
-//! The object has two sets of programs. The per-process walk (two
-//! iter/task programs that walk each process's fd table and memory map
-//! themselves, with kfuncs of kernel 6.7 and later, linked by kfunc.rs) costs half
-//! of the iterator walk (three iterators: every process, every task's open
-//! files, every task's mappings), which runs where the kernel lacks or
-//! refuses the first.
+//! The object has two walks. The per-process walk (one iter/task program,
+//! read by two walkers at once, that walks each process's fd table and
+//! memory map itself, with kfuncs of kernel 6.7 and later, linked by
+//! kfunc.rs) costs half of the iterator walk (three iterators: every
+//! process, every task's open files, every task's mappings), which runs
+//! where the kernel lacks or refuses the first.
 //!
 //! The loader is aya: a pure-Rust loader that relocates the object to the
 //! running kernel from its BTF and loads iterator programs, so neither
@@ -124,19 +124,35 @@ fn object() -> &'static [u8] {
 }
 
 /// A set of walks: each program with the kind of iterator it attaches to.
-type Walks = [(&'static str, &'static str)];
+/// A set of walks: each program, the kind of iterator it attaches to, and
+/// how many readers read it at once.
+type Walks = [(&'static str, &'static str, usize)];
 
 /// The per-process walk: one program, read by two walkers at once (they
 /// share the work: holders.bpf.c).
-const PER_PROCESS: [(&str, &str); 2] = [("gpufree_walk", "task"), ("gpufree_walk", "task")];
+const PER_PROCESS: [(&str, &str, usize); 1] = [("gpufree_walk", "task", 2)];
 
 /// The iterator walk, in the order its walks are read: every process,
 /// every open file, every mapping.
-const ITERATORS: [(&str, &str); 3] = [
-    ("gpufree_tasks", "task"),
-    ("gpufree_fds", "task_file"),
-    ("gpufree_vmas", "task_vma"),
+const ITERATORS: [(&str, &str, usize); 3] = [
+    ("gpufree_tasks", "task", 1),
+    ("gpufree_fds", "task_file", 1),
+    ("gpufree_vmas", "task_vma", 1),
 ];
+
+/// Why the iterator walk, not the per-process one, is loaded.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum IteratorsWhy {
+    /// A test asked for it.
+    #[error("{} is set", crate::pause::ITERATOR_WALK_ENV)]
+    TestHook,
+    /// The per-process walk's kfunc calls could not be linked.
+    #[error(transparent)]
+    Link(#[from] kfunc::LinkError),
+    /// The kernel refused the per-process walk.
+    #[error(transparent)]
+    Load(Unavailable),
+}
 
 /// As `MAX_DEVS` in holders.h.
 const MAX_DEVS: usize = 8;
@@ -160,7 +176,7 @@ pub struct Programs {
     /// share its work by it).
     walk: u64,
     /// Why the per-process walk is not the one loaded.
-    iterators_why: Option<String>,
+    iterators_why: Option<IteratorsWhy>,
 }
 
 impl std::fmt::Debug for Programs {
@@ -281,18 +297,8 @@ impl Programs {
             .load(code);
         drop(loader);
         let mut ebpf = loaded.map_err(|e| failed("loading the BPF object", &e))?;
-        let per_process = match linked {
-            _ if hooks.iterator_walk => Err("GPUFREE_TEST_BPF_ITERATOR_WALK=1".to_string()),
-            Ok(_) => load_walks(&mut ebpf, &PER_PROCESS, &btf).map_err(|e| e.to_string()),
-            Err(why) => Err(why),
-        };
-        let (walks, iterators_why) = match per_process {
-            Ok(()) => (&PER_PROCESS[..], None),
-            Err(why) => {
-                load_walks(&mut ebpf, &ITERATORS, &btf)?;
-                (&ITERATORS[..], Some(why))
-            }
-        };
+        let unlinked = linked.as_ref().err().cloned();
+        let (walks, iterators_why) = choose_walks(&mut ebpf, &btf, hooks, unlinked)?;
         drop(btf);
         fill_targets(&mut ebpf, nodes)?;
         Ok(Programs {
@@ -305,8 +311,8 @@ impl Programs {
 
     /// Why the iterator walk, not the per-process one, is loaded; None
     /// when the per-process one is.
-    pub fn iterators_why(&self) -> Option<&str> {
-        self.iterators_why.as_deref()
+    pub fn iterators_why(&self) -> Option<&IteratorsWhy> {
+        self.iterators_why.as_ref()
     }
 
     /// Starts the walks: one iterator file each, each read with
@@ -323,19 +329,21 @@ impl Programs {
         aya::maps::Array::<_, u64>::try_from(map)
             .and_then(|mut a| a.set(0, self.walk, 0))
             .map_err(|e| failed("walk_number", &e))?;
-        let mut files = Vec::with_capacity(self.walks.len());
-        for &(name, _) in self.walks {
+        let mut files = Vec::new();
+        for &(name, _, readers) in self.walks {
             let program = iter(&mut self.ebpf, name)?;
-            let id = program
-                .attach()
-                .map_err(|e| failed("attaching an iterator", &e))?;
-            let link = program
-                .take_link(id)
-                .map_err(|e| failed("attaching an iterator", &e))?;
-            files.push(
-                link.into_file()
-                    .map_err(|e| failed("creating an iterator", &e))?,
-            );
+            for _ in 0..readers {
+                let id = program
+                    .attach()
+                    .map_err(|e| failed("attaching an iterator", &e))?;
+                let link = program
+                    .take_link(id)
+                    .map_err(|e| failed("attaching an iterator", &e))?;
+                files.push(
+                    link.into_file()
+                        .map_err(|e| failed("creating an iterator", &e))?,
+                );
+            }
         }
         Ok(files)
     }
@@ -356,12 +364,30 @@ fn same_dev_targets(nodes: &NodeSet) -> Result<(), Unavailable> {
     Ok(())
 }
 
-/// Loads (verifies) the programs of `walks`, each once.
+/// Loads the per-process walk where it can run (its kfuncs linked: no
+/// `unlinked` reason; not overridden by a test), else the iterator walk:
+/// the walk loaded, and why not the first.
+fn choose_walks(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    hooks: TestHooks,
+    unlinked: Option<kfunc::LinkError>,
+) -> Result<(&'static Walks, Option<IteratorsWhy>), Unavailable> {
+    let why = match unlinked {
+        _ if hooks.iterator_walk => IteratorsWhy::TestHook,
+        Some(e) => IteratorsWhy::Link(e),
+        None => match load_walks(ebpf, &PER_PROCESS, btf) {
+            Ok(()) => return Ok((&PER_PROCESS, None)),
+            Err(e) => IteratorsWhy::Load(e),
+        },
+    };
+    load_walks(ebpf, &ITERATORS, btf)?;
+    Ok((&ITERATORS, Some(why)))
+}
+
+/// Loads (verifies) the programs of `walks`.
 fn load_walks(ebpf: &mut Ebpf, walks: &Walks, btf: &Btf) -> Result<(), Unavailable> {
-    for (i, &(name, kind)) in walks.iter().enumerate() {
-        if walks[..i].iter().any(|&(n, _)| n == name) {
-            continue;
-        }
+    for &(name, kind, _) in walks {
         iter(ebpf, name)?
             .load(kind, btf)
             .map_err(|e| refused(name, e))?;

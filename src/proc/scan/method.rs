@@ -286,11 +286,14 @@ enum Walked {
     Abandoned(Arc<AtomicUsize>, Unavailable),
 }
 
-/// Reads the walks, each on a thread of its own (the file walk and the
-/// mapping walk cost about the same, and a host has cores to spare for
-/// them), waiting at most the read timeout, or until the command's
-/// deadline: `task_vma` takes each task's memory map lock, which a task
-/// stuck in the kernel may hold.
+/// Reads the walks, each on a thread of its own (the walkers of the
+/// per-process walk share its work; the file walk and the mapping walk of
+/// the iterator walk cost about the same), waiting at most the read
+/// timeout, or until the command's deadline: `task_vma` takes each task's
+/// memory map lock, which a task stuck in the kernel may hold. Records are
+/// used only once every walk has been read to its end: a walker of the
+/// per-process walk leaves a part another has claimed, and only the other's
+/// whole output holds it.
 fn read_in_time(files: Vec<std::fs::File>, limits: Limits) -> Walked {
     let readers = Arc::new(AtomicUsize::new(files.len()));
     let (tx, rx) = mpsc::channel();
@@ -326,7 +329,7 @@ fn read_in_time(files: Vec<std::fs::File>, limits: Limits) -> Walked {
             Err(mpsc::RecvTimeoutError::Timeout) => return Walked::Abandoned(readers, cut),
         }
     }
-    // Every process first, then the holders, in the programs' order.
+    // The walks' records, in the order of the walks.
     Walked::Done(Ok(walks.into_values().flatten().collect()))
 }
 
