@@ -528,6 +528,11 @@ def scaling_main(argv):
     with open("/proc/cpuinfo") as f:
         model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "unknown CPU")
     u = os.uname()
+    # The per-process walk needs the kernel's open-coded mapping iterator.
+    with open("/sys/kernel/btf/vmlinux", "rb") as b:
+        per_process = b"\0bpf_iter_task_vma_new\0" in b.read()
+    forced = os.environ.get("GPUFREE_TEST_BPF_ITERATOR_WALK") == "1"
+    walk = "the per-process walk" if per_process and not forced else "the three-iterator walk"
     with open(os.path.join(root, "docs/scaling.md"), "w") as f:
         f.write(f"""# Holder scan cost vs open fds
 
@@ -539,8 +544,10 @@ the processes, to about {', '.join(f'{e:,}' for e in SCALING_FDS)} extra fds. At
 point `gpufree status --json --scan procfs|bpf` (one-shot, whole command, wall
 and user+sys CPU from wait4) and `examples/refresh DEV procfs|bpf {REFRESH_N}` (one
 long-lived collector: the median of {REFRESH_N} refreshes after its first
-collection) run interleaved, {SCALING_ROUNDS} rounds; the table gives medians, and
-every run found the {popargs['holders']} holders with the walk asked for. "open fds" counts
+collection) run interleaved, {SCALING_ROUNDS} rounds, each run after the host has settled from
+the one before; the table gives medians, and
+every run found the {popargs['holders']} holders with the walk asked for ("bpf" is the in-kernel
+walk the kernel takes: {walk}). "open fds" counts
 /proc/*/fd of all processes; file-nr is the first field of
 /proc/sys/fs/file-nr (allocated files; a dup shares its file, so it stays flat).
 "other work" is the CPU the rest of the host used during the point (busy time

@@ -42,12 +42,13 @@ impl ScanChoice {
 /// Open files on the host (the kernel's count of allocated file handles,
 /// `fs/file-nr`) from which a one-shot command loads the in-kernel walk:
 /// there the walk saves more than the load costs. Measured on a 2-core
-/// host (README's performance section): the load costs about 60 ms; the
-/// /proc walk about 1.2 µs of wall time per fd of a distinct file (0.75 µs
-/// per dup()ed one), the kernel walk about 0.2 µs; so they cross near
-/// 47,000 distinct files (68,000 dup()ed fds). dup()ed fds share one file
-/// handle and are counted low: there auto keeps /proc a little too long.
-pub const CROSSOVER_FILES: u64 = 50_000;
+/// host (README's performance section): a one-shot command with the
+/// kernel walk costs about 66 ms before its first fd (the load); the /proc
+/// walk about 1.4 µs of wall time per fd of a distinct file (0.8 µs per
+/// dup()ed one), the kernel walk about 0.2 µs; so they cross near 38,000
+/// distinct files (56,000 dup()ed fds). dup()ed fds share one file handle
+/// and are counted low: there auto keeps /proc a little too long.
+pub const CROSSOVER_FILES: u64 = 40_000;
 
 /// What a collector knows of the in-kernel walk.
 enum State {
