@@ -100,7 +100,29 @@ struct {
 	__u64 *value;
 } walk_number SEC(".maps");
 
+/* The targets the per-process walk has written a mapping record of, per
+ * showing of a task: (iterator session, when it was shown, target). Old
+ * entries go as new ones come (LRU); one lost early only repeats a
+ * record. */
+#define BPF_MAP_TYPE_LRU_HASH 9
+#define BPF_NOEXIST 1
+struct shown {
+	__u64 session;
+	__u64 at;
+	__u32 target;
+	__u32 pad;
+};
+
+struct {
+	int (*type)[BPF_MAP_TYPE_LRU_HASH];
+	int (*max_entries)[8192];
+	struct shown *key;
+	__u32 *value;
+} vmas_shown SEC(".maps");
+
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value,
+				   __u64 flags) = (void *)2;
 
 #define PART_RECORD 0
 #define PART_FDS 1
@@ -206,11 +228,11 @@ static __always_inline void emit(struct seq_file *seq, struct pid *mine, struct 
 
 /* The per-process walk. */
 
-/* The records one part of one process (its fds, its mappings) may write.
- * The kernel shows a task's records whole, from a buffer of 32 KiB: one
- * task's record, both parts and two REC_UNREAD stay within it. A part with
- * more matches stops there and reports its process unread (read again
- * through /proc). */
+/* The fd records one process may write. The kernel shows a task's records
+ * whole, from a buffer of 32 KiB: the task's record, its fds, one mapping
+ * record per target and two REC_UNREAD stay within it. A process with more
+ * fds on targets stops there and is reported unread (read again through
+ * /proc). */
 #define PART_RECORDS 255
 
 /* What the steps of one fd table's walk share. */
@@ -288,18 +310,25 @@ static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *t
 }
 
 /* Walks the memory map of `task` (trusted) for `pid`: one record per target
- * it maps (as many mappings of one as a CUDA process has say no more). A
+ * it maps in this showing of the task (as many mappings of one as a CUDA
+ * process has say no more, and would overflow the kernel's buffer). The
+ * targets written are kept in a map, not in the loop: state carried
+ * through the loop made the verifier walk it 256 times (0.4 s). A
  * map the open-coded iterator could not start on (it only tries the map's
  * lock, which a writer may hold; or the map went away under an exiting
  * task) makes the process unread. */
-static __always_inline void walk_maps(struct seq_file *seq, struct task_struct *task,
+static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_struct *task,
 				      struct task_struct *leader, __u32 pid)
 {
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
+	struct seq_file *seq = meta->seq;
+	/* This showing of the task: a showing whose records the kernel dropped
+	 * (its buffer full) is followed by another, of the same object number,
+	 * which must write them again. */
+	__u64 session = meta->session_id, shown_at = bpf_ktime_get_ns();
 	__u64 start_ns = leader->start_boottime;
-	__u64 seen = 0;
-	__u32 written = 0;
+	__u32 zero = 0;
 	int err = bpf_iter_task_vma_new(&it, task, 0);
 
 	if (report_unread)
@@ -314,14 +343,9 @@ static __always_inline void walk_maps(struct seq_file *seq, struct task_struct *
 		int target = match(inode);
 		if (target < 0)
 			continue;
-		__u64 bit = target < 64 ? 1ULL << target : 0;
-		if (seen & bit)
+		struct shown key = { .session = session, .at = shown_at, .target = target };
+		if (bpf_map_update_elem(&vmas_shown, &key, &zero, BPF_NOEXIST))
 			continue;
-		seen |= bit;
-		if (written++ == PART_RECORDS) {
-			err = -7; /* E2BIG */
-			break;
-		}
 		write_rec(seq, REC_VMA, pid, 0, target, start_ns, 0, 0);
 	}
 	bpf_iter_task_vma_destroy(&it);
@@ -365,7 +389,7 @@ int gpufree_walk(struct bpf_iter__task *ctx)
 	if (fds && claim(*walk, tid, PART_FDS, walker))
 		walk_fds(seq, task_u, files, leader, pid, nr_here(task_u->thread_pid, mine));
 	if (maps && claim(*walk, tid, PART_MAPS, walker))
-		walk_maps(seq, task, leader, pid);
+		walk_maps(ctx->meta, task, leader, pid);
 	return 0;
 }
 

@@ -112,6 +112,7 @@ struct bpf_iter_task_vma {
 } __attribute__((aligned(8)));
 
 /* Helpers, by their numbers in the kernel's UAPI (include/uapi/linux/bpf.h). */
+static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (void *)113;
 static long (*bpf_seq_write)(struct seq_file *m, const void *data, __u32 len) = (void *)127;
 static struct task_struct *(*bpf_get_current_task_btf)(void) = (void *)158;

@@ -18,83 +18,17 @@
 
 mod kfunc;
 mod record;
+mod unavailable;
 
 pub use record::{parse_all, Hold, HoldRecord, Record, TaskRecord, Unread};
+pub use unavailable::Unavailable;
 
 use super::nodes::NodeSet;
 use aya::maps::HashMap;
 use aya::programs::{Iter, ProgramError};
 use aya::{Btf, Ebpf, EbpfLoader};
 use std::io::Read;
-
-/// Why the in-kernel scan cannot run here (each is a reason the /proc scan
-/// runs instead).
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum Unavailable {
-    /// The kernel publishes no BTF (`/sys/kernel/btf/vmlinux`): the object
-    /// cannot be relocated to it.
-    #[error("no kernel BTF (/sys/kernel/btf/vmlinux): {0}")]
-    NoBtf(String),
-    /// No permission to load BPF programs.
-    #[error("not permitted to load BPF programs (needs CAP_BPF and CAP_PERFMON, or root): {0}")]
-    NotPermitted(String),
-    /// The kernel's verifier refused a program (its last words).
-    #[error("the kernel's verifier refused {program}: {why}")]
-    Refused {
-        /// The program.
-        program: &'static str,
-        /// The verifier's last line.
-        why: String,
-    },
-    /// More distinct superblocks or majors among the nodes than the program
-    /// takes.
-    #[error("the device nodes span more than {MAX_DEVS} file systems or majors")]
-    TooManyDevices,
-    /// A node that is a regular file (test directories only; device nodes
-    /// also match by device number) on a file system whose `stat` device
-    /// number may not be its superblock's (btrfs subvolumes, overlayfs):
-    /// the kernel walk could miss its holders.
-    #[error(
-        "{0}: a regular file on a file system whose device numbers the kernel walk cannot match"
-    )]
-    ForeignFs(String),
-    /// The walk did not finish within the read timeout (a task's memory
-    /// map lock held by a task stuck in the kernel, a starved machine).
-    #[error("the walk did not finish within {:.1} s", .0.as_secs_f64())]
-    TimedOut(std::time::Duration),
-    /// The command's deadline came before the walk's end.
-    #[error("the command's deadline came before the walk's end")]
-    DeadlineFirst,
-    /// An earlier walk's readers are still blocked.
-    #[error("an earlier walk is still blocked in the kernel")]
-    StillBlocked,
-    /// The start time the kernel gives gpufree is not the one its /proc
-    /// shows: no match could be pinned by it.
-    #[error(
-        "the kernel's start time for gpufree ({kernel} ticks) is not the one /proc shows ({proc})"
-    )]
-    Calibration {
-        /// From the walk, in ticks.
-        kernel: u64,
-        /// From /proc/self/stat ("unreadable" when it could not be read).
-        proc: String,
-    },
-    /// The walk wrote bytes that make no record this gpufree knows.
-    #[error("the walk wrote records this gpufree cannot read")]
-    BadRecords,
-    /// Reading the walk failed.
-    #[error("reading the walk: {0}")]
-    Read(String),
-    /// Any other failure of a step (an old kernel without an iterator kind,
-    /// lockdown, a relocation the kernel's BTF cannot satisfy).
-    #[error("{step}: {why}")]
-    Failed {
-        /// Which step.
-        step: &'static str,
-        /// Why, in one line.
-        why: String,
-    },
-}
+use unavailable::{chain, failed, refused};
 
 /// What tests make of the programs (the variables in [`crate::pause`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -182,48 +116,6 @@ pub struct Programs {
 impl std::fmt::Debug for Programs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Programs")
-    }
-}
-
-/// One line for an error and its causes.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let c_text = c.to_string();
-        if !s.contains(&c_text) {
-            s.push_str(": ");
-            s.push_str(&c_text);
-        }
-        cause = c.source();
-    }
-    s.replace('\n', " ")
-}
-
-/// Whether an error, or one of its causes, is EPERM: the bpf() call's
-/// answer to a caller without the capabilities (the verifier's refusals
-/// are EACCES or EINVAL).
-fn denied(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(e);
-    while let Some(c) = cause {
-        if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            if io.raw_os_error() == Some(libc::EPERM) {
-                return true;
-            }
-        }
-        cause = c.source();
-    }
-    false
-}
-
-fn failed(step: &'static str, e: &(dyn std::error::Error + 'static)) -> Unavailable {
-    if denied(e) {
-        Unavailable::NotPermitted(chain(e))
-    } else {
-        Unavailable::Failed {
-            step,
-            why: chain(e),
-        }
     }
 }
 
@@ -413,34 +305,6 @@ fn iter<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Iter, Unav
         })?
         .try_into()
         .map_err(|e: ProgramError| failed("the BPF object", &e))
-}
-
-/// A program's load failure: not permitted (EPERM), refused by the
-/// verifier (the line before its statistics says why), or another failure.
-fn refused(program: &'static str, e: ProgramError) -> Unavailable {
-    match &e {
-        ProgramError::LoadError {
-            io_error,
-            verifier_log,
-        } if io_error.raw_os_error() != Some(libc::EPERM) => {
-            let log = verifier_log.to_string();
-            let lines: Vec<&str> = log
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect();
-            let end = lines
-                .iter()
-                .position(|l| l.starts_with("verification time"))
-                .unwrap_or(lines.len());
-            let why = end
-                .checked_sub(1)
-                .and_then(|i| lines.get(i))
-                .map_or_else(|| io_error.to_string(), |l| (*l).to_string());
-            Unavailable::Refused { program, why }
-        }
-        _ => failed("loading a BPF program", &e),
-    }
 }
 
 /// Gives the programs the targets: every node by (superblock, inode), and
