@@ -165,6 +165,15 @@ pub(super) fn scan_task(
     nodes: &NodeSet,
     buf: &mut Vec<u8>,
 ) -> Result<TaskScan, (&'static str, Errno)> {
+    scan_parts(task, nodes, Some(buf))
+}
+
+/// The fd table of one task directory, and its maps with a buffer for them.
+fn scan_parts(
+    task: &OwnedFd,
+    nodes: &NodeSet,
+    maps: Option<&mut Vec<u8>>,
+) -> Result<TaskScan, (&'static str, Errno)> {
     let mut out = TaskScan {
         fds: 0,
         uses: Vec::new(),
@@ -172,7 +181,9 @@ pub(super) fn scan_task(
         fd_error: None,
     };
     scan_fds(task, nodes, &mut out)?;
-    scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
+    if let Some(buf) = maps {
+        scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
+    }
     Ok(out)
 }
 
@@ -288,7 +299,10 @@ pub(super) fn scan_process(
 }
 
 /// The nodes held through the first live thread of a process whose leader
-/// has exited; an error when no thread could be read.
+/// has exited; an error when no thread could be read. Each thread's fd
+/// table is read (a thread may have one of its own), the memory map once:
+/// every thread shares it (read for each of 2,000 threads, it made one
+/// hostile process cost the scan a second).
 pub(super) fn scan_live_thread(
     dir: &OwnedFd,
     pid: u32,
@@ -299,6 +313,7 @@ pub(super) fn scan_live_thread(
     let dup = task_dir.try_clone().map_err(|_| ("task", Errno::MFILE))?;
     let tasks = Dir::new(dup).map_err(|e| ("task", e))?;
     let mut failure = None;
+    let mut maps_read = false;
     for entry in tasks {
         let entry = entry.map_err(|e| ("task", e))?;
         let name = entry.file_name().to_string_lossy();
@@ -307,7 +322,7 @@ pub(super) fn scan_live_thread(
         }
         match open_dir(&task_dir, &name)
             .map_err(|e| ("task", e))
-            .and_then(|task| scan_task(&task, nodes, buf))
+            .and_then(|task| scan_parts(&task, nodes, (!maps_read).then_some(&mut *buf)))
         {
             Ok(scan) if !scan.uses.is_empty() => {
                 return Ok(Held {
@@ -315,7 +330,7 @@ pub(super) fn scan_live_thread(
                     drm: scan.drm,
                 })
             }
-            Ok(_) => {}
+            Ok(_) => maps_read = true,
             Err((_, e)) if is_gone(e) => {} // that thread ended meanwhile
             Err(e) => failure = Some(e),
         }
