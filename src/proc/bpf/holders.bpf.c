@@ -30,6 +30,8 @@ char LICENSE[] SEC("license") = "GPL"; /* bpf_seq_write is GPL-only */
 #define S_IFMT 00170000
 #define S_IFCHR 0020000
 #define S_IFBLK 0060000
+#define PF_EXITING 0x00000004 /* include/linux/sched.h */
+#define EEXIST 17
 #define BPF_MAP_TYPE_HASH 1
 
 /* Set by the loader before the load (.rodata: the verifier sees them).
@@ -344,13 +346,23 @@ static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_st
 		if (target < 0)
 			continue;
 		struct shown key = { .session = session, .at = shown_at, .target = target };
-		if (bpf_map_update_elem(&vmas_shown, &key, &zero, BPF_NOEXIST))
+		/* Written already in this showing; any other failure writes it. */
+		if (bpf_map_update_elem(&vmas_shown, &key, &zero, BPF_NOEXIST) == -EEXIST)
 			continue;
 		write_rec(seq, REC_VMA, pid, 0, target, start_ns, 0, 0);
 	}
 	bpf_iter_task_vma_destroy(&it);
 	if (err)
 		write_rec(seq, REC_UNREAD, pid, 0, 0, start_ns, 0, 0);
+}
+
+/* Whether `leader` (untrusted) is exiting, or has exited, while threads
+ * of its process live on. A thread the walk saw before it, while it lived,
+ * left the table and map to it, which it may no longer have: the process
+ * is then read through /proc. */
+static __always_inline int orphaned(struct task_struct *leader)
+{
+	return (leader->flags & PF_EXITING) && leader->signal->live.counter > 0;
 }
 
 /* One task, for one of the two walkers: its process record (a leader's),
@@ -383,14 +395,15 @@ int gpufree_walk(struct bpf_iter__task *ctx)
 	if (task_u == leader && claim(*walk, tid, PART_RECORD, walker))
 		emit(seq, mine, task_u, REC_TASK,
 		     nr_here(task_u->real_parent->group_leader->thread_pid, mine), 0);
-	if (!fds && !maps)
+	int orphans = task_u == leader && orphaned(task_u);
+	if (!fds && !maps && !orphans)
 		return 0;
 	__u32 pid = nr_here(leader->thread_pid, mine);
-	/* The leader has exited and this thread holds the table or map: every
-	 * live thread would walk the one memory map again (a process of 2,000
-	 * threads and 4,000 mappings made each walk a second). The process is
-	 * read through /proc instead, which reads its map once. */
-	if (task_u != leader) {
+	/* A thread that holds the table or map of a leader that has exited:
+	 * every live thread would walk the one memory map again (a process of
+	 * 2,000 threads and 4,000 mappings made each walk a second). The
+	 * process is read through /proc instead, which reads its map once. */
+	if (orphans || task_u != leader) {
 		if (claim(*walk, tid, PART_FDS, walker))
 			write_rec(seq, REC_UNREAD, pid, 0, 0, leader->start_boottime, 0, 0);
 		return 0;
@@ -415,6 +428,9 @@ int gpufree_tasks(struct bpf_iter__task *ctx)
 
 	emit(ctx->meta->seq, mine, task, REC_TASK,
 	     nr_here(task->real_parent->group_leader->thread_pid, mine), 0);
+	if (orphaned(untrusted(task, struct task_struct)))
+		write_rec(ctx->meta->seq, REC_UNREAD, nr_here(task->thread_pid, mine), 0, 0,
+			  task->start_boottime, 0, 0);
 	return 0;
 }
 

@@ -50,6 +50,15 @@ struct task_struct {
 	char comm[16];
 	struct files_struct *files;
 	struct mm_struct *mm;
+	unsigned int flags;
+	struct signal_struct *signal;
+};
+
+/* The kernel's atomic_t. */
+struct signal_struct {
+	struct {
+		int counter;
+	} live;
 };
 
 struct super_block {

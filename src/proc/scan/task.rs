@@ -18,6 +18,8 @@ pub(super) fn note(uses: &mut Vec<NodeUse>, node: usize, fd: bool, mmap: bool) {
 /// What one task directory's fds and maps showed.
 pub(super) struct TaskScan {
     fds: usize,
+    /// Lines of its maps (0: no memory map, or not read).
+    maps: usize,
     uses: Vec<NodeUse>,
     drm: Vec<DrmFd>,
     /// An fd that could not be examined (not merely closed meanwhile).
@@ -107,13 +109,13 @@ pub(super) fn clean_kin(stat: Stat) -> crate::model::Kin {
     }
 }
 
-/// Reads maps in large chunks and notes mapped nodes.
+/// Reads maps in large chunks and notes mapped nodes; the mappings read.
 pub(super) fn scan_maps(
     task: &OwnedFd,
     nodes: &NodeSet,
     uses: &mut Vec<NodeUse>,
     buf: &mut Vec<u8>,
-) -> rustix::io::Result<()> {
+) -> rustix::io::Result<usize> {
     let fd = rustix::fs::openat(
         task,
         "maps",
@@ -124,6 +126,7 @@ pub(super) fn scan_maps(
         buf.resize(MAPS_CHUNK, 0); // once per thread: never re-zeroed
     }
     let mut filled = 0;
+    let mut lines = 0;
     loop {
         if filled == buf.len() {
             buf.resize(buf.len() * 2, 0); // one line longer than a chunk
@@ -139,6 +142,7 @@ pub(super) fn scan_maps(
                 .map_or(0, |p| p + 1)
         };
         for line in buf[..complete].split(|&b| b == b'\n') {
+            lines += usize::from(!line.is_empty());
             let Some(inode) = parse::maps_line_inode(line) else {
                 continue;
             };
@@ -152,7 +156,7 @@ pub(super) fn scan_maps(
             }
         }
         if n == 0 {
-            return Ok(());
+            return Ok(lines);
         }
         buf.copy_within(complete..end, 0);
         filled = end - complete;
@@ -176,13 +180,14 @@ fn scan_parts(
 ) -> Result<TaskScan, (&'static str, Errno)> {
     let mut out = TaskScan {
         fds: 0,
+        maps: 0,
         uses: Vec::new(),
         drm: Vec::new(),
         fd_error: None,
     };
     scan_fds(task, nodes, &mut out)?;
     if let Some(buf) = maps {
-        scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
+        out.maps = scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
     }
     Ok(out)
 }
@@ -245,7 +250,10 @@ pub(super) fn task_uses(
         uses: scan.uses,
         drm: scan.drm,
     };
-    if scan.fds == 0 && held.uses.is_empty() && stat.state == 'Z' && stat.threads > 1 {
+    // A leader without an fd table or a memory map (it has exited, or is
+    // exiting: its map goes first, then its table, before it is a zombie)
+    // while threads live on: they hold what the process holds.
+    if held.uses.is_empty() && stat.threads > 1 && (scan.fds == 0 || scan.maps == 0) {
         held = scan_live_thread(dir, stat.pid, nodes, buf)?;
     }
     if held.uses.is_empty() {
