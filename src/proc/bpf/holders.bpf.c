@@ -243,6 +243,7 @@ struct fd_walk {
 	__u64 fd;       /* the table's array of struct file pointers */
 	__u64 open_fds; /* its bitmap of open fds */
 	__u64 word;     /* the bitmap's word of the current 64 fds */
+	__u32 base;     /* the first fd of that word */
 	__u64 start_ns;
 	__u32 max_fds;
 	__u32 pid;
@@ -251,21 +252,17 @@ struct fd_walk {
 	__u32 unread;
 };
 
-/* One fd of the table: bpf_loop's step. A read that fails (a table freed
- * under an exiting task) marks the process unread: it is read again
- * through /proc, never taken as holding nothing. */
-static int fd_step(__u32 fd, struct fd_walk *w)
+/* One fd of the current word of the table (bpf_loop's inner step). A
+ * read that fails (a table freed under an exiting task) marks the process
+ * unread: it is read again through /proc, never taken as holding nothing. */
+static int fd_step(__u32 bit, struct fd_walk *w)
 {
 	__u64 slot = 0;
+	__u32 fd = w->base + bit;
 
-	if (fd >= w->max_fds)
-		return 1;
-	if ((fd & 63) == 0 &&
-	    bpf_probe_read_kernel(&w->word, sizeof(w->word), (void *)(w->open_fds + (fd >> 6) * 8))) {
-		w->unread = 1;
-		return 1;
-	}
-	if (!(w->word & (1ULL << (fd & 63))))
+	if (!(w->word >> bit) || fd >= w->max_fds)
+		return 1; /* no open fd left in this word */
+	if (!(w->word & (1ULL << bit)))
 		return 0;
 	if (bpf_probe_read_kernel(&slot, sizeof(slot), (void *)(w->fd + fd * 8ULL))) {
 		w->unread = 1;
@@ -288,6 +285,21 @@ static int fd_step(__u32 fd, struct fd_walk *w)
 	return 0;
 }
 
+/* One word of the open-fd bitmap (bpf_loop's outer step): 64 fds, walked
+ * only when one is open. A step per slot made a table of a million
+ * closed fds cost each walk a million steps. */
+static int fd_word(__u32 i, struct fd_walk *w)
+{
+	w->base = i * 64;
+	if (bpf_probe_read_kernel(&w->word, sizeof(w->word), (void *)(w->open_fds + i * 8ULL))) {
+		w->unread = 1;
+		return 1;
+	}
+	if (w->word && bpf_loop(64, fd_step, w, 0) < 0)
+		w->unread = 1;
+	return w->unread;
+}
+
 /* Walks the fd table `files` of task `task_u` (untrusted) for `pid`: every
  * fd on a target. A table that reads as empty or odd, or that the task
  * changed during the walk (an exiting task's table is freed at once, not
@@ -307,7 +319,7 @@ static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *t
 	    bpf_probe_read_kernel(&w.open_fds, sizeof(w.open_fds), &fdt->open_fds) ||
 	    bpf_probe_read_kernel(&w.max_fds, sizeof(w.max_fds), &fdt->max_fds) || !w.fd ||
 	    !w.open_fds || !w.max_fds || report_unread ||
-	    bpf_loop(w.max_fds, fd_step, &w, 0) < 0 || w.unread || task_u->files != files)
+	    bpf_loop((w.max_fds + 63) / 64, fd_word, &w, 0) < 0 || w.unread || task_u->files != files)
 		write_rec(seq, REC_UNREAD, pid, 0, 0, w.start_ns, 0, 0);
 }
 

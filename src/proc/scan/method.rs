@@ -259,7 +259,7 @@ impl WalkChooser {
             + u64::try_from(began.tv_nsec).unwrap_or(0);
         let files = programs.start()?;
         let records = match read_in_time(files, limits) {
-            Walked::Done(bytes) => bpf::parse_all(&bytes?),
+            Walked::Done(bytes) => bpf::parse_all(&bytes),
             Walked::Abandoned(readers, why) => {
                 if let State::Loaded(p) = std::mem::replace(state, State::Untried) {
                     *state = State::Busy(p, readers);
@@ -283,7 +283,7 @@ impl WalkChooser {
 /// The walks' bytes, or why they were abandoned (with the count of their
 /// readers still blocked).
 enum Walked {
-    Done(Result<Vec<u8>, Unavailable>),
+    Done(Vec<u8>),
     Abandoned(Arc<AtomicUsize>, Unavailable),
 }
 
@@ -325,13 +325,16 @@ fn read_in_time(files: Vec<std::fs::File>, limits: Limits) -> Walked {
             Ok((i, Ok(bytes))) => {
                 walks.insert(i, bytes);
             }
-            Ok((_, Err(e))) => return Walked::Done(Err(Unavailable::Read(e.to_string()))),
+            // The other walkers still walk, and claim parts of the next
+            // walk with its number once it starts: the programs are busy
+            // until they end.
+            Ok((_, Err(e))) => return Walked::Abandoned(readers, Unavailable::Read(e.to_string())),
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => return Walked::Abandoned(readers, cut),
         }
     }
     // The walks' records, in the order of the walks.
-    Walked::Done(Ok(walks.into_values().flatten().collect()))
+    Walked::Done(walks.into_values().flatten().collect())
 }
 
 #[cfg(test)]
