@@ -111,10 +111,14 @@ fn take_selected(
     if common.verbose > 0 {
         let v = &snap.visibility;
         eprintln!(
-            "gpufree: snapshot of {} processes in {:.1} ms; holders found by the {} walk: {}",
+            "gpufree: snapshot of {} processes in {:.1} ms; holders found by the {} walk{}: {}",
             v.processes_scanned,
             started.elapsed().as_secs_f64() * 1000.0,
             v.scan.name(),
+            match v.scan_reread {
+                0 => String::new(),
+                n => format!(" ({n} read again through /proc)"),
+            },
             crate::safe::fit(&v.scan_reason, 300)
         );
     }

@@ -261,6 +261,11 @@ pub struct Visibility {
     /// Why that one (and why not the other), in one line.
     #[serde(default)]
     pub scan_reason: String,
+    /// Processes the in-kernel walk could not read in full (a memory map
+    /// locked by a writer, a leader that exited while its threads live,
+    /// more fds on GPU nodes than it writes), read again through /proc.
+    #[serde(default)]
+    pub scan_reread: u32,
 }
 
 /// How holders were found.

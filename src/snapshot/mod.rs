@@ -194,6 +194,7 @@ impl Collector {
             limits,
             &self.stuck,
         )?;
+        let reread = scanned.reread;
         let mut pinned = Pinned {
             seen: scanned.holders.into_iter().map(|h| (h.pid, h)).collect(),
             unreadable: scanned.unreadable.into_iter().collect(),
@@ -225,6 +226,7 @@ impl Collector {
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
         snap.visibility.scan = method;
         snap.visibility.scan_reason = reason;
+        snap.visibility.scan_reread = reread;
         self.join_context(&mut snap, scanned.listed, limits);
         Ok(snap)
     }

@@ -523,6 +523,40 @@ fn a_walk_past_the_kernels_buffer_loses_no_holder() {
     }
 }
 
+/// A process whose leader has exited while 64 threads live on, holding a
+/// node by an fd and a mapping: every kernel walk finds it, as the /proc
+/// walk does, by reading it again through /proc (each of its threads would
+/// walk the one memory map again), and counts it in `scan_reread`.
+#[test]
+fn a_process_whose_leader_exited_is_read_again_through_proc() {
+    let d = TestDir::new(1);
+    if !bpf_runs(&d) {
+        return;
+    }
+    let script = format!(
+        "import ctypes,mmap,os,threading,time\nlibc=ctypes.CDLL(None)\nf=os.open({:?},os.O_RDONLY)\nm=mmap.mmap(f,4096,prot=mmap.PROT_READ)\nfor _ in range(64):\n    threading.Thread(target=time.sleep,args=(120,),daemon=True).start()\nprint('ready',flush=True)\nlibc.syscall({{'x86_64':60,'aarch64':93}}[os.uname().machine],0)",
+        d.node("nvidia0").to_str().unwrap()
+    );
+    let crowd = Crowd::python(&script);
+    let pid = crowd.0.id();
+    wait_state(pid, 'Z');
+    let want: Holders = BTreeMap::from([(
+        pid,
+        BTreeMap::from([(
+            "nvidia0".to_string(),
+            vec!["fd".to_string(), "mmap".to_string()],
+        )]),
+    )]);
+    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &[pid]), want);
+    for env in KERNEL_WALKS {
+        let doc = status(&d.dev, "bpf", env);
+        let v = &doc["visibility"];
+        assert_eq!(v["scan"], "bpf", "{env:?}");
+        assert_eq!(holders(&doc, &[pid]), want, "{env:?}");
+        assert!(v["scan_reread"].as_u64() >= Some(1), "{env:?}: {v}");
+    }
+}
+
 /// One process with more fds on a node and more mappings of it than the
 /// kernel's buffer holds records of one task: the per-process walk writes
 /// one record per node it maps, stops at its cap of fds and has the

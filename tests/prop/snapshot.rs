@@ -317,6 +317,7 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
                             gpufree::model::ScanMethod::Procfs
                         },
                         scan_reason: "why \"\n".into(),
+                        scan_reread: u32::from(nested),
                     },
                     nvml: NvmlStatus {
                         available,

@@ -264,6 +264,8 @@ pub fn from_records(
         })
         .collect();
     let pids: Vec<u32> = held.keys().copied().collect();
+    let reread = held.values().flatten().filter(|(_, m)| m.unread).count();
+    result.reread = u32::try_from(reread).unwrap_or(u32::MAX);
     let held: Arc<BTreeMap<u32, AtPid>> = Arc::new(
         held.into_iter()
             .map(|(pid, at)| {

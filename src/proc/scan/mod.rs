@@ -142,6 +142,9 @@ pub struct ScanResult {
     /// Every PID of the walk (this process left out): what a later pass
     /// over every process reads, without walking the directory again.
     pub listed: Vec<u32>,
+    /// Processes the in-kernel walk could not read in full, read again
+    /// through /proc.
+    pub reread: u32,
 }
 
 /// Errors of the scan as a whole (per-process trouble is never one).
