@@ -557,6 +557,34 @@ fn a_process_whose_leader_exited_is_read_again_through_proc() {
     }
 }
 
+/// A process whose leader has exited, with 16 threads on the leader's fd
+/// table and one, between them, on a table of its own that holds a node:
+/// each walk finds it (the /proc walk reads each distinct table once).
+#[test]
+fn a_thread_with_a_table_of_its_own_is_read_after_its_leader_exits() {
+    let d = TestDir::new(1);
+    let script = format!(
+        "import ctypes,os,threading,time\nlibc=ctypes.CDLL(None)\nev=threading.Event()\ndef own():\n    assert libc.unshare(0x400)==0\n    f=os.open({:?},os.O_RDONLY)\n    ev.set()\n    time.sleep(120)\ndef sleepers():\n    for _ in range(8):\n        threading.Thread(target=time.sleep,args=(120,),daemon=True).start()\nsleepers()\nthreading.Thread(target=own,daemon=True).start()\nev.wait()\nsleepers()\nprint('ready',flush=True)\nlibc.syscall({{'x86_64':60,'aarch64':93}}[os.uname().machine],0)",
+        d.node("nvidia0").to_str().unwrap()
+    );
+    let crowd = Crowd::python(&script);
+    let pid = crowd.0.id();
+    wait_state(pid, 'Z');
+    let want: Holders = BTreeMap::from([(
+        pid,
+        BTreeMap::from([("nvidia0".to_string(), vec!["fd".to_string()])]),
+    )]);
+    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &[pid]), want);
+    if !bpf_runs(&d) {
+        return;
+    }
+    for env in KERNEL_WALKS {
+        let doc = status(&d.dev, "bpf", env);
+        assert_eq!(doc["visibility"]["scan"], "bpf", "{env:?}");
+        assert_eq!(holders(&doc, &[pid]), want, "{env:?}");
+    }
+}
+
 /// One process with more fds on a node and more mappings of it than the
 /// kernel's buffer holds records of one task: the per-process walk writes
 /// one record per node it maps, stops at its cap of fds and has the

@@ -26,6 +26,7 @@ mod from_bpf;
 mod jobs;
 mod method;
 mod task;
+mod threads;
 
 pub use chosen::{holding_many, pin, titles};
 pub use details::{read_details, Details};

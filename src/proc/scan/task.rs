@@ -19,9 +19,9 @@ pub(super) fn note(uses: &mut Vec<NodeUse>, node: usize, fd: bool, mmap: bool) {
 pub(super) struct TaskScan {
     fds: usize,
     /// Lines of its maps (0: no memory map, or not read).
-    maps: usize,
-    uses: Vec<NodeUse>,
-    drm: Vec<DrmFd>,
+    pub(super) maps: usize,
+    pub(super) uses: Vec<NodeUse>,
+    pub(super) drm: Vec<DrmFd>,
     /// An fd that could not be examined (not merely closed meanwhile).
     fd_error: Option<Errno>,
 }
@@ -173,7 +173,7 @@ pub(super) fn scan_task(
 }
 
 /// The fd table of one task directory, and its maps with a buffer for them.
-fn scan_parts(
+pub(super) fn scan_parts(
     task: &OwnedFd,
     nodes: &NodeSet,
     maps: Option<&mut Vec<u8>>,
@@ -254,7 +254,7 @@ pub(super) fn task_uses(
     // exiting: its map goes first, then its table, before it is a zombie)
     // while threads live on: they hold what the process holds.
     if held.uses.is_empty() && stat.threads > 1 && (scan.fds == 0 || scan.maps == 0) {
-        held = scan_live_thread(dir, stat.pid, nodes, buf)?;
+        held = super::threads::scan_live_threads(dir, stat.pid, nodes, buf)?;
     }
     if held.uses.is_empty() {
         if let Some(e) = scan.fd_error {
@@ -303,48 +303,5 @@ pub(super) fn scan_process(
         Ok(_) => Outcome::Vanished,
         Err(e) if is_gone(e) => Outcome::Vanished,
         Err(e) => classify("details", e),
-    }
-}
-
-/// The nodes held through the first live thread of a process whose leader
-/// has exited; an error when no thread could be read. Each thread's fd
-/// table is read (a thread may have one of its own), the memory map once:
-/// every thread shares it (read for each of 2,000 threads, it made one
-/// hostile process cost the scan a second).
-pub(super) fn scan_live_thread(
-    dir: &OwnedFd,
-    pid: u32,
-    nodes: &NodeSet,
-    buf: &mut Vec<u8>,
-) -> Result<Held, (&'static str, Errno)> {
-    let task_dir = open_dir(dir, "task").map_err(|e| ("task", e))?;
-    let dup = task_dir.try_clone().map_err(|_| ("task", Errno::MFILE))?;
-    let tasks = Dir::new(dup).map_err(|e| ("task", e))?;
-    let mut failure = None;
-    let mut maps_read = false;
-    for entry in tasks {
-        let entry = entry.map_err(|e| ("task", e))?;
-        let name = entry.file_name().to_string_lossy();
-        if name.starts_with('.') || name == pid.to_string() {
-            continue;
-        }
-        match open_dir(&task_dir, &name)
-            .map_err(|e| ("task", e))
-            .and_then(|task| scan_parts(&task, nodes, (!maps_read).then_some(&mut *buf)))
-        {
-            Ok(scan) if !scan.uses.is_empty() => {
-                return Ok(Held {
-                    uses: scan.uses,
-                    drm: scan.drm,
-                })
-            }
-            Ok(_) => maps_read = true,
-            Err((_, e)) if is_gone(e) => {} // that thread ended meanwhile
-            Err(e) => failure = Some(e),
-        }
-    }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(Held::default()),
     }
 }
