@@ -57,22 +57,42 @@ fn object() -> &'static [u8] {
     aya::include_bytes_aligned!("holders.bpf.o")
 }
 
-/// A set of walks: each program with the kind of iterator it attaches to.
+/// How a walk is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// By this many readers at once, beside the other walks.
+    Beside(usize),
+    /// By one reader once the others have ended.
+    After,
+}
+
 /// A set of walks: each program, the kind of iterator it attaches to, and
-/// how many readers read it at once.
-type Walks = [(&'static str, &'static str, usize)];
+/// how it is read.
+type Walks = [(&'static str, &'static str, Reading)];
 
 /// The per-process walk: one program, read by two walkers at once (they
 /// share the work: holders.bpf.c).
-const PER_PROCESS: [(&str, &str, usize); 1] = [("gpufree_walk", "task", 2)];
+const PER_PROCESS: [(&str, &str, Reading); 1] = [("gpufree_walk", "task", Reading::Beside(2))];
 
-/// The iterator walk, in the order its walks are read: every process,
-/// every open file, every mapping.
-const ITERATORS: [(&str, &str, usize); 3] = [
-    ("gpufree_tasks", "task", 1),
-    ("gpufree_fds", "task_file", 1),
-    ("gpufree_vmas", "task_vma", 1),
+/// The iterator walk: every open file and every mapping, then every
+/// process. A leader that exits while the file walk is between a thread
+/// that left its table to it and the leader itself is, when the process
+/// walk comes to it, exiting with threads alive: its process is read again
+/// through /proc (holders.bpf.c, `orphaned`).
+const ITERATORS: [(&str, &str, Reading); 3] = [
+    ("gpufree_fds", "task_file", Reading::Beside(1)),
+    ("gpufree_vmas", "task_vma", Reading::Beside(1)),
+    ("gpufree_tasks", "task", Reading::After),
 ];
+
+/// The iterator files of one walk: those read at once, and those read
+/// after them.
+pub struct Started {
+    /// Read at once, each by a reader of its own.
+    pub beside: Vec<std::fs::File>,
+    /// Read once every one of `beside` has ended.
+    pub after: Vec<std::fs::File>,
+}
 
 /// Why the iterator walk, not the per-process one, is loaded.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -207,9 +227,9 @@ impl Programs {
         self.iterators_why.as_ref()
     }
 
-    /// Starts the walks: one iterator file each, each read with
+    /// Starts the walks: one iterator file per reader, each read with
     /// [`read_walk`].
-    pub fn start(&mut self) -> Result<Vec<std::fs::File>, Unavailable> {
+    pub fn start(&mut self) -> Result<Started, Unavailable> {
         self.walk += 1;
         let map = self
             .ebpf
@@ -221,9 +241,16 @@ impl Programs {
         aya::maps::Array::<_, u64>::try_from(map)
             .and_then(|mut a| a.set(0, self.walk, 0))
             .map_err(|e| failed("walk_number", &e))?;
-        let mut files = Vec::new();
-        for &(name, _, readers) in self.walks {
+        let mut files = Started {
+            beside: Vec::new(),
+            after: Vec::new(),
+        };
+        for &(name, _, read) in self.walks {
             let program = iter(&mut self.ebpf, name)?;
+            let (readers, into) = match read {
+                Reading::Beside(n) => (n, &mut files.beside),
+                Reading::After => (1, &mut files.after),
+            };
             for _ in 0..readers {
                 let id = program
                     .attach()
@@ -231,7 +258,7 @@ impl Programs {
                 let link = program
                     .take_link(id)
                     .map_err(|e| failed("attaching an iterator", &e))?;
-                files.push(
+                into.push(
                     link.into_file()
                         .map_err(|e| failed("creating an iterator", &e))?,
                 );

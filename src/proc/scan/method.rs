@@ -291,11 +291,14 @@ enum Walked {
 /// per-process walk share its work; the file walk and the mapping walk of
 /// the iterator walk cost about the same), waiting at most the read
 /// timeout, or until the command's deadline: `task_vma` takes each task's
-/// memory map lock, which a task stuck in the kernel may hold. Records are
-/// used only once every walk has been read to its end: a walker of the
-/// per-process walk leaves a part another has claimed, and only the other's
-/// whole output holds it.
-fn read_in_time(files: Vec<std::fs::File>, limits: Limits) -> Walked {
+/// memory map lock, which a task stuck in the kernel may hold; then the
+/// walks read after them, here (the process walk takes no lock). Records
+/// are used only once every walk has been read to its end: a walker of the
+/// per-process walk leaves a part another has claimed, and only the
+/// other's whole output holds it.
+fn read_in_time(files: bpf::Started, limits: Limits) -> Walked {
+    let bpf::Started { beside, after } = files;
+    let files = beside;
     let readers = Arc::new(AtomicUsize::new(files.len()));
     let (tx, rx) = mpsc::channel();
     for (i, f) in files.into_iter().enumerate() {
@@ -332,6 +335,12 @@ fn read_in_time(files: Vec<std::fs::File>, limits: Limits) -> Walked {
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => return Walked::Abandoned(readers, cut),
         }
+    }
+    for f in after {
+        match bpf::read_walk(f) {
+            Ok(bytes) => walks.insert(walks.len(), bytes),
+            Err(e) => return Walked::Abandoned(readers, Unavailable::Read(e.to_string())),
+        };
     }
     // The walks' records, in the order of the walks.
     Walked::Done(walks.into_values().flatten().collect())
