@@ -262,8 +262,11 @@ pub struct Visibility {
     #[serde(default)]
     pub scan_reason: String,
     /// Processes the in-kernel walk could not read in full (a memory map
-    /// locked by a writer, a leader that exited while its threads live,
-    /// more fds on GPU nodes than it writes), read again through /proc.
+    /// locked by a writer, an fd table that changed under an exiting task,
+    /// more fds on GPU nodes than it writes, a leader that exited while its
+    /// threads live), read again through /proc; counted by PID and start
+    /// time. (A process that started in the tick the walk began is read
+    /// through /proc too, and not counted here.)
     #[serde(default)]
     pub scan_reread: u32,
 }

@@ -523,6 +523,27 @@ fn a_walk_past_the_kernels_buffer_loses_no_holder() {
     }
 }
 
+/// A Python process that runs `setup`, prints "ready" and ends its
+/// leader (the syscall exit of its main thread alone) while the threads
+/// `setup` started live on; the leader a zombie when this returns.
+fn leader_exits_after(setup: &str) -> Crowd {
+    let script = format!(
+        "import ctypes,mmap,os,threading,time\nlibc=ctypes.CDLL(None)\n{setup}\nprint('ready',flush=True)\nlibc.syscall({{'x86_64':60,'aarch64':93}}[os.uname().machine],0)"
+    );
+    let crowd = Crowd::python(&script);
+    wait_state(crowd.0.id(), 'Z');
+    crowd
+}
+
+/// `pid` holding each node of `held` (name, ways).
+fn only(pid: u32, held: &[(&str, &[&str])]) -> Holders {
+    let ways = held
+        .iter()
+        .map(|(n, how)| (n.to_string(), how.iter().map(|h| h.to_string()).collect()))
+        .collect();
+    BTreeMap::from([(pid, ways)])
+}
+
 /// A process whose leader has exited while 64 threads live on, holding a
 /// node by an fd and a mapping: every kernel walk finds it, as the /proc
 /// walk does, by reading it again through /proc (each of its threads would
@@ -530,24 +551,16 @@ fn a_walk_past_the_kernels_buffer_loses_no_holder() {
 #[test]
 fn a_process_whose_leader_exited_is_read_again_through_proc() {
     let d = TestDir::new(1);
+    let crowd = leader_exits_after(&format!(
+        "f=os.open({:?},os.O_RDONLY)\nm=mmap.mmap(f,4096,prot=mmap.PROT_READ)\nfor _ in range(64):\n    threading.Thread(target=time.sleep,args=(120,),daemon=True).start()",
+        d.node("nvidia0").to_str().unwrap()
+    ));
+    let pid = crowd.0.id();
+    let want = only(pid, &[("nvidia0", &["fd", "mmap"])]);
+    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &[pid]), want);
     if !bpf_runs(&d) {
         return;
     }
-    let script = format!(
-        "import ctypes,mmap,os,threading,time\nlibc=ctypes.CDLL(None)\nf=os.open({:?},os.O_RDONLY)\nm=mmap.mmap(f,4096,prot=mmap.PROT_READ)\nfor _ in range(64):\n    threading.Thread(target=time.sleep,args=(120,),daemon=True).start()\nprint('ready',flush=True)\nlibc.syscall({{'x86_64':60,'aarch64':93}}[os.uname().machine],0)",
-        d.node("nvidia0").to_str().unwrap()
-    );
-    let crowd = Crowd::python(&script);
-    let pid = crowd.0.id();
-    wait_state(pid, 'Z');
-    let want: Holders = BTreeMap::from([(
-        pid,
-        BTreeMap::from([(
-            "nvidia0".to_string(),
-            vec!["fd".to_string(), "mmap".to_string()],
-        )]),
-    )]);
-    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &[pid]), want);
     for env in KERNEL_WALKS {
         let doc = status(&d.dev, "bpf", env);
         let v = &doc["visibility"];
@@ -558,22 +571,19 @@ fn a_process_whose_leader_exited_is_read_again_through_proc() {
 }
 
 /// A process whose leader has exited, with 16 threads on the leader's fd
-/// table and one, between them, on a table of its own that holds a node:
-/// each walk finds it (the /proc walk reads each distinct table once).
+/// table, which holds one node, and one thread, between them, on a table
+/// of its own that holds another: each walk finds both (the /proc walk
+/// reads each distinct table once, and all of them).
 #[test]
 fn a_thread_with_a_table_of_its_own_is_read_after_its_leader_exits() {
-    let d = TestDir::new(1);
-    let script = format!(
-        "import ctypes,os,threading,time\nlibc=ctypes.CDLL(None)\nev=threading.Event()\ndef own():\n    assert libc.unshare(0x400)==0\n    f=os.open({:?},os.O_RDONLY)\n    ev.set()\n    time.sleep(120)\ndef sleepers():\n    for _ in range(8):\n        threading.Thread(target=time.sleep,args=(120,),daemon=True).start()\nsleepers()\nthreading.Thread(target=own,daemon=True).start()\nev.wait()\nsleepers()\nprint('ready',flush=True)\nlibc.syscall({{'x86_64':60,'aarch64':93}}[os.uname().machine],0)",
-        d.node("nvidia0").to_str().unwrap()
-    );
-    let crowd = Crowd::python(&script);
+    let d = TestDir::new(2);
+    let crowd = leader_exits_after(&format!(
+        "ev=threading.Event()\ndef own():\n    assert libc.unshare(0x400)==0\n    f=os.open({:?},os.O_RDONLY)\n    ev.set()\n    time.sleep(120)\ndef sleepers():\n    for _ in range(8):\n        threading.Thread(target=time.sleep,args=(120,),daemon=True).start()\nsleepers()\nthreading.Thread(target=own,daemon=True).start()\nev.wait()\nsleepers()\ng=os.open({:?},os.O_RDONLY)",
+        d.node("nvidia0").to_str().unwrap(),
+        d.node("nvidia1").to_str().unwrap()
+    ));
     let pid = crowd.0.id();
-    wait_state(pid, 'Z');
-    let want: Holders = BTreeMap::from([(
-        pid,
-        BTreeMap::from([("nvidia0".to_string(), vec!["fd".to_string()])]),
-    )]);
+    let want = only(pid, &[("nvidia0", &["fd"]), ("nvidia1", &["fd"])]);
     assert_eq!(holders(&status(&d.dev, "procfs", &[]), &[pid]), want);
     if !bpf_runs(&d) {
         return;

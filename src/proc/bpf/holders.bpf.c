@@ -216,6 +216,13 @@ static __always_inline void write_rec(struct seq_file *seq, __u32 kind, __u32 pi
 	bpf_seq_write(seq, &r, sizeof(r));
 }
 
+/* Reports the process `pid` that started at `start_ns` unread: it is read
+ * again through /proc. */
+static __always_inline void write_unread(struct seq_file *seq, __u32 pid, __u64 start_ns)
+{
+	write_rec(seq, REC_UNREAD, pid, 0, 0, start_ns, 0, 0);
+}
+
 /* Writes a record of `task`'s process (the iterator walk's, and a process
  * record of the per-process walk). */
 static __always_inline void emit(struct seq_file *seq, struct pid *mine, struct task_struct *task,
@@ -231,11 +238,13 @@ static __always_inline void emit(struct seq_file *seq, struct pid *mine, struct 
 /* The per-process walk. */
 
 /* The fd records one process may write. The kernel shows a task's records
- * whole, from a buffer of 32 KiB: the task's record, its fds, one mapping
- * record per target and two REC_UNREAD stay within it. A process with more
- * fds on targets stops there and is reported unread (read again through
- * /proc). */
-#define PART_RECORDS 255
+ * whole, from a buffer of 32 KiB (682 records): the task's record, its fds,
+ * one mapping record per target (the loader takes at most MAX_TARGETS) and
+ * two REC_UNREAD stay within it. A process with more fds on targets stops
+ * there and is reported unread (read again through /proc). */
+#define FD_RECORDS 255
+_Static_assert((1 + FD_RECORDS + MAX_TARGETS + 2) * sizeof(struct gf_rec) <= 32768,
+	       "one task's records fit the kernel's buffer");
 
 /* What the steps of one fd table's walk share. */
 struct fd_walk {
@@ -277,7 +286,7 @@ static int fd_step(__u32 bit, struct fd_walk *w)
 	int target = match(inode);
 	if (target < 0)
 		return 0;
-	if (w->written++ == PART_RECORDS) {
+	if (w->written++ == FD_RECORDS) {
 		w->unread = 1;
 		return 1;
 	}
@@ -320,14 +329,14 @@ static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *t
 	    bpf_probe_read_kernel(&w.max_fds, sizeof(w.max_fds), &fdt->max_fds) || !w.fd ||
 	    !w.open_fds || !w.max_fds || report_unread ||
 	    bpf_loop((w.max_fds + 63) / 64, fd_word, &w, 0) < 0 || w.unread || task_u->files != files)
-		write_rec(seq, REC_UNREAD, pid, 0, 0, w.start_ns, 0, 0);
+		write_unread(seq, pid, w.start_ns);
 }
 
 /* Walks the memory map of `task` (trusted) for `pid`: one record per target
  * it maps in this showing of the task (as many mappings of one as a CUDA
  * process has say no more, and would overflow the kernel's buffer). The
  * targets written are kept in a map, not in the loop: state carried
- * through the loop made the verifier walk it 256 times (0.4 s). A
+ * through the loop made the verifier walk it 256 times (0.38 s). A
  * map the open-coded iterator could not start on (it only tries the map's
  * lock, which a writer may hold; or the map went away under an exiting
  * task) makes the process unread. */
@@ -365,7 +374,7 @@ static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_st
 	}
 	bpf_iter_task_vma_destroy(&it);
 	if (err)
-		write_rec(seq, REC_UNREAD, pid, 0, 0, start_ns, 0, 0);
+		write_unread(seq, pid, start_ns);
 }
 
 /* Whether `leader` (untrusted) is exiting, or has exited, while threads
@@ -407,17 +416,17 @@ int gpufree_walk(struct bpf_iter__task *ctx)
 	if (task_u == leader && claim(*walk, tid, PART_RECORD, walker))
 		emit(seq, mine, task_u, REC_TASK,
 		     nr_here(task_u->real_parent->group_leader->thread_pid, mine), 0);
-	int orphans = task_u == leader && orphaned(task_u);
-	if (!fds && !maps && !orphans)
+	int left_to_threads = task_u == leader && orphaned(task_u);
+	if (!fds && !maps && !left_to_threads)
 		return 0;
 	__u32 pid = nr_here(leader->thread_pid, mine);
 	/* A thread that holds the table or map of a leader that has exited:
 	 * every live thread would walk the one memory map again (a process of
 	 * 2,000 threads and 4,000 mappings made each walk a second). The
 	 * process is read through /proc instead, which reads its map once. */
-	if (orphans || task_u != leader) {
+	if (left_to_threads || task_u != leader) {
 		if (claim(*walk, tid, PART_FDS, walker))
-			write_rec(seq, REC_UNREAD, pid, 0, 0, leader->start_boottime, 0, 0);
+			write_unread(seq, pid, leader->start_boottime);
 		return 0;
 	}
 	if (fds && claim(*walk, tid, PART_FDS, walker))
@@ -441,8 +450,7 @@ int gpufree_tasks(struct bpf_iter__task *ctx)
 	emit(ctx->meta->seq, mine, task, REC_TASK,
 	     nr_here(task->real_parent->group_leader->thread_pid, mine), 0);
 	if (orphaned(untrusted(task, struct task_struct)))
-		write_rec(ctx->meta->seq, REC_UNREAD, nr_here(task->thread_pid, mine), 0, 0,
-			  task->start_boottime, 0, 0);
+		write_unread(ctx->meta->seq, nr_here(task->thread_pid, mine), task->start_boottime);
 	return 0;
 }
 

@@ -6,6 +6,8 @@
 /* Distinct superblocks (and distinct majors) of the targets the program
  * takes (src/proc/bpf/mod.rs: MAX_DEVS). */
 #define MAX_DEVS 8
+/* The most nodes the loader gives the walk (mod.rs: MAX_TARGETS). */
+#define MAX_TARGETS 400
 
 #define REC_TASK 1 /* a process: pid, its parent, start time, comm */
 #define REC_FD 2   /* an open fd on a target: pid, fd, target */

@@ -111,6 +111,11 @@ pub enum IteratorsWhy {
 /// As `MAX_DEVS` in holders.h.
 const MAX_DEVS: usize = 8;
 
+/// As `MAX_TARGETS` in holders.h: the most nodes the walk takes (one
+/// task's records, a mapping record per node among them, must fit the
+/// kernel's buffer of one read).
+const MAX_TARGETS: usize = 400;
+
 /// File systems where `stat`'s device number is the superblock's, so that
 /// a regular-file target matches by inode: tmpfs, ramfs, ext2/3/4, xfs.
 const SAME_DEV_FS: [i64; 4] = [0x0102_1994, 0x8584_58f6, 0xef53, 0x5846_5342];
@@ -171,6 +176,9 @@ impl Programs {
         hooks: TestHooks,
         parallel: bool,
     ) -> Result<Programs, Unavailable> {
+        if nodes.nodes.len() > MAX_TARGETS {
+            return Err(Unavailable::TooManyNodes(nodes.nodes.len()));
+        }
         same_dev_targets(nodes)?;
         let (devs, ndevs) = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
         let (majors, nmajors) = distinct(

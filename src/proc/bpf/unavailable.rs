@@ -1,7 +1,7 @@
 //! Why the in-kernel scan cannot run here, from the loader's errors: each
 //! is a reason the /proc scan runs instead, named in `visibility`.
 
-use super::MAX_DEVS;
+use super::{MAX_DEVS, MAX_TARGETS};
 use aya::programs::ProgramError;
 
 /// Why the in-kernel scan cannot run here (each is a reason the /proc scan
@@ -27,6 +27,9 @@ pub enum Unavailable {
     /// takes.
     #[error("the device nodes span more than {MAX_DEVS} file systems or majors")]
     TooManyDevices,
+    /// More nodes than the walk takes.
+    #[error("{0} device nodes, more than the walk takes ({max})", max = MAX_TARGETS)]
+    TooManyNodes(usize),
     /// A node that is a regular file (test directories only; device nodes
     /// also match by device number) on a file system whose `stat` device
     /// number may not be its superblock's (btrfs subvolumes, overlayfs):

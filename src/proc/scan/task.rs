@@ -19,7 +19,7 @@ pub(super) fn note(uses: &mut Vec<NodeUse>, node: usize, fd: bool, mmap: bool) {
 pub(super) struct TaskScan {
     fds: usize,
     /// Lines of its maps (0: no memory map, or not read).
-    pub(super) maps: usize,
+    pub(super) map_lines: usize,
     pub(super) uses: Vec<NodeUse>,
     pub(super) drm: Vec<DrmFd>,
     /// An fd that could not be examined (not merely closed meanwhile).
@@ -33,7 +33,9 @@ pub(super) fn scan_fds(
     out: &mut TaskScan,
 ) -> Result<(), (&'static str, Errno)> {
     let fd_dir = open_dir(task, "fd").map_err(|e| ("fd", e))?;
-    let dup = fd_dir.try_clone().map_err(|_| ("fd", Errno::MFILE))?;
+    let dup = fd_dir
+        .try_clone()
+        .map_err(|e| ("fd", Errno::from_io_error(&e).unwrap_or(Errno::MFILE)))?;
     let dir = Dir::new(dup).map_err(|e| ("fd", e))?;
     for entry in dir {
         let entry = entry.map_err(|e| ("fd", e))?;
@@ -176,18 +178,18 @@ pub(super) fn scan_task(
 pub(super) fn scan_parts(
     task: &OwnedFd,
     nodes: &NodeSet,
-    maps: Option<&mut Vec<u8>>,
+    maps_buf: Option<&mut Vec<u8>>,
 ) -> Result<TaskScan, (&'static str, Errno)> {
     let mut out = TaskScan {
         fds: 0,
-        maps: 0,
+        map_lines: 0,
         uses: Vec::new(),
         drm: Vec::new(),
         fd_error: None,
     };
     scan_fds(task, nodes, &mut out)?;
-    if let Some(buf) = maps {
-        out.maps = scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
+    if let Some(buf) = maps_buf {
+        out.map_lines = scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
     }
     Ok(out)
 }
@@ -237,6 +239,15 @@ pub(super) struct Held {
     pub(super) drm: Vec<DrmFd>,
 }
 
+impl From<TaskScan> for Held {
+    fn from(scan: TaskScan) -> Held {
+        Held {
+            uses: scan.uses,
+            drm: scan.drm,
+        }
+    }
+}
+
 /// The nodes a process holds, through a live thread when its leader has
 /// exited (a dead leader shows an empty fd table and maps).
 pub(super) fn task_uses(
@@ -246,18 +257,21 @@ pub(super) fn task_uses(
     buf: &mut Vec<u8>,
 ) -> Result<Held, (&'static str, Errno)> {
     let scan = scan_task(dir, nodes, buf)?;
-    let mut held = Held {
-        uses: scan.uses,
-        drm: scan.drm,
-    };
+    let fd_error = scan.fd_error;
     // A leader without an fd table or a memory map (it has exited, or is
     // exiting: its map goes first, then its table, before it is a zombie)
     // while threads live on: they hold what the process holds.
-    if held.uses.is_empty() && stat.threads > 1 && (scan.fds == 0 || scan.maps == 0) {
-        held = super::threads::scan_live_threads(dir, stat.pid, nodes, buf)?;
+    let threads = stat.threads > 1 && (scan.fds == 0 || scan.map_lines == 0);
+    let mut held = Held::from(scan);
+    if threads {
+        let more = super::threads::scan_live_threads(dir, stat.pid, nodes, buf)?;
+        for u in more.uses {
+            note(&mut held.uses, u.node, u.fd, u.mmap);
+        }
+        held.drm.extend(more.drm);
     }
     if held.uses.is_empty() {
-        if let Some(e) = scan.fd_error {
+        if let Some(e) = fd_error {
             return Err(("an fd", e));
         }
     }

@@ -1,14 +1,16 @@
 //! The live threads of a process whose leader has exited: what they hold,
-//! through the memory map once (every thread shares it) and each fd table
-//! once (a thread may have one of its own; most share one). Read once per
-//! thread, a hostile process of 2,000 threads sharing 1,000 fds made every
-//! scan 4 million reads (about 4 s).
+//! through the memory map once (every thread shares it) and each distinct
+//! fd table once (a thread may have one of its own; most share one). Read
+//! once per thread, a hostile process of 2,000 threads sharing 1,000 fds
+//! made every scan 4 million reads (about 4 s).
 
-use super::task::{scan_parts, Held};
+use super::task::{note, scan_maps, scan_parts, Held};
 use super::*;
+use std::cmp::Ordering;
 
-/// The nodes held through the first live thread of a process whose leader
-/// has exited that holds any; an error when no thread could be read.
+/// What the live threads of a process whose leader has exited (or is
+/// exiting) hold: every distinct fd table's nodes, and the memory map's;
+/// an error when no thread could be read.
 pub(super) fn scan_live_threads(
     dir: &OwnedFd,
     pid: u32,
@@ -16,14 +18,17 @@ pub(super) fn scan_live_threads(
     buf: &mut Vec<u8>,
 ) -> Result<Held, (&'static str, Errno)> {
     let task_dir = open_dir(dir, "task").map_err(|e| ("task", e))?;
-    let dup = task_dir.try_clone().map_err(|_| ("task", Errno::MFILE))?;
+    let dup = task_dir
+        .try_clone()
+        .map_err(|e| ("task", Errno::from_io_error(&e).unwrap_or(Errno::MFILE)))?;
     let tasks = Dir::new(dup).map_err(|e| ("task", e))?;
-    // kcmp names tasks by their TIDs in gpufree's PID namespace: only
-    // where this /proc is that namespace's.
-    let ours = open_dir(dir, "..").is_ok_and(|root| proc_is_ours(&root));
-    let mut read: Vec<(u32, OwnedFd)> = Vec::new();
-    let mut maps_read = false;
-    let mut failure = None;
+    let mut seen = Tables {
+        // kcmp names tasks by their TIDs in gpufree's PID namespace: only
+        // where this /proc is that namespace's.
+        kcmp_usable: open_dir(dir, "..").is_ok_and(|root| proc_is_ours(&root)),
+        read: Vec::new(),
+    };
+    let (mut held, mut map_read, mut failure) = (Held::default(), false, None);
     for entry in tasks {
         let entry = entry.map_err(|e| ("task", e))?;
         let Some(tid) = entry
@@ -37,57 +42,113 @@ pub(super) fn scan_live_threads(
         if tid == pid {
             continue;
         }
-        let task = match open_dir(&task_dir, &tid.to_string()) {
-            Ok(t) => t,
-            Err(e) if is_gone(e) => continue, // that thread ended meanwhile
-            Err(e) => {
-                failure = Some(("task", e));
-                continue;
+        match read_thread(&task_dir, tid, nodes, &mut seen, map_read, buf) {
+            Ok(Some((thread, maps))) => {
+                for u in thread.uses {
+                    note(&mut held.uses, u.node, u.fd, u.mmap);
+                }
+                held.drm.extend(thread.drm);
+                // An exiting thread's map reads empty: read it through the
+                // next.
+                map_read |= maps > 0;
             }
-        };
-        if ours
-            && read
-                .iter()
-                .any(|(rep, rep_dir)| same_table(*rep, rep_dir, tid))
-        {
-            continue;
-        }
-        match scan_parts(&task, nodes, (!maps_read).then_some(&mut *buf)) {
-            Ok(scan) if !scan.uses.is_empty() => {
-                return Ok(Held {
-                    uses: scan.uses,
-                    drm: scan.drm,
-                })
-            }
-            Ok(scan) => {
-                // An exiting thread's map reads empty: read it again
-                // through the next.
-                maps_read |= scan.maps > 0;
-                read.push((tid, task));
-            }
-            Err((_, e)) if is_gone(e) => {}
+            Ok(None) => {}
+            Err((_, e)) if is_gone(e) => {} // that thread ended meanwhile
             Err(e) => failure = Some(e),
         }
     }
     match failure {
-        Some(e) => Err(e),
-        None => Ok(Held::default()),
+        Some(e) if held.uses.is_empty() => Err(e),
+        _ => Ok(held),
     }
 }
 
-/// Whether thread `tid` has the fd table of thread `rep`, read through
-/// `rep_dir`: kcmp says so, and `rep` is still the thread read (its
-/// directory still reads: its TID names no other task since).
-fn same_table(rep: u32, rep_dir: &OwnedFd, tid: u32) -> bool {
-    kcmp_files(rep, tid) == Some(true) && read_stat(rep_dir).is_ok()
+/// One thread: its fd table unless one read already is the same, and the
+/// memory map unless read already; with the map's lines. None when there
+/// was nothing new to read.
+fn read_thread(
+    task_dir: &OwnedFd,
+    tid: u32,
+    nodes: &NodeSet,
+    seen: &mut Tables,
+    map_read: bool,
+    buf: &mut Vec<u8>,
+) -> Result<Option<(Held, usize)>, (&'static str, Errno)> {
+    let task = open_dir(task_dir, &tid.to_string()).map_err(|e| ("task", e))?;
+    let Some(at) = seen.position(tid) else {
+        // Its table is one read already.
+        if map_read {
+            return Ok(None);
+        }
+        let mut uses = Vec::new();
+        let lines = scan_maps(&task, nodes, &mut uses, buf).map_err(|e| ("maps", e))?;
+        return Ok(Some((
+            Held {
+                uses,
+                drm: Vec::new(),
+            },
+            lines,
+        )));
+    };
+    let scan = scan_parts(&task, nodes, (!map_read).then_some(&mut *buf))?;
+    seen.insert(at, tid, task);
+    let lines = scan.map_lines;
+    Ok(Some((Held::from(scan), lines)))
 }
 
-/// kcmp(2) with KCMP_FILES: whether tasks `a` and `b` (TIDs in gpufree's
-/// PID namespace) have one fd table; None where kcmp cannot say (a kernel
-/// without CONFIG_KCMP, no ptrace access to either, a task gone). Written
-/// by hand: neither rustix nor nix wraps kcmp.
+/// The fd tables read so far, by a thread of each, in kcmp's order of the
+/// tables (a hostile process of 2,000 threads, each on a table of its own,
+/// costs 2,000 × 11 comparisons, not 2 million).
+struct Tables {
+    /// Whether kcmp can tell tables apart here; cleared on its first
+    /// failure (no CONFIG_KCMP, no ptrace access): each thread is read.
+    kcmp_usable: bool,
+    /// (TID, its directory) of a thread of each table read.
+    read: Vec<(u32, OwnedFd)>,
+}
+
+impl Tables {
+    /// Where the table of thread `tid` goes among those read; None when it
+    /// is one of them.
+    fn position(&mut self, tid: u32) -> Option<usize> {
+        if !self.kcmp_usable {
+            return Some(self.read.len());
+        }
+        let (mut lo, mut hi) = (0, self.read.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let (reader, reader_dir) = &self.read[mid];
+            match kcmp_files(tid, *reader) {
+                // The same table, and `reader` is still the thread read:
+                // its directory still reads, so its TID names no other
+                // task since. (`tid` reused meanwhile names a task on a
+                // table read; the thread it named has ended.)
+                Some(Ordering::Equal) if read_stat(reader_dir).is_ok() => return None,
+                Some(Ordering::Less) => hi = mid,
+                Some(Ordering::Greater) => lo = mid + 1,
+                _ => {
+                    self.kcmp_usable = false;
+                    return Some(self.read.len());
+                }
+            }
+        }
+        Some(lo)
+    }
+
+    /// Notes the table of thread `tid`, read through `dir`, at `at`.
+    fn insert(&mut self, at: usize, tid: u32, dir: OwnedFd) {
+        let at = at.min(self.read.len());
+        self.read.insert(at, (tid, dir));
+    }
+}
+
+/// kcmp(2) with KCMP_FILES: how the fd table of task `a` orders against
+/// `b`'s (TIDs in gpufree's PID namespace; Equal: one table, the order of
+/// others is the kernel's, stable while they live); None where kcmp cannot
+/// say (a kernel without CONFIG_KCMP, no ptrace access to either, a task
+/// gone). Written by hand: neither rustix nor nix wraps kcmp.
 #[allow(unsafe_code)]
-fn kcmp_files(a: u32, b: u32) -> Option<bool> {
+fn kcmp_files(a: u32, b: u32) -> Option<Ordering> {
     const KCMP_FILES: libc::c_int = 2;
     let (a, b) = (
         libc::pid_t::try_from(a).ok()?,
@@ -98,8 +159,9 @@ fn kcmp_files(a: u32, b: u32) -> Option<bool> {
     // arguments are unused): the call reads and writes no memory of ours.
     let r = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_FILES, none, none) };
     match r {
-        0 => Some(true),
-        1..=3 => Some(false),
+        0 => Some(Ordering::Equal),
+        1 => Some(Ordering::Less),
+        2 => Some(Ordering::Greater),
         _ => None,
     }
 }
@@ -126,9 +188,9 @@ mod tests {
         done_tx.send(()).unwrap();
         t.join().unwrap();
         match same {
-            Some(s) => assert!(s),
+            Some(s) => assert_eq!(s, Ordering::Equal),
             None => eprintln!("skipped: kcmp unavailable here"),
         }
-        assert_ne!(other, Some(true));
+        assert_ne!(other, Some(Ordering::Equal));
     }
 }
