@@ -9,9 +9,12 @@
 //! in-kernel walk cannot run, or fails, the /proc walk runs: same answer,
 //! and the reason is kept for `visibility`.
 
+mod read_walks;
+
 use super::*;
 use crate::model::ScanMethod;
 use crate::proc::bpf::{self, Programs, Unavailable};
+use read_walks::{read_in_time, Walked};
 
 /// The user's choice (`--scan`, `GPUFREE_SCAN`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -296,89 +299,6 @@ impl WalkChooser {
         }
         result
     }
-}
-
-/// The walks' bytes, or why they were abandoned (with the count of their
-/// readers still blocked).
-enum Walked {
-    Done(Vec<u8>),
-    Abandoned(Arc<AtomicUsize>, Unavailable),
-}
-
-/// Reads the walks, each on a thread of its own (the walkers of the
-/// per-process walk share its work; the file walk and the mapping walk of
-/// the iterator walk cost about the same), then the walks read after them,
-/// all within the read timeout, or until the command's deadline:
-/// `task_vma` takes each task's memory map lock, which a task stuck in the
-/// kernel may hold. Records are used only once every walk has been read
-/// to its end: a walker of the per-process walk leaves a part another has
-/// claimed, and only the other's whole output holds it.
-fn read_in_time(files: bpf::Started, limits: Limits) -> Walked {
-    let timeout = Instant::now() + limits.read_timeout;
-    let until = match limits.deadline {
-        Some(d) if d < timeout => (d, Unavailable::DeadlineFirst),
-        _ => (timeout, Unavailable::TimedOut(limits.read_timeout)),
-    };
-    let mut records = Vec::new();
-    for stage in [files.beside, files.after] {
-        match read_together(stage, &until) {
-            Ok(bytes) => records.extend(bytes),
-            Err(abandoned) => return abandoned,
-        }
-    }
-    Walked::Done(records)
-}
-
-/// Reads `files` at once, each on a thread of its own, until `until.0`:
-/// their bytes in the order of the files, or the walk abandoned (on
-/// `until.1` when the time runs out).
-fn read_together(
-    files: Vec<std::fs::File>,
-    until: &(Instant, Unavailable),
-) -> Result<Vec<u8>, Walked> {
-    let readers = Arc::new(AtomicUsize::new(files.len()));
-    let (tx, rx) = mpsc::channel();
-    let count = files.len();
-    for (i, f) in files.into_iter().enumerate() {
-        let (tx, left) = (tx.clone(), Arc::clone(&readers));
-        let spawned = std::thread::Builder::new()
-            .name("gpufree-bpf-walk".into())
-            .spawn(move || {
-                crate::pause::slow_walk();
-                let out = bpf::read_walk(f);
-                left.fetch_sub(1, Ordering::Relaxed);
-                let _ = tx.send((i, out));
-            });
-        if let Err(e) = spawned {
-            readers.fetch_sub(1, Ordering::Relaxed);
-            return Err(Walked::Abandoned(readers, Unavailable::Read(e.to_string())));
-        }
-    }
-    drop(tx);
-    let mut walks = BTreeMap::new();
-    while walks.len() < count {
-        match rx.recv_timeout(until.0.saturating_duration_since(Instant::now())) {
-            Ok((i, Ok(bytes))) => {
-                walks.insert(i, bytes);
-            }
-            // The other walkers still walk, and claim parts of the next
-            // walk with its number once it starts: the programs are busy
-            // until they end.
-            Ok((_, Err(e))) => {
-                return Err(Walked::Abandoned(readers, Unavailable::Read(e.to_string())))
-            }
-            // A reader ended without its bytes (it panicked): never a walk
-            // taken as whole.
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let why = Unavailable::Read("a walk's reader ended without its records".into());
-                return Err(Walked::Abandoned(readers, why));
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                return Err(Walked::Abandoned(readers, until.1.clone()))
-            }
-        }
-    }
-    Ok(walks.into_values().flatten().collect())
 }
 
 #[cfg(test)]
