@@ -518,7 +518,7 @@ fn expect(p: &FakeProc) -> Expect {
     if !uses.is_empty() {
         return Expect::Holds(uses);
     }
-    if stat.state == 'Z' && stat.threads > 1 && fds.is_empty() {
+    if stat.threads > 1 && (fds.is_empty() || lines.is_empty()) {
         return Expect::Gone; // its live threads are looked for in task/: none
     }
     if fds.iter().any(|f| matches!(f, Fd::Loop)) {

@@ -18,8 +18,8 @@ pub(super) fn note(uses: &mut Vec<NodeUse>, node: usize, fd: bool, mmap: bool) {
 /// What one task directory's fds and maps showed.
 pub(super) struct TaskScan {
     fds: usize,
-    /// Lines of its maps (0: no memory map, or not read).
-    pub(super) map_lines: usize,
+    /// Bytes of its maps (0: no memory map, or not read).
+    pub(super) map_bytes: usize,
     pub(super) uses: Vec<NodeUse>,
     pub(super) drm: Vec<DrmFd>,
     /// An fd that could not be examined (not merely closed meanwhile).
@@ -111,7 +111,7 @@ pub(super) fn clean_kin(stat: Stat) -> crate::model::Kin {
     }
 }
 
-/// Reads maps in large chunks and notes mapped nodes; the mappings read.
+/// Reads maps in large chunks and notes mapped nodes; the bytes read.
 pub(super) fn scan_maps(
     task: &OwnedFd,
     nodes: &NodeSet,
@@ -128,13 +128,14 @@ pub(super) fn scan_maps(
         buf.resize(MAPS_CHUNK, 0); // once per thread: never re-zeroed
     }
     let mut filled = 0;
-    let mut lines = 0;
+    let mut bytes = 0;
     loop {
         if filled == buf.len() {
             buf.resize(buf.len() * 2, 0); // one line longer than a chunk
         }
         let n = rustix::io::read(&fd, &mut buf[filled..])?;
         let end = filled + n;
+        bytes += n;
         let complete = if n == 0 {
             end
         } else {
@@ -144,7 +145,6 @@ pub(super) fn scan_maps(
                 .map_or(0, |p| p + 1)
         };
         for line in buf[..complete].split(|&b| b == b'\n') {
-            lines += usize::from(!line.is_empty());
             let Some(inode) = parse::maps_line_inode(line) else {
                 continue;
             };
@@ -158,7 +158,7 @@ pub(super) fn scan_maps(
             }
         }
         if n == 0 {
-            return Ok(lines);
+            return Ok(bytes);
         }
         buf.copy_within(complete..end, 0);
         filled = end - complete;
@@ -182,14 +182,14 @@ pub(super) fn scan_parts(
 ) -> Result<TaskScan, (&'static str, Errno)> {
     let mut out = TaskScan {
         fds: 0,
-        map_lines: 0,
+        map_bytes: 0,
         uses: Vec::new(),
         drm: Vec::new(),
         fd_error: None,
     };
     scan_fds(task, nodes, &mut out)?;
     if let Some(buf) = maps_buf {
-        out.map_lines = scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
+        out.map_bytes = scan_maps(task, nodes, &mut out.uses, buf).map_err(|e| ("maps", e))?;
     }
     Ok(out)
 }
@@ -261,14 +261,19 @@ pub(super) fn task_uses(
     // A leader without an fd table or a memory map (it has exited, or is
     // exiting: its map goes first, then its table, before it is a zombie)
     // while threads live on: they hold what the process holds.
-    let threads = stat.threads > 1 && (scan.fds == 0 || scan.map_lines == 0);
+    let threads = stat.threads > 1 && (scan.fds == 0 || scan.map_bytes == 0);
     let mut held = Held::from(scan);
     if threads {
-        let more = super::threads::scan_live_threads(dir, stat.pid, nodes, buf)?;
-        for u in more.uses {
-            note(&mut held.uses, u.node, u.fd, u.mmap);
+        match super::threads::scan_live_threads(dir, stat.pid, nodes, buf) {
+            Ok(more) => {
+                for u in more.uses {
+                    note(&mut held.uses, u.node, u.fd, u.mmap);
+                }
+                held.drm.extend(more.drm);
+            }
+            Err(e) if held.uses.is_empty() => return Err(e),
+            Err(_) => {} // what the leader's own reads found holds it
         }
-        held.drm.extend(more.drm);
     }
     if held.uses.is_empty() {
         if let Some(e) = fd_error {

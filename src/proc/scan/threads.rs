@@ -43,14 +43,14 @@ pub(super) fn scan_live_threads(
             continue;
         }
         match read_thread(&task_dir, tid, nodes, &mut seen, map_read, buf) {
-            Ok(Some((thread, maps))) => {
+            Ok(Some((thread, map_bytes))) => {
                 for u in thread.uses {
                     note(&mut held.uses, u.node, u.fd, u.mmap);
                 }
                 held.drm.extend(thread.drm);
                 // An exiting thread's map reads empty: read it through the
                 // next.
-                map_read |= maps > 0;
+                map_read |= map_bytes > 0;
             }
             Ok(None) => {}
             Err((_, e)) if is_gone(e) => {} // that thread ended meanwhile
@@ -64,7 +64,7 @@ pub(super) fn scan_live_threads(
 }
 
 /// One thread: its fd table unless one read already is the same, and the
-/// memory map unless read already; with the map's lines. None when there
+/// memory map unless read already; with the map's bytes. None when there
 /// was nothing new to read.
 fn read_thread(
     task_dir: &OwnedFd,
@@ -81,19 +81,19 @@ fn read_thread(
             return Ok(None);
         }
         let mut uses = Vec::new();
-        let lines = scan_maps(&task, nodes, &mut uses, buf).map_err(|e| ("maps", e))?;
+        let bytes = scan_maps(&task, nodes, &mut uses, buf).map_err(|e| ("maps", e))?;
         return Ok(Some((
             Held {
                 uses,
                 drm: Vec::new(),
             },
-            lines,
+            bytes,
         )));
     };
     let scan = scan_parts(&task, nodes, (!map_read).then_some(&mut *buf))?;
     seen.insert(at, tid, task);
-    let lines = scan.map_lines;
-    Ok(Some((Held::from(scan), lines)))
+    let bytes = scan.map_bytes;
+    Ok(Some((Held::from(scan), bytes)))
 }
 
 /// The fd tables read so far, by a thread of each, in kcmp's order of the
