@@ -40,7 +40,7 @@ pub enum Unavailable {
     ForeignFs(String),
     /// The walk did not finish within the read timeout (a task's memory
     /// map lock held by a task stuck in the kernel, a starved machine).
-    #[error("the walk did not finish within {:.1} s", .0.as_secs_f64())]
+    #[error("the walk did not finish within {} ms", .0.as_millis())]
     TimedOut(std::time::Duration),
     /// The command's deadline came before the walk's end.
     #[error("the command's deadline came before the walk's end")]
