@@ -595,6 +595,39 @@ fn a_thread_with_a_table_of_its_own_is_read_after_its_leader_exits() {
     }
 }
 
+/// A leader that left its threads' fd table for an empty one of its own
+/// (unshare, then every fd closed) while they hold a node on theirs: the
+/// /proc walk reads the threads of a leader with no fds, and every kernel
+/// walk has that process read through /proc, so each finds it.
+#[test]
+fn threads_behind_a_leader_with_an_empty_fd_table_are_read() {
+    let d = TestDir::new(1);
+    let crowd = Crowd::python(&format!(
+        "import ctypes,os,threading,time\nlibc=ctypes.CDLL(None)\nf=os.open({:?},os.O_RDONLY)\nfor _ in range(3):\n    threading.Thread(target=time.sleep,args=(120,),daemon=True).start()\nassert libc.unshare(0x400)==0\nprint('ready',flush=True)\nos.closerange(0,1<<16)\ntime.sleep(120)",
+        d.node("nvidia0").to_str().unwrap()
+    ));
+    let pid = crowd.0.id();
+    let fds = format!("/proc/{pid}/fd");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_dir(&fds).unwrap().count() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the leader never closed its fds"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let want = only(pid, &[("nvidia0", &["fd"])]);
+    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &[pid]), want);
+    if !bpf_runs(&d) {
+        return;
+    }
+    for env in KERNEL_WALKS {
+        let doc = status(&d.dev, "bpf", env);
+        assert_eq!(doc["visibility"]["scan"], "bpf", "{env:?}");
+        assert_eq!(holders(&doc, &[pid]), want, "{env:?}");
+    }
+}
+
 /// One process with more fds on a node and more mappings of it than the
 /// kernel's buffer holds records of one task: the per-process walk writes
 /// one record per node it maps, stops at its cap of fds and has the

@@ -386,6 +386,24 @@ static __always_inline int orphaned(struct task_struct *leader)
 	return (leader->flags & PF_EXITING) && leader->signal->live.counter > 0;
 }
 
+/* Whether `leader` (untrusted), of a process of more than one thread, has
+ * an fd table whose first 64 fds are closed: its threads may have a table
+ * of their own, which /proc reads when the leader's is empty. The process
+ * is then read through /proc (rare: a process keeps its fds 0 to 2). */
+static __always_inline int empty_table(struct task_struct *leader)
+{
+	struct files_struct *files = leader->files;
+	__u64 open_fds = 0, word = 0;
+
+	if (!files || leader->signal->nr_threads < 2)
+		return 0;
+	struct fdtable *fdt = files->fdt;
+	if (bpf_probe_read_kernel(&open_fds, sizeof(open_fds), &fdt->open_fds) || !open_fds ||
+	    bpf_probe_read_kernel(&word, sizeof(word), (void *)open_fds))
+		return 1;
+	return word == 0;
+}
+
 /* One task, for one of the two walkers: its process record (a leader's),
  * and what it holds, each part the walker claims (both go through the
  * parts in one order: one that finds a part claimed goes on to the next,
@@ -416,7 +434,7 @@ int gpufree_walk(struct bpf_iter__task *ctx)
 	if (task_u == leader && claim(*walk, tid, PART_RECORD, walker))
 		emit(seq, mine, task_u, REC_TASK,
 		     nr_here(task_u->real_parent->group_leader->thread_pid, mine), 0);
-	int left_to_threads = task_u == leader && orphaned(task_u);
+	int left_to_threads = task_u == leader && (orphaned(task_u) || empty_table(task_u));
 	if (!fds && !maps && !left_to_threads)
 		return 0;
 	__u32 pid = nr_here(leader->thread_pid, mine);
@@ -449,7 +467,8 @@ int gpufree_tasks(struct bpf_iter__task *ctx)
 
 	emit(ctx->meta->seq, mine, task, REC_TASK,
 	     nr_here(task->real_parent->group_leader->thread_pid, mine), 0);
-	if (orphaned(untrusted(task, struct task_struct)))
+	struct task_struct *task_u = untrusted(task, struct task_struct);
+	if (orphaned(task_u) || empty_table(task_u))
 		write_unread(ctx->meta->seq, nr_here(task->thread_pid, mine), task->start_boottime);
 	return 0;
 }

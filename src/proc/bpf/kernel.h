@@ -56,6 +56,7 @@ struct task_struct {
 
 /* The kernel's atomic_t. */
 struct signal_struct {
+	int nr_threads;
 	struct {
 		int counter;
 	} live;

@@ -256,7 +256,17 @@ pub(super) fn task_uses(
     nodes: &NodeSet,
     buf: &mut Vec<u8>,
 ) -> Result<Held, (&'static str, Errno)> {
-    let scan = scan_task(dir, nodes, buf)?;
+    let scan = match scan_task(dir, nodes, buf) {
+        Ok(scan) => scan,
+        // A zombie leader's fd directory is root's (mode 0500) while its
+        // live threads' are their owner's: read the threads.
+        Err((_, e)) if is_denied(e) && stat.threads > 1 && stat.state == 'Z' => {
+            let mut held = super::threads::scan_live_threads(dir, stat.pid, nodes, buf)?;
+            held.uses.sort_by_key(|u| u.node);
+            return Ok(held);
+        }
+        Err(e) => return Err(e),
+    };
     let fd_error = scan.fd_error;
     // A leader without an fd table or a memory map (it has exited, or is
     // exiting: its map goes first, then its table, before it is a zombie)

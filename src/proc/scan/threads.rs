@@ -109,30 +109,46 @@ struct Tables {
 
 impl Tables {
     /// Where the table of thread `tid` goes among those read; None when it
-    /// is one of them.
+    /// is one of them, or `tid` has ended. A thread read that has ended
+    /// since leaves the list (its table's holdings are noted; the next
+    /// thread on it is read and takes its place): a process whose threads
+    /// come and go does not turn kcmp off.
     fn position(&mut self, tid: u32) -> Option<usize> {
-        if !self.kcmp_usable {
-            return Some(self.read.len());
+        while self.kcmp_usable {
+            match self.search(tid) {
+                Search::At(at) => return Some(at),
+                Search::Read => return None,
+                Search::ReaderGone(i) => {
+                    self.read.remove(i);
+                }
+                Search::Failed => self.kcmp_usable = false,
+            }
         }
+        Some(self.read.len())
+    }
+
+    /// One binary search for the table of `tid` among those read.
+    fn search(&self, tid: u32) -> Search {
         let (mut lo, mut hi) = (0, self.read.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
             let (reader, reader_dir) = &self.read[mid];
+            // `reader` is still the thread read while its directory reads:
+            // its TID names no other task since.
+            let reader_alive = || read_stat(reader_dir).is_ok();
             match kcmp_files(tid, *reader) {
-                // The same table, and `reader` is still the thread read:
-                // its directory still reads, so its TID names no other
-                // task since. (`tid` reused meanwhile names a task on a
-                // table read; the thread it named has ended.)
-                Some(Ordering::Equal) if read_stat(reader_dir).is_ok() => return None,
-                Some(Ordering::Less) => hi = mid,
-                Some(Ordering::Greater) => lo = mid + 1,
-                _ => {
-                    self.kcmp_usable = false;
-                    return Some(self.read.len());
-                }
+                Ok(Ordering::Equal) if reader_alive() => return Search::Read,
+                Ok(Ordering::Equal) => return Search::ReaderGone(mid),
+                Ok(Ordering::Less) => hi = mid,
+                Ok(Ordering::Greater) => lo = mid + 1,
+                Err(Errno::SRCH) if !reader_alive() => return Search::ReaderGone(mid),
+                // `tid` has ended (or its TID names a task on a table
+                // read): nothing more of it to read.
+                Err(Errno::SRCH) => return Search::Read,
+                Err(_) => return Search::Failed,
             }
         }
-        Some(lo)
+        Search::At(lo)
     }
 
     /// Notes the table of thread `tid`, read through `dir`, at `at`.
@@ -142,27 +158,38 @@ impl Tables {
     }
 }
 
+/// What one search among the tables read found.
+enum Search {
+    /// The table is not among them; it goes at this place.
+    At(usize),
+    /// It is one read (or its thread has ended).
+    Read,
+    /// The thread read at this place has ended.
+    ReaderGone(usize),
+    /// kcmp cannot say here.
+    Failed,
+}
+
 /// kcmp(2) with KCMP_FILES: how the fd table of task `a` orders against
 /// `b`'s (TIDs in gpufree's PID namespace; Equal: one table, the order of
-/// others is the kernel's, stable while they live); None where kcmp cannot
-/// say (a kernel without CONFIG_KCMP, no ptrace access to either, a task
-/// gone). Written by hand: neither rustix nor nix wraps kcmp.
+/// others is the kernel's, stable while they live), or kcmp's error (SRCH:
+/// a task gone; NOSYS: a kernel without CONFIG_KCMP; PERM: no ptrace
+/// access). Written by hand: neither rustix nor nix wraps kcmp.
 #[allow(unsafe_code)]
-fn kcmp_files(a: u32, b: u32) -> Option<Ordering> {
+fn kcmp_files(a: u32, b: u32) -> Result<Ordering, Errno> {
     const KCMP_FILES: libc::c_int = 2;
-    let (a, b) = (
-        libc::pid_t::try_from(a).ok()?,
-        libc::pid_t::try_from(b).ok()?,
-    );
+    let a = libc::pid_t::try_from(a).map_err(|_| Errno::SRCH)?;
+    let b = libc::pid_t::try_from(b).map_err(|_| Errno::SRCH)?;
     let none: libc::c_ulong = 0;
     // SAFETY: KCMP_FILES takes two TIDs and no pointer (its last two
     // arguments are unused): the call reads and writes no memory of ours.
     let r = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_FILES, none, none) };
     match r {
-        0 => Some(Ordering::Equal),
-        1 => Some(Ordering::Less),
-        2 => Some(Ordering::Greater),
-        _ => None,
+        0 => Ok(Ordering::Equal),
+        1 => Ok(Ordering::Less),
+        2 => Ok(Ordering::Greater),
+        -1 => Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::INVAL)),
+        _ => Err(Errno::INVAL),
     }
 }
 
@@ -188,9 +215,10 @@ mod tests {
         done_tx.send(()).unwrap();
         t.join().unwrap();
         match same {
-            Some(s) => assert_eq!(s, Ordering::Equal),
-            None => eprintln!("skipped: kcmp unavailable here"),
+            Ok(s) => assert_eq!(s, Ordering::Equal),
+            Err(e) => eprintln!("skipped: kcmp unavailable here: {e}"),
         }
-        assert_ne!(other, Some(Ordering::Equal));
+        assert_ne!(other, Ok(Ordering::Equal));
+        assert_eq!(kcmp_files(me, i32::MAX as u32), Err(Errno::SRCH));
     }
 }

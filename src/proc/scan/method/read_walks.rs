@@ -52,9 +52,10 @@ fn read_together(
         let spawned = std::thread::Builder::new()
             .name("gpufree-bpf-walk".into())
             .spawn(move || {
+                let reading = Reading(left);
                 crate::pause::slow_walk();
                 let out = bpf::read_walk(f);
-                left.fetch_sub(1, Ordering::Relaxed);
+                drop(reading); // before the send: the next walk may start
                 let _ = tx.send((i, out));
             });
         if let Err(e) = spawned {
@@ -87,4 +88,14 @@ fn read_together(
         }
     }
     Ok(walks.into_values().flatten().collect())
+}
+
+/// A reader still reading, counted in its walk's readers until it ends,
+/// even by a panic (else the programs would stay busy for good).
+struct Reading(Arc<AtomicUsize>);
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
