@@ -175,6 +175,48 @@ fn dead_thread_group_leader_with_live_threads_still_holds() {
     assert_eq!(via(p, "nvidia0"), ["fd", "mmap"]);
 }
 
+/// A zombie leader's /proc/PID/fd is root's (its memory is gone) while its
+/// live threads' are their owner's: a non-root gpufree finds its user's
+/// holder through them, as root does, rather than calling it unreadable.
+#[test]
+fn a_non_root_scan_reads_the_threads_of_a_zombie_leader() {
+    let python = std::path::Path::new("/usr/bin/python3");
+    if !rustix::process::geteuid().is_root() || !python.exists() {
+        eprintln!("skipped: needs root and /usr/bin/python3 to start a process as nobody");
+        return;
+    }
+    let d = TestDir::new(1);
+    let mut scan = as_nobody(
+        &d,
+        &[
+            "status",
+            "--json",
+            "--scan",
+            "procfs",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+        ],
+    );
+    let script = format!(
+        "import ctypes,os,threading,time\nlibc=ctypes.CDLL(None)\nf=os.open({:?},os.O_RDONLY)\nfor _ in range(3):\n    threading.Thread(target=time.sleep,args=(120,),daemon=True).start()\nprint('ready',flush=True)\nlibc.syscall({{'x86_64':60,'aarch64':93}}[os.uname().machine],0)",
+        d.node("nvidia0").to_str().unwrap()
+    );
+    let mut holder = spawn_ready(
+        std::process::Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg(python)
+            .args(["-c", &script]),
+    );
+    wait_state(holder.id(), 'Z');
+    let r = run_cmd(&mut scan);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
+    let p = process(&doc, holder.id()).unwrap_or_else(|| panic!("not listed: {doc}"));
+    assert_eq!(via(p, "nvidia0"), ["fd"]);
+}
+
 #[test]
 fn non_root_scan_counts_what_it_cannot_read_and_sees_its_own() {
     if !rustix::process::geteuid().is_root() {
