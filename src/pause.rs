@@ -65,7 +65,12 @@ pub const BREAK_VERIFIER_ENV: &str = "GPUFREE_TEST_BPF_BREAK_VERIFIER";
 
 /// Whether the in-kernel walk's programs are to be refused (tests only).
 pub fn break_verifier() -> bool {
-    std::env::var_os(BREAK_VERIFIER_ENV).is_some_and(|v| v == "1")
+    is_one(BREAK_VERIFIER_ENV)
+}
+
+/// Whether the test variable `var` is set to 1.
+fn is_one(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| v == "1")
 }
 
 /// The variable that makes the in-kernel walk use its iterator programs
@@ -75,7 +80,7 @@ pub const ITERATOR_WALK_ENV: &str = "GPUFREE_TEST_BPF_ITERATOR_WALK";
 
 /// Whether the in-kernel walk is to use its iterator programs (tests only).
 pub fn iterator_walk() -> bool {
-    std::env::var_os(ITERATOR_WALK_ENV).is_some_and(|v| v == "1")
+    is_one(ITERATOR_WALK_ENV)
 }
 
 /// The variable that makes the per-process in-kernel walk report every
@@ -86,7 +91,7 @@ pub const REPORT_UNREAD_ENV: &str = "GPUFREE_TEST_BPF_REPORT_UNREAD";
 /// Whether the per-process walk is to report every process unread (tests
 /// only).
 pub fn report_unread() -> bool {
-    std::env::var_os(REPORT_UNREAD_ENV).is_some_and(|v| v == "1")
+    is_one(REPORT_UNREAD_ENV)
 }
 
 /// The variable that holds each in-kernel walk's reader this many

@@ -262,6 +262,26 @@ const KERNEL_WALKS: [&[(&str, &str)]; 3] = [
     &[("GPUFREE_TEST_BPF_REPORT_UNREAD", "1")],
 ];
 
+/// Asserts that the /proc walk and, where BPF runs, every kernel walk find
+/// `want` as the holdings of `pids`; the kernel walks' documents (none
+/// where BPF does not run).
+fn every_walk_finds(d: &TestDir, pids: &[u32], want: &Holders) -> Vec<Value> {
+    assert_eq!(&holders(&status(&d.dev, "procfs", &[]), pids), want);
+    if !bpf_runs(d) {
+        return Vec::new();
+    }
+    KERNEL_WALKS
+        .iter()
+        .map(|env| {
+            let doc = status(&d.dev, "bpf", env);
+            let v = &doc["visibility"];
+            assert_eq!(v["scan"], "bpf", "{env:?}: {v}");
+            assert_eq!(&holders(&doc, pids), want, "{env:?}");
+            doc
+        })
+        .collect()
+}
+
 /// Whether the iterator walk ran, from its reason.
 fn iterator_walk(v: &Value) -> bool {
     v["scan_reason"]
@@ -515,12 +535,7 @@ fn a_walk_past_the_kernels_buffer_loses_no_holder() {
         )])
     };
     let want: Holders = pids.iter().map(|&p| (p, both())).collect();
-    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &pids), want);
-    for env in KERNEL_WALKS {
-        let doc = status(&d.dev, "bpf", env);
-        assert_eq!(doc["visibility"]["scan"], "bpf");
-        assert_eq!(holders(&doc, &pids), want, "{env:?}");
-    }
+    every_walk_finds(&d, &pids, &want);
 }
 
 /// A Python process that runs `setup`, prints "ready" and ends its
@@ -557,16 +572,9 @@ fn a_process_whose_leader_exited_is_read_again_through_proc() {
     ));
     let pid = crowd.0.id();
     let want = only(pid, &[("nvidia0", &["fd", "mmap"])]);
-    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &[pid]), want);
-    if !bpf_runs(&d) {
-        return;
-    }
-    for env in KERNEL_WALKS {
-        let doc = status(&d.dev, "bpf", env);
+    for doc in every_walk_finds(&d, &[pid], &want) {
         let v = &doc["visibility"];
-        assert_eq!(v["scan"], "bpf", "{env:?}");
-        assert_eq!(holders(&doc, &[pid]), want, "{env:?}");
-        assert!(v["scan_reread"].as_u64() >= Some(1), "{env:?}: {v}");
+        assert!(v["scan_reread"].as_u64() >= Some(1), "{v}");
     }
 }
 
@@ -584,15 +592,7 @@ fn a_thread_with_a_table_of_its_own_is_read_after_its_leader_exits() {
     ));
     let pid = crowd.0.id();
     let want = only(pid, &[("nvidia0", &["fd"]), ("nvidia1", &["fd"])]);
-    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &[pid]), want);
-    if !bpf_runs(&d) {
-        return;
-    }
-    for env in KERNEL_WALKS {
-        let doc = status(&d.dev, "bpf", env);
-        assert_eq!(doc["visibility"]["scan"], "bpf", "{env:?}");
-        assert_eq!(holders(&doc, &[pid]), want, "{env:?}");
-    }
+    every_walk_finds(&d, &[pid], &want);
 }
 
 /// A leader that left its threads' fd table for an empty one of its own
@@ -617,15 +617,7 @@ fn threads_behind_a_leader_with_an_empty_fd_table_are_read() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let want = only(pid, &[("nvidia0", &["fd"])]);
-    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &[pid]), want);
-    if !bpf_runs(&d) {
-        return;
-    }
-    for env in KERNEL_WALKS {
-        let doc = status(&d.dev, "bpf", env);
-        assert_eq!(doc["visibility"]["scan"], "bpf", "{env:?}");
-        assert_eq!(holders(&doc, &[pid]), want, "{env:?}");
-    }
+    every_walk_finds(&d, &[pid], &want);
 }
 
 /// One process with more fds on a node and more mappings of it than the
@@ -650,21 +642,5 @@ fn a_process_with_hundreds_of_fds_and_mappings_of_a_node_is_found() {
         maps.lines().filter(|l| l.ends_with("nvidia0")).count() >= 700,
         "the mappings merged"
     );
-    let want = Holders::from([(
-        pids[0],
-        BTreeMap::from([(
-            "nvidia0".to_string(),
-            vec!["fd".to_string(), "mmap".to_string()],
-        )]),
-    )]);
-    assert_eq!(holders(&status(&d.dev, "procfs", &[]), &pids), want);
-    for env in KERNEL_WALKS {
-        let doc = status(&d.dev, "bpf", env);
-        assert_eq!(
-            doc["visibility"]["scan"], "bpf",
-            "{env:?}: {}",
-            doc["visibility"]
-        );
-        assert_eq!(holders(&doc, &pids), want, "{env:?}");
-    }
+    every_walk_finds(&d, &pids, &only(pids[0], &[("nvidia0", &["fd", "mmap"])]));
 }

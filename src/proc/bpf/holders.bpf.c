@@ -404,6 +404,13 @@ static __always_inline int empty_table(struct task_struct *leader)
 	return word == 0;
 }
 
+/* Whether the process of `leader` (untrusted) is read through /proc: its
+ * leader has left what it holds to its threads. */
+static __always_inline int left_to_threads(struct task_struct *leader)
+{
+	return orphaned(leader) || empty_table(leader);
+}
+
 /* One task, for one of the two walkers: its process record (a leader's),
  * and what it holds, each part the walker claims (both go through the
  * parts in one order: one that finds a part claimed goes on to the next,
@@ -434,15 +441,15 @@ int gpufree_walk(struct bpf_iter__task *ctx)
 	if (task_u == leader && claim(*walk, tid, PART_RECORD, walker))
 		emit(seq, mine, task_u, REC_TASK,
 		     nr_here(task_u->real_parent->group_leader->thread_pid, mine), 0);
-	int left_to_threads = task_u == leader && (orphaned(task_u) || empty_table(task_u));
-	if (!fds && !maps && !left_to_threads)
+	int threads_hold = task_u == leader && left_to_threads(task_u);
+	if (!fds && !maps && !threads_hold)
 		return 0;
 	__u32 pid = nr_here(leader->thread_pid, mine);
 	/* A thread that holds the table or map of a leader that has exited:
 	 * every live thread would walk the one memory map again (a process of
 	 * 2,000 threads and 4,000 mappings made each walk a second). The
 	 * process is read through /proc instead, which reads its map once. */
-	if (left_to_threads || task_u != leader) {
+	if (threads_hold || task_u != leader) {
 		if (claim(*walk, tid, PART_FDS, walker))
 			write_unread(seq, pid, leader->start_boottime);
 		return 0;
@@ -467,8 +474,7 @@ int gpufree_tasks(struct bpf_iter__task *ctx)
 
 	emit(ctx->meta->seq, mine, task, REC_TASK,
 	     nr_here(task->real_parent->group_leader->thread_pid, mine), 0);
-	struct task_struct *task_u = untrusted(task, struct task_struct);
-	if (orphaned(task_u) || empty_table(task_u))
+	if (left_to_threads(untrusted(task, struct task_struct)))
 		write_unread(ctx->meta->seq, nr_here(task->thread_pid, mine), task->start_boottime);
 	return 0;
 }

@@ -239,6 +239,16 @@ pub(super) struct Held {
     pub(super) drm: Vec<DrmFd>,
 }
 
+impl Held {
+    /// Adds what `more` holds.
+    pub(super) fn add(&mut self, more: Held) {
+        for u in more.uses {
+            note(&mut self.uses, u.node, u.fd, u.mmap);
+        }
+        self.drm.extend(more.drm);
+    }
+}
+
 impl From<TaskScan> for Held {
     fn from(scan: TaskScan) -> Held {
         Held {
@@ -256,31 +266,24 @@ pub(super) fn task_uses(
     nodes: &NodeSet,
     buf: &mut Vec<u8>,
 ) -> Result<Held, (&'static str, Errno)> {
-    let scan = match scan_task(dir, nodes, buf) {
-        Ok(scan) => scan,
+    let (fd_error, threads, mut held) = match scan_task(dir, nodes, buf) {
+        // A leader without an fd table or a memory map (it has exited, or
+        // is exiting: its map goes first, then its table, before it is a
+        // zombie) while threads live on: they hold what the process holds.
+        Ok(scan) => {
+            let threads = stat.threads > 1 && (scan.fds == 0 || scan.map_bytes == 0);
+            (scan.fd_error, threads, Held::from(scan))
+        }
         // A zombie leader's fd directory is root's (mode 0500) while its
         // live threads' are their owner's: read the threads.
         Err((_, e)) if is_denied(e) && stat.threads > 1 && stat.state == 'Z' => {
-            let mut held = super::threads::scan_live_threads(dir, stat.pid, nodes, buf)?;
-            held.uses.sort_by_key(|u| u.node);
-            return Ok(held);
+            (None, true, Held::default())
         }
         Err(e) => return Err(e),
     };
-    let fd_error = scan.fd_error;
-    // A leader without an fd table or a memory map (it has exited, or is
-    // exiting: its map goes first, then its table, before it is a zombie)
-    // while threads live on: they hold what the process holds.
-    let threads = stat.threads > 1 && (scan.fds == 0 || scan.map_bytes == 0);
-    let mut held = Held::from(scan);
     if threads {
         match super::threads::scan_live_threads(dir, stat.pid, nodes, buf) {
-            Ok(more) => {
-                for u in more.uses {
-                    note(&mut held.uses, u.node, u.fd, u.mmap);
-                }
-                held.drm.extend(more.drm);
-            }
+            Ok(more) => held.add(more),
             Err(e) if held.uses.is_empty() => return Err(e),
             Err(_) => {} // what the leader's own reads found holds it
         }

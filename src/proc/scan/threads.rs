@@ -4,7 +4,7 @@
 //! once per thread, a hostile process of 2,000 threads sharing 1,000 fds
 //! made every scan 4 million reads (about 4 s).
 
-use super::task::{note, scan_maps, scan_parts, Held};
+use super::task::{scan_maps, scan_parts, Held};
 use super::*;
 use std::cmp::Ordering;
 
@@ -44,10 +44,7 @@ pub(super) fn scan_live_threads(
         }
         match read_thread(&task_dir, tid, nodes, &mut seen, map_read, buf) {
             Ok(Some((thread, map_bytes))) => {
-                for u in thread.uses {
-                    note(&mut held.uses, u.node, u.fd, u.mmap);
-                }
-                held.drm.extend(thread.drm);
+                held.add(thread);
                 // An exiting thread's map reads empty: read it through the
                 // next.
                 map_read |= map_bytes > 0;
@@ -151,9 +148,9 @@ impl Tables {
         Search::At(lo)
     }
 
-    /// Notes the table of thread `tid`, read through `dir`, at `at`.
+    /// Notes the table of thread `tid`, read through `dir`, at `at` (the
+    /// place [`Tables::position`] just gave it).
     fn insert(&mut self, at: usize, tid: u32, dir: OwnedFd) {
-        let at = at.min(self.read.len());
         self.read.insert(at, (tid, dir));
     }
 }
