@@ -61,10 +61,10 @@ def binary(root, name):
     return os.path.join(root, "target/release/examples", name)
 
 
-def run(argv):
+def run(argv, env=None):
     t0 = time.perf_counter()
     out_r, out_w = os.pipe()
-    pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[
+    pid = os.posix_spawnp(argv[0], argv, {**os.environ, **(env or {})}, file_actions=[
         (os.POSIX_SPAWN_DUP2, out_w, 1),
         (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0),
     ])
@@ -88,11 +88,11 @@ def run(argv):
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, b"".join(chunks).decode(errors="replace")
 
 
-def peak_rss(argv):
+def peak_rss(argv, env=None):
     """Peak RSS in KiB, by GNU time (wait4 after posix_spawn would count the
     parent's pages: vfork shares its memory until exec)."""
     with tempfile.NamedTemporaryFile("r") as f:
-        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", f.name] + argv,
+        subprocess.run(["/usr/bin/time", "-f", "%M", "-o", f.name] + argv, env={**os.environ, **(env or {})},
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return int(f.read().split()[-1])
 
@@ -141,14 +141,22 @@ def main():
         }
         found["baseline"] = found["gpufree"]
         found["bpf"] = found["gpufree"]
+        # "bpf" loads this boot's relocation of the walk, kept by the warm-up
+        # run (what every command after a boot's first does); "bpf-first"
+        # keeps none, so each run relocates it from the kernel's BTF (the
+        # first command of a boot).
+        tools["bpf-first"] = tools["bpf"]
+        found["bpf-first"] = found["gpufree"]
+        envs = {"bpf": {"GPUFREE_BPF_CACHE": os.path.join(work, "bpf-cache")},
+                "bpf-first": {"GPUFREE_BPF_CACHE": "off"}}
         res = {k: [] for k in tools}
         for k, argv in tools.items():  # warm-up
-            run(argv)
+            run(argv, envs.get(k))
         for _ in range(ROUNDS):
             for k, argv in tools.items():
                 settle()
-                res[k].append(run(argv))
-        rss = {k: peak_rss(argv) for k, argv in tools.items()}
+                res[k].append(run(argv, envs.get(k)))
+        rss = {k: peak_rss(argv, envs.get(k)) for k, argv in tools.items()}
         med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v),
                    rss[k], found[k](v[-1][3])) for k, v in res.items()}
         print(f"population: {nprocs} processes, {nfds} open fds; {len(nodes)} nodes; "
@@ -162,6 +170,9 @@ def main():
         bp = med["bpf"]
         print(f"bpf one-shot: fuser/bpf {med['fuser'][0]/bp[0]:.2f}x; lsof/bpf {med['lsof'][0]/bp[0]:.2f}x; "
               f"procfs/bpf {g[0]/bp[0]:.2f}x")
+        bf = med["bpf-first"]
+        print(f"bpf one-shot, first of the boot: fuser/bpf {med['fuser'][0]/bf[0]:.2f}x; "
+              f"lsof/bpf {med['lsof'][0]/bf[0]:.2f}x; procfs/bpf {g[0]/bf[0]:.2f}x")
         refresh = binary(root, "refresh")
         if os.path.exists(refresh):
             for scan in ("procfs", "bpf"):
@@ -201,7 +212,10 @@ SCALING_QUIET_WAIT = float(os.environ.get("SCALING_QUIET_WAIT", "600"))
 # Refreshes per `refresh` call (after its first collection); the round's value
 # is the median of these.
 REFRESH_N = int(os.environ.get("REFRESH_N", "3"))
-SERIES = ["procfs one-shot", "bpf one-shot", "procfs refresh", "bpf refresh"]
+# "bpf one-shot" loads this boot's relocation of the walk, kept by the
+# warm-up run; "bpf first one-shot" keeps none (GPUFREE_BPF_CACHE=off), as the
+# first command of a boot.
+SERIES = ["procfs one-shot", "bpf one-shot", "bpf first one-shot", "procfs refresh", "bpf refresh"]
 
 
 def count_fds():
@@ -308,20 +322,24 @@ def scaling_point(root, popargs, extra):
             raise RuntimeError(f"population did not start: {line!r}")
         fds, fnr = count_fds(), file_nr()
         t0, busy0, own0 = time.perf_counter(), cpu_busy_s(), own_cpu_s()
-        oneshot = {scan: [gpufree, "status", "--json", "--scan", scan, "--dev-dir", dev,
-                          "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"] for scan in ("procfs", "bpf")}
+        oneshot = {series: (scan, [gpufree, "status", "--json", "--scan", scan, "--dev-dir", dev,
+                                   "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"], env)
+                   for series, scan, env in (
+                       ("procfs one-shot", "procfs", {}),
+                       ("bpf one-shot", "bpf", {"GPUFREE_BPF_CACHE": os.path.join(work, "bpf-cache")}),
+                       ("bpf first one-shot", "bpf", {"GPUFREE_BPF_CACHE": "off"}))}
         holders = args["holders"]
-        # Warm-up (page cache, dentries), checked like the timed runs.
-        for scan, argv in oneshot.items():
-            check_oneshot(run(argv)[3], scan, holders)
+        # Warm-up (page cache, dentries; the boot cache), checked like the timed runs.
+        for scan, argv, env in oneshot.values():
+            check_oneshot(run(argv, env)[3], scan, holders)
         res = {k: [] for k in SERIES}
         first_bpf = []
         for _ in range(SCALING_ROUNDS):
-            for scan, argv in oneshot.items():
+            for series, (scan, argv, env) in oneshot.items():
                 settle()
-                wall, cpu, _, out = run(argv)
+                wall, cpu, _, out = run(argv, env)
                 check_oneshot(out, scan, holders)
-                res[f"{scan} one-shot"].append((wall * 1000, cpu * 1000))
+                res[series].append((wall * 1000, cpu * 1000))
             for scan in ("procfs", "bpf"):
                 settle()
                 wall, cpu, first = run_refresh(refresh, dev, scan, holders)
@@ -363,6 +381,17 @@ def crossover(xs, procfs, bpf):
             x = xs[i - 1] + (xs[i] - xs[i - 1]) * d[i - 1] / (d[i - 1] - d[i])
             return f"about {x:,.0f} open fds (between the measured {xs[i - 1]:,} and {xs[i]:,})"
     return "none in range"
+
+
+def crossings(xs, points, series):
+    """Where the one-shot `series` becomes cheaper than the procfs one-shot:
+    measured (interpolated) and from the fitted lines, as two sentences."""
+    cross = crossover(xs, [p["procfs one-shot"][0] for p in points], [p[series][0] for p in points])
+    aw_p, bw_p = fit(xs, [p["procfs one-shot"][0] for p in points])
+    aw_b, bw_b = fit(xs, [p[series][0] for p in points])
+    if bw_p > bw_b and min(xs) <= (aw_b - aw_p) / (bw_p - bw_b) <= max(xs):
+        return cross, f"about {(aw_b - aw_p) / (bw_p - bw_b):,.0f} open fds"
+    return cross, "none in range"
 
 
 def log_ticks(lo, hi):
@@ -413,9 +442,10 @@ def svg_plot(points):
     def py(y):
         return top + ph * (1 - (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)))
 
-    colors = {"procfs one-shot": "#d62728", "bpf one-shot": "#1f77b4",
+    colors = {"procfs one-shot": "#d62728", "bpf one-shot": "#1f77b4", "bpf first one-shot": "#9467bd",
               "procfs refresh": "#ff7f0e", "bpf refresh": "#2ca02c"}
-    dashes = {"procfs one-shot": "", "bpf one-shot": "", "procfs refresh": "6,4", "bpf refresh": "6,4"}
+    dashes = {"procfs one-shot": "", "bpf one-shot": "", "bpf first one-shot": "2,3",
+              "procfs refresh": "6,4", "bpf refresh": "6,4"}
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
          f'font-family="sans-serif" font-size="12">',
          f'<rect width="{W}" height="{H}" fill="white"/>',
@@ -492,9 +522,9 @@ def scaling_main(argv):
     points.sort(key=lambda p: p["fds"])
     xs = [p["fds"] for p in points]
     # The table.
-    rows = ["| open fds | file-nr | procfs one-shot wall / cpu ms | bpf one-shot wall / cpu ms "
-            "| procfs refresh wall / cpu ms | bpf refresh wall / cpu ms | other work, cores |",
-            "|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| open fds | file-nr | " + " | ".join(f"{k} wall / cpu ms" for k in SERIES)
+            + " | other work, cores |",
+            "|---:|---:|" + "---:|" * len(SERIES) + "---:|"]
     for p in points:
         rows.append(f"| {p['fds']:,} | {p['file_nr']:,} | "
                     + " | ".join(f"{p[k][0]:.1f} / {p[k][1]:.1f}" for k in SERIES)
@@ -505,20 +535,15 @@ def scaling_main(argv):
         aw, bw = fit(xs, [p[k][0] for p in points])
         ac, bc = fit(xs, [p[k][1] for p in points])
         fits.append(f"| {k} | {aw:.2f} + {bw * 1000:.3f} | {ac:.2f} + {bc * 1000:.3f} |")
-    cross = crossover(xs, [p["procfs one-shot"][0] for p in points], [p["bpf one-shot"][0] for p in points])
-    aw_p, bw_p = fit(xs, [p["procfs one-shot"][0] for p in points])
-    aw_b, bw_b = fit(xs, [p["bpf one-shot"][0] for p in points])
-    if bw_p > bw_b and min(xs) <= (aw_b - aw_p) / (bw_p - bw_b) <= max(xs):
-        cross_fit = f"about {(aw_b - aw_p) / (bw_p - bw_b):,.0f} open fds"
-    else:
-        cross_fit = "none in range"
+    crosses = {k: crossings(xs, points, k) for k in ("bpf one-shot", "bpf first one-shot")}
     table, fits_t = "\n".join(rows), "\n".join(fits)
     print()
     print(table)
     print()
     print(fits_t)
     print()
-    print(f"crossover (one-shot bpf wall < procfs wall), measured: {cross}; fitted lines: {cross_fit}")
+    for k, (cross, cross_fit) in crosses.items():
+        print(f"crossover ({k} wall < procfs wall), measured: {cross}; fitted lines: {cross_fit}")
     # docs/scaling.svg and docs/scaling.md.
     with open(os.path.join(root, "docs/scaling.svg"), "w") as f:
         f.write(svg_plot(points))
@@ -542,7 +567,9 @@ A population of {popargs['n']} processes ({popargs['holders']} of them holding a
 directory by fd and mmap) is grown by dup()ed /dev/null fds, spread evenly over
 the processes, to about {', '.join(f'{e:,}' for e in SCALING_FDS)} extra fds. At each
 point `gpufree status --json --scan procfs|bpf` (one-shot, whole command, wall
-and user+sys CPU from wait4) and `examples/refresh DEV procfs|bpf {REFRESH_N}` (one
+and user+sys CPU from wait4; "bpf one-shot" loads this boot's relocation of the
+walk, kept by a warm-up run, "bpf first one-shot" relocates it from the
+kernel's BTF, as the first command of a boot does) and `examples/refresh DEV procfs|bpf {REFRESH_N}` (one
 long-lived collector: the median of {REFRESH_N} refreshes after its first
 collection) run interleaved, {SCALING_ROUNDS} rounds, each run after the host has settled from
 the one before; the table gives medians, and
@@ -566,8 +593,8 @@ over three decades, so the large ones dominate the fit):
 {fits_t}
 
 Crossover, where the one-shot bpf wall becomes cheaper than the procfs one:
-measured {cross}; from the fitted lines, {cross_fit}.
-""")
+""" + "".join(f"""- {k}: measured {c}; from the fitted lines, {cf}.
+""" for k, (c, cf) in crosses.items()))
     print(f"wrote docs/scaling.svg and docs/scaling.md")
 
 

@@ -128,6 +128,13 @@ impl Run {
     }
 }
 
+/// The directory where the gpufree the tests run keep this boot's
+/// relocation of the in-kernel walk (`GPUFREE_BPF_CACHE`): in the build's
+/// own scratch directory, never the machine's /run.
+pub fn bpf_cache() -> &'static str {
+    concat!(env!("CARGO_TARGET_TMPDIR"), "/bpf-cache")
+}
+
 /// Runs the gpufree binary with `args` and extra environment. A kill's
 /// audit record goes nowhere (the journal and syslog sockets set empty)
 /// unless `env` names a socket: tests never write to the machine's logs.
@@ -135,6 +142,7 @@ pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Run {
     run_cmd(
         Command::new(bin())
             .args(args)
+            .env("GPUFREE_BPF_CACHE", bpf_cache())
             .env_remove("NO_COLOR")
             .env_remove("GPUFREE_DEV_DIR")
             .env_remove("GPUFREE_NVML_LIB")

@@ -8,6 +8,7 @@ mod architecture;
 mod audit;
 mod blind;
 mod bpf;
+mod bpf_cache;
 mod check;
 mod contrib;
 mod demo;

@@ -60,7 +60,8 @@ fn trials(scan: &str, n: u32) {
             .arg("--lib")
             .arg(sim_lib())
             .args(["--trials", &n.to_string(), "--window", "all"])
-            .env("GPUFREE_SCAN", scan),
+            .env("GPUFREE_SCAN", scan)
+            .env("GPUFREE_BPF_CACHE", bpf_cache()),
     );
     let took = started.elapsed();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);

@@ -12,23 +12,34 @@
 //! process, every task's open files, every task's mappings), which runs
 //! where the kernel lacks or refuses the first.
 //!
-//! The loader is aya: a pure-Rust loader that relocates the object to the
-//! running kernel from its BTF and loads iterator programs, so neither
-//! building nor running gpufree needs clang, libbpf or kernel headers.
+//! Loading is pure Rust, so neither building nor running gpufree needs
+//! clang, libbpf or kernel headers. The per-process walk is relocated to
+//! the running kernel with aya-obj once per boot and kept (cache.rs), and
+//! loaded by gpufree itself (direct.rs, sys.rs): a one-shot command then
+//! never parses the kernel's BTF. The iterator walk is loaded by aya
+//! (iterators.rs).
 
+mod cache;
+mod direct;
+mod iterators;
 mod kfunc;
+mod per_process;
 mod record;
+mod sys;
 mod unavailable;
 
+pub use cache::{dir_from_env as cache_dir_from_env, kept as cache_kept};
 pub use record::{parse_all, Hold, HoldRecord, Record, TaskRecord, Unread};
 pub use unavailable::Unavailable;
 
 use super::nodes::NodeSet;
 use aya::maps::HashMap;
 use aya::programs::{Iter, ProgramError};
-use aya::{Btf, Ebpf, EbpfLoader};
+use aya::Ebpf;
 use std::io::Read;
-use unavailable::{chain, failed, refused};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
+use unavailable::failed;
 
 /// What tests make of the programs (the variables in [`crate::pause`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -129,13 +140,53 @@ fn kernel_dev(dev: u64) -> u32 {
 /// The programs, loaded and verified once, with their targets: each walk
 /// after that costs only the walk.
 pub struct Programs {
-    ebpf: Ebpf,
+    loaded: Loaded,
     walks: &'static Walks,
     /// The number of the last walk (the per-process walk's programs
     /// share its work by it).
     walk: u64,
     /// Why the per-process walk is not the one loaded.
     iterators_why: Option<IteratorsWhy>,
+    /// The per-process walk's relocation came from this boot's cache.
+    from_cache: bool,
+}
+
+/// The loaded object: the per-process walk, loaded by gpufree itself, or
+/// the iterator walk, loaded by aya.
+enum Loaded {
+    Direct(direct::Direct),
+    Aya(Box<Ebpf>),
+}
+
+impl Loaded {
+    fn map_mut(&mut self, name: &str) -> Option<&mut aya::maps::Map> {
+        match self {
+            Loaded::Direct(d) => d.maps.get_mut(name),
+            Loaded::Aya(e) => e.map_mut(name),
+        }
+    }
+
+    /// The program `name`, loaded.
+    fn program(&self, name: &'static str) -> Result<BorrowedFd<'_>, Unavailable> {
+        match self {
+            Loaded::Direct(d) if name == direct::PROGRAM => Ok(d.program.as_fd()),
+            Loaded::Direct(_) => Err(Unavailable::Failed {
+                step: "the BPF object",
+                why: format!("has no program {name} loaded"),
+            }),
+            Loaded::Aya(e) => {
+                let program = e.program(name).ok_or_else(|| Unavailable::Failed {
+                    step: "the BPF object",
+                    why: format!("has no program {name}"),
+                })?;
+                let iter: &Iter = program
+                    .try_into()
+                    .map_err(|e: ProgramError| failed("the BPF object", &e))?;
+                let fd = iter.fd().map_err(|e| failed("the BPF object", &e))?;
+                Ok(fd.as_fd())
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Programs {
@@ -162,71 +213,71 @@ fn distinct(values: impl Iterator<Item = u32>) -> Result<([u32; MAX_DEVS], u32),
     Ok((out, u32::try_from(n).unwrap_or(0)))
 }
 
+/// The object's constants for `nodes` and `hooks`.
+fn globals(nodes: &NodeSet, hooks: TestHooks) -> Result<Vec<(&'static str, Vec<u8>)>, Unavailable> {
+    let (devs, ndevs) = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
+    let majors = nodes.nodes.iter().filter_map(|n| n.rdev);
+    let (majors, nmajors) = distinct(majors.map(rustix::fs::major))?;
+    let ino_bits = nodes.nodes.iter().fold(0u64, |m, n| m | 1 << (n.ino % 64));
+    let words = |w: &[u32]| w.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    Ok(vec![
+        ("ndevs", ndevs.to_ne_bytes().to_vec()),
+        ("devs", words(&devs)),
+        ("nmajors", nmajors.to_ne_bytes().to_vec()),
+        ("majors", words(&majors)),
+        ("ino_bits", ino_bits.to_ne_bytes().to_vec()),
+        (
+            "break_verifier",
+            u32::from(hooks.break_verifier).to_ne_bytes().to_vec(),
+        ),
+        (
+            "report_unread",
+            u32::from(hooks.report_unread).to_ne_bytes().to_vec(),
+        ),
+    ])
+}
+
 impl Programs {
-    /// Loads the object for `nodes`: links its kfunc calls and relocates
-    /// it to this kernel, loads and verifies the per-process walk's
-    /// programs, or where they cannot be the iterator walk's, and fills
-    /// the target maps. `hooks`: what tests make of them.
-    /// `parallel`: parse the kernel's BTF for the attach beside the
-    /// loader's own parse (a one-shot command's latency) rather than after
-    /// it (a long-running command's memory: the parse's tens of MiB, made
-    /// on another thread, would stay in that thread's allocator arena).
+    /// Loads the object for `nodes`: the per-process walk, relocated to
+    /// this kernel (from this boot's cache in `cache`, or afresh from the
+    /// kernel's BTF, then kept there), or where it cannot run the iterator
+    /// walk; and fills the target maps. `hooks`: what tests make of them.
     pub fn load(
         nodes: &NodeSet,
         hooks: TestHooks,
-        parallel: bool,
+        cache: Option<&Path>,
     ) -> Result<Programs, Unavailable> {
         if nodes.nodes.len() > MAX_TARGETS {
             return Err(Unavailable::TooManyNodes(nodes.nodes.len()));
         }
         same_dev_targets(nodes)?;
-        let (devs, ndevs) = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
-        let (majors, nmajors) = distinct(
-            nodes
-                .nodes
-                .iter()
-                .filter_map(|n| n.rdev)
-                .map(rustix::fs::major),
-        )?;
-        let broken = u32::from(hooks.break_verifier);
-        let unread = u32::from(hooks.report_unread);
-        let ino_bits = nodes.nodes.iter().fold(0u64, |m, n| m | 1 << (n.ino % 64));
-        // aya's loader parses the kernel's BTF for the relocations, and
-        // keeps it to itself; linking the kfuncs and attaching an iterator
-        // need it once more. The second parse (tens of milliseconds) runs
-        // beside the first.
-        let beside = parallel.then(|| std::thread::spawn(Btf::from_sys_fs));
-        let mut loader = EbpfLoader::new();
-        let btf = match beside {
-            Some(thread) => thread
-                .join()
-                .map_err(|_| Unavailable::NoBtf("its reader panicked".into()))?,
-            None => Btf::from_sys_fs(),
-        }
-        .map_err(|e| Unavailable::NoBtf(chain(&e)))?;
-        let linked = kfunc::link(object(), &btf).map(|code| aligned(&code));
-        let code = linked.as_ref().map_or(object(), |(buf, at)| &buf[*at..]);
-        let loaded = loader
-            .override_global("ndevs", &ndevs, true)
-            .override_global("devs", &devs, true)
-            .override_global("nmajors", &nmajors, true)
-            .override_global("majors", &majors, true)
-            .override_global("ino_bits", &ino_bits, true)
-            .override_global("break_verifier", &broken, true)
-            .override_global("report_unread", &unread, true)
-            .load(code);
-        drop(loader);
-        let mut ebpf = loaded.map_err(|e| failed("loading the BPF object", &e))?;
-        let unlinked = linked.as_ref().err().cloned();
-        let (walks, iterators_why) = choose_walks(&mut ebpf, &btf, hooks, unlinked)?;
-        drop(btf);
-        fill_targets(&mut ebpf, nodes)?;
-        Ok(Programs {
-            ebpf,
+        let globals = globals(nodes, hooks)?;
+        let (loaded, walks, iterators_why, from_cache) = if hooks.iterator_walk {
+            let ebpf = iterators::load(&globals, None)?;
+            (
+                Loaded::Aya(ebpf),
+                &ITERATORS[..],
+                Some(IteratorsWhy::TestHook),
+                false,
+            )
+        } else {
+            match per_process::load(&globals, cache) {
+                Ok((d, cached)) => (Loaded::Direct(d), &PER_PROCESS[..], None, cached),
+                Err(not) => {
+                    let ebpf = iterators::load(&globals, not.btf)?;
+                    (Loaded::Aya(ebpf), &ITERATORS[..], Some(not.why), false)
+                }
+            }
+        };
+        let mut programs = Programs {
+            loaded,
             walks,
             walk: 0,
             iterators_why,
-        })
+            from_cache,
+        };
+        programs.fill_targets(nodes)?;
+        Ok(programs)
     }
 
     /// Why the iterator walk, not the per-process one, is loaded; None
@@ -235,12 +286,18 @@ impl Programs {
         self.iterators_why.as_ref()
     }
 
+    /// Whether the per-process walk's relocation came from this boot's
+    /// cache.
+    pub fn from_cache(&self) -> bool {
+        self.from_cache
+    }
+
     /// Starts the walks: one iterator file per reader, each read with
     /// [`read_walk`].
     pub fn start(&mut self) -> Result<Started, Unavailable> {
         self.walk += 1;
         let map = self
-            .ebpf
+            .loaded
             .map_mut("walk_number")
             .ok_or(Unavailable::Failed {
                 step: "the BPF object",
@@ -254,25 +311,34 @@ impl Programs {
             after: Vec::new(),
         };
         for &(name, _, read) in self.walks {
-            let program = iter(&mut self.ebpf, name)?;
+            let program = self.loaded.program(name)?;
             let (readers, into) = match read {
                 Reading::Beside(n) => (n, &mut files.beside),
                 Reading::After => (1, &mut files.after),
             };
             for _ in 0..readers {
-                let id = program
-                    .attach()
-                    .map_err(|e| failed("attaching an iterator", &e))?;
-                let link = program
-                    .take_link(id)
-                    .map_err(|e| failed("attaching an iterator", &e))?;
-                into.push(
-                    link.into_file()
-                        .map_err(|e| failed("creating an iterator", &e))?,
-                );
+                into.push(sys::iter_file(program).map_err(|e| failed("creating an iterator", &e))?);
             }
         }
         Ok(files)
+    }
+
+    /// Gives the programs the targets: every node by (superblock, inode),
+    /// and the character and block nodes also by device number.
+    fn fill_targets(&mut self, nodes: &NodeSet) -> Result<(), Unavailable> {
+        let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        let idents = nodes
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ([u64::from(kernel_dev(n.dev)), n.ino], index(i)));
+        fill(&mut self.loaded, "by_ident", idents)?;
+        let rdevs = nodes
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| Some((kernel_dev(n.rdev?), index(i))));
+        fill(&mut self.loaded, "by_rdev", rdevs)
     }
 }
 
@@ -291,82 +357,13 @@ fn same_dev_targets(nodes: &NodeSet) -> Result<(), Unavailable> {
     Ok(())
 }
 
-/// Loads the per-process walk where it can run (its kfuncs linked: no
-/// `unlinked` reason; not overridden by a test), else the iterator walk:
-/// the walk loaded, and why not the first.
-fn choose_walks(
-    ebpf: &mut Ebpf,
-    btf: &Btf,
-    hooks: TestHooks,
-    unlinked: Option<kfunc::LinkError>,
-) -> Result<(&'static Walks, Option<IteratorsWhy>), Unavailable> {
-    let why = match unlinked {
-        _ if hooks.iterator_walk => IteratorsWhy::TestHook,
-        Some(e) => IteratorsWhy::Link(e),
-        None => match load_walks(ebpf, &PER_PROCESS, btf) {
-            Ok(()) => return Ok((&PER_PROCESS, None)),
-            Err(e) => IteratorsWhy::Load(e),
-        },
-    };
-    load_walks(ebpf, &ITERATORS, btf)?;
-    Ok((&ITERATORS, Some(why)))
-}
-
-/// Loads (verifies) the programs of `walks`.
-fn load_walks(ebpf: &mut Ebpf, walks: &Walks, btf: &Btf) -> Result<(), Unavailable> {
-    for &(name, kind, _) in walks {
-        iter(ebpf, name)?
-            .load(kind, btf)
-            .map_err(|e| refused(name, e))?;
-    }
-    Ok(())
-}
-
-/// `code` copied to an 8-byte aligned start (the ELF reader reads its
-/// headers in place): the buffer and where the copy starts in it.
-fn aligned(code: &[u8]) -> (Vec<u8>, usize) {
-    let mut buf = vec![0u8; code.len() + 8];
-    let at = (8 - buf.as_ptr() as usize % 8) % 8;
-    buf[at..at + code.len()].copy_from_slice(code);
-    (buf, at)
-}
-
-/// The iterator program `name` of the object.
-fn iter<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Iter, Unavailable> {
-    ebpf.program_mut(name)
-        .ok_or_else(|| Unavailable::Failed {
-            step: "the BPF object",
-            why: format!("has no program {name}"),
-        })?
-        .try_into()
-        .map_err(|e: ProgramError| failed("the BPF object", &e))
-}
-
-/// Gives the programs the targets: every node by (superblock, inode), and
-/// the character and block nodes also by device number.
-fn fill_targets(ebpf: &mut Ebpf, nodes: &NodeSet) -> Result<(), Unavailable> {
-    let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
-    let idents = nodes
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| ([u64::from(kernel_dev(n.dev)), n.ino], index(i)));
-    fill(ebpf, "by_ident", idents)?;
-    let rdevs = nodes
-        .nodes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| Some((kernel_dev(n.rdev?), index(i))));
-    fill(ebpf, "by_rdev", rdevs)
-}
-
 /// Inserts `entries` into the hash map `name`.
 fn fill<K: aya::Pod>(
-    ebpf: &mut Ebpf,
+    loaded: &mut Loaded,
     name: &'static str,
     entries: impl Iterator<Item = (K, u32)>,
 ) -> Result<(), Unavailable> {
-    let map = ebpf.map_mut(name).ok_or_else(|| Unavailable::Failed {
+    let map = loaded.map_mut(name).ok_or_else(|| Unavailable::Failed {
         step: "the BPF object",
         why: format!("has no map {name}"),
     })?;

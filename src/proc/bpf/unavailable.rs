@@ -125,23 +125,29 @@ pub(super) fn refused(program: &'static str, e: ProgramError) -> Unavailable {
         ProgramError::LoadError {
             io_error,
             verifier_log,
-        } if io_error.raw_os_error() != Some(libc::EPERM) => {
-            let log = verifier_log.to_string();
-            let lines: Vec<&str> = log
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect();
-            let end = lines
-                .iter()
-                .position(|l| l.starts_with("verification time"))
-                .unwrap_or(lines.len());
-            let why = end
-                .checked_sub(1)
-                .and_then(|i| lines.get(i))
-                .map_or_else(|| io_error.to_string(), |l| (*l).to_string());
-            Unavailable::Refused { program, why }
-        }
+        } => refusal(program, io_error, &verifier_log.to_string()),
         _ => failed("loading a BPF program", &e),
     }
+}
+
+/// The kernel's refusal of `program`: its error and the verifier's `log`
+/// (the line before its statistics says why).
+pub(super) fn refusal(program: &'static str, e: &std::io::Error, log: &str) -> Unavailable {
+    if e.raw_os_error() == Some(libc::EPERM) {
+        return Unavailable::NotPermitted(e.to_string());
+    }
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let end = lines
+        .iter()
+        .position(|l| l.starts_with("verification time"))
+        .unwrap_or(lines.len());
+    let why = end
+        .checked_sub(1)
+        .and_then(|i| lines.get(i))
+        .map_or_else(|| e.to_string(), |l| (*l).to_string());
+    Unavailable::Refused { program, why }
 }

@@ -43,15 +43,22 @@ impl ScanChoice {
 }
 
 /// Open files on the host (the kernel's count of allocated file handles,
-/// `fs/file-nr`) from which a one-shot command loads the in-kernel walk:
+/// `fs/file-nr`) from which a one-shot command loads the in-kernel walk
+/// when it must relocate it (the first command of a boot: no cache):
 /// there the walk saves more than the load costs. Measured on a 2-core
 /// host (README's performance section): a one-shot command with the
-/// kernel walk costs about 66 ms before its first fd (the load); the /proc
-/// walk about 1.4 µs of wall time per fd of a distinct file (0.8 µs per
-/// dup()ed one), the kernel walk about 0.2 µs; so they cross near 38,000
-/// distinct files (56,000 dup()ed fds). dup()ed fds share one file handle
-/// and are counted low: there auto keeps /proc a little too long.
+/// kernel walk costs about 55-66 ms before its first fd (the load); the
+/// /proc walk about 1.4 µs of wall time per fd of a distinct file (0.8 µs
+/// per dup()ed one), the kernel walk about 0.2 µs; so they cross near
+/// 38,000 distinct files (56,000 dup()ed fds). dup()ed fds share one file
+/// handle and are counted low: there auto keeps /proc a little too long.
 pub const CROSSOVER_FILES: u64 = 40_000;
+
+/// As [`CROSSOVER_FILES`], where this boot's relocation of the walk is
+/// kept (every command after the first): the load costs about 10 ms more
+/// than a /proc walk of a small host (14 ms against 4), which the kernel
+/// walk repays near 8,000 distinct files.
+pub const CROSSOVER_FILES_CACHED: u64 = 8_000;
 
 /// What a collector knows of the in-kernel walk.
 enum State {
@@ -72,6 +79,9 @@ pub struct WalkChooser {
     choice: ScanChoice,
     long_lived: bool,
     hooks: bpf::TestHooks,
+    /// Where this boot's relocation of the walk is kept (none: made anew
+    /// on every load).
+    cache: Option<PathBuf>,
     state: Mutex<State>,
 }
 
@@ -92,18 +102,18 @@ impl WalkChooser {
             choice,
             long_lived,
             hooks: bpf::TestHooks::from_env(),
+            cache: bpf::cache_dir_from_env(),
             state: Mutex::new(State::Untried),
         }
     }
 }
 
 impl WalkChooser {
-    /// The programs loaded for `nodes`, or why they cannot be. A one-shot
-    /// command parses the kernel's BTF twice in parallel (its latency), a
-    /// long-running one one parse after the other (its memory: see
-    /// [`Programs::load`]).
+    /// The programs loaded for `nodes`, or why they cannot be. A
+    /// long-running command gives back what a parse of the kernel's BTF
+    /// freed.
     fn load(&self, nodes: &NodeSet) -> State {
-        let state = match Programs::load(nodes, self.hooks, !self.long_lived) {
+        let state = match Programs::load(nodes, self.hooks, self.cache.as_deref()) {
             Ok(p) => State::Loaded(Box::new(p)),
             Err(e) => State::Unavailable(e),
         };
@@ -152,8 +162,19 @@ enum Pick {
     Procfs(String),
 }
 
-/// The decision before any load.
-fn pick(choice: ScanChoice, long_lived: bool, loaded: bool, open_files: Option<u64>) -> Pick {
+/// The decision before any load; `cached`: this boot's relocation of the
+/// walk is kept.
+fn pick(
+    choice: ScanChoice,
+    long_lived: bool,
+    (loaded, cached): (bool, bool),
+    open_files: Option<u64>,
+) -> Pick {
+    let crossover = if cached {
+        CROSSOVER_FILES_CACHED
+    } else {
+        CROSSOVER_FILES
+    };
     match choice {
         ScanChoice::Procfs => Pick::Procfs("--scan procfs".into()),
         ScanChoice::Bpf => Pick::Bpf("--scan bpf".into()),
@@ -162,11 +183,11 @@ fn pick(choice: ScanChoice, long_lived: bool, loaded: bool, open_files: Option<u
         }
         ScanChoice::Auto if loaded => Pick::Bpf("loaded once for this command".into()),
         ScanChoice::Auto => match open_files {
-            Some(n) if n >= CROSSOVER_FILES => Pick::Bpf(format!(
-                "{n} open files on the host (from {CROSSOVER_FILES} the walk repays its load)"
+            Some(n) if n >= crossover => Pick::Bpf(format!(
+                "{n} open files on the host (from {crossover} the walk repays its load)"
             )),
             Some(n) => Pick::Procfs(format!(
-                "{n} open files on the host: below {CROSSOVER_FILES}, loading the in-kernel walk costs more than it saves"
+                "{n} open files on the host: below {crossover}, loading the in-kernel walk costs more than it saves"
             )),
             None => Pick::Procfs(
                 "the host's count of open files (sys/fs/file-nr) could not be read".into(),
@@ -225,7 +246,13 @@ impl WalkChooser {
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let loaded = matches!(*state, State::Loaded(_) | State::Busy(..));
-        let why = match pick(self.choice, self.long_lived, loaded, open_files(proc_fd)) {
+        let cached = self.cache.as_deref().is_some_and(bpf::cache_kept);
+        let why = match pick(
+            self.choice,
+            self.long_lived,
+            (loaded, cached),
+            open_files(proc_fd),
+        ) {
             Pick::Bpf(why) => why,
             Pick::Procfs(why) => return fallback(why),
         };
@@ -238,7 +265,10 @@ impl WalkChooser {
                         Some(w) => {
                             format!("{why}; the iterator walk, not the per-process one: {w}")
                         }
-                        None => why,
+                        None if p.from_cache() => {
+                            format!("{why}; relocated to this kernel from this boot's cache")
+                        }
+                        None => format!("{why}; relocated to this kernel from its BTF"),
                     },
                     _ => why,
                 },
@@ -309,14 +339,29 @@ mod tests {
     fn one_shot_commands_load_only_past_the_crossover() {
         let auto = ScanChoice::Auto;
         let bpf = |p: Pick| matches!(p, Pick::Bpf(_));
-        assert!(!bpf(pick(auto, false, false, Some(CROSSOVER_FILES - 1))));
-        assert!(bpf(pick(auto, false, false, Some(CROSSOVER_FILES))));
-        assert!(!bpf(pick(auto, false, false, None)));
+        let fresh = (false, false);
+        assert!(!bpf(pick(auto, false, fresh, Some(CROSSOVER_FILES - 1))));
+        assert!(bpf(pick(auto, false, fresh, Some(CROSSOVER_FILES))));
+        assert!(!bpf(pick(auto, false, fresh, None)));
+        // With this boot's relocation kept, the load costs less.
+        let cached = (false, true);
+        assert!(!bpf(pick(
+            auto,
+            false,
+            cached,
+            Some(CROSSOVER_FILES_CACHED - 1)
+        )));
+        assert!(bpf(pick(auto, false, cached, Some(CROSSOVER_FILES_CACHED))));
         // Long-running commands, and programs already loaded, always walk.
-        assert!(bpf(pick(auto, true, false, Some(10))));
-        assert!(bpf(pick(auto, false, true, Some(10))));
+        assert!(bpf(pick(auto, true, fresh, Some(10))));
+        assert!(bpf(pick(auto, false, (true, false), Some(10))));
         // A forced choice is obeyed either way.
-        assert!(bpf(pick(ScanChoice::Bpf, false, false, Some(10))));
-        assert!(!bpf(pick(ScanChoice::Procfs, true, true, Some(1 << 30))));
+        assert!(bpf(pick(ScanChoice::Bpf, false, fresh, Some(10))));
+        assert!(!bpf(pick(
+            ScanChoice::Procfs,
+            true,
+            (true, true),
+            Some(1 << 30)
+        )));
     }
 }

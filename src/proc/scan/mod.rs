@@ -32,7 +32,7 @@ pub use chosen::{holding_many, pin, titles};
 pub use details::{read_details, Details};
 pub use jobs::Stuck;
 use jobs::{run_jobs, worker_count};
-pub use method::{ScanChoice, Scanned, WalkChooser, CROSSOVER_FILES};
+pub use method::{ScanChoice, Scanned, WalkChooser, CROSSOVER_FILES, CROSSOVER_FILES_CACHED};
 pub use task::{holding_now, Holding};
 use task::{read_stat, scan_process, task_uses};
 

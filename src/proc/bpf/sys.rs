@@ -1,0 +1,177 @@
+//! The bpf(2) calls the per-process walk's own loader (direct.rs) makes:
+//! loading the object's BTF and a program, filling and freezing a data
+//! map, and opening an iterator on a program. Written by hand because aya
+//! keeps its own calls to itself (`aya::sys` exports none of them) and its
+//! loader parses the kernel's whole BTF before it does anything (aya-rs/aya
+//! #1172); the attribute layouts are the kernel's, from aya-obj's bindings.
+
+use aya_obj::generated::{bpf_attach_type, bpf_attr, bpf_cmd, bpf_prog_type};
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// Calls bpf(`cmd`, `attr`): its non-negative answer, or the error.
+#[allow(unsafe_code)]
+fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
+    // SAFETY: `attr` is a whole, initialised bpf_attr, and each pointer the
+    // caller put in it points at memory that outlives this call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd as libc::c_int,
+            std::ptr::from_mut(attr),
+            std::mem::size_of::<bpf_attr>(),
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Calls bpf(`cmd`, `attr`), whose answer is a new file descriptor.
+#[allow(unsafe_code)]
+fn bpf_fd(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<OwnedFd> {
+    let fd = bpf(cmd, attr)?;
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("bpf() gave no descriptor"))?;
+    // SAFETY: these commands answer a descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A bpf_attr of zeros, as the kernel wants the fields a command does not
+/// use.
+#[allow(unsafe_code)]
+fn zeroed() -> bpf_attr {
+    // SAFETY: bpf_attr is a union of plain integers and arrays of them.
+    unsafe { std::mem::zeroed() }
+}
+
+/// A pointer as the kernel's 64-bit field.
+fn ptr<T>(p: *const T) -> u64 {
+    p as usize as u64
+}
+
+/// Loads the BTF `btf` (the object's own: its types and functions).
+#[allow(unsafe_code)]
+pub fn load_btf(btf: &[u8]) -> io::Result<OwnedFd> {
+    let mut attr = zeroed();
+    // SAFETY: only this command's member of the union is written.
+    let u = unsafe { &mut attr.__bindgen_anon_7 };
+    u.btf = ptr(btf.as_ptr());
+    u.btf_size = u32::try_from(btf.len()).map_err(|_| io::Error::other("BTF too large"))?;
+    bpf_fd(bpf_cmd::BPF_BTF_LOAD, &mut attr)
+}
+
+/// An iterator program to load.
+pub struct IterProgram<'a> {
+    /// Its name (the kernel keeps 15 bytes of it).
+    pub name: &'a str,
+    /// Its instructions, 8 bytes each.
+    pub insns: &'a [u8],
+    /// Its license.
+    pub license: &'a CStr,
+    /// The object's BTF, with its function and line records (the
+    /// record size and the records).
+    pub btf: BorrowedFd<'a>,
+    /// Function records: their size and the records.
+    pub func_info: (u32, &'a [u8]),
+    /// Line records: their size and the records.
+    pub line_info: (u32, &'a [u8]),
+    /// The id of the kernel's `bpf_iter_<kind>` function it attaches to.
+    pub attach_btf_id: u32,
+}
+
+/// The number of records of `size` bytes in `bytes`.
+fn count((size, bytes): (u32, &[u8])) -> u32 {
+    u32::try_from(bytes.len() / size.max(1) as usize).unwrap_or(u32::MAX)
+}
+
+/// Loads `p`, the kernel's verifier deciding; on a refusal, the error and
+/// the verifier's log (loaded a second time to get it).
+#[allow(unsafe_code)]
+pub fn load_iter(p: &IterProgram<'_>) -> Result<OwnedFd, (io::Error, String)> {
+    let mut attr = zeroed();
+    {
+        // SAFETY: only this command's member of the union is written.
+        let u = unsafe { &mut attr.__bindgen_anon_3 };
+        u.prog_type = bpf_prog_type::BPF_PROG_TYPE_TRACING as u32;
+        u.expected_attach_type = bpf_attach_type::BPF_TRACE_ITER as u32;
+        u.insns = ptr(p.insns.as_ptr());
+        u.insn_cnt = u32::try_from(p.insns.len() / 8).unwrap_or(u32::MAX);
+        u.license = ptr(p.license.as_ptr());
+        for (to, from) in u.prog_name.iter_mut().zip(p.name.bytes().take(15)) {
+            *to = from as libc::c_char;
+        }
+        u.prog_btf_fd = p.btf.as_raw_fd() as u32;
+        if !p.func_info.1.is_empty() {
+            (u.func_info_rec_size, u.func_info) = (p.func_info.0, ptr(p.func_info.1.as_ptr()));
+            u.func_info_cnt = count(p.func_info);
+        }
+        if !p.line_info.1.is_empty() {
+            (u.line_info_rec_size, u.line_info) = (p.line_info.0, ptr(p.line_info.1.as_ptr()));
+            u.line_info_cnt = count(p.line_info);
+        }
+        u.attach_btf_id = p.attach_btf_id;
+    }
+    let first = match bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
+        Ok(fd) => return Ok(fd),
+        Err(e) => e,
+    };
+    if first.raw_os_error() == Some(libc::EPERM) {
+        return Err((first, String::new()));
+    }
+    let mut log = vec![0u8; 1 << 20];
+    {
+        // SAFETY: as above.
+        let u = unsafe { &mut attr.__bindgen_anon_3 };
+        (u.log_level, u.log_buf) = (1, ptr(log.as_mut_ptr()));
+        u.log_size = u32::try_from(log.len()).unwrap_or(u32::MAX);
+    }
+    let again = bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr);
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let text = String::from_utf8_lossy(&log[..end]).into_owned();
+    Err((again.err().unwrap_or(first), text))
+}
+
+/// Writes `value` at key 0 of the array map `map`, then freezes it when
+/// `freeze` (the program then reads it as constants).
+#[allow(unsafe_code)]
+pub fn set_data(map: BorrowedFd<'_>, value: &[u8], freeze: bool) -> io::Result<()> {
+    let key = 0u32;
+    let mut attr = zeroed();
+    {
+        // SAFETY: only this command's member of the union is written.
+        let u = unsafe { &mut attr.__bindgen_anon_2 };
+        u.map_fd = map.as_raw_fd() as u32;
+        u.key = ptr(&raw const key);
+        u.__bindgen_anon_1.value = ptr(value.as_ptr());
+    }
+    bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr)?;
+    if freeze {
+        let mut attr = zeroed();
+        attr.__bindgen_anon_2.map_fd = map.as_raw_fd() as u32;
+        bpf(bpf_cmd::BPF_MAP_FREEZE, &mut attr)?;
+    }
+    Ok(())
+}
+
+/// A new iterator of the iterator program `prog`: the file whose reads run
+/// it. (Its link is closed here: the iterator keeps what it needs.)
+#[allow(unsafe_code)]
+pub fn iter_file(prog: BorrowedFd<'_>) -> io::Result<std::fs::File> {
+    let mut attr = zeroed();
+    {
+        // SAFETY: only this command's member of the union is written.
+        let u = unsafe { &mut attr.link_create };
+        u.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
+        u.attach_type = bpf_attach_type::BPF_TRACE_ITER as u32;
+    }
+    let link = bpf_fd(bpf_cmd::BPF_LINK_CREATE, &mut attr)?;
+    let mut attr = zeroed();
+    attr.iter_create.link_fd = link.as_raw_fd() as u32;
+    Ok(std::fs::File::from(bpf_fd(
+        bpf_cmd::BPF_ITER_CREATE,
+        &mut attr,
+    )?))
+}

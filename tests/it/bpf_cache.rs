@@ -1,0 +1,99 @@
+//! This boot's relocation of the in-kernel walk, kept between commands
+//! (`GPUFREE_BPF_CACHE`): a command that loads it finds the holders a
+//! fresh relocation finds; a file that is not sound, one the kernel will
+//! not load, and one in a directory others may write are not used (the
+//! relocation is made again); `off` keeps none.
+
+use crate::bpf::{bpf_runs, holders, iterators_expected, status};
+use crate::harness::*;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+const FROM_CACHE: &str = "relocated to this kernel from this boot's cache";
+const FROM_BTF: &str = "relocated to this kernel from its BTF";
+/// The cache file's header: format, object digest, boot id, attach id.
+const HEADER: usize = 24 + 32 + 36 + 4;
+
+fn reason(doc: &Value) -> String {
+    doc["visibility"]["scan_reason"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Writes `body` and its SHA-256 to `file`, as gpufree seals one.
+fn seal(file: &Path, body: &[u8]) {
+    let mut out = body.to_vec();
+    out.extend_from_slice(&Sha256::digest(body));
+    std::fs::write(file, out).unwrap();
+}
+
+#[test]
+fn the_boot_cache_is_used_only_where_sound_and_finds_the_same_holders() {
+    let d = TestDir::new(1);
+    if !bpf_runs(&d) {
+        return;
+    }
+    if iterators_expected(&[]) {
+        skip_off_ci(
+            "a kernel with the per-process walk (6.7+)",
+            &"its kfuncs missing",
+        );
+        return;
+    }
+    let holder = d.mapper("nvidia0");
+    let pid = holder.pids[0].0;
+    let truth = holders(&status(&d.dev, "procfs", &[]), &[pid]);
+    assert!(!truth.is_empty(), "the holder holds nvidia0");
+    let cache = d.tmp.path().join("cache");
+    let env = [("GPUFREE_BPF_CACHE", cache.to_str().unwrap())];
+    let run = |want: &str| {
+        let doc = status(&d.dev, "bpf", &env);
+        assert!(
+            reason(&doc).contains(want),
+            "want {want:?}: {}",
+            reason(&doc)
+        );
+        assert_eq!(holders(&doc, &[pid]), truth, "{}", reason(&doc));
+    };
+    run(FROM_BTF);
+    let file = cache.join("holders-bpf.cache");
+    assert_eq!((mode(&cache), mode(&file)), (0o700, 0o600));
+    run(FROM_CACHE);
+    run(FROM_CACHE);
+
+    // A bit flipped anywhere: not sound, made again and kept again.
+    let sound = std::fs::read(&file).unwrap();
+    let mut flipped = sound.clone();
+    flipped[HEADER + 200] ^= 0x10;
+    std::fs::write(&file, &flipped).unwrap();
+    run(FROM_BTF);
+    assert_eq!(std::fs::read(&file).unwrap(), sound, "kept again");
+
+    // Sealed, but no object the kernel loads: made again.
+    let body = &sound[..sound.len() - 32];
+    seal(&file, &body[..HEADER + 100]);
+    run(FROM_BTF);
+    run(FROM_CACHE);
+
+    // A directory others may write: neither read nor written.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    run(FROM_BTF);
+    std::fs::remove_file(&file).unwrap();
+    run(FROM_BTF);
+    assert!(!file.exists(), "written into a directory others may write");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+    // off: none kept.
+    for _ in 0..2 {
+        let doc = status(&d.dev, "bpf", &[("GPUFREE_BPF_CACHE", "off")]);
+        assert!(reason(&doc).contains(FROM_BTF), "{}", reason(&doc));
+    }
+    assert!(!file.exists());
+}
