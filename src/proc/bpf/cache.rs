@@ -112,12 +112,17 @@ fn open_dir(dir: &std::path::Path, create: bool) -> Option<OwnedFd> {
 pub fn read(dir: &std::path::Path, object: &[u8]) -> Option<Relocated> {
     let boot = boot_id()?;
     let dir = open_dir(dir, false)?;
+    // Only a regular file is opened (opening a device may act on it).
+    let seen = rustix::fs::statat(&dir, FILE, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    if !rustix::fs::FileType::from_raw_mode(seen.st_mode).is_file() {
+        return None;
+    }
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
     let fd = rustix::fs::openat(&dir, FILE, flags, Mode::empty()).ok()?;
     let st = ours(&fd)?;
     let size = u64::try_from(st.st_size).ok()?;
-    let regular = rustix::fs::FileType::from_raw_mode(st.st_mode).is_file();
-    if !regular || size > MAX_BYTES {
+    let same = (st.st_dev, st.st_ino) == (seen.st_dev, seen.st_ino);
+    if !same || size > MAX_BYTES {
         return None;
     }
     let mut bytes = Vec::with_capacity(usize::try_from(size).ok()?);
@@ -148,6 +153,8 @@ pub fn write(dir: &std::path::Path, object: &[u8], relocated: &Relocated) {
         return;
     };
     let aside = format!("{FILE}.{}", std::process::id());
+    // One left by a gpufree of this PID that died writing it.
+    let _ = rustix::fs::unlinkat(&dir, aside.as_str(), rustix::fs::AtFlags::empty());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let Ok(fd) = rustix::fs::openat(&dir, aside.as_str(), flags, Mode::RUSR | Mode::WUSR) else {
         return;

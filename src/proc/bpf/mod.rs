@@ -264,6 +264,9 @@ impl Programs {
             match per_process::load(&globals, cache) {
                 Ok((d, cached)) => (Loaded::Direct(d), &PER_PROCESS[..], None, cached),
                 Err(not) => {
+                    if let IteratorsWhy::Load(e @ Unavailable::NotPermitted(_)) = not.why {
+                        return Err(e);
+                    }
                     let ebpf = iterators::load(&globals, not.btf)?;
                     (Loaded::Aya(ebpf), &ITERATORS[..], Some(not.why), false)
                 }

@@ -31,9 +31,14 @@ pub fn load(globals: &Globals, cache: Option<&Path>) -> Result<(Direct, bool), B
     if let Some(dir) = cache {
         if let Some(kept) = cache::read(dir, object()) {
             // Where the kernel refuses it, a fresh relocation is tried (and
-            // kept in its place if the kernel takes that).
-            if let Ok(d) = direct::load(&kept.object, kept.attach_btf_id, globals) {
-                return Ok((d, true));
+            // kept in its place if the kernel takes that); without the
+            // privilege, none would load.
+            match direct::load(&kept.object, kept.attach_btf_id, globals) {
+                Ok(d) => return Ok((d, true)),
+                Err(e @ Unavailable::NotPermitted(_)) => {
+                    return Err(not_loaded(IteratorsWhy::Load(e), None))
+                }
+                Err(_) => {}
             }
         }
     }

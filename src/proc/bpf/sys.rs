@@ -114,9 +114,15 @@ pub fn load_iter(p: &IterProgram<'_>) -> Result<OwnedFd, (io::Error, String)> {
         }
         u.attach_btf_id = p.attach_btf_id;
     }
-    let first = match bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
-        Ok(fd) => return Ok(fd),
-        Err(e) => e,
+    // The kernel answers EAGAIN to a load a signal interrupted (libbpf
+    // tries five times too).
+    let mut tries = 0;
+    let first = loop {
+        match bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
+            Ok(fd) => return Ok(fd),
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && tries < 4 => tries += 1,
+            Err(e) => break e,
+        }
     };
     if first.raw_os_error() == Some(libc::EPERM) {
         return Err((first, String::new()));
@@ -128,10 +134,11 @@ pub fn load_iter(p: &IterProgram<'_>) -> Result<OwnedFd, (io::Error, String)> {
         (u.log_level, u.log_buf) = (1, ptr(log.as_mut_ptr()));
         u.log_size = u32::try_from(log.len()).unwrap_or(u32::MAX);
     }
-    let again = bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr);
+    if let Ok(fd) = bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
+        return Ok(fd);
+    }
     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-    let text = String::from_utf8_lossy(&log[..end]).into_owned();
-    Err((again.err().unwrap_or(first), text))
+    Err((first, String::from_utf8_lossy(&log[..end]).into_owned()))
 }
 
 /// Writes `value` at key 0 of the array map `map`, then freezes it when
