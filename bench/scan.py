@@ -106,6 +106,8 @@ def main():
             sys.exit(f"{b} missing: cargo build --release --workspace && cargo build --release --examples")
     work = tempfile.mkdtemp(prefix="gpufree-bench-")
     dev = os.path.join(work, "dev")
+    # Every gpufree this bench runs keeps the walk's relocation here, not in /run.
+    os.environ.setdefault("GPUFREE_BPF_CACHE", os.path.join(work, "bpf-cache"))
     pop = subprocess.Popen([sys.executable, os.path.join(root, "bench/population.py"), dev] + sys.argv[1:],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -161,9 +163,9 @@ def main():
                    rss[k], found[k](v[-1][3])) for k, v in res.items()}
         print(f"population: {nprocs} processes, {nfds} open fds; {len(nodes)} nodes; "
               f"{ROUNDS} rounds, medians; {os.cpu_count()} CPUs")
-        print(f"{'tool':8} {'wall ms':>8} {'cpu ms':>8} {'rss MiB':>8} {'holders':>8}")
+        print(f"{'tool':9} {'wall ms':>8} {'cpu ms':>8} {'rss MiB':>8} {'holders':>8}")
         for k, (w, c, rss, n) in med.items():
-            print(f"{k:8} {w*1000:8.1f} {c*1000:8.1f} {rss/1024:8.1f} {n:8}")
+            print(f"{k:9} {w*1000:8.1f} {c*1000:8.1f} {rss/1024:8.1f} {n:8}")
         g, f = med["gpufree"], med["floor"]
         print(f"gpufree wall vs floor {g[0]/f[0]:.2f}x, cpu vs floor {g[1]/f[1]:.2f}x; "
               f"fuser/gpufree {med['fuser'][0]/g[0]:.2f}x; lsof/gpufree {med['lsof'][0]/g[0]:.2f}x")
@@ -171,8 +173,8 @@ def main():
         print(f"bpf one-shot: fuser/bpf {med['fuser'][0]/bp[0]:.2f}x; lsof/bpf {med['lsof'][0]/bp[0]:.2f}x; "
               f"procfs/bpf {g[0]/bp[0]:.2f}x")
         bf = med["bpf-first"]
-        print(f"bpf one-shot, first of the boot: fuser/bpf {med['fuser'][0]/bf[0]:.2f}x; "
-              f"lsof/bpf {med['lsof'][0]/bf[0]:.2f}x; procfs/bpf {g[0]/bf[0]:.2f}x")
+        print(f"bpf-first one-shot: fuser/bpf-first {med['fuser'][0]/bf[0]:.2f}x; "
+              f"lsof/bpf-first {med['lsof'][0]/bf[0]:.2f}x; procfs/bpf-first {g[0]/bf[0]:.2f}x")
         refresh = binary(root, "refresh")
         if os.path.exists(refresh):
             for scan in ("procfs", "bpf"):
@@ -313,6 +315,8 @@ def scaling_point(root, popargs, extra):
     args = dict(popargs, dups=extra // n)
     work = tempfile.mkdtemp(prefix="gpufree-scaling-")
     dev = os.path.join(work, "dev")
+    # Every gpufree this point runs keeps the walk's relocation here, not in /run.
+    os.environ["GPUFREE_BPF_CACHE"] = os.path.join(work, "bpf-cache")
     pop = subprocess.Popen([sys.executable, os.path.join(root, "bench/population.py"), dev]
                            + [f"{k}={v}" for k, v in args.items()],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -389,8 +393,9 @@ def crossings(xs, points, series):
     cross = crossover(xs, [p["procfs one-shot"][0] for p in points], [p[series][0] for p in points])
     aw_p, bw_p = fit(xs, [p["procfs one-shot"][0] for p in points])
     aw_b, bw_b = fit(xs, [p[series][0] for p in points])
-    if bw_p > bw_b and min(xs) <= (aw_b - aw_p) / (bw_p - bw_b) <= max(xs):
-        return cross, f"about {(aw_b - aw_p) / (bw_p - bw_b):,.0f} open fds"
+    x = (aw_b - aw_p) / (bw_p - bw_b) if bw_p > bw_b else None
+    if x is not None and min(xs) <= x <= max(xs):
+        return cross, f"about {x:,.0f} open fds"
     return cross, "none in range"
 
 

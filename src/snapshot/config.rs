@@ -42,6 +42,9 @@ pub struct Config {
     /// The command collects again and again (watch, serve, wait): the
     /// in-kernel walk's load is paid once.
     pub long_lived: bool,
+    /// Where this boot's relocation of the in-kernel walk is kept
+    /// (`GPUFREE_BPF_CACHE`, default `/run/gpufree`; `off`: nowhere).
+    pub bpf_cache: Option<PathBuf>,
 }
 
 /// The read timeout when none is given.
@@ -72,6 +75,9 @@ impl Default for Config {
             ),
             scan: crate::proc::scan::ScanChoice::Auto,
             long_lived: false,
+            bpf_cache: crate::proc::bpf::cache_dir_from(std::env::var_os(
+                crate::proc::bpf::CACHE_ENV,
+            )),
         }
     }
 }

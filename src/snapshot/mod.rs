@@ -116,7 +116,7 @@ impl Collector {
                 });
             }
         }
-        let walks = scan::WalkChooser::new(cfg.scan, cfg.long_lived);
+        let walks = scan::WalkChooser::new(cfg.scan, cfg.long_lived, cfg.bpf_cache.clone());
         if cfg.long_lived {
             walks.preload(&proc_fd, &nodes);
         }

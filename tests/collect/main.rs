@@ -56,6 +56,8 @@ fn status_why_and_kill_dry_run_collect_exactly_once() {
     let lib = sim_lib();
     // The simulated library reads its state file from the environment.
     std::env::set_var("GPUFREE_SIM_STATE", &state);
+    // This boot's relocation of the in-kernel walk: not the machine's /run.
+    std::env::set_var("GPUFREE_BPF_CACHE", harness::bpf_cache());
     let on_sim = [
         "--dev-dir",
         dir.dev.to_str().unwrap(),

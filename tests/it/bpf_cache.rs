@@ -1,8 +1,9 @@
 //! This boot's relocation of the in-kernel walk, kept between commands
 //! (`GPUFREE_BPF_CACHE`): a command that loads it finds the holders a
-//! fresh relocation finds; a file that is not sound, one the kernel will
-//! not load, and one in a directory others may write are not used (the
-//! relocation is made again); `off` keeps none.
+//! fresh relocation finds; a damaged file, one the kernel will not load,
+//! one of another user's and one in a directory others may write are not
+//! used (the relocation is made again, and the reason says why); `off`
+//! keeps none.
 
 use crate::bpf::{bpf_runs, holders, iterators_expected, status};
 use crate::harness::*;
@@ -64,7 +65,7 @@ fn the_boot_cache_is_used_only_where_sound_and_finds_the_same_holders() {
     };
     run(FROM_BTF);
     let file = cache.join("holders-bpf.cache");
-    assert_eq!((mode(&cache), mode(&file)), (0o700, 0o600));
+    assert_eq!((mode(&cache), mode(&file)), (0o755, 0o644));
     run(FROM_CACHE);
     run(FROM_CACHE);
 
@@ -73,22 +74,33 @@ fn the_boot_cache_is_used_only_where_sound_and_finds_the_same_holders() {
     let mut flipped = sound.clone();
     flipped[HEADER + 200] ^= 0x10;
     std::fs::write(&file, &flipped).unwrap();
-    run(FROM_BTF);
+    run("(boot cache: not used: damaged (its SHA-256 differs))");
     assert_eq!(std::fs::read(&file).unwrap(), sound, "kept again");
 
-    // Sealed, but no object the kernel loads: made again.
+    // Sealed, but no object the kernel loads: one whose attach id names no
+    // iterator (the verifier refuses it), one cut short (no ELF object).
     let body = &sound[..sound.len() - 32];
+    let mut wrong_id = body.to_vec();
+    wrong_id[HEADER - 4..HEADER].copy_from_slice(&1u32.to_le_bytes());
+    seal(&file, &wrong_id);
+    run("(boot cache: the one kept did not load: the kernel's verifier refused");
+    run(FROM_CACHE);
     seal(&file, &body[..HEADER + 100]);
-    run(FROM_BTF);
+    run("(boot cache: the one kept did not load: the BPF object");
+    run(FROM_CACHE);
+
+    // Another user's file: not used, replaced by root's.
+    std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+    run("is not root's, or others may write it");
     run(FROM_CACHE);
 
     // A directory others may write: neither read nor written.
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
-    run(FROM_BTF);
+    run("not used: ");
     std::fs::remove_file(&file).unwrap();
-    run(FROM_BTF);
+    run("not kept: ");
     assert!(!file.exists(), "written into a directory others may write");
-    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o755)).unwrap();
 
     // off: none kept.
     for _ in 0..2 {

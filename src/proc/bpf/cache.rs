@@ -1,24 +1,27 @@
 //! This boot's relocation of the per-process walk, kept between commands.
 //!
 //! Relocating the object to the running kernel means parsing the kernel's
-//! whole BTF: 40 ms and 30 MiB, more than a one-shot command's whole walk.
-//! The result depends only on the object and the running kernel, so the
-//! first command of a boot keeps it in a file (default
-//! `/run/gpufree/holders-bpf.cache`, `GPUFREE_BPF_CACHE` names another
-//! directory, `off` none) and later ones load it: the kernel's verifier
-//! still checks every load.
+//! whole BTF (README's performance section: about 40 ms and 15 MiB), more
+//! than a one-shot command's whole walk. The result depends only on the
+//! object and the running kernel, so the first command of a boot keeps it
+//! in a file (`holders-bpf.cache` in `/run/gpufree`, or the directory
+//! `GPUFREE_BPF_CACHE` names; `off`: none) and later ones load it: the
+//! kernel's verifier still checks every load.
 //!
-//! What gpufree loads into the kernel must be what it made: the directory
-//! and the file must belong to gpufree's own user and be writable by no
-//! one else (checked on the descriptors read, never on names), and the file
-//! names the object and the boot it was made for, with a SHA-256 of the
-//! whole. Anything else is no cache: the relocation is made again.
+//! What gpufree loads into the kernel must be what a gpufree made. Its
+//! SHA-256 only tells a whole file from a damaged one, so the file is
+//! trusted only where no one but root can have written it: the directory
+//! and the file root's and writable by no one else (checked on the
+//! descriptors read, never on names), whatever user gpufree runs as (a
+//! user given CAP_BPF must not hand it a program of their own). Only root
+//! writes one. The file also names the object and the boot it was made
+//! for. Anything else is not used, and the relocation is made again.
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 
 /// The environment variable naming the cache's directory (`off`: none).
 pub const ENV: &str = "GPUFREE_BPF_CACHE";
@@ -28,6 +31,8 @@ const DEFAULT_DIR: &str = "/run/gpufree";
 const FILE: &str = "holders-bpf.cache";
 /// The file's first bytes: its format.
 const MAGIC: &[u8; 24] = b"gpufree holders-bpf v1\n\0";
+/// The header: the format, the object's SHA-256, the boot id.
+const HEADER: usize = MAGIC.len() + 32 + 36;
 /// The most bytes a cache file may have.
 const MAX_BYTES: u64 = 4 << 20;
 
@@ -40,9 +45,14 @@ pub struct Relocated {
     pub attach_btf_id: u32,
 }
 
-/// The cache's directory: from the environment, the default, or none.
-pub fn dir_from_env() -> Option<PathBuf> {
-    match std::env::var_os(ENV) {
+/// Why no relocation was read: none kept (`None`), or why the one there
+/// was not used.
+pub type NotRead = Option<String>;
+
+/// The cache's directory, from the environment's value `value` (`off` or
+/// empty: none; unset: the default).
+pub fn dir_from(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    match value {
         None => Some(PathBuf::from(DEFAULT_DIR)),
         Some(v) if v.is_empty() || v == "off" => None,
         Some(v) => Some(PathBuf::from(v)),
@@ -55,11 +65,17 @@ fn boot_id() -> Option<[u8; 36]> {
     text.get(..36)?.try_into().ok()
 }
 
-/// The file's contents for `relocated` of `object` in boot `boot`.
-fn encode(object: &[u8], boot: &[u8; 36], relocated: &Relocated) -> Vec<u8> {
+/// The header of a file for `object` in boot `boot`.
+fn header(object: &[u8], boot: &[u8; 36]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     out.extend_from_slice(&Sha256::digest(object));
     out.extend_from_slice(boot);
+    out
+}
+
+/// The file's contents for `relocated` of `object` in boot `boot`.
+fn encode(object: &[u8], boot: &[u8; 36], relocated: &Relocated) -> Vec<u8> {
+    let mut out = header(object, boot);
     out.extend_from_slice(&relocated.attach_btf_id.to_le_bytes());
     out.extend_from_slice(&relocated.object);
     let sum = Sha256::digest(&out);
@@ -68,104 +84,131 @@ fn encode(object: &[u8], boot: &[u8; 36], relocated: &Relocated) -> Vec<u8> {
 }
 
 /// The relocation in `bytes`, if they are a whole cache file for `object`
-/// in boot `boot`.
-fn decode(bytes: &[u8], object: &[u8], boot: &[u8; 36]) -> Option<Relocated> {
-    let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
+/// in boot `boot`; else why not.
+fn decode(bytes: &[u8], object: &[u8], boot: &[u8; 36]) -> Result<Relocated, String> {
+    let damaged = || "damaged (its SHA-256 differs)".to_string();
+    let cut = bytes.len().checked_sub(32).ok_or_else(damaged)?;
+    let (body, sum) = bytes.split_at(cut);
     if Sha256::digest(body).as_slice() != sum {
-        return None;
+        return Err(damaged());
     }
-    let rest = body.strip_prefix(MAGIC)?;
-    let rest = rest.strip_prefix(Sha256::digest(object).as_slice())?;
-    let rest = rest.strip_prefix(boot.as_slice())?;
-    let (id, relocated) = rest.split_first_chunk::<4>()?;
-    Some(Relocated {
+    let rest = body
+        .strip_prefix(header(object, boot).as_slice())
+        .ok_or("made by another gpufree or in another boot")?;
+    let (id, relocated) = rest.split_first_chunk::<4>().ok_or_else(damaged)?;
+    Ok(Relocated {
         object: relocated.to_vec(),
         attach_btf_id: u32::from_le_bytes(*id),
     })
 }
 
-/// Whether `fd` belongs to this process's effective user and no one else
-/// may write it.
-fn ours(fd: impl AsFd) -> Option<rustix::fs::Stat> {
-    let st = rustix::fs::fstat(fd).ok()?;
-    let others_write = st.st_mode & 0o022 != 0;
-    (st.st_uid == rustix::process::geteuid().as_raw() && !others_write).then_some(st)
+/// Whether `st` is root's and writable by no one else.
+fn trusted(st: &Stat) -> bool {
+    st.st_uid == 0 && st.st_mode & 0o022 == 0
 }
 
-/// The directory `dir`, opened, if it is ours; `create`: make it (0700)
-/// where it is missing.
-fn open_dir(dir: &std::path::Path, create: bool) -> Option<OwnedFd> {
+/// The directory `dir`, opened, if it is trusted; `create`: make it
+/// (0755) where it is missing. `Err(None)`: it is missing.
+fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
     let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY;
-    let fd = match rustix::fs::open(dir, flags, Mode::empty()) {
+    let open = || rustix::fs::open(dir, flags, Mode::empty());
+    let fd = match open() {
         Err(rustix::io::Errno::NOENT) if create => {
-            rustix::fs::mkdir(dir, Mode::RWXU).ok()?;
-            rustix::fs::open(dir, flags, Mode::empty()).ok()?
+            rustix::fs::mkdir(dir, Mode::from_raw_mode(0o755))
+                .and_then(|()| open())
+                .map_err(|e| Some(format!("{}: {e}", dir.display())))?
         }
-        other => other.ok()?,
+        Err(rustix::io::Errno::NOENT) => return Err(None),
+        Err(e) => return Err(Some(format!("{}: {e}", dir.display()))),
+        Ok(fd) => fd,
     };
-    ours(&fd)?;
-    Some(fd)
+    match rustix::fs::fstat(&fd) {
+        Ok(st) if trusted(&st) => Ok(fd),
+        Ok(_) => Err(Some(format!(
+            "{} is not root's, or others may write it",
+            dir.display()
+        ))),
+        Err(e) => Err(Some(format!("{}: {e}", dir.display()))),
+    }
 }
 
-/// The relocation of `object` kept in `dir` for this boot, if there is a
-/// sound one.
-pub fn read(dir: &std::path::Path, object: &[u8]) -> Option<Relocated> {
-    let boot = boot_id()?;
-    let dir = open_dir(dir, false)?;
-    // Only a regular file is opened (opening a device may act on it).
-    let seen = rustix::fs::statat(&dir, FILE, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    if !rustix::fs::FileType::from_raw_mode(seen.st_mode).is_file() {
-        return None;
+/// The cache file in `dir`, opened and checked: a regular file, trusted,
+/// not too large (only a regular file is opened: opening a device may act
+/// on it).
+fn open_file(dir: &Path) -> Result<(std::fs::File, u64), NotRead> {
+    let dir_fd = open_dir(dir, false)?;
+    let name = || dir.join(FILE).display().to_string();
+    let seen = match rustix::fs::statat(&dir_fd, FILE, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Err(None),
+        Err(e) => return Err(Some(format!("{}: {e}", name()))),
+    };
+    if !FileType::from_raw_mode(seen.st_mode).is_file() {
+        return Err(Some(format!("{} is not a regular file", name())));
     }
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let fd = rustix::fs::openat(&dir, FILE, flags, Mode::empty()).ok()?;
-    let st = ours(&fd)?;
-    let size = u64::try_from(st.st_size).ok()?;
-    let same = (st.st_dev, st.st_ino) == (seen.st_dev, seen.st_ino);
-    if !same || size > MAX_BYTES {
-        return None;
+    let fd = rustix::fs::openat(&dir_fd, FILE, flags, Mode::empty())
+        .map_err(|e| Some(format!("{}: {e}", name())))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| Some(format!("{}: {e}", name())))?;
+    let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
+    if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) || !trusted(&st) {
+        return Err(Some(format!(
+            "{} is not root's, or others may write it",
+            name()
+        )));
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(size).ok()?);
-    std::fs::File::from(fd)
-        .take(MAX_BYTES + 1)
+    if size > MAX_BYTES {
+        return Err(Some(format!("{} is larger than {MAX_BYTES} bytes", name())));
+    }
+    Ok((std::fs::File::from(fd), size))
+}
+
+/// The relocation of `object` kept in `dir` for this boot; else why not.
+pub fn read(dir: &Path, object: &[u8]) -> Result<Relocated, NotRead> {
+    let boot = boot_id().ok_or_else(|| Some("this boot's id is unreadable".to_string()))?;
+    let (file, size) = open_file(dir)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)
-        .ok()?;
-    decode(&bytes, object, &boot)
+        .map_err(|e| Some(format!("{}: {e}", dir.join(FILE).display())))?;
+    decode(&bytes, object, &boot).map_err(Some)
 }
 
-/// Whether `dir` keeps a relocation (of some object, for some boot: read
-/// checks which) that this process would read: a cheap look, no read.
-pub fn kept(dir: &std::path::Path) -> bool {
-    let flags = rustix::fs::AtFlags::SYMLINK_NOFOLLOW;
-    open_dir(dir, false)
-        .and_then(|d| rustix::fs::statat(&d, FILE, flags).ok())
-        .is_some_and(|st| {
-            let file = rustix::fs::FileType::from_raw_mode(st.st_mode).is_file();
-            file && st.st_uid == rustix::process::geteuid().as_raw() && st.st_mode & 0o022 == 0
-        })
+/// Whether `dir` keeps a relocation of `object` for this boot, from its
+/// header alone (read checks the rest).
+pub fn kept(dir: &Path, object: &[u8]) -> bool {
+    let mut head = [0u8; HEADER];
+    let read = open_file(dir).is_ok_and(|(mut f, _)| f.read_exact(&mut head).is_ok());
+    read && boot_id().is_some_and(|boot| head[..] == header(object, &boot)[..])
 }
 
-/// Keeps `relocated` of `object` in `dir` for the rest of this boot
-/// (written aside, then renamed into place). Best effort: a cache that
-/// cannot be written only costs the next command the relocation.
-pub fn write(dir: &std::path::Path, object: &[u8], relocated: &Relocated) {
-    let (Some(boot), Some(dir)) = (boot_id(), open_dir(dir, true)) else {
-        return;
-    };
+/// Keeps `relocated` of `object` in `dir` for the rest of this boot;
+/// else why not (a cache that is not written only costs the next command
+/// the relocation). Written beside and renamed into place, both relative
+/// to the directory's descriptor (no crate does both by descriptor): a
+/// directory swapped meanwhile cannot redirect either.
+pub fn write(dir: &Path, object: &[u8], relocated: &Relocated) -> Result<(), String> {
+    if !rustix::process::geteuid().is_root() {
+        return Err("only root keeps it".into());
+    }
+    let boot = boot_id().ok_or("this boot's id is unreadable")?;
+    let dir_fd = open_dir(dir, true).map_err(|e| e.unwrap_or_default())?;
     let aside = format!("{FILE}.{}", std::process::id());
     // One left by a gpufree of this PID that died writing it.
-    let _ = rustix::fs::unlinkat(&dir, aside.as_str(), rustix::fs::AtFlags::empty());
+    let _ = rustix::fs::unlinkat(&dir_fd, aside.as_str(), AtFlags::empty());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::openat(&dir, aside.as_str(), flags, Mode::RUSR | Mode::WUSR) else {
-        return;
-    };
-    let written = std::fs::File::from(fd).write_all(&encode(object, &boot, relocated));
-    let placed = written
-        .is_ok()
-        .then(|| rustix::fs::renameat(&dir, aside.as_str(), &dir, FILE).is_ok());
-    if placed != Some(true) {
-        let _ = rustix::fs::unlinkat(&dir, aside.as_str(), rustix::fs::AtFlags::empty());
+    let fd = rustix::fs::openat(&dir_fd, aside.as_str(), flags, Mode::from_raw_mode(0o644))
+        .map_err(|e| format!("{}: {e}", dir.join(&aside).display()))?;
+    let written = std::fs::File::from(fd)
+        .write_all(&encode(object, &boot, relocated))
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            rustix::fs::renameat(&dir_fd, aside.as_str(), &dir_fd, FILE).map_err(|e| e.to_string())
+        });
+    if written.is_err() {
+        let _ = rustix::fs::unlinkat(&dir_fd, aside.as_str(), AtFlags::empty());
     }
+    written.map_err(|e| format!("{}: {e}", dir.join(FILE).display()))
 }
 
 #[cfg(test)]
@@ -183,50 +226,66 @@ mod tests {
     fn a_file_is_read_back_only_for_its_object_and_boot() {
         let boot = [b'a'; 36];
         let bytes = encode(b"object", &boot, &sample());
-        assert_eq!(decode(&bytes, b"object", &boot), Some(sample()));
-        assert_eq!(decode(&bytes, b"another object", &boot), None);
-        assert_eq!(decode(&bytes, b"object", &[b'b'; 36]), None);
+        assert_eq!(decode(&bytes, b"object", &boot), Ok(sample()));
+        assert!(decode(&bytes, b"another object", &boot).is_err());
+        assert!(decode(&bytes, b"object", &[b'b'; 36]).is_err());
         for cut in [0, 1, 32, bytes.len() - 1] {
-            assert_eq!(
-                decode(&bytes[..cut], b"object", &boot),
-                None,
+            assert!(
+                decode(&bytes[..cut], b"object", &boot).is_err(),
                 "cut at {cut}"
             );
         }
         for at in [0, 30, 60, 100, bytes.len() - 40, bytes.len() - 1] {
             let mut bad = bytes.clone();
             bad[at] ^= 1;
-            assert_eq!(
-                decode(&bad, b"object", &boot),
-                None,
+            assert!(
+                decode(&bad, b"object", &boot).is_err(),
                 "a bit flipped at {at}"
             );
         }
     }
 
     #[test]
-    fn only_a_directory_and_file_of_its_own_are_trusted() {
-        let base = std::env::temp_dir().join(format!("gpufree-cache-test-{}", std::process::id()));
-        let dir = base.join("cache");
-        std::fs::create_dir_all(&base).unwrap();
-        write(&dir, b"object", &sample());
-        assert_eq!(
-            read(&dir, b"object"),
-            Some(sample()),
-            "written and read back"
-        );
-        assert_eq!(read(&dir, b"other"), None);
-        use std::os::unix::fs::PermissionsExt;
+    fn only_a_directory_and_file_of_roots_are_trusted() {
+        use std::os::unix::fs::{chown, PermissionsExt};
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: only root keeps the cache");
+            return;
+        }
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("cache");
+        write(&dir, b"object", &sample()).unwrap();
+        assert_eq!(read(&dir, b"object"), Ok(sample()), "written and read back");
+        assert!(kept(&dir, b"object") && !kept(&dir, b"other"));
+        assert!(read(&dir, b"other").unwrap_err().is_some());
         let file = dir.join(FILE);
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o622)).unwrap();
-        assert_eq!(read(&dir, b"object"), None, "a file others may write");
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert_eq!(read(&dir, b"object"), None, "a directory others may write");
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let link = base.join("link");
+        let mode = |p: &Path, m: u32| std::fs::set_permissions(p, PermissionsExt::from_mode(m));
+        let refused = |why: &str| {
+            assert!(read(&dir, b"object").unwrap_err().is_some(), "{why}");
+            assert!(!kept(&dir, b"object"), "{why}");
+        };
+        mode(&file, 0o622).unwrap();
+        refused("a file others may write");
+        mode(&file, 0o644).unwrap();
+        chown(&file, Some(65534), None).unwrap();
+        refused("a file of another user's");
+        chown(&file, Some(0), None).unwrap();
+        mode(&dir, 0o777).unwrap();
+        refused("a directory others may write");
+        mode(&dir, 0o755).unwrap();
+        chown(&dir, Some(65534), None).unwrap();
+        refused("a directory of another user's");
+        chown(&dir, Some(0), None).unwrap();
+        let link = base.path().join("link");
         std::os::unix::fs::symlink(&dir, &link).unwrap();
-        assert_eq!(read(&link, b"object"), None, "a directory through a link");
-        std::fs::remove_dir_all(&base).unwrap();
+        assert!(
+            read(&link, b"object").unwrap_err().is_some(),
+            "a directory through a link"
+        );
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(base.path().join("elsewhere"), &file).unwrap();
+        refused("a link in the file's place");
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(read(&dir, b"object"), Err(None), "none kept");
     }
 }

@@ -1,17 +1,18 @@
 //! The per-process walk loaded by gpufree itself, not by aya's loader.
 //!
-//! aya 0.14's loader parses the kernel's whole BTF (5.5 MB: 18 ms, tens of
-//! MiB) as it is made, and relocates the object against it on every load
-//! (23 ms): together more than the walk's whole budget in a one-shot
-//! command. Here the two steps come apart:
+//! aya 0.14's loader parses the kernel's whole BTF as it is made, and
+//! relocates the object against it on every load: together more than the
+//! walk's whole budget in a one-shot command (README's performance
+//! section). Here the two steps come apart:
 //! - [`relocate`] makes a copy of the object whose instructions already
 //!   carry this kernel's field offsets and type ids, with aya-obj's
 //!   relocation: once per boot, kept by cache.rs;
 //! - [`load`] loads such a copy with aya-obj's parse, map and call
-//!   relocations, aya's maps and sys.rs's calls: no kernel BTF at all.
+//!   relocations, aya's maps and syscalls.rs's calls: no kernel BTF at all.
 
-use super::sys::{self, IterProgram};
-use super::unavailable::{failed, refusal, Unavailable};
+use super::syscalls::{self, IterProgram};
+use super::unavailable::{failed, missing, refused_by_kernel, Unavailable};
+use super::Globals;
 use aya::maps::{Map, MapData};
 use aya::Btf;
 use aya_obj::generated::bpf_insn;
@@ -22,9 +23,6 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// The per-process walk's program.
 pub const PROGRAM: &str = "gpufree_walk";
-
-/// The values of the object's global constants, by name.
-pub type Globals = [(&'static str, Vec<u8>)];
 
 /// The per-process walk, loaded and verified: its maps by name and its
 /// program.
@@ -73,10 +71,10 @@ fn object_error(e: &(dyn std::error::Error + 'static)) -> Unavailable {
 /// relocated to the kernel whose BTF is `btf`: each function's
 /// instructions written back where the ELF keeps them.
 pub fn relocate(linked: &[u8], btf: &Btf) -> Result<Vec<u8>, Unavailable> {
-    let mut obj = parse(linked)?;
+    let (buf, at) = aligned(linked);
+    let mut obj = Object::parse(&buf[at..]).map_err(|e| object_error(&e))?;
     obj.relocate_btf(btf)
         .map_err(|e| failed("relocating the BPF object", &e))?;
-    let (buf, at) = aligned(linked);
     let file = object::File::parse(&buf[at..]).map_err(|e| object_error(&e))?;
     let mut out = linked.to_vec();
     for f in obj.functions.values() {
@@ -128,7 +126,7 @@ pub fn load(
             step: "the BPF object",
             why: "the kernel takes no BTF for it".into(),
         })
-        .and_then(|b| sys::load_btf(&b).map_err(|e| failed("loading the object's BTF", &e)))?;
+        .and_then(|b| syscalls::load_btf(&b).map_err(|e| failed("loading the object's BTF", &e)))?;
     let maps = create_maps(&mut obj, &btf)?;
     let text: HashSet<usize> = obj.functions.keys().map(|(section, _)| *section).collect();
     let fds = maps
@@ -147,19 +145,20 @@ pub fn load(
     Ok(Direct { maps, program })
 }
 
-/// Each map made, by name, with the object's description of it.
-type Made = Vec<(String, MapData, aya_obj::Map)>;
+/// Each map created, by name, with the object's description of it.
+type CreatedMaps = Vec<(String, MapData, aya_obj::Map)>;
 
-/// Maps made for `obj`'s maps, their data written (its constants
+/// Maps created for `obj`'s maps, their data written (its constants
 /// frozen).
-fn create_maps(obj: &mut Object, btf: &OwnedFd) -> Result<Made, Unavailable> {
+fn create_maps(obj: &mut Object, btf: &OwnedFd) -> Result<CreatedMaps, Unavailable> {
     let mut maps = Vec::new();
     for (name, m) in obj.maps.drain() {
         let data = MapData::create(m.clone(), &name, Some(btf.as_fd()))
             .map_err(|e| failed("creating a BPF map", &e))?;
         if !m.data().is_empty() {
             let frozen = m.section_kind() == EbpfSectionKind::Rodata;
-            sys::set_data(data.fd().as_fd(), m.data(), frozen)
+            let size = usize::try_from(m.value_size()).unwrap_or(0);
+            syscalls::set_data(data.fd().as_fd(), m.data(), size, frozen)
                 .map_err(|e| failed("filling a BPF map", &e))?;
         }
         maps.push((name, data, m));
@@ -169,20 +168,19 @@ fn create_maps(obj: &mut Object, btf: &OwnedFd) -> Result<Made, Unavailable> {
 
 /// Loads [`PROGRAM`] of `obj`, its maps and calls relocated.
 fn load_program(obj: &Object, btf: &OwnedFd, attach_btf_id: u32) -> Result<OwnedFd, Unavailable> {
-    let missing = || Unavailable::Failed {
-        step: "the BPF object",
-        why: format!("has no program {PROGRAM}"),
-    };
-    let program = obj.programs.get(PROGRAM).ok_or_else(missing)?;
+    let program = obj
+        .programs
+        .get(PROGRAM)
+        .ok_or_else(|| missing("program", PROGRAM))?;
     let f = obj
         .functions
         .get(&program.function_key())
-        .ok_or_else(missing)?;
+        .ok_or_else(|| missing("program", PROGRAM))?;
     let insns = insn_bytes(&f.instructions);
     let func_info = f.func_info.func_info_bytes();
     let line_info = f.line_info.line_info_bytes();
     let rec = |size: usize| u32::try_from(size).unwrap_or(0);
-    sys::load_iter(&IterProgram {
+    syscalls::load_iter(&IterProgram {
         name: PROGRAM,
         insns: &insns,
         license: &program.license,
@@ -191,5 +189,5 @@ fn load_program(obj: &Object, btf: &OwnedFd, attach_btf_id: u32) -> Result<Owned
         line_info: (rec(f.line_info_rec_size), &line_info),
         attach_btf_id,
     })
-    .map_err(|(e, log)| refusal(PROGRAM, &e, &log))
+    .map_err(|(e, log)| refused_by_kernel(PROGRAM, &e, &log))
 }

@@ -4,10 +4,10 @@
 //! kernel's BTF itself and relocates the object against it on every load;
 //! the attach needs the BTF once more (`btf`, parsed here when not given).
 
-use super::direct::{aligned, Globals};
-use super::unavailable::{chain, failed, refused};
-use super::{kfunc, object, Unavailable, ITERATORS};
-use aya::programs::{Iter, ProgramError};
+use super::direct::aligned;
+use super::loaded::iter_mut;
+use super::unavailable::{chain, failed, refused_by_aya};
+use super::{kfunc, object, Globals, Unavailable, ITERATORS};
 use aya::{Btf, Ebpf, EbpfLoader};
 
 /// Loads and verifies the iterator walk's programs, its constants set to
@@ -29,15 +29,9 @@ pub fn load(globals: &Globals, btf: Option<Btf>) -> Result<Box<Ebpf>, Unavailabl
     drop(loader);
     let mut ebpf = loaded.map_err(|e| failed("loading the BPF object", &e))?;
     for &(name, kind, _) in &ITERATORS {
-        let program: &mut Iter = ebpf
-            .program_mut(name)
-            .ok_or_else(|| Unavailable::Failed {
-                step: "the BPF object",
-                why: format!("has no program {name}"),
-            })?
-            .try_into()
-            .map_err(|e: ProgramError| failed("the BPF object", &e))?;
-        program.load(kind, &btf).map_err(|e| refused(name, e))?;
+        iter_mut(&mut ebpf, name)?
+            .load(kind, &btf)
+            .map_err(|e| refused_by_aya(name, e))?;
     }
     Ok(Box::new(ebpf))
 }

@@ -23,21 +23,20 @@ mod cache;
 mod direct;
 mod iterators;
 mod kfunc;
+mod loaded;
 mod per_process;
 mod record;
-mod sys;
+mod syscalls;
 mod unavailable;
 
-pub use cache::{dir_from_env as cache_dir_from_env, kept as cache_kept};
+pub use cache::{dir_from as cache_dir_from, ENV as CACHE_ENV};
 pub use record::{parse_all, Hold, HoldRecord, Record, TaskRecord, Unread};
 pub use unavailable::Unavailable;
 
 use super::nodes::NodeSet;
 use aya::maps::HashMap;
-use aya::programs::{Iter, ProgramError};
-use aya::Ebpf;
+use loaded::Loaded;
 use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
 use unavailable::failed;
 
@@ -141,52 +140,9 @@ fn kernel_dev(dev: u64) -> u32 {
 /// after that costs only the walk.
 pub struct Programs {
     loaded: Loaded,
-    walks: &'static Walks,
     /// The number of the last walk (the per-process walk's programs
     /// share its work by it).
     walk: u64,
-    /// Why the per-process walk is not the one loaded.
-    iterators_why: Option<IteratorsWhy>,
-    /// The per-process walk's relocation came from this boot's cache.
-    from_cache: bool,
-}
-
-/// The loaded object: the per-process walk, loaded by gpufree itself, or
-/// the iterator walk, loaded by aya.
-enum Loaded {
-    Direct(direct::Direct),
-    Aya(Box<Ebpf>),
-}
-
-impl Loaded {
-    fn map_mut(&mut self, name: &str) -> Option<&mut aya::maps::Map> {
-        match self {
-            Loaded::Direct(d) => d.maps.get_mut(name),
-            Loaded::Aya(e) => e.map_mut(name),
-        }
-    }
-
-    /// The program `name`, loaded.
-    fn program(&self, name: &'static str) -> Result<BorrowedFd<'_>, Unavailable> {
-        match self {
-            Loaded::Direct(d) if name == direct::PROGRAM => Ok(d.program.as_fd()),
-            Loaded::Direct(_) => Err(Unavailable::Failed {
-                step: "the BPF object",
-                why: format!("has no program {name} loaded"),
-            }),
-            Loaded::Aya(e) => {
-                let program = e.program(name).ok_or_else(|| Unavailable::Failed {
-                    step: "the BPF object",
-                    why: format!("has no program {name}"),
-                })?;
-                let iter: &Iter = program
-                    .try_into()
-                    .map_err(|e: ProgramError| failed("the BPF object", &e))?;
-                let fd = iter.fd().map_err(|e| failed("the BPF object", &e))?;
-                Ok(fd.as_fd())
-            }
-        }
-    }
 }
 
 impl std::fmt::Debug for Programs {
@@ -213,6 +169,15 @@ fn distinct(values: impl Iterator<Item = u32>) -> Result<([u32; MAX_DEVS], u32),
     Ok((out, u32::try_from(n).unwrap_or(0)))
 }
 
+/// Whether `dir` keeps this boot's relocation of the walk (a look at its
+/// header: the load reads the whole).
+pub fn relocation_kept(dir: &Path) -> bool {
+    cache::kept(dir, object())
+}
+
+/// The values of the object's global constants, by name.
+pub type Globals = [(&'static str, Vec<u8>)];
+
 /// The object's constants for `nodes` and `hooks`.
 fn globals(nodes: &NodeSet, hooks: TestHooks) -> Result<Vec<(&'static str, Vec<u8>)>, Unavailable> {
     let (devs, ndevs) = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
@@ -220,20 +185,15 @@ fn globals(nodes: &NodeSet, hooks: TestHooks) -> Result<Vec<(&'static str, Vec<u
     let (majors, nmajors) = distinct(majors.map(rustix::fs::major))?;
     let ino_bits = nodes.nodes.iter().fold(0u64, |m, n| m | 1 << (n.ino % 64));
     let words = |w: &[u32]| w.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let flag = |on: bool| u32::from(on).to_ne_bytes().to_vec();
     Ok(vec![
         ("ndevs", ndevs.to_ne_bytes().to_vec()),
         ("devs", words(&devs)),
         ("nmajors", nmajors.to_ne_bytes().to_vec()),
         ("majors", words(&majors)),
         ("ino_bits", ino_bits.to_ne_bytes().to_vec()),
-        (
-            "break_verifier",
-            u32::from(hooks.break_verifier).to_ne_bytes().to_vec(),
-        ),
-        (
-            "report_unread",
-            u32::from(hooks.report_unread).to_ne_bytes().to_vec(),
-        ),
+        ("break_verifier", flag(hooks.break_verifier)),
+        ("report_unread", flag(hooks.report_unread)),
     ])
 }
 
@@ -252,60 +212,46 @@ impl Programs {
         }
         same_dev_targets(nodes)?;
         let globals = globals(nodes, hooks)?;
-        let (loaded, walks, iterators_why, from_cache) = if hooks.iterator_walk {
+        let loaded = if hooks.iterator_walk {
             let ebpf = iterators::load(&globals, None)?;
-            (
-                Loaded::Aya(ebpf),
-                &ITERATORS[..],
-                Some(IteratorsWhy::TestHook),
-                false,
-            )
+            Loaded::Iterators {
+                ebpf,
+                why: IteratorsWhy::TestHook,
+            }
         } else {
             match per_process::load(&globals, cache) {
-                Ok((d, cached)) => (Loaded::Direct(d), &PER_PROCESS[..], None, cached),
+                Ok((walk, relocation)) => Loaded::PerProcess { walk, relocation },
                 Err(not) => {
                     if let IteratorsWhy::Load(e @ Unavailable::NotPermitted(_)) = not.why {
                         return Err(e);
                     }
                     let ebpf = iterators::load(&globals, not.btf)?;
-                    (Loaded::Aya(ebpf), &ITERATORS[..], Some(not.why), false)
+                    Loaded::Iterators { ebpf, why: not.why }
                 }
             }
         };
-        let mut programs = Programs {
-            loaded,
-            walks,
-            walk: 0,
-            iterators_why,
-            from_cache,
-        };
+        let mut programs = Programs { loaded, walk: 0 };
         programs.fill_targets(nodes)?;
         Ok(programs)
     }
 
-    /// Why the iterator walk, not the per-process one, is loaded; None
-    /// when the per-process one is.
-    pub fn iterators_why(&self) -> Option<&IteratorsWhy> {
-        self.iterators_why.as_ref()
-    }
-
-    /// Whether the per-process walk's relocation came from this boot's
-    /// cache.
-    pub fn from_cache(&self) -> bool {
-        self.from_cache
+    /// Which walk is loaded, and how (one line, for `visibility`): how the
+    /// per-process walk's relocation was had, or why the iterator walk
+    /// runs instead.
+    pub fn how(&self) -> String {
+        match &self.loaded {
+            Loaded::PerProcess { relocation, .. } => relocation.to_string(),
+            Loaded::Iterators { why, .. } => {
+                format!("the iterator walk, not the per-process one: {why}")
+            }
+        }
     }
 
     /// Starts the walks: one iterator file per reader, each read with
     /// [`read_walk`].
     pub fn start(&mut self) -> Result<Started, Unavailable> {
         self.walk += 1;
-        let map = self
-            .loaded
-            .map_mut("walk_number")
-            .ok_or(Unavailable::Failed {
-                step: "the BPF object",
-                why: "has no map walk_number".into(),
-            })?;
+        let map = self.loaded.map_mut("walk_number")?;
         aya::maps::Array::<_, u64>::try_from(map)
             .and_then(|mut a| a.set(0, self.walk, 0))
             .map_err(|e| failed("walk_number", &e))?;
@@ -313,14 +259,15 @@ impl Programs {
             beside: Vec::new(),
             after: Vec::new(),
         };
-        for &(name, _, read) in self.walks {
+        for &(name, _, read) in self.loaded.walks() {
             let program = self.loaded.program(name)?;
             let (readers, into) = match read {
                 Reading::Beside(n) => (n, &mut files.beside),
                 Reading::After => (1, &mut files.after),
             };
             for _ in 0..readers {
-                into.push(sys::iter_file(program).map_err(|e| failed("creating an iterator", &e))?);
+                let file = syscalls::iter_file(program);
+                into.push(file.map_err(|e| failed("creating an iterator", &e))?);
             }
         }
         Ok(files)
@@ -366,10 +313,7 @@ fn fill<K: aya::Pod>(
     name: &'static str,
     entries: impl Iterator<Item = (K, u32)>,
 ) -> Result<(), Unavailable> {
-    let map = loaded.map_mut(name).ok_or_else(|| Unavailable::Failed {
-        step: "the BPF object",
-        why: format!("has no map {name}"),
-    })?;
+    let map = loaded.map_mut(name)?;
     let mut map: HashMap<_, K, u32> = HashMap::try_from(map).map_err(|e| failed(name, &e))?;
     for (key, target) in entries {
         map.insert(key, target, 0).map_err(|e| failed(name, &e))?;

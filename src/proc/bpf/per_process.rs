@@ -3,12 +3,38 @@
 //! direct.rs.
 
 use super::cache::{self, Relocated};
-use super::direct::{self, Direct, Globals};
+use super::direct::{self, Direct};
 use super::unavailable::{chain, failed};
-use super::{kfunc, object, IteratorsWhy, Unavailable};
+use super::{kfunc, object, Globals, IteratorsWhy, Unavailable};
 use aya::Btf;
 use aya_obj::btf::BtfKind;
 use std::path::Path;
+
+/// How the loaded walk's relocation was had.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Relocation {
+    /// From this boot's cache.
+    Kept,
+    /// Made from the kernel's BTF, with why the cache was not read or not
+    /// written (nothing where there was simply none yet).
+    Made(Vec<String>),
+}
+
+impl std::fmt::Display for Relocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Relocation::Kept => f.write_str("relocated to this kernel from this boot's cache"),
+            Relocation::Made(notes) if notes.is_empty() => {
+                f.write_str("relocated to this kernel from its BTF")
+            }
+            Relocation::Made(notes) => write!(
+                f,
+                "relocated to this kernel from its BTF (boot cache: {})",
+                notes.join("; ")
+            ),
+        }
+    }
+}
 
 /// Why the per-process walk was not loaded, with the kernel's BTF where it
 /// was parsed (the iterator walk needs it).
@@ -25,46 +51,50 @@ fn not_loaded(why: IteratorsWhy, btf: Option<Btf>) -> Box<NotLoaded> {
 }
 
 /// Loads the per-process walk, its constants set to `globals`, with the
-/// relocation kept in `cache` if any: the walk, and whether its relocation
-/// came from the cache.
-pub fn load(globals: &Globals, cache: Option<&Path>) -> Result<(Direct, bool), Box<NotLoaded>> {
+/// relocation kept in `cache` if any: the walk, and how its relocation
+/// was had.
+pub fn load(
+    globals: &Globals,
+    cache: Option<&Path>,
+) -> Result<(Direct, Relocation), Box<NotLoaded>> {
+    let mut notes = Vec::new();
     if let Some(dir) = cache {
-        if let Some(kept) = cache::read(dir, object()) {
-            // Where the kernel refuses it, a fresh relocation is tried (and
-            // kept in its place if the kernel takes that); without the
-            // privilege, none would load.
-            match direct::load(&kept.object, kept.attach_btf_id, globals) {
-                Ok(d) => return Ok((d, true)),
+        match cache::read(dir, object()) {
+            Ok(kept) => match direct::load(&kept.object, kept.attach_btf_id, globals) {
+                Ok(d) => return Ok((d, Relocation::Kept)),
+                // Without the privilege, no relocation would load.
                 Err(e @ Unavailable::NotPermitted(_)) => {
                     return Err(not_loaded(IteratorsWhy::Load(e), None))
                 }
-                Err(_) => {}
-            }
+                // Relocated afresh, and kept in its place if that loads.
+                Err(e) => notes.push(format!("the one kept did not load: {e}")),
+            },
+            Err(None) => {}
+            Err(Some(why)) => notes.push(format!("not used: {why}")),
         }
     }
     let btf = match Btf::from_sys_fs() {
         Ok(btf) => btf,
         Err(e) => {
-            return Err(not_loaded(
-                IteratorsWhy::Load(Unavailable::NoBtf(chain(&e))),
-                None,
-            ))
+            let why = IteratorsWhy::Load(Unavailable::NoBtf(chain(&e)));
+            return Err(not_loaded(why, None));
         }
     };
     let relocated = match relocate(&btf) {
         Ok(r) => r,
         Err(why) => return Err(not_loaded(why, Some(btf))),
     };
-    drop(btf);
-    let loaded = direct::load(&relocated.object, relocated.attach_btf_id, globals);
-    match loaded {
+    match direct::load(&relocated.object, relocated.attach_btf_id, globals) {
         Ok(d) => {
+            drop(btf);
             if let Some(dir) = cache {
-                cache::write(dir, object(), &relocated);
+                if let Err(why) = cache::write(dir, object(), &relocated) {
+                    notes.push(format!("not kept: {why}"));
+                }
             }
-            Ok((d, false))
+            Ok((d, Relocation::Made(notes)))
         }
-        Err(e) => Err(not_loaded(IteratorsWhy::Load(e), None)),
+        Err(e) => Err(not_loaded(IteratorsWhy::Load(e), Some(btf))),
     }
 }
 
@@ -74,7 +104,7 @@ fn relocate(btf: &Btf) -> Result<Relocated, IteratorsWhy> {
     let linked = kfunc::link(object(), btf)?;
     let attach_btf_id = btf
         .id_by_type_name_kind("bpf_iter_task", BtfKind::Func)
-        .map_err(|e| IteratorsWhy::Load(failed("the kernel's bpf_iter_task", &e)))?;
+        .map_err(|e| IteratorsWhy::Load(failed("finding the kernel's bpf_iter_task", &e)))?;
     let object = direct::relocate(&linked, btf).map_err(IteratorsWhy::Load)?;
     Ok(Relocated {
         object,

@@ -118,21 +118,33 @@ pub(super) fn failed(step: &'static str, e: &(dyn std::error::Error + 'static)) 
     }
 }
 
-/// A program's load failure: not permitted (EPERM), refused by the
+/// The object lacks its `what` (a program, a map) `name`.
+pub(super) fn missing(what: &str, name: &str) -> Unavailable {
+    Unavailable::Failed {
+        step: "the BPF object",
+        why: format!("has no {what} {name}"),
+    }
+}
+
+/// A program's load failure (as aya reports it): not permitted (EPERM), refused by the
 /// verifier (the line before its statistics says why), or another failure.
-pub(super) fn refused(program: &'static str, e: ProgramError) -> Unavailable {
+pub(super) fn refused_by_aya(program: &'static str, e: ProgramError) -> Unavailable {
     match &e {
         ProgramError::LoadError {
             io_error,
             verifier_log,
-        } => refusal(program, io_error, &verifier_log.to_string()),
+        } => refused_by_kernel(program, io_error, &verifier_log.to_string()),
         _ => failed("loading a BPF program", &e),
     }
 }
 
 /// The kernel's refusal of `program`: its error and the verifier's `log`
 /// (the line before its statistics says why).
-pub(super) fn refusal(program: &'static str, e: &std::io::Error, log: &str) -> Unavailable {
+pub(super) fn refused_by_kernel(
+    program: &'static str,
+    e: &std::io::Error,
+    log: &str,
+) -> Unavailable {
     if e.raw_os_error() == Some(libc::EPERM) {
         return Unavailable::NotPermitted(e.to_string());
     }

@@ -97,12 +97,12 @@ impl std::fmt::Debug for WalkChooser {
 impl WalkChooser {
     /// A chooser for `choice`; `long_lived`: the command collects again and
     /// again (the load is paid once).
-    pub fn new(choice: ScanChoice, long_lived: bool) -> WalkChooser {
+    pub fn new(choice: ScanChoice, long_lived: bool, cache: Option<PathBuf>) -> WalkChooser {
         WalkChooser {
             choice,
             long_lived,
             hooks: bpf::TestHooks::from_env(),
-            cache: bpf::cache_dir_from_env(),
+            cache,
             state: Mutex::new(State::Untried),
         }
     }
@@ -162,15 +162,20 @@ enum Pick {
     Procfs(String),
 }
 
-/// The decision before any load; `cached`: this boot's relocation of the
-/// walk is kept.
-fn pick(
-    choice: ScanChoice,
-    long_lived: bool,
-    (loaded, cached): (bool, bool),
-    open_files: Option<u64>,
-) -> Pick {
-    let crossover = if cached {
+/// What loading the in-kernel walk would take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// Nothing: it is loaded.
+    Done,
+    /// The verifier's check: this boot's relocation is kept.
+    Kept,
+    /// A relocation from the kernel's BTF too.
+    Fresh,
+}
+
+/// The decision before any load.
+fn pick(choice: ScanChoice, long_lived: bool, load: Load, open_files: Option<u64>) -> Pick {
+    let crossover = if load == Load::Kept {
         CROSSOVER_FILES_CACHED
     } else {
         CROSSOVER_FILES
@@ -181,7 +186,9 @@ fn pick(
         ScanChoice::Auto if long_lived => {
             Pick::Bpf("a long-running command: loaded once, walked on every refresh".into())
         }
-        ScanChoice::Auto if loaded => Pick::Bpf("loaded once for this command".into()),
+        ScanChoice::Auto if load == Load::Done => {
+            Pick::Bpf("loaded once for this command".into())
+        }
         ScanChoice::Auto => match open_files {
             Some(n) if n >= crossover => Pick::Bpf(format!(
                 "{n} open files on the host (from {crossover} the walk repays its load)"
@@ -246,13 +253,8 @@ impl WalkChooser {
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let loaded = matches!(*state, State::Loaded(_) | State::Busy(..));
-        let cached = self.cache.as_deref().is_some_and(bpf::cache_kept);
-        let why = match pick(
-            self.choice,
-            self.long_lived,
-            (loaded, cached),
-            open_files(proc_fd),
-        ) {
+        let load = self.load_cost(loaded);
+        let why = match pick(self.choice, self.long_lived, load, open_files(proc_fd)) {
             Pick::Bpf(why) => why,
             Pick::Procfs(why) => return fallback(why),
         };
@@ -261,15 +263,7 @@ impl WalkChooser {
                 result,
                 method: ScanMethod::Bpf,
                 reason: match &*state {
-                    State::Loaded(p) | State::Busy(p, _) => match p.iterators_why() {
-                        Some(w) => {
-                            format!("{why}; the iterator walk, not the per-process one: {w}")
-                        }
-                        None if p.from_cache() => {
-                            format!("{why}; relocated to this kernel from this boot's cache")
-                        }
-                        None => format!("{why}; relocated to this kernel from its BTF"),
-                    },
+                    State::Loaded(p) | State::Busy(p, _) => format!("{why}; {}", p.how()),
                     _ => why,
                 },
             }),
@@ -277,6 +271,22 @@ impl WalkChooser {
                 drop(state);
                 fallback(format!("the in-kernel walk could not run: {e}"))
             }
+        }
+    }
+
+    /// What loading the walk would take (`loaded`: it is): only a one-shot
+    /// command's choice depends on whether the relocation is kept.
+    fn load_cost(&self, loaded: bool) -> Load {
+        match &self.cache {
+            _ if loaded => Load::Done,
+            Some(dir) if !self.long_lived && self.choice == ScanChoice::Auto => {
+                if bpf::relocation_kept(dir) {
+                    Load::Kept
+                } else {
+                    Load::Fresh
+                }
+            }
+            _ => Load::Fresh,
         }
     }
 
@@ -339,28 +349,28 @@ mod tests {
     fn one_shot_commands_load_only_past_the_crossover() {
         let auto = ScanChoice::Auto;
         let bpf = |p: Pick| matches!(p, Pick::Bpf(_));
-        let fresh = (false, false);
+        let fresh = Load::Fresh;
         assert!(!bpf(pick(auto, false, fresh, Some(CROSSOVER_FILES - 1))));
         assert!(bpf(pick(auto, false, fresh, Some(CROSSOVER_FILES))));
         assert!(!bpf(pick(auto, false, fresh, None)));
         // With this boot's relocation kept, the load costs less.
-        let cached = (false, true);
+        let kept = Load::Kept;
         assert!(!bpf(pick(
             auto,
             false,
-            cached,
+            kept,
             Some(CROSSOVER_FILES_CACHED - 1)
         )));
-        assert!(bpf(pick(auto, false, cached, Some(CROSSOVER_FILES_CACHED))));
+        assert!(bpf(pick(auto, false, kept, Some(CROSSOVER_FILES_CACHED))));
         // Long-running commands, and programs already loaded, always walk.
         assert!(bpf(pick(auto, true, fresh, Some(10))));
-        assert!(bpf(pick(auto, false, (true, false), Some(10))));
+        assert!(bpf(pick(auto, false, Load::Done, Some(10))));
         // A forced choice is obeyed either way.
         assert!(bpf(pick(ScanChoice::Bpf, false, fresh, Some(10))));
         assert!(!bpf(pick(
             ScanChoice::Procfs,
             true,
-            (true, true),
+            Load::Done,
             Some(1 << 30)
         )));
     }

@@ -1,9 +1,11 @@
-//! The bpf(2) calls the per-process walk's own loader (direct.rs) makes:
-//! loading the object's BTF and a program, filling and freezing a data
-//! map, and opening an iterator on a program. Written by hand because aya
-//! keeps its own calls to itself (`aya::sys` exports none of them) and its
-//! loader parses the kernel's whole BTF before it does anything (aya-rs/aya
-//! #1172); the attribute layouts are the kernel's, from aya-obj's bindings.
+//! The bpf(2) calls gpufree makes itself: for the per-process walk's own
+//! loader (direct.rs), loading the object's BTF and a program and filling
+//! and freezing a data map; and for both walks, opening an iterator on a
+//! loaded program (one path for the program aya loaded and the one it did
+//! not). Written by hand because aya keeps its own calls to itself
+//! (`aya::sys` exports none of them) and its loader parses the kernel's
+//! whole BTF before it does anything (aya-rs/aya#1172); the attribute
+//! layouts are the kernel's, from aya-obj's bindings.
 
 use aya_obj::generated::{bpf_attach_type, bpf_attr, bpf_cmd, bpf_prog_type};
 use std::ffi::CStr;
@@ -11,10 +13,16 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// Calls bpf(`cmd`, `attr`): its non-negative answer, or the error.
+///
+/// # Safety
+///
+/// Each pointer in `attr` for `cmd` points at memory that is live for the
+/// call and as long as its length field says (the kernel reads, or for a
+/// log writes, that many bytes).
 #[allow(unsafe_code)]
-fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
-    // SAFETY: `attr` is a whole, initialised bpf_attr, and each pointer the
-    // caller put in it points at memory that outlives this call.
+unsafe fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
+    // SAFETY: `attr` is a whole, initialised bpf_attr of the size passed;
+    // its pointers are the caller's promise.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -30,10 +38,16 @@ fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<i64> {
     }
 }
 
-/// Calls bpf(`cmd`, `attr`), whose answer is a new file descriptor.
+/// Calls bpf(`cmd`, `attr`) for a `cmd` whose answer is a new file
+/// descriptor.
+///
+/// # Safety
+///
+/// As [`bpf`].
 #[allow(unsafe_code)]
-fn bpf_fd(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<OwnedFd> {
-    let fd = bpf(cmd, attr)?;
+unsafe fn bpf_fd(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<OwnedFd> {
+    // SAFETY: the caller's promise, passed on.
+    let fd = unsafe { bpf(cmd, attr) }?;
     let fd = i32::try_from(fd).map_err(|_| io::Error::other("bpf() gave no descriptor"))?;
     // SAFETY: these commands answer a descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -60,7 +74,8 @@ pub fn load_btf(btf: &[u8]) -> io::Result<OwnedFd> {
     let u = unsafe { &mut attr.__bindgen_anon_7 };
     u.btf = ptr(btf.as_ptr());
     u.btf_size = u32::try_from(btf.len()).map_err(|_| io::Error::other("BTF too large"))?;
-    bpf_fd(bpf_cmd::BPF_BTF_LOAD, &mut attr)
+    // SAFETY: `btf` is live and `btf_size` bytes long.
+    unsafe { bpf_fd(bpf_cmd::BPF_BTF_LOAD, &mut attr) }
 }
 
 /// An iterator program to load.
@@ -116,9 +131,12 @@ pub fn load_iter(p: &IterProgram<'_>) -> Result<OwnedFd, (io::Error, String)> {
     }
     // The kernel answers EAGAIN to a load a signal interrupted (libbpf
     // tries five times too).
+    // SAFETY (each load): the instructions, license, name and records are
+    // `p`'s, live for the call, their counts from their lengths; the log
+    // is `log`, live, `log_size` bytes.
     let mut tries = 0;
     let first = loop {
-        match bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
+        match unsafe { bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr) } {
             Ok(fd) => return Ok(fd),
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && tries < 4 => tries += 1,
             Err(e) => break e,
@@ -127,24 +145,39 @@ pub fn load_iter(p: &IterProgram<'_>) -> Result<OwnedFd, (io::Error, String)> {
     if first.raw_os_error() == Some(libc::EPERM) {
         return Err((first, String::new()));
     }
+    // Its reason is the line before its statistics (BPF_LOG_STATS); a
+    // longer log keeps its last lines, which hold it.
     let mut log = vec![0u8; 1 << 20];
     {
-        // SAFETY: as above.
+        // SAFETY: only this command's member of the union is written.
         let u = unsafe { &mut attr.__bindgen_anon_3 };
-        (u.log_level, u.log_buf) = (1, ptr(log.as_mut_ptr()));
+        (u.log_level, u.log_buf) = (1 | 4, ptr(log.as_mut_ptr()));
         u.log_size = u32::try_from(log.len()).unwrap_or(u32::MAX);
     }
-    if let Ok(fd) = bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
+    // SAFETY: as above.
+    if let Ok(fd) = unsafe { bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr) } {
         return Ok(fd);
     }
     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
     Err((first, String::from_utf8_lossy(&log[..end]).into_owned()))
 }
 
-/// Writes `value` at key 0 of the array map `map`, then freezes it when
-/// `freeze` (the program then reads it as constants).
+/// Writes `value` at key 0 of the array map `map`, whose values are
+/// `value_size` bytes, then freezes it when `freeze` (the program then
+/// reads it as constants).
 #[allow(unsafe_code)]
-pub fn set_data(map: BorrowedFd<'_>, value: &[u8], freeze: bool) -> io::Result<()> {
+pub fn set_data(
+    map: BorrowedFd<'_>,
+    value: &[u8],
+    value_size: usize,
+    freeze: bool,
+) -> io::Result<()> {
+    if value.len() != value_size {
+        return Err(io::Error::other(format!(
+            "{} bytes for a map of {value_size}-byte values",
+            value.len()
+        )));
+    }
     let key = 0u32;
     let mut attr = zeroed();
     {
@@ -154,11 +187,14 @@ pub fn set_data(map: BorrowedFd<'_>, value: &[u8], freeze: bool) -> io::Result<(
         u.key = ptr(&raw const key);
         u.__bindgen_anon_1.value = ptr(value.as_ptr());
     }
-    bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr)?;
+    // SAFETY: the key is 4 bytes and live; the value is the map's value
+    // size (checked above) and live.
+    unsafe { bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr) }?;
     if freeze {
         let mut attr = zeroed();
         attr.__bindgen_anon_2.map_fd = map.as_raw_fd() as u32;
-        bpf(bpf_cmd::BPF_MAP_FREEZE, &mut attr)?;
+        // SAFETY: no pointer.
+        unsafe { bpf(bpf_cmd::BPF_MAP_FREEZE, &mut attr) }?;
     }
     Ok(())
 }
@@ -174,11 +210,11 @@ pub fn iter_file(prog: BorrowedFd<'_>) -> io::Result<std::fs::File> {
         u.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
         u.attach_type = bpf_attach_type::BPF_TRACE_ITER as u32;
     }
-    let link = bpf_fd(bpf_cmd::BPF_LINK_CREATE, &mut attr)?;
+    // SAFETY: no pointer (an iterator takes no target).
+    let link = unsafe { bpf_fd(bpf_cmd::BPF_LINK_CREATE, &mut attr) }?;
     let mut attr = zeroed();
     attr.iter_create.link_fd = link.as_raw_fd() as u32;
-    Ok(std::fs::File::from(bpf_fd(
-        bpf_cmd::BPF_ITER_CREATE,
-        &mut attr,
-    )?))
+    // SAFETY: no pointer.
+    let iter = unsafe { bpf_fd(bpf_cmd::BPF_ITER_CREATE, &mut attr) }?;
+    Ok(std::fs::File::from(iter))
 }
