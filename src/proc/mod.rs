@@ -10,6 +10,7 @@ pub mod bpf;
 pub mod caps;
 pub mod drm;
 pub mod me;
+pub mod mounts;
 pub mod nodes;
 pub mod owner;
 pub mod parse;

@@ -31,8 +31,20 @@ const DEFAULT_DIR: &str = "/run/gpufree";
 const FILE: &str = "holders-bpf.cache";
 /// The file's first bytes: its format.
 const MAGIC: &[u8; 24] = b"gpufree holders-bpf v1\n\0";
-/// The header: the format, the object's SHA-256, the boot id.
+/// The header: the format, the SHA-256 of what made the relocation, the
+/// boot id.
 const HEADER: usize = MAGIC.len() + 32 + 36;
+/// What, beside the object, decides the relocation: this gpufree's
+/// version and the revision of its relocation code (direct.rs, kfunc.rs,
+/// aya-obj's; raised with any change to them), so that a gpufree that
+/// relocates otherwise never loads another's.
+const MAKER: &str = concat!("gpufree ", env!("CARGO_PKG_VERSION"), "; relocation 1");
+/// File systems where a cache may be: local ones, whose reads do not wait
+/// on a server or another process (a stuck FUSE or NFS mount would hang
+/// every command).
+const LOCAL_FS: [&[u8]; 10] = [
+    b"tmpfs", b"ramfs", b"ext2", b"ext3", b"ext4", b"xfs", b"btrfs", b"overlay", b"zfs", b"f2fs",
+];
 /// The most bytes a cache file may have.
 const MAX_BYTES: u64 = 4 << 20;
 
@@ -68,7 +80,10 @@ fn boot_id() -> Option<[u8; 36]> {
 /// The header of a file for `object` in boot `boot`.
 fn header(object: &[u8], boot: &[u8; 36]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
-    out.extend_from_slice(&Sha256::digest(object));
+    let maker = Sha256::new()
+        .chain_update(MAKER.as_bytes())
+        .chain_update(object);
+    out.extend_from_slice(&maker.finalize());
     out.extend_from_slice(boot);
     out
 }
@@ -107,9 +122,37 @@ fn trusted(st: &Stat) -> bool {
     st.st_uid == 0 && st.st_mode & 0o022 == 0
 }
 
+/// Why `dir` cannot hold a cache before anything there is touched: not an
+/// absolute path, or not on a local file system (from the mount table).
+fn unfit(dir: &Path) -> Option<String> {
+    if !dir.is_absolute() {
+        return Some(format!("{}: not an absolute path", dir.display()));
+    }
+    let table = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let path = std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str());
+    match crate::proc::mounts::fstype_at(&table, path) {
+        Some(fs) if LOCAL_FS.contains(&fs) => None,
+        Some(fs) => Some(format!(
+            "{}: on a {} file system, whose reads may wait on others",
+            dir.display(),
+            String::from_utf8_lossy(fs)
+        )),
+        None => Some(format!(
+            "{}: on no mount /proc/self/mountinfo lists",
+            dir.display()
+        )),
+    }
+}
+
 /// The directory `dir`, opened, if it is trusted; `create`: make it
 /// (0755) where it is missing. `Err(None)`: it is missing.
 fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
+    // "d/" and "d/." would follow a link at d: the path without them.
+    let dir: PathBuf = dir.components().collect();
+    let dir = dir.as_path();
+    if let Some(why) = unfit(dir) {
+        return Err(Some(why));
+    }
     let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY;
     let open = || rustix::fs::open(dir, flags, Mode::empty());
     let fd = match open() {
@@ -278,10 +321,17 @@ mod tests {
         chown(&dir, Some(0), None).unwrap();
         let link = base.path().join("link");
         std::os::unix::fs::symlink(&dir, &link).unwrap();
-        assert!(
-            read(&link, b"object").unwrap_err().is_some(),
-            "a directory through a link"
-        );
+        for through in ["", "/", "/."] {
+            let link = PathBuf::from(format!("{}{through}", link.display()));
+            let why = read(&link, b"object").unwrap_err();
+            assert!(
+                why.is_some(),
+                "a directory through a link, as {}",
+                link.display()
+            );
+        }
+        let why = read(Path::new("cache"), b"object").unwrap_err().unwrap();
+        assert!(why.contains("not an absolute path"), "{why}");
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(base.path().join("elsewhere"), &file).unwrap();
         refused("a link in the file's place");
