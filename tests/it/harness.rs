@@ -11,6 +11,12 @@ use std::process::{Command, Stdio};
 
 /// The gpufree binary under test.
 pub fn bin() -> PathBuf {
+    // Every gpufree a test starts (through any command, tmux, or the demo's
+    // copy) keeps the in-kernel walk's relocation in the build's scratch
+    // directory, never the machine's /run: set for this process before its
+    // first gpufree starts.
+    static CACHE_SET: std::sync::Once = std::sync::Once::new();
+    CACHE_SET.call_once(|| std::env::set_var("GPUFREE_BPF_CACHE", bpf_cache()));
     PathBuf::from(env!("CARGO_BIN_EXE_gpufree"))
 }
 
