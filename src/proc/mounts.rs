@@ -1,29 +1,22 @@
 //! The mount table (`/proc/self/mountinfo`), read as bytes: which file
-//! system holds a path.
+//! system a mount is.
 
-/// The file system type of the mount that holds the absolute, normalised
-/// `path` (the last mount at the longest mount point that is `path` or
-/// one of its parents), from /proc/self/mountinfo. Mount points with
-/// escaped characters (a space, `\040`) match no path: their children
-/// count as their parent mount's.
-pub fn fstype_at<'a>(mountinfo: &'a [u8], path: &[u8]) -> Option<&'a [u8]> {
-    let mut best: Option<(usize, &[u8])> = None;
+/// The file system type of the mount whose id is `id` (mountinfo's first
+/// field, as statx's `STATX_MNT_ID` gives it).
+pub fn fstype_of(mountinfo: &[u8], id: u64) -> Option<&[u8]> {
     for line in mountinfo.split(|&b| b == b'\n') {
         let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
-        let Some(sep) = fields.iter().position(|f| *f == b"-") else {
+        let this = fields
+            .first()
+            .and_then(|f| std::str::from_utf8(f).ok())
+            .and_then(|f| f.parse::<u64>().ok());
+        if this != Some(id) {
             continue;
-        };
-        let (Some(point), Some(fstype)) = (fields.get(4), fields.get(sep + 1)) else {
-            continue;
-        };
-        let holds = path
-            .strip_prefix(*point)
-            .is_some_and(|rest| point.ends_with(b"/") || rest.is_empty() || rest.starts_with(b"/"));
-        if holds && best.is_none_or(|(len, _)| point.len() >= len) {
-            best = Some((point.len(), fstype));
         }
+        let sep = fields.iter().position(|f| *f == b"-")?;
+        return fields.get(sep + 1).copied();
     }
-    best.map(|(_, fstype)| fstype)
+    None
 }
 
 #[cfg(test)]
@@ -31,22 +24,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_paths_file_system_is_its_deepest_mounts() {
+    fn a_mounts_file_system_is_found_by_its_id() {
         let info = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
             30 22 0:5 / /run rw - tmpfs tmpfs rw\n\
-            31 30 0:6 / /run/user/0 rw - fuse.sshfs x rw\n\
-            32 22 0:7 / /runner rw - nfs4 srv:/x rw\n\
-            33 30 0:8 / /run rw - ramfs ramfs rw\n";
-        let at = |p: &[u8]| fstype_at(info, p);
+            31 30 0:6 / /run/a\\040b rw shared:1 - fuse.sshfs x rw\n\
+            32 22 0:7 / /runner rw - nfs4 srv:/x rw\n";
+        assert_eq!(fstype_of(info, 30), Some(&b"tmpfs"[..]));
         assert_eq!(
-            at(b"/run/gpufree"),
-            Some(&b"ramfs"[..]),
-            "the last mount on /run"
+            fstype_of(info, 31),
+            Some(&b"fuse.sshfs"[..]),
+            "optional fields"
         );
-        assert_eq!(at(b"/run/user/0/cache"), Some(&b"fuse.sshfs"[..]));
-        assert_eq!(at(b"/runner/cache"), Some(&b"nfs4"[..]), "not /run's");
-        assert_eq!(at(b"/run"), Some(&b"ramfs"[..]));
-        assert_eq!(at(b"/var/cache"), Some(&b"ext4"[..]));
-        assert_eq!(fstype_at(b"garbage\n", b"/run"), None);
+        assert_eq!(fstype_of(info, 32), Some(&b"nfs4"[..]));
+        assert_eq!(fstype_of(info, 3), None);
+        assert_eq!(fstype_of(b"garbage\n30\n", 30), None);
     }
 }

@@ -13,6 +13,8 @@ server again. The mode decides how GETATTR on `f` is answered:
                    caller blocks until the file system goes away), while
                    every other request is still served
     eio-getattr    with -EIO
+    block-all      every request but INIT is left unanswered (a stuck
+                   server: whatever asks it blocks until it goes away)
 
 Usage: fusefs.py MOUNTPOINT MODE. Prints "ready" once the kernel's INIT is
 answered; on SIGTERM, SIGINT or its parent's death it unmounts (MNT_DETACH)
@@ -101,6 +103,8 @@ def answer(mode, opcode, node, body):
     """(errno, reply body) for one request, or None to leave it unanswered."""
     if opcode == INIT:
         return init_out(body)
+    if mode == "block-all":
+        return None
     if opcode == LOOKUP:
         name = body.split(b"\0", 1)[0]
         return (0, entry(FILE)) if node == ROOT and name == b"f" else (-errno.ENOENT, b"")
@@ -152,7 +156,7 @@ def serve(fd, mode):
 
 def main():
     mnt, mode = sys.argv[1], sys.argv[2]
-    if mode not in ("ok", "block-getattr", "eio-getattr"):
+    if mode not in ("ok", "block-getattr", "eio-getattr", "block-all"):
         sys.exit(f"fusefs.py: unknown mode {mode!r}")
 
     def stop(_sig, _frame):

@@ -474,3 +474,50 @@ fn read_that_blocks_in_a_fake_proc_times_out_and_makes_the_verdict_unknown() {
     let (r, _) = run(&["why"]);
     assert_eq!(r.code, 0, "free without the FIFO: {}{}", r.stdout, r.stderr);
 }
+
+/// The in-kernel walk's boot cache named on a FUSE mount that answers
+/// nothing, directly or through a link: gpufree never asks the server
+/// (each directory on the way is found on a local file system, by its
+/// mount id, before anything in it is looked up, and no link is
+/// followed). It finishes, says why the cache is not used, and walks.
+#[test]
+fn a_boot_cache_on_a_stuck_fuse_mount_is_never_asked() {
+    let Some(mut fuse) = Fuse::start("block-all") else {
+        return;
+    };
+    let d = TestDir::new(1);
+    let link = d.tmp.path().join("to-fuse");
+    std::os::unix::fs::symlink(&fuse.mnt, &link).unwrap();
+    let dev = d.dev.to_str().unwrap().to_string();
+    let cases = [
+        (fuse.mnt.join("cache"), "on a fuse"),
+        (fuse.mnt.clone(), "on a fuse"),
+        (link.join("cache"), "a link, or not a directory"),
+    ];
+    for (dir, why) in cases {
+        for scan in ["auto", "bpf"] {
+            let args = [
+                "status",
+                "--json",
+                "--scan",
+                scan,
+                "--dev-dir",
+                &dev,
+                "--nvml-lib",
+                "/nonexistent/libnvidia-ml.so.1",
+            ];
+            let env = [("GPUFREE_BPF_CACHE", dir.to_str().unwrap())];
+            let t = timed(&args, &env, Duration::from_secs(20), Some(&mut fuse));
+            let run = finished(
+                t,
+                &format!("--scan {scan} with the cache at {}", dir.display()),
+            );
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            let v = &run.json()["visibility"];
+            if scan == "bpf" && v["scan"] == "bpf" {
+                let reason = v["scan_reason"].as_str().unwrap();
+                assert!(reason.contains(why), "{}: {reason}", dir.display());
+            }
+        }
+    }
+}

@@ -17,7 +17,7 @@
 //! writes one. The file also names the object and the boot it was made
 //! for. Anything else is not used, and the relocation is made again.
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, StatxFlags};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -42,8 +42,9 @@ const MAKER: &str = concat!("gpufree ", env!("CARGO_PKG_VERSION"), "; relocation
 /// File systems where a cache may be: local ones, whose reads do not wait
 /// on a server or another process (a stuck FUSE or NFS mount would hang
 /// every command).
-const LOCAL_FS: [&[u8]; 10] = [
-    b"tmpfs", b"ramfs", b"ext2", b"ext3", b"ext4", b"xfs", b"btrfs", b"overlay", b"zfs", b"f2fs",
+const LOCAL_FS: [&[u8]; 11] = [
+    b"tmpfs", b"ramfs", b"rootfs", b"ext2", b"ext3", b"ext4", b"xfs", b"btrfs", b"overlay", b"zfs",
+    b"f2fs",
 ];
 /// The most bytes a cache file may have.
 const MAX_BYTES: u64 = 4 << 20;
@@ -62,12 +63,14 @@ pub struct Relocated {
 pub type NotRead = Option<String>;
 
 /// The cache's directory, from the environment's value `value` (`off` or
-/// empty: none; unset: the default).
+/// empty: none; unset: the default). Another directory is taken only
+/// from root: a user's gpufree (one given CAP_BPF, say) reads root's
+/// cache where root keeps it, or none.
 pub fn dir_from(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
     match value {
-        None => Some(PathBuf::from(DEFAULT_DIR)),
         Some(v) if v.is_empty() || v == "off" => None,
-        Some(v) => Some(PathBuf::from(v)),
+        Some(v) if rustix::process::geteuid().is_root() => Some(PathBuf::from(v)),
+        _ => Some(PathBuf::from(DEFAULT_DIR)),
     }
 }
 
@@ -122,49 +125,71 @@ fn trusted(st: &Stat) -> bool {
     st.st_uid == 0 && st.st_mode & 0o022 == 0
 }
 
-/// Why `dir` cannot hold a cache before anything there is touched: not an
-/// absolute path, or not on a local file system (from the mount table).
-fn unfit(dir: &Path) -> Option<String> {
-    if !dir.is_absolute() {
-        return Some(format!("{}: not an absolute path", dir.display()));
-    }
-    let table = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
-    let path = std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str());
-    match crate::proc::mounts::fstype_at(&table, path) {
-        Some(fs) if LOCAL_FS.contains(&fs) => None,
-        Some(fs) => Some(format!(
+/// Whether the mount `fd` is on is a local file system, found without a
+/// request to the file system itself (its mount id by statx with
+/// `AT_STATX_DONT_SYNC`, then the mount table): else why not. `shown`:
+/// the path, for the reason.
+fn local(fd: &OwnedFd, table: &[u8], shown: &Path) -> Result<(), NotRead> {
+    let flags = AtFlags::EMPTY_PATH | AtFlags::STATX_DONT_SYNC;
+    let st = rustix::fs::statx(fd, "", flags, StatxFlags::MNT_ID)
+        .map_err(|e| Some(format!("{}: {e}", shown.display())))?;
+    let id = (st.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(st.stx_mnt_id);
+    match id.and_then(|id| crate::proc::mounts::fstype_of(table, id)) {
+        Some(fs) if LOCAL_FS.contains(&fs) => Ok(()),
+        Some(fs) => Err(Some(format!(
             "{}: on a {} file system, whose reads may wait on others",
-            dir.display(),
+            shown.display(),
             String::from_utf8_lossy(fs)
-        )),
-        None => Some(format!(
-            "{}: on no mount /proc/self/mountinfo lists",
-            dir.display()
-        )),
+        ))),
+        None => Err(Some(format!(
+            "{}: on no mount the table names",
+            shown.display()
+        ))),
     }
 }
 
-/// The directory `dir`, opened, if it is trusted; `create`: make it
-/// (0755) where it is missing. `Err(None)`: it is missing.
+/// The directory `dir`, opened one component at a time from `/`, none of
+/// them a link or `..`, each found on a local file system before anything
+/// in it is looked up (so a stuck FUSE or NFS mount is never asked), and
+/// the last trusted; `create`: make the last (0755) where it is missing.
+/// `Err(None)`: it is missing.
 fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
-    // "d/" and "d/." would follow a link at d: the path without them.
-    let dir: PathBuf = dir.components().collect();
-    let dir = dir.as_path();
-    if let Some(why) = unfit(dir) {
-        return Err(Some(why));
+    use std::path::Component;
+    if !dir.is_absolute() {
+        return Err(Some(format!("{}: not an absolute path", dir.display())));
     }
-    let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::RDONLY;
-    let open = || rustix::fs::open(dir, flags, Mode::empty());
-    let fd = match open() {
-        Err(rustix::io::Errno::NOENT) if create => {
-            rustix::fs::mkdir(dir, Mode::from_raw_mode(0o755))
-                .and_then(|()| open())
-                .map_err(|e| Some(format!("{}: {e}", dir.display())))?
-        }
-        Err(rustix::io::Errno::NOENT) => return Err(None),
-        Err(e) => return Err(Some(format!("{}: {e}", dir.display()))),
-        Ok(fd) => fd,
-    };
+    let table = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let walk = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::open("/", walk, Mode::empty()).map_err(|e| Some(e.to_string()))?;
+    local(&fd, &table, Path::new("/"))?;
+    let mut at = PathBuf::from("/");
+    let names: Vec<_> = dir.components().collect();
+    for (i, part) in names.iter().enumerate() {
+        let name = match part {
+            Component::Normal(name) => *name,
+            Component::ParentDir => {
+                return Err(Some(format!("{}: a path through ..", dir.display())))
+            }
+            _ => continue,
+        };
+        at.push(name);
+        let shown = || Some(format!("{}: a link, or not a directory", at.display()));
+        fd = match rustix::fs::openat(&fd, name, walk, Mode::empty()) {
+            Ok(next) => next,
+            Err(rustix::io::Errno::NOENT) if create && i + 1 == names.len() => {
+                rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o755))
+                    .and_then(|()| rustix::fs::openat(&fd, name, walk, Mode::empty()))
+                    .map_err(|e| Some(format!("{}: {e}", at.display())))?
+            }
+            Err(rustix::io::Errno::NOENT) if !create => return Err(None),
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => return Err(shown()),
+            Err(e) => return Err(Some(format!("{}: {e}", at.display()))),
+        };
+        local(&fd, &table, &at)?;
+    }
+    let read = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(&fd, ".", read, Mode::empty())
+        .map_err(|e| Some(format!("{}: {e}", dir.display())))?;
     match rustix::fs::fstat(&fd) {
         Ok(st) if trusted(&st) => Ok(fd),
         Ok(_) => Err(Some(format!(
@@ -332,6 +357,12 @@ mod tests {
         }
         let why = read(Path::new("cache"), b"object").unwrap_err().unwrap();
         assert!(why.contains("not an absolute path"), "{why}");
+        let why = read(&dir.join("../cache"), b"object").unwrap_err().unwrap();
+        assert!(why.contains("a path through .."), "{why}");
+        // A link on the way, not only at the end.
+        let inner = base.path().join("link/inner");
+        let why = read(&inner, b"object").unwrap_err().unwrap();
+        assert!(why.contains("a link, or not a directory"), "{why}");
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(base.path().join("elsewhere"), &file).unwrap();
         refused("a link in the file's place");
