@@ -253,8 +253,9 @@ impl WalkChooser {
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let loaded = matches!(*state, State::Loaded(_) | State::Busy(..));
-        let load = self.load_cost(loaded);
-        let why = match pick(self.choice, self.long_lived, load, open_files(proc_fd)) {
+        let open = open_files(proc_fd);
+        let load = self.load_cost(loaded, open);
+        let why = match pick(self.choice, self.long_lived, load, open) {
             Pick::Bpf(why) => why,
             Pick::Procfs(why) => return fallback(why),
         };
@@ -274,12 +275,15 @@ impl WalkChooser {
         }
     }
 
-    /// What loading the walk would take (`loaded`: it is): only a one-shot
-    /// command's choice depends on whether the relocation is kept.
-    fn load_cost(&self, loaded: bool) -> Load {
+    /// What loading the walk would take (`loaded`: it is; `open`: the
+    /// host's open files): only a one-shot command's choice between the
+    /// two crossovers depends on whether the relocation is kept, so only
+    /// there is the cache looked at.
+    fn load_cost(&self, loaded: bool, open: Option<u64>) -> Load {
+        let between = open.is_some_and(|n| (CROSSOVER_FILES_CACHED..CROSSOVER_FILES).contains(&n));
         match &self.cache {
             _ if loaded => Load::Done,
-            Some(dir) if !self.long_lived && self.choice == ScanChoice::Auto => {
+            Some(dir) if between && !self.long_lived && self.choice == ScanChoice::Auto => {
                 if bpf::relocation_kept(dir) {
                     Load::Kept
                 } else {
