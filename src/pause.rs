@@ -94,6 +94,16 @@ pub fn report_unread() -> bool {
     is_one(REPORT_UNREAD_ENV)
 }
 
+/// The variable that gives `--scan auto` this count of the host's open
+/// files instead of the kernel's (`fs/file-nr`): its thresholds are tested
+/// without opening that many files on the machine.
+pub const OPEN_FILES_ENV: &str = "GPUFREE_TEST_OPEN_FILES";
+
+/// The count of open files the tests give auto, if any (tests only).
+pub fn open_files() -> Option<u64> {
+    std::env::var(OPEN_FILES_ENV).ok()?.parse().ok()
+}
+
 /// The variable that holds each in-kernel walk's reader this many
 /// milliseconds before it reads, as a task whose memory map lock is stuck
 /// would hold it: the walk's timeout and fallback are tested without such

@@ -1,5 +1,13 @@
-//! The mount table (`/proc/self/mountinfo`), read as bytes: which file
-//! system a mount is.
+//! The mount table (`/proc/self/mountinfo`) and a descriptor's mount
+//! (`/proc/self/fdinfo/N`), read as bytes: which file system a mount is.
+
+/// The mount id in a descriptor's fdinfo (its `mnt_id:` line).
+pub fn mnt_id_of_fdinfo(fdinfo: &[u8]) -> Option<u64> {
+    fdinfo.split(|&b| b == b'\n').find_map(|line| {
+        let value = line.strip_prefix(b"mnt_id:")?;
+        std::str::from_utf8(value).ok()?.trim().parse().ok()
+    })
+}
 
 /// The file system type of the mount whose id is `id` (mountinfo's first
 /// field, as statx's `STATX_MNT_ID` gives it).
@@ -38,5 +46,8 @@ mod tests {
         assert_eq!(fstype_of(info, 32), Some(&b"nfs4"[..]));
         assert_eq!(fstype_of(info, 3), None);
         assert_eq!(fstype_of(b"garbage\n30\n", 30), None);
+        let fdinfo = b"pos:\t0\nflags:\t012000000\nmnt_id:\t31\nino:\t2\n";
+        assert_eq!(mnt_id_of_fdinfo(fdinfo), Some(31));
+        assert_eq!(mnt_id_of_fdinfo(b"pos:\t0\n"), None);
     }
 }

@@ -5,8 +5,9 @@
 //! than a one-shot command's whole walk. The result depends only on the
 //! object and the running kernel, so the first command of a boot keeps it
 //! in a file (`holders-bpf.cache` in `/run/gpufree`, or the directory
-//! `GPUFREE_BPF_CACHE` names; `off`: none) and later ones load it: the
-//! kernel's verifier still checks every load.
+//! `GPUFREE_BPF_CACHE` names to root's gpufree: an absolute path, each
+//! directory on a local file system; `off`: none) and later ones load it:
+//! the kernel's verifier still checks every load.
 //!
 //! What gpufree loads into the kernel must be what a gpufree made. Its
 //! SHA-256 only tells a whole file from a damaged one, so the file is
@@ -17,13 +18,14 @@
 //! writes one. The file also names the object and the boot it was made
 //! for. Anything else is not used, and the relocation is made again.
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, StatxFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-/// The environment variable naming the cache's directory (`off`: none).
+/// The environment variable naming the cache's directory (`off` or
+/// empty: none).
 pub const ENV: &str = "GPUFREE_BPF_CACHE";
 /// The directory where none is named.
 const DEFAULT_DIR: &str = "/run/gpufree";
@@ -39,6 +41,13 @@ const HEADER: usize = MAGIC.len() + 32 + 36;
 /// aya-obj's; raised with any change to them), so that a gpufree that
 /// relocates otherwise never loads another's.
 const MAKER: &str = concat!("gpufree ", env!("CARGO_PKG_VERSION"), "; relocation 1");
+/// The code that makes the relocation, in the key too: an edit to it
+/// under the same version never loads a relocation it did not make.
+const RELOCATOR: [&[u8]; 3] = [
+    include_bytes!("direct.rs"),
+    include_bytes!("kfunc.rs"),
+    include_bytes!("per_process.rs"),
+];
 /// File systems where a cache may be: local ones, whose reads do not wait
 /// on a server or another process (a stuck FUSE or NFS mount would hang
 /// every command).
@@ -65,11 +74,14 @@ pub type NotRead = Option<String>;
 /// The cache's directory, from the environment's value `value` (`off` or
 /// empty: none; unset: the default). Another directory is taken only
 /// from root: a user's gpufree (one given CAP_BPF, say) reads root's
-/// cache where root keeps it, or none.
+/// cache where root keeps it, or none; so does a setuid one run by a
+/// user (root only by its effective id).
 pub fn dir_from(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
     match value {
         Some(v) if v.is_empty() || v == "off" => None,
-        Some(v) if rustix::process::geteuid().is_root() => Some(PathBuf::from(v)),
+        Some(v) if rustix::process::getuid().is_root() && rustix::process::geteuid().is_root() => {
+            Some(PathBuf::from(v))
+        }
         _ => Some(PathBuf::from(DEFAULT_DIR)),
     }
 }
@@ -83,9 +95,11 @@ fn boot_id() -> Option<[u8; 36]> {
 /// The header of a file for `object` in boot `boot`.
 fn header(object: &[u8], boot: &[u8; 36]) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
-    let maker = Sha256::new()
-        .chain_update(MAKER.as_bytes())
-        .chain_update(object);
+    let mut maker = Sha256::new().chain_update(MAKER.as_bytes());
+    for code in RELOCATOR {
+        maker.update(code);
+    }
+    let maker = maker.chain_update(object);
     out.extend_from_slice(&maker.finalize());
     out.extend_from_slice(boot);
     out
@@ -126,15 +140,19 @@ fn trusted(st: &Stat) -> bool {
 }
 
 /// Whether the mount `fd` is on is a local file system, found without a
-/// request to the file system itself (its mount id by statx with
-/// `AT_STATX_DONT_SYNC`, then the mount table): else why not. `shown`:
-/// the path, for the reason.
+/// request to any file system (its mount id from `/proc/self/fdinfo`,
+/// which the kernel's VFS writes itself, then the mount table): else why
+/// not. `shown`: the path, for the reason.
 fn local(fd: &OwnedFd, table: &[u8], shown: &Path) -> Result<(), NotRead> {
-    let flags = AtFlags::EMPTY_PATH | AtFlags::STATX_DONT_SYNC;
-    let st = rustix::fs::statx(fd, "", flags, StatxFlags::MNT_ID)
-        .map_err(|e| Some(format!("{}: {e}", shown.display())))?;
-    let id = (st.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(st.stx_mnt_id);
-    match id.and_then(|id| crate::proc::mounts::fstype_of(table, id)) {
+    let info = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
+    let info = std::fs::read(&info).map_err(|e| Some(format!("{info}: {e}")))?;
+    let id = crate::proc::mounts::mnt_id_of_fdinfo(&info).ok_or_else(|| {
+        Some(format!(
+            "{}: the kernel names no mount for it",
+            shown.display()
+        ))
+    })?;
+    match crate::proc::mounts::fstype_of(table, id) {
         Some(fs) if LOCAL_FS.contains(&fs) => Ok(()),
         Some(fs) => Err(Some(format!(
             "{}: on a {} file system, whose reads may wait on others",
@@ -142,7 +160,7 @@ fn local(fd: &OwnedFd, table: &[u8], shown: &Path) -> Result<(), NotRead> {
             String::from_utf8_lossy(fs)
         ))),
         None => Err(Some(format!(
-            "{}: on no mount the table names",
+            "{}: mount {id} is not in /proc/self/mountinfo",
             shown.display()
         ))),
     }
@@ -150,17 +168,21 @@ fn local(fd: &OwnedFd, table: &[u8], shown: &Path) -> Result<(), NotRead> {
 
 /// The directory `dir`, opened one component at a time from `/`, none of
 /// them a link or `..`, each found on a local file system before anything
-/// in it is looked up (so a stuck FUSE or NFS mount is never asked), and
-/// the last trusted; `create`: make the last (0755) where it is missing.
-/// `Err(None)`: it is missing.
+/// in it is looked up, and the last trusted; `create`: make the last
+/// (0755) where it is missing. `Err(None)`: it is missing. Each component
+/// is opened as a path only (O_PATH without O_DIRECTORY: no automount is
+/// set off, no file system's open is called), so no FUSE, NFS or autofs
+/// server is asked. Walked by hand: openat2's RESOLVE_NO_XDEV would refuse
+/// `/run` itself (a mount point), and no crate checks each mount.
 fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
     use std::path::Component;
     if !dir.is_absolute() {
         return Err(Some(format!("{}: not an absolute path", dir.display())));
     }
-    let table = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
-    let walk = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut fd = rustix::fs::open("/", walk, Mode::empty()).map_err(|e| Some(e.to_string()))?;
+    let table = std::fs::read("/proc/self/mountinfo")
+        .map_err(|e| Some(format!("/proc/self/mountinfo: {e}")))?;
+    let walk = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::open("/", walk, Mode::empty()).map_err(|e| Some(format!("/: {e}")))?;
     local(&fd, &table, Path::new("/"))?;
     let mut at = PathBuf::from("/");
     let names: Vec<_> = dir.components().collect();
@@ -188,8 +210,15 @@ fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
         local(&fd, &table, &at)?;
     }
     let read = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(&fd, ".", read, Mode::empty())
-        .map_err(|e| Some(format!("{}: {e}", dir.display())))?;
+    let fd = match rustix::fs::openat(&fd, ".", read, Mode::empty()) {
+        Err(rustix::io::Errno::NOTDIR) => {
+            return Err(Some(format!(
+                "{}: a link, or not a directory",
+                dir.display()
+            )))
+        }
+        other => other.map_err(|e| Some(format!("{}: {e}", dir.display())))?,
+    };
     match rustix::fs::fstat(&fd) {
         Ok(st) if trusted(&st) => Ok(fd),
         Ok(_) => Err(Some(format!(

@@ -190,6 +190,11 @@ fn pick(choice: ScanChoice, long_lived: bool, load: Load, open_files: Option<u64
             Pick::Bpf("loaded once for this command".into())
         }
         ScanChoice::Auto => match open_files {
+            // Below both crossovers: whether the relocation is kept was not
+            // looked at.
+            Some(n) if n < CROSSOVER_FILES_CACHED => Pick::Procfs(format!(
+                "{n} open files on the host: below {CROSSOVER_FILES_CACHED}, loading the in-kernel walk costs more than it saves"
+            )),
             Some(n) if n >= crossover => Pick::Bpf(format!(
                 "{n} open files on the host (from {crossover} the walk repays its load)"
             )),
@@ -203,8 +208,12 @@ fn pick(choice: ScanChoice, long_lived: bool, load: Load, open_files: Option<u64
     }
 }
 
-/// The kernel's count of allocated file handles (`fs/file-nr`'s first field).
+/// The kernel's count of allocated file handles (`fs/file-nr`'s first
+/// field), or the tests' ([`crate::pause::open_files`]).
 fn open_files(proc_fd: &OwnedFd) -> Option<u64> {
+    if let Some(n) = crate::pause::open_files() {
+        return Some(n);
+    }
     let bytes = read_at(proc_fd, "sys/fs/file-nr").ok()?;
     std::str::from_utf8(&bytes)
         .ok()?
@@ -366,6 +375,12 @@ mod tests {
             Some(CROSSOVER_FILES_CACHED - 1)
         )));
         assert!(bpf(pick(auto, false, kept, Some(CROSSOVER_FILES_CACHED))));
+        // Below both, the reason names the lower one.
+        let small = pick(auto, false, fresh, Some(300));
+        assert!(
+            matches!(&small, Pick::Procfs(w) if w.contains("below 8000")),
+            "{small:?}"
+        );
         // Long-running commands, and programs already loaded, always walk.
         assert!(bpf(pick(auto, true, fresh, Some(10))));
         assert!(bpf(pick(auto, false, Load::Done, Some(10))));
