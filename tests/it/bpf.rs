@@ -76,6 +76,23 @@ pub fn bpf_runs(d: &TestDir) -> bool {
     false
 }
 
+/// Whether the per-process walk runs here (BPF, and a kernel with its
+/// kfuncs: 6.7 and later); else says why (and fails under CI where BPF
+/// runs but the kernel is older).
+pub fn per_process_walk_runs(d: &TestDir) -> bool {
+    if !bpf_runs(d) {
+        return false;
+    }
+    if iterators_expected(&[]) {
+        skip_off_ci(
+            "a kernel with the per-process walk (6.7+)",
+            &"its kfuncs missing",
+        );
+        return false;
+    }
+    true
+}
+
 /// One process of a population.
 #[derive(Debug, Clone)]
 struct Member {

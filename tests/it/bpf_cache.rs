@@ -5,7 +5,7 @@
 //! used (the relocation is made again, and the reason says why); `off`
 //! keeps none.
 
-use crate::bpf::{bpf_runs, holders, iterators_expected, status};
+use crate::bpf::{holders, per_process_walk_runs, status};
 use crate::harness::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -38,14 +38,7 @@ fn seal(file: &Path, body: &[u8]) {
 #[test]
 fn the_boot_cache_is_used_only_where_sound_and_finds_the_same_holders() {
     let d = TestDir::new(1);
-    if !bpf_runs(&d) {
-        return;
-    }
-    if iterators_expected(&[]) {
-        skip_off_ci(
-            "a kernel with the per-process walk (6.7+)",
-            &"its kfuncs missing",
-        );
+    if !per_process_walk_runs(&d) {
         return;
     }
     let holder = d.mapper("nvidia0");
@@ -117,14 +110,7 @@ fn the_boot_cache_is_used_only_where_sound_and_finds_the_same_holders() {
 #[test]
 fn auto_loads_the_kept_relocation_from_a_lower_count_of_open_files() {
     let d = TestDir::new(1);
-    if !bpf_runs(&d) {
-        return;
-    }
-    if iterators_expected(&[]) {
-        skip_off_ci(
-            "a kernel with the per-process walk (6.7+)",
-            &"its kfuncs missing",
-        );
+    if !per_process_walk_runs(&d) {
         return;
     }
     let cache = d.tmp.path().join("cache");

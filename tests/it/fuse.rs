@@ -483,14 +483,7 @@ fn read_that_blocks_in_a_fake_proc_times_out_and_makes_the_verdict_unknown() {
 #[test]
 fn a_boot_cache_on_a_stuck_fuse_mount_is_never_asked() {
     let d = TestDir::new(1);
-    if !crate::bpf::bpf_runs(&d) {
-        return;
-    }
-    if crate::bpf::iterators_expected(&[]) {
-        skip_off_ci(
-            "a kernel with the per-process walk (6.7+)",
-            &"its kfuncs missing",
-        );
+    if !crate::bpf::per_process_walk_runs(&d) {
         return;
     }
     let Some(mut fuse) = Fuse::start("block-all") else {
