@@ -6,7 +6,7 @@
 //! section). Here the two steps come apart:
 //! - [`relocate`] makes a copy of the object whose instructions already
 //!   carry this kernel's field offsets and type ids, with aya-obj's
-//!   relocation: once per boot, kept by cache.rs;
+//!   relocation: once per boot, kept by cache/;
 //! - [`load`] loads such a copy with aya-obj's parse, map and call
 //!   relocations, aya's maps and syscalls.rs's calls: no kernel BTF at all.
 

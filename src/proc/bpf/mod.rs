@@ -14,7 +14,7 @@
 //!
 //! Loading is pure Rust, so neither building nor running gpufree needs
 //! clang, libbpf or kernel headers. The per-process walk is relocated to
-//! the running kernel with aya-obj once per boot and kept (cache.rs), and
+//! the running kernel with aya-obj once per boot and kept (cache/), and
 //! loaded by gpufree itself (direct.rs, syscalls.rs): a one-shot command then
 //! never parses the kernel's BTF. The iterator walk is loaded by aya
 //! (iterators.rs).

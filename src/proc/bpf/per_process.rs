@@ -1,4 +1,4 @@
-//! The per-process walk: its relocation from this boot's cache (cache.rs)
+//! The per-process walk: its relocation from this boot's cache (cache/)
 //! or made afresh from the kernel's BTF and kept there, then loaded by
 //! direct.rs.
 
