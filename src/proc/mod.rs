@@ -17,6 +17,11 @@ pub mod parse;
 pub mod restart;
 pub mod scan;
 
+/// Whether `st` is owned by root and writable by no one else.
+pub(crate) fn root_only(st: &rustix::fs::Stat) -> bool {
+    st.st_uid == 0 && st.st_mode & 0o022 == 0
+}
+
 /// The file name of a path, without a trailing " (deleted)".
 fn base(path: &str) -> &str {
     let path = path.strip_suffix(" (deleted)").unwrap_or(path);

@@ -3,6 +3,7 @@
 //! wchan and the environment variables that tell who restarts it.
 
 use super::*;
+use crate::proc::root_only;
 
 /// What gpufree shows of a process, read through its /proc directory fd.
 #[derive(Debug, Clone)]
@@ -84,11 +85,6 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
         exe_trusted,
         cgroup,
     })
-}
-
-/// Whether `st` is owned by root and writable by no one else.
-pub(super) fn root_only(st: &rustix::fs::Stat) -> bool {
-    st.st_uid == 0 && st.st_mode & 0o022 == 0
 }
 
 /// See [`Details::exe_trusted`]. The file is the one the process runs

@@ -18,7 +18,8 @@
 //! writes one. The file also names the object and the boot it was made
 //! for. Anything else is not used, and the relocation is made again.
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use crate::proc::root_only;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -36,9 +37,9 @@ const MAGIC: &[u8; 24] = b"gpufree holders-bpf v1\n\0";
 /// The header: the format, the SHA-256 of what made the relocation, the
 /// boot id.
 const HEADER: usize = MAGIC.len() + 32 + 36;
-/// What, beside the object, decides the relocation: this gpufree's
-/// version and the revision of its relocation code (direct.rs, kfunc.rs,
-/// aya-obj's; raised with any change to them), so that a gpufree that
+/// What, beside the object and [`RELOCATOR`], decides the relocation:
+/// this gpufree's version and a revision raised with a change to what the
+/// key does not hold (aya-obj's relocation), so that a gpufree that
 /// relocates otherwise never loads another's.
 const MAKER: &str = concat!("gpufree ", env!("CARGO_PKG_VERSION"), "; relocation 1");
 /// The code that makes the relocation, in the key too: an edit to it
@@ -134,11 +135,6 @@ fn decode(bytes: &[u8], object: &[u8], boot: &[u8; 36]) -> Result<Relocated, Str
     })
 }
 
-/// Whether `st` is root's and writable by no one else.
-fn trusted(st: &Stat) -> bool {
-    st.st_uid == 0 && st.st_mode & 0o022 == 0
-}
-
 /// Whether the mount `fd` is on is a local file system, found without a
 /// request to any file system (its mount id from `/proc/self/fdinfo`,
 /// which the kernel's VFS writes itself, then the mount table): else why
@@ -220,7 +216,7 @@ fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
         other => other.map_err(|e| Some(format!("{}: {e}", dir.display())))?,
     };
     match rustix::fs::fstat(&fd) {
-        Ok(st) if trusted(&st) => Ok(fd),
+        Ok(st) if root_only(&st) => Ok(fd),
         Ok(_) => Err(Some(format!(
             "{} is not root's, or others may write it",
             dir.display()
@@ -248,7 +244,7 @@ fn open_file(dir: &Path) -> Result<(std::fs::File, u64), NotRead> {
         .map_err(|e| Some(format!("{}: {e}", name())))?;
     let st = rustix::fs::fstat(&fd).map_err(|e| Some(format!("{}: {e}", name())))?;
     let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
-    if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) || !trusted(&st) {
+    if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) || !root_only(&st) {
         return Err(Some(format!(
             "{} is not root's, or others may write it",
             name()
