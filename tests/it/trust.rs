@@ -705,6 +705,10 @@ fn children_left_holding_make_the_release_busy_not_free() {
         },
     );
     let child = b.pids[0].0;
+    // A child the target had before the kill: started a clock tick (10 ms)
+    // or more before it, since one of the kill's own tick may have started
+    // during it (and joins the targets).
+    std::thread::sleep(std::time::Duration::from_millis(25));
     let pid = b.pid().to_string();
     let (code, doc, err) = kill_json(
         &d.dev,
