@@ -1,9 +1,12 @@
 //! The gpufree binary: wiring only. It becomes a holder process for the
 //! demo and the tests when `GPUFREE_INTERNAL_HOLDER` is set (see
-//! `gpufree::demo::holder`); otherwise it runs the command line.
+//! `gpufree::demo::holder`) — never where its caller has less privilege
+//! than it (setuid, file capabilities) — otherwise it runs the command line.
 
 fn main() -> std::process::ExitCode {
-    if let Ok(spec) = std::env::var(gpufree::demo::holder::HOLDER_ENV) {
+    let steerable = gpufree::proc::me::Privilege::current().secure.is_none();
+    let holder = std::env::var(gpufree::demo::holder::HOLDER_ENV).ok();
+    if let Some(spec) = holder.filter(|_| steerable) {
         if let Err(e) = gpufree::demo::holder::run(&spec) {
             eprintln!("gpufree holder: {e}");
             return std::process::ExitCode::from(3);

@@ -16,7 +16,26 @@
 //! and `held` (the first round's targets are frozen or stopped, not yet
 //! checked or signalled).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+
+/// Set once gpufree knows its caller may not steer it (secure mode): no
+/// test hook runs, whatever the environment says.
+static DISABLED: AtomicBool = AtomicBool::new(false);
+
+/// Turns every test hook off for the rest of the process (secure mode:
+/// the caller has less privilege than gpufree).
+pub fn disable() {
+    DISABLED.store(true, Ordering::SeqCst);
+}
+
+/// A test variable's value, unless the hooks are off.
+fn var(name: &str) -> Option<String> {
+    if DISABLED.load(Ordering::SeqCst) {
+        return None;
+    }
+    std::env::var(name).ok()
+}
 
 /// The variable that names the pause point.
 pub const ENV: &str = "GPUFREE_TEST_PAUSE";
@@ -24,7 +43,7 @@ pub const ENV: &str = "GPUFREE_TEST_PAUSE";
 fn wanted() -> Option<&'static str> {
     static WANTED: OnceLock<Option<String>> = OnceLock::new();
     WANTED
-        .get_or_init(|| std::env::var(ENV).ok().filter(|v| !v.is_empty()))
+        .get_or_init(|| var(ENV).filter(|v| !v.is_empty()))
         .as_deref()
 }
 
@@ -70,7 +89,7 @@ pub fn break_verifier() -> bool {
 
 /// Whether the test variable `var` is set to 1.
 fn is_one(var: &str) -> bool {
-    std::env::var_os(var).is_some_and(|v| v == "1")
+    self::var(var).is_some_and(|v| v == "1")
 }
 
 /// The variable that makes the in-kernel walk use its iterator programs
@@ -101,7 +120,7 @@ pub const OPEN_FILES_ENV: &str = "GPUFREE_TEST_OPEN_FILES";
 
 /// The count of open files the tests give auto, if any (tests only).
 pub fn open_files() -> Option<u64> {
-    std::env::var(OPEN_FILES_ENV).ok()?.parse().ok()
+    var(OPEN_FILES_ENV)?.parse().ok()
 }
 
 /// The variable that holds each in-kernel walk's reader this many
@@ -113,7 +132,7 @@ pub const SLOW_WALK_ENV: &str = "GPUFREE_TEST_BPF_SLOW_WALK_MS";
 /// On a walk's reader thread: waits as [`SLOW_WALK_ENV`] says (tests only).
 pub fn slow_walk() {
     static SLOW: OnceLock<Option<u64>> = OnceLock::new();
-    let ms = SLOW.get_or_init(|| std::env::var(SLOW_WALK_ENV).ok()?.parse().ok());
+    let ms = SLOW.get_or_init(|| var(SLOW_WALK_ENV)?.parse().ok());
     if let Some(ms) = ms {
         std::thread::sleep(std::time::Duration::from_millis(*ms));
     }

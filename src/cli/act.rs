@@ -3,7 +3,7 @@
 
 use super::spinner::Spinner;
 use super::*;
-use crate::act::kill::{self, Plan, Selectors, UserSel};
+use crate::act::kill::{self, Plan, Selectors};
 use crate::model::{Selection, Snapshot};
 use crate::present::json::SnapshotDoc;
 
@@ -18,24 +18,12 @@ pub(super) struct KillDoc<'a> {
 
 /// `gpufree kill`: select, plan, show the plan, confirm, signal, wait for
 /// the memory, report.
-pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Result<Outcome, Error> {
-    if common
-        .proc_root
-        .as_ref()
-        .is_some_and(|p| p != std::path::Path::new("/proc"))
-    {
-        return Err(Error::KillProcRoot);
-    }
-    let matcher = match &args.matcher {
-        Some(m) => Some(regex_flag("--match", m)?),
-        None => None,
-    };
-    let c = collector(common, config(common), None)?;
-    if !c.proc_is_ours() {
-        return Err(Error::ForeignProc);
-    }
-    let snap = c.snapshot().map_err(|e| snapshot_error(common, e))?;
-    let (sel, indexes) = selectors(common, args, &snap, matcher)?;
+pub(super) fn run_kill(s: &Settings, args: &KillArgs, paint: &Paint) -> Result<Outcome, Error> {
+    let common = &s.common;
+    let c = collector(s, s.collect.clone(), None)?;
+    kill::may_signal(&c).map_err(Error::KillRefused)?;
+    let snap = c.snapshot().map_err(|e| snapshot_error(s, e))?;
+    let (sel, indexes) = selectors(s, args, &snap)?;
     let safety = kill::Safety {
         force_protected: args.force_protected,
         include_shared: args.include_shared,
@@ -46,11 +34,21 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
     // Not locked: the progress bar draws on stderr from its own thread.
     let mut err = Guard::new(std::io::stderr(), paint.color);
     let plan_shown = show_plan(common, args, &snap, &plan, paint, &mut out, &mut err);
-    // Nothing will be signalled: the plan is the answer.
+    // Nothing will be signalled: the plan is the answer. Where only
+    // protected daemons (nvidia-persistenced on every node) hold the
+    // selected GPUs, within their slack, the GPUs are free: done, not
+    // refused (a Slurm epilog after a clean job must not drain the node).
     let refused = plan.targets.is_empty() && plan.skipped.iter().any(|k| k.refused);
+    let free = refused && only_protected_hold(&snap, &sel, &plan, &indexes);
     if args.dry_run || refused {
-        let written = plan_shown.and_then(|()| plan_only_json(common, &snap, &plan, &mut out));
-        let outcome = if args.dry_run {
+        let mut written = plan_shown.and_then(|()| plan_only_json(common, &snap, &plan, &mut out));
+        if free && !common.quiet && !common.json {
+            let which = crate::present::why::selected(&indexes);
+            written = written.and_then(|()| {
+                crate::present::kill::write_only_protected(&mut out, &which, indexes.count() != 1)
+            });
+        }
+        let outcome = if args.dry_run || free {
             Outcome::Done
         } else {
             Outcome::Refused
@@ -63,7 +61,7 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
         confirm(plan.targets.len(), &mut err)?;
     }
     let (report, written) = execute(
-        common,
+        s,
         args,
         paint,
         &c,
@@ -76,22 +74,32 @@ pub(super) fn run_kill(common: &Common, args: &KillArgs, paint: &Paint) -> Resul
         },
         &mut out,
     );
-    audit(args, &report);
+    audit(s, args, &report);
     let outcome = kill_outcome(&report, args.no_wait)?;
     shown(written.and_then(|()| out.flush()), outcome)
+}
+
+/// Whether the plan of a kill of GPUs (nothing else selected) refused
+/// only protected daemons and the selected GPUs are free: only they hold
+/// them, within their slack, so there is nothing to free.
+fn only_protected_hold(snap: &Snapshot, sel: &Selectors, plan: &Plan, gpus: &Selection) -> bool {
+    let protected = |pid: u32| snap.processes.iter().any(|p| p.pid == pid && p.protected);
+    sel.gpus_only()
+        && plan
+            .skipped
+            .iter()
+            .filter(|k| k.refused)
+            .all(|k| protected(k.pid))
+        && pipeline::select(snap.clone(), gpus).verdict.state == VerdictState::Free
 }
 
 /// Writes the kill's audit record (when it signalled anything); a record
 /// that could not be written is one line on stderr, and changes nothing
 /// else.
-fn audit(args: &KillArgs, report: &kill::Report) {
+fn audit(s: &Settings, args: &KillArgs, report: &kill::Report) {
     use crate::act::audit;
     let ctx = audit::Context::now("kill", args.signal.1, args.no_wait);
-    if let Err(e) = audit::log(
-        &audit::Sinks::from_env(args.audit_log.clone()),
-        &ctx,
-        report,
-    ) {
+    if let Err(e) = audit::log(&s.audit, &ctx, report) {
         eprintln!(
             "gpufree: {}",
             crate::safe::fit(&e.to_string(), crate::safe::MESSAGE_MAX)
@@ -113,7 +121,7 @@ struct Planned {
 /// terminal meanwhile), then writes the report: the kill's JSON document
 /// or its text.
 fn execute(
-    common: &Common,
+    s: &Settings,
     args: &KillArgs,
     paint: &Paint,
     c: &snapshot::Collector,
@@ -127,6 +135,7 @@ fn execute(
         indexes,
         safety,
     } = planned;
+    let common = &s.common;
     let mut spinner = Spinner::new(
         !common.quiet && !common.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
     );
@@ -156,28 +165,19 @@ fn execute(
     (report, written)
 }
 
-/// The selectors of `kill`'s flags, checked against the snapshot (`--gpu`,
-/// `--unit`, `--user`), and the selected GPUs and MIG devices.
+/// The selectors of `kill`'s flags (`--match` and `--user` resolved by
+/// the settings), checked against the snapshot (`--gpu`, `--unit`), and
+/// the selected GPUs and MIG devices.
 fn selectors(
-    common: &Common,
+    s: &Settings,
     args: &KillArgs,
     snap: &Snapshot,
-    matcher: Option<regex::Regex>,
 ) -> Result<(Selectors, Selection), Error> {
+    let common = &s.common;
     let indexes = snapshot::resolve(&snap.gpus, &common.gpu).map_err(Error::Selector)?;
     if let Some(unit) = &args.unit {
         kill::check_unit(snap, unit).map_err(Error::Unit)?;
     }
-    let user = match &args.user {
-        None => None,
-        Some(u) => Some(match u.parse() {
-            Ok(uid) => UserSel::Uid(uid),
-            Err(_) if uzers::get_user_by_name(u).is_none() => {
-                return Err(Error::NoSuchUser(u.clone()))
-            }
-            Err(_) => UserSel::Name(u.clone()),
-        }),
-    };
     let nothing_else = args.pid.is_empty()
         && args.matcher.is_none()
         && args.user.is_none()
@@ -186,8 +186,8 @@ fn selectors(
     let sel = Selectors {
         gpus: (!common.gpu.is_empty() || nothing_else).then(|| indexes.clone()),
         pids: args.pid.clone(),
-        matcher,
-        user,
+        matcher: s.matcher.clone(),
+        user: s.user.clone(),
         unit: args.unit.clone(),
         tree: args.tree,
     };
@@ -304,18 +304,19 @@ pub(super) struct WaitResult {
 
 /// `gpufree wait`: look until the selected GPUs are free or the timeout
 /// passes; the outcome is the last verdict's.
-pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Result<Outcome, Error> {
+pub(super) fn run_wait(s: &Settings, args: &WaitArgs, paint: &Paint) -> Result<Outcome, Error> {
     use crate::act::wait::LAST_LOOK;
+    let common = &s.common;
     let started = std::time::Instant::now();
     let deadline = started + args.timeout;
     let cfg = Config {
         long_lived: true,
-        ..config(common)
+        ..s.collect.clone()
     };
-    let c = collector(common, cfg, Some(deadline + LAST_LOOK))?;
+    let c = collector(s, cfg, Some(deadline + LAST_LOOK))?;
     let first = c
         .snapshot_until(Some(deadline + LAST_LOOK))
-        .map_err(|e| snapshot_error(common, e))?;
+        .map_err(|e| snapshot_error(s, e))?;
     let gpus = snapshot::resolve(&first.gpus, &common.gpu).map_err(Error::Selector)?;
     let opts = crate::act::wait::Options {
         gpus: gpus.clone(),
@@ -327,8 +328,7 @@ pub(super) fn run_wait(common: &Common, args: &WaitArgs, paint: &Paint) -> Resul
         deadline,
         interval: args.interval,
     };
-    let outcome =
-        crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_error(common, e))?;
+    let outcome = crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_error(s, e))?;
     let state = outcome.verdict.state;
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     let which = crate::present::why::selected(&gpus);

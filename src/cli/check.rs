@@ -11,8 +11,8 @@ use crate::present::check::{exit_code, write, Format};
 /// `gpufree check`: the verdict in `--format`, with its consumer's exit
 /// code. What stops the look itself (no GPU, /proc unreadable) is an
 /// unknown verdict in the same format, never a silent OK.
-pub(super) fn run_check(common: &Common, args: &CheckArgs) -> Result<Outcome, Error> {
-    let format = if common.json {
+pub(super) fn run_check(s: &Settings, args: &CheckArgs) -> Result<Outcome, Error> {
+    let format = if s.common.json {
         Format::Json
     } else {
         format_of(args.format)
@@ -22,17 +22,18 @@ pub(super) fn run_check(common: &Common, args: &CheckArgs) -> Result<Outcome, Er
         grace_secs: args.grace.as_secs(),
         ignore: args.ignore.clone(),
     };
-    let (outcome, snap) = match take_selected(common, &Default::default()) {
+    let state = &s.check_state;
+    let (outcome, snap) = match take_selected(s, &Default::default()) {
         Ok(snap) => {
-            let remembered = read_state(&args.state);
+            let remembered = read_state(state);
             let now = unix_now();
             let (mut outcome, next) = check(&snap, &policy, &remembered, now);
-            if let Err(why) = write_state(&args.state, &next) {
+            if let Err(why) = write_state(state, &next) {
                 // Without the state no leak can be timed: each counts at
                 // once rather than never.
                 eprintln!(
                     "gpufree: check state {}: {why}; leaks count at once",
-                    args.state.display()
+                    state.display()
                 );
                 policy.grace_secs = 0;
                 outcome = check(&snap, &policy, &remembered, now).0;

@@ -52,15 +52,26 @@ pub enum Error {
     /// `kill --unit` matches no unit, or more than one.
     #[error("{0}")]
     Unit(String),
+    /// An environment variable's value is not one the flag takes.
+    #[error("{0}: {1}")]
+    Variable(&'static str, String),
+    /// A flag (or command) that would let a less privileged caller steer
+    /// gpufree, refused in secure mode.
+    #[error("{what}: refused: {}; it takes no paths from its caller (run it as root, or through the serve socket's view)", .why.why())]
+    Steering {
+        /// The flag or command.
+        what: &'static str,
+        /// Why gpufree runs in secure mode.
+        why: crate::proc::me::Secure,
+    },
     /// `kill --user` names no user of this host.
     #[error("--user {0}: no such user (give a name of this host or a UID)")]
     NoSuchUser(String),
-    /// `kill` with a `--proc-root` other than /proc.
-    #[error("--proc-root: kill signals only processes of this PID namespace's /proc")]
-    KillProcRoot,
-    /// `kill` where /proc is another PID namespace's.
-    #[error("kill: {}", crate::act::kill::FOREIGN_PROC)]
-    ForeignProc,
+    /// `kill` where the proc root may not be signalled through: another
+    /// root than /proc (a usage error), or not this PID namespace's proc
+    /// file system (refused).
+    #[error("kill: {0}")]
+    KillRefused(crate::act::kill::NotOurProc),
     /// A `--dev-dir` given by hand holds no GPU node while NVML sees GPUs.
     #[error("--dev-dir {}: no GPU device node there (nvidia*, dri/card*, dri/renderD*, kfd)", .0.display())]
     NoGpuNode(PathBuf),
@@ -177,7 +188,9 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::Selector(_)
         | E::Unit(_)
         | E::NoSuchUser(_)
-        | E::KillProcRoot
+        | E::Variable(..)
+        | E::Steering { .. }
+        | E::KillRefused(crate::act::kill::NotOurProc::OtherRoot)
         | E::NoGpuNode(_)
         | E::DevDir(_)
         | E::UnitFile { .. }
@@ -188,7 +201,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::Serve(ServeError::Address { .. } | ServeError::Gpu(_))
         | E::Sim(SimError::State { .. }) => 2,
         E::Sim(SimError::Exec { .. }) => 127,
-        E::NoConfirmation | E::NotConfirmed | E::ForeignProc => 5,
+        E::NoConfirmation | E::NotConfirmed | E::KillRefused(_) => 5,
         E::Write { .. }
         | E::Snapshot(_)
         | E::NoTerminal
@@ -250,8 +263,9 @@ mod tests {
     fn errors_map_to_spec_codes() {
         let code = |e: Error| exit_code(&Err(e));
         assert_eq!(code(Error::Selector("--gpu 9: no such GPU".into())), 2);
-        assert_eq!(code(Error::KillProcRoot), 2);
-        assert_eq!(code(Error::ForeignProc), 5);
+        use crate::act::kill::NotOurProc;
+        assert_eq!(code(Error::KillRefused(NotOurProc::OtherRoot)), 2);
+        assert_eq!(code(Error::KillRefused(NotOurProc::Foreign)), 5);
         assert_eq!(
             code(Error::Write {
                 target: "--output x".into(),

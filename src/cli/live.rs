@@ -5,16 +5,16 @@ use super::*;
 
 /// `gpufree watch`: the live view, on a terminal only.
 pub(super) fn watch(
-    common: &Common,
+    s: &Settings,
     interval: std::time::Duration,
     scan_every: std::time::Duration,
-    audit_log: Option<std::path::PathBuf>,
 ) -> Result<Outcome, Error> {
     use std::io::IsTerminal;
+    let common = &s.common;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(Error::NoTerminal);
     }
-    let first = take_selected(common, &Default::default())?;
+    let first = take_selected(s, &Default::default())?;
     let opts = crate::watch::Options {
         interval,
         scan_every,
@@ -24,23 +24,24 @@ pub(super) fn watch(
             // What the first look selected, MIG devices included.
             Some(crate::snapshot::resolve(&first.gpus, &common.gpu).map_err(Error::Selector)?)
         },
-        audit: crate::act::audit::Sinks::from_env(audit_log),
+        audit: s.audit.clone(),
     };
     let cfg = Config {
         long_lived: true,
-        ..config(common)
+        ..s.collect.clone()
     };
     crate::watch::run(cfg, opts)?;
     Ok(Outcome::Done)
 }
 
 /// `gpufree serve`: Prometheus metrics over HTTP until stopped.
-pub(super) fn serve(common: &Common, args: &ServeArgs) -> Result<Outcome, Error> {
+pub(super) fn serve(s: &Settings, args: &ServeArgs) -> Result<Outcome, Error> {
+    let common = &s.common;
     let cfg = Config {
         long_lived: true,
-        ..config(common)
+        ..s.collect.clone()
     };
-    let c = collector(common, cfg, None)?;
+    let c = collector(s, cfg, None)?;
     let opts = crate::serve::Options {
         listen: args.listen.clone(),
         interval: args.interval,
@@ -63,9 +64,10 @@ pub(super) fn serve(common: &Common, args: &ServeArgs) -> Result<Outcome, Error>
 
 /// `gpufree demo`: the reference incident; survivors when the GPUs did
 /// not come back.
-pub(super) fn demo(common: &Common, hold: bool, paint: Paint) -> Result<Outcome, Error> {
+pub(super) fn demo(s: &Settings, hold: bool, paint: Paint) -> Result<Outcome, Error> {
     let opts = crate::demo::Options {
-        json: common.json,
+        json: s.common.json,
+        config: s.collect.clone(),
         hold,
         paint,
     };

@@ -3,14 +3,16 @@
 //! runs it to an [`Outcome`] or a typed [`Error`]. Both map to the exit
 //! codes of SPEC.md in [`exit_code`] and nowhere else.
 //!
-//! - `args`: the clap definitions; `show`: status, why, metrics; `act`:
-//!   kill, wait; `live`: watch, serve, demo, sim; `files`: doctor, man,
-//!   completions and the atomic writes; `error`: the outcomes, the errors
-//!   and their exit codes.
+//! - `args`: the clap definitions; `config`: the one configuration step
+//!   (privilege context, environment, flags → [`Settings`]); `show`:
+//!   status, why, metrics; `act`: kill, wait; `live`: watch, serve, demo,
+//!   sim; `files`: doctor, man, completions and the atomic writes;
+//!   `error`: the outcomes, the errors and their exit codes.
 
 mod act;
 mod args;
 mod check;
+mod config;
 mod error;
 mod files;
 mod live;
@@ -18,6 +20,7 @@ mod show;
 mod spinner;
 
 pub use args::{CheckArgs, Cli, Command, Common, KillArgs, ServeArgs, SimCommand, WaitArgs};
+pub use config::{settings, Settings};
 pub use error::{exit_code, finish, Error, Outcome};
 pub use files::WriteError;
 
@@ -29,21 +32,6 @@ use crate::snapshot::{self, Config, GpuSelector, SnapshotError};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
-
-/// The collection's configuration from the common flags.
-fn config(common: &Common) -> Config {
-    let d = Config::default();
-    Config {
-        proc_root: common.proc_root.clone().unwrap_or(d.proc_root),
-        dev_dir: common.dev_dir.clone().unwrap_or(d.dev_dir),
-        nvml_lib: common.nvml_lib.clone(),
-        others: false,
-        read_timeout: common.read_timeout,
-        kubelet_socket: common.kubelet_socket.clone().unwrap_or(d.kubelet_socket),
-        scan: common.scan,
-        ..d
-    }
-}
 
 /// Compiles a regular expression given to `flag`; a bad one is a usage
 /// error in one line (regex's own message spans several).
@@ -66,48 +54,48 @@ fn regex_flag(flag: &'static str, text: &str) -> Result<regex::Regex, Error> {
 
 /// A snapshot's failure; a device directory given by hand that cannot be
 /// listed is the user's (a typo), any other the environment's.
-fn snapshot_error(common: &Common, e: SnapshotError) -> Error {
+fn snapshot_error(s: &Settings, e: SnapshotError) -> Error {
     match e {
-        SnapshotError::DevDir(_) if common.dev_dir.is_some() => Error::DevDir(e),
+        SnapshotError::DevDir(_) if s.dev_dir_given => Error::DevDir(e),
         e => Error::Snapshot(e),
     }
 }
 
-/// A collector for `cfg` (the common flags' [`config`], with what the
+/// A collector for `cfg` (the settings' [`Config`], with what the
 /// command adds), refusing a `--dev-dir` given by hand that holds no GPU
 /// node.
 fn collector(
-    common: &Common,
+    s: &Settings,
     cfg: Config,
     deadline: Option<std::time::Instant>,
 ) -> Result<snapshot::Collector, Error> {
-    let c = snapshot::Collector::new(cfg, deadline).map_err(|e| snapshot_error(common, e))?;
-    if let Some(dir) = &common.dev_dir {
-        // A device directory given by hand that holds no GPU node, while
-        // NVML sees GPUs, is a typo, not an idle machine: every holder of a
-        // node would go unseen. (With no NVML either, the error above
-        // already said there is no GPU.)
-        if c.nodes().is_empty() {
-            return Err(Error::NoGpuNode(dir.clone()));
-        }
+    let dir = cfg.dev_dir.clone();
+    let c = snapshot::Collector::new(cfg, deadline).map_err(|e| snapshot_error(s, e))?;
+    // A device directory given by hand that holds no GPU node, while NVML
+    // sees GPUs, is a typo, not an idle machine: every holder of a node
+    // would go unseen. (With no NVML either, the error above already said
+    // there is no GPU.)
+    if s.dev_dir_given && c.nodes().is_empty() {
+        return Err(Error::NoGpuNode(dir));
     }
     Ok(c)
 }
 
 /// One snapshot, narrowed to the `--gpu` selection.
 fn take_selected(
-    common: &Common,
+    s: &Settings,
     opts: &crate::diagnose::Options,
 ) -> Result<crate::model::Snapshot, Error> {
+    let common = &s.common;
     let started = std::time::Instant::now();
     let cfg = Config {
         // Also the titles of every other process, for `why --pattern`.
         others: opts.pattern.is_some(),
-        ..config(common)
+        ..s.collect.clone()
     };
-    let snap = collector(common, cfg, None)?
+    let snap = collector(s, cfg, None)?
         .snapshot_with(None, opts)
-        .map_err(|e| snapshot_error(common, e))?;
+        .map_err(|e| snapshot_error(s, e))?;
     if common.verbose > 0 {
         let v = &snap.visibility;
         eprintln!(
@@ -126,30 +114,31 @@ fn take_selected(
     Ok(pipeline::select_with(snap, &indexes, opts))
 }
 
-/// Runs a parsed command line to its end.
+/// Runs a parsed command line to its end: first its settings (the
+/// privilege context, the environment, the flags), then the command.
 pub fn run(cli: Cli) -> Result<Outcome, Error> {
-    let common = &cli.common;
-    let paint = Paint::for_stdout(common.no_color);
+    let s = &settings(&cli)?;
+    let paint = Paint::for_stdout(s.common.no_color);
     match cli.command.unwrap_or(Command::Status) {
-        Command::Status => show::status(common, &paint),
-        Command::Why { pattern } => show::why(common, pattern.as_deref(), &paint),
-        Command::Kill(args) => act::run_kill(common, &args, &paint),
-        Command::Wait(args) => act::run_wait(common, &args, &paint),
-        Command::Check(args) => check::run_check(common, &args),
+        Command::Status => show::status(s, &paint),
+        Command::Why { .. } => show::why(s, &paint),
+        Command::Kill(args) => act::run_kill(s, &args, &paint),
+        Command::Wait(args) => act::run_wait(s, &args, &paint),
+        Command::Check(args) => check::run_check(s, &args),
         Command::Watch {
             interval,
             scan_every,
-            audit_log,
-        } => live::watch(common, interval, scan_every, audit_log),
-        Command::Serve(args) => live::serve(common, &args),
+            ..
+        } => live::watch(s, interval, scan_every),
+        Command::Serve(args) => live::serve(s, &args),
         Command::Metrics {
             output,
             label_cmdline,
-        } => show::metrics(common, output.as_deref(), label_cmdline, &paint),
-        Command::Doctor { unit } => files::run_doctor(common, &unit, &paint),
+        } => show::metrics(s, output.as_deref(), label_cmdline, &paint),
+        Command::Doctor { unit } => files::run_doctor(&s.common, &unit, &paint),
         Command::Completions { shell } => files::completions(shell),
         Command::Man { dir } => files::man(dir.as_deref()),
-        Command::Demo { hold } => live::demo(common, hold, paint),
+        Command::Demo { hold } => live::demo(s, hold, paint),
         Command::Sim(cmd) => live::sim(cmd, &paint),
     }
 }

@@ -6,8 +6,9 @@ use crate::present::json::SnapshotDoc;
 use crate::present::table;
 
 /// `gpufree status`: the table, or the JSON document.
-pub(super) fn status(common: &Common, paint: &Paint) -> Result<Outcome, Error> {
-    let mut snap = take_selected(common, &Default::default())?;
+pub(super) fn status(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {
+    let common = &s.common;
+    let mut snap = take_selected(s, &Default::default())?;
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     if common.json {
         write_json(&mut out, &SnapshotDoc::new(&snap))?;
@@ -22,12 +23,10 @@ pub(super) fn status(common: &Common, paint: &Paint) -> Result<Outcome, Error> {
 
 /// `gpufree why [--pattern REGEX]`: the findings; the outcome is the
 /// verdict's.
-pub(super) fn why(common: &Common, pattern: Option<&str>, paint: &Paint) -> Result<Outcome, Error> {
-    let pattern = match pattern {
-        Some(p) => Some((p.to_string(), regex_flag("--pattern", p)?)),
-        None => None,
-    };
-    let snap = take_selected(common, &crate::diagnose::Options { pattern })?;
+pub(super) fn why(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {
+    let common = &s.common;
+    let pattern = s.pattern.clone();
+    let snap = take_selected(s, &crate::diagnose::Options { pattern })?;
     let outcome = verdict_outcome(snap.verdict.state);
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     let written = if common.json {
@@ -41,13 +40,13 @@ pub(super) fn why(common: &Common, pattern: Option<&str>, paint: &Paint) -> Resu
 /// `gpufree metrics [--output FILE]`: the Prometheus text once, on stdout
 /// or atomically into FILE.
 pub(super) fn metrics(
-    common: &Common,
+    s: &Settings,
     output: Option<&std::path::Path>,
     label_cmdline: bool,
     paint: &Paint,
 ) -> Result<Outcome, Error> {
     let started = std::time::Instant::now();
-    let snap = take_selected(common, &Default::default())?;
+    let snap = take_selected(s, &Default::default())?;
     let extra = crate::present::metrics::Extra {
         label_cmdline,
         snapshot_duration_seconds: Some(started.elapsed().as_secs_f64()),

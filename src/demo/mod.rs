@@ -86,6 +86,9 @@ pub struct Options {
     pub hold: bool,
     /// Colours.
     pub paint: Paint,
+    /// Where a collection looks otherwise (the command line's settings):
+    /// the demo points it at its own device directory and the simulator.
+    pub config: Config,
 }
 
 /// The device nodes of the incident's host.
@@ -298,7 +301,7 @@ pub fn run(opts: &Options) -> Result<bool, Error> {
         proc_root: PathBuf::from("/proc"),
         dev_dir: incident.dev.clone(),
         nvml_lib: Some(lib),
-        ..Config::default()
+        ..opts.config.clone()
     };
     let collector = snapshot::Collector::new(cfg, None)?;
     let snap = collector.snapshot()?;

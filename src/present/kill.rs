@@ -32,6 +32,25 @@ pub fn write_plan<W: Write + ?Sized>(
     Ok(())
 }
 
+/// After a plan with nothing to signal because only protected daemons
+/// hold the GPUs `which` names (`several` of them), within their slack:
+/// the GPUs are free.
+pub fn write_only_protected<W: Write + ?Sized>(
+    w: &mut W,
+    which: &str,
+    several: bool,
+) -> io::Result<()> {
+    let (are, them) = if several {
+        ("are", "them")
+    } else {
+        ("is", "it")
+    };
+    writeln!(
+        w,
+        "Nothing to signal: {which} {are} free; only protected daemons hold {them}, within their idle slack."
+    )
+}
+
 /// What the plan does, in one line: how many, which signal, then KILL.
 fn plan_heading(plan: &Plan, signal: &str, grace: f64) -> String {
     if plan.targets.is_empty() {

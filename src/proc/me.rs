@@ -1,6 +1,7 @@
 //! gpufree itself as /proc shows it: its ancestors (never a kill's
-//! targets), the clock ticks since boot (comparable with start times), and
-//! who runs it (for the audit record of a kill).
+//! targets), the clock ticks since boot (comparable with start times), who
+//! runs it (for the audit record of a kill), and with which privilege
+//! ([`Privilege`]: whether its caller may steer it).
 
 use super::parse::parse_stat;
 
@@ -79,6 +80,75 @@ fn terminal() -> Option<String> {
         .or_else(|_| rustix::termios::ttyname(&stderr, Vec::new()))
         .ok()?;
     Some(name.to_string_lossy().into_owned())
+}
+
+/// Who gpufree runs as and whether its caller has less privilege than it
+/// has: decided once, at start, before any environment variable or path
+/// is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Privilege {
+    /// The real UID: the caller.
+    pub uid: u32,
+    /// The effective UID: whose rights gpufree acts with.
+    pub euid: u32,
+    /// Why the caller may not steer gpufree, if it may not.
+    pub secure: Option<Secure>,
+}
+
+/// Why gpufree runs in secure mode: its caller has less privilege than it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secure {
+    /// The kernel says so (`AT_SECURE`): a setuid or setgid binary, or one
+    /// with file capabilities, run by someone who lacks them.
+    Kernel,
+    /// The real and effective user or group ids differ.
+    Ids,
+}
+
+impl Privilege {
+    /// The running process's.
+    pub fn current() -> Privilege {
+        use rustix::process::{getegid, geteuid, getgid, getuid};
+        let (uid, euid) = (getuid().as_raw(), geteuid().as_raw());
+        let ids_differ = uid != euid || getgid() != getegid();
+        let secure = if at_secure() {
+            Some(Secure::Kernel)
+        } else if ids_differ {
+            Some(Secure::Ids)
+        } else {
+            None
+        };
+        Privilege { uid, euid, secure }
+    }
+
+    /// Root by both ids, not steered by anyone less: may be told paths.
+    pub fn is_root(&self) -> bool {
+        self.uid == 0 && self.euid == 0 && self.secure.is_none()
+    }
+}
+
+impl Secure {
+    /// Why, in words: "setuid, setgid or file capabilities".
+    pub fn why(self) -> &'static str {
+        match self {
+            Secure::Kernel => {
+                "gpufree runs with privileges its caller lacks (setuid, setgid or file capabilities)"
+            }
+            Secure::Ids => "gpufree runs with real and effective ids that differ",
+        }
+    }
+}
+
+/// Whether the kernel started this program in secure-execution mode
+/// (`AT_SECURE` in the auxiliary vector): set for setuid and setgid
+/// programs and for programs with file capabilities, as the dynamic
+/// loader reads it to ignore `LD_PRELOAD` and `LD_LIBRARY_PATH`.
+#[allow(unsafe_code)]
+fn at_secure() -> bool {
+    // SAFETY: getauxval reads the auxiliary vector the kernel gave the
+    // process; it has no preconditions, touches no memory of ours and is
+    // thread-safe (it returns 0 for an absent entry).
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
 }
 
 /// `/proc/self/loginuid`: a UID, or None for unset (`4294967295`, -1).

@@ -191,13 +191,13 @@ pub fn is_dns_subdomain(s: &str) -> bool {
 }
 
 /// The D-Bus address of the system bus where systemd runs (its runtime
-/// directory `/run/systemd/system` exists): `DBUS_SYSTEM_BUS_ADDRESS`, or
-/// the standard socket. None where systemd does not run: unit files only.
-pub fn systemd_bus() -> Option<String> {
-    Path::new("/run/systemd/system").is_dir().then(|| {
-        std::env::var("DBUS_SYSTEM_BUS_ADDRESS")
-            .unwrap_or_else(|_| "unix:path=/run/dbus/system_bus_socket".into())
-    })
+/// directory `/run/systemd/system` exists): `address` (the environment's
+/// `DBUS_SYSTEM_BUS_ADDRESS`), or the standard socket. None where systemd
+/// does not run: unit files only.
+pub fn systemd_bus(address: Option<String>) -> Option<String> {
+    Path::new("/run/systemd/system")
+        .is_dir()
+        .then(|| address.unwrap_or_else(|| "unix:path=/run/dbus/system_bus_socket".into()))
 }
 
 /// Asks systemd over D-Bus at `address` for the restart policy of each

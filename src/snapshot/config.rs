@@ -1,6 +1,7 @@
 //! Where a collection looks: the roots, the library, the limits, the
-//! files and sockets it may read (each from its flag or environment
-//! variable, else the system's usual place).
+//! files and sockets it may read. The defaults are the system's usual
+//! places and read nothing; the command line's configuration step
+//! (`cli/config.rs`) fills in flags and environment variables.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -55,29 +56,18 @@ impl Default for Config {
         Config {
             proc_root: PathBuf::from("/proc"),
             dev_dir: PathBuf::from("/dev"),
-            sys_root: std::env::var_os("GPUFREE_SYS_ROOT")
-                .map_or_else(|| PathBuf::from("/sys"), PathBuf::from),
+            sys_root: PathBuf::from("/sys"),
             nvml_lib: None,
             others: false,
             read_timeout: DEFAULT_READ_TIMEOUT,
-            unit_dirs: crate::proc::restart::unit_dirs(std::env::var_os("GPUFREE_UNIT_PATH")),
-            pod_log_dir: std::env::var_os("GPUFREE_POD_LOG_DIR").map_or_else(
-                || PathBuf::from(crate::proc::restart::POD_LOG_DIR),
-                PathBuf::from,
-            ),
-            systemd_bus: std::env::var("GPUFREE_SYSTEMD_BUS")
-                .ok()
-                .or_else(crate::proc::restart::systemd_bus),
-            mig_minors: std::env::var_os("GPUFREE_MIG_MINORS").map(PathBuf::from),
-            kubelet_socket: std::env::var_os("GPUFREE_KUBELET_SOCKET").map_or_else(
-                || PathBuf::from(crate::kubelet::DEFAULT_SOCKET),
-                PathBuf::from,
-            ),
+            unit_dirs: crate::proc::restart::unit_dirs(None),
+            pod_log_dir: PathBuf::from(crate::proc::restart::POD_LOG_DIR),
+            systemd_bus: None,
+            mig_minors: None,
+            kubelet_socket: PathBuf::from(crate::kubelet::DEFAULT_SOCKET),
             scan: crate::proc::scan::ScanChoice::Auto,
             long_lived: false,
-            bpf_cache: crate::proc::bpf::cache_dir_from(std::env::var_os(
-                crate::proc::bpf::CACHE_ENV,
-            )),
+            bpf_cache: crate::proc::bpf::cache_dir_from(None),
         }
     }
 }

@@ -53,6 +53,10 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
         Ok(c) => c,
         Err(e) => return e.to_string(),
     };
+    // The same guard as `gpufree kill`'s, before anything is pinned.
+    if let Err(why) = kill::may_signal(&c) {
+        return format!("nothing signalled: {why}");
+    }
     let snap = match c.snapshot() {
         Ok(snap) => snap,
         Err(e) => return e.to_string(),

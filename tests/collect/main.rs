@@ -121,6 +121,9 @@ fn a_kill_reports_its_steps_in_order() {
         Config {
             dev_dir: dir.dev.clone(),
             nvml_lib: Some(sim_lib()),
+            // This boot's relocation of the in-kernel walk: not the
+            // machine's /run.
+            bpf_cache: Some(harness::bpf_cache().into()),
             ..Config::default()
         },
         None,

@@ -71,6 +71,36 @@ fn slurm_epilog_frees_the_jobs_gpus_only() {
     assert_eq!(r.code, 0, "no GPUs: nothing to do");
 }
 
+/// On a node where a root `nvidia-persistenced` holds every GPU node, as
+/// on most real hosts, a job that leaves nothing behind leaves the node
+/// up: the prolog passes, the epilog exits 0 and says nothing (a non-zero
+/// epilog drains the node), and the daemon is never signalled. A job's
+/// leftover beside it is still freed.
+#[test]
+fn slurm_scripts_leave_a_node_up_where_nvidia_persistenced_holds_the_gpus() {
+    let d = TestDir::new(2);
+    let daemon = persistenced(&d, &["nvidia0", "nvidia1", "nvidiactl"]);
+    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
+    let r = slurm("contrib/slurm/prolog.sh", &d, &state, "0,1");
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "prolog");
+    let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0,1");
+    assert_eq!(
+        (r.code, r.stderr.as_str()),
+        (0, ""),
+        "epilog after a clean job"
+    );
+    assert!(alive(daemon.pid()), "the daemon is never signalled");
+    let left = d.mapper("nvidia1");
+    let state = d.state(&sim_state(vec![
+        sim_gpu(0, &[], 0),
+        sim_gpu(1, &[(left.pid(), 4096, "while-alive")], 0),
+    ]));
+    let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0,1");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!alive(left.pid()), "the job's leftover is freed");
+    assert!(alive(daemon.pid()), "and the daemon is not");
+}
+
 #[test]
 fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
     let r = gpufree(

@@ -601,6 +601,27 @@ impl Tmux {
     }
 }
 
+/// A root daemon like `nvidia-persistenced` (a copy of the gpufree binary
+/// by that name, root's, in the test's root-only directory: protected)
+/// holding `nodes` of `d` by fd, as it does on most real hosts.
+pub fn persistenced(d: &TestDir, nodes: &[&str]) -> Spawned {
+    let exe = d.tmp.path().join("nvidia-persistenced");
+    if !exe.exists() && std::fs::hard_link(bin(), &exe).is_err() {
+        std::fs::copy(bin(), &exe).unwrap();
+    }
+    holder::spawn(
+        &exe,
+        &ChildSpec {
+            argv: vec!["nvidia-persistenced".into()],
+            spec: HoldSpec {
+                fd: nodes.iter().map(|n| d.node(n)).collect(),
+                ..HoldSpec::default()
+            },
+        },
+    )
+    .unwrap()
+}
+
 /// The first line `child` writes to its piped stdout.
 pub fn first_line(child: &mut std::process::Child) -> String {
     let mut line = String::new();

@@ -205,12 +205,60 @@ fn protected_daemon_is_refused_unless_forced() {
     )
     .unwrap();
     let state = d.one_gpu(&[], 0);
-    let (code, doc, _) = kill(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
+    // Asked for by PID: refused for safety.
+    let pid = pd.pid().to_string();
+    let (code, doc, _) = kill(&d.dev, &state, &["--pid", &pid, "--yes"], &[]);
     assert_eq!(code, 5, "refused for safety");
     assert!(doc["kill"]["skipped"][0]["reason"]
         .as_str()
         .unwrap()
         .contains("protected"));
+    assert!(alive(pd.pid()));
+    // Freeing the GPU it alone holds (as on every node running
+    // nvidia-persistenced): nothing to free, done (exit 0, a Slurm epilog
+    // stays quiet), and the daemon untouched.
+    let (code, doc, err) = kill(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
+    assert!(alive(pd.pid()));
+    let r = gpufree(
+        &[
+            "kill",
+            "--gpu",
+            "0",
+            "--yes",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            sim_lib().to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("Nothing to signal: GPU 0 is free; only protected daemons hold it"),
+        "{}",
+        r.stdout
+    );
+    let quiet = gpufree(
+        &[
+            "kill",
+            "--gpu",
+            "0",
+            "--yes",
+            "--quiet",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            sim_lib().to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(
+        (quiet.code, quiet.stdout.as_str(), quiet.stderr.as_str()),
+        (0, "", "")
+    );
     assert!(alive(pd.pid()));
     let (code, doc, err) = kill(
         &d.dev,

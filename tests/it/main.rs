@@ -21,6 +21,7 @@ mod kill;
 mod mig;
 mod mps;
 mod pattern;
+mod privilege;
 mod procfs;
 mod real_gpu;
 mod reuse;

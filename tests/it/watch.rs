@@ -3,6 +3,7 @@
 //! filters to a GPU, kills from the view, and quits.
 
 use crate::harness::*;
+use gpufree::demo::holder::HoldSpec;
 use gpufree::demo::Incident;
 use std::time::{Duration, Instant};
 
@@ -125,4 +126,71 @@ fn watch_shows_sorts_details_kills_and_quits_cleanly() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `watch`'s kill key goes through `gpufree kill`'s guards: a proc root
+/// other than /proc (here a tree of the test's whose `self` names the
+/// running gpufree, as a caller steering a privileged gpufree could make
+/// it) signals nothing; the process its PIDs name is untouched.
+#[test]
+fn watch_kills_nothing_through_a_proc_root_other_than_proc() {
+    let d = TestDir::new(1);
+    let victim = hold(&["victim"], HoldSpec::default());
+    let start = std::fs::read_to_string(format!("/proc/{}/stat", victim.pid())).unwrap();
+    let start: u64 = start
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let fake = FakeProc::idle(d.tmp.path());
+    let node = d.node("nvidia0");
+    fake.add(&FakeProcess {
+        pid: victim.pid(),
+        ppid: 1,
+        comm: "victim",
+        state: 'S',
+        start,
+        cmdline: &["victim"],
+        exe: "/usr/bin/victim",
+        uid: 0,
+        cgroup: "0::/system.slice/victim.service",
+        fds: &[&node],
+        maps: &[],
+    });
+    let cmd = format!(
+        "{} watch --proc-root {} --dev-dir {} --nvml-lib /nonexistent/libnvidia-ml.so.1 --interval 200ms",
+        bin().display(),
+        fake.root.display(),
+        d.dev.display(),
+    );
+    let Some(t) = Tmux::start("watch-proc-root", &cmd) else {
+        return;
+    };
+    t.wait_for("victim");
+    // The running gpufree's PID: the pane's shell's child. The tree's
+    // `self` names it, as /proc's does.
+    let shell = String::from_utf8_lossy(&t.cmd(&["display", "-p", "#{pane_pid}"]).stdout)
+        .trim()
+        .to_string();
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+    let me: u32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    std::os::unix::fs::symlink(me.to_string(), fake.root.join("self")).unwrap();
+    std::fs::create_dir_all(fake.root.join(me.to_string())).unwrap();
+    std::fs::write(
+        fake.root.join(me.to_string()).join("status"),
+        format!("Name:\tgpufree\nNSpid:\t{me}\n"),
+    )
+    .unwrap();
+    t.keys(&["k"]);
+    t.wait_for("kill: plan");
+    t.keys(&["y"]);
+    let s = t.wait_for("kill: done");
+    assert!(s.contains("nothing signalled"), "{s}");
+    assert!(alive(victim.pid()), "signalled through another proc root");
+    t.keys(&["Escape"]);
+    t.keys(&["q"]);
 }

@@ -358,7 +358,7 @@ pub fn present_all(s: &Snapshot) -> Result<(), TestCaseError> {
         let safety = Safety {
             me: 1,
             ancestors: Vec::new(),
-            euid: 0,
+            uid: 0,
             force_protected: false,
             include_shared: true,
         };

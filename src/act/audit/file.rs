@@ -9,8 +9,18 @@ use std::path::Path;
 
 /// serde_json's compact layout, with the characters
 /// [`crate::safe::is_unsafe`] names written as `\uXXXX`: one line that
-/// nothing in it can break or turn live on a terminal.
+/// nothing in it can break or turn live on a terminal. Inside strings the
+/// characters a reader downstream may take for code or structure are
+/// escaped too ([`CODE`]): a target's argv holding `GPUFREE_RECORD={...}`
+/// cannot end a syslog line with a record of its own (readers take the
+/// last `GPUFREE_RECORD=`), nor `$(...)` or a quote reach a shell or a
+/// log viewer as such. JSON readers decode them back.
 struct Compact;
+
+/// What [`Compact`] escapes besides [`crate::safe::is_unsafe`]: `=` (the
+/// syslog line's `GPUFREE_RECORD=` marker, key=value parsers), shell and
+/// markup metacharacters.
+const CODE: &[char] = &['=', '$', '`', '\'', '<', '>', '&', ';', '|'];
 
 impl serde_json::ser::Formatter for Compact {
     fn write_string_fragment<W: ?Sized + Write>(
@@ -18,7 +28,15 @@ impl serde_json::ser::Formatter for Compact {
         w: &mut W,
         fragment: &str,
     ) -> io::Result<()> {
-        crate::safe::json_fragment(w, fragment)
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if CODE.contains(&c) {
+                crate::safe::json_fragment(w, &fragment[start..i])?;
+                write!(w, "\\u{:04x}", u32::from(c))?;
+                start = i + c.len_utf8();
+            }
+        }
+        crate::safe::json_fragment(w, &fragment[start..])
     }
 }
 
@@ -55,8 +73,10 @@ pub(super) fn append(path: &Path, line: &[u8]) -> io::Result<()> {
         return Err(io::Error::other("not a regular file: refused"));
     }
     // A file someone else made (first, in a shared directory) could be
-    // edited by them after gpufree wrote to it.
-    if std::os::unix::fs::MetadataExt::uid(&meta) != rustix::process::geteuid().as_raw() {
+    // edited by them after gpufree wrote to it; and a file of root's is
+    // not its caller's to append to (a setuid gpufree, should one ever be
+    // given a path): the real user's own file only.
+    if std::os::unix::fs::MetadataExt::uid(&meta) != rustix::process::getuid().as_raw() {
         return Err(io::Error::other("not this user's file: refused"));
     }
     f.write_all(line)

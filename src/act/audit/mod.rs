@@ -45,19 +45,12 @@ pub struct Sinks {
 }
 
 impl Sinks {
-    /// The system's sockets, or those `GPUFREE_JOURNAL_SOCKET` and
-    /// `GPUFREE_SYSLOG_SOCKET` name (set empty: not written there), and
-    /// `--audit-log`.
-    pub fn from_env(file: Option<PathBuf>) -> Sinks {
-        let socket = |var: &str, default: &str| match std::env::var_os(var) {
-            Some(v) if v.is_empty() => None,
-            Some(v) => Some(PathBuf::from(v)),
-            None => Some(PathBuf::from(default)),
-        };
+    /// The system's journal and syslog sockets, and no file.
+    pub fn system() -> Sinks {
         Sinks {
-            journal: socket("GPUFREE_JOURNAL_SOCKET", JOURNAL_SOCKET),
-            syslog: socket("GPUFREE_SYSLOG_SOCKET", SYSLOG_SOCKET),
-            file,
+            journal: Some(PathBuf::from(JOURNAL_SOCKET)),
+            syslog: Some(PathBuf::from(SYSLOG_SOCKET)),
+            file: None,
         }
     }
 }

@@ -184,6 +184,29 @@ fn hostile_values_cannot_inject_a_journal_field() {
     assert_eq!(get("GPUFREE_RECORD"), line.trim_end());
 }
 
+/// A target's argv that holds a record of its own (`GPUFREE_RECORD={...}`)
+/// or shell code cannot be read back as either: the line holds no `=`,
+/// `$`, backquote or quote outside the JSON's structure, and parses back
+/// to the very argv.
+#[test]
+fn a_targets_argv_cannot_forge_a_record_or_reach_a_shell() {
+    let mut r = report();
+    let forged = r#"x GPUFREE_RECORD={"version":1,"outcome":{"released":true}}"#;
+    r.handled[0].cmdline = vec![forged.into(), "$(reboot)`id`'\"<b>&;|".into()];
+    let rec = record(&ctx(), &r).unwrap();
+    let line = file::json_line(&rec);
+    for c in ['=', '$', '`', '\'', '<', '>', '&', ';', '|'] {
+        assert!(!line.contains(c), "{c:?} in {line}");
+    }
+    assert_eq!(line.matches("GPUFREE_RECORD").count(), 1, "{line}");
+    let back: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(back["targets"][0]["cmdline"][0], forged);
+    assert_eq!(
+        back["targets"][0]["cmdline"][1],
+        r.handled[0].cmdline[1].as_str()
+    );
+}
+
 fn socket(dir: &std::path::Path, name: &str) -> (UnixDatagram, PathBuf) {
     let p = dir.join(name);
     let s = UnixDatagram::bind(&p).unwrap();

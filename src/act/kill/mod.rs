@@ -91,12 +91,38 @@ impl Default for Options {
     }
 }
 
-/// The report of a kill that signals nothing because /proc is another PID
-/// namespace's ([`Collector::proc_is_ours`]): every target refused.
-fn foreign_proc(plan: Plan) -> Report {
+/// Why a collector's proc root may not be signalled through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotOurProc {
+    /// A proc root other than `/proc` (`--proc-root`, `GPUFREE_PROC_ROOT`).
+    #[error("--proc-root: kill signals only processes of this PID namespace's /proc")]
+    OtherRoot,
+    /// `/proc` is not this PID namespace's proc file system (another
+    /// namespace's, or no proc file system at all).
+    #[error("{FOREIGN_PROC}")]
+    Foreign,
+}
+
+/// Whether a kill may signal the processes `c` sees: only through `/proc`
+/// itself, a proc file system whose `self` is this process, named by one
+/// PID ([`Collector::proc_is_ours`]). `gpufree kill`, `watch`'s kill and
+/// [`execute_reporting`] all ask this one function before any signal.
+pub fn may_signal(c: &Collector) -> Result<(), NotOurProc> {
+    if c.config().proc_root != std::path::Path::new("/proc") {
+        return Err(NotOurProc::OtherRoot);
+    }
+    if !c.proc_is_ours() {
+        return Err(NotOurProc::Foreign);
+    }
+    Ok(())
+}
+
+/// The report of a kill that signals nothing because its proc root may
+/// not be signalled through ([`may_signal`]): every target refused.
+fn not_ours(plan: Plan, why: NotOurProc) -> Report {
     let mut report = Report {
         verdict: VerdictState::Unknown,
-        reasons: vec![FOREIGN_PROC.into()],
+        reasons: vec![why.to_string()],
         ..Report::default()
     };
     report.skipped = plan
@@ -104,7 +130,7 @@ fn foreign_proc(plan: Plan) -> Report {
         .iter()
         .map(|e| Skipped {
             pid: e.pid,
-            reason: FOREIGN_PROC.into(),
+            reason: why.to_string(),
             refused: true,
         })
         .collect();
@@ -113,7 +139,7 @@ fn foreign_proc(plan: Plan) -> Report {
 
 /// Why nothing is signalled through another namespace's /proc.
 pub const FOREIGN_PROC: &str =
-    "/proc is another PID namespace's: its PIDs name other processes here, so nothing is signalled";
+    "/proc is not this PID namespace's proc file system: its PIDs may name other processes here, so nothing is signalled";
 
 /// At most this many rounds of signals; from the third on, SIGKILL at once
 /// (what keeps forking on SIGTERM gets no more chances).
@@ -166,8 +192,8 @@ pub fn execute_reporting(
     progress: &mut dyn FnMut(Event),
 ) -> (Report, Option<Snapshot>) {
     crate::pause::before_signals();
-    if !c.proc_is_ours() {
-        return (foreign_proc(plan), None);
+    if let Err(why) = may_signal(c) {
+        return (not_ours(plan, why), None);
     }
     super::quiesce::release_on_interrupt();
     let run = Run {

@@ -50,8 +50,10 @@ pub struct Safety {
     pub me: u32,
     /// gpufree's ancestors (its shell, its service, init).
     pub ancestors: Vec<u32>,
-    /// The effective UID gpufree runs as.
-    pub euid: u32,
+    /// The real UID gpufree runs for: its caller. A setuid or setcap
+    /// gpufree signals only its caller's processes, as that user could
+    /// (root's gpufree, any process).
+    pub uid: u32,
     /// `--force-protected`.
     pub force_protected: bool,
     /// `--include-shared`: holders of only shared nodes join the plan even
@@ -67,7 +69,7 @@ impl Safety {
         Safety {
             me,
             ancestors,
-            euid: rustix::process::geteuid().as_raw(),
+            uid: rustix::process::getuid().as_raw(),
             ..Safety::default()
         }
     }
@@ -213,11 +215,11 @@ pub(super) fn refusal(p: &Process, safety: &Safety) -> Option<(String, bool)> {
     if p.protected && !safety.force_protected {
         return Some((format!("protected ({}): a driver daemon or display server; --force-protected to include it", p.comm), true));
     }
-    if safety.euid != 0 && p.uid != safety.euid {
+    if safety.uid != 0 && p.uid != safety.uid {
         return Some((
             format!(
-                "owned by {} (uid {}), gpufree runs as uid {}: run as root",
-                p.user, p.uid, safety.euid
+                "owned by {} (uid {}), gpufree runs for uid {}: run as root",
+                p.user, p.uid, safety.uid
             ),
             true,
         ));

@@ -53,7 +53,7 @@ fn safety() -> Safety {
     Safety {
         me: 50,
         ancestors: vec![40, 1],
-        euid: 0,
+        uid: 0,
         ..Safety::default()
     }
 }
@@ -262,7 +262,7 @@ fn safety_refuses_init_self_ancestors_protected_others_and_zombies() {
     };
     assert_eq!(pids(&plan(&s, &all, &forced)), vec![60, 61]);
     let nobody = Safety {
-        euid: 65534,
+        uid: 65534,
         ..safety()
     };
     let pl = plan(&s, &all, &nobody);

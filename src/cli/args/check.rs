@@ -21,14 +21,10 @@ pub struct CheckArgs {
     /// Leave a condition out (repeatable).
     #[arg(long, value_name = "CONDITION", value_parser = condition())]
     pub ignore: Vec<crate::model::Condition>,
-    /// Where a check remembers since when memory has been unaccounted.
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "GPUFREE_CHECK_STATE",
-        default_value = "/run/gpufree/check.json"
-    )]
-    pub state: PathBuf,
+    /// Where a check remembers since when memory has been unaccounted
+    /// (default /run/gpufree/check.json; env GPUFREE_CHECK_STATE).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
 }
 
 /// `check --format`.

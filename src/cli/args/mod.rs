@@ -18,8 +18,10 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// Options every command takes.
-#[derive(Debug, Args)]
+/// Options every command takes. Plain values: the paths among them are
+/// read by the configuration step (`config.rs`) only, with the
+/// environment, once gpufree knows whether its caller may steer it.
+#[derive(Debug, Clone, Args)]
 pub struct Common {
     /// GPUs to look at: an index, a UUID or UUID prefix, a PCI bus id, or
     /// `all` (repeatable; default all).
@@ -28,23 +30,23 @@ pub struct Common {
     /// One JSON document on stdout, nothing else.
     #[arg(long, global = true)]
     pub json: bool,
-    /// NVML library to load (default: the system's libnvidia-ml.so.1).
-    #[arg(long, value_name = "PATH", env = "GPUFREE_NVML_LIB", global = true)]
+    /// NVML library to load (default: the system's libnvidia-ml.so.1; env
+    /// GPUFREE_NVML_LIB). Refused where gpufree runs with privileges its
+    /// caller lacks (setuid, file capabilities), as are all path flags.
+    #[arg(long, value_name = "PATH", global = true)]
     pub nvml_lib: Option<PathBuf>,
-    /// Directory holding the GPU device nodes.
-    #[arg(long, value_name = "DIR", env = "GPUFREE_DEV_DIR", global = true)]
+    /// Directory holding the GPU device nodes (default /dev; env
+    /// GPUFREE_DEV_DIR).
+    #[arg(long, value_name = "DIR", global = true)]
     pub dev_dir: Option<PathBuf>,
-    /// The proc filesystem to scan (e.g. the host's /proc mounted at /host/proc).
-    #[arg(long, value_name = "DIR", env = "GPUFREE_PROC_ROOT", global = true)]
+    /// The proc filesystem to scan (e.g. the host's /proc mounted at
+    /// /host/proc; env GPUFREE_PROC_ROOT).
+    #[arg(long, value_name = "DIR", global = true)]
     pub proc_root: Option<PathBuf>,
     /// The kubelet's pod-resources socket, read when it exists to join
-    /// holders with the pods their GPUs are allocated to.
-    #[arg(
-        long,
-        value_name = "PATH",
-        env = "GPUFREE_KUBELET_SOCKET",
-        global = true
-    )]
+    /// holders with the pods their GPUs are allocated to (env
+    /// GPUFREE_KUBELET_SOCKET).
+    #[arg(long, value_name = "PATH", global = true)]
     pub kubelet_socket: Option<PathBuf>,
     /// No colours (also: NO_COLOR, or stdout not a terminal).
     #[arg(long, global = true)]
@@ -58,20 +60,19 @@ pub struct Common {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// How long one read may take (a process's fds and maps, an NVML call)
-    /// before it counts as timed out and the verdict as unknown.
-    #[arg(long, value_name = "DUR", env = "GPUFREE_READ_TIMEOUT", default_value = "5s",
-          value_parser = read_timeout, global = true)]
-    pub read_timeout: std::time::Duration,
+    /// before it counts as timed out and the verdict as unknown (default
+    /// 5s; env GPUFREE_READ_TIMEOUT).
+    #[arg(long, value_name = "DUR", value_parser = read_timeout, global = true)]
+    pub read_timeout: Option<std::time::Duration>,
     /// How holders are found: `procfs` (every process's fds and maps read
     /// through /proc), `bpf` (BPF iterators walk them in the kernel; needs
     /// root or CAP_BPF and CAP_PERFMON, and kernel BTF), or `auto`: the
     /// in-kernel walk for watch, serve and wait, and for one-shot commands
     /// where the host has enough open files to repay its load. Where the
     /// in-kernel walk cannot run, the /proc walk does, and the JSON's
-    /// `visibility.scan_reason` says why.
-    #[arg(long, value_name = "HOW", env = "GPUFREE_SCAN", default_value = "auto",
-          value_parser = scan_choice(), global = true)]
-    pub scan: crate::proc::scan::ScanChoice,
+    /// `visibility.scan_reason` says why. Default auto; env GPUFREE_SCAN.
+    #[arg(long, value_name = "HOW", value_parser = scan_choice(), global = true)]
+    pub scan: Option<crate::proc::scan::ScanChoice>,
 }
 
 /// `--scan`: one of the choices, by name (clap lists them in the help and

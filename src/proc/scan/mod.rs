@@ -282,12 +282,26 @@ pub fn self_pid(proc_fd: &OwnedFd) -> Option<u32> {
 /// lists this process's PIDs in both namespaces (`NSpid`), and its `self`
 /// may equal this process's PID here by coincidence, or by a steered
 /// `ns_last_pid`; its PIDs name other processes here.
+///
+/// A proc root must also be a proc file system (`fstatfs`): a directory of
+/// files a user made, whose `self` links to gpufree's PID, names nothing.
 pub fn proc_is_ours(proc_fd: &OwnedFd) -> bool {
+    is_procfs(proc_fd) && self_is_ours(proc_fd)
+}
+
+/// Whether the proc root's `self` names this process by one PID only (a
+/// proc file system's or not: [`proc_is_ours`] asks both).
+fn self_is_ours(proc_fd: &OwnedFd) -> bool {
     self_pid(proc_fd) == Some(std::process::id())
         && read_at(proc_fd, "self/status")
             .ok()
             .and_then(|b| parse::parse_status(&b).ok())
             .is_some_and(|s| s.nspid.len() <= 1)
+}
+
+/// Whether `fd` is on a proc file system (its magic, from `fstatfs`).
+pub fn is_procfs(fd: &OwnedFd) -> bool {
+    rustix::fs::fstatfs(fd).is_ok_and(|s| s.f_type == libc::PROC_SUPER_MAGIC)
 }
 
 /// Opens the proc root as a directory fd.

@@ -103,6 +103,12 @@ fn a_proc_of_an_ancestor_namespace_is_not_ours_even_when_self_matches() {
         std::fs::write(dir.join("status"), text).unwrap();
         open_proc(root.path()).unwrap()
     };
-    assert!(proc_is_ours(&status(&me.to_string())));
-    assert!(!proc_is_ours(&status(&format!("{}\t{me}", me + 7))));
+    assert!(self_is_ours(&status(&me.to_string())));
+    assert!(!self_is_ours(&status(&format!("{}\t{me}", me + 7))));
+    // And a tree of files is no proc file system, whatever its `self`
+    // says: a caller could make one.
+    assert!(!proc_is_ours(&status(&me.to_string())));
+    assert!(proc_is_ours(
+        &open_proc(std::path::Path::new("/proc")).unwrap()
+    ));
 }

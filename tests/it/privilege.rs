@@ -1,0 +1,281 @@
+//! Privileged deployments (issue "Trust III"): a copy of gpufree with file
+//! capabilities, a setuid copy (as a sudo rule with arguments would run
+//! it), each run by an unprivileged caller. The caller steers nothing: no
+//! path, library, socket or root of theirs is used, no test hook runs,
+//! and what they name is refused or ignored, said in one line.
+//!
+//! The copies are made by the test in a temporary directory of its own;
+//! they run as nobody through `setpriv`.
+
+use crate::harness::*;
+use gpufree::demo::holder::HoldSpec;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A copy of the gpufree binary, made privileged, in a directory of the
+/// test's (root's, 0755).
+struct Privileged {
+    _dir: tempfile::TempDir,
+    exe: PathBuf,
+}
+
+impl Privileged {
+    /// `how`: `setuid`, or the capabilities for `setcap` (`cap_kill+ep`).
+    /// None (skipped off CI) without root or setcap.
+    fn new(how: &str) -> Option<Privileged> {
+        if !rustix::process::geteuid().is_root() {
+            skip_off_ci("root", &"to make a privileged copy of gpufree");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = dir.path().join("gpufree");
+        std::fs::copy(bin(), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if how == "setuid" {
+            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        } else {
+            let made = Command::new("setcap")
+                .arg(how)
+                .arg(&exe)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !made {
+                skip_off_ci("setcap (libcap2-bin)", &format!("setcap {how} failed"));
+                return None;
+            }
+        }
+        Some(Privileged { _dir: dir, exe })
+    }
+
+    /// Runs the copy as nobody with only `env` (and PATH): the /proc walk,
+    /// so that no run here touches the machine's BPF cache.
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        run_cmd(
+            Command::new("setpriv")
+                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+                .arg(&self.exe)
+                .args(args)
+                .env_clear()
+                .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+                .env("GPUFREE_SCAN", "procfs")
+                .envs(env.iter().copied()),
+        )
+    }
+}
+
+/// A directory (and its files) of nobody's, as the caller's own.
+fn nobodys(path: &Path) {
+    std::os::unix::fs::chown(path, Some(65534), Some(65534)).unwrap();
+}
+
+/// A root-only directory with a root-only file in it: what a privileged
+/// gpufree must never write, append to or show to its caller.
+fn root_only(d: &TestDir) -> (PathBuf, PathBuf) {
+    let dir = d.tmp.path().join("root-only");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let file = dir.join("secret");
+    std::fs::write(&file, "root's secret\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (dir, file)
+}
+
+/// A copy with `cap_bpf,cap_perfmon,cap_sys_ptrace,cap_kill+ep`, run by
+/// nobody with `GPUFREE_NVML_LIB` naming nobody's own library: the library
+/// is never loaded (it would run with those capabilities); `--nvml-lib`
+/// is refused (exit 2). The library here is the simulator: loaded, it
+/// would show its GPU.
+#[test]
+fn a_setcap_copy_never_loads_the_callers_nvml_library() {
+    let Some(copy) = Privileged::new("cap_bpf,cap_perfmon,cap_sys_ptrace,cap_kill+ep") else {
+        return;
+    };
+    let d = TestDir::new(1);
+    std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mine = d.tmp.path().join("nobodys-lib");
+    std::fs::create_dir(&mine).unwrap();
+    let lib = mine.join("libnvidia-ml.so.1");
+    std::fs::copy(std::fs::canonicalize(sim_lib()).unwrap(), &lib).unwrap();
+    nobodys(&mine);
+    nobodys(&lib);
+    let state = d.one_gpu(&[], 0);
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let sim = [
+        ("GPUFREE_NVML_LIB", lib.to_str().unwrap()),
+        ("GPUFREE_SIM_STATE", state.to_str().unwrap()),
+    ];
+    let r = copy.run(&["status", "--json"], &sim);
+    assert!(
+        r.stderr
+            .contains("GPUFREE_NVML_LIB ignored: gpufree runs with privileges its caller lacks"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stdout.contains("GPU-") && !r.stderr.contains("GPU-"),
+        "the caller's library was loaded: {}{}",
+        r.stdout,
+        r.stderr
+    );
+    let r = copy.run(&["status", "--nvml-lib", lib.to_str().unwrap()], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr.starts_with("gpufree: --nvml-lib: refused"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A setuid copy (or a sudo rule that passes arguments) run by nobody:
+/// `sim exec` does not run the caller's command as root; a device
+/// directory of the caller's whose `nvidia0` links to /dev/null does not
+/// make root's holder of /dev/null a target; the check state, the metrics
+/// file, the audit log and `doctor --unit` are refused, never written or
+/// read; the test hooks and the holder mode never run.
+#[test]
+fn a_setuid_copy_takes_no_paths_from_its_caller() {
+    let Some(copy) = Privileged::new("setuid") else {
+        return;
+    };
+    let d = TestDir::new(1);
+    std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (secret_dir, secret) = root_only(&d);
+    let state = d.one_gpu(&[], 0);
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    // sim exec: refused, the command never runs.
+    let r = copy.run(
+        &[
+            "sim",
+            "exec",
+            "--state",
+            state.to_str().unwrap(),
+            "--",
+            "id",
+            "-u",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.is_empty(), "the command ran: {}", r.stdout);
+    assert!(
+        r.stderr.starts_with("gpufree: sim: refused"),
+        "{}",
+        r.stderr
+    );
+
+    // The caller's device directory: nvidia0 is a link to /dev/null, which
+    // a root process of the test holds.
+    let dev = d.tmp.path().join("nobodys-dev");
+    std::fs::create_dir(&dev).unwrap();
+    std::os::unix::fs::symlink("/dev/null", dev.join("nvidia0")).unwrap();
+    nobodys(&dev);
+    let victim = hold(
+        &["victim"],
+        HoldSpec {
+            fd: vec![PathBuf::from("/dev/null")],
+            ..HoldSpec::default()
+        },
+    );
+    let r = copy.run(
+        &["kill", "--holders-only", "--gpu", "0", "--yes"],
+        &[("GPUFREE_DEV_DIR", dev.to_str().unwrap())],
+    );
+    assert!(
+        alive(victim.pid()),
+        "root's holder of /dev/null was signalled: {}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("GPUFREE_DEV_DIR ignored"), "{}", r.stderr);
+    let r = copy.run(
+        &[
+            "kill",
+            "--gpu",
+            "0",
+            "--yes",
+            "--dev-dir",
+            dev.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(alive(victim.pid()));
+
+    // Files: none written, appended to or read.
+    let check_state = secret_dir.join("check.json");
+    let metrics = secret_dir.join("gpufree.prom");
+    let refused: [(&[&str], &str); 4] = [
+        (
+            &["check", "--state", check_state.to_str().unwrap()],
+            "--state",
+        ),
+        (
+            &["metrics", "--output", metrics.to_str().unwrap()],
+            "--output",
+        ),
+        (
+            &[
+                "kill",
+                "--gpu",
+                "0",
+                "--yes",
+                "--audit-log",
+                secret.to_str().unwrap(),
+            ],
+            "--audit-log",
+        ),
+        (
+            &["doctor", "--unit", secret.to_str().unwrap()],
+            "doctor --unit",
+        ),
+    ];
+    for (args, flag) in refused {
+        let r = copy.run(args, &[]);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.starts_with(&format!("gpufree: {flag}: refused")),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(!r.stdout.contains("secret"), "{args:?}: {}", r.stdout);
+    }
+    let r = copy.run(
+        &["check"],
+        &[("GPUFREE_CHECK_STATE", check_state.to_str().unwrap())],
+    );
+    assert!(
+        r.stderr.contains("GPUFREE_CHECK_STATE ignored"),
+        "{}",
+        r.stderr
+    );
+    assert!(!check_state.exists() && !metrics.exists());
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's secret\n");
+
+    // Test hooks and the holder mode: ignored, said; the command runs.
+    let r = copy.run(
+        &["status", "--json"],
+        &[
+            ("GPUFREE_TEST_PAUSE", "signal"),
+            (gpufree::demo::holder::HOLDER_ENV, "{}"),
+        ],
+    );
+    assert!(
+        r.stderr.contains("GPUFREE_TEST_PAUSE ignored"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains(&format!("{} ignored", gpufree::demo::holder::HOLDER_ENV)),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("gpufree holder:"),
+        "became a holder: {}",
+        r.stderr
+    );
+}
