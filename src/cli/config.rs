@@ -15,7 +15,7 @@
 //! root are refused (exit 2); `sim` and `demo` (the simulator) are
 //! refused; NVML is loaded by its system name only; test hooks never run.
 
-use super::args::{CheckArgs, Command, KillArgs, SimCommand};
+use super::args::{CheckArgs, Command, KillArgs, ServeArgs, SimCommand};
 use super::{regex_flag, Cli, Common, Error};
 use crate::act::audit::Sinks;
 use crate::act::kill::UserSel;
@@ -50,6 +50,11 @@ pub struct Settings {
     pub user: Option<UserSel>,
     /// `why --pattern`, with its text, compiled.
     pub pattern: Option<(String, regex::Regex)>,
+    /// Where root's serve answers this user's `status` and `why`
+    /// (`GPUFREE_VIEW_SOCKET`, default [`crate::serve::view::DEFAULT_SOCKET`];
+    /// `off` or empty: never asked): only for a caller who is not root and
+    /// named no root, directory or library of their own.
+    pub view: Option<PathBuf>,
 }
 
 /// The default of `check --state`.
@@ -111,29 +116,11 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         refuse_steering(cli, why)?;
     }
     let common = &cli.common;
-    let given = |flag: &Option<PathBuf>, var: &str| flag.clone().or_else(|| env.path(var));
-    let dev_dir = given(&common.dev_dir, "GPUFREE_DEV_DIR");
-    let d = Config::default();
-    let collect = Config {
-        proc_root: given(&common.proc_root, "GPUFREE_PROC_ROOT").unwrap_or(d.proc_root),
-        dev_dir: dev_dir.clone().unwrap_or(d.dev_dir),
-        sys_root: env.path("GPUFREE_SYS_ROOT").unwrap_or(d.sys_root),
-        nvml_lib: given(&common.nvml_lib, "GPUFREE_NVML_LIB"),
-        read_timeout: read_timeout(common, &env)?,
-        unit_dirs: env
-            .get("GPUFREE_UNIT_PATH")
-            .map_or(d.unit_dirs, |p| crate::proc::restart::unit_dirs(Some(p))),
-        pod_log_dir: env.path("GPUFREE_POD_LOG_DIR").unwrap_or(d.pod_log_dir),
-        systemd_bus: env
-            .string("GPUFREE_SYSTEMD_BUS")
-            .or_else(|| crate::proc::restart::systemd_bus(env.string(BUS_VAR))),
-        mig_minors: env.path("GPUFREE_MIG_MINORS"),
-        kubelet_socket: given(&common.kubelet_socket, "GPUFREE_KUBELET_SOCKET")
-            .unwrap_or(d.kubelet_socket),
-        scan: scan(common, &env)?,
-        bpf_cache: crate::proc::bpf::cache_dir_from(env.get(crate::proc::bpf::CACHE_ENV)),
-        ..d
-    };
+    let dev_dir = common
+        .dev_dir
+        .clone()
+        .or_else(|| env.path("GPUFREE_DEV_DIR"));
+    let collect = collect_config(common, &env, dev_dir.clone())?;
     let (matcher, user) = match &cli.command {
         Some(Command::Kill(args)) => kill_selectors(args)?,
         _ => (None, None),
@@ -145,6 +132,7 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         _ => None,
     };
     Ok(Settings {
+        view: view_socket(&env, privilege, &collect, dev_dir.is_some()),
         privilege,
         common: common.clone(),
         collect,
@@ -160,6 +148,56 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         user,
         pattern,
     })
+}
+
+/// Where collection looks: each flag, else its variable, else the
+/// system's place.
+fn collect_config(common: &Common, env: &Env, dev_dir: Option<PathBuf>) -> Result<Config, Error> {
+    let given = |flag: &Option<PathBuf>, var: &str| flag.clone().or_else(|| env.path(var));
+    let d = Config::default();
+    Ok(Config {
+        proc_root: given(&common.proc_root, "GPUFREE_PROC_ROOT").unwrap_or(d.proc_root),
+        dev_dir: dev_dir.unwrap_or(d.dev_dir),
+        sys_root: env.path("GPUFREE_SYS_ROOT").unwrap_or(d.sys_root),
+        nvml_lib: given(&common.nvml_lib, "GPUFREE_NVML_LIB"),
+        read_timeout: read_timeout(common, env)?,
+        unit_dirs: env
+            .get("GPUFREE_UNIT_PATH")
+            .map_or(d.unit_dirs, |p| crate::proc::restart::unit_dirs(Some(p))),
+        pod_log_dir: env.path("GPUFREE_POD_LOG_DIR").unwrap_or(d.pod_log_dir),
+        systemd_bus: env
+            .string("GPUFREE_SYSTEMD_BUS")
+            .or_else(|| crate::proc::restart::systemd_bus(env.string(BUS_VAR))),
+        mig_minors: env.path("GPUFREE_MIG_MINORS"),
+        kubelet_socket: given(&common.kubelet_socket, "GPUFREE_KUBELET_SOCKET")
+            .unwrap_or(d.kubelet_socket),
+        scan: scan(common, env)?,
+        bpf_cache: crate::proc::bpf::cache_dir_from(env.get(crate::proc::bpf::CACHE_ENV)),
+        ..d
+    })
+}
+
+/// Where root's view is asked for a user's `status` and `why`: never for
+/// root, nor for a user who names a root, directory or library of their
+/// own (they look there).
+fn view_socket(
+    env: &Env,
+    privilege: Privilege,
+    collect: &Config,
+    dev_dir: bool,
+) -> Option<PathBuf> {
+    let d = Config::default();
+    let own_look = collect.proc_root != d.proc_root
+        || collect.nvml_lib.is_some()
+        || collect.sys_root != d.sys_root
+        || collect.mig_minors.is_some()
+        || dev_dir;
+    match env.get("GPUFREE_VIEW_SOCKET") {
+        Some(v) if v.is_empty() || v == "off" => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => Some(PathBuf::from(crate::serve::view::DEFAULT_SOCKET)),
+    }
+    .filter(|_| privilege.uid != 0 && !own_look)
 }
 
 /// `--read-timeout`, else `GPUFREE_READ_TIMEOUT`, else the default.
@@ -260,6 +298,10 @@ fn refuse_steering(cli: &Cli, why: Secure) -> Result<(), Error> {
         Some(Command::Metrics {
             output: Some(_), ..
         }) => refused("--output"),
+        Some(Command::Serve(ServeArgs {
+            view_socket: Some(_),
+            ..
+        })) => refused("--view-socket"),
         Some(Command::Doctor { .. }) => refused("doctor --unit"),
         Some(Command::Man { dir: Some(_) }) => refused("man --dir"),
         Some(Command::Sim(SimCommand::Lib | SimCommand::Exec { .. })) => refused("sim"),

@@ -52,6 +52,7 @@ pub(super) fn serve(s: &Settings, args: &ServeArgs) -> Result<Outcome, Error> {
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         header_timeout: args.header_timeout,
         idle_timeout: args.idle_timeout,
+        view_socket: args.view_socket.clone(),
     };
     let quiet = common.quiet;
     crate::serve::serve(c, &opts, |addr| {

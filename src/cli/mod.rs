@@ -18,6 +18,7 @@ mod files;
 mod live;
 mod show;
 mod spinner;
+mod view;
 
 pub use args::{CheckArgs, Cli, Command, Common, KillArgs, ServeArgs, SimCommand, WaitArgs};
 pub use config::{settings, Settings};

@@ -2,38 +2,35 @@
 //! `metrics`.
 
 use super::*;
-use crate::present::json::SnapshotDoc;
-use crate::present::table;
+use crate::serve::view::ViewCommand;
 
 /// `gpufree status`: the table, or the JSON document.
 pub(super) fn status(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {
-    let common = &s.common;
-    let mut snap = take_selected(s, &Default::default())?;
-    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
-    if common.json {
-        write_json(&mut out, &SnapshotDoc::new(&snap))?;
-    } else {
-        if common.quiet {
-            snap.findings.clear();
-        }
-        table::write_status_with(&mut out, &snap, paint, !common.quiet)?;
+    if let Some(answered) = super::view::ask(s, ViewCommand::Status, paint) {
+        return answered;
     }
+    let common = &s.common;
+    let snap = take_selected(s, &Default::default())?;
+    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    crate::present::write_status_command(&mut out, &snap, common.json, common.quiet, paint)?;
     Ok(Outcome::Done)
 }
 
 /// `gpufree why [--pattern REGEX]`: the findings; the outcome is the
 /// verdict's.
 pub(super) fn why(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {
+    if s.pattern.is_none() {
+        if let Some(answered) = super::view::ask(s, ViewCommand::Why, paint) {
+            return answered;
+        }
+    }
     let common = &s.common;
     let pattern = s.pattern.clone();
     let snap = take_selected(s, &crate::diagnose::Options { pattern })?;
     let outcome = verdict_outcome(snap.verdict.state);
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
-    let written = if common.json {
-        write_json(&mut out, &SnapshotDoc::new(&snap))
-    } else {
-        crate::present::why::write_why_with(&mut out, &snap, paint, !common.quiet)
-    };
+    let written =
+        crate::present::write_why_command(&mut out, &snap, common.json, common.quiet, paint);
     shown(written.and_then(|()| out.flush()), outcome)
 }
 

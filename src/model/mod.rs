@@ -16,6 +16,7 @@ mod mig;
 mod mps;
 mod next;
 mod process;
+mod view;
 
 pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, TargetOutcome};
 pub use check::{CheckMemory, CheckOutcome, Condition, Level, Pending, Problem};
@@ -37,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
+pub use view::ViewFrom;
 
 /// Everything gpufree knows about the host's GPUs at one moment. JSON
 /// writes it as `present::json::SnapshotDoc` (the findings in words);
@@ -269,6 +271,11 @@ pub struct Visibility {
     /// through /proc too, and not counted here.)
     #[serde(default)]
     pub scan_reread: u32,
+    /// Where the snapshot came from when not from this process's own scan:
+    /// root's `gpufree serve` view for a user who is not root (an addition
+    /// to SPEC.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<ViewFrom>,
 }
 
 /// How holders were found.

@@ -96,3 +96,39 @@ pub fn write_json<W: Write, T: serde::Serialize>(w: &mut W, value: &T) -> io::Re
     value.serialize(&mut ser).map_err(io::Error::from)?;
     writeln!(w)
 }
+
+/// `gpufree status` as it prints: the JSON document, or the table (quiet:
+/// without findings or footer). The command line's own scan and root's
+/// serve answering a user's view both print through it.
+pub fn write_status_command<W: Write>(
+    w: &mut W,
+    s: &crate::model::Snapshot,
+    json: bool,
+    quiet: bool,
+    paint: &Paint,
+) -> io::Result<()> {
+    if json {
+        return write_json(w, &json::SnapshotDoc::new(s));
+    }
+    if quiet {
+        let mut s = s.clone();
+        s.findings.clear();
+        return table::write_status_with(w, &s, paint, false);
+    }
+    table::write_status_with(w, s, paint, true)
+}
+
+/// `gpufree why` as it prints: the JSON document, or the findings (quiet:
+/// without details or next commands).
+pub fn write_why_command<W: Write>(
+    w: &mut W,
+    s: &crate::model::Snapshot,
+    json: bool,
+    quiet: bool,
+    paint: &Paint,
+) -> io::Result<()> {
+    if json {
+        return write_json(w, &json::SnapshotDoc::new(s));
+    }
+    why::write_why_with(w, s, paint, !quiet)
+}

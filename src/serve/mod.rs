@@ -19,6 +19,7 @@
 
 mod answer;
 mod connections;
+pub mod view;
 
 use answer::answer;
 use connections::{admit, is_out_of_resources, is_transient, sweep, Conn, Phase, Registry};
@@ -82,6 +83,9 @@ pub struct Options {
     /// A kept-alive connection without a request is closed after this
     /// long, and so is one whose response the client does not take.
     pub idle_timeout: Duration,
+    /// Also answer users' `status` and `why` on this local socket
+    /// ([`view`]; root only).
+    pub view_socket: Option<std::path::PathBuf>,
 }
 
 /// Why the server could not start.
@@ -109,6 +113,14 @@ pub enum ServeError {
     /// The HTTP runtime could not start.
     #[error("serve: cannot start the HTTP runtime: {0}")]
     Runtime(io::Error),
+    /// The view's socket could not be made.
+    #[error("--view-socket {}: {why}", path.display())]
+    ViewSocket {
+        /// The socket's path.
+        path: std::path::PathBuf,
+        /// Why.
+        why: String,
+    },
 }
 
 /// The last good snapshot, rendered.
@@ -116,6 +128,9 @@ pub enum ServeError {
 struct Cache {
     /// Its metrics without the end-of-text line (shared by every scrape).
     body: Option<Bytes>,
+    /// The snapshot itself, judged, without its pins (the view answers
+    /// from it; nothing is ever signalled from it).
+    snapshot: Option<Arc<crate::model::Snapshot>>,
     /// When it was taken.
     taken: Option<Instant>,
     /// Collections that failed since start.
@@ -131,7 +146,7 @@ fn collect(
     c: &Collector,
     gpus: &[GpuSelector],
     label_cmdline: bool,
-) -> Result<Bytes, CollectError> {
+) -> Result<(Bytes, crate::model::Snapshot), CollectError> {
     let started = Instant::now();
     let snap = c
         .snapshot()
@@ -143,7 +158,10 @@ fn collect(
         snapshot_duration_seconds: Some(started.elapsed().as_secs_f64()),
         ..Extra::default()
     };
-    Ok(Bytes::from(render_snapshot_part(&snap, &extra)))
+    let body = Bytes::from(render_snapshot_part(&snap, &extra));
+    let mut snap = snap;
+    snap.pins = crate::model::Pins::default();
+    Ok((body, snap))
 }
 
 enum CollectError {
@@ -159,11 +177,12 @@ impl CollectError {
     }
 }
 
-fn store(cache: &Mutex<Cache>, result: Result<Bytes, CollectError>) {
+fn store(cache: &Mutex<Cache>, result: Result<(Bytes, crate::model::Snapshot), CollectError>) {
     let mut cache = lock(cache);
     match result {
-        Ok(body) => {
+        Ok((body, snap)) => {
             cache.body = Some(body);
+            cache.snapshot = Some(Arc::new(snap));
             cache.taken = Some(Instant::now());
         }
         Err(e) => {
@@ -249,6 +268,10 @@ pub fn serve(
         .build()
         .map_err(ServeError::Runtime)?;
     let listener = runtime.block_on(bind(&opts.listen, &addrs))?;
+    let view = match &opts.view_socket {
+        Some(path) => Some((view::listen(&runtime, path)?, path.clone())),
+        None => None,
+    };
     let addr = listener.local_addr().map_err(|source| ServeError::Bind {
         addr: opts.listen.clone(),
         source,
@@ -269,7 +292,7 @@ pub fn serve(
             .map_err(ServeError::Runtime)?;
     }
     on_ready(addr);
-    runtime.block_on(run(listener, shared));
+    runtime.block_on(run(listener, shared, view));
     Ok(())
 }
 
@@ -312,8 +335,15 @@ async fn bind(listen: &str, addrs: &[SocketAddr]) -> Result<tokio::net::TcpListe
 }
 
 /// Accepts until the process is stopped; never returns.
-async fn run(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+async fn run(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    view: Option<(tokio::net::UnixListener, std::path::PathBuf)>,
+) {
     tokio::spawn(sweep(Arc::clone(&shared)));
+    if let Some((l, path)) = view {
+        tokio::spawn(view::accept(l, Arc::clone(&shared), path));
+    }
     let mut http = hyper::server::conn::http1::Builder::new();
     http.max_buf_size(MAX_HEAD_BYTES)
         .max_header_size(MAX_HEAD_BYTES)

@@ -57,6 +57,21 @@ impl std::str::FromStr for GpuSelector {
     }
 }
 
+impl std::fmt::Display for GpuSelector {
+    /// As it parses back: `all`, `0`, `GPU-7f3a`, `00000000:01:00.0`,
+    /// `0:1`, `MIG-5c1e`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuSelector::All => f.write_str("all"),
+            GpuSelector::Index(i) => write!(f, "{i}"),
+            GpuSelector::Uuid(s) | GpuSelector::PciBusId(s) | GpuSelector::MigUuid(s) => {
+                f.write_str(s)
+            }
+            GpuSelector::Mig(gpu, mig) => write!(f, "{gpu}:{mig}"),
+        }
+    }
+}
+
 /// A number as `GPU:MIG` spells it: plain decimal digits, no sign, no
 /// leading zero (`01:00` is a PCI address cut short, never MIG device 1:0).
 fn decimal(s: &str) -> Option<u32> {

@@ -34,6 +34,7 @@ mod status;
 mod supervised;
 mod trust;
 mod verdict;
+mod view;
 mod watch;
 mod why;
 mod words;

@@ -259,6 +259,12 @@ pub struct ServeArgs {
     /// does not take its response.
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = serve_timeout)]
     pub idle_timeout: std::time::Duration,
+    /// Also answer users who are not root on this local socket (mode
+    /// 0666; e.g. /run/gpufree/view.sock, where their `gpufree status`
+    /// and `why` look): what root sees, with other users' command lines,
+    /// environments and executables removed. Root only.
+    #[arg(long, value_name = "PATH")]
+    pub view_socket: Option<PathBuf>,
 }
 
 /// `gpufree wait` flags.

@@ -1,0 +1,244 @@
+//! The view for users who are not root (issue "Trust III"): root's
+//! `gpufree serve --view-socket` answers a user's `status` and `why` on a
+//! local socket, knowing the user from the socket's peer credentials, with
+//! other users' command lines, environments and executables removed. Two
+//! users (nobody, and uid 4242) ask it; a socket that is not root's is
+//! never believed.
+
+use crate::harness::*;
+use gpufree::demo::holder::HoldSpec;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A process of `uid` holding `node` of the test's device directory, with
+/// `secret` on its command line.
+fn user_holder(uid: u32, node: &Path, secret: &str) -> Child {
+    let script =
+        "import sys,time\nf=open(sys.argv[1],'rb')\nprint('ready',flush=True)\ntime.sleep(600)";
+    spawn_ready(
+        Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .args(["--clear-groups", "--", "/usr/bin/python3", "-c", script])
+            .arg(node)
+            .args(["--token", secret]),
+    )
+}
+
+/// `gpufree ARGS` as `uid`, asking the view at `socket` (and naming no
+/// library or directory of its own).
+fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Run {
+    // as_nobody's command (setpriv, the kit's gpufree), as `uid`.
+    let c = as_nobody(d, args);
+    let mut argv: Vec<std::ffi::OsString> = c.get_args().map(ToOwned::to_owned).collect();
+    argv[0] = format!("--reuid={uid}").into();
+    argv[1] = format!("--regid={uid}").into();
+    run_cmd(
+        Command::new("setpriv")
+            .args(argv)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("GPUFREE_VIEW_SOCKET", socket),
+    )
+}
+
+/// Root's serve with the view's socket at `socket`; ready once the socket
+/// answers.
+fn serve_view(d: &TestDir, state: &Path, socket: &Path) -> Child {
+    let mut child = Command::new(bin())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "200ms",
+            "--dev-dir",
+        ])
+        .arg(&d.dev)
+        .arg("--nvml-lib")
+        .arg(sim_lib())
+        .arg("--view-socket")
+        .arg(socket)
+        .env("GPUFREE_SIM_STATE", state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("listening"), "{line}");
+    // The rest of its stderr is read (and dropped), so it never writes
+    // into a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the view's socket never answered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+fn cmdline(doc: &Value, pid: u32) -> Vec<String> {
+    process(doc, pid).unwrap_or_else(|| panic!("{pid} not listed: {doc}"))["cmdline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() {
+    if !rustix::process::geteuid().is_root() {
+        skip_off_ci("root", &"to run holders and gpufree as other users");
+        return;
+    }
+    let d = TestDir::new(1);
+    let node = d.node("nvidia0");
+    std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&d.dev, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = d.tmp.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = run.join("view.sock");
+    let root = hold(
+        &["python3", "-m", "vllm", "--api-key", "sk-root-secret"],
+        HoldSpec {
+            fd: vec![node.clone()],
+            env: [(
+                "TORCHELASTIC_RUN_ID".to_string(),
+                "root-run-secret".to_string(),
+            )]
+            .into(),
+            ..HoldSpec::default()
+        },
+    );
+    let mut children = Children(Vec::new());
+    let a = children.add(user_holder(65534, &node, "secret-of-nobody"));
+    let b = children.add(user_holder(4242, &node, "secret-of-4242"));
+    let state = d.one_gpu(
+        &[
+            (root.pid(), 4096, "while-alive"),
+            (a, 2048, "while-alive"),
+            (b, 1024, "while-alive"),
+        ],
+        0,
+    );
+    children.add(serve_view(&d, &state, &socket));
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666, "any user may ask");
+
+    for (uid, mine, theirs) in [(65534, a, b), (4242, b, a)] {
+        let r = as_user(&d, uid, &socket, &["status", "--json"]);
+        assert_eq!(r.code, 0, "uid {uid}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("from root's gpufree serve at")
+                && r.stderr.contains(&format!("as uid {uid}")),
+            "says where it came from: {}",
+            r.stderr
+        );
+        let doc = r.json();
+        assert_eq!(doc["visibility"]["view"]["uid"], uid);
+        // Every holder, root's included, with its user, comm and memory.
+        for (pid, mib) in [(root.pid(), 4096u64), (a, 2048), (b, 1024)] {
+            let p = process(&doc, pid).unwrap_or_else(|| panic!("uid {uid}: {pid} missing"));
+            assert_eq!(
+                p["gpu_memory"][0]["used_bytes"],
+                mib << 20,
+                "uid {uid}: {p}"
+            );
+        }
+        assert_eq!(process(&doc, root.pid()).unwrap()["user"], "root");
+        // Their own command line; nobody else's, nor root's environment.
+        assert!(
+            cmdline(&doc, mine)
+                .iter()
+                .any(|a| a.starts_with("secret-of-")),
+            "uid {uid}"
+        );
+        assert!(cmdline(&doc, theirs).is_empty(), "uid {uid}");
+        assert!(cmdline(&doc, root.pid()).is_empty(), "uid {uid}");
+        assert!(
+            process(&doc, root.pid()).unwrap()["exe"].is_null(),
+            "uid {uid}"
+        );
+        let text = r.stdout.clone();
+        for secret in [
+            "sk-root-secret",
+            "root-run-secret",
+            if uid == 65534 {
+                "secret-of-4242"
+            } else {
+                "secret-of-nobody"
+            },
+        ] {
+            assert!(!text.contains(secret), "uid {uid} sees {secret}");
+        }
+        // why: the verdict's exit code, the same words, nothing hidden leaks.
+        let r = as_user(&d, uid, &socket, &["why", "--no-color"]);
+        assert_eq!(r.code, 1, "busy: {}{}", r.stdout, r.stderr);
+        assert!(
+            r.stdout.starts_with("Why GPU 0 is not free:"),
+            "{}",
+            r.stdout
+        );
+        assert!(!r.stdout.contains("sk-root-secret"), "{}", r.stdout);
+        // A bad selector is the view's usage error, said in one line.
+        let r = as_user(&d, uid, &socket, &["status", "--gpu", "7"]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert_eq!(
+            r.stderr.trim(),
+            "gpufree: --gpu 7: no such GPU (GPUs here: 0)"
+        );
+    }
+
+    // A socket that is not root's answers nothing: the user scans alone.
+    let fake_dir = d.tmp.path().join("fake");
+    std::fs::create_dir(&fake_dir).unwrap();
+    std::os::unix::fs::chown(&fake_dir, Some(4242), Some(4242)).unwrap();
+    let fake = fake_dir.join("view.sock");
+    let liar = spawn_ready(
+        Command::new("setpriv")
+            .args(["--reuid=4242", "--regid=4242", "--clear-groups", "--", "/usr/bin/python3", "-c"])
+            .arg("import socket,sys,time\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\nimport os\nos.chmod(sys.argv[1],0o777)\ns.listen(8)\nprint('ready',flush=True)\nwhile True:\n  c,_=s.accept(); c.sendall(b'{\"code\":0}\\nGPU 0 is free\\n'); c.close()")
+            .arg(&fake),
+    );
+    children.add(liar);
+    let r = as_user(&d, 65534, &fake, &["status"]);
+    assert!(
+        r.stderr.contains("its server runs as uid 4242, not root"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains("GPU 0 is free"), "{}", r.stdout);
+}
+
+/// The processes a test started, killed and reaped when it ends (passed
+/// or not): none outlives it holding its pipes.
+struct Children(Vec<Child>);
+
+impl Children {
+    fn add(&mut self, c: Child) -> u32 {
+        let pid = c.id();
+        self.0.push(c);
+        pid
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
