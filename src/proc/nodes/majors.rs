@@ -123,10 +123,20 @@ impl Majors {
 
     /// Reads `devices` under the proc root (`proc_fd`, whose path is
     /// `proc_root`), and adds the majors the tests register
-    /// ([`crate::pause::gpu_majors`]).
+    /// ([`crate::pause::gpu_majors`]). Opened without blocking: a FIFO
+    /// there (a proc root that is no kernel's) reads as empty, no table.
     pub fn read(proc_fd: impl std::os::fd::AsFd, proc_root: &std::path::Path) -> Majors {
+        use rustix::fs::{Mode, OFlags};
+        use std::io::Read;
         let path = proc_root.join("devices");
-        let mut majors = match crate::proc::scan::read_at(proc_fd, "devices") {
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let read = rustix::fs::openat(proc_fd, "devices", flags, Mode::empty())
+            .map_err(std::io::Error::from)
+            .and_then(|fd| {
+                let mut b = Vec::with_capacity(1024);
+                std::fs::File::from(fd).read_to_end(&mut b).map(|_| b)
+            });
+        let mut majors = match read {
             Ok(b) => match parse_devices(&b) {
                 Ok(table) => Majors::from_table(table),
                 Err(e) => Majors::unknown(format!("{} is unreadable: {e}", path.display())),

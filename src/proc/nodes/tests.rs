@@ -301,3 +301,43 @@ fn a_character_node_of_another_driver_is_refused() {
     assert_eq!(set.nodes.len(), 1);
     assert_eq!(set.nodes[0].rdev, Some(rustix::fs::makedev(1, 3)));
 }
+
+#[test]
+fn the_table_is_read_under_the_proc_root_and_a_fifo_there_is_no_table() {
+    let root = tempfile::tempdir().unwrap();
+    let open = |p: &Path| {
+        rustix::fs::open(
+            p,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap()
+    };
+    let fd = open(root.path());
+    let missing = Majors::read(&fd, root.path());
+    assert_eq!(
+        missing.of(Driver::NvidiaFrontend),
+        [195],
+        "fixed majors only"
+    );
+    assert_eq!(missing.of(Driver::NvidiaUvm), Vec::<u32>::new());
+    std::fs::write(root.path().join("devices"), DEVICES).unwrap();
+    let read = Majors::read(&fd, root.path());
+    assert_eq!(read.of(Driver::NvidiaUvm), [508]);
+    std::fs::remove_file(root.path().join("devices")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        root.path().join("devices"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let fifo = Majors::read(&fd, root.path());
+    assert_eq!(fifo.of(Driver::Drm), [226], "no table, not a hang");
+    let _ = fifo
+        .check(Driver::Kfd, rustix::fs::makedev(234, 0))
+        .map(|()| {
+            panic!("kfd's major is not known without a table");
+        });
+}
