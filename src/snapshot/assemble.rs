@@ -47,7 +47,7 @@ pub(super) fn gpus_without_nvml(nodes: &NodeSet) -> Vec<Gpu> {
 
 /// The device directory's refused entries, each with the GPUs whose
 /// holders it may hide (`model::RefusedNode`).
-fn refused_nodes(nodes: &NodeSet, gpus: &[Gpu], drm_gpus: &DrmGpus) -> Vec<RefusedNode> {
+pub(super) fn refused_nodes(nodes: &NodeSet, gpus: &[Gpu], drm_gpus: &DrmGpus) -> Vec<RefusedNode> {
     let every = |keep: &dyn Fn(&Gpu) -> bool| -> Vec<u32> {
         gpus.iter().filter(|g| keep(g)).map(|g| g.index).collect()
     };
