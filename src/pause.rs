@@ -8,7 +8,8 @@
 //!
 //! Beside the pause points, four test hooks of the in-kernel walk:
 //! [`BREAK_VERIFIER_ENV`], [`ITERATOR_WALK_ENV`], [`REPORT_UNREAD_ENV`] and
-//! [`SLOW_WALK_ENV`].
+//! [`SLOW_WALK_ENV`]; one of `--scan auto` ([`OPEN_FILES_ENV`]); and one of
+//! device-node discovery ([`GPU_MAJORS_ENV`]).
 //!
 //! Points: `scan:PID` (the scan has read PID's fd table and maps and found
 //! it a holder, and has not yet read its identity and details again),
@@ -136,4 +137,26 @@ pub fn slow_walk() {
     if let Some(ms) = ms {
         std::thread::sleep(std::time::Duration::from_millis(*ms));
     }
+}
+
+/// The variable that registers majors for GPU drivers as if the kernel had
+/// (tests only): `name=major` pairs separated by commas, e.g.
+/// `nvidia-frontend=1`, so that a test's node made with another device's
+/// number (a container's own node of the same device) is taken for a GPU
+/// node.
+pub const GPU_MAJORS_ENV: &str = "GPUFREE_TEST_GPU_MAJORS";
+
+/// The (driver name, major) pairs the tests register, if any (tests
+/// only); a pair that does not parse is left out.
+pub fn gpu_majors() -> Vec<(String, u32)> {
+    let Some(v) = var(GPU_MAJORS_ENV) else {
+        return Vec::new();
+    };
+    v.split(',')
+        .filter_map(|pair| {
+            let (name, major) = pair.trim().split_once('=')?;
+            Some((name.trim().to_string(), major.trim().parse().ok()?))
+        })
+        .filter(|(name, _)| !name.is_empty())
+        .collect()
 }

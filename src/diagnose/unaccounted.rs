@@ -35,7 +35,7 @@ pub(super) fn partial_view(s: &Snapshot, state: VerdictState, out: &mut Vec<Find
 }
 
 /// What the snapshot could not see: unreadable processes (the first six
-/// with why), hidepid, NVML, failed calls.
+/// with why), hidepid, NVML, refused device nodes, failed calls.
 fn unseen(s: &Snapshot) -> Vec<Unseen> {
     let v = &s.visibility;
     let mut why = Vec::new();
@@ -50,6 +50,12 @@ fn unseen(s: &Snapshot) -> Vec<Unseen> {
     }
     if s.misses_nvml() {
         why.push(Unseen::Nvml(s.nvml.error.clone()));
+    }
+    for r in &v.refused_nodes {
+        why.push(Unseen::RefusedNode {
+            path: r.path.clone(),
+            why: r.why.clone(),
+        });
     }
     for u in &s.unavailable {
         why.push(Unseen::Call {

@@ -11,8 +11,10 @@
 //!   process whose read failed or timed out, or memory above the baseline
 //!   that NVML attributes to no visible process while some processes could
 //!   not be read (not root, hidepid, an unlisted process list) or the
-//!   KFD's VRAM could not be placed on a GPU; and for a MIG device, holders
-//!   of capability nodes that nothing places (any of them may be on it).
+//!   KFD's VRAM could not be placed on a GPU; an entry of the device
+//!   directory named as one of its nodes that is not a GPU node (its
+//!   holders are matched by nothing); and for a MIG device, holders of
+//!   capability nodes that nothing places (any of them may be on it).
 //! - **free**: neither. Processes gpufree may not read are named as caveats
 //!   even then: NVML accounts for all the memory, so they cannot change it.
 
@@ -84,6 +86,7 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
         },
     }
     unknown.extend(failed(s));
+    unknown.extend(refused(s, g));
     if g.mig_only {
         // A holder of a capability nothing places may be on this device.
         let unplaced = s
@@ -237,6 +240,25 @@ fn failed(s: &Snapshot) -> Option<String> {
             pid_list(&failed)
         )
     })
+}
+
+/// Entries of the device directory named as this GPU's nodes that are
+/// not GPU nodes (a link to /dev/null, another driver's device): a holder
+/// of the real node is matched by nothing, so it may be unseen, and a
+/// GPU without holders is not free but unknown. This holds under
+/// `--holders-only` too: the holders themselves are what may be unseen.
+fn refused(s: &Snapshot, g: &Gpu) -> Vec<String> {
+    s.visibility
+        .refused_nodes
+        .iter()
+        .filter(|r| r.gpus.contains(&g.index))
+        .map(|r| {
+            format!(
+                "{} is not a GPU node ({}): holders of the real node may be unseen",
+                r.path, r.why
+            )
+        })
+        .collect()
 }
 
 /// What gpufree may not read (permission, hidepid), as caveats; whether

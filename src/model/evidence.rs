@@ -191,6 +191,14 @@ pub enum Unseen {
     Hidepid,
     /// NVML did not load or answer: its error.
     Nvml(Option<String>),
+    /// An entry of the device directory with a GPU node's name that is
+    /// not a GPU node: holders of the real node may be unseen.
+    RefusedNode {
+        /// Its path.
+        path: String,
+        /// What it is instead.
+        why: String,
+    },
     /// A call that failed.
     Call {
         /// The GPU, when per GPU.

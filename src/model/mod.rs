@@ -276,6 +276,27 @@ pub struct Visibility {
     /// to SPEC.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<ViewFrom>,
+    /// Entries of the device directory with a GPU node's name that are
+    /// not GPU nodes (a link to another file, another driver's device):
+    /// never matched, so holders of the real nodes they name may be
+    /// unseen (an addition to SPEC.md; absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_nodes: Vec<RefusedNode>,
+}
+
+/// An entry of the device directory whose name says it is a GPU node and
+/// that is not one: no process is a holder through it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RefusedNode {
+    /// Its path.
+    pub path: String,
+    /// What it is instead, in words.
+    pub why: String,
+    /// The GPUs whose holders it may hide (their verdict is then unknown):
+    /// the one its name gives (`nvidiaN` by minor number, a DRM node by
+    /// its PCI device); every NVIDIA GPU for a shared or capability node,
+    /// every AMD GPU for `kfd`, every GPU for a DRM node nothing places.
+    pub gpus: Vec<u32>,
 }
 
 /// How holders were found.

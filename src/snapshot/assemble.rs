@@ -6,7 +6,7 @@
 use super::drm::{self, DrmGpus, DrmHost};
 use super::orphans::mark_orphans;
 use super::*;
-use crate::model::Kin;
+use crate::model::{Kin, RefusedNode, Vendor};
 
 /// What one snapshot collected, before it is joined into the model.
 pub(super) struct Collected {
@@ -21,18 +21,60 @@ pub(super) struct Collected {
     pub(super) kin: BTreeMap<u32, Kin>,
 }
 
+/// The NVIDIA GPUs the device directory names when NVML cannot say: one
+/// per `nvidiaN`, a node or a refused entry (its holders may be unseen,
+/// and its verdict says so).
 pub(super) fn gpus_without_nvml(nodes: &NodeSet) -> Vec<Gpu> {
-    nodes
-        .nodes
-        .iter()
-        .filter_map(|n| match n.kind {
-            NodeKind::NvidiaGpu(minor) => Some(Gpu {
-                index: minor,
-                name: "unknown (NVML unavailable)".into(),
-                minor_number: Some(minor),
-                ..Gpu::default()
-            }),
+    let named = nodes.nodes.iter().map(|n| n.kind);
+    let refused = nodes.refused.iter().map(|r| r.kind);
+    let minors: BTreeSet<u32> = named
+        .chain(refused)
+        .filter_map(|k| match k {
+            NodeKind::NvidiaGpu(minor) => Some(minor),
             _ => None,
+        })
+        .collect();
+    minors
+        .into_iter()
+        .map(|minor| Gpu {
+            index: minor,
+            name: "unknown (NVML unavailable)".into(),
+            minor_number: Some(minor),
+            ..Gpu::default()
+        })
+        .collect()
+}
+
+/// The device directory's refused entries, each with the GPUs whose
+/// holders it may hide (`model::RefusedNode`).
+pub(super) fn refused_nodes(nodes: &NodeSet, gpus: &[Gpu], drm_gpus: &DrmGpus) -> Vec<RefusedNode> {
+    let every = |keep: &dyn Fn(&Gpu) -> bool| -> Vec<u32> {
+        gpus.iter().filter(|g| keep(g)).map(|g| g.index).collect()
+    };
+    nodes
+        .refused
+        .iter()
+        .map(|r| {
+            let gpus = match r.kind {
+                // The GPU of that minor number, and any NVIDIA GPU whose
+                // minor NVML could not say.
+                NodeKind::NvidiaGpu(minor) => every(&|g| {
+                    g.vendor == Vendor::Nvidia && g.minor_number.is_none_or(|m| m == minor)
+                }),
+                NodeKind::NvidiaShared | NodeKind::NvidiaCap => {
+                    every(&|g| g.vendor == Vendor::Nvidia)
+                }
+                NodeKind::Kfd => every(&|g| g.vendor == Vendor::Amd),
+                NodeKind::DriCard | NodeKind::DriRender => match drm_gpus.of_node(&r.rel) {
+                    Some(g) => vec![g],
+                    None => every(&|_| true),
+                },
+            };
+            RefusedNode {
+                path: r.path.display().to_string(),
+                why: r.why.clone(),
+                gpus,
+            }
         })
         .collect()
 }
@@ -81,6 +123,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
     let mut visibility = visibility(cfg, scanned, unreadable_of(proc_fd, unreadable), vanished);
     visibility.nvml_pids_not_visible = not_visible;
     visibility.nvml_pids_stale = stale;
+    visibility.refused_nodes = refused_nodes(nodes, &gpus, &drm_gpus);
     let ticks_per_second = rustix::param::clock_ticks_per_second();
     Snapshot {
         gpus,

@@ -31,7 +31,7 @@ use crate::model::{
     UnreadableReason, Via, Visibility,
 };
 use crate::nvml::{self, NvmlReport};
-use crate::proc::nodes::{NodeKind, NodeSet};
+use crate::proc::nodes::{Majors, NodeKind, NodeSet};
 use crate::proc::scan::{self, Details, Limits, ScanError, Seen, Stuck, Unread};
 use crate::proc::{is_protected, looks_renamed, owner, parse};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -42,7 +42,8 @@ use std::time::{Duration, Instant};
 /// Why no snapshot could be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
-    /// Neither an NVML library nor any GPU device node: nothing to report.
+    /// Neither an NVML library nor any GPU device node (nor an entry
+    /// refused as one, which the snapshot must show): nothing to report.
     #[error("no GPU here: {nvml}, and no GPU device nodes in {dev_dir}")]
     NoGpu {
         /// Why NVML is unavailable.
@@ -99,16 +100,21 @@ pub struct Collector {
 const NVML_RETRY: Duration = Duration::from_secs(30);
 
 impl Collector {
-    /// Discovers the device nodes, opens the proc root and starts NVML
+    /// Opens the proc root, discovers the device nodes and starts NVML
     /// (its initialisation goes on while the first scan runs); fails only
-    /// when there is neither a library nor a node (then it waits for NVML
+    /// when there is neither a library nor a node, refused or not (then it waits for NVML
     /// at most the read timeout, or until `deadline`), or no /proc.
     pub fn new(cfg: Config, deadline: Option<Instant>) -> Result<Collector, SnapshotError> {
         raise_fd_limit();
-        let nodes = NodeSet::discover(&cfg.dev_dir).map_err(SnapshotError::DevDir)?;
         let proc_fd = scan::open_proc(&cfg.proc_root)?;
+        // A character device is a GPU node only with the major its
+        // driver registered: the kernel's table under the proc root.
+        let majors = Majors::read(&proc_fd, &cfg.proc_root);
+        let nodes = NodeSet::discover(&cfg.dev_dir, &majors).map_err(SnapshotError::DevDir)?;
         let session = nvml::Session::start(cfg.nvml_lib.as_deref());
-        if nodes.is_empty() {
+        // Refused entries are no GPU, but their GPUs' verdicts must say
+        // that holders may be unseen: a snapshot shows them.
+        if nodes.is_empty() && nodes.refused.is_empty() {
             if let Err(status) = session.ready(remaining(cfg.read_timeout, deadline)) {
                 return Err(SnapshotError::NoGpu {
                     nvml: status.error.unwrap_or_default(),

@@ -149,3 +149,45 @@ fn selectors_parse_and_resolve() {
     assert!("zz:1".parse::<GpuSelector>().is_err());
     assert!("lots".parse::<GpuSelector>().is_err());
 }
+
+#[test]
+fn a_refused_node_names_the_gpus_whose_holders_it_may_hide() {
+    use crate::model::Vendor;
+    use crate::proc::nodes::Refused;
+    use std::path::PathBuf;
+    let refused = |rel: &str| Refused {
+        rel: rel.into(),
+        path: PathBuf::from("/d").join(rel),
+        kind: crate::proc::nodes::classify(rel).unwrap(),
+        why: "a link to /dev/null".into(),
+    };
+    let mut nodes = NodeSet::default();
+    nodes.refused = ["nvidia1", "nvidia7", "nvidia-uvm", "kfd", "dri/renderD128"]
+        .map(refused)
+        .to_vec();
+    // NVML numbers GPUs apart from their minors; GPU 2's minor is unknown;
+    // GPU 3 is an AMD GPU.
+    let mut gpus = vec![
+        gpu(0, "GPU-0", "00000000:01:00.0"),
+        gpu(1, "GPU-1", "00000000:02:00.0"),
+        gpu(2, "GPU-2", "00000000:03:00.0"),
+        gpu(3, "", "0000:c3:00.0"),
+    ];
+    gpus[0].minor_number = Some(1);
+    gpus[1].minor_number = Some(0);
+    gpus[3].vendor = Vendor::Amd;
+    let drm = drm::add_gpus(&mut gpus.clone(), &drm::DrmHost::default(), &nodes);
+    let by_path: BTreeMap<String, Vec<u32>> = assemble::refused_nodes(&nodes, &gpus, &drm)
+        .into_iter()
+        .map(|r| (r.path, r.gpus))
+        .collect();
+    assert_eq!(
+        by_path["/d/nvidia1"],
+        [0, 2],
+        "minor 1, and the unknown minor"
+    );
+    assert_eq!(by_path["/d/nvidia7"], [2], "no GPU has minor 7");
+    assert_eq!(by_path["/d/nvidia-uvm"], [0, 1, 2], "every NVIDIA GPU");
+    assert_eq!(by_path["/d/kfd"], [3], "every AMD GPU");
+    assert_eq!(by_path["/d/dri/renderD128"], [0, 1, 2, 3], "placed nowhere");
+}

@@ -347,8 +347,11 @@ fn another_directorys_node_of_the_same_device_is_that_node() {
         },
     );
     let pids = [h.pid()];
-    let procfs = holders(&status(&d.dev, "procfs", &[]), &pids);
-    let bpf = holders(&status(&d.dev, "bpf", &[]), &pids);
+    // /dev/full's major (1) registered as the NVIDIA frontend's (the tests'
+    // hook): a node of another driver's major is no GPU node.
+    let env = [("GPUFREE_TEST_GPU_MAJORS", "nvidia-frontend=1")];
+    let procfs = holders(&status(&d.dev, "procfs", &env), &pids);
+    let bpf = holders(&status(&d.dev, "bpf", &env), &pids);
     let want = Holders::from([(
         h.pid(),
         BTreeMap::from([("nvidia7".to_string(), vec!["fd".to_string()])]),

@@ -20,6 +20,7 @@ mod k8s;
 mod kill;
 mod mig;
 mod mps;
+mod nodes;
 mod pattern;
 mod privilege;
 mod procfs;

@@ -294,7 +294,24 @@ fn container_node_with_the_same_device_number_matches() {
             ..HoldSpec::default()
         },
     );
-    let doc = status_json_no_nvml(&d);
+    // /dev/zero's major registered as the NVIDIA frontend's (the tests'
+    // hook): a node of another driver's major is no GPU node.
+    let r = gpufree(
+        &[
+            "status",
+            "--json",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+        ],
+        &[(
+            "GPUFREE_TEST_GPU_MAJORS",
+            &format!("nvidia-frontend={}", rustix::fs::major(zero.rdev())),
+        )],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json();
     let p = process(&doc, h.pid()).expect("matched by device number");
     assert_eq!(via(p, "nvidia0"), ["fd"]);
 }

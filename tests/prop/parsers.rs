@@ -1,10 +1,11 @@
 //! /proc/PID/stat, status (Uid, NSpid), cmdline, maps lines, mountinfo,
-//! cgroup files and DRM fdinfo: no panic on any bytes, and generated valid files parse to
+//! cgroup files, DRM fdinfo and the kernel's table of majors: no panic on any bytes, and generated valid files parse to
 //! the fields they were generated from.
 
 use crate::{bytes, cases, hostile_bytes, mutate, re, PARSER_CASES, ROUND_TRIP_CASES};
 use gpufree::model::OwnerKind;
 use gpufree::proc::drm::parse_fdinfo;
+use gpufree::proc::nodes::parse_devices;
 use gpufree::proc::owner::{cgroup_path, owner_from_path, parse_cgroup};
 use gpufree::proc::parse::{
     escape_bytes, maps_line_inode, mountinfo_hidepid, parse_cmdline, parse_maps_line, parse_stat,
@@ -389,6 +390,53 @@ proptest! {
                     || input.windows(6).any(|w| w == b"pasid:")
             );
             prop_assert!(f.regions.len() <= input.split(|&b| b == b'\n').count());
+        }
+    }
+}
+
+/// The kernel's table of majors (`/proc/devices`) as it writes it: the
+/// character devices (`%3d %s`), then the block devices.
+fn devices_table(chars: &[(u32, String)]) -> Vec<u8> {
+    let mut t = String::from("Character devices:\n");
+    for (major, name) in chars {
+        t.push_str(&format!("{major:>3} {name}\n"));
+    }
+    t.push_str("\nBlock devices:\n  7 loop\n259 blkext\n");
+    t.into_bytes()
+}
+
+/// Registrations: a major and a name of any printable text but a newline
+/// (the kernel writes what the driver gave).
+fn registrations() -> impl Strategy<Value = Vec<(u32, String)>> {
+    proptest::collection::vec((0u32..4096, re("[a-z0-9/_ .:-]{1,24}")), 0..16)
+}
+
+proptest! {
+    #![proptest_config(cases(ROUND_TRIP_CASES))]
+
+    #[test]
+    fn devices_tables_round_trip(chars in registrations()) {
+        prop_assert_eq!(parse_devices(&devices_table(&chars)), Ok(chars));
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(PARSER_CASES))]
+
+    /// The table of majors, cut, corrupted or arbitrary: no panic, and
+    /// what it gives comes from lines of a character section.
+    #[test]
+    fn devices_tables_never_panic(input in prop_oneof![
+        1 => bytes(300),
+        1 => hostile_bytes(60),
+        4 => registrations().prop_flat_map(|c| mutate(devices_table(&c))),
+    ]) {
+        if let Ok(table) = parse_devices(&input) {
+            prop_assert!(input.windows(18).any(|w| w == b"Character devices:"));
+            for (_, name) in &table {
+                prop_assert!(!name.is_empty() && !name.contains('\n'));
+            }
+            prop_assert!(table.len() <= input.split(|&b| b == b'\n').count());
         }
     }
 }

@@ -319,6 +319,7 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
                         scan_reason: "why \"\n".into(),
                         scan_reread: u32::from(nested),
                         view: None,
+                        refused_nodes: Vec::new(),
                     },
                     nvml: NvmlStatus {
                         available,

@@ -215,3 +215,38 @@ fn overall_busy_beats_unknown_beats_free_and_no_gpu_is_unknown() {
     s.gpus.clear();
     assert_eq!(overall(&s, &Policy::default()).state, VerdictState::Unknown);
 }
+
+#[test]
+fn a_refused_node_makes_the_gpus_it_names_unknown_even_holders_only() {
+    let mut s = snap(a_gpu(0, 0), vec![]);
+    let mut other = a_gpu(0, 0);
+    other.index = 1;
+    s.gpus.push(other);
+    s.visibility.refused_nodes.push(crate::model::RefusedNode {
+        path: "/test-dev/nvidia0".into(),
+        why: "a link to /dev/null".into(),
+        gpus: vec![0],
+    });
+    let only = Policy {
+        holders_only: true,
+        ..Policy::default()
+    };
+    for policy in [Policy::default(), only] {
+        let v = gpu(&s, &s.gpus[0], &policy);
+        assert_eq!(v.state, VerdictState::Unknown, "{v:?}");
+        assert!(
+            v.reasons[0].starts_with("/test-dev/nvidia0 is not a GPU node (a link to /dev/null)"),
+            "{v:?}"
+        );
+        assert_eq!(gpu(&s, &s.gpus[1], &policy).state, VerdictState::Free);
+    }
+    // A holder seen through another node still makes it busy.
+    s.processes.push(holder(5, None));
+    assert_eq!(judge(&s).state, VerdictState::Busy);
+    // `--max-used` judges the memory alone, whoever holds it.
+    let max = Policy {
+        max_used: Some(0),
+        ..Policy::default()
+    };
+    assert_eq!(gpu(&s, &s.gpus[0], &max).state, VerdictState::Free);
+}

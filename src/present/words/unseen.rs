@@ -53,6 +53,9 @@ fn unseen_words(u: &Unseen) -> String {
             "/proc is mounted with hidepid: other users' processes are invisible".into()
         }
         Unseen::Nvml(error) => format!("NVML is unavailable ({})", error.as_deref().unwrap_or("?")),
+        Unseen::RefusedNode { path, why } => {
+            format!("{path} is not a GPU node ({why}), so its holders are not seen")
+        }
         Unseen::Call { gpu, what, why } => {
             let gpu = gpu.map(|g| format!("GPU {g} ")).unwrap_or_default();
             format!("{gpu}{what}: {why}")

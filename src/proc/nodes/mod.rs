@@ -1,8 +1,31 @@
 //! GPU device nodes under the device directory (default `/dev`): NVIDIA
 //! (`nvidiaN`, `nvidiactl`, `nvidia-uvm`, `nvidia-uvm-tools`,
 //! `nvidia-modeset`, `nvidia-caps/*`), DRM (`dri/card*`, `dri/renderD*`) and
-//! AMD (`kfd`). Nodes are only `stat`ed, never opened: opening one runs the
-//! driver's open.
+//! AMD (`kfd`). Nodes are only `lstat`ed (and a link `stat`ed), never
+//! opened: opening one runs the driver's open.
+//!
+//! A name is not enough: the device directory comes from the command line
+//! or the environment, and a node there decides whose processes are
+//! holders (and so whom `kill` signals). An entry with a GPU node's name is
+//! a node only when it is
+//!
+//! - a character device of the major the kernel registered for its name's
+//!   driver ([`majors`]: `<proc root>/devices`; where that cannot be read,
+//!   only the fixed majors 195 and 226 are known);
+//! - a link to such a character device (a container runtime's link to a
+//!   real GPU node), matched as the device it leads to;
+//! - a regular file itself, not through a link: a test's device directory
+//!   of plain files, matched by identity only.
+//!
+//! Anything else (a link to a regular file, to /dev/null or to a
+//! directory; a character device of another driver; a directory, FIFO,
+//! socket or block device) is refused and kept in [`NodeSet::refused`]
+//! with why, never silently dropped: its name says holders of a real GPU
+//! node may go unseen, and the verdict says so.
+
+pub mod majors;
+
+pub use majors::{parse_devices, DevicesError, Driver, Majors};
 
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -25,6 +48,20 @@ pub enum NodeKind {
     Kfd,
 }
 
+impl NodeKind {
+    /// The driver whose major a node of this kind (named `rel`) has.
+    pub fn driver(self, rel: &str) -> Driver {
+        match self {
+            NodeKind::NvidiaGpu(_) => Driver::NvidiaFrontend,
+            NodeKind::NvidiaShared if rel.starts_with("nvidia-uvm") => Driver::NvidiaUvm,
+            NodeKind::NvidiaShared => Driver::NvidiaFrontend,
+            NodeKind::NvidiaCap => Driver::NvidiaCaps,
+            NodeKind::DriCard | NodeKind::DriRender => Driver::Drm,
+            NodeKind::Kfd => Driver::Kfd,
+        }
+    }
+}
+
 /// One device node.
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -42,11 +79,28 @@ pub struct Node {
     pub rdev: Option<u64>,
 }
 
+/// An entry with a GPU node's name that is not a GPU node (module docs):
+/// never matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// Path relative to the device directory, e.g. `nvidia0`.
+    pub rel: String,
+    /// Full path.
+    pub path: PathBuf,
+    /// What its name says it is.
+    pub kind: NodeKind,
+    /// What it is instead, in words ("a link to /dev/null, a character
+    /// device of major 1 (mem), not the nvidia-frontend driver's 195").
+    pub why: String,
+}
+
 /// The nodes and the indexes the scanner matches against.
 #[derive(Debug, Clone, Default)]
 pub struct NodeSet {
     /// All nodes found.
     pub nodes: Vec<Node>,
+    /// The entries with a node's name that are not GPU nodes, with why.
+    pub refused: Vec<Refused>,
     by_ident: HashMap<(u64, u64), usize>,
     by_rdev: HashMap<u64, usize>,
     by_maps: HashMap<(u32, u32, u64), usize>,
@@ -82,9 +136,10 @@ pub fn classify(rel: &str) -> Option<NodeKind> {
 }
 
 impl NodeSet {
-    /// Finds the GPU nodes under `dev_dir`. A missing directory or
+    /// Finds the GPU nodes under `dev_dir`, judging each character
+    /// device by `majors` (module docs). A missing directory or
     /// subdirectory simply has no nodes; other errors name the path.
-    pub fn discover(dev_dir: &Path) -> std::io::Result<NodeSet> {
+    pub fn discover(dev_dir: &Path, majors: &Majors) -> std::io::Result<NodeSet> {
         let mut set = NodeSet::default();
         for sub in ["", "nvidia-caps", "dri"] {
             let dir = dev_dir.join(sub);
@@ -106,25 +161,28 @@ impl NodeSet {
                     format!("{sub}/{name}")
                 };
                 let Some(kind) = classify(&rel) else { continue };
-                // stat (following a symlink), never open.
-                let Ok(meta) = std::fs::metadata(entry.path()) else {
-                    continue;
-                };
-                if meta.is_dir() {
-                    continue;
+                let path = entry.path();
+                match examine(&path, kind.driver(&rel), majors) {
+                    Examined::Node(meta) => set.nodes.push(Node {
+                        rel,
+                        path,
+                        kind,
+                        dev: meta.dev(),
+                        ino: meta.ino(),
+                        rdev: meta.file_type().is_char_device().then(|| meta.rdev()),
+                    }),
+                    Examined::Refused(why) => set.refused.push(Refused {
+                        rel,
+                        path,
+                        kind,
+                        why,
+                    }),
+                    Examined::Gone => {}
                 }
-                let rdev = meta.file_type().is_char_device().then(|| meta.rdev());
-                set.nodes.push(Node {
-                    rel,
-                    path: entry.path(),
-                    kind,
-                    dev: meta.dev(),
-                    ino: meta.ino(),
-                    rdev,
-                });
             }
         }
         set.nodes.sort_by(|a, b| a.rel.cmp(&b.rel));
+        set.refused.sort_by(|a, b| a.rel.cmp(&b.rel));
         set.reindex(dev_dir == Path::new("/dev"));
         Ok(set)
     }
@@ -188,64 +246,75 @@ impl NodeSet {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What an entry with a node's name turned out to be.
+enum Examined {
+    /// A node: its metadata (a link's target's, for a link).
+    Node(std::fs::Metadata),
+    /// Not a GPU node: what it is, in words.
+    Refused(String),
+    /// Removed since the directory was listed.
+    Gone,
+}
 
-    #[test]
-    fn classifies_gpu_nodes_and_nothing_else() {
-        assert_eq!(classify("nvidia0"), Some(NodeKind::NvidiaGpu(0)));
-        assert_eq!(classify("nvidia15"), Some(NodeKind::NvidiaGpu(15)));
-        assert_eq!(classify("nvidiactl"), Some(NodeKind::NvidiaShared));
-        assert_eq!(classify("nvidia-uvm-tools"), Some(NodeKind::NvidiaShared));
-        assert_eq!(
-            classify("nvidia-caps/nvidia-cap1"),
-            Some(NodeKind::NvidiaCap)
-        );
-        assert_eq!(classify("dri/card1"), Some(NodeKind::DriCard));
-        assert_eq!(classify("dri/renderD128"), Some(NodeKind::DriRender));
-        assert_eq!(classify("kfd"), Some(NodeKind::Kfd));
-        for no in [
-            "nvidia",
-            "nvidiax",
-            "nvidia-smi",
-            "null",
-            "dri/by-path",
-            "dri/card",
-            "sda1",
-        ] {
-            assert_eq!(classify(no), None, "{no}");
-        }
+/// `lstat`s `path` (never opens it) and judges it by the module's rules;
+/// a link is `stat`ed, and its target is what is judged and matched.
+fn examine(path: &Path, driver: Driver, majors: &Majors) -> Examined {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Examined::Gone,
+        Err(e) => return Examined::Refused(format!("could not be examined: {e}")),
+    };
+    let ft = meta.file_type();
+    if ft.is_file() {
+        return Examined::Node(meta);
     }
-
-    #[test]
-    fn discovers_plain_files_in_a_test_device_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        for n in ["nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "null"] {
-            std::fs::write(dir.path().join(n), b"x").unwrap();
-        }
-        std::fs::create_dir(dir.path().join("dri")).unwrap();
-        std::fs::write(dir.path().join("dri/renderD128"), b"x").unwrap();
-        let set = NodeSet::discover(dir.path()).unwrap();
-        let rels: Vec<&str> = set.nodes.iter().map(|n| n.rel.as_str()).collect();
-        assert_eq!(
-            rels,
-            [
-                "dri/renderD128",
-                "nvidia-uvm",
-                "nvidia0",
-                "nvidia1",
-                "nvidiactl"
-            ]
-        );
-        let n0 = &set.nodes[2];
-        assert_eq!(set.match_stat(n0.dev, n0.ino, None), Some(2));
-        assert_eq!(set.match_stat(n0.dev, n0.ino + 100_000, None), None);
+    if ft.is_char_device() {
+        return match majors.check(driver, meta.rdev()) {
+            Ok(()) => Examined::Node(meta),
+            Err(why) => Examined::Refused(why),
+        };
     }
+    if !ft.is_symlink() {
+        return Examined::Refused(format!("{}, not a character device", what(&meta)));
+    }
+    let target = std::fs::read_link(path)
+        .map(|t| t.display().to_string())
+        .unwrap_or_else(|e| format!("somewhere unreadable ({e})"));
+    // The target as it is now: what is judged is what would be matched.
+    let to = match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_char_device() => match majors.check(driver, m.rdev()) {
+            Ok(()) => return Examined::Node(m),
+            Err(why) => why,
+        },
+        Ok(m) => format!(
+            "{} (a link is followed only to the {} driver's character device)",
+            what(&m),
+            driver.name()
+        ),
+        Err(e) => format!("which cannot be followed ({e})"),
+    };
+    Examined::Refused(format!("a link to {target}, {to}"))
+}
 
-    #[test]
-    fn missing_device_directory_is_an_error_naming_it() {
-        let e = NodeSet::discover(Path::new("/nonexistent/gpufree-dev")).unwrap_err();
-        assert!(e.to_string().contains("/nonexistent/gpufree-dev"), "{e}");
+/// What a file that is not a character device is, in words.
+fn what(meta: &std::fs::Metadata) -> &'static str {
+    let ft = meta.file_type();
+    if ft.is_file() {
+        "a regular file"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_symlink() {
+        "a link"
+    } else {
+        "not a device"
     }
 }
+
+#[cfg(test)]
+mod tests;
