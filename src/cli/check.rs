@@ -22,11 +22,14 @@ pub(super) fn run_check(common: &Common, args: &CheckArgs) -> Result<Outcome, Er
         grace_secs: args.grace.as_secs(),
         ignore: args.ignore.clone(),
     };
-    let (outcome, snap) = match take_selected(common, &Default::default()) {
-        Ok(snap) => {
+    let (outcome, snap) = match take_selected_by(common, &Default::default()) {
+        Ok((collector, snap)) => {
+            // Holders in D sampled again over a window (no holder in D,
+            // no wait).
+            let windows = crate::snapshot::windows(&collector, &snap);
             let remembered = read_state(&args.state);
             let now = unix_now();
-            let (mut outcome, next) = check(&snap, &policy, &remembered, now);
+            let (mut outcome, next) = check(&snap, &policy, &remembered, &windows, now);
             if let Err(why) = write_state(&args.state, &next) {
                 // Without the state no leak can be timed: each counts at
                 // once rather than never.
@@ -35,7 +38,7 @@ pub(super) fn run_check(common: &Common, args: &CheckArgs) -> Result<Outcome, Er
                     args.state.display()
                 );
                 policy.grace_secs = 0;
-                outcome = check(&snap, &policy, &remembered, now).0;
+                outcome = check(&snap, &policy, &remembered, &windows, now).0;
             }
             (outcome, snap)
         }

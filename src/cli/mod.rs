@@ -99,13 +99,23 @@ fn take_selected(
     common: &Common,
     opts: &crate::diagnose::Options,
 ) -> Result<crate::model::Snapshot, Error> {
+    take_selected_by(common, opts).map(|(_, snap)| snap)
+}
+
+/// One snapshot, narrowed to the `--gpu` selection, and the collector
+/// that took it (for a second look through its pins).
+fn take_selected_by(
+    common: &Common,
+    opts: &crate::diagnose::Options,
+) -> Result<(snapshot::Collector, crate::model::Snapshot), Error> {
     let started = std::time::Instant::now();
     let cfg = Config {
         // Also the titles of every other process, for `why --pattern`.
         others: opts.pattern.is_some(),
         ..config(common)
     };
-    let snap = collector(common, cfg, None)?
+    let c = collector(common, cfg, None)?;
+    let snap = c
         .snapshot_with(None, opts)
         .map_err(|e| snapshot_error(common, e))?;
     if common.verbose > 0 {
@@ -123,7 +133,7 @@ fn take_selected(
         );
     }
     let indexes = snapshot::resolve(&snap.gpus, &common.gpu).map_err(Error::Selector)?;
-    Ok(pipeline::select_with(snap, &indexes, opts))
+    Ok((c, pipeline::select_with(snap, &indexes, opts)))
 }
 
 /// Runs a parsed command line to its end.

@@ -13,7 +13,11 @@ pub enum Condition {
     /// NVML missing or failing, or a GPU whose memory cannot be read (lost,
     /// hung).
     Nvml,
-    /// A holder in uninterruptible sleep (D): only the driver ends it.
+    /// A holder in uninterruptible sleep (D) in every sample of check's
+    /// window, in a GPU driver (or where the kernel does not say): only
+    /// the driver ends it (critical). In D for part of the window, or
+    /// waiting elsewhere (a vfork child, a network file system): a
+    /// warning.
     Stuck,
     /// Memory no process accounts for, above the threshold for longer than
     /// the grace period.
