@@ -339,6 +339,59 @@ fn in_d_across_the_window_in_the_gpu_driver_drains_and_in_an_nfs_read_does_not()
     );
 }
 
+/// Trust III, item 6: a job's process whose vfork child pauses waits in
+/// D (in `kernel_clone` on Linux 6.18), not in a GPU driver: `check`
+/// warns, and Slurm's health check (exit 2) does not drain the node.
+#[test]
+fn a_vfork_parent_in_d_is_a_warning_not_a_drain() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let holder = hold(
+        &["python3", "train.py"],
+        gpufree::demo::holder::HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            vfork_pause: true,
+            ..Default::default()
+        },
+    );
+    let pid = holder.pid();
+    wait_state(pid, 'D');
+    let lib = sim_lib();
+    let memory = d.tmp.path().join("check.json");
+    let check = |format: &str| {
+        let r = gpufree(
+            &[
+                "check",
+                "--format",
+                format,
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+                "--nvml-lib",
+                lib.to_str().unwrap(),
+                "--state",
+                memory.to_str().unwrap(),
+            ],
+            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+        );
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+        r
+    };
+    let r = check("slurm");
+    assert_eq!(r.code, 2, "not drained: {}{}", r.stdout, r.stderr);
+    let r = check("json");
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let doc = r.json();
+    assert_eq!(doc["level"], "warning", "{doc}");
+    let stuck = stuck_of(&doc);
+    assert_eq!(stuck.len(), 1, "{doc}");
+    let (p, level, why) = &stuck[0];
+    assert_eq!((*p, level.as_str()), (u64::from(pid), "warning"), "{doc}");
+    assert!(
+        why.starts_with("waits in ") && why.ends_with(", not in the GPU driver"),
+        "{why}"
+    );
+}
+
 #[test]
 fn no_look_at_all_is_unknown_never_ok() {
     let h = Host::new(gpu(&[], 0));
