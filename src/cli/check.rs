@@ -23,11 +23,14 @@ pub(super) fn run_check(s: &Settings, args: &CheckArgs) -> Result<Outcome, Error
         ignore: args.ignore.clone(),
     };
     let state = &s.check_state;
-    let (outcome, snap) = match take_selected(s, &Default::default()) {
-        Ok(snap) => {
+    let (outcome, snap) = match take_selected_by(s, &Default::default()) {
+        Ok((collector, snap)) => {
+            // Holders in D sampled again over a window (no holder in D,
+            // no wait).
+            let windows = crate::snapshot::windows(&collector, &snap);
             let remembered = read_state(state);
             let now = unix_now();
-            let (mut outcome, next) = check(&snap, &policy, &remembered, now);
+            let (mut outcome, next) = check(&snap, &policy, &remembered, &windows, now);
             if let Err(why) = write_state(state, &next) {
                 // Without the state no leak can be timed: each counts at
                 // once rather than never.
@@ -36,7 +39,7 @@ pub(super) fn run_check(s: &Settings, args: &CheckArgs) -> Result<Outcome, Error
                     state.display()
                 );
                 policy.grace_secs = 0;
-                outcome = check(&snap, &policy, &remembered, now).0;
+                outcome = check(&snap, &policy, &remembered, &windows, now).0;
             }
             (outcome, snap)
         }

@@ -87,6 +87,15 @@ fn take_selected(
     s: &Settings,
     opts: &crate::diagnose::Options,
 ) -> Result<crate::model::Snapshot, Error> {
+    take_selected_by(s, opts).map(|(_, snap)| snap)
+}
+
+/// One snapshot, narrowed to the `--gpu` selection, and the collector
+/// that took it (for a second look through its pins).
+fn take_selected_by(
+    s: &Settings,
+    opts: &crate::diagnose::Options,
+) -> Result<(snapshot::Collector, crate::model::Snapshot), Error> {
     let common = &s.common;
     let started = std::time::Instant::now();
     let cfg = Config {
@@ -94,7 +103,8 @@ fn take_selected(
         others: opts.pattern.is_some(),
         ..s.collect.clone()
     };
-    let snap = collector(s, cfg, None)?
+    let c = collector(s, cfg, None)?;
+    let snap = c
         .snapshot_with(None, opts)
         .map_err(|e| snapshot_error(s, e))?;
     if common.verbose > 0 {
@@ -112,7 +122,7 @@ fn take_selected(
         );
     }
     let indexes = snapshot::resolve(&snap.gpus, &common.gpu).map_err(Error::Selector)?;
-    Ok(pipeline::select_with(snap, &indexes, opts))
+    Ok((c, pipeline::select_with(snap, &indexes, opts)))
 }
 
 /// Runs a parsed command line to its end: first its settings (the

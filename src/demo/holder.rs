@@ -10,7 +10,9 @@
 
 mod signals;
 
-use signals::{end_main_thread, ignore_sigterm, on_term, supervise, unblock_signals};
+use signals::{
+    catch_usr1, end_main_thread, ignore_sigterm, on_term, supervise, unblock_signals, vfork_pause,
+};
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -95,6 +97,16 @@ pub struct HoldSpec {
     /// its descendants are reparented to it, as to a user's systemd manager.
     #[serde(default)]
     pub subreaper: bool,
+    /// After reporting ready, read this file in the main thread (a FUSE
+    /// file whose daemon never answers: the read blocks). SIGUSR1 is caught
+    /// and does nothing, so a signal moves such a read from its
+    /// interruptible wait (S) to its killable one (D).
+    #[serde(default)]
+    pub read_after_ready: Option<PathBuf>,
+    /// After reporting ready, start a child as `vfork` does and have it
+    /// pause: the main thread waits for it in D, as a vfork parent does.
+    #[serde(default)]
+    pub vfork_pause: bool,
 }
 
 /// A child holder: its argv and what it does.
@@ -249,6 +261,12 @@ pub fn run(spec_json: &str) -> std::io::Result<()> {
         let delay = std::time::Duration::from_millis(spec.respawn_delay_ms);
         supervise(exe, spec.children.clone(), children, spec.respawn, delay);
     }
+    if let Some(path) = &spec.read_after_ready {
+        read_once(path);
+    }
+    if spec.vfork_pause {
+        vfork_pause();
+    }
     if spec.leader_exits {
         std::thread::spawn(|| loop {
             std::thread::park();
@@ -289,6 +307,9 @@ fn set_up_process(spec: &HoldSpec) -> std::io::Result<()> {
     if spec.subreaper {
         rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     }
+    if spec.read_after_ready.is_some() {
+        catch_usr1();
+    }
     if let Some(child) = spec.fork_on_term.clone() {
         on_term(*child, false)?;
     }
@@ -323,6 +344,16 @@ fn hold_nodes(spec: &HoldSpec) -> std::io::Result<Vec<OwnedFd>> {
         drop(f);
     }
     Ok(kept)
+}
+
+/// Reads the start of `path`, waiting as long as its file system makes it
+/// (whatever the read returns, even an error, the holder goes on).
+fn read_once(path: &Path) {
+    use std::io::Read;
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let mut buf = [0u8; 4096];
+        let _ = f.read(&mut buf);
+    }
 }
 
 /// Retitles the process as setproctitle does, or only renames its comm.

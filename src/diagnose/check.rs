@@ -1,12 +1,15 @@
 //! `gpufree check`: one verdict for monitors, from a judged snapshot and
 //! what the last check remembered (since when memory has been
-//! unaccounted). Pure: the state file is the caller's to read and write.
+//! unaccounted) and what its window saw of the holders in D. Pure: the
+//! state file is the caller's to read and write, the window the caller's
+//! to sample (`snapshot::windows`).
 
 use super::verdict::{blind_spots, unexplained_bytes};
 use crate::model::{
     CheckMemory, CheckOutcome, Condition, Gpu, Level, OwnerKind, Pending, Problem, Process,
-    Snapshot, Vendor, VerdictState,
+    Sampled, Snapshot, Vendor, VerdictState, Wait, Window, STUCK_WINDOW_MS,
 };
+use std::collections::BTreeMap;
 
 /// What counts, and from when.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,16 +32,19 @@ impl Default for CheckPolicy {
     }
 }
 
-/// The check of `s` at `now` (unix seconds), and what to remember for the
-/// next one.
+/// The check of `s` at `now` (unix seconds), with what the window saw of
+/// its holders in D (`windows`, by PID), and what to remember for the next
+/// one.
 pub fn check(
     s: &Snapshot,
     policy: &CheckPolicy,
     memory: &CheckMemory,
+    windows: &BTreeMap<u32, Window>,
     now: u64,
 ) -> (CheckOutcome, CheckMemory) {
     let mut problems = nvml(s);
-    problems.extend(states(s));
+    problems.extend(stuck(s, windows));
+    problems.extend(zombies(s));
     problems.extend(s.gpus.iter().filter_map(|g| leftover(s, Some(g))));
     problems.extend(leftover(s, None));
     problems.extend(pods(s));
@@ -147,25 +153,97 @@ fn nvml(s: &Snapshot) -> Vec<Problem> {
     out
 }
 
-/// Holders in uninterruptible sleep (critical) and zombies (warning).
-fn states(s: &Snapshot) -> Vec<Problem> {
-    let of = |state: &str| -> Vec<&Process> {
-        s.processes.iter().filter(|p| p.state == state).collect()
-    };
-    let mut out = Vec::new();
-    for (state, condition, level) in [
-        ("D", Condition::Stuck, Level::Critical),
-        ("Z", Condition::Zombie, Level::Warning),
-    ] {
-        let ps = of(state);
-        if !ps.is_empty() {
-            let mut p = problem(condition, level, None);
-            p.bytes = crate::model::saturating_sum(ps.iter().map(|p| p.memory_bytes()));
-            p.processes = named(&ps);
-            out.push(p);
+/// Zombie holders: a warning.
+fn zombies(s: &Snapshot) -> Vec<Problem> {
+    let ps: Vec<&Process> = s.processes.iter().filter(|p| p.state == "Z").collect();
+    if ps.is_empty() {
+        return Vec::new();
+    }
+    let mut p = problem(Condition::Zombie, Level::Warning, None);
+    p.bytes = crate::model::saturating_sum(ps.iter().map(|p| p.memory_bytes()));
+    p.processes = named(&ps);
+    vec![p]
+}
+
+/// Holders the snapshot saw in uninterruptible sleep (D), one problem per
+/// level and reason ([`stuck_one`]): critical only for those in D across
+/// the whole window in a GPU driver (or where the kernel does not say),
+/// a warning for the others.
+fn stuck(s: &Snapshot, windows: &BTreeMap<u32, Window>) -> Vec<Problem> {
+    let mut groups: Vec<(Level, String, Vec<&Process>)> = Vec::new();
+    for p in s.processes.iter().filter(|p| p.state == "D") {
+        let (level, why) = stuck_one(windows.get(&p.pid));
+        match groups.iter_mut().find(|g| g.0 == level && g.1 == why) {
+            Some(g) => g.2.push(p),
+            None => groups.push((level, why, vec![p])),
         }
     }
-    out
+    groups
+        .into_iter()
+        .map(|(level, why, ps)| {
+            let mut p = problem(Condition::Stuck, level, None);
+            p.bytes = crate::model::saturating_sum(ps.iter().map(|p| p.memory_bytes()));
+            p.processes = named(&ps);
+            p.why = Some(why);
+            p
+        })
+        .collect()
+}
+
+/// How stuck one holder seen in D is, from what its window saw, and why.
+/// Critical only when every sample of a window of at least two samples
+/// [`STUCK_WINDOW_MS`] apart or more found it in D, and none waiting
+/// elsewhere than a GPU driver (where the kernel says nothing, D across
+/// the window decides alone). Anything less is a warning: a vfork
+/// parent, an NFS, Lustre or FUSE read, a process that left D or exited
+/// within the window, one never sampled again.
+pub(crate) fn stuck_one(window: Option<&Window>) -> (Level, String) {
+    let samples = window.map_or(&[][..], |w| &w.samples[..]);
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
+        return (Level::Warning, "in D in one look, not sampled again".into());
+    };
+    let n = samples.len();
+    let span_ms = last.at_ms.saturating_sub(first.at_ms);
+    let over = format!("{:.1} s", span_ms as f64 / 1000.0);
+    let waits: Vec<&Wait> = samples
+        .iter()
+        .filter_map(|s| match &s.seen {
+            Sampled::State { state: 'D', wait } => Some(wait),
+            _ => None,
+        })
+        .collect();
+    if waits.len() < n || n < 2 || span_ms < STUCK_WINDOW_MS {
+        let mut why = format!("in D in {} of {n} samples over {over}", waits.len());
+        if samples.iter().any(|s| s.seen == Sampled::Gone) {
+            why.push_str(", then exited");
+        } else if let c @ 1.. = samples.iter().filter(|s| s.seen == Sampled::Unread).count() {
+            why.push_str(&format!(" ({c} unreadable)"));
+        }
+        return (Level::Warning, why);
+    }
+    let named = |symbol: &str, module: &Option<String>| match module {
+        Some(m) => format!("{symbol} [{m}]"),
+        None => symbol.to_string(),
+    };
+    if let Some(Wait::Elsewhere { symbol, module }) =
+        waits.iter().find(|w| matches!(w, Wait::Elsewhere { .. }))
+    {
+        let why = format!("waits in {}, not in the GPU driver", named(symbol, module));
+        return (Level::Warning, why);
+    }
+    match waits.iter().find(|w| matches!(w, Wait::Driver { .. })) {
+        Some(Wait::Driver { symbol, module }) => (
+            Level::Critical,
+            format!(
+                "in D for {over}, in the GPU driver: {}",
+                named(symbol, module)
+            ),
+        ),
+        _ => (
+            Level::Critical,
+            format!("in D for {over}; the kernel does not say where it waits"),
+        ),
+    }
 }
 
 /// Live holders that belong to no job, unit, container or pod, of GPU `g`
@@ -278,3 +356,6 @@ fn unknown(s: &Snapshot) -> Vec<Problem> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

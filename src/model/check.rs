@@ -13,7 +13,11 @@ pub enum Condition {
     /// NVML missing or failing, or a GPU whose memory cannot be read (lost,
     /// hung).
     Nvml,
-    /// A holder in uninterruptible sleep (D): only the driver ends it.
+    /// A holder in uninterruptible sleep (D) in every sample of check's
+    /// window, in a GPU driver (or where the kernel does not say): only
+    /// the driver ends it (critical). In D for part of the window, or
+    /// waiting elsewhere (a vfork child, a network file system): a
+    /// warning.
     Stuck,
     /// Memory no process accounts for, above the threshold for longer than
     /// the grace period.
@@ -163,4 +167,70 @@ pub struct CheckMemory {
     /// GPU → first seen above the threshold.
     #[serde(default)]
     pub unaccounted_since: BTreeMap<String, u64>,
+}
+
+/// How long `check` watches a holder it saw in uninterruptible sleep (D)
+/// before it calls it stuck: its first and last samples at least this far
+/// apart, every sample in D.
+pub const STUCK_WINDOW_MS: u64 = 1000;
+
+/// How often `check` samples a holder in D within [`STUCK_WINDOW_MS`].
+pub const STUCK_SAMPLE_MS: u64 = 200;
+
+/// Where the kernel says a task in D waits: `/proc/PID/stack` (each frame
+/// with its module, root only) or else `/proc/PID/wchan` (a symbol).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wait {
+    /// In a GPU driver: the frame (or wchan symbol) that says so, and its
+    /// module where the stack names one.
+    Driver {
+        /// The function.
+        symbol: String,
+        /// Its module (`nvidia_uvm`), where the stack names one.
+        module: Option<String>,
+    },
+    /// Elsewhere: a file system (`rpc_wait_bit_killable`,
+    /// `request_wait_answer`), a page, a vfork child (`kernel_clone`).
+    Elsewhere {
+        /// The function.
+        symbol: String,
+        /// Its module, where the stack names one.
+        module: Option<String>,
+    },
+    /// The kernel does not say (no stack readable, wchan `0` or
+    /// unreadable).
+    Unsaid,
+}
+
+/// What one sample read of a holder through its pinned directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sampled {
+    /// Its state (`stat`'s third field) and, in D, where it waits
+    /// ([`Wait::Unsaid`] for any other state).
+    State {
+        /// The state letter.
+        state: char,
+        /// Where it waits.
+        wait: Wait,
+    },
+    /// Exited (its pinned directory answers no more).
+    Gone,
+    /// Its state could not be read (timed out, failed).
+    Unread,
+}
+
+/// One sample: when (milliseconds after the window's first) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    /// Milliseconds after the first sample.
+    pub at_ms: u64,
+    /// What it read.
+    pub seen: Sampled,
+}
+
+/// What `check`'s window saw of one holder that its snapshot found in D.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Window {
+    /// The samples, first to last.
+    pub samples: Vec<Sample>,
 }

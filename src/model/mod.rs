@@ -19,7 +19,10 @@ mod process;
 mod view;
 
 pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, TargetOutcome};
-pub use check::{CheckMemory, CheckOutcome, Condition, Level, Pending, Problem};
+pub use check::{
+    CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Wait, Window,
+    STUCK_SAMPLE_MS, STUCK_WINDOW_MS,
+};
 pub use evidence::{
     Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,
     Renamed, Restarter, Unseen, Who,

@@ -149,29 +149,39 @@ pub fn headline(o: &CheckOutcome, s: &Snapshot) -> String {
     }
 }
 
+/// The processes of `p`: `PID 1 a, 2 b, 3 c and 4 more`.
+fn who(p: &Problem) -> String {
+    let named: Vec<String> = p
+        .processes
+        .iter()
+        .take(3)
+        .map(|(pid, comm)| format!("{pid} {comm}"))
+        .collect();
+    let more = p.processes.len().saturating_sub(3);
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!("PID {}{tail}", named.join(", "))
+}
+
 /// One problem in words.
 pub fn said(p: &Problem, snap: &Snapshot) -> String {
     let on = p.gpu.map(|g| format!("GPU {g}: ")).unwrap_or_default();
-    let who = || {
-        let named: Vec<String> = p
-            .processes
-            .iter()
-            .take(3)
-            .map(|(pid, comm)| format!("{pid} {comm}"))
-            .collect();
-        let more = p.processes.len().saturating_sub(3);
-        let tail = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
-        format!("PID {}{tail}", named.join(", "))
-    };
+    let who = || who(p);
     let n = p.processes.len();
     let s = if n == 1 { "" } else { "s" };
     match p.condition {
         Condition::Nvml => format!("{on}NVML: {}", p.why.as_deref().unwrap_or("unavailable")),
-        Condition::Stuck => format!("{n} holder{s} stuck in the driver (D state): {}", who()),
+        Condition::Stuck if p.level == Level::Critical => {
+            format!("{n} holder{s} stuck in the driver (D state): {}", who())
+        }
+        Condition::Stuck => format!(
+            "{n} holder{s} in D state, not stuck in the driver: {} ({})",
+            who(),
+            p.why.as_deref().unwrap_or("not sampled")
+        ),
         Condition::Leak => format!(
             "{on}{} unaccounted for {} min",
             gib(p.bytes),

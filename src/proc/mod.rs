@@ -1,7 +1,7 @@
 //! Collection from /proc and the device directory: pure parsers
 //! ([`parse`], [`owner`]), device-node discovery ([`nodes`]), the holder
-//! scan ([`scan`]), and the heuristics that read a process's identity
-//! ([`looks_renamed`]).
+//! scan ([`scan`]), where a task in D waits ([`wait`]), and the
+//! heuristics that read a process's identity ([`looks_renamed`]).
 //!
 //! The roots (`/proc`, `/dev`) are values, so tests point them at temporary
 //! trees as well as at the live system.
@@ -16,6 +16,7 @@ pub mod owner;
 pub mod parse;
 pub mod restart;
 pub mod scan;
+pub mod wait;
 
 /// Whether `st` is owned by root and writable by no one else.
 pub(crate) fn root_only(st: &rustix::fs::Stat) -> bool {

@@ -19,12 +19,14 @@ mod launchers;
 mod mig;
 mod orphans;
 mod select;
+mod window;
 
 use assemble::{assemble, others, Collected};
 pub use config::{Config, DEFAULT_READ_TIMEOUT};
 pub use fold::fold_memory;
 use launchers::{launchers, restarters};
 pub use select::{narrow, resolve, GpuSelector};
+pub use window::windows;
 
 use crate::model::{
     Brief, DeviceUse, Gpu, GpuMemory, Owner, OwnerKind, Pin, Pins, Process, Snapshot, Unreadable,
@@ -92,6 +94,9 @@ pub struct Collector {
     /// the library failed without hanging: a driver loaded after boot).
     nvml: std::sync::Mutex<(nvml::Session, Instant)>,
     stuck: Stuck,
+    /// Stack reads of processes in D still stuck in the kernel (apart
+    /// from `stuck`: a stack that hangs must not cost a process its state).
+    stacks: Stuck,
     /// Which walk finds the holders, and the in-kernel one once loaded.
     walks: scan::WalkChooser,
 }
@@ -132,6 +137,7 @@ impl Collector {
             proc_fd: Arc::new(proc_fd),
             nvml: std::sync::Mutex::new((session, Instant::now())),
             stuck: Stuck::default(),
+            stacks: Stuck::default(),
             cfg,
         })
     }
@@ -307,6 +313,22 @@ impl Collector {
             deadline,
         };
         scan::holding_many(dirs, &self.nodes, limits, &self.stuck)
+    }
+
+    /// One sample of each pinned process (its `/proc/PID` fd): its state
+    /// and, in D, where the kernel says it waits (`stack` where readable,
+    /// else `wchan`), each read ending by the read timeout or `deadline`
+    /// ([`scan::waits`]).
+    pub fn waits(
+        &self,
+        dirs: Vec<(u32, OwnedFd)>,
+        deadline: Option<Instant>,
+    ) -> Vec<(u32, crate::model::Sampled)> {
+        let limits = Limits {
+            read_timeout: self.cfg.read_timeout,
+            deadline,
+        };
+        scan::waits(dirs, limits, &self.stuck, &self.stacks)
     }
 
     /// The start time of whatever process has the number `pid` now (None:

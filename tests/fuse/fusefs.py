@@ -15,6 +15,8 @@ server again. The mode decides how GETATTR on `f` is answered:
     eio-getattr    with -EIO
     block-all      every request but INIT is left unanswered (a stuck
                    server: whatever asks it blocks until it goes away)
+    block-read     every request is served but READ, which is left
+                   unanswered (a reader of `f` blocks until it goes away)
 
 Usage: fusefs.py MOUNTPOINT MODE. Prints "ready" once the kernel's INIT is
 answered; on SIGTERM, SIGINT or its parent's death it unmounts (MNT_DETACH)
@@ -117,6 +119,8 @@ def answer(mode, opcode, node, body):
     if opcode in (OPEN, OPENDIR):
         return 0, open_out()
     if opcode == READ:
+        if mode == "block-read":
+            return None  # the reader waits for the server
         _fh, offset, size = struct.unpack_from("=QQI", body)
         return 0, b"\0" * max(0, min(size, FILE_SIZE - offset))
     if opcode == READDIR:
@@ -156,7 +160,7 @@ def serve(fd, mode):
 
 def main():
     mnt, mode = sys.argv[1], sys.argv[2]
-    if mode not in ("ok", "block-getattr", "eio-getattr", "block-all"):
+    if mode not in ("ok", "block-getattr", "eio-getattr", "block-all", "block-read"):
         sys.exit(f"fusefs.py: unknown mode {mode!r}")
 
     def stop(_sig, _frame):

@@ -249,6 +249,149 @@ fn an_unknown_verdict_a_lost_gpu_and_a_stuck_holder() {
     );
 }
 
+/// The `stuck` problems of a JSON check, by PID: (level, why).
+fn stuck_of(doc: &Value) -> Vec<(u64, String, String)> {
+    let mut out = Vec::new();
+    for p in doc["problems"].as_array().unwrap() {
+        if p["condition"] != "stuck" {
+            continue;
+        }
+        for proc_ in p["processes"].as_array().unwrap() {
+            out.push((
+                proc_[0].as_u64().unwrap(),
+                p["level"].as_str().unwrap().to_string(),
+                p["why"].as_str().unwrap_or("").to_string(),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Trust III, item 6. The critical case, which no GPU driver here can
+/// give: fake holders in D in every sample of the window, waiting where
+/// the kernel says the GPU driver is (a wchan of nvidia_uvm's, a stack
+/// frame in `[nvidia_uvm]`): stuck, critical, and Slurm drains. Holders
+/// in D in an NFS read (`rpc_wait_bit_killable` as wchan or in
+/// `[sunrpc]`) are a warning: alone, Slurm's health check exits 2 and
+/// does not drain.
+#[test]
+fn in_d_across_the_window_in_the_gpu_driver_drains_and_in_an_nfs_read_does_not() {
+    const UVM_STACK: &str = "[<0>] uvm_va_space_mm_shutdown+0x9c/0x1a0 [nvidia_uvm]\n\
+        [<0>] uvm_va_space_destroy+0x1c/0x80 [nvidia_uvm]\n[<0>] do_exit+0x2d6/0xad0\n";
+    const NFS_STACK: &str = "[<0>] rpc_wait_bit_killable+0x11/0x70 [sunrpc]\n\
+        [<0>] nfs_read_folio+0xf2/0x1a0 [nfs]\n[<0>] filemap_read+0x111/0x400\n";
+    let waits: [(u32, &str, &str); 4] = [
+        (300, "wchan", "uvm_va_space_mm_shutdown\n"),
+        (301, "stack", UVM_STACK),
+        (302, "wchan", "rpc_wait_bit_killable\n"),
+        (303, "stack", NFS_STACK),
+    ];
+    let host = |pids: &[u32]| {
+        let h = Host::new(gpu(&[], 0));
+        for (pid, file, text) in waits.iter().filter(|w| pids.contains(&w.0)) {
+            h.holder(
+                *pid,
+                "0::/system.slice/slurmstepd.scope/job_7/step_0\n",
+                'D',
+            );
+            std::fs::write(h.fake.root.join(pid.to_string()).join(file), text).unwrap();
+        }
+        h
+    };
+    let h = host(&[300, 301, 302, 303]);
+    let (code, json) = h.check("json", &[]);
+    assert_eq!(code, 1, "{json}");
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["level"], "critical", "{doc}");
+    // The window spans 1 s or a little more (its reads take time).
+    let crit = |w: &str| ("critical".to_string(), format!(", in the GPU driver: {w}"));
+    let nfs = |w: &str| {
+        (
+            "warning".to_string(),
+            format!("waits in {w}, not in the GPU driver"),
+        )
+    };
+    let seen: Vec<(u64, (String, String))> = stuck_of(&doc)
+        .into_iter()
+        .map(|(pid, level, why)| match why.strip_prefix("in D for 1.") {
+            Some(rest) => (pid, (level, rest[1..].replacen(" s", "", 1))),
+            None => (pid, (level, why)),
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (300, crit("uvm_va_space_mm_shutdown")),
+            (301, crit("uvm_va_space_mm_shutdown [nvidia_uvm]")),
+            (302, nfs("rpc_wait_bit_killable")),
+            (303, nfs("rpc_wait_bit_killable [sunrpc]")),
+        ],
+        "{doc}"
+    );
+
+    let h = host(&[302, 303]);
+    let (code, slurm) = h.check("slurm", &[]);
+    assert_eq!(code, 2, "a warning neither drains nor resumes: {slurm}");
+    assert!(
+        slurm.starts_with("gpufree: 1 holder in D state, not stuck in the driver: PID 302"),
+        "{slurm}"
+    );
+}
+
+/// Trust III, item 6: a job's process whose vfork child pauses waits in
+/// D (in `kernel_clone` on Linux 6.18), not in a GPU driver: `check`
+/// warns, and Slurm's health check (exit 2) does not drain the node.
+#[test]
+fn a_vfork_parent_in_d_is_a_warning_not_a_drain() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let holder = hold(
+        &["python3", "train.py"],
+        gpufree::demo::holder::HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            vfork_pause: true,
+            ..Default::default()
+        },
+    );
+    let pid = holder.pid();
+    wait_state(pid, 'D');
+    let lib = sim_lib();
+    let memory = d.tmp.path().join("check.json");
+    let check = |format: &str| {
+        let r = gpufree(
+            &[
+                "check",
+                "--format",
+                format,
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+                "--nvml-lib",
+                lib.to_str().unwrap(),
+                "--state",
+                memory.to_str().unwrap(),
+            ],
+            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+        );
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+        r
+    };
+    let r = check("slurm");
+    assert_eq!(r.code, 2, "not drained: {}{}", r.stdout, r.stderr);
+    let r = check("json");
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let doc = r.json();
+    assert_eq!(doc["level"], "warning", "{doc}");
+    let stuck = stuck_of(&doc);
+    assert_eq!(stuck.len(), 1, "{doc}");
+    let (p, level, why) = &stuck[0];
+    assert_eq!((*p, level.as_str()), (u64::from(pid), "warning"), "{doc}");
+    assert!(
+        why.starts_with("waits in ") && why.ends_with(", not in the GPU driver"),
+        "{why}"
+    );
+}
+
 #[test]
 fn no_look_at_all_is_unknown_never_ok() {
     let h = Host::new(gpu(&[], 0));

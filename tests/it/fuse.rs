@@ -306,6 +306,96 @@ fn holder_with_a_fuse_file_whose_getattr_blocks_hangs_neither_status_nor_wait() 
     assert!(blocked, "a plain stat of the FUSE file returned: no hazard");
 }
 
+/// Signals our own child `pid` with SIGUSR1 (which it catches) until it is
+/// in D (up to 5 s): a FUSE request waits interruptibly until a signal,
+/// then killably. A signal that comes before the read only runs the
+/// handler, one during the requests that open the file only makes their
+/// answered wait killable for a moment: the read is the wait that stays.
+fn signal_into_d(pid: u32) {
+    let target = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    let in_d = || {
+        let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+        gpufree::proc::parse::parse_stat(&stat).unwrap().state == 'D'
+    };
+    for _ in 0..100 {
+        rustix::process::kill_process(target, rustix::process::Signal::USR1).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        if in_d() {
+            std::thread::sleep(Duration::from_millis(30));
+            if in_d() {
+                return;
+            }
+        }
+    }
+    panic!("{pid} never stayed in D");
+}
+
+/// Trust III, item 6: a holder reading a FUSE file whose daemon never
+/// answers the READ is in D once a signal has moved FUSE's wait to its
+/// killable one (as an NFS or Lustre read is in D), in
+/// `request_wait_answer`, not in a GPU driver: `check` warns, and Slurm's
+/// health check (exit 2) does not drain the node.
+#[test]
+fn a_holder_in_d_on_a_fuse_read_is_a_warning_not_a_drain() {
+    // Declared first, dropped last: the holder can only die once the
+    // server is gone.
+    let mut holder: Option<gpufree::demo::holder::Spawned> = None;
+    let Some(mut fuse) = Fuse::start("block-read") else {
+        return;
+    };
+    let d = TestDir::new(1);
+    let sim = Sim::new(&d);
+    let pid = holder
+        .insert(hold(
+            &["gpufree"],
+            HoldSpec {
+                fd: vec![d.node("nvidia0")],
+                read_after_ready: Some(fuse.file()),
+                ..HoldSpec::default()
+            },
+        ))
+        .pid();
+    signal_into_d(pid);
+    let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap();
+    assert_eq!(wchan.trim(), "request_wait_answer");
+
+    let memory = d.tmp.path().join("check.json");
+    let state = ["--state", memory.to_str().unwrap()];
+    let r = finished(
+        sim.run(
+            &[&["check", "--format", "slurm"][..], &state].concat(),
+            &mut fuse,
+        ),
+        "check --format slurm",
+    );
+    assert_eq!(r.code, 2, "not drained: {}{}", r.stdout, r.stderr);
+    let r = finished(
+        sim.run(
+            &[&["check", "--format", "json"][..], &state].concat(),
+            &mut fuse,
+        ),
+        "check --format json",
+    );
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let doc = r.json();
+    assert_eq!(doc["level"], "warning", "{doc}");
+    let stuck: Vec<&Value> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["condition"] == "stuck")
+        .collect();
+    assert_eq!(stuck.len(), 1, "{doc}");
+    assert_eq!(stuck[0]["level"], "warning", "{doc}");
+    assert_eq!(stuck[0]["processes"][0][0], pid, "{doc}");
+    let why = stuck[0]["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("waits in request_wait_answer") && why.ends_with("not in the GPU driver"),
+        "{why}"
+    );
+    fuse.stop();
+}
+
 #[test]
 fn holder_with_a_fuse_file_whose_getattr_fails_eio_is_not_dropped() {
     let Some(mut fuse) = Fuse::start("eio-getattr") else {

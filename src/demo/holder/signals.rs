@@ -100,3 +100,54 @@ pub(super) fn ignore_sigterm() {
         libc::signal(libc::SIGTERM, libc::SIG_IGN);
     }
 }
+
+/// Catches SIGUSR1 with a handler that does nothing, without
+/// `SA_RESTART`: a signal then ends a read's interruptible wait (a FUSE
+/// request moves on to its killable wait, in D) instead of ending this
+/// process.
+#[allow(unsafe_code)]
+pub(super) fn catch_usr1() {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: the handler does nothing, so it is async-signal safe; the
+    // sigaction is a local, zero-initialised value the call only reads.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(libc::SIGUSR1, &act, std::ptr::null_mut());
+    }
+}
+
+/// Starts a child this process waits for as a vfork parent does
+/// (`CLONE_VFORK`: the parent sleeps in D, in `kernel_clone`, until the
+/// child execs or exits), and the child only pauses. Unlike `vfork` it
+/// shares no memory (no `CLONE_VM`): the child runs on its own copy, so
+/// nothing it does can touch this process's stack. The child dies with
+/// this process (`PR_SET_PDEATHSIG`) and after 10 minutes at the latest.
+#[allow(unsafe_code)]
+pub(super) fn vfork_pause() {
+    let parent = i64::from(std::process::id());
+    // SAFETY: a raw clone with no new stack and no shared memory is a
+    // fork: the child returns here on a copy of this process (one thread
+    // at this point) and makes only raw system calls with values on its
+    // own stack (prctl, getppid, ppoll) before `_exit`, never returning
+    // into Rust code; the parent is suspended until the child is gone.
+    unsafe {
+        let flags = (libc::CLONE_VFORK | libc::SIGCHLD) as libc::c_ulong;
+        let pid = libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize);
+        if pid == 0 {
+            let kill = libc::SIGKILL as libc::c_ulong;
+            libc::syscall(libc::SYS_prctl, libc::PR_SET_PDEATHSIG, kill, 0, 0, 0);
+            if libc::syscall(libc::SYS_getppid) == parent {
+                let at_most = libc::timespec {
+                    tv_sec: 600,
+                    tv_nsec: 0,
+                };
+                let no_fds: *mut libc::pollfd = std::ptr::null_mut();
+                let no_mask: *const libc::sigset_t = std::ptr::null();
+                libc::syscall(libc::SYS_ppoll, no_fds, 0, &at_most, no_mask, 0);
+            }
+            libc::_exit(0);
+        }
+    }
+}

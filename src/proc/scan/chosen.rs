@@ -1,9 +1,11 @@
 //! Passes over chosen PIDs, never a walk of the proc directory: pinning
 //! the processes NVML lists that the scan did not find, whether pinned
-//! processes hold a node now, and the titles `pkill` matches. Each read
-//! runs on the scan's workers under the same limits.
+//! processes hold a node now, the titles `pkill` matches, and the state
+//! of processes in D with where they wait. Each read runs on the scan's
+//! workers under the same limits.
 
 use super::*;
+use crate::model::{Sampled, Wait};
 
 /// Pins processes that the scan did not find holding a node (NVML lists
 /// them): opens each `/proc/PID` once and reads its details, fds and maps
@@ -95,5 +97,63 @@ pub fn titles(
     run_jobs(pids, threads, limits, stuck, job)
         .into_iter()
         .filter_map(|(pid, r)| r.ok().flatten().map(|(comm, cmd)| (pid, comm, cmd)))
+        .collect()
+}
+
+/// One sample of each pinned process (its `/proc/PID` fd): its state
+/// (`stat`) and, for one in D, where it waits ([`crate::proc::wait`]:
+/// `stack` where readable, else `wchan`), each read under `limits`. The
+/// stacks are read apart, under their own `stacks` set of stuck reads: a
+/// stack read that hangs (it takes the task's exec lock) costs that
+/// process its stack, never its state. A process reaped since it was
+/// pinned is [`Sampled::Gone`]; one whose state could not be read in time,
+/// [`Sampled::Unread`].
+pub fn waits(
+    dirs: Vec<(u32, OwnedFd)>,
+    limits: Limits,
+    stuck: &Stuck,
+    stacks: &Stuck,
+) -> Vec<(u32, Sampled)> {
+    let pids: Vec<u32> = dirs.iter().map(|(pid, _)| *pid).collect();
+    let dirs: Arc<BTreeMap<u32, OwnedFd>> = Arc::new(dirs.into_iter().collect());
+    let threads = pids.len().clamp(1, 4);
+    let d = Arc::clone(&dirs);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
+        let dir = d.get(&pid).ok_or(Errno::SRCH)?;
+        let state = read_stat(dir)?.state;
+        let wchan = (state == 'D').then(|| read_at(dir, "wchan").ok()).flatten();
+        Ok::<_, Errno>((state, wchan))
+    });
+    let states = run_jobs(pids, threads, limits, stuck, job);
+    let in_d: Vec<u32> = states
+        .iter()
+        .filter(|(_, r)| matches!(r, Ok(Ok(('D', _)))))
+        .map(|(pid, _)| *pid)
+        .collect();
+    let d = Arc::clone(&dirs);
+    let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
+        d.get(&pid).and_then(|dir| read_at(dir, "stack").ok())
+    });
+    let mut stack: BTreeMap<u32, Vec<u8>> = run_jobs(in_d, threads, limits, stacks, job)
+        .into_iter()
+        .filter_map(|(pid, r)| Some((pid, r.ok()??)))
+        .collect();
+    states
+        .into_iter()
+        .map(|(pid, r)| {
+            let seen = match r {
+                Ok(Ok((state, wchan))) => Sampled::State {
+                    state,
+                    wait: if state == 'D' {
+                        crate::proc::wait::classify(stack.remove(&pid).as_deref(), wchan.as_deref())
+                    } else {
+                        Wait::Unsaid
+                    },
+                },
+                Ok(Err(e)) if is_gone(e) => Sampled::Gone,
+                _ => Sampled::Unread,
+            };
+            (pid, seen)
+        })
         .collect()
 }

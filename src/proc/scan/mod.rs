@@ -28,7 +28,7 @@ mod method;
 mod task;
 mod threads;
 
-pub use chosen::{holding_many, pin, titles};
+pub use chosen::{holding_many, pin, titles, waits};
 pub use details::{read_details, Details};
 pub use jobs::Stuck;
 use jobs::{run_jobs, worker_count};

@@ -1,0 +1,180 @@
+//! Tests of `check`'s `stuck`: what the window saw decides its level.
+
+use super::*;
+use crate::model::{Sample, Sampled, Wait, Window, STUCK_SAMPLE_MS};
+
+fn d(wait: Wait) -> Sampled {
+    Sampled::State { state: 'D', wait }
+}
+
+fn uvm() -> Wait {
+    Wait::Driver {
+        symbol: "uvm_va_space_mm_shutdown".into(),
+        module: Some("nvidia_uvm".into()),
+    }
+}
+
+/// A window of six samples, one every 200 ms over 1 s.
+fn window(seen: [Sampled; 6]) -> Window {
+    Window {
+        samples: seen
+            .into_iter()
+            .zip(0..)
+            .map(|(seen, i)| Sample {
+                at_ms: i * STUCK_SAMPLE_MS,
+                seen,
+            })
+            .collect(),
+    }
+}
+
+fn all(s: Sampled) -> [Sampled; 6] {
+    std::array::from_fn(|_| s.clone())
+}
+
+#[test]
+fn in_d_across_the_window_in_the_gpu_driver_is_critical() {
+    let (level, why) = stuck_one(Some(&window(all(d(uvm())))));
+    assert_eq!(level, Level::Critical);
+    assert_eq!(
+        why,
+        "in D for 1.0 s, in the GPU driver: uvm_va_space_mm_shutdown [nvidia_uvm]"
+    );
+}
+
+#[test]
+fn in_d_across_the_window_where_the_kernel_says_nothing_is_critical() {
+    let (level, why) = stuck_one(Some(&window(all(d(Wait::Unsaid)))));
+    assert_eq!(level, Level::Critical);
+    assert_eq!(
+        why,
+        "in D for 1.0 s; the kernel does not say where it waits"
+    );
+    // Some samples say the driver, some nothing: still the driver.
+    let mut seen = all(d(Wait::Unsaid));
+    seen[3] = d(uvm());
+    assert_eq!(stuck_one(Some(&window(seen))).0, Level::Critical);
+}
+
+#[test]
+fn in_d_only_in_the_first_sample_is_a_warning() {
+    let mut seen = all(Sampled::State {
+        state: 'S',
+        wait: Wait::Unsaid,
+    });
+    seen[0] = d(uvm());
+    let (level, why) = stuck_one(Some(&window(seen)));
+    assert_eq!(level, Level::Warning);
+    assert_eq!(why, "in D in 1 of 6 samples over 1.0 s");
+    // Out of D once, in the middle: no longer stuck.
+    let mut seen = all(d(uvm()));
+    seen[2] = Sampled::State {
+        state: 'R',
+        wait: Wait::Unsaid,
+    };
+    assert_eq!(
+        stuck_one(Some(&window(seen))),
+        (Level::Warning, "in D in 5 of 6 samples over 1.0 s".into())
+    );
+}
+
+#[test]
+fn a_wait_elsewhere_is_a_warning_naming_it() {
+    for (symbol, module, said) in [
+        ("kernel_clone", None, "kernel_clone"),
+        (
+            "rpc_wait_bit_killable",
+            Some("sunrpc"),
+            "rpc_wait_bit_killable [sunrpc]",
+        ),
+    ] {
+        let mut seen = all(d(uvm()));
+        seen[4] = d(Wait::Elsewhere {
+            symbol: symbol.into(),
+            module: module.map(Into::into),
+        });
+        let (level, why) = stuck_one(Some(&window(seen)));
+        assert_eq!(level, Level::Warning);
+        assert_eq!(why, format!("waits in {said}, not in the GPU driver"));
+    }
+}
+
+#[test]
+fn exited_unread_short_or_unsampled_is_a_warning() {
+    let mut seen = all(d(uvm()));
+    seen[5] = Sampled::Gone;
+    assert_eq!(
+        stuck_one(Some(&window(seen))),
+        (
+            Level::Warning,
+            "in D in 5 of 6 samples over 1.0 s, then exited".into()
+        )
+    );
+    let mut seen = all(d(uvm()));
+    seen[1] = Sampled::Unread;
+    assert_eq!(
+        stuck_one(Some(&window(seen))),
+        (
+            Level::Warning,
+            "in D in 5 of 6 samples over 1.0 s (1 unreadable)".into()
+        )
+    );
+    // Two samples less than a second apart, or one sample: too short.
+    let mut short = window(all(d(uvm())));
+    short.samples.truncate(5);
+    assert_eq!(
+        stuck_one(Some(&short)),
+        (Level::Warning, "in D in 5 of 5 samples over 0.8 s".into())
+    );
+    short.samples.truncate(1);
+    assert_eq!(stuck_one(Some(&short)).0, Level::Warning);
+    assert_eq!(
+        stuck_one(None),
+        (Level::Warning, "in D in one look, not sampled again".into())
+    );
+}
+
+#[test]
+fn holders_in_d_are_one_problem_per_level_and_reason() {
+    let holder = |pid| Process {
+        pid,
+        comm: "python3".into(),
+        state: "D".into(),
+        ..Process::default()
+    };
+    let s = crate::diagnose::tests::base(Vec::new(), vec![holder(10), holder(11), holder(12)]);
+    let policy = CheckPolicy {
+        ignore: vec![Condition::Leftover],
+        ..CheckPolicy::default()
+    };
+    let vfork = Wait::Elsewhere {
+        symbol: "kernel_clone".into(),
+        module: None,
+    };
+    let mut windows = BTreeMap::from([
+        (10, window(all(d(vfork.clone())))),
+        (11, window(all(d(vfork)))),
+    ]);
+    let (o, _) = check(&s, &policy, &CheckMemory::default(), &windows, 0);
+    // 12 was never sampled: a warning of its own.
+    assert_eq!(o.level, Level::Warning, "{o:?}");
+    assert_eq!(o.problems.len(), 2, "{o:?}");
+    assert_eq!(
+        o.problems[0].processes,
+        [(10, "python3".into()), (11, "python3".into())]
+    );
+    assert_eq!(
+        o.problems[0].why.as_deref(),
+        Some("waits in kernel_clone, not in the GPU driver")
+    );
+    windows.insert(12, window(all(d(uvm()))));
+    let (o, _) = check(&s, &policy, &CheckMemory::default(), &windows, 0);
+    assert_eq!(o.level, Level::Critical, "{o:?}");
+    assert_eq!(o.problems[0].level, Level::Critical);
+    assert_eq!(o.problems[0].processes, [(12, "python3".into())]);
+    assert_eq!(o.problems[1].level, Level::Warning);
+    // The window sees nothing where nothing is in D: no problem.
+    let calm = crate::diagnose::tests::base(Vec::new(), Vec::new());
+    let (o, _) = check(&calm, &policy, &CheckMemory::default(), &windows, 0);
+    assert_eq!(o.level, Level::Ok);
+}
