@@ -63,6 +63,64 @@ fn memory_of_an_exited_process_is_released_after_the_delay() {
     );
 }
 
+/// The simulator keeps the moment a holder is first seen gone in a log
+/// beside the state file; the NVML client that notices writes it (here
+/// gpufree, as root where the tests run as root). A link planted at the
+/// temporary name it used before (`state.json.tmp<PID>`, the client's PID:
+/// the shell's, which `exec` keeps) is never written through, nor is one
+/// at the log's own name.
+#[test]
+fn simulator_never_writes_its_state_through_a_planted_symlink() {
+    use std::os::unix::fs::symlink;
+    let d = TestDir::new(1);
+    let mut h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 60_000);
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let log = d.tmp.path().join("state.json.gone");
+    symlink(&victim, &log).unwrap();
+    h.kill();
+    let lib = sim_lib();
+    let r = run_cmd(
+        std::process::Command::new("sh")
+            .args([
+                "-c",
+                r#"ln -s "$1" "$2.tmp$$" && exec "$3" status --json --dev-dir "$4" --nvml-lib "$5""#,
+                "sh",
+            ])
+            .arg(&victim)
+            .arg(&state)
+            .arg(bin())
+            .arg(&d.dev)
+            .arg(&lib)
+            .env("GPUFREE_SIM_STATE", &state)
+            .env("GPUFREE_BPF_CACHE", bpf_cache()),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.json()["gpus"][0]["memory"]["used_bytes"],
+        2048u64 << 20,
+        "held for the release delay, so the moment was logged"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let links: Vec<_> = std::fs::read_dir(d.tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::symlink_metadata(p).unwrap().is_symlink())
+        .collect();
+    assert_eq!(
+        links.len(),
+        1,
+        "the planted temporary link stays: {links:?}"
+    );
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(&log).unwrap()).unwrap();
+    assert!(
+        kept["first_gone_ms"].get(h.pid().to_string()).is_some(),
+        "the log, a file of its own, names the holder: {kept}"
+    );
+}
+
 #[test]
 fn zombie_holder_memory_is_released_by_the_simulator() {
     let d = TestDir::new(1);
