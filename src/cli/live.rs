@@ -36,6 +36,9 @@ pub(super) fn watch(
 
 /// `gpufree serve`: Prometheus metrics over HTTP until stopped.
 pub(super) fn serve(common: &Common, args: &ServeArgs) -> Result<Outcome, Error> {
+    if args.label_cmdline && !args.expose_cmdlines_over_http {
+        return Err(Error::CmdlinesExposed(args.listen.clone()));
+    }
     let cfg = Config {
         long_lived: true,
         ..config(common)
