@@ -4,6 +4,7 @@
 //! file.
 
 use crate::state::{gone_log_path, pid_alive, view_target, Device, GoneLog, Target, TargetView};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -31,7 +32,10 @@ pub(crate) fn report(dev: &Device, target: Target, state_path: &Path) -> Option<
         &mut changed,
     );
     if changed {
-        log.store(&log_path);
+        // The log is as readable as the state: 0600 where the state's
+        // mode cannot be read.
+        let mode = std::fs::metadata(state_path).map_or(0o600, |m| m.permissions().mode());
+        log.store(&log_path, mode);
     }
     v
 }

@@ -112,6 +112,10 @@ pub enum Error {
     /// The live view failed.
     #[error("{}", chain(.0))]
     Watch(#[from] crate::watch::Error),
+    /// `serve --label-cmdline` without `--expose-cmdlines-over-http`: it
+    /// would serve every holder's command line to whoever connects.
+    #[error("--label-cmdline: every holder's command line (tokens and passwords included) would be served to anyone who can connect to {0}; add --expose-cmdlines-over-http to do it anyway")]
+    CmdlinesExposed(String),
     /// The metrics server failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -206,6 +210,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::NoGpuNode(_)
         | E::DevDir(_)
         | E::UnitFile { .. }
+        | E::CmdlinesExposed(_)
         | E::Write {
             source: WriteError::Refused(_),
             ..
@@ -278,6 +283,7 @@ mod tests {
         assert_eq!(code(Error::Selector("--gpu 9: no such GPU".into())), 2);
         use crate::act::kill::NotOurProc;
         assert_eq!(code(Error::KillRefused(NotOurProc::OtherRoot)), 2);
+        assert_eq!(code(Error::CmdlinesExposed("127.0.0.1:9835".into())), 2);
         assert_eq!(code(Error::KillRefused(NotOurProc::Foreign)), 5);
         assert_eq!(
             code(Error::Write {

@@ -37,6 +37,9 @@ pub(super) fn watch(
 /// `gpufree serve`: Prometheus metrics over HTTP until stopped.
 pub(super) fn serve(s: &Settings, args: &ServeArgs) -> Result<Outcome, Error> {
     let common = &s.common;
+    if args.label_cmdline && !args.expose_cmdlines_over_http {
+        return Err(Error::CmdlinesExposed(args.listen.clone()));
+    }
     let cfg = Config {
         long_lived: true,
         ..s.collect.clone()

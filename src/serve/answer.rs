@@ -12,12 +12,12 @@ pub(super) struct Reply {
     _busy: Busy,
 }
 
-/// Makes its connection idle when dropped.
+/// Ends its connection's answer when dropped: idle, or in the next head.
 pub(super) struct Busy(Arc<Conn>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.enter(Phase::Idle);
+        self.0.answered();
     }
 }
 
@@ -51,7 +51,7 @@ pub(super) fn answer(
     conn: &Arc<Conn>,
     req: &Request<hyper::body::Incoming>,
 ) -> Response<Reply> {
-    conn.enter(Phase::Busy);
+    conn.busy();
     let replier = Replier(conn);
     let path = req.uri().path();
     let has_body = hyper::body::Body::size_hint(req.body()).exact() != Some(0);

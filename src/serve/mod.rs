@@ -22,7 +22,7 @@ mod connections;
 pub mod view;
 
 use answer::answer;
-use connections::{admit, is_out_of_resources, is_transient, sweep, Conn, Phase, Registry};
+use connections::{admit, is_out_of_resources, is_transient, sweep, Conn, Registry};
 
 use crate::act::monitor::{self, Tick, Watch};
 use crate::pipeline::{self, Look};

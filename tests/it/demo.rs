@@ -118,6 +118,12 @@ fn ctrl_c_ends_the_demo_and_everything_it_started() {
 #[test]
 fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
     let tmp = tempfile::tempdir().unwrap();
+    // Private, as a directory in /tmp must be for a cache's path to pass.
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let (bin_dir, home) = (tmp.path().join("bin"), tmp.path().join("home"));
     std::fs::create_dir_all(&bin_dir).unwrap();
     std::fs::create_dir_all(&home).unwrap();
@@ -176,12 +182,40 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
         "{}",
         r.stderr
     );
-    // A cache others could write is no place to load a library from.
+    // A cache others could write is no place to load a library from: the
+    // user's own directory in the temp dir is taken instead, and where
+    // that is not safe either, nothing is (exit 3, each reason said).
     std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let r = run(&["sim", "lib"]);
+    let temp = tmp.path().join("temp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let in_temp = |temp: &std::path::Path| {
+        run_cmd(
+            std::process::Command::new(&installed)
+                .args(["sim", "lib"])
+                .env_clear()
+                .env("HOME", &home)
+                .env("TMPDIR", temp),
+        )
+    };
+    let r = in_temp(&temp);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let uid = rustix::process::getuid().as_raw();
+    assert_eq!(
+        r.stdout.trim(),
+        temp.join(format!("gpufree-sim-{uid}/nvml-sim"))
+            .display()
+            .to_string()
+    );
+    std::fs::set_permissions(&temp, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let r = in_temp(&temp);
     assert_eq!(r.code, 3, "{}", r.stdout);
     assert!(
-        r.stderr.contains("not a private directory of this user"),
+        r.stderr
+            .contains("no safe directory for the simulated NVML library")
+            && r.stderr
+                .contains(".cache/gpufree: neither root's nor this user's, or others may write it")
+            && r.stderr
+                .contains("temp: neither root's nor this user's, or others may write it"),
         "{}",
         r.stderr
     );

@@ -607,6 +607,91 @@ fn serve_closes_silent_connections_slow_heads_and_idle_keepalives() {
     assert!(scrape(a).is_some());
 }
 
+/// A pipelining client's next request head, begun in the same packet as
+/// the request before it, is timed by --header-timeout from its first
+/// byte (SPEC), not left to --idle-timeout once the first is answered.
+#[test]
+fn serve_times_a_partial_second_head_sent_with_the_first_request_by_the_header_timeout() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let srv = serve_with(
+        &[],
+        &d.dev,
+        &state,
+        &sim_lib(),
+        &["--header-timeout", "500ms", "--idle-timeout", "30s"],
+    );
+    let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let sent = Instant::now();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /met")
+        .unwrap();
+    // The first response, then the close (the rest of the second head
+    // never comes).
+    let mut reply = Vec::new();
+    let closed = match s.read_to_end(&mut reply) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    let after = sent.elapsed();
+    let text = String::from_utf8_lossy(&reply);
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "the first is answered: {text}"
+    );
+    assert!(text.contains("gpufree_gpu_memory_used_bytes"), "{text}");
+    assert!(
+        closed && after < Duration::from_secs(5),
+        "closed about the header timeout after the second head began, not after the idle timeout: closed {closed} after {after:?}"
+    );
+    assert!(scrape(&srv.addr).is_some());
+}
+
+/// `serve --label-cmdline` would show every holder's argv to whoever can
+/// connect: refused (exit 2, one line saying what and to whom) unless
+/// --expose-cmdlines-over-http says yes to it.
+#[test]
+fn serve_label_cmdline_is_refused_without_the_flag_that_names_the_exposure() {
+    let d = TestDir::new(1);
+    let h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 512, "while-alive")], 0);
+    let lib = sim_lib();
+    // Under timeout: a serve that starts anyway is stopped, not waited on.
+    let r = run_cmd(
+        Command::new("timeout")
+            .args(["20"])
+            .arg(bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--label-cmdline"])
+            .args(["--dev-dir", d.dev.to_str().unwrap()])
+            .args(["--nvml-lib", lib.to_str().unwrap()])
+            .env("GPUFREE_SIM_STATE", &state)
+            .env("GPUFREE_BPF_CACHE", bpf_cache()),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(
+        r.stderr,
+        "gpufree: --label-cmdline: every holder's command line (tokens and passwords included) \
+         would be served to anyone who can connect to 127.0.0.1:0; \
+         add --expose-cmdlines-over-http to do it anyway\n"
+    );
+    let srv = serve_with(
+        &[],
+        &d.dev,
+        &state,
+        &lib,
+        &["--label-cmdline", "--expose-cmdlines-over-http"],
+    );
+    let body = scrape(&srv.addr).unwrap();
+    let line = body
+        .lines()
+        .find(|l| {
+            l.starts_with("gpufree_process_gpu_memory_bytes")
+                && l.contains(&format!("pid=\"{}\"", h.pid()))
+        })
+        .unwrap_or_else(|| panic!("no sample for the holder: {body}"));
+    assert!(line.contains("cmdline=\"gpufree\""), "{line}");
+}
+
 #[test]
 fn serve_at_its_connection_cap_lets_a_scrape_displace_the_longest_idle_connection() {
     let d = TestDir::new(1);

@@ -14,6 +14,80 @@ fn sim_lib_is_a_directory_holding_libnvidia_ml() {
         .ends_with("libgpufree_nvml_sim.so"));
 }
 
+/// Root given a user's cache directory (`sudo -E` keeps `XDG_CACHE_HOME`
+/// and `HOME`), whose owner could swap any directory on the way after a
+/// check: `sim lib` writes and links nothing there and names no path in
+/// it; the carried library goes to root's own directory in the temp dir.
+/// A cache reached through a link is refused alike.
+#[test]
+fn sim_lib_as_root_never_uses_a_cache_directory_of_another_user() {
+    use std::os::unix::fs::symlink;
+    if !rustix::process::getuid().is_root() {
+        skip_off_ci("root", &"a directory is given to nobody");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Private, as a directory in /tmp must be for a cache's path to pass.
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let theirs = tmp.path().join("theirs");
+    let cache = theirs.join(".cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    for d in [&theirs, &cache] {
+        std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
+    }
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    symlink(&real, &link).unwrap();
+    let temp = tmp.path().join("temp");
+    std::fs::create_dir(&temp).unwrap();
+    // gpufree as installed: no library beside it, so the one it carries is
+    // written out (a hard link in the build's scratch directory).
+    let kit = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let installed = kit.path().join("gpufree");
+    if std::fs::hard_link(bin(), &installed).is_err() {
+        std::fs::copy(bin(), &installed).unwrap();
+    }
+    for (var, value) in [
+        ("XDG_CACHE_HOME", &cache),
+        ("HOME", &theirs),
+        ("XDG_CACHE_HOME", &link),
+    ] {
+        let r = run_cmd(
+            std::process::Command::new(&installed)
+                .args(["sim", "lib"])
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("TMPDIR", &temp)
+                .env(var, value),
+        );
+        assert_eq!(r.code, 0, "{var}={}: {}", value.display(), r.stderr);
+        assert!(r.stderr.is_empty(), "said only on error: {}", r.stderr);
+        let dir = std::path::PathBuf::from(r.stdout.trim());
+        assert_eq!(dir, temp.join("gpufree-sim-0/nvml-sim"), "{var}");
+        let lib = std::fs::read_link(dir.join("libnvidia-ml.so.1")).unwrap();
+        assert!(
+            lib.starts_with(temp.join("gpufree-sim-0")),
+            "{}",
+            lib.display()
+        );
+        assert_eq!(
+            std::fs::read_dir(&cache).unwrap().count(),
+            0,
+            "nothing made in their cache"
+        );
+        assert_eq!(
+            std::fs::read_dir(&real).unwrap().count(),
+            0,
+            "nor through the link"
+        );
+    }
+}
+
 #[test]
 fn sim_exec_of_a_missing_program_exits_127_naming_it() {
     let d = TestDir::new(1);
@@ -60,6 +134,64 @@ fn memory_of_an_exited_process_is_released_after_the_delay() {
         gone.elapsed() >= Duration::from_millis(1400),
         "released only after the delay: {:?}",
         gone.elapsed()
+    );
+}
+
+/// The simulator keeps the moment a holder is first seen gone in a log
+/// beside the state file; the NVML client that notices writes it (here
+/// gpufree, as root where the tests run as root). A link planted at the
+/// temporary name it used before (`state.json.tmp<PID>`, the client's PID:
+/// the shell's, which `exec` keeps) is never written through, nor is one
+/// at the log's own name.
+#[test]
+fn simulator_never_writes_its_state_through_a_planted_symlink() {
+    use std::os::unix::fs::symlink;
+    let d = TestDir::new(1);
+    let mut h = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 60_000);
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let log = d.tmp.path().join("state.json.gone");
+    symlink(&victim, &log).unwrap();
+    h.kill();
+    let lib = sim_lib();
+    let r = run_cmd(
+        std::process::Command::new("sh")
+            .args([
+                "-c",
+                r#"ln -s "$1" "$2.tmp$$" && exec "$3" status --json --dev-dir "$4" --nvml-lib "$5""#,
+                "sh",
+            ])
+            .arg(&victim)
+            .arg(&state)
+            .arg(bin())
+            .arg(&d.dev)
+            .arg(&lib)
+            .env("GPUFREE_SIM_STATE", &state)
+            .env("GPUFREE_BPF_CACHE", bpf_cache()),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.json()["gpus"][0]["memory"]["used_bytes"],
+        2048u64 << 20,
+        "held for the release delay, so the moment was logged"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    let links: Vec<_> = std::fs::read_dir(d.tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::symlink_metadata(p).unwrap().is_symlink())
+        .collect();
+    assert_eq!(
+        links.len(),
+        1,
+        "the planted temporary link stays: {links:?}"
+    );
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(&log).unwrap()).unwrap();
+    assert!(
+        kept["first_gone_ms"].get(h.pid().to_string()).is_some(),
+        "the log, a file of its own, names the holder: {kept}"
     );
 }
 

@@ -141,3 +141,70 @@ fn zombie_and_missing_pids_are_not_alive() {
     assert!(!pid_alive(&dir, 7, None));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A file outside the state's directory that planted links point at.
+fn victim(dir: &Path) -> PathBuf {
+    let v = dir.join("victim");
+    std::fs::write(&v, b"precious").unwrap();
+    v
+}
+
+#[test]
+fn the_gone_log_is_never_written_through_a_link_planted_beside_the_state() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let outside = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let target = victim(outside.path());
+    let missing = outside.path().join("created-through-a-link");
+    let log = dir.path().join("state.json.gone");
+    // Where the temporary file's name is known (here always the same),
+    // links there (to a file, and dangling) are refused, never followed.
+    let fixed = dir.path().join(".state.json.gone.fixed");
+    for to in [&target, &missing] {
+        symlink(to, &fixed).unwrap();
+        let mut known = |base: &std::ffi::OsStr| {
+            let mut n = std::ffi::OsString::from(".");
+            n.push(base);
+            n.push(".fixed");
+            n
+        };
+        let e = replace(&log, b"{}", 0o644, &mut known).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        assert!(std::fs::symlink_metadata(&fixed).unwrap().is_symlink());
+        std::fs::remove_file(&fixed).unwrap();
+    }
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+    assert!(!missing.exists(), "nothing created through a dangling link");
+    // The name this library used before (state.json.tmp<PID>), and the
+    // log's own name: a link at the log is replaced, not written through.
+    let old = dir
+        .path()
+        .join(format!("state.json.tmp{}", std::process::id()));
+    symlink(&target, &old).unwrap();
+    symlink(&target, &log).unwrap();
+    GoneLog {
+        first_gone_ms: BTreeMap::from([(7, 1)]),
+    }
+    .store(&log, 0o640);
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+    assert!(std::fs::symlink_metadata(&old).unwrap().is_symlink());
+    let meta = std::fs::symlink_metadata(&log).unwrap();
+    assert!(meta.is_file(), "the log is a file of its own now");
+    assert_eq!(
+        meta.permissions().mode() & 0o137,
+        0,
+        "at most the mode given"
+    );
+    assert_eq!(GoneLog::load(&log).first_gone_ms.get(&7), Some(&1));
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let old_name = old.file_name().unwrap().to_str().unwrap();
+    assert_eq!(
+        names,
+        ["state.json.gone", old_name],
+        "no temporary file left"
+    );
+}

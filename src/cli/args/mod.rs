@@ -243,9 +243,16 @@ pub struct ServeArgs {
     /// How often to take a snapshot (at least 100ms).
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = refresh_interval)]
     pub interval: std::time::Duration,
-    /// Add each holder's command line as a label (may hold secrets).
+    /// Add each holder's command line as a label: every holder's argv,
+    /// tokens and passwords included, served to anyone who can connect to
+    /// --listen. Refused (exit 2) without --expose-cmdlines-over-http.
     #[arg(long)]
     pub label_cmdline: bool,
+    /// Say yes to what --label-cmdline exposes: every holder's command
+    /// line served over HTTP to anyone who can connect to --listen (the
+    /// `metrics --output` file with them is 0600; this has no such guard).
+    #[arg(long, requires = "label_cmdline")]
+    pub expose_cmdlines_over_http: bool,
     /// At most this many open connections (default 1024, lowered to fit
     /// the open-file limit); past it a new one displaces the longest
     /// idle one, or is refused with 503 when all are answering.

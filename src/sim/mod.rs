@@ -3,9 +3,16 @@
 //! binary in a checkout; else the copy the binary carries, written out once
 //! to a private cache directory, for an installed gpufree), give it the
 //! name every NVML client loads (`libnvidia-ml.so.1`) in a directory of its
-//! own, and run any program against it.
+//! own, and run any program against it. Both directories are trusted
+//! along their whole path (`dirs`).
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+mod dirs;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
@@ -31,6 +38,10 @@ pub enum SimError {
         /// Why.
         why: String,
     },
+    /// No directory to keep the library or its link in is trusted along
+    /// its whole path: why each was refused.
+    #[error("no safe directory for the simulated NVML library: {}", .0.join("; "))]
+    NoDir(Vec<String>),
     /// The state file is missing or not a simulator state.
     #[error("--state {path}: {why}")]
     State {
@@ -76,34 +87,73 @@ pub fn find_library() -> Result<PathBuf, SimError> {
     }
 }
 
-/// Whether `path` (a file, or a directory) and, for a file, its directory
-/// belong to this user or root and nobody else may write them: a library
-/// beside the binary in a directory others can write (the binary copied
-/// to /tmp) could be anyone's, and is never loaded.
+/// Whether the file `path` and its directory belong to this user or root
+/// and nobody else may write them: a library beside the binary in a
+/// directory others can write (the binary copied to /tmp) could be
+/// anyone's, and is never loaded.
 fn trusted(path: &Path) -> bool {
     let ok = |p: &Path| {
         std::fs::metadata(p)
             .is_ok_and(|m| (m.uid() == uid() || m.uid() == 0) && m.mode() & 0o022 == 0)
     };
-    ok(path) && (path.is_dir() || path.parent().is_some_and(ok))
+    ok(path) && path.parent().is_some_and(ok)
 }
 
 /// Writes the carried library once into the private cache directory
 /// (`$XDG_CACHE_HOME/gpufree`, `~/.cache/gpufree`, or a per-user directory
 /// in the temp dir), named by a hash of its bytes so that two versions of
-/// gpufree never share one; a file there that differs is replaced.
+/// gpufree never share one; a file there that differs is replaced. Read,
+/// written and renamed through the directory's descriptor.
 fn write_embedded() -> Result<PathBuf, SimError> {
     let dir = cache_dir()?;
-    let path = dir.join(format!("libgpufree_nvml_sim-{:016x}.so", fnv1a(EMBEDDED)));
-    let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.uid() == uid());
-    if ours && std::fs::read(&path).is_ok_and(|b| b == EMBEDDED) {
+    let name = format!("libgpufree_nvml_sim-{:016x}.so", fnv1a(EMBEDDED));
+    let path = dir.path.join(&name);
+    if holds_embedded(&dir.fd, &name) {
         return Ok(path);
     }
-    let tmp = dir.join(format!(".{SIM_FILE}.{}", std::process::id()));
-    std::fs::write(&tmp, EMBEDDED)
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|e| dir_err(&path, e))?;
+    let aside = format!(".{SIM_FILE}.{}", std::process::id());
+    // One left by a gpufree of this PID that died writing it.
+    let _ = rustix::fs::unlinkat(&dir.fd, aside.as_str(), AtFlags::empty());
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let written = rustix::fs::openat(&dir.fd, aside.as_str(), flags, Mode::from_raw_mode(0o644))
+        .map_err(std::io::Error::from)
+        .and_then(|fd| std::fs::File::from(fd).write_all(EMBEDDED))
+        .and_then(|()| {
+            rustix::fs::renameat(&dir.fd, aside.as_str(), &dir.fd, name.as_str())
+                .map_err(std::io::Error::from)
+        });
+    if let Err(e) = written {
+        let _ = rustix::fs::unlinkat(&dir.fd, aside.as_str(), AtFlags::empty());
+        return Err(dir_err(&path, e));
+    }
     Ok(path)
+}
+
+/// Whether `name` in `dir` is this user's regular file, writable by no
+/// one else, holding the carried library (checked on the descriptor
+/// read).
+fn holds_embedded(dir: &OwnedFd, name: &str) -> bool {
+    let regular = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode).is_file());
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let Some(fd) = regular
+        .then(|| rustix::fs::openat(dir, name, flags, Mode::empty()).ok())
+        .flatten()
+    else {
+        return false;
+    };
+    let ours = rustix::fs::fstat(&fd).is_ok_and(|st| {
+        FileType::from_raw_mode(st.st_mode).is_file()
+            && st.st_uid == uid()
+            && st.st_mode & 0o022 == 0
+            && u64::try_from(st.st_size).ok() == u64::try_from(EMBEDDED.len()).ok()
+    });
+    let mut bytes = Vec::with_capacity(EMBEDDED.len());
+    ours && std::fs::File::from(fd)
+        .take(EMBEDDED.len() as u64 + 1)
+        .read_to_end(&mut bytes)
+        .is_ok()
+        && bytes == EMBEDDED
 }
 
 /// 64-bit FNV-1a: a name for the library's bytes (not a security check:
@@ -114,11 +164,13 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The per-user cache directory for the written-out library: created
-/// private (0700), and refused unless it is this user's and not writable
-/// by others.
-fn cache_dir() -> Result<PathBuf, SimError> {
-    let uid = uid();
+/// The per-user cache directory for the written-out library
+/// (`$XDG_CACHE_HOME/gpufree` or `~/.cache/gpufree`, created 0700),
+/// trusted along its whole path (`dirs`); where it is not (root given
+/// another user's `XDG_CACHE_HOME` or `HOME`, a link on the way, a
+/// directory others may write), this user's own directory in the temp
+/// dir. Why each was refused is said only when none is taken.
+fn cache_dir() -> Result<dirs::Trusted, SimError> {
     // XDG's rule: a relative (or empty) path is ignored.
     let absolute = |p: PathBuf| p.is_absolute().then_some(p);
     let base = std::env::var_os("XDG_CACHE_HOME")
@@ -126,27 +178,16 @@ fn cache_dir() -> Result<PathBuf, SimError> {
         .or_else(|| {
             std::env::var_os("HOME").and_then(|h| absolute(PathBuf::from(h).join(".cache")))
         });
-    let dir = match base {
-        Some(b) => b.join("gpufree"),
-        None => std::env::temp_dir().join(format!("gpufree-sim-{uid}")),
-    };
-    private_dir(&dir, uid)?;
-    Ok(dir)
+    let dirs = base
+        .map(|b| b.join("gpufree"))
+        .into_iter()
+        .chain(fallback());
+    dirs::first(dirs, uid(), 0o700, true).map_err(SimError::NoDir)
 }
 
-/// Creates `dir` (0700) if missing and checks that it is a directory of
-/// `uid` that nobody else may write.
-fn private_dir(dir: &Path, uid: u32) -> Result<(), SimError> {
-    if !dir.exists() {
-        std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
-            .map_err(|e| dir_err(dir, e))?;
-    }
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| dir_err(dir, e))?;
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
-        return Err(dir_err(dir, "not a private directory of this user"));
-    }
-    Ok(())
+/// The directory of last resort: this user's own, 0700, in the temp dir.
+fn fallback() -> Option<PathBuf> {
+    Some(std::env::temp_dir().join(format!("gpufree-sim-{}", uid())))
 }
 
 fn uid() -> u32 {
@@ -160,41 +201,33 @@ fn dir_err(path: &Path, why: impl ToString) -> SimError {
     }
 }
 
-/// A directory safe to put our link in: `nvml-sim/` beside the library when
-/// writable, else a per-user directory in the temp dir that must be ours and
-/// not writable by others (no symlink games in /tmp).
-fn link_dir(lib: &Path) -> Result<PathBuf, SimError> {
-    if let Some(parent) = lib.parent() {
-        let beside = parent.join("nvml-sim");
-        let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
-        if std::fs::create_dir_all(&beside).is_ok()
-            && is_dir(&beside)
-            && trusted(&beside)
-            && rustix::fs::access(&beside, rustix::fs::Access::WRITE_OK).is_ok()
-        {
-            return Ok(beside);
-        }
-    }
-    let dir = std::env::temp_dir().join(format!("gpufree-sim-{}", uid()));
-    private_dir(&dir, uid())?;
-    Ok(dir)
+/// A directory safe to put our link in: `nvml-sim/` beside the library
+/// where it is trusted along its whole path and writable, else this
+/// user's own directory in the temp dir (no symlink games in /tmp).
+fn link_dir(lib: &Path) -> Result<dirs::Trusted, SimError> {
+    let beside = lib.parent().map(|p| p.join("nvml-sim"));
+    dirs::first(beside.into_iter().chain(fallback()), uid(), 0o755, true).map_err(SimError::NoDir)
 }
 
 /// Prepares (once) and returns the directory holding `libnvidia-ml.so.1`,
-/// a symlink to the simulator library.
+/// a symlink to the simulator library, made and replaced through the
+/// directory's descriptor.
 pub fn library_dir() -> Result<PathBuf, SimError> {
     let lib = find_library()?;
     let dir = link_dir(&lib)?;
-    let link = dir.join(NVML_SONAME);
-    if std::fs::read_link(&link).ok().as_deref() == Some(lib.as_path()) {
-        return Ok(dir);
+    let target = lib.as_os_str().as_bytes();
+    let now = rustix::fs::readlinkat(&dir.fd, NVML_SONAME, Vec::new());
+    if now.is_ok_and(|t| t.as_bytes() == target) {
+        return Ok(dir.path);
     }
     // Atomically replace whatever is there: link under a temp name, rename.
-    let tmp = dir.join(format!(".{NVML_SONAME}.{}", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(&lib, &tmp).map_err(|e| dir_err(&tmp, e))?;
-    std::fs::rename(&tmp, &link).map_err(|e| dir_err(&link, e))?;
-    Ok(dir)
+    let tmp = format!(".{NVML_SONAME}.{}", std::process::id());
+    let _ = rustix::fs::unlinkat(&dir.fd, tmp.as_str(), AtFlags::empty());
+    rustix::fs::symlinkat(&lib, &dir.fd, tmp.as_str())
+        .map_err(|e| dir_err(&dir.path.join(&tmp), e))?;
+    rustix::fs::renameat(&dir.fd, tmp.as_str(), &dir.fd, NVML_SONAME)
+        .map_err(|e| dir_err(&dir.path.join(NVML_SONAME), e))?;
+    Ok(dir.path)
 }
 
 /// Checks that `path` is readable JSON with a `devices` array, so a typo
