@@ -547,6 +547,7 @@ fn units_are_freed_by_unit_and_orphans_named() {
         kind: OwnerKind::SystemdUnit,
         id: "vllm.service".into(),
         name: "vllm.service".into(),
+        claims: None,
     };
     a.orphaned = true;
     let s = base(vec![gpu(0, W, W)], vec![a]);
@@ -594,6 +595,7 @@ fn supervisors_are_stopped_first() {
             kind,
             id: id.into(),
             name: id.into(),
+            claims: None,
         };
         w
     };

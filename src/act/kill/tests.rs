@@ -154,6 +154,7 @@ fn selectors_narrow_and_non_holders_are_never_targets() {
         kind: OwnerKind::SystemdUnit,
         id: "vllm.service".into(),
         name: "vllm.service".into(),
+        claims: None,
     };
     a.uid = 1000;
     a.user = "alice".into();
@@ -173,6 +174,7 @@ fn selectors_narrow_and_non_holders_are_never_targets() {
         kind: OwnerKind::SystemdUnit,
         id: "vllm.service".into(),
         name: "vllm.service (user 1000)".into(),
+        claims: None,
     };
     mine.processes.push(u);
     assert_eq!(pids(&plan(&mine, &unit, &safety())), vec![101]);
@@ -284,6 +286,7 @@ fn a_known_supervisor_is_given_its_restart_delay_and_a_start_up() {
         kind: OwnerKind::SystemdUnit,
         id: "vllm.service".into(),
         name: "vllm.service".into(),
+        claims: None,
     };
     let mut s = snap(vec![t.clone()]);
     assert_eq!(
