@@ -459,3 +459,29 @@ fn unit_never_selects_a_claimed_container() {
     };
     assert_eq!(pids(&plan(&s, &gpu, &safety())), vec![101]);
 }
+
+/// A user's unit named like a system unit is another owner: its holder of
+/// shared nodes only is not "started with" the system unit's holders.
+#[test]
+fn a_users_unit_of_the_same_name_lends_no_shared_holder() {
+    let unit = |name: &str| Owner {
+        kind: OwnerKind::SystemdUnit,
+        id: "vllm.service".into(),
+        name: name.into(),
+        claims: None,
+    };
+    let mut system = p(101, 10, Some(0), 5);
+    system.owner = unit("vllm.service");
+    let mut same = p(102, 10, None, 0);
+    same.owner = unit("vllm.service");
+    let mut users = p(103, 11, None, 0);
+    users.uid = 1000;
+    users.owner = unit("vllm.service (user 1000)");
+    let s = snap(vec![system, same, users]);
+    let sel = Selectors {
+        gpus: Some(Selection::whole(vec![0])),
+        unit: Some("vllm".into()),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &sel, &safety())), vec![101, 102]);
+}
