@@ -6,7 +6,7 @@
 
 use super::verdict::{blind_spots, unexplained_bytes};
 use crate::model::{
-    CheckMemory, CheckOutcome, Condition, Gpu, Level, OwnerKind, Pending, Problem, Process,
+    CheckMemory, CheckOutcome, Condition, Gpu, Level, Owner, OwnerKind, Pending, Problem, Process,
     Sampled, Snapshot, Vendor, VerdictState, Wait, Window, STUCK_WINDOW_MS,
 };
 use std::collections::BTreeMap;
@@ -248,11 +248,10 @@ pub(crate) fn stuck_one(window: Option<&Window>) -> (Level, String) {
 
 /// Live holders that belong to no job, unit, container or pod, of GPU `g`
 /// (or, for `None`, those holding shared nodes only): critical when they
-/// hold its memory.
+/// hold its memory. A user's process that only claims a pod, job or
+/// container (named inside the user's delegated cgroup) belongs to none.
 fn leftover(s: &Snapshot, g: Option<&Gpu>) -> Option<Problem> {
-    let loose = |p: &&Process| {
-        p.is_live() && !p.protected && matches!(p.owner.kind, OwnerKind::None | OwnerKind::Session)
-    };
+    let loose = |p: &&Process| p.is_live() && !p.protected && unowned(&p.owner);
     let ps: Vec<&Process> = s
         .processes
         .iter()
@@ -281,6 +280,17 @@ fn leftover(s: &Snapshot, g: Option<&Gpu>) -> Option<Problem> {
     p.bytes = bytes;
     p.processes = named(&ps);
     Some(p)
+}
+
+/// Whether `owner` is no job, unit, container or pod: none, a session or a
+/// user manager's apps, or a user's unit whose cgroup claims one (a user
+/// names `user@UID.service/app.slice/docker-<id>.scope` as they please).
+fn unowned(owner: &Owner) -> bool {
+    match owner.kind {
+        OwnerKind::None | OwnerKind::Session => true,
+        OwnerKind::SystemdUnit => owner.claims.is_some() && owner.system_unit().is_none(),
+        OwnerKind::Container | OwnerKind::K8sPod | OwnerKind::SlurmJob => false,
+    }
 }
 
 /// Memory no process accounts for, above the threshold (where gpufree saw

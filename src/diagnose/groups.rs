@@ -168,11 +168,12 @@ impl<'a> Groups<'a> {
         })
     }
 
-    /// A stable key for what started `p`: its unit, container, pod or job,
-    /// or the top of its tree of holders (the launcher).
+    /// A stable key for what started `p`: its unit, container, pod or job
+    /// (by name too: users' units of one name are each user's), or the
+    /// top of its tree of holders (the launcher).
     pub fn key(&self, p: &Process) -> String {
         match self.0.group(p) {
-            Group::Owner(kind, id, _) => format!("{}:{id}", kind.as_str()),
+            Group::Owner(kind, id, name) => format!("{}:{id}:{name}", kind.as_str()),
             Group::Tree(root) => format!("tree:{root}"),
             Group::Launcher(pid) => format!("launcher:{pid}"),
             Group::Orphans(reaper, uid) => format!("orphans:{reaper}:{uid}"),

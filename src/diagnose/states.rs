@@ -33,7 +33,7 @@ pub(super) fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
                 .map(|p| Orphan {
                     who: who(p),
                     parent: p.ppid,
-                    owner: p.owner.name.clone(),
+                    owner: p.owner.described(),
                 })
                 .collect(),
         ),

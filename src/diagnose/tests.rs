@@ -547,6 +547,7 @@ fn units_are_freed_by_unit_and_orphans_named() {
         kind: OwnerKind::SystemdUnit,
         id: "vllm.service".into(),
         name: "vllm.service".into(),
+        claims: None,
     };
     a.orphaned = true;
     let s = base(vec![gpu(0, W, W)], vec![a]);
@@ -594,6 +595,7 @@ fn supervisors_are_stopped_first() {
             kind,
             id: id.into(),
             name: id.into(),
+            claims: None,
         };
         w
     };
@@ -725,4 +727,156 @@ fn gpu_lists_read_as_ranges() {
     assert_eq!(gpu_list(&[3, 1, 2, 0]), "0-3");
     assert_eq!(gpu_list(&[0, 2]), "0, 2");
     assert_eq!(gpu_list(&[5]), "5");
+}
+
+/// Root's Docker container and a user's process whose delegated cgroup
+/// (`user@65534.service/app.slice/docker-<id>.scope`) names the same id,
+/// as the owner reading gives them.
+mod claims {
+    use super::*;
+    use crate::model::{CheckMemory, Claim, Condition, Level, PodName};
+
+    const CID: &str = "3f2a1b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7a8";
+    const POD: &str = "1234abcd-5678-90ab-cdef-1234567890ab";
+
+    fn roots_container(pid: u32) -> Process {
+        let mut w = worker(pid, 1, 0);
+        w.owner = Owner {
+            kind: OwnerKind::Container,
+            id: CID.into(),
+            name: "docker 3f2a1b4c5d6e".into(),
+            claims: None,
+        };
+        w
+    }
+
+    /// Nobody's process whose cgroup claims `kind` `id`.
+    fn claiming(pid: u32, kind: OwnerKind, id: &str, name: &str) -> Process {
+        let mut w = worker(pid, 2, 0);
+        w.uid = 65534;
+        w.user = "nobody".into();
+        w.owner = Owner {
+            kind: OwnerKind::Session,
+            id: "user@65534.service".into(),
+            name: "apps of uid 65534".into(),
+            claims: Some(Claim {
+                kind,
+                id: id.into(),
+                name: name.into(),
+            }),
+        };
+        w
+    }
+
+    #[test]
+    fn a_claimed_container_is_another_group_never_freed_by_its_unit() {
+        let s = base(
+            vec![gpu(0, 2 * W, 2 * W)],
+            vec![
+                roots_container(10),
+                claiming(20, OwnerKind::Container, CID, "docker 3f2a1b4c5d6e"),
+            ],
+        );
+        let live: Vec<Finding> = diagnose(&s)
+            .into_iter()
+            .filter(|f| f.kind == FindingKind::LiveHolders)
+            .collect();
+        assert_eq!(live.len(), 2, "{live:?}");
+        let roots = live.iter().find(|f| f.pids == [10]).unwrap();
+        assert_eq!(roots.next, format!("gpufree kill --unit {CID}"));
+        let users = live.iter().find(|f| f.pids == [20]).unwrap();
+        assert!(!users.next.contains(CID), "{}", users.next);
+        assert!(!users.next.contains("--unit"), "{}", users.next);
+        let groups = Groups::new(&s);
+        assert_ne!(groups.key(&s.processes[0]), groups.key(&s.processes[1]));
+    }
+
+    #[test]
+    fn a_claimed_pod_is_never_scaled_nor_looked_up() {
+        let mut real = worker(10, 1, 0);
+        real.owner = Owner {
+            kind: OwnerKind::K8sPod,
+            id: POD.into(),
+            name: format!("pod {POD}"),
+            claims: None,
+        };
+        let user = claiming(20, OwnerKind::K8sPod, POD, &format!("pod {POD}"));
+        let mut s = base(vec![gpu(0, W, W)], vec![user.clone()]);
+        s.pods.insert(
+            POD.into(),
+            PodName {
+                namespace: "prod".into(),
+                name: "web-7d9c5b6f4-x2x9k".into(),
+            },
+        );
+        for f in diagnose(&s) {
+            assert!(!f.next.contains("kubectl"), "{f:?}");
+            assert!(!f.message.contains("prod"), "{f:?}");
+        }
+        // Beside the real pod, only the real pod's holder is scaled.
+        s.processes = vec![real, user];
+        s.gpus = vec![gpu(0, 2 * W, 2 * W)];
+        let live: Vec<Finding> = diagnose(&s)
+            .into_iter()
+            .filter(|f| f.kind == FindingKind::LiveHolders)
+            .collect();
+        assert_eq!(live.len(), 2, "{live:?}");
+        let real = live.iter().find(|f| f.pids == [10]).unwrap();
+        assert!(real
+            .next
+            .starts_with("kubectl -n prod scale deployment/web"));
+        let users = live.iter().find(|f| f.pids == [20]).unwrap();
+        assert!(!users.next.contains("kubectl"), "{}", users.next);
+    }
+
+    /// `check` says OK while a user holds memory under a claimed
+    /// container, pod or job: no more. A user's unit whose cgroup claims
+    /// one is no owner either; root's container and a system unit are.
+    #[test]
+    fn check_counts_a_claimed_holder_as_a_leftover() {
+        let check = |s: &Snapshot| {
+            super::super::check::check(
+                s,
+                &Default::default(),
+                &CheckMemory::default(),
+                &Default::default(),
+                0,
+            )
+            .0
+        };
+        let mut user_unit = claiming(21, OwnerKind::SlurmJob, "3385", "slurm job 3385");
+        user_unit.owner.kind = OwnerKind::SystemdUnit;
+        user_unit.owner.id = "x.service".into();
+        user_unit.owner.name = "x.service (user 65534)".into();
+        let s = base(
+            vec![gpu(0, 3 * W, 3 * W)],
+            vec![
+                roots_container(10),
+                claiming(20, OwnerKind::Container, CID, "docker 3f2a1b4c5d6e"),
+                user_unit,
+            ],
+        );
+        let out = check(&s);
+        assert_eq!(out.level, Level::Critical);
+        let left: Vec<_> = out
+            .problems
+            .iter()
+            .filter(|p| p.condition == Condition::Leftover)
+            .collect();
+        assert_eq!(left.len(), 1, "{:?}", out.problems);
+        assert_eq!((left[0].level, left[0].gpu), (Level::Critical, Some(0)));
+        assert_eq!(left[0].bytes, 2 * W);
+        let pids: Vec<u32> = left[0].processes.iter().map(|(pid, _)| *pid).collect();
+        assert_eq!(pids, [20, 21]);
+        // Root's container alone is no leftover.
+        let s = base(vec![gpu(0, W, W)], vec![roots_container(10)]);
+        let out = check(&s);
+        assert!(
+            out.problems
+                .iter()
+                .all(|p| p.condition != Condition::Leftover),
+            "{:?}",
+            out.problems
+        );
+    }
 }

@@ -186,9 +186,40 @@ pub struct Owner {
     pub id: String,
     /// A readable name: `vllm.service`, `docker 3f2a1b…`, `slurm job 3385`.
     pub name: String,
+    /// What the cgroup path names below the owner's delegation point (a
+    /// user's `user@UID.service`, a container's own cgroup), where only
+    /// that user or container, never root's managers, made the names: a
+    /// pod, Slurm job or container that is *claimed*, not the owner. None
+    /// where nothing below claims one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Claim>,
+}
+
+/// A pod, Slurm job or container that a delegated cgroup's names claim
+/// (SPEC.md: `owner.claims`). Never the owner: its process is not
+/// grouped, selected or stopped as that pod, job or container.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Claim {
+    /// What kind of owner the names claim.
+    pub kind: OwnerKind,
+    /// The claimed container id, pod UID or job id.
+    pub id: String,
+    /// Its readable name, as an owner's (`docker 3f2a1b4c5d6e`).
+    pub name: String,
 }
 
 impl Owner {
+    /// The owner as people read it: its name, then what its delegated
+    /// cgroup claims (`apps of uid 65534, claims docker 3f2a1b4c5d6e`).
+    /// Raw text from a cgroup path: escape it where it is printed.
+    pub fn described(&self) -> String {
+        match &self.claims {
+            Some(c) if self.name.is_empty() => format!("claims {}", c.name),
+            Some(c) => format!("{}, claims {}", self.name, c.name),
+            None => self.name.clone(),
+        }
+    }
+
     /// The unit's name when this is a system unit (systemd's own, stopped
     /// with `systemctl stop`); a user's unit is named "X.service (user N)",
     /// so its id and name differ.

@@ -84,10 +84,9 @@ fn write_target<W: Write + ?Sized>(
             fit(&p.user, super::table::USER_MAX),
             fit(&p.comm, super::table::COMM_MAX),
             fit(&p.cmdline_joined(), TEXT_MAX),
-            if p.owner.name.is_empty() {
-                "-".to_string()
-            } else {
-                fit(&p.owner.name, TEXT_MAX)
+            match p.owner.described() {
+                o if o.is_empty() => "-".to_string(),
+                o => fit(&o, TEXT_MAX),
             },
         )
     });

@@ -23,10 +23,11 @@ fn via(d: &DeviceUse) -> String {
 }
 
 fn owner(p: &Process) -> String {
-    if p.owner.name.is_empty() {
+    let owner = p.owner.described();
+    if owner.is_empty() {
         "-".into()
     } else {
-        fit(&p.owner.name, OWNER_MAX)
+        fit(&owner, OWNER_MAX)
     }
 }
 

@@ -2,9 +2,23 @@
 //! Docker, containerd, CRI-O, podman, LXC/LXD/Incus, Kubernetes pod (systemd
 //! and cgroupfs drivers), Slurm job (cgroup v1, v2 and SLUID paths).
 //!
-//! Patterns are matched anywhere inside the path, since containers nest.
+//! A path is read from the root down, one component at a time, and the
+//! first ownership boundary decides. Outside a delegated subtree only
+//! root's managers (systemd, the container runtimes, the kubelet,
+//! slurmstepd) make cgroups, so the names there are theirs: a pod's slice
+//! then its container's scope, `slurmstepd.scope/job_N/step_M`,
+//! `/slurm/uid_N/job_M`, a system unit. Two boundaries delegate the subtree
+//! below them to another party, who may name its cgroups anything:
+//! `user@UID.service` (that user's manager, and the user: the owner is the
+//! user's, whatever the leaves are named) and a container's own cgroup
+//! (`docker-<id>.scope`, `/docker/<id>`, `cri-containerd-<id>.scope`,
+//! `crio-<id>.scope`, `libpod-<id>.scope`, `lxc.payload.<name>`,
+//! `/lxc/<name>`: with its cgroup namespace and Delegate, it makes any
+//! names below). A unit's own subtree is its processes' too (systemd
+//! never makes a unit inside a unit). A pod, job or container named below
+//! the boundary is only claimed ([`Claim`]): never the owner.
 
-use crate::model::{Owner, OwnerKind};
+use crate::model::{Claim, Owner, OwnerKind};
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -42,14 +56,25 @@ pub fn cgroup_path(bytes: &[u8]) -> Option<String> {
     best.map(|(_, p)| p.to_string())
 }
 
+/// Patterns of one path component each.
 struct Patterns {
+    /// A pod's slice or directory: `kubepods-besteffort-pod<uid_>.slice`,
+    /// `pod<uid>` (below a `kubepods` component).
     k8s_pod: Regex,
+    /// A pod's container: `cri-containerd-<id>.scope`, `crio-<id>.scope`,
+    /// `docker-<id>.scope`, `...:cri-containerd:<id>`, `<64 hex>`.
     k8s_container: Regex,
+    /// A runtime's monitor beside a pod's containers (`crio-conmon-<id>.scope`).
+    k8s_monitor: Regex,
+    /// A container's own cgroup, by runtime.
+    containers: Vec<(&'static str, Regex)>,
+    hex64: Regex,
+    slurm_uid: Regex,
     slurm_job: Regex,
     slurm_sluid: Regex,
-    containers: Vec<(&'static str, Regex)>,
+    slurm_step: Regex,
+    user_slice: Regex,
     session: Regex,
-    user_unit: Regex,
     user_manager: Regex,
     unit: Regex,
 }
@@ -58,34 +83,30 @@ struct Patterns {
 static PATTERNS: LazyLock<Patterns> = LazyLock::new(|| {
     let re = |p: &str| Regex::new(p).expect("owner pattern is valid");
     Patterns {
-        k8s_pod: re(r"kubepods.*?pod([0-9a-f_-]{32,})(?:\.slice)?(?:/|$)"),
+        k8s_pod: re(r"(?:^|-)pod([0-9a-f_-]{32,})(?:\.slice)?$"),
         k8s_container: re(
-            r"(?:cri-containerd-|crio-|docker-|cri-containerd:)([0-9a-f]{12,})(?:\.scope)?$|/([0-9a-f]{64})$",
+            r"^(?:cri-containerd-|crio-|docker-)([0-9a-f]{12,})(?:\.scope)?$|:cri-containerd:([0-9a-f]{12,})$|^([0-9a-f]{64})$",
         ),
-        slurm_job: re(
-            r"(?:/slurm/uid_\d+/job_(\d+)|slurmstepd\.scope/job_(\d+))(?:/step_([^/]+))?",
-        ),
-        slurm_sluid: re(r"slurmstepd\.scope/(s[0-9A-Za-z]{8,})(?:/step_([^/]+))?"),
+        k8s_monitor: re(r"^(?:crio|libpod)-conmon-[0-9a-f]{12,}\.scope$"),
         containers: vec![
-            (
-                "docker",
-                re(r"docker-([0-9a-f]{64})\.scope|/docker/([0-9a-f]{64})"),
-            ),
+            ("docker", re(r"^docker-([0-9a-f]{64})\.scope$")),
             (
                 "containerd",
-                re(r"cri-containerd-([0-9a-f]{12,})\.scope|:cri-containerd:([0-9a-f]{12,})"),
+                re(r"^cri-containerd-([0-9a-f]{12,})\.scope$|:cri-containerd:([0-9a-f]{12,})$"),
             ),
-            ("cri-o", re(r"crio-(?:conmon-)?([0-9a-f]{12,})\.scope")),
-            ("podman", re(r"libpod-(?:conmon-)?([0-9a-f]{12,})\.scope")),
-            (
-                "lxc",
-                re(r"lxc\.(?:payload|monitor)\.([^/]+)|^/lxc/([^/]+)"),
-            ),
+            ("cri-o", re(r"^crio-(?:conmon-)?([0-9a-f]{12,})\.scope$")),
+            ("podman", re(r"^libpod-(?:conmon-)?([0-9a-f]{12,})\.scope$")),
+            ("lxc", re(r"^lxc\.(?:payload|monitor)\.(.+)$")),
         ],
-        session: re(r"user-(\d+)\.slice/session-([^/]+)\.scope"),
-        user_unit: re(r"user@(\d+)\.service/(?:.*/)?([^/]+\.service)$"),
-        user_manager: re(r"user@(\d+)\.service"),
-        unit: re(r"([^/]+\.(?:service|scope))(?:/|$)"),
+        hex64: re(r"^[0-9a-f]{64}$"),
+        slurm_uid: re(r"^uid_\d+$"),
+        slurm_job: re(r"^job_(\d+)$"),
+        slurm_sluid: re(r"^(s[0-9A-Za-z]{8,})$"),
+        slurm_step: re(r"^step_(.+)$"),
+        user_slice: re(r"^user-(\d+)\.slice$"),
+        session: re(r"^session-(.+)\.scope$"),
+        user_manager: re(r"^user@(\d+)\.service$"),
+        unit: re(r"^.+\.(?:service|scope)$"),
     }
 });
 
@@ -102,82 +123,173 @@ fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }
 
-/// The owner named by a cgroup path: the innermost kind first (a pod's
-/// container, a Slurm job, a container), then the user's and the system's
-/// units.
+/// The owner named by a cgroup path, read from the root down: the first
+/// ownership boundary decides (see the module's doc), and a pod, job or
+/// container named below a delegation point is the owner's `claims`.
 pub fn owner_from_path(path: &str) -> Owner {
-    let p = &*PATTERNS;
-    k8s_pod(p, path)
-        .or_else(|| slurm_job(p, path))
-        .or_else(|| container(p, path))
-        .or_else(|| user_owner(p, path))
-        .or_else(|| {
-            let unit = p.unit.captures_iter(path).last()?[1].to_string();
-            Some(owner(OwnerKind::SystemdUnit, unit.clone(), unit))
+    let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    read(&parts, Reading::Owner)
+        .map(|(mut owner, below)| {
+            owner.claims = claim(&parts[below..]);
+            owner
         })
         .unwrap_or_default()
 }
 
-fn owner(kind: OwnerKind, id: String, name: String) -> Owner {
-    Owner { kind, id, name }
+/// What a walk of components looks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// The owner: the first boundary of any kind.
+    Owner,
+    /// What names made by a delegated party claim: only a pod, Slurm job
+    /// or container counts (units, sessions and user managers are its
+    /// own to name, and claim nothing of root's).
+    Claim,
 }
 
-/// A Kubernetes pod, with its container where the path names one.
-fn k8s_pod(p: &Patterns, path: &str) -> Option<Owner> {
-    let c = p.k8s_pod.captures(path)?;
-    let uid = c[1].replace('_', "-");
-    let name = match p.k8s_container.captures(path) {
-        Some(cc) => format!("pod {uid} container {}", short(&first_group(&cc))),
-        None => format!("pod {uid}"),
-    };
-    Some(owner(OwnerKind::K8sPod, uid, name))
+/// The first boundary of `parts` (see [`Reading`]), with the index of the
+/// first component below it.
+fn read(parts: &[&str], reading: Reading) -> Option<(Owner, usize)> {
+    let p = &*PATTERNS;
+    let mut kube = false;
+    for (i, here) in parts.iter().enumerate() {
+        if reading == Reading::Owner {
+            if let Some(c) = p.user_manager.captures(here) {
+                return Some((user_manager(&c[1], &parts[i + 1..]), i + 1));
+            }
+            if let Some(owner) = session(p, parts, i) {
+                return Some((owner, i + 1));
+            }
+        }
+        kube |= here.contains("kubepods");
+        if kube {
+            if let Some(c) = p.k8s_pod.captures(here) {
+                return Some(pod(p, c[1].replace('_', "-"), parts, i));
+            }
+        }
+        if let Some(found) = container(p, parts, i) {
+            return Some(found);
+        }
+        if let Some(found) = slurm_job(p, parts, i) {
+            return Some(found);
+        }
+        if reading == Reading::Owner && p.unit.is_match(here) {
+            let unit = here.to_string();
+            return Some((owner(OwnerKind::SystemdUnit, unit.clone(), unit), i + 1));
+        }
+    }
+    None
 }
 
-/// A Slurm job (and step), by number or by SLUID.
-fn slurm_job(p: &Patterns, path: &str) -> Option<Owner> {
-    let (job, step) = if let Some(c) = p.slurm_job.captures(path) {
-        let job = c
-            .get(1)
-            .or(c.get(2))
-            .map(|m| m.as_str())
-            .unwrap_or_default();
-        (job.to_string(), c.get(3).map(|m| m.as_str().to_string()))
-    } else {
-        let c = p.slurm_sluid.captures(path)?;
-        (c[1].to_string(), c.get(2).map(|m| m.as_str().to_string()))
-    };
-    let name = match step {
-        Some(step) => format!("slurm job {job} step {step}"),
-        None => format!("slurm job {job}"),
-    };
-    Some(owner(OwnerKind::SlurmJob, job, name))
-}
-
-/// A container of one of the known runtimes.
-fn container(p: &Patterns, path: &str) -> Option<Owner> {
-    p.containers.iter().find_map(|(runtime, re)| {
-        let id = first_group(&re.captures(path)?);
-        let name = format!("{runtime} {}", short(&id));
-        Some(owner(OwnerKind::Container, id, name))
+/// The pod, job or container that `below` (names made by a delegated
+/// party) claims, if any: the first one read from its top.
+fn claim(below: &[&str]) -> Option<Claim> {
+    let (o, _) = read(below, Reading::Claim)?;
+    Some(Claim {
+        kind: o.kind,
+        id: o.id,
+        name: o.name,
     })
 }
 
-/// A login session, a unit of a user's manager, or the manager's apps.
-fn user_owner(p: &Patterns, path: &str) -> Option<Owner> {
-    if let Some(c) = p.session.captures(path) {
-        let id = format!("session-{}", &c[2]);
-        let name = format!("{id} (uid {})", &c[1]);
-        return Some(owner(OwnerKind::Session, id, name));
+fn owner(kind: OwnerKind, id: String, name: String) -> Owner {
+    Owner {
+        kind,
+        id,
+        name,
+        claims: None,
     }
-    if let Some(c) = p.user_unit.captures(path) {
-        let unit = c[2].to_string();
-        let name = format!("{unit} (user {})", &c[1]);
-        return Some(owner(OwnerKind::SystemdUnit, unit, name));
+}
+
+/// The subtree of `user@UID.service`: that user's. A user's unit where the
+/// first unit below the manager is a service, else the manager's apps.
+fn user_manager(uid: &str, below: &[&str]) -> Owner {
+    let p = &*PATTERNS;
+    match below.iter().find(|c| p.unit.is_match(c)) {
+        Some(unit) if unit.ends_with(".service") => owner(
+            OwnerKind::SystemdUnit,
+            unit.to_string(),
+            format!("{unit} (user {uid})"),
+        ),
+        _ => owner(
+            OwnerKind::Session,
+            format!("user@{uid}.service"),
+            format!("apps of uid {uid}"),
+        ),
     }
-    let c = p.user_manager.captures(path)?;
-    let id = format!("user@{}.service", &c[1]);
-    let name = format!("apps of uid {}", &c[1]);
+}
+
+/// A login session: `user-UID.slice/session-N.scope` at `i`.
+fn session(p: &Patterns, parts: &[&str], i: usize) -> Option<Owner> {
+    let c = p.session.captures(parts[i])?;
+    let uid = p.user_slice.captures(parts.get(i.checked_sub(1)?)?)?;
+    let id = format!("session-{}", &c[1]);
+    let name = format!("{id} (uid {})", &uid[1]);
     Some(owner(OwnerKind::Session, id, name))
+}
+
+/// A Kubernetes pod at `i`, with its container where the next component
+/// names one (the runtime's monitor beside it is the pod's too).
+fn pod(p: &Patterns, uid: String, parts: &[&str], i: usize) -> (Owner, usize) {
+    let next = parts.get(i + 1).copied().unwrap_or_default();
+    if let Some(c) = p.k8s_container.captures(next) {
+        let name = format!("pod {uid} container {}", short(&first_group(&c)));
+        return (owner(OwnerKind::K8sPod, uid, name), i + 2);
+    }
+    let below = if p.k8s_monitor.is_match(next) {
+        i + 2
+    } else {
+        i + 1
+    };
+    let name = format!("pod {uid}");
+    (owner(OwnerKind::K8sPod, uid, name), below)
+}
+
+/// A container of one of the known runtimes at `i`: its own cgroup, or
+/// `/docker/<id>` and (at the top) `/lxc/<name>`.
+fn container(p: &Patterns, parts: &[&str], i: usize) -> Option<(Owner, usize)> {
+    let here = parts[i];
+    let next = parts.get(i + 1).copied();
+    let (runtime, id, below) = p
+        .containers
+        .iter()
+        .find_map(|(runtime, re)| Some((*runtime, first_group(&re.captures(here)?), i + 1)))
+        .or_else(|| match (here, next) {
+            ("docker", Some(id)) if p.hex64.is_match(id) => Some(("docker", id.to_string(), i + 2)),
+            ("lxc", Some(name)) if i == 0 => Some(("lxc", name.to_string(), i + 2)),
+            _ => None,
+        })?;
+    let name = format!("{runtime} {}", short(&id));
+    Some((owner(OwnerKind::Container, id, name), below))
+}
+
+/// A Slurm job (and step) at `i`: `slurm/uid_N/job_M` (cgroup v1), or
+/// `slurmstepd.scope/job_M` or `slurmstepd.scope/<SLUID>` (v2).
+fn slurm_job(p: &Patterns, parts: &[&str], i: usize) -> Option<(Owner, usize)> {
+    let at = |k: usize| parts.get(k).copied().unwrap_or_default();
+    let (job, at_step) = match parts[i] {
+        "slurm" if p.slurm_uid.is_match(at(i + 1)) => {
+            (p.slurm_job.captures(at(i + 2))?[1].to_string(), i + 3)
+        }
+        "slurmstepd.scope" => {
+            let c = p
+                .slurm_job
+                .captures(at(i + 1))
+                .or_else(|| p.slurm_sluid.captures(at(i + 1)))?;
+            (c[1].to_string(), i + 2)
+        }
+        _ => return None,
+    };
+    Some(match p.slurm_step.captures(at(at_step)) {
+        Some(step) => {
+            let name = format!("slurm job {job} step {}", &step[1]);
+            (owner(OwnerKind::SlurmJob, job, name), at_step + 1)
+        }
+        None => {
+            let name = format!("slurm job {job}");
+            (owner(OwnerKind::SlurmJob, job, name), at_step)
+        }
+    })
 }
 
 /// The owner from the bytes of /proc/PID/cgroup, with the path it came from.
@@ -288,6 +400,200 @@ mod tests {
             (o.kind, o.id.as_str()),
             (OwnerKind::SlurmJob, "sEKNKTV3WPV500")
         );
+    }
+
+    /// The claim of `o`, as (kind, id).
+    fn claim_of(o: &Owner) -> Option<(OwnerKind, &str)> {
+        o.claims.as_ref().map(|c| (c.kind, c.id.as_str()))
+    }
+
+    #[test]
+    fn root_made_layouts_claim_nothing() {
+        let uid = "1234abcd-5678-90ab-cdef-1234567890ab";
+        let uid_ = uid.replace('-', "_");
+        for cg in [
+            "0::/system.slice/vllm.service".to_string(),
+            "0::/user.slice/user-1000.slice/session-3.scope".into(),
+            format!("0::/system.slice/docker-{CID}.scope"),
+            format!("12:memory:/docker/{CID}"),
+            format!("0::/machine.slice/crio-{CID}.scope/container"),
+            format!("0::/machine.slice/libpod-{CID}.scope/container"),
+            format!("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice/cri-containerd-{CID}.scope"),
+            format!("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice/crio-conmon-{CID}.scope"),
+            format!("11:devices:/kubepods/besteffort/pod{uid}/{CID}"),
+            "4:memory:/slurm/uid_1000/job_4242/step_0/task_1".into(),
+            "0::/system.slice/slurmstepd.scope/job_3385/step_batch/user/task_0".into(),
+            "0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/user/task_0".into(),
+            "0::/lxc.payload.proj_inst/system.slice/vllm.service".into(),
+        ] {
+            let o = of(&cg);
+            assert_ne!(o.kind, OwnerKind::None, "{cg}");
+            assert_eq!(o.claims, None, "{cg}");
+        }
+        // The runtime's monitor beside a pod's containers is the pod's.
+        let o = of(&format!(
+            "0::/kubepods.slice/kubepods-pod{uid_}.slice/crio-conmon-{CID}.scope\n"
+        ));
+        assert_eq!((o.kind, o.id.as_str()), (OwnerKind::K8sPod, uid));
+    }
+
+    /// A user's delegated subtree is the user's, whatever its leaves are
+    /// named: a container, pod or job named there is only claimed.
+    #[test]
+    fn a_users_delegated_cgroup_only_claims_containers_pods_and_jobs() {
+        let uid = "1234abcd-5678-90ab-cdef-1234567890ab";
+        let uid_ = uid.replace('-', "_");
+        let user = "0::/user.slice/user-65534.slice/user@65534.service";
+        for (below, claimed) in [
+            (
+                format!("app.slice/docker-{CID}.scope"),
+                (OwnerKind::Container, CID),
+            ),
+            (format!("docker/{CID}"), (OwnerKind::Container, CID)),
+            (
+                format!("user.slice/libpod-{CID}.scope/container"),
+                (OwnerKind::Container, CID),
+            ),
+            (
+                format!("app.slice/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid_}.slice/cri-containerd-{CID}.scope"),
+                (OwnerKind::K8sPod, uid),
+            ),
+            (
+                format!("kubepods/besteffort/pod{uid}/{CID}"),
+                (OwnerKind::K8sPod, uid),
+            ),
+            (
+                "app.slice/slurmstepd.scope/job_3385/step_0/user/task_0".into(),
+                (OwnerKind::SlurmJob, "3385"),
+            ),
+            (
+                "slurm/uid_0/job_4242/step_0".into(),
+                (OwnerKind::SlurmJob, "4242"),
+            ),
+            ("lxc.payload.gpubox".into(), (OwnerKind::Container, "gpubox")),
+        ] {
+            let o = of(&format!("{user}/{below}\n"));
+            assert_eq!(
+                (o.kind, o.id.as_str(), o.name.as_str()),
+                (OwnerKind::Session, "user@65534.service", "apps of uid 65534"),
+                "{below}"
+            );
+            assert_eq!(claim_of(&o), Some(claimed), "{below}");
+        }
+        let o = of(&format!("{user}/app.slice/docker-{CID}.scope\n"));
+        assert_eq!(
+            o.described(),
+            "apps of uid 65534, claims docker 3f2a1b4c5d6e"
+        );
+        // The user's unit is the first unit below the manager; a leaf
+        // named like a unit below a claimed scope is the user's too.
+        let o = of(&format!(
+            "{user}/app.slice/jupyter.service/docker-{CID}.scope\n"
+        ));
+        assert_eq!(
+            (o.kind, o.id.as_str(), o.name.as_str()),
+            (
+                OwnerKind::SystemdUnit,
+                "jupyter.service",
+                "jupyter.service (user 65534)"
+            )
+        );
+        assert_eq!(claim_of(&o), Some((OwnerKind::Container, CID)));
+        let o = of(&format!(
+            "{user}/app.slice/docker-{CID}.scope/evil.service\n"
+        ));
+        assert_eq!(
+            (o.kind, o.id.as_str()),
+            (OwnerKind::Session, "user@65534.service")
+        );
+        assert_eq!(claim_of(&o), Some((OwnerKind::Container, CID)));
+        // A system unit's name below the manager is the user's unit.
+        let o = of(&format!("{user}/app.slice/vllm.service\n"));
+        assert_eq!(o.name, "vllm.service (user 65534)");
+        assert_eq!(o.claims, None);
+    }
+
+    /// Below a container's own cgroup (its namespace, Delegate), names are
+    /// the container's: Kubernetes in Docker is the container's, claiming
+    /// its inner pod; Docker in Docker claims the inner container.
+    #[test]
+    fn a_containers_cgroup_only_claims_what_it_names_inside() {
+        let uid = "1234abcd-5678-90ab-cdef-1234567890ab";
+        let uid_ = uid.replace('-', "_");
+        let inner = "9".repeat(64);
+        let o = of(&format!(
+            "0::/system.slice/docker-{CID}.scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod{uid_}.slice/cri-containerd-{inner}.scope\n"
+        ));
+        assert_eq!((o.kind, o.id.as_str()), (OwnerKind::Container, CID));
+        assert_eq!(claim_of(&o), Some((OwnerKind::K8sPod, uid)));
+        assert_eq!(
+            o.described(),
+            format!("docker 3f2a1b4c5d6e, claims pod {uid} container 999999999999")
+        );
+        let o = of(&format!("0::/docker/{CID}/docker/{inner}\n"));
+        assert_eq!((o.kind, o.id.as_str()), (OwnerKind::Container, CID));
+        assert_eq!(claim_of(&o), Some((OwnerKind::Container, inner.as_str())));
+        let o = of(&format!(
+            "0::/lxc.payload.gpubox/system.slice/docker-{inner}.scope\n"
+        ));
+        assert_eq!((o.kind, o.id.as_str()), (OwnerKind::Container, "gpubox"));
+        assert_eq!(claim_of(&o), Some((OwnerKind::Container, inner.as_str())));
+        // A pod's container is a container too: a pod nested in it is a
+        // claim, the real pod the owner.
+        let o = of(&format!(
+            "0::/kubepods/besteffort/pod{uid}/{CID}/kubepods/pod{}/{inner}\n",
+            "5".repeat(32)
+        ));
+        assert_eq!((o.kind, o.id.as_str()), (OwnerKind::K8sPod, uid));
+        assert_eq!(claim_of(&o).map(|c| c.0), Some(OwnerKind::K8sPod));
+    }
+
+    /// A unit's subtree is its processes' (systemd never makes a unit in a
+    /// unit): the first unit is the owner, a Slurm job its steps' owner.
+    #[test]
+    fn units_and_jobs_own_what_is_made_below_them() {
+        let o = of(&format!(
+            "0::/system.slice/ci-runner.service/docker-{CID}.scope\n"
+        ));
+        assert_eq!(
+            (o.kind, o.id.as_str(), o.name.as_str()),
+            (
+                OwnerKind::SystemdUnit,
+                "ci-runner.service",
+                "ci-runner.service"
+            )
+        );
+        assert_eq!(claim_of(&o), Some((OwnerKind::Container, CID)));
+        assert_eq!(o.system_unit(), Some("ci-runner.service"));
+        let o =
+            of("0::/machine.slice/systemd-nspawn@box.service/payload/system.slice/vllm.service\n");
+        assert_eq!(o.id, "systemd-nspawn@box.service");
+        let o = of(&format!(
+            "0::/system.slice/slurmstepd.scope/job_3385/step_0/user/task_0/docker-{CID}.scope\n"
+        ));
+        assert_eq!((o.kind, o.id.as_str()), (OwnerKind::SlurmJob, "3385"));
+        assert_eq!(claim_of(&o), Some((OwnerKind::Container, CID)));
+        // A user's job folder of its own making inside its job is a claim.
+        let o = of("4:memory:/slurm/uid_1000/job_4242/step_0/slurm/uid_0/job_1\n");
+        assert_eq!(
+            (o.id.as_str(), claim_of(&o)),
+            ("4242", Some((OwnerKind::SlurmJob, "1")))
+        );
+    }
+
+    /// Paths seen from another cgroup namespace start with `..`; a
+    /// session's scope outside `user-UID.slice` is a plain unit.
+    #[test]
+    fn odd_components_are_not_boundaries() {
+        let o = of(&format!("0::/../../system.slice/docker-{CID}.scope\n"));
+        assert_eq!((o.kind, o.id.as_str()), (OwnerKind::Container, CID));
+        let o = of("0::/system.slice/session-3.scope\n");
+        assert_eq!(
+            (o.kind, o.id.as_str()),
+            (OwnerKind::SystemdUnit, "session-3.scope")
+        );
+        let o = of(&format!("0::/system.slice/x-docker-{CID}.scope\n"));
+        assert_eq!(o.kind, OwnerKind::SystemdUnit);
     }
 
     #[test]

@@ -207,10 +207,9 @@ fn holder_row<'a>(s: &Snapshot, p: &Process) -> Row<'a> {
         }),
         Cell::from(gpus.join(",")),
         Cell::from(age(s, p)),
-        Cell::from(if p.owner.name.is_empty() {
-            "-".into()
-        } else {
-            shown(&p.owner.name)
+        Cell::from(match p.owner.described() {
+            o if o.is_empty() => "-".into(),
+            o => shown(&o),
         }),
         Cell::from(crate::present::flags(p)),
     ])
@@ -263,7 +262,7 @@ fn detail(p: &Process) -> Vec<Line<'static>> {
         Line::from(format!(
             "owner:   {} {}",
             p.owner.kind.as_str(),
-            shown(&p.owner.name)
+            shown(&p.owner.described())
         )),
         Line::from(format!("cgroup:  {}", shown(&p.cgroup))),
     ];

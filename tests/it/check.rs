@@ -117,6 +117,40 @@ fn a_free_host_is_ok_in_every_format() {
     lines_obey(&h, &[]);
 }
 
+/// Trust III: a holder whose cgroup is its user's delegated subtree is the
+/// user's, whatever the subtree's names claim (a Docker container, a pod,
+/// a Slurm job): a leftover, where it once passed as the container's.
+#[test]
+fn a_users_process_claiming_a_container_pod_or_job_is_a_leftover() {
+    let h = Host::new(gpu(&[(100, 8), (101, 2), (102, 1), (200, 4)], 0));
+    let user = "0::/user.slice/user-1000.slice/user@1000.service/app.slice";
+    let id = "3f2a1b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7a8";
+    h.holder(100, &format!("{user}/docker-{id}.scope\n"), 'S');
+    h.holder(
+        101,
+        &format!("{user}/kubepods.slice/kubepods-pod1234abcd_5678_90ab_cdef_1234567890ab.slice/cri-containerd-{id}.scope\n"),
+        'S',
+    );
+    h.holder(
+        102,
+        &format!("{user}/slurmstepd.scope/job_42/step_0\n"),
+        'S',
+    );
+    // Root's container of the same id is one.
+    h.holder(200, &format!("0::/system.slice/docker-{id}.scope\n"), 'S');
+    let (code, json) = h.check("json", &[]);
+    assert_eq!(code, 1, "critical: {json}");
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["problems"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc["problems"][0]["condition"], "leftover");
+    assert_eq!(doc["problems"][0]["level"], "critical");
+    assert_eq!(
+        doc["problems"][0]["processes"],
+        json!([[100, "python3"], [101, "python3"], [102, "python3"]])
+    );
+    assert_eq!(doc["problems"][0]["bytes"], json!(11 * GIB));
+}
+
 #[test]
 fn leftover_holders_are_critical_and_a_running_job_s_are_not() {
     let h = Host::new(gpu(&[(100, 8), (200, 4)], 0));

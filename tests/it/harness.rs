@@ -514,6 +514,31 @@ pub fn as_nobody(d: &TestDir, args: &[&str]) -> Command {
     c
 }
 
+/// A holder (opening and mapping `node`) run as nobody: setpriv execs the
+/// copy of gpufree [`as_nobody`] places in the test's directory in the same
+/// process, so it is the test's child and dies with it as every holder.
+pub fn mapper_as_nobody(d: &TestDir, node: &str) -> Spawned {
+    let _kit = as_nobody(d, &[]);
+    let copy = d.tmp.path().join("kit").join("gpufree");
+    let child = ChildSpec {
+        argv: [
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+            copy.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec(),
+        spec: HoldSpec {
+            mmap: vec![d.node(node)],
+            ..HoldSpec::default()
+        },
+    };
+    holder::spawn(Path::new("/usr/bin/setpriv"), &child).expect("nobody's holder starts")
+}
+
 /// A private tmux server: a pseudo-terminal to run gpufree in as a person
 /// would, read the screen and type keys.
 pub struct Tmux {

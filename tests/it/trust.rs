@@ -354,15 +354,19 @@ impl Cgroup {
 impl Drop for Cgroup {
     fn drop(&mut self) {
         // Our processes are gone by now (declared after this guard); remove
-        // the directory and its parent if empty.
+        // the directory, then each parent up to the test's own top
+        // (`gpufree-it-PID`) while it is empty.
         for _ in 0..50 {
             if std::fs::remove_dir(&self.path).is_ok() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        if let Some(parent) = self.path.parent() {
-            let _ = std::fs::remove_dir(parent);
+        let top = format!("gpufree-it-{}", std::process::id());
+        for dir in self.path.ancestors().skip(1) {
+            if std::fs::remove_dir(dir).is_err() || dir.ends_with(&top) {
+                break;
+            }
         }
     }
 }
@@ -445,6 +449,121 @@ fn kill_unit_container_prefix_must_be_unique_and_12_hex_digits() {
     assert_eq!(u32s(&doc["kill"]["targets"]), vec![hb.pid()]);
     assert!(alive(ha.pid()));
     let _ = Value::Null;
+}
+
+/// Trust III: a cgroup path is read from the root down. Nobody's process
+/// placed under its own manager's delegated subtree, in a scope named after
+/// root's container (`user@65534.service/app.slice/docker-<id>.scope`), is
+/// the user's and only claims the container: `status` shows two owners,
+/// `kill --unit <id>` plans root's process alone, and `check` calls
+/// nobody's a leftover (on main it was root's container: one group, both
+/// planned, check OK).
+#[test]
+fn a_users_delegated_cgroup_named_like_roots_container_only_claims_it() {
+    if !need_root("moving processes into cgroups and running as nobody") {
+        return;
+    }
+    let d = TestDir::new(1);
+    let id = "3f2a1b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7a8";
+    let (Some(users), Some(roots)) = (
+        Cgroup::new(&format!(
+            "user.slice/user-65534.slice/user@65534.service/app.slice/docker-{id}.scope"
+        )),
+        Cgroup::new(&format!("system.slice/docker-{id}.scope")),
+    ) else {
+        return; // said by Cgroup::new
+    };
+    let nobody = mapper_as_nobody(&d, "nvidia0");
+    users.add(nobody.pid());
+    let root = in_cgroup(&d, &roots);
+    let state = d.one_gpu(
+        &[
+            (nobody.pid(), 18 * 1024 + 600, "while-alive"),
+            (root.pid(), 4096, "while-alive"),
+        ],
+        0,
+    );
+
+    let doc = status_json(&d, &state, &[]);
+    let owner = |pid: u32| process(&doc, pid).unwrap()["owner"].clone();
+    let (mine, theirs) = (owner(root.pid()), owner(nobody.pid()));
+    assert_eq!(process(&doc, nobody.pid()).unwrap()["uid"], 65534);
+    assert_eq!(
+        (&mine["kind"], &mine["id"], mine.get("claims")),
+        (&json!("container"), &json!(id), None),
+        "{mine}"
+    );
+    assert_eq!(
+        (&theirs["kind"], &theirs["id"], &theirs["name"]),
+        (
+            &json!("session"),
+            &json!("user@65534.service"),
+            &json!("apps of uid 65534")
+        ),
+        "{theirs}"
+    );
+    assert_eq!(
+        theirs["claims"],
+        json!({"kind": "container", "id": id, "name": "docker 3f2a1b4c5d6e"})
+    );
+    let nexts: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "live-holders")
+        .map(|f| f["next"].as_str().unwrap())
+        .collect();
+    assert_eq!(nexts.len(), 2, "two groups: {}", doc["findings"]);
+    assert_eq!(
+        nexts.iter().filter(|n| n.contains(id)).count(),
+        1,
+        "{nexts:?}"
+    );
+
+    for unit in [id, &id[..12]] {
+        let (code, doc, err) = kill_json(&d.dev, &state, &["--unit", unit, "--dry-run"], &[]);
+        assert_eq!(code, 0, "{err}");
+        let planned: Vec<u64> = doc["plan"]["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["pid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            planned,
+            vec![u64::from(root.pid())],
+            "--unit {unit}: {}",
+            doc["plan"]
+        );
+    }
+
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "check",
+            "--format",
+            "json",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--state",
+            d.tmp.path().join("check.json").to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert_eq!(doc["level"], "critical", "{doc}");
+    let left: Vec<&Value> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["condition"] == "leftover")
+        .collect();
+    assert_eq!(left.len(), 1, "{doc}");
+    assert_eq!(left[0]["level"], "critical");
+    assert_eq!(left[0]["processes"], json!([[nobody.pid(), "gpufree"]]));
+    assert_eq!(left[0]["bytes"], json!((18u64 * 1024 + 600) << 20));
 }
 
 /// Kills the holders of `cg` (and an innocent beside them, when given);

@@ -300,6 +300,31 @@ proptest! {
         prop_assert_eq!(owner.id, id);
     }
 
+    /// Trust III: below a user's manager or a container's own cgroup, a
+    /// root-made layout is only claimed; the owner stays the user's or
+    /// the container's.
+    #[test]
+    fn delegated_cgroups_only_claim_what_they_name(
+        (path, kind, id) in owned_path(),
+        uid in any::<u32>(),
+        outer in re("[0-9a-f]{64}"),
+    ) {
+        let claimable = matches!(kind, OwnerKind::Container | OwnerKind::K8sPod | OwnerKind::SlurmJob);
+        let claim = |o: &gpufree::model::Owner| o.claims.clone().map(|c| (c.kind, c.id));
+        let user = owner_from_path(&format!(
+            "/user.slice/user-{uid}.slice/user@{uid}.service/app.slice{path}"
+        ));
+        if kind == OwnerKind::SystemdUnit {
+            prop_assert_eq!(&user.name, &format!("{id} (user {uid})"));
+        } else {
+            prop_assert_eq!((user.kind, user.id.clone()), (OwnerKind::Session, format!("user@{uid}.service")));
+        }
+        prop_assert_eq!(claim(&user), claimable.then_some((kind, id.clone())));
+        let contained = owner_from_path(&format!("/system.slice/docker-{outer}.scope{path}"));
+        prop_assert_eq!((contained.kind, contained.id.clone()), (OwnerKind::Container, outer));
+        prop_assert_eq!(claim(&contained), claimable.then_some((kind, id)));
+    }
+
 }
 
 /// A cgroup line of 64 KiB (a hostile unit or scope name) is parsed, not a

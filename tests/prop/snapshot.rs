@@ -11,9 +11,9 @@ use gpufree::act::kill::{plan, Safety, Selectors};
 use gpufree::diagnose::{diagnose, diagnose_with, verdict, Options};
 use gpufree::model::FindingKind;
 use gpufree::model::{
-    DeviceUse, DrmClient, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Owner,
-    OwnerKind, Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Vendor, VerdictState,
-    Via, Visibility,
+    Claim, DeviceUse, DrmClient, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus,
+    Owner, OwnerKind, Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Vendor,
+    VerdictState, Via, Visibility,
 };
 use gpufree::present::json::{FindingDoc, SnapshotDoc};
 use gpufree::present::{kill::write_plan, metrics, table, why, write_json, Paint};
@@ -220,7 +220,17 @@ fn process() -> impl Strategy<Value = Process> {
                 } else {
                     Vec::new()
                 },
-                owner: Owner { kind, id, name },
+                owner: Owner {
+                    kind,
+                    // A delegated cgroup's names, as hostile as any.
+                    claims: (pid % 4 == 0).then(|| Claim {
+                        kind: OwnerKind::Container,
+                        id: name.clone(),
+                        name: id.clone(),
+                    }),
+                    id,
+                    name,
+                },
                 cgroup: String::new(),
                 wchan,
                 protected,
@@ -443,6 +453,7 @@ fn huge(pid: u32, gpu: u32) -> Process {
             kind: OwnerKind::SystemdUnit,
             id: "vllm.service".into(),
             name: "vllm.service".into(),
+            claims: None,
         },
         ..Process::default()
     }

@@ -40,6 +40,7 @@ fn handled(pid: u32, comm: &str, signals: &[&str]) -> Handled {
             kind: OwnerKind::SystemdUnit,
             id: "vllm.service".into(),
             name: "vllm.service".into(),
+            claims: None,
         },
         signals: signals.iter().map(|s| s.to_string()).collect(),
     }

@@ -154,6 +154,7 @@ fn selectors_narrow_and_non_holders_are_never_targets() {
         kind: OwnerKind::SystemdUnit,
         id: "vllm.service".into(),
         name: "vllm.service".into(),
+        claims: None,
     };
     a.uid = 1000;
     a.user = "alice".into();
@@ -173,6 +174,7 @@ fn selectors_narrow_and_non_holders_are_never_targets() {
         kind: OwnerKind::SystemdUnit,
         id: "vllm.service".into(),
         name: "vllm.service (user 1000)".into(),
+        claims: None,
     };
     mine.processes.push(u);
     assert_eq!(pids(&plan(&mine, &unit, &safety())), vec![101]);
@@ -284,6 +286,7 @@ fn a_known_supervisor_is_given_its_restart_delay_and_a_start_up() {
         kind: OwnerKind::SystemdUnit,
         id: "vllm.service".into(),
         name: "vllm.service".into(),
+        claims: None,
     };
     let mut s = snap(vec![t.clone()]);
     assert_eq!(
@@ -401,4 +404,84 @@ fn a_drm_gpu_is_released_by_sysfs_memory_or_by_its_clients_gone() {
     after[0].vendor = crate::model::Vendor::Intel;
     after[0].driver = Some("xe".into());
     assert!(r.memory_held(&after, false).is_empty());
+}
+
+/// Trust III: a user's process whose delegated cgroup names root's
+/// container (`user@65534.service/app.slice/docker-<id>.scope`) only
+/// claims it: `--unit <id>` selects root's container alone, and the
+/// user's manager's id selects the user's.
+#[test]
+fn unit_never_selects_a_claimed_container() {
+    const CID: &str = "3f2a1b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7a8";
+    let mut root = p(101, 10, Some(0), 5);
+    root.owner = Owner {
+        kind: OwnerKind::Container,
+        id: CID.into(),
+        name: "docker 3f2a1b4c5d6e".into(),
+        claims: None,
+    };
+    let mut user = p(102, 11, Some(0), 5);
+    user.uid = 65534;
+    user.owner = Owner {
+        kind: OwnerKind::Session,
+        id: "user@65534.service".into(),
+        name: "apps of uid 65534".into(),
+        claims: Some(crate::model::Claim {
+            kind: OwnerKind::Container,
+            id: CID.into(),
+            name: "docker 3f2a1b4c5d6e".into(),
+        }),
+    };
+    let s = snap(vec![root, user]);
+    for unit in [CID, &CID[..12], "docker 3f2a1b4c5d6e"] {
+        let sel = Selectors {
+            unit: Some(unit.into()),
+            ..Selectors::default()
+        };
+        assert!(check_unit(&s, unit).is_ok(), "{unit}");
+        assert_eq!(pids(&plan(&s, &sel, &safety())), vec![101], "{unit}");
+    }
+    let manager = Selectors {
+        unit: Some("user@65534.service".into()),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &manager, &safety())), vec![102]);
+    // With the whole GPU selected, the user's holder of shared nodes
+    // only is not "started with" root's container.
+    let mut shared = p(103, 11, None, 0);
+    shared.owner = s.processes[1].owner.clone();
+    let mut s = s;
+    s.processes.push(shared);
+    let gpu = Selectors {
+        gpus: Some(Selection::whole(vec![0])),
+        unit: Some(CID.into()),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &gpu, &safety())), vec![101]);
+}
+
+/// A user's unit named like a system unit is another owner: its holder of
+/// shared nodes only is not "started with" the system unit's holders.
+#[test]
+fn a_users_unit_of_the_same_name_lends_no_shared_holder() {
+    let unit = |name: &str| Owner {
+        kind: OwnerKind::SystemdUnit,
+        id: "vllm.service".into(),
+        name: name.into(),
+        claims: None,
+    };
+    let mut system = p(101, 10, Some(0), 5);
+    system.owner = unit("vllm.service");
+    let mut same = p(102, 10, None, 0);
+    same.owner = unit("vllm.service");
+    let mut users = p(103, 11, None, 0);
+    users.uid = 1000;
+    users.owner = unit("vllm.service (user 1000)");
+    let s = snap(vec![system, same, users]);
+    let sel = Selectors {
+        gpus: Some(Selection::whole(vec![0])),
+        unit: Some("vllm".into()),
+        ..Selectors::default()
+    };
+    assert_eq!(pids(&plan(&s, &sel, &safety())), vec![101, 102]);
 }

@@ -32,6 +32,7 @@ fn gpus_holders_and_findings_in_base_units() {
                 kind: OwnerKind::SystemdUnit,
                 id: "vllm.service".into(),
                 name: "vllm.service".into(),
+                claims: None,
             },
             gpu_memory: vec![GpuMemory {
                 gpu: 3,

@@ -268,6 +268,7 @@ fn owner(kind: OwnerKind, id: &str, name: &str) -> Owner {
         kind,
         id: id.into(),
         name: name.into(),
+        claims: None,
     }
 }
 

@@ -81,5 +81,6 @@ pub(super) fn unit(name: &str) -> Owner {
         kind: OwnerKind::SystemdUnit,
         id: name.into(),
         name: name.into(),
+        claims: None,
     }
 }
