@@ -23,6 +23,7 @@ mod mps;
 mod pattern;
 mod privilege;
 mod procfs;
+mod protect;
 mod real_gpu;
 mod reuse;
 mod scan;
