@@ -47,6 +47,10 @@ pub struct HoldSpec {
     /// Files to map, then close: a maps-only holder.
     #[serde(default)]
     pub maps_only: Vec<PathBuf>,
+    /// Files to map executable (private, read and execute), then close:
+    /// code loaded from wherever the file is, as `dlopen` would.
+    #[serde(default)]
+    pub exec_map: Vec<PathBuf>,
     /// Children to start (and wait for) before reporting ready.
     #[serde(default)]
     pub children: Vec<ChildSpec>,
@@ -174,12 +178,18 @@ impl Drop for Spawned {
 /// Starts `exe` as a holder with `argv` and `spec`; returns once every
 /// process of the tree reported ready.
 pub fn spawn(exe: &Path, child: &ChildSpec) -> std::io::Result<Spawned> {
+    spawn_from(Command::new(exe), child)
+}
+
+/// Starts as a holder what `cmd` runs (the gpufree binary or a copy of it,
+/// set up as the caller chose: another user's IDs, say), with `argv` and
+/// `spec`; returns once every process of the tree reported ready.
+pub fn spawn_from(mut cmd: Command, child: &ChildSpec) -> std::io::Result<Spawned> {
     let json = serde_json::to_string(&child.spec).map_err(std::io::Error::other)?;
     let (argv0, rest) = child
         .argv
         .split_first()
         .ok_or_else(|| std::io::Error::other("holder argv is empty"))?;
-    let mut cmd = Command::new(exe);
     cmd.arg0(argv0)
         .args(rest)
         .env(HOLDER_ENV, json)
@@ -217,22 +227,21 @@ fn open(path: &Path) -> std::io::Result<std::fs::File> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
-#[allow(unsafe_code)]
 fn map(file: &std::fs::File) -> std::io::Result<()> {
-    use rustix::mm::{mmap, MapFlags, ProtFlags};
-    // SAFETY: a fresh shared read-only mapping chosen by the kernel
-    // (null hint); we never read or write through it or unmap it, so no
-    // Rust reference aliases it.
-    unsafe {
-        mmap(
-            std::ptr::null_mut(),
-            4096,
-            ProtFlags::READ,
-            MapFlags::SHARED,
-            file,
-            0,
-        )
-    }?;
+    use rustix::mm::{MapFlags, ProtFlags};
+    map_as(file, ProtFlags::READ, MapFlags::SHARED)
+}
+
+#[allow(unsafe_code)]
+fn map_as(
+    file: &std::fs::File,
+    prot: rustix::mm::ProtFlags,
+    flags: rustix::mm::MapFlags,
+) -> std::io::Result<()> {
+    // SAFETY: a fresh mapping chosen by the kernel (null hint), never
+    // writable; we never read, write or run anything through it or unmap
+    // it, so no Rust reference aliases it.
+    unsafe { rustix::mm::mmap(std::ptr::null_mut(), 4096, prot, flags, file, 0) }?;
     Ok(())
 }
 
@@ -327,7 +336,8 @@ fn set_up_process(spec: &HoldSpec) -> std::io::Result<()> {
 }
 
 /// Opens the nodes `spec` names: held by fd, mapped and held, or only
-/// mapped (the fd closed). Returns the fds to keep.
+/// mapped (the fd closed); maps the files it runs code from. Returns the
+/// fds to keep.
 fn hold_nodes(spec: &HoldSpec) -> std::io::Result<Vec<OwnedFd>> {
     let mut kept: Vec<OwnedFd> = Vec::new();
     for p in &spec.fd {
@@ -342,6 +352,11 @@ fn hold_nodes(spec: &HoldSpec) -> std::io::Result<Vec<OwnedFd>> {
         let f = open(p)?;
         map(&f)?;
         drop(f);
+    }
+    for p in &spec.exec_map {
+        use rustix::mm::{MapFlags, ProtFlags};
+        let f = open(p)?;
+        map_as(&f, ProtFlags::READ | ProtFlags::EXEC, MapFlags::PRIVATE)?;
     }
     Ok(kept)
 }

@@ -103,6 +103,9 @@ fn who(p: &Process) -> Who {
         cmdline: p.cmdline_joined(),
         role: role(p),
         container_pid: (p.nspid.len() > 1).then(|| p.nspid[p.nspid.len() - 1]),
+        not_protected: p.not_protected.clone(),
+        protected_for: (p.protection == Some(crate::model::Protection::User))
+            .then(|| p.user.clone()),
     }
 }
 

@@ -20,6 +20,12 @@ pub struct Who {
     pub role: Option<&'static str>,
     /// Its PID in its own (innermost) PID namespace, when that differs.
     pub container_pid: Option<u32>,
+    /// Why it is not protected though it runs (or is named like) a
+    /// protected program ([`super::Process::not_protected`]).
+    pub not_protected: Option<super::NotProtected>,
+    /// The user whose own kills alone leave it out: a display server or
+    /// MPS daemon that person runs ([`super::Protection::User`]).
+    pub protected_for: Option<String>,
 }
 
 /// A holder and its GPU memory: (GPU, bytes when known) per GPU.

@@ -35,8 +35,8 @@ pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
 pub use process::{
-    saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, Owner, OwnerKind, Pin, Pins,
-    Process, Via,
+    saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
+    Pin, Pins, Process, Protection, Via,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -72,11 +72,70 @@ pub struct Process {
     /// A driver daemon or display server (nvidia-persistenced, nv-hostengine,
     /// MPS, Xorg...) that is never part of a kill by default.
     pub protected: bool,
+    /// How far its protection reaches, when it is protected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection: Option<Protection>,
+    /// Why a process that runs (or, unread, is named like) a protected
+    /// program is not protected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_protected: Option<NotProtected>,
     /// The variables of its environment that tell who restarts it
     /// (`TORCHELASTIC_*`), when
     /// readable.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
+}
+
+/// How far a protected process's protection reaches (SPEC.md `protection`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Protection {
+    /// A driver daemon or display server run by a system account (below
+    /// UID 1000, which no person's code runs as): no kill includes it
+    /// without `--force-protected`.
+    System,
+    /// A display server or MPS daemon run by a person's account: that
+    /// person's own kills leave it out; root's kill of its GPU includes it,
+    /// since the person's code could be running in it.
+    User,
+}
+
+/// Why a process that runs a protected program (or, where its executable
+/// cannot be read, is named like one) is not protected: SPEC.md
+/// `not_protected`, its `reason` one of these in kebab case.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+pub enum NotProtected {
+    /// Its executable is not a file only root could have placed (a
+    /// user's copy named like the daemon).
+    UntrustedExe,
+    /// A system daemon's program run by a person's account: that person's
+    /// code, not the daemon.
+    PersonsAccount,
+    /// Its environment loads code before the program's own:
+    /// `LD_PRELOAD` or `LD_AUDIT`, with its value.
+    Preload {
+        /// The variable.
+        variable: String,
+        /// Its value (escaped, cut to 256 characters).
+        value: String,
+    },
+    /// It maps executable code from a file outside the system's library
+    /// directories (or from a memfd).
+    ForeignCode {
+        /// The mapped file's path, as its memory map names it.
+        path: String,
+    },
+    /// Run by a person's account in a user namespace other than
+    /// gpufree's, where it could mount its own library directories.
+    UserNamespace,
+    /// Run by a person's account, and what shows that it runs only the
+    /// program's own code could not be read.
+    Unverified {
+        /// What could not be read: `executable`, `environment`, `memory
+        /// map` or `user namespace`.
+        unread: String,
+    },
 }
 
 /// The sum of byte counts, at most u64::MAX: the sizes come from NVML

@@ -4,7 +4,7 @@
 
 use crate::diagnose::gpu_list;
 use crate::diagnose::supervisors::{stop_unit, wait_for};
-use crate::model::{DeviceUse, Next, Who};
+use crate::model::{DeviceUse, Next, NotProtected, Who};
 use crate::safe::{shell_command, shell_word};
 use crate::units::mib;
 
@@ -105,7 +105,36 @@ pub fn who(w: &Who) -> String {
     if let Some(pid) = w.container_pid {
         s.push_str(&format!(" = PID {pid} in its container"));
     }
+    if let Some(why) = &w.not_protected {
+        s.push_str(&format!(" [not protected: {}]", not_protected(why)));
+    }
     s
+}
+
+/// Why a process that runs (or is named like) a driver daemon or display
+/// server is not protected, in words.
+pub fn not_protected(why: &NotProtected) -> String {
+    match why {
+        NotProtected::UntrustedExe => {
+            "its executable is not a file only root could have placed".into()
+        }
+        NotProtected::PersonsAccount => {
+            "a system daemon's program run by a person's account".into()
+        }
+        NotProtected::Preload { variable, value } => {
+            format!("{variable}={} in its environment", shorten(value, 60))
+        }
+        NotProtected::ForeignCode { path } => format!(
+            "it runs code mapped from {}, outside the system's library directories",
+            shorten(path, 60)
+        ),
+        NotProtected::UserNamespace => {
+            "run by a person's account in a user namespace of its own".into()
+        }
+        NotProtected::Unverified { unread } => {
+            format!("run by a person's account, and its {unread} could not be read")
+        }
+    }
 }
 
 /// `96,610 MiB on GPU 0, 2,048 MiB on GPU 1`.

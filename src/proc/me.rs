@@ -27,6 +27,18 @@ pub fn ancestors() -> Vec<u32> {
     ancestors
 }
 
+/// gpufree's user namespace (the target of `/proc/self/ns/user`, e.g.
+/// `user:[4026531837]`), read once; None when unreadable.
+pub fn user_namespace() -> Option<&'static std::ffi::OsStr> {
+    static NS: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    NS.get_or_init(|| {
+        std::fs::read_link("/proc/self/ns/user")
+            .ok()
+            .map(Into::into)
+    })
+    .as_deref()
+}
+
 /// The clock ticks since boot now, comparable with start times; None when
 /// /proc/uptime cannot be read.
 pub fn uptime_ticks() -> Option<u64> {

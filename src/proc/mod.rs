@@ -1,7 +1,9 @@
 //! Collection from /proc and the device directory: pure parsers
 //! ([`parse`], [`owner`]), device-node discovery ([`nodes`]), the holder
 //! scan ([`scan`]), where a task in D waits ([`wait`]), and the
-//! heuristics that read a process's identity ([`looks_renamed`]).
+//! heuristics that read a process's identity ([`looks_renamed`];
+//! [`protect`]: whether it is a driver daemon or display server no kill
+//! includes by default).
 //!
 //! The roots (`/proc`, `/dev`) are values, so tests point them at temporary
 //! trees as well as at the live system.
@@ -14,6 +16,7 @@ pub mod mounts;
 pub mod nodes;
 pub mod owner;
 pub mod parse;
+pub mod protect;
 pub mod restart;
 pub mod scan;
 pub mod wait;
@@ -69,97 +72,9 @@ pub fn looks_renamed(comm: &str, cmdline: &[String], exe: Option<&str>) -> bool 
     !comm_ok
 }
 
-/// Processes that are never part of a kill by default: NVIDIA's driver
-/// daemons (persistence, fabric manager, DCGM host engine, MPS) and display
-/// servers. A GPU reset fails while they hold the GPU. (gpufree itself
-/// never opens a GPU node; the kill path protects its own PID and ancestors.)
-pub const PROTECTED: &[&str] = &[
-    "nvidia-persistenced",
-    "nv-fabricmanager",
-    "nv-hostengine",
-    "nvidia-cuda-mps-control",
-    "nvidia-cuda-mps-server",
-    "nvidia-powerd",
-    "dcgm-exporter",
-    "Xorg",
-    "X",
-    "Xwayland",
-    "gnome-shell",
-    "kwin_wayland",
-];
-
-/// Lowest UID of a person's account (login.defs UID_MIN); daemons run
-/// below it.
-const UID_MIN: u32 = 1000;
-
-/// Protected programs that people run under their own accounts: a desktop
-/// session, a user's MPS daemon. The others are system daemons: run by a
-/// person's account (the real binary with LD_PRELOAD, say), they are that
-/// person's code, not the daemon.
-const RUN_BY_USERS: &[&str] = &[
-    "Xorg",
-    "X",
-    "Xwayland",
-    "gnome-shell",
-    "kwin_wayland",
-    "nvidia-cuda-mps-control",
-    "nvidia-cuda-mps-server",
-];
-
-/// Whether a process is protected: its exe's file name is a driver daemon's
-/// or display server's and the file is one only root could have put there
-/// (`exe_trusted`), so that a user's copy of python named
-/// `nvidia-persistenced` is not one. When the exe cannot be read (another
-/// user's process, for a gpufree that is not root), comm decides, and only
-/// for a system account. comm is cut at 15 bytes, so names are compared on
-/// their first 15 bytes there.
-pub fn is_protected(comm: &str, exe: Option<&str>, exe_trusted: bool, uid: u32) -> bool {
-    match exe.filter(|e| !e.is_empty()) {
-        Some(exe) => {
-            let name = base(exe);
-            exe_trusted
-                && PROTECTED.contains(&name)
-                && (uid < UID_MIN || RUN_BY_USERS.contains(&name))
-        }
-        None => {
-            uid < UID_MIN
-                && PROTECTED
-                    .iter()
-                    .any(|p| *p == comm || (comm.len() == 15 && p.starts_with(comm)))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{is_protected, looks_renamed};
-
-    #[test]
-    fn protected_daemons_by_exe_or_comm() {
-        let exe = Some("/usr/bin/nvidia-persistenced");
-        assert!(is_protected("nvidia-persiste", exe, true, 998));
-        // A user's own copy of the daemon is not one, nor the real binary
-        // run by a person's account.
-        assert!(!is_protected("nvidia-persiste", exe, false, 1000));
-        assert!(!is_protected("nvidia-persiste", exe, true, 1000));
-        assert!(is_protected(
-            "Xwayland",
-            Some("/usr/bin/Xwayland"),
-            true,
-            1000
-        ));
-        assert!(is_protected("nvidia-persiste", None, false, 998));
-        assert!(!is_protected("nvidia-persiste", None, false, 1000));
-        assert!(is_protected("Xorg", Some("/usr/lib/xorg/Xorg"), true, 0));
-        assert!(!is_protected(
-            "python3",
-            Some("/usr/bin/python3.12"),
-            true,
-            0
-        ));
-        // A renamed worker cannot make itself protected: the exe decides.
-        assert!(!is_protected("Xorg", Some("/usr/bin/python3.12"), true, 0));
-    }
+    use super::looks_renamed;
 
     fn argv(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()

@@ -152,6 +152,27 @@ pub fn supervision_env(bytes: &[u8]) -> std::collections::BTreeMap<String, Strin
         .collect()
 }
 
+/// The environment variables with which the dynamic loader runs code
+/// before the program's own: libraries to preload, auditing libraries.
+pub const PRELOAD_ENV: &[&str] = &["LD_PRELOAD", "LD_AUDIT"];
+
+/// The first [`PRELOAD_ENV`] variable of a NUL-separated environment that
+/// names anything (a value of only the loader's separators, spaces and
+/// colons, names nothing), with its value escaped and cut to 256
+/// characters. The loader takes the last of repeated variables, a
+/// program's `getenv` the first: any one that names a library counts.
+pub fn preload_env(bytes: &[u8]) -> Option<(String, String)> {
+    bytes.split(|&b| b == 0).find_map(|kv| {
+        let eq = kv.iter().position(|&b| b == b'=')?;
+        let key = std::str::from_utf8(&kv[..eq]).ok()?;
+        let value = &kv[eq + 1..];
+        (PRELOAD_ENV.contains(&key) && value.iter().any(|b| !matches!(b, b' ' | b':'))).then(|| {
+            let value: String = escape_bytes(value).chars().take(256).collect();
+            (key.to_string(), value)
+        })
+    })
+}
+
 /// Text for bytes that should be UTF-8: valid parts as they are, each
 /// invalid byte as `\xNN`, so nothing is lost and the result is valid JSON.
 pub fn escape_bytes(bytes: &[u8]) -> String {
@@ -174,6 +195,8 @@ pub struct MapsEntry<'a> {
     pub minor: u32,
     /// Inode of the file; 0 for anonymous mappings.
     pub inode: u64,
+    /// Mapped executable (`x` in the permissions).
+    pub exec: bool,
     /// The path, possibly with spaces, " (deleted)" or non-UTF-8 bytes.
     pub path: &'a [u8],
 }
@@ -191,7 +214,7 @@ pub fn parse_maps_line(line: &[u8]) -> Option<MapsEntry<'_>> {
         Some(field)
     };
     let _addr = next_field()?;
-    let _perms = next_field()?;
+    let perms = next_field()?;
     let _offset = next_field()?;
     let dev = next_field()?;
     let inode = next_field()?;
@@ -205,6 +228,7 @@ pub fn parse_maps_line(line: &[u8]) -> Option<MapsEntry<'_>> {
         major,
         minor,
         inode,
+        exec: perms.get(2) == Some(&b'x'),
         path: &rest[path_start..],
     })
 }
@@ -259,6 +283,39 @@ mod tests {
         assert_eq!(env.len(), 2, "{env:?}");
         assert_eq!(env["TORCHELASTIC_RESTART_COUNT"], "\\xff1");
         assert_eq!(env["TORCHELASTIC_MAX_RESTARTS"].len(), 256);
+    }
+
+    #[test]
+    fn preload_env_finds_either_variable_among_any_bytes() {
+        let env = |parts: &[&[u8]]| parts.join(&0u8);
+        assert_eq!(preload_env(&env(&[b"PATH=/bin", b"HOME=/root"])), None);
+        assert_eq!(
+            preload_env(&env(&[b"A=\xff\xfe", b"LD_PRELOAD=/tmp/x.so", b""])),
+            Some(("LD_PRELOAD".into(), "/tmp/x.so".into()))
+        );
+        assert_eq!(
+            preload_env(&env(&[b"LD_AUDIT=/home/u/\xfe.so"])),
+            Some(("LD_AUDIT".into(), "/home/u/\\xfe.so".into()))
+        );
+        // Empty, or only separators: nothing is loaded.
+        assert_eq!(preload_env(&env(&[b"LD_PRELOAD=", b"LD_AUDIT= : "])), None);
+        // A repeat that names a library counts, wherever it is.
+        assert_eq!(
+            preload_env(&env(&[b"LD_PRELOAD=", b"X=1", b"LD_PRELOAD=libm.so.6"])),
+            Some(("LD_PRELOAD".into(), "libm.so.6".into()))
+        );
+        // Not the variable: a longer name, a value that mentions it, a
+        // truncated entry without '='.
+        assert_eq!(
+            preload_env(&env(&[
+                b"LD_PRELOAD_X=/a",
+                b"X=LD_PRELOAD=/a",
+                b"LD_PRELOAD"
+            ])),
+            None
+        );
+        let long = [b"LD_PRELOAD=".as_slice(), &[b'a'; 1000]].concat();
+        assert_eq!(preload_env(&long).unwrap().1.len(), 256);
     }
 
     fn stat_line(comm: &str, state: char) -> Vec<u8> {
@@ -344,6 +401,9 @@ mod tests {
         let e = parse_maps_line(l).unwrap();
         assert_eq!((e.major, e.minor, e.inode), (0, 5, 1042));
         assert_eq!(e.path, b"/dev/nvidia0");
+        assert!(!e.exec);
+        let l = b"7f00-7f01 r-xp 00001000 08:01 7 /usr/lib/x86_64-linux-gnu/libm.so.6";
+        assert!(parse_maps_line(l).unwrap().exec);
         let l = b"7f00-7f01 r--s 00000000 fd:01 99 /tmp/my dev dir/nvidia-uvm (deleted)";
         let e = parse_maps_line(l).unwrap();
         assert_eq!((e.major, e.minor, e.inode), (0xfd, 1, 99));

@@ -377,9 +377,10 @@ pub(super) fn process_from(
 ) -> Process {
     let (cgroup, owner) = owner::parse_cgroup(&d.cgroup);
     let renamed = looks_renamed(&d.stat.comm, &d.cmdline, d.exe.as_deref());
-    let protected = is_protected(&d.stat.comm, d.exe.as_deref(), d.exe_trusted, d.status.uid);
     Process {
-        protected,
+        protected: d.protection.is_some(),
+        protection: d.protection,
+        not_protected: d.not_protected,
         wchan: d.wchan,
         pid,
         ppid: d.stat.ppid,

@@ -35,7 +35,7 @@ use crate::model::{
 use crate::nvml::{self, NvmlReport};
 use crate::proc::nodes::{Majors, NodeKind, NodeSet};
 use crate::proc::scan::{self, Details, Limits, ScanError, Seen, Stuck, Unread};
-use crate::proc::{is_protected, looks_renamed, owner, parse};
+use crate::proc::{looks_renamed, owner, parse};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;

@@ -11,9 +11,9 @@ use gpufree::act::kill::{plan, Safety, Selectors};
 use gpufree::diagnose::{diagnose, diagnose_with, verdict, Options};
 use gpufree::model::FindingKind;
 use gpufree::model::{
-    Claim, DeviceUse, DrmClient, Gpu, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus,
-    Owner, OwnerKind, Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Vendor,
-    VerdictState, Via, Visibility,
+    Claim, DeviceUse, DrmClient, Gpu, GpuMemory, Memory, NotProtected, NvmlProcess,
+    NvmlProcessKind, NvmlStatus, Owner, OwnerKind, Process, Protection, Snapshot, Unavailable,
+    Unreadable, UnreadableReason, Vendor, VerdictState, Via, Visibility,
 };
 use gpufree::present::json::{FindingDoc, SnapshotDoc};
 use gpufree::present::{kill::write_plan, metrics, table, why, write_json, Paint};
@@ -234,6 +234,15 @@ fn process() -> impl Strategy<Value = Process> {
                 cgroup: String::new(),
                 wchan,
                 protected,
+                protection: protected.then_some(if pid % 2 == 0 {
+                    Protection::System
+                } else {
+                    Protection::User
+                }),
+                not_protected: (!protected && pid % 4 == 1).then(|| NotProtected::Preload {
+                    variable: "LD_PRELOAD".into(),
+                    value: "/tmp/\\xfe.so".into(),
+                }),
                 environment: Default::default(),
             },
         )

@@ -47,7 +47,7 @@ use super::progress::Event;
 use super::quiesce::quiesce;
 use crate::diagnose::verdict::{self, Policy};
 use crate::diagnose::{memory_on_gpus, Groups, IDLE_SLACK_BYTES};
-use crate::model::{Owner, OwnerKind, Process, Selection, Snapshot, VerdictState};
+use crate::model::{Owner, OwnerKind, Process, Protection, Selection, Snapshot, VerdictState};
 use crate::pipeline::{select, Look};
 use crate::proc::scan::Holding;
 use crate::snapshot::Collector;

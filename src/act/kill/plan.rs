@@ -212,7 +212,7 @@ pub(super) fn refusal(p: &Process, safety: &Safety) -> Option<(String, bool)> {
     if p.exe.is_none() && p.cmdline.is_empty() && p.state != "Z" && (p.ppid == 2 || p.pid == 2) {
         return Some(("a kernel thread".into(), true));
     }
-    if p.protected && !safety.force_protected {
+    if p.protected && !safety.force_protected && !beyond_protection(p, safety) {
         return Some((format!("protected ({}): a driver daemon or display server; --force-protected to include it", p.comm), true));
     }
     if safety.uid != 0 && p.uid != safety.uid {
@@ -236,6 +236,26 @@ pub(super) fn refusal(p: &Process, safety: &Safety) -> Option<(String, bool)> {
     None
 }
 
+/// Whether `p` is a display server or MPS daemon a person runs and this
+/// kill is someone else's (root's): it protects only within that person's
+/// own kills, since their code may run in it.
+fn beyond_protection(p: &Process, safety: &Safety) -> bool {
+    p.protection == Some(Protection::User) && safety.uid != p.uid
+}
+
+/// Why a protected process of a person's is a target of this kill.
+fn users_own(p: &Process) -> String {
+    let what = if p.program().starts_with("nvidia-cuda-mps") {
+        "MPS daemon"
+    } else {
+        "display server"
+    };
+    format!(
+        "{}'s own {what}: protected only in {}'s kills",
+        p.user, p.user
+    )
+}
+
 /// Builds the plan: the holders the selectors name, plus the holders of
 /// only shared nodes started with them, minus what safety forbids.
 pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
@@ -250,7 +270,11 @@ pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
             None => plan.targets.push(PlanEntry {
                 pid,
                 start_time_ticks: p.start_time_ticks,
-                reason: why,
+                reason: if p.protected && !safety.force_protected {
+                    format!("{why}; {}", users_own(p))
+                } else {
+                    why
+                },
             }),
         }
     }

@@ -485,3 +485,87 @@ fn a_users_unit_of_the_same_name_lends_no_shared_holder() {
     };
     assert_eq!(pids(&plan(&s, &sel, &safety())), vec![101, 102]);
 }
+
+/// A person's MPS daemons (`nvidia-cuda-mps-*` run by alice): alice's own
+/// kill leaves them out as protected, root's kill of the GPU includes them
+/// with the client, saying why, and the server's words still say its
+/// clients go with it.
+#[test]
+fn a_persons_mps_is_protected_only_in_that_persons_kills() {
+    use crate::model::{Gpu, NvmlProcess, NvmlProcessKind, Protection};
+    let daemon = |pid: u32, program: &str, memory: u64| {
+        let mut d = p(pid, 1, Some(0), memory);
+        d.comm = "nvidia-cuda-mps".into();
+        d.exe = Some(format!("/usr/bin/{program}"));
+        d.cmdline = vec![program.into()];
+        d.protected = true;
+        d.protection = Some(Protection::User);
+        d.uid = 1000;
+        d.user = "alice".into();
+        d
+    };
+    let mut client = p(72, 10, Some(0), 0);
+    client.uid = 1000;
+    client.user = "alice".into();
+    let mut s = snap(vec![
+        daemon(70, "nvidia-cuda-mps-control", 0),
+        daemon(71, "nvidia-cuda-mps-server", 64 << 20),
+        client,
+    ]);
+    s.gpus = vec![Gpu {
+        index: 0,
+        nvml_processes: vec![NvmlProcess {
+            pid: 72,
+            used_bytes: Some(4 << 30),
+            kind: NvmlProcessKind::Mps,
+        }],
+        ..Gpu::default()
+    }];
+    assert_eq!(
+        s.mps_role(&s.processes[1]),
+        Some(crate::model::MpsRole::Server)
+    );
+    let all = Selectors {
+        gpus: Some(Selection::whole(vec![0])),
+        ..Selectors::default()
+    };
+    let alices = Safety {
+        uid: 1000,
+        ..safety()
+    };
+    let pl = plan(&s, &all, &alices);
+    assert_eq!(pids(&pl), vec![72]);
+    let skipped: BTreeMap<u32, &Skipped> = pl.skipped.iter().map(|k| (k.pid, k)).collect();
+    assert!(skipped[&70].refused && skipped[&70].reason.contains("protected"));
+    assert!(skipped[&71].refused && skipped[&71].reason.contains("protected, left running"));
+    let pl = plan(&s, &all, &safety());
+    assert_eq!(pids(&pl), vec![70, 71, 72], "{pl:?}");
+    let reason = |pid: u32| {
+        pl.targets
+            .iter()
+            .find(|t| t.pid == pid)
+            .map(|t| t.reason.clone())
+            .unwrap()
+    };
+    assert!(reason(70).contains("alice's own MPS daemon: protected only in alice's kills"));
+    assert!(reason(71).contains("alice's own MPS daemon"));
+    assert!(
+        reason(71).contains("its clients are targets too"),
+        "{}",
+        reason(71)
+    );
+    assert!(reason(72).contains("an MPS client of server 71"));
+    // bob's kill may not touch alice's processes at all.
+    let bobs = Safety {
+        uid: 1001,
+        ..safety()
+    };
+    assert!(pids(&plan(&s, &all, &bobs)).is_empty());
+    // A system account's MPS stays out of root's kill.
+    for d in &mut s.processes[..2] {
+        d.uid = 0;
+        d.user = "root".into();
+        d.protection = Some(Protection::System);
+    }
+    assert_eq!(pids(&plan(&s, &all, &safety())), vec![72]);
+}

@@ -217,7 +217,12 @@ pub(super) fn protected(list: &[(Who, Next)]) -> (String, Vec<String>) {
     );
     let details = list
         .iter()
-        .map(|(w, stop)| format!("{}: stop with `{}`", who(w), next_line(stop)))
+        .map(|(w, stop)| {
+            let own = w.protected_for.as_ref().map_or(String::new(), |u| {
+                format!("; {u}'s own, protected only in {u}'s kills (root's kill of its GPU includes it)")
+            });
+            format!("{}: stop with `{}`{own}", who(w), next_line(stop))
+        })
         .collect();
     (message, details)
 }

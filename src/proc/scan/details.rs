@@ -1,8 +1,13 @@
 //! A holder's details read through its pinned directory fd: stat, status,
 //! argv, exe (and whether only root could have put it there), cgroup,
-//! wchan and the environment variables that tell who restarts it.
+//! wchan, the environment variables that tell who restarts it, and
+//! whether it is protected (for a protected program's process only: its
+//! memory map and user namespace, read as the rest is, on the scan's
+//! workers under their deadline).
 
 use super::*;
+use crate::model::{NotProtected, Protection};
+use crate::proc::protect::{self, Named};
 use crate::proc::root_only;
 
 /// What gpufree shows of a process, read through its /proc directory fd.
@@ -28,6 +33,11 @@ pub struct Details {
     /// The variables of /proc/PID/environ that tell who restarts it
     /// ([`parse::SUPERVISION_ENV`]), when readable.
     pub environment: std::collections::BTreeMap<String, String>,
+    /// How far its protection reaches, when it is protected
+    /// ([`crate::proc::protect`]).
+    pub protection: Option<Protection>,
+    /// Why a protected program's process is not protected.
+    pub not_protected: Option<NotProtected>,
 }
 
 /// Reads a process's details through its directory fd; Err(ESRCH/ENOENT)
@@ -65,17 +75,29 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
     let exe_trusted = exe_raw
         .as_ref()
         .is_some_and(|raw| exe_is_trusted(dir, raw.as_bytes()));
-    let exe = exe_raw.map(|c| parse::escape_bytes(c.as_bytes()));
+    let exe = exe_raw.as_ref().map(|c| parse::escape_bytes(c.as_bytes()));
     let cgroup = read_at(dir, "cgroup").unwrap_or_default();
     let wchan = (stat.state != 'R')
         .then(|| read_at(dir, "wchan").ok())
         .flatten()
         .map(|w| parse::escape_bytes(w.trim_ascii()))
         .filter(|w| !w.is_empty() && w != "0");
-    let environment = read_at(dir, "environ")
-        .map(|b| parse::supervision_env(&b))
+    let environ = read_at(dir, "environ").ok();
+    let environment = environ
+        .as_deref()
+        .map(parse::supervision_env)
         .unwrap_or_default();
+    let (protection, not_protected) = protection(
+        dir,
+        (&stat.comm, status.uid),
+        exe_raw.as_ref().map(|r| r.as_bytes()),
+        exe.as_deref(),
+        exe_trusted,
+        environ.as_deref(),
+    );
     Ok(Details {
+        protection,
+        not_protected,
         environment,
         wchan,
         stat,
@@ -85,6 +107,52 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
         exe_trusted,
         cgroup,
     })
+}
+
+/// Whether the process (its comm and UID, its `exe` link raw and escaped)
+/// is protected, and if it runs a protected program but is not, why not.
+fn protection(
+    dir: &OwnedFd,
+    (comm, uid): (&str, u32),
+    exe_raw: Option<&[u8]>,
+    exe: Option<&str>,
+    exe_trusted: bool,
+    environ: Option<&[u8]>,
+) -> (Option<Protection>, Option<NotProtected>) {
+    match protect::named(comm, exe, exe_trusted, uid) {
+        Named::Other => (None, None),
+        Named::Not(why) => (None, Some(why)),
+        Named::ByComm => (Some(Protection::System), None),
+        Named::Candidate(reach) => match judged(dir, reach, exe_raw.unwrap_or_default(), environ) {
+            Ok(p) => (Some(p), None),
+            Err(why) => (None, Some(why)),
+        },
+    }
+}
+
+/// A protection candidate judged on its evidence: its environment (read
+/// already), its memory map, and, for a person's process, its user
+/// namespace, each read through its directory fd.
+fn judged(
+    dir: &OwnedFd,
+    reach: Protection,
+    exe: &[u8],
+    environ: Option<&[u8]>,
+) -> Result<Protection, NotProtected> {
+    let maps = read_at(dir, "maps").ok();
+    let own_user_ns = (reach == Protection::User)
+        .then(|| {
+            let theirs = rustix::fs::readlinkat(dir, "ns/user", Vec::new()).ok()?;
+            let ours = crate::proc::me::user_namespace()?;
+            Some(theirs.as_bytes() == ours.as_encoded_bytes())
+        })
+        .flatten();
+    let evidence = protect::Evidence {
+        environ,
+        maps: maps.as_deref(),
+        own_user_ns,
+    };
+    protect::judge(reach, exe, &evidence)
 }
 
 /// See [`Details::exe_trusted`]. The file is the one the process runs

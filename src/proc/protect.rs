@@ -1,0 +1,406 @@
+//! Which processes are protected: driver daemons and display servers that
+//! no kill includes by default. A protected process is the daemon's own
+//! executable (a file only root could have placed), run by the account it
+//! runs as on real hosts, with no one else's code loaded into it: a
+//! preload in its environment, or an executable mapping of a file outside
+//! the system's library directories, makes it any holder. A display
+//! server or MPS daemon run by a person's account is that person's, and
+//! protected only within that person's own kills.
+//!
+//! Pure rules over what the scan read; `scan/details.rs` reads the
+//! evidence (environment, memory map, user namespace) through the
+//! process's pinned directory fd, and only for a candidate ([`named`]).
+
+use super::{base, parse};
+use crate::model::{NotProtected, Protection};
+
+/// Processes that are never part of a kill by default: NVIDIA's driver
+/// daemons (persistence, fabric manager, DCGM host engine, MPS) and display
+/// servers. A GPU reset fails while they hold the GPU. (gpufree itself
+/// never opens a GPU node; the kill path protects its own PID and ancestors.)
+pub const PROTECTED: &[&str] = &[
+    "nvidia-persistenced",
+    "nv-fabricmanager",
+    "nv-hostengine",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
+    "nvidia-powerd",
+    "dcgm-exporter",
+    "Xorg",
+    "X",
+    "Xwayland",
+    "gnome-shell",
+    "kwin_wayland",
+];
+
+/// Lowest UID of a person's account (login.defs UID_MIN); daemons run
+/// below it, and no person's code runs as those accounts.
+const UID_MIN: u32 = 1000;
+
+/// Protected programs that people run under their own accounts: a desktop
+/// session, a user's MPS daemon. The others are system daemons: run by a
+/// person's account (the real binary with LD_PRELOAD, say), they are that
+/// person's code, not the daemon.
+const RUN_BY_USERS: &[&str] = &[
+    "Xorg",
+    "X",
+    "Xwayland",
+    "gnome-shell",
+    "kwin_wayland",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
+];
+
+/// The directories a protected process may map executable code from
+/// besides its own executable: where distributions install shared
+/// libraries and the programs' private ones (Debian's multiarch
+/// `/usr/lib/x86_64-linux-gnu`, Fedora's `/usr/lib64`, 32-bit and x32
+/// variants, Xorg's modules under `/usr/lib/xorg`, `/usr/libexec`), each
+/// root's and writable by no one else on a sound host, and the site's
+/// `/usr/local/lib*` (root's by the FHS). Not `/opt`, home directories,
+/// `/tmp`, or the Nix and Guix stores (any user may add files to those
+/// through their daemons).
+pub const SYSTEM_LIB_DIRS: &[&str] = &[
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/lib32",
+    "/usr/libx32",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/libx32",
+    "/usr/libexec",
+    "/usr/local/lib",
+    "/usr/local/lib64",
+];
+
+/// What a process's executable, comm and account say of its protection,
+/// before any evidence of the code it runs is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Named {
+    /// Not a protected program.
+    Other,
+    /// A protected program's name, and not protected: why.
+    Not(NotProtected),
+    /// Named like a protected program by comm (its executable unreadable:
+    /// another user's process, for a gpufree that is not root) and run by
+    /// a system account, as which no person's code runs: protected.
+    ByComm,
+    /// A protected program run from a file only root could have placed:
+    /// protected with this reach unless the evidence ([`judge`]) says
+    /// someone else's code runs in it.
+    Candidate(Protection),
+}
+
+/// Whether the process is a protected program, from its comm, its
+/// executable (`None` when unreadable), whether only root could have
+/// placed that file, and its UID. comm is cut at 15 bytes, so names are
+/// compared on their first 15 bytes there.
+pub fn named(comm: &str, exe: Option<&str>, exe_trusted: bool, uid: u32) -> Named {
+    match exe.filter(|e| !e.is_empty()) {
+        Some(exe) => {
+            let name = base(exe);
+            if !PROTECTED.contains(&name) {
+                Named::Other
+            } else if !exe_trusted {
+                Named::Not(NotProtected::UntrustedExe)
+            } else if uid < UID_MIN {
+                Named::Candidate(Protection::System)
+            } else if RUN_BY_USERS.contains(&name) {
+                Named::Candidate(Protection::User)
+            } else {
+                Named::Not(NotProtected::PersonsAccount)
+            }
+        }
+        None => {
+            let named = PROTECTED
+                .iter()
+                .any(|p| *p == comm || (comm.len() == 15 && p.starts_with(comm)));
+            match (named, uid < UID_MIN) {
+                (false, _) => Named::Other,
+                (true, true) => Named::ByComm,
+                (true, false) => Named::Not(NotProtected::Unverified {
+                    unread: "executable".into(),
+                }),
+            }
+        }
+    }
+}
+
+/// What a candidate's /proc directory showed of the code it runs; `None`
+/// where it could not be read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Evidence<'a> {
+    /// Its environment (`environ`).
+    pub environ: Option<&'a [u8]>,
+    /// Its memory map (`maps`).
+    pub maps: Option<&'a [u8]>,
+    /// Whether it runs in gpufree's user namespace (read only for a
+    /// person's process).
+    pub own_user_ns: Option<bool>,
+}
+
+/// The protection of a candidate of reach `reach` whose executable is
+/// `exe` (its `exe` link, raw), given the evidence: a preload or foreign
+/// code disqualifies any candidate. A system account's candidate whose
+/// evidence cannot be read keeps its protection (a gpufree that is not
+/// root cannot read root's daemon, and no person's code runs as a system
+/// account); a person's candidate must show all of it, and run in
+/// gpufree's user namespace (in another, it could mount its own library
+/// directories over the system's).
+pub fn judge(reach: Protection, exe: &[u8], e: &Evidence) -> Result<Protection, NotProtected> {
+    if let Some((variable, value)) = e.environ.and_then(parse::preload_env) {
+        return Err(NotProtected::Preload { variable, value });
+    }
+    if let Some(path) = e.maps.and_then(|m| foreign_code(m, exe)) {
+        return Err(NotProtected::ForeignCode {
+            path: parse::escape_bytes(path),
+        });
+    }
+    if reach == Protection::System {
+        return Ok(reach);
+    }
+    let unread = |what: &str| {
+        Err(NotProtected::Unverified {
+            unread: what.to_string(),
+        })
+    };
+    match e {
+        Evidence { environ: None, .. } => unread("environment"),
+        Evidence { maps: None, .. } => unread("memory map"),
+        Evidence {
+            own_user_ns: None, ..
+        } => unread("user namespace"),
+        Evidence {
+            own_user_ns: Some(false),
+            ..
+        } => Err(NotProtected::UserNamespace),
+        _ => Ok(reach),
+    }
+}
+
+/// The first executable mapping of `maps` (a whole /proc/PID/maps) of a
+/// file other than the executable `exe` and outside [`SYSTEM_LIB_DIRS`].
+/// Anonymous executable memory does not count: JIT compilers make it
+/// (gnome-shell's JavaScript engine), and so do the vDSO (`[vdso]`) and
+/// shared anonymous memory (`/dev/zero (deleted)`); code a process writes
+/// there itself is its own program's doing, unlike a file someone else
+/// chose.
+pub fn foreign_code<'a>(maps: &'a [u8], exe: &[u8]) -> Option<&'a [u8]> {
+    maps.split(|&b| b == b'\n')
+        .filter_map(parse::parse_maps_line)
+        .filter(|m| m.exec && m.path.first() == Some(&b'/'))
+        .map(|m| m.path)
+        .find(|path| {
+            *path != exe
+                && !matches!(*path, b"/dev/zero" | b"/dev/zero (deleted)")
+                && !in_system_dirs(path)
+        })
+}
+
+/// Whether a mapped file's path (as maps writes it) is under one of
+/// [`SYSTEM_LIB_DIRS`]. A memfd (`/memfd:NAME`) has no directory: never.
+/// A deleted file keeps its place: a package upgrade replaces the
+/// libraries of running daemons, and only root could have put a file
+/// there (another user namespace's mounts are refused before this counts
+/// for a person's process, and a system account's are root's).
+pub fn in_system_dirs(path: &[u8]) -> bool {
+    if path.starts_with(b"/memfd:") {
+        return false;
+    }
+    let path = path.strip_suffix(b" (deleted)").unwrap_or(path);
+    SYSTEM_LIB_DIRS.iter().any(|dir| {
+        path.strip_prefix(dir.as_bytes())
+            .is_some_and(|rest| rest.len() > 1 && rest[0] == b'/')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_programs_by_exe_or_comm() {
+        let pd = Some("/usr/bin/nvidia-persistenced");
+        let sys = Named::Candidate(Protection::System);
+        let user = Named::Candidate(Protection::User);
+        assert_eq!(named("nvidia-persiste", pd, true, 998), sys);
+        // A user's own copy of the daemon is not one, nor the real binary
+        // run by a person's account.
+        assert_eq!(
+            named("nvidia-persiste", pd, false, 1000),
+            Named::Not(NotProtected::UntrustedExe)
+        );
+        assert_eq!(
+            named("nvidia-persiste", pd, true, 1000),
+            Named::Not(NotProtected::PersonsAccount)
+        );
+        assert_eq!(
+            named("Xwayland", Some("/usr/bin/Xwayland"), true, 1000),
+            user
+        );
+        assert_eq!(named("nvidia-persiste", None, false, 998), Named::ByComm);
+        assert_eq!(
+            named("nvidia-persiste", None, false, 1000),
+            Named::Not(NotProtected::Unverified {
+                unread: "executable".into()
+            })
+        );
+        assert_eq!(named("Xorg", Some("/usr/lib/xorg/Xorg"), true, 0), sys);
+        assert_eq!(
+            named("Xorg", Some("/usr/lib/xorg/Xorg (deleted)"), true, 0),
+            sys
+        );
+        assert_eq!(
+            named("python3", Some("/usr/bin/python3.12"), true, 0),
+            Named::Other
+        );
+        // A renamed worker cannot make itself protected: the exe decides.
+        assert_eq!(
+            named("Xorg", Some("/usr/bin/python3.12"), true, 0),
+            Named::Other
+        );
+        assert_eq!(named("python3", None, false, 0), Named::Other);
+    }
+
+    const LIBC: &[u8] = b"7f00-7f01 r-xp 00028000 08:01 1002 /usr/lib/x86_64-linux-gnu/libc.so.6\n";
+
+    fn maps(lines: &[&[u8]]) -> Vec<u8> {
+        let mut m = b"55d0-55d1 r--p 00000000 08:01 1001 /usr/bin/Xorg\n\
+            55d1-55d2 r-xp 00001000 08:01 1001 /usr/bin/Xorg\n\
+            7ff0-7ff1 rw-p 00000000 00:00 0 [stack]\n"
+            .to_vec();
+        m.extend_from_slice(LIBC);
+        for l in lines {
+            m.extend_from_slice(l);
+            m.push(b'\n');
+        }
+        m.extend_from_slice(b"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]");
+        m
+    }
+
+    #[test]
+    fn foreign_code_is_an_executable_file_outside_the_system_dirs() {
+        let exe = b"/usr/bin/Xorg".as_slice();
+        assert_eq!(foreign_code(&maps(&[]), exe), None);
+        // JIT and vDSO memory, shared anonymous memory, and mappings of
+        // files elsewhere that are not executable are the program's own.
+        let own: [&[u8]; 6] = [
+            b"7e00-7e01 rwxp 00000000 00:00 0 ",
+            b"7e02-7e03 r-xp 00000000 00:00 0 [vdso]",
+            b"7e04-7e05 r-xs 00000000 00:01 77 /dev/zero (deleted)",
+            b"7e06-7e07 r--p 00000000 08:01 9 /home/alice/.cache/fontconfig/x.cache",
+            b"7e08-7e09 rw-s 00000000 00:05 3 /dev/nvidia0",
+            b"7e0a-7e0b r-xp 00000000 00:00 0 [anon:v8 code]",
+        ];
+        assert_eq!(foreign_code(&maps(&own), exe), None);
+        // An upgraded library keeps its place; the site's /usr/local/lib
+        // and Xorg's modules are system directories.
+        let system: [&[u8]; 3] = [
+            b"7d00-7d01 r-xp 00000000 08:01 5 /usr/lib/x86_64-linux-gnu/libm.so.6 (deleted)",
+            b"7d02-7d03 r-xp 00000000 08:01 6 /usr/local/lib/libsite.so",
+            b"7d04-7d05 r-xp 00000000 08:01 7 /usr/lib/xorg/modules/drivers/nvidia_drv.so",
+        ];
+        assert_eq!(foreign_code(&maps(&system), exe), None);
+        for (line, path) in [
+            (
+                b"7c00-7c01 r-xp 00000000 08:01 8 /tmp/x/libevil.so".as_slice(),
+                b"/tmp/x/libevil.so".as_slice(),
+            ),
+            (
+                b"7c00-7c01 r-xp 00000000 00:01 9 /memfd:jit (deleted)",
+                b"/memfd:jit (deleted)",
+            ),
+            (
+                b"7c00-7c01 r-xp 00000000 08:01 8 /home/u/a b/\xfe.so (deleted)",
+                b"/home/u/a b/\xfe.so (deleted)",
+            ),
+            // Prefixes of a system directory's name are other directories.
+            (
+                b"7c00-7c01 r-xp 00000000 08:01 8 /usr/libevil/x.so",
+                b"/usr/libevil/x.so",
+            ),
+            (b"7c00-7c01 r-xp 00000000 08:01 8 /usr/lib", b"/usr/lib"),
+            // Another program than the executable, even a system one.
+            (
+                b"7c00-7c01 r-xp 00000000 08:01 8 /usr/bin/python3.12",
+                b"/usr/bin/python3.12",
+            ),
+        ] {
+            assert_eq!(foreign_code(&maps(&[line]), exe), Some(path));
+        }
+        // Truncated or malformed lines are skipped, not believed.
+        assert_eq!(foreign_code(b"7c00-7c01 r-xp", exe), None);
+    }
+
+    #[test]
+    fn a_preload_or_foreign_code_disqualifies_and_a_persons_candidate_must_show_all() {
+        let exe = b"/usr/bin/Xorg".as_slice();
+        let m = maps(&[]);
+        let clean = Evidence {
+            environ: Some(b"PATH=/bin\0"),
+            maps: Some(&m),
+            own_user_ns: Some(true),
+        };
+        for reach in [Protection::System, Protection::User] {
+            assert_eq!(judge(reach, exe, &clean), Ok(reach));
+            let preload = Evidence {
+                environ: Some(b"LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libm.so.6\0"),
+                ..clean
+            };
+            assert_eq!(
+                judge(reach, exe, &preload),
+                Err(NotProtected::Preload {
+                    variable: "LD_PRELOAD".into(),
+                    value: "/usr/lib/x86_64-linux-gnu/libm.so.6".into()
+                })
+            );
+            let evil = maps(&[b"7c00-7c01 r-xp 00000000 08:01 8 /tmp/e.so"]);
+            let foreign = Evidence {
+                maps: Some(&evil),
+                ..clean
+            };
+            assert_eq!(
+                judge(reach, exe, &foreign),
+                Err(NotProtected::ForeignCode {
+                    path: "/tmp/e.so".into()
+                })
+            );
+        }
+        // Unreadable: a system account keeps today's rule, a person's
+        // process is not protected.
+        let blind = Evidence::default();
+        assert_eq!(
+            judge(Protection::System, exe, &blind),
+            Ok(Protection::System)
+        );
+        assert_eq!(
+            judge(Protection::User, exe, &blind),
+            Err(NotProtected::Unverified {
+                unread: "environment".into()
+            })
+        );
+        let no_maps = Evidence {
+            maps: None,
+            ..clean
+        };
+        assert_eq!(
+            judge(Protection::User, exe, &no_maps),
+            Err(NotProtected::Unverified {
+                unread: "memory map".into()
+            })
+        );
+        let other_ns = Evidence {
+            own_user_ns: Some(false),
+            ..clean
+        };
+        assert_eq!(
+            judge(Protection::User, exe, &other_ns),
+            Err(NotProtected::UserNamespace)
+        );
+        assert_eq!(
+            judge(Protection::System, exe, &other_ns),
+            Ok(Protection::System)
+        );
+    }
+}

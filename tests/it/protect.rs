@@ -1,0 +1,250 @@
+//! Protection is the daemon's own code run by its own kind of account
+//! (Trust III, item 5): a root-owned copy of the binary named like a
+//! display server or driver daemon, run with a preload or mapping code from
+//! elsewhere, is any holder (busy, not free, a kill target); a person's
+//! display server is protected only in that person's own kills.
+
+use crate::harness::{
+    alive, as_nobody, bin, gpufree, kill_json, process, run_cmd, sim_lib, status_json, u32s,
+    TestDir,
+};
+use gpufree::demo::holder::{self, ChildSpec, HoldSpec, Spawned};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const NOBODY: u32 = 65534;
+
+/// Whether the test can run: it gives processes to another user.
+fn root() -> bool {
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        eprintln!("skipped: needs root to run a daemon's copy as nobody");
+    }
+    root
+}
+
+/// A copy of the gpufree binary named `name`, root's and writable by no
+/// one else, in a directory of the same kind (as a package installs a
+/// daemon); the test directory opened for nobody to reach it and the
+/// device nodes.
+fn daemon_copy(d: &TestDir, name: &str) -> PathBuf {
+    let open = |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+    open(d.tmp.path()).unwrap();
+    let dir = d.tmp.path().join("sbin");
+    if !dir.exists() {
+        std::fs::create_dir(&dir).unwrap();
+        open(&dir).unwrap();
+    }
+    let exe = dir.join(name);
+    std::fs::copy(bin(), &exe).unwrap();
+    open(&exe).unwrap();
+    exe
+}
+
+/// Starts `exe` as a holder of GPU 0's node (argv\[0\] its file name), as
+/// `uid` (nobody, or root for None), doing what `spec` adds.
+fn start(d: &TestDir, exe: &Path, uid: Option<u32>, spec: HoldSpec) -> Spawned {
+    let mut cmd = Command::new(exe);
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    let name = exe.file_name().unwrap().to_str().unwrap().to_string();
+    holder::spawn_from(
+        cmd,
+        &ChildSpec {
+            argv: vec![name],
+            spec: HoldSpec {
+                fd: vec![d.node("nvidia0")],
+                ..spec
+            },
+        },
+    )
+    .unwrap()
+}
+
+/// This machine's libm, from the loader's cache: a harmless library to
+/// preload that lives in a system directory.
+fn libm() -> String {
+    let out = Command::new("ldconfig").arg("-p").output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.trim_start().starts_with("libm.so.6 "))
+        .find_map(|l| l.split_once("=> ").map(|(_, p)| p.trim().to_string()))
+        .expect("ldconfig -p lists libm.so.6")
+}
+
+/// An environment with `LD_PRELOAD` set to libm.
+fn preload() -> HoldSpec {
+    HoldSpec {
+        env: [("LD_PRELOAD".to_string(), libm())].into(),
+        ..HoldSpec::default()
+    }
+}
+
+/// `gpufree COMMAND ARGS` as root on the simulator: the run.
+fn run(d: &TestDir, state: &Path, args: &[&str]) -> crate::harness::Run {
+    let lib = sim_lib();
+    let mut a = args.to_vec();
+    a.extend(["--dev-dir", d.dev.to_str().unwrap()]);
+    a.extend(["--nvml-lib", lib.to_str().unwrap()]);
+    gpufree(&a, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
+}
+
+/// A disqualified copy: not protected (and why, in JSON and in `why`), its
+/// memory under the idle slack makes the GPU busy, `wait` does not call it
+/// free, and root's `kill --gpu` signals it.
+fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
+    let state = d.one_gpu(&[(h.pid(), 100, "while-alive")], 0);
+    let doc = status_json(d, &state, &[]);
+    let p = process(&doc, h.pid()).unwrap();
+    assert_eq!(p["protected"], false, "{p}");
+    assert_eq!(p["not_protected"]["reason"], reason, "{p}");
+    assert!(p.get("protection").is_none(), "{p}");
+    assert_eq!(
+        doc["gpus"][0]["verdict"]["state"], "busy",
+        "{}",
+        doc["gpus"][0]["verdict"]
+    );
+    let why = run(d, &state, &["why"]);
+    assert!(
+        why.stdout.contains(&format!("[not protected: {words}")),
+        "{}",
+        why.stdout
+    );
+    let wait = run(d, &state, &["wait", "--timeout", "0"]);
+    assert_eq!(wait.code, 1, "{}{}", wait.stdout, wait.stderr);
+    let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        u32s(&doc["kill"]["targets"]),
+        vec![h.pid()],
+        "{}",
+        doc["kill"]
+    );
+    assert!(!alive(h.pid()));
+}
+
+#[test]
+fn a_display_server_run_by_a_user_with_ld_preload_makes_the_gpu_busy_not_free() {
+    if !root() {
+        return;
+    }
+    let d = TestDir::new(1);
+    let exe = daemon_copy(&d, "Xorg");
+    let h = start(&d, &exe, Some(NOBODY), preload());
+    let doc = status_json(&d, &d.one_gpu(&[], 0), &[]);
+    let p = process(&doc, h.pid()).unwrap();
+    assert_eq!(p["not_protected"]["variable"], "LD_PRELOAD", "{p}");
+    assert_eq!(p["not_protected"]["value"], libm().as_str(), "{p}");
+    is_any_holder(&d, &h, "preload", "LD_PRELOAD=");
+}
+
+#[test]
+fn a_display_server_run_by_a_user_mapping_code_from_elsewhere_is_not_protected() {
+    if !root() {
+        return;
+    }
+    let d = TestDir::new(1);
+    let exe = daemon_copy(&d, "Xorg");
+    // Any file outside the system's library directories, mapped
+    // executable as dlopen would: nobody's code in a root-owned binary.
+    let lib = d.tmp.path().join("libnobody.so");
+    std::fs::write(&lib, vec![0u8; 4096]).unwrap();
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let h = start(
+        &d,
+        &exe,
+        Some(NOBODY),
+        HoldSpec {
+            exec_map: vec![lib.clone()],
+            ..HoldSpec::default()
+        },
+    );
+    let doc = status_json(&d, &d.one_gpu(&[], 0), &[]);
+    let p = process(&doc, h.pid()).unwrap();
+    assert_eq!(p["not_protected"]["path"], lib.to_str().unwrap(), "{p}");
+    is_any_holder(&d, &h, "foreign-code", "it runs code mapped from");
+}
+
+#[test]
+fn a_system_daemon_with_ld_preload_is_not_protected() {
+    if !root() {
+        return;
+    }
+    let d = TestDir::new(1);
+    let exe = daemon_copy(&d, "nvidia-persistenced");
+    let h = start(&d, &exe, None, preload());
+    is_any_holder(&d, &h, "preload", "LD_PRELOAD=");
+}
+
+#[test]
+fn a_users_display_server_is_protected_only_in_that_users_kill() {
+    if !root() {
+        return;
+    }
+    let d = TestDir::new(1);
+    let exe = daemon_copy(&d, "Xorg");
+    let h = start(&d, &exe, Some(NOBODY), HoldSpec::default());
+    // Beyond the idle slack: the GPU is busy, so nobody's kill has
+    // something to free and refuses.
+    let state = d.one_gpu(&[(h.pid(), 600, "while-alive")], 0);
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let doc = status_json(&d, &state, &[]);
+    let p = process(&doc, h.pid()).unwrap();
+    assert_eq!(p["protected"], true, "{p}");
+    assert_eq!(p["protection"], "user", "{p}");
+    assert!(p.get("not_protected").is_none(), "{p}");
+    let why = run(&d, &state, &["why"]);
+    assert!(
+        why.stdout
+            .contains("nobody's own, protected only in nobody's kills"),
+        "{}",
+        why.stdout
+    );
+    let r = run_cmd(
+        as_nobody(
+            &d,
+            &[
+                "kill",
+                "--json",
+                "--gpu",
+                "0",
+                "--yes",
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+            ],
+        )
+        .env("GPUFREE_SIM_STATE", &state),
+    );
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    let doc = r.json();
+    assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
+    assert!(
+        doc["kill"]["skipped"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("protected (Xorg)"),
+        "{}",
+        doc["kill"]
+    );
+    assert!(alive(h.pid()));
+    let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        u32s(&doc["kill"]["targets"]),
+        vec![h.pid()],
+        "{}",
+        doc["kill"]
+    );
+    assert!(
+        doc["plan"]["targets"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nobody's own display server: protected only in nobody's kills"),
+        "{}",
+        doc["plan"]
+    );
+    assert!(!alive(h.pid()));
+}
