@@ -76,7 +76,7 @@ pub(super) fn memory_now(report: &mut NvmlReport, sys_root: &Path, dev: &NodeSet
     let mut all = if report.status.available {
         report.gpus.clone()
     } else {
-        super::assemble::gpus_without_nvml(dev)
+        super::refused::gpus_without_nvml(dev)
     };
     let ours = add_gpus(&mut all, &host, dev).ours;
     report

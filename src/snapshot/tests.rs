@@ -177,7 +177,7 @@ fn a_refused_node_names_the_gpus_whose_holders_it_may_hide() {
     gpus[1].minor_number = Some(0);
     gpus[3].vendor = Vendor::Amd;
     let drm = drm::add_gpus(&mut gpus.clone(), &drm::DrmHost::default(), &nodes);
-    let by_path: BTreeMap<String, Vec<u32>> = assemble::refused_nodes(&nodes, &gpus, &drm)
+    let by_path: BTreeMap<String, Vec<u32>> = refused::refused_nodes(&nodes, &gpus, &drm)
         .into_iter()
         .map(|r| (r.path, r.gpus))
         .collect();

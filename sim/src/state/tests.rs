@@ -1,6 +1,7 @@
 //! Tests of `state`.
 
 use super::*;
+use std::path::PathBuf;
 
 fn dev(delay: u64) -> Device {
     Device {
