@@ -1,9 +1,11 @@
 //! `status` and `why` for a user who is not root, through root's view:
 //! where root's `gpufree serve --view-socket` answers (the settings'
 //! [`Settings::view`]), the command asks it instead of scanning what this
-//! user may read, and says so on stderr. The socket's peer must be root
-//! (`SO_PEERCRED`): a socket someone else made answers nothing. Where no
-//! view answers, the command scans as this user does, as before.
+//! user may read, and says so on stderr. The socket's peer (`SO_PEERCRED`)
+//! must be root, or the service user that made it in a directory no one
+//! else may write (`serve::view::trusted_place`): a socket someone else
+//! made answers nothing. Where no view answers, the command scans as this
+//! user does, as before.
 
 use super::*;
 use crate::serve::view::{ViewAnswer, ViewCommand, ViewRequest, MAX_REQUEST, VERSION};
@@ -83,12 +85,7 @@ fn outcome_of(code: u8) -> Outcome {
 fn exchange(socket: &Path, req: &ViewRequest) -> Result<(ViewAnswer, Vec<u8>), String> {
     let stream = connect(socket)?;
     let peer = rustix::net::sockopt::socket_peercred(&stream).map_err(|e| e.to_string())?;
-    if peer.uid.as_raw() != 0 {
-        return Err(format!(
-            "its server runs as uid {}, not root",
-            peer.uid.as_raw()
-        ));
-    }
+    crate::serve::view::trusted_place(socket, peer.uid.as_raw())?;
     stream
         .set_read_timeout(Some(EXCHANGE))
         .and_then(|()| stream.set_write_timeout(Some(EXCHANGE)))

@@ -153,19 +153,18 @@ pub fn render(
 }
 
 /// Binds the view's socket at `path`: its directory made (0755) where
-/// missing, a stale socket of root's there replaced, anything else there
-/// refused; the socket is 0666 (any user may ask; the answer depends on
-/// who asks).
+/// missing, a stale socket of this user's there replaced, anything else
+/// there refused; the socket is 0666 (any user may ask; the answer depends
+/// on who asks). Root's serve, or a service user's given the capabilities
+/// to see what root sees (the shipped unit: `DynamicUser=` with
+/// `AmbientCapabilities=`), whose socket users believe only in a directory
+/// no one else may write ([`trusted_place`]).
 pub(super) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, ServeError> {
     let failed = |why: String| ServeError::ViewSocket {
         path: path.to_path_buf(),
         why,
     };
-    if !rustix::process::getuid().is_root() || !rustix::process::geteuid().is_root() {
-        return Err(failed(
-            "only root's serve answers a view (it shows what root sees)".into(),
-        ));
-    }
+    let me = rustix::process::geteuid().as_raw();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(|e| failed(e.to_string()))?;
@@ -174,7 +173,7 @@ pub(super) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, Serv
         }
     }
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() && m.uid() == 0 => {
+        Ok(m) if m.file_type().is_socket() && m.uid() == me => {
             // A live server there keeps it; a stale one's socket goes.
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
                 return Err(failed("another server answers there".into()));
@@ -183,7 +182,7 @@ pub(super) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, Serv
         }
         Ok(_) => {
             return Err(failed(
-                "something other than root's socket is there: not replaced".into(),
+                "something other than this user's socket is there: not replaced".into(),
             ))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -210,6 +209,46 @@ pub(super) fn listen(
         path: path.to_path_buf(),
         why: e.to_string(),
     })
+}
+
+/// Whether users may believe a view answering at `socket` from a server
+/// of `peer` (its uid, from `SO_PEERCRED`): root's always; another user's
+/// only where that user made the socket in a directory that only it or
+/// root may write, below directories only root may write (`/run/gpufree`
+/// of a service user: no one else could have put a socket there). A
+/// symlink anywhere on the way, or a directory others may write (`/tmp`),
+/// makes it untrusted. Err says why.
+pub fn trusted_place(socket: &Path, peer: u32) -> Result<(), String> {
+    if peer == 0 {
+        return Ok(());
+    }
+    if !socket.is_absolute() {
+        return Err(format!(
+            "its server runs as uid {peer}, not root, and the socket's path is not absolute"
+        ));
+    }
+    let meta = std::fs::symlink_metadata(socket).map_err(|e| e.to_string())?;
+    if meta.uid() != peer {
+        return Err(format!(
+            "its server runs as uid {peer}, neither root nor the socket's owner"
+        ));
+    }
+    let mut dir = socket.parent();
+    let mut first = true;
+    while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+        let m = std::fs::symlink_metadata(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        let owner_ok = m.uid() == 0 || (first && m.uid() == peer);
+        if !m.is_dir() || !owner_ok || m.mode() & 0o022 != 0 {
+            return Err(format!(
+                "its server runs as uid {peer}, not root, and {} is not a directory only root{} may write",
+                d.display(),
+                if first { " or that user" } else { "" }
+            ));
+        }
+        first = false;
+        dir = d.parent();
+    }
+    Ok(())
 }
 
 /// Accepts view connections until the process is stopped.

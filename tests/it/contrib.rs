@@ -189,3 +189,224 @@ fn slurm_epilog_never_frees_a_whole_gpu_split_by_mig() {
     assert!(!alive(mine.pid()), "the job's instance is freed");
     assert!(alive(theirs.pid()), "the other job's instance is untouched");
 }
+
+/// The shipped unit of `serve` is one systemd accepts, with nothing to
+/// warn about (where systemd-analyze is installed; it needs no running
+/// systemd). Its ExecStart= is pointed at the binary under test.
+#[test]
+fn the_serve_unit_passes_systemd_analyze_verify() {
+    if std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: systemd-analyze is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(repo("contrib/systemd/gpufree-serve.service")).unwrap();
+    assert!(
+        text.contains("ExecStart=/usr/local/bin/gpufree serve "),
+        "{text}"
+    );
+    let unit = dir.path().join("gpufree-serve.service");
+    std::fs::write(
+        &unit,
+        text.replace(
+            "ExecStart=/usr/local/bin/gpufree",
+            &format!("ExecStart={}", bin().display()),
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&unit)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.trim().is_empty(), "{said}");
+}
+
+/// The capabilities of the shipped unit's `AmbientCapabilities=`, as
+/// setpriv takes them (`+sys_ptrace,+dac_read_search,...`).
+fn unit_capabilities() -> Vec<String> {
+    let text = std::fs::read_to_string(repo("contrib/systemd/gpufree-serve.service")).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("AmbientCapabilities="))
+        .expect("the unit sets AmbientCapabilities=");
+    line.split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase()))
+        .collect()
+}
+
+/// A directory under /run only root may write, with one inside of
+/// `uid`'s: where the unit's RuntimeDirectory= puts the view's socket.
+/// Removed when dropped.
+struct RunDir(PathBuf);
+
+impl RunDir {
+    fn new(uid: u32) -> RunDir {
+        use std::os::unix::fs::PermissionsExt;
+        let top = PathBuf::from(format!("/run/gpufree-it-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&top);
+        std::fs::create_dir_all(top.join("view")).unwrap();
+        std::fs::set_permissions(&top, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(top.join("view"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(top.join("view"), Some(uid), Some(uid)).unwrap();
+        RunDir(top)
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `serve` as the unit runs it: a user of its own (4243), exactly the
+/// unit's capabilities (ambient, and the bounding set), no new privileges.
+/// Returns the child once its view answers.
+fn serve_as_the_unit(
+    d: &TestDir,
+    caps: &[String],
+    socket: &Path,
+    state: &Path,
+) -> std::process::Child {
+    let kit = as_nobody(d, &[]);
+    let exe = kit.get_args().nth(4).unwrap().to_owned();
+    let lib = kit
+        .get_envs()
+        .find(|(k, _)| *k == "GPUFREE_NVML_LIB")
+        .unwrap()
+        .1
+        .unwrap()
+        .to_owned();
+    let caps = caps.join(",");
+    let mut child = std::process::Command::new("setpriv")
+        .args(["--reuid=4243", "--regid=4243", "--clear-groups"])
+        .arg(format!("--inh-caps=-all,{caps}"))
+        .arg(format!("--ambient-caps=-all,{caps}"))
+        .arg(format!("--bounding-set=-all,{caps}"))
+        .args(["--no-new-privs", "--"])
+        .arg(exe)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "200ms",
+            "--dev-dir",
+        ])
+        .arg(&d.dev)
+        .arg("--nvml-lib")
+        .arg(lib)
+        .arg("--view-socket")
+        .arg(socket)
+        .env("GPUFREE_SIM_STATE", state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    assert!(line.contains("listening"), "serve as the unit: {line}");
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}
+
+/// Root's look through the view at `socket`: the JSON document of status.
+fn view_status(socket: &Path) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.write_all(b"{\"version\":1,\"command\":\"status\",\"json\":true}\n")
+        .unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    let (head, body) = all.split_once('\n').unwrap();
+    assert_eq!(head, "{\"code\":0}", "{all}");
+    serde_json::from_str(body).unwrap()
+}
+
+/// Least privilege, tested: `serve` run as the shipped unit runs it (a user
+/// of its own with only the unit's capabilities) sees what root sees —
+/// root's holder, its fd and its executable — and answers a user's view;
+/// without CAP_DAC_READ_SEARCH it would not see that holder at all, and
+/// without CAP_SYS_PTRACE not its executable.
+#[test]
+fn serve_with_only_the_units_capabilities_sees_what_root_sees() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        skip_off_ci("root", &"to run serve as another user with capabilities");
+        return;
+    }
+    let d = TestDir::new(1);
+    std::fs::set_permissions(&d.dev, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let holder = hold(
+        &["python3", "-m", "vllm", "--api-key", "sk-unit-secret"],
+        gpufree::demo::holder::HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            ..Default::default()
+        },
+    );
+    let state = d.one_gpu(&[(holder.pid(), 1024, "while-alive")], 0);
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = RunDir::new(4243);
+    let caps = unit_capabilities();
+    let socket = run.0.join("view/view.sock");
+    let mut serve = serve_as_the_unit(&d, &caps, &socket, &state);
+    let doc = view_status(&socket);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let p = process(&doc, holder.pid()).unwrap_or_else(|| panic!("root's holder unseen: {doc}"));
+    assert_eq!(via(p, "nvidia0"), ["fd"]);
+    assert!(
+        p["exe"].as_str().is_some_and(|e| e.ends_with("gpufree")),
+        "{p}"
+    );
+    assert_eq!(p["user"], "root");
+    // A user asks the same view: trusted (the service user's socket in a
+    // directory no one else may write), every holder there.
+    let mut serve = serve_as_the_unit(&d, &caps, &socket, &state);
+    let mut nobody = as_nobody(&d, &["status", "--json"]);
+    nobody
+        .env_remove("GPUFREE_NVML_LIB")
+        .env("GPUFREE_VIEW_SOCKET", &socket);
+    let r = run_cmd(&mut nobody);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("from root's gpufree serve"),
+        "{}",
+        r.stderr
+    );
+    assert!(process(&r.json(), holder.pid()).is_some(), "{}", r.stdout);
+    assert!(!r.stdout.contains("sk-unit-secret"));
+    // Each capability is needed: without CAP_DAC_READ_SEARCH (and the
+    // in-kernel walk, which would see the fd) root's holder's fd on the GPU
+    // is unseen (it is listed for NVML's memory alone, unreadable); without
+    // CAP_SYS_PTRACE its executable is unread.
+    for (drop, check) in [("+dac_read_search", "fd"), ("+sys_ptrace", "exe")] {
+        let fewer: Vec<String> = caps
+            .iter()
+            .filter(|c| c.as_str() != drop && c.as_str() != "+bpf")
+            .cloned()
+            .collect();
+        let mut serve = serve_as_the_unit(&d, &fewer, &socket, &state);
+        let doc = view_status(&socket);
+        let _ = serve.kill();
+        let _ = serve.wait();
+        let p = process(&doc, holder.pid());
+        let p = p.unwrap_or_else(|| panic!("NVML lists it: {doc}"));
+        match check {
+            "fd" => {
+                assert_eq!(p["devices"], serde_json::json!([]), "without {drop}");
+                assert!(u32s(&doc["visibility"]["unreadable_pids"]).contains(&holder.pid()));
+            }
+            _ => assert!(p["exe"].is_null(), "without {drop}: {p}"),
+        }
+    }
+}
