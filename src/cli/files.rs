@@ -215,48 +215,121 @@ pub enum WriteError {
 }
 
 /// Writes `bytes` to `path` so that a reader (node_exporter) never sees
-/// half a file, and nothing planted is written through. Only a new file or
-/// a regular file is replaced: a symlink, device node or FIFO at `path`
-/// (`/dev/stdout`, `/dev/null`) is refused, never turned into a file. The
-/// bytes go to an exclusively created temporary file of a random name in
-/// `path`'s directory (`O_EXCL`: whatever is already at that name makes it
-/// try another, never open it), of `mode`, synced, then renamed over `path`
-/// (a rename opens and follows nothing it replaces, so a swap after the
-/// check is harmless), and the directory synced.
+/// half a file, and nothing planted is written through. The directory is
+/// opened with no symlink anywhere on its path (`openat2` with
+/// `RESOLVE_NO_SYMLINKS`), and everything after goes through that
+/// directory's fd. Only a new file, or a regular file of the real user's,
+/// is replaced: a symlink, device node or FIFO at `path` (`/dev/stdout`,
+/// `/dev/null`), or another user's file (root's, for a caller who is not
+/// root), is refused, never turned into a file. The bytes go to an
+/// exclusively created temporary file of an unpredictable name in that
+/// directory (`O_EXCL|O_NOFOLLOW`: whatever is already at that name makes
+/// it try another, never open it), of `mode`, synced, then renamed over
+/// `path` (a rename opens and follows nothing it replaces), and the
+/// directory synced.
 pub(super) fn write_atomically(
     path: &std::path::Path,
     bytes: &[u8],
     mode: u32,
 ) -> Result<(), WriteError> {
-    use std::os::unix::fs::PermissionsExt;
-    if path.file_name().is_none() {
+    use rustix::fs::{AtFlags, FileType, Mode};
+    let Some(name) = path.file_name() else {
         return Err(WriteError::Refused("not a file name"));
-    }
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(WriteError::Refused(
-                "is a symlink; give the path of a regular file (a symlink would be replaced, not followed)",
-            ))
-        }
-        Ok(m) if !m.file_type().is_file() => {
-            return Err(WriteError::Refused(
-                "exists and is not a regular file (a device, FIFO, socket or directory); not replaced",
-            ))
-        }
-        _ => {}
-    }
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".gpufree-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(mode))?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(std::fs::File::open(dir)?.sync_all()?)
+    let dirfd = open_dir_without_links(dir)?;
+    match rustix::fs::statat(&dirfd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::Symlink => {
+                return Err(WriteError::Refused(
+                    "is a symlink; give the path of a regular file (a symlink would be replaced, not followed)",
+                ))
+            }
+            FileType::RegularFile if st.st_uid != rustix::process::getuid().as_raw() => {
+                return Err(WriteError::Refused(
+                    "is another user's file; not replaced (give a path of your own)",
+                ))
+            }
+            FileType::RegularFile => {}
+            _ => {
+                return Err(WriteError::Refused(
+                    "exists and is not a regular file (a device, FIFO, socket or directory); not replaced",
+                ))
+            }
+        },
+        Err(rustix::io::Errno::NOENT) => {}
+        Err(e) => return Err(std::io::Error::from(e).into()),
+    }
+    let (tmp, file) = create_temporary(&dirfd, mode)?;
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::from(file);
+        file.write_all(bytes)?;
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+        file.sync_all()?;
+        rustix::fs::renameat(&dirfd, &tmp, &dirfd, name)?;
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = rustix::fs::unlinkat(&dirfd, &tmp, AtFlags::empty());
+        return Err(e.into());
+    }
+    Ok(rustix::fs::fsync(&dirfd).map_err(std::io::Error::from)?)
+}
+
+/// `dir` opened as a directory with no symlink on its path (a symlink
+/// there is refused, not followed); on a kernel without `openat2` (before
+/// 5.6), with its last component not followed.
+fn open_dir_without_links(dir: &std::path::Path) -> Result<std::os::fd::OwnedFd, WriteError> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+    match rustix::fs::openat2(
+        rustix::fs::CWD,
+        dir,
+        flags,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => Ok(fd),
+        Err(rustix::io::Errno::LOOP) => Err(WriteError::Refused(
+            "a symlink is on the way to it; give the real path of its directory",
+        )),
+        Err(rustix::io::Errno::NOSYS) => {
+            rustix::fs::open(dir, flags | OFlags::NOFOLLOW, Mode::empty())
+                .map_err(|e| std::io::Error::from(e).into())
+        }
+        Err(e) => Err(std::io::Error::from(e).into()),
+    }
+}
+
+/// A new file in `dirfd` of an unpredictable name (`.gpufree-*.tmp`),
+/// created exclusively and never through a link, and its name.
+fn create_temporary(
+    dirfd: &std::os::fd::OwnedFd,
+    mode: u32,
+) -> std::io::Result<(std::ffi::OsString, std::os::fd::OwnedFd)> {
+    use rustix::fs::{Mode, OFlags};
+    use std::hash::{BuildHasher, Hasher};
+    let mut last = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
+    for attempt in 0u64..16 {
+        // RandomState is seeded from the OS's randomness per process: an
+        // unpredictable name without a crate for it (O_EXCL alone keeps
+        // the write from following anything planted).
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(attempt);
+        let name = std::ffi::OsString::from(format!(".gpufree-{:016x}.tmp", h.finish()));
+        match rustix::fs::openat(
+            dirfd,
+            &name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode & 0o600),
+        ) {
+            Ok(fd) => return Ok((name, fd)),
+            Err(rustix::io::Errno::EXIST) => last = std::io::Error::from(rustix::io::Errno::EXIST),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last)
 }

@@ -279,3 +279,70 @@ fn a_setuid_copy_takes_no_paths_from_its_caller() {
         r.stderr
     );
 }
+
+/// Root told a path (by a script, a sudo rule with arguments) writes only
+/// its own regular file, reached without links: a directory reached
+/// through a symlink is refused, and so is another user's file there
+/// (which that user could have pointed anywhere, or could edit after);
+/// nothing is written.
+#[test]
+fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
+    if !rustix::process::geteuid().is_root() {
+        skip_off_ci("root", &"to give a file to another user");
+        return;
+    }
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let lib = sim_lib();
+    let dir = d.tmp.path().join("out");
+    std::fs::create_dir(&dir).unwrap();
+    let link = d.tmp.path().join("link");
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    let theirs = dir.join("theirs.prom");
+    std::fs::write(&theirs, "nobody's\n").unwrap();
+    nobodys(&theirs);
+    let metrics = |output: &Path| {
+        gpufree(
+            &[
+                "metrics",
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+                "--nvml-lib",
+                lib.to_str().unwrap(),
+                "--output",
+                output.to_str().unwrap(),
+            ],
+            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+        )
+    };
+    let r = metrics(&link.join("gpufree.prom"));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("a symlink is on the way"), "{}", r.stderr);
+    assert!(!dir.join("gpufree.prom").exists());
+    let r = metrics(&theirs);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("another user's file"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "nobody's\n");
+    // check's state: not written (said), the check still answers.
+    let r = gpufree(
+        &[
+            "check",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--state",
+            theirs.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("another user's file"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "nobody's\n");
+    // Its own file, reached without links: written.
+    let r = metrics(&dir.join("gpufree.prom"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(std::fs::read_to_string(dir.join("gpufree.prom"))
+        .unwrap()
+        .contains("gpufree_nvml_up 1"));
+}
