@@ -690,3 +690,26 @@ fn the_drivers_teardown_time_is_reported() {
         "{k}"
     );
 }
+
+/// `kill --user` naming no user is refused before anything is collected
+/// (the configuration step resolves it): here a device directory that
+/// does not exist would be the first error of a collection.
+#[test]
+fn kill_user_nosuch_is_refused_before_any_collection() {
+    let r = gpufree(
+        &[
+            "kill",
+            "--user",
+            "no-such-user-gpufree",
+            "--dev-dir",
+            "/nonexistent/gpufree-dev",
+            "--dry-run",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.trim(),
+        "gpufree: --user no-such-user-gpufree: no such user (give a name of this host or a UID)"
+    );
+}
