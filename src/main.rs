@@ -4,7 +4,7 @@
 //! than it (setuid, file capabilities) — otherwise it runs the command line.
 
 fn main() -> std::process::ExitCode {
-    let steerable = gpufree::proc::me::Privilege::current().secure.is_none();
+    let steerable = gpufree::proc::me::Privilege::of_process().secure.is_none();
     let holder = std::env::var(gpufree::demo::holder::HOLDER_ENV).ok();
     if let Some(spec) = holder.filter(|_| steerable) {
         if let Err(e) = gpufree::demo::holder::run(&spec) {

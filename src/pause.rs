@@ -17,22 +17,13 @@
 //! and `held` (the first round's targets are frozen or stopped, not yet
 //! checked or signalled).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-/// Set once gpufree knows its caller may not steer it (secure mode): no
-/// test hook runs, whatever the environment says.
-static DISABLED: AtomicBool = AtomicBool::new(false);
-
-/// Turns every test hook off for the rest of the process (secure mode:
-/// the caller has less privilege than gpufree).
-pub fn disable() {
-    DISABLED.store(true, Ordering::SeqCst);
-}
-
-/// A test variable's value, unless the hooks are off.
+/// A test variable's value; none where the caller may not steer gpufree
+/// (secure mode: setuid, file capabilities), whatever the environment
+/// says. The hooks fail closed: the privilege is asked here, not told.
 fn var(name: &str) -> Option<String> {
-    if DISABLED.load(Ordering::SeqCst) {
+    if crate::proc::me::Privilege::of_process().secure.is_some() {
         return None;
     }
     std::env::var(name).ok()

@@ -39,7 +39,7 @@ pub(super) fn run_kill(s: &Settings, args: &KillArgs, paint: &Paint) -> Result<O
     // selected GPUs, within their slack, the GPUs are free: done, not
     // refused (a Slurm epilog after a clean job must not drain the node).
     let refused = plan.targets.is_empty() && plan.skipped.iter().any(|k| k.refused);
-    let free = refused && only_protected_hold(&snap, &sel, &plan, &indexes);
+    let free = refused && kill::nothing_to_free(&snap, &sel, &plan, &indexes);
     if args.dry_run || refused {
         let mut written = plan_shown.and_then(|()| plan_only_json(common, &snap, &plan, &mut out));
         if free && !common.quiet && !common.json {
@@ -77,20 +77,6 @@ pub(super) fn run_kill(s: &Settings, args: &KillArgs, paint: &Paint) -> Result<O
     audit(s, args, &report);
     let outcome = kill_outcome(&report, args.no_wait)?;
     shown(written.and_then(|()| out.flush()), outcome)
-}
-
-/// Whether the plan of a kill of GPUs (nothing else selected) refused
-/// only protected daemons and the selected GPUs are free: only they hold
-/// them, within their slack, so there is nothing to free.
-fn only_protected_hold(snap: &Snapshot, sel: &Selectors, plan: &Plan, gpus: &Selection) -> bool {
-    let protected = |pid: u32| snap.processes.iter().any(|p| p.pid == pid && p.protected);
-    sel.gpus_only()
-        && plan
-            .skipped
-            .iter()
-            .filter(|k| k.refused)
-            .all(|k| protected(k.pid))
-        && pipeline::select(snap.clone(), gpus).verdict.state == VerdictState::Free
 }
 
 /// Writes the kill's audit record (when it signalled anything); a record

@@ -89,7 +89,7 @@ fn unix_now() -> u64 {
 }
 
 /// What the last check remembered; nothing when the file is absent, not a
-/// regular file of its own (a symlink or FIFO is never followed or waited
+/// regular file of the real user's own (a symlink or FIFO is never followed or waited
 /// on), larger than a state can be, or not the state's JSON (a fresh
 /// start: leaks are timed from now).
 fn read_state(path: &std::path::Path) -> CheckMemory {
@@ -101,7 +101,15 @@ fn read_state(path: &std::path::Path) -> CheckMemory {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .ok()
-        .filter(|f| f.metadata().is_ok_and(|m| m.is_file() && m.len() <= MAX));
+        // The real user's own file only: another's (a service user's in a
+        // shared directory) could fake since when a leak has lasted.
+        .filter(|f| {
+            f.metadata().is_ok_and(|m| {
+                m.is_file()
+                    && m.len() <= MAX
+                    && std::os::unix::fs::MetadataExt::uid(&m) == rustix::process::getuid().as_raw()
+            })
+        });
     let mut bytes = Vec::new();
     match file.map(|f| f.take(MAX).read_to_end(&mut bytes)) {
         Some(Ok(_)) => serde_json::from_slice(&bytes).unwrap_or_default(),

@@ -1,10 +1,17 @@
 //! The one configuration step (ripgrep's "high args"): clap has parsed
 //! plain values without touching the host; here, first, the privilege
 //! context is decided ([`Privilege`]: may the caller steer gpufree?), then
-//! the environment is read — every variable gpufree takes, here and
-//! nowhere else — and the collection's [`Config`], the audit sinks and
-//! each command's options are built, resolving users and regular
-//! expressions before anything is collected.
+//! the environment is read — every variable that steers where gpufree
+//! looks, where its records go and what it shows, each read here once —
+//! and the collection's [`Config`], the audit sinks and each command's
+//! options are built, resolving users and regular expressions before
+//! anything is collected. Read elsewhere, each in one place: the
+//! simulator's own variables (`sim`: `GPUFREE_SIM_LIBRARY`,
+//! `XDG_CACHE_HOME`; its commands are refused in secure mode), the test
+//! hooks (`pause.rs`: never in secure mode), the holder mode (`main.rs`:
+//! never in secure mode), `NO_COLOR` (`present`), and the invoker's
+//! origin for the audit record (`proc/me.rs`: `SSH_CONNECTION`,
+//! `SUDO_USER`, said to prove nothing).
 //!
 //! Secure mode (the kernel's `AT_SECURE`: setuid, setgid or file
 //! capabilities; or real and effective ids that differ): the caller has
@@ -51,7 +58,7 @@ pub struct Settings {
     /// `why --pattern`, with its text, compiled.
     pub pattern: Option<(String, regex::Regex)>,
     /// Where root's serve answers this user's `status` and `why`
-    /// (`GPUFREE_VIEW_SOCKET`, default [`crate::serve::view::DEFAULT_SOCKET`];
+    /// (`GPUFREE_VIEW_SOCKET`, default `/run/gpufree-view/view.sock`;
     /// `off` or empty: never asked): only for a caller who is not root and
     /// named no root, directory or library of their own.
     pub view: Option<PathBuf>,
@@ -107,11 +114,9 @@ const BUS_VAR: &str = "DBUS_SYSTEM_BUS_ADDRESS";
 /// The settings of a parsed command line: the privilege context first,
 /// then the environment, then the flags.
 pub fn settings(cli: &Cli) -> Result<Settings, Error> {
-    let privilege = Privilege::current();
+    let privilege = Privilege::of_process();
     let mut env = Env::read();
     if let Some(why) = privilege.secure {
-        // Test hooks read the environment themselves: off before any runs.
-        crate::pause::disable();
         env = env.secure(why);
         refuse_steering(cli, why)?;
     }
@@ -120,7 +125,12 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         .dev_dir
         .clone()
         .or_else(|| env.path("GPUFREE_DEV_DIR"));
-    let collect = collect_config(common, &env, dev_dir.clone())?;
+    let collect = Config {
+        // What only root may read of other users' processes stays hidden
+        // from a caller with less privilege than gpufree has.
+        hide_from: privilege.secure.map(|_| privilege.uid),
+        ..collect_config(common, &env, dev_dir.clone())?
+    };
     let (matcher, user) = match &cli.command {
         Some(Command::Kill(args)) => kill_selectors(args)?,
         _ => (None, None),
@@ -195,7 +205,7 @@ fn view_socket(
     match env.get("GPUFREE_VIEW_SOCKET") {
         Some(v) if v.is_empty() || v == "off" => None,
         Some(v) => Some(PathBuf::from(v)),
-        None => Some(PathBuf::from(crate::serve::view::DEFAULT_SOCKET)),
+        None => Some(PathBuf::from(super::view::DEFAULT_VIEW_SOCKET)),
     }
     .filter(|_| privilege.uid != 0 && !own_look)
 }
@@ -215,16 +225,13 @@ fn scan(common: &Common, env: &Env) -> Result<crate::proc::scan::ScanChoice, Err
     use crate::proc::scan::ScanChoice;
     match (common.scan, env.string("GPUFREE_SCAN")) {
         (Some(s), _) => Ok(s),
-        (None, Some(v)) => ScanChoice::ALL
-            .into_iter()
-            .find(|c| c.as_str() == v)
-            .ok_or_else(|| {
-                let names: Vec<&str> = ScanChoice::ALL.map(ScanChoice::as_str).to_vec();
-                Error::Variable(
-                    "GPUFREE_SCAN",
-                    format!("'{v}' is not one of {}", names.join(", ")),
-                )
-            }),
+        (None, Some(v)) => ScanChoice::named(&v).ok_or_else(|| {
+            let names: Vec<&str> = ScanChoice::ALL.map(ScanChoice::as_str).to_vec();
+            Error::Variable(
+                "GPUFREE_SCAN",
+                format!("'{v}' is not one of {}", names.join(", ")),
+            )
+        }),
         (None, None) => Ok(ScanChoice::Auto),
     }
 }

@@ -64,15 +64,10 @@ pub enum Error {
         /// Why gpufree runs in secure mode.
         why: crate::proc::me::Secure,
     },
-    /// Root's view answered that the command could not run (a bad
-    /// `--gpu`, no snapshot yet): its exit code and why.
-    #[error("{why}")]
-    View {
-        /// The exit code the view sent.
-        code: u8,
-        /// Why, in one line.
-        why: String,
-    },
+    /// The view answered that the command could not run: a usage error
+    /// (a bad `--gpu`), or it cannot answer now (no fresh snapshot).
+    #[error("{1}")]
+    View(crate::model::ViewErrorKind, String),
     /// `kill --user` names no user of this host.
     #[error("--user {0}: no such user (give a name of this host or a UID)")]
     NoSuchUser(String),
@@ -194,9 +189,6 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         Err(e) if e.is_broken_pipe() => return 0,
         Err(e) => e,
     };
-    if let E::View { code, .. } = e {
-        return *code;
-    }
     match e {
         E::Args(e) if !e.use_stderr() => 0,
         E::Args(_)
@@ -206,6 +198,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::NoSuchUser(_)
         | E::Variable(..)
         | E::Steering { .. }
+        | E::View(crate::model::ViewErrorKind::Usage, _)
         | E::KillRefused(crate::act::kill::NotOurProc::OtherRoot)
         | E::NoGpuNode(_)
         | E::DevDir(_)
@@ -226,7 +219,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::Serve(_)
         | E::Demo(_)
         | E::Sim(_)
-        | E::View { .. }
+        | E::View(..)
         | E::PlanNotShown(_)
         | E::ReleaseUnknown(_)
         | E::WaitUnknown { .. }

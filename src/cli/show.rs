@@ -2,7 +2,7 @@
 //! `metrics`.
 
 use super::*;
-use crate::serve::view::ViewCommand;
+use crate::model::ViewCommand;
 
 /// `gpufree status`: the table, or the JSON document.
 pub(super) fn status(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {

@@ -1,18 +1,24 @@
-//! `status` and `why` for a user who is not root, through root's view:
-//! where root's `gpufree serve --view-socket` answers (the settings'
+//! `status` and `why` for a user who is not root, through the view:
+//! where `gpufree serve --view-socket` answers (the settings'
 //! [`Settings::view`]), the command asks it instead of scanning what this
-//! user may read, and says so on stderr. The socket's peer (`SO_PEERCRED`)
-//! must be root, or the service user that made it in a directory no one
-//! else may write (`serve::view::trusted_place`): a socket someone else
+//! user may read, and says so on stderr. The answer is believed only from
+//! a server that is root, or the service user that made the socket in its
+//! own directory under `/run` ([`trusted_place`]): a socket anyone else
 //! made answers nothing. Where no view answers, the command scans as this
 //! user does, as before.
 
 use super::*;
-use crate::serve::view::{ViewAnswer, ViewCommand, ViewRequest, MAX_REQUEST, VERSION};
+use crate::model::{ViewAnswer, ViewCommand, ViewRequest, VIEW_VERSION};
+use crate::serve::view::MAX_REQUEST;
 use std::io::{BufRead, Read};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
+
+/// Where the shipped service unit answers (its `RuntimeDirectory=`), and
+/// where a user's `status` and `why` ask by default.
+pub const DEFAULT_VIEW_SOCKET: &str = "/run/gpufree-view/view.sock";
 
 /// The largest answer read (a JSON document of many holders).
 const MAX_ANSWER: u64 = 64 << 20;
@@ -20,9 +26,9 @@ const MAX_ANSWER: u64 = 64 << 20;
 /// How long the whole exchange may take: serve answers from its cache.
 const EXCHANGE: Duration = Duration::from_secs(10);
 
-/// The outcome of `command` from root's view, or None where there is no
-/// view to ask (not a user's command, no socket, a socket that is not
-/// root's, a serve that did not answer): the caller scans itself.
+/// The outcome of `command` from the view, or None where there is no view
+/// to ask (not a user's command, no socket, a socket not to believe, a
+/// serve that did not answer): the caller scans itself.
 pub(super) fn ask(
     s: &Settings,
     command: ViewCommand,
@@ -33,59 +39,56 @@ pub(super) fn ask(
         return None;
     }
     let req = ViewRequest {
-        version: VERSION,
+        version: VIEW_VERSION,
         command,
         gpu: s.common.gpu.iter().map(ToString::to_string).collect(),
         json: s.common.json,
         quiet: s.common.quiet,
         color: paint.color,
     };
-    let (answer, body) = match exchange(socket, &req) {
+    let shown_socket = crate::safe::escape(&socket.display().to_string()).into_owned();
+    let (answer, body, server) = match exchange(socket, &req) {
         Ok(a) => a,
         Err(why) => {
             eprintln!(
-                "gpufree: the view at {} did not answer ({why}); scanning as uid {}",
-                crate::safe::escape(&socket.display().to_string()),
+                "gpufree: the view at {shown_socket} did not answer ({why}); scanning as uid {}",
                 s.privilege.uid
             );
             return None;
         }
     };
-    if let Some(why) = answer.error {
-        return Some(Err(Error::View {
-            code: answer.code,
-            why,
-        }));
+    if let Some(e) = answer.error {
+        return Some(Err(Error::View(e.kind, e.message)));
     }
     if !s.common.quiet {
+        let whose = if server == 0 {
+            "root's gpufree serve".to_string()
+        } else {
+            format!("gpufree serve (service user uid {server})")
+        };
         eprintln!(
-            "gpufree: from root's gpufree serve at {} (as uid {}: other users' command lines, environments and executables hidden)",
-            crate::safe::escape(&socket.display().to_string()),
+            "gpufree: from {whose} at {shown_socket} (as uid {}: other users' command lines, environments and executables hidden)",
             s.privilege.uid
         );
     }
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
     let written = out.write_all(&body).and_then(|()| out.flush());
-    Some(shown(written, outcome_of(answer.code)))
+    let outcome = match (command, answer.verdict) {
+        (ViewCommand::Status, _) => Outcome::Done,
+        (ViewCommand::Why, Some(v)) => verdict_outcome(v),
+        (ViewCommand::Why, None) => Outcome::Unknown,
+    };
+    Some(shown(written, outcome))
 }
 
-/// The outcome of an exit code the view sent.
-fn outcome_of(code: u8) -> Outcome {
-    match code {
-        0 => Outcome::Done,
-        1 => Outcome::NotReached,
-        3 => Outcome::Unknown,
-        c => Outcome::Code(c),
-    }
-}
-
-/// One request and its answer: connected without waiting (a full backlog
-/// is no answer), the peer checked to be root, everything within
-/// [`EXCHANGE`].
-fn exchange(socket: &Path, req: &ViewRequest) -> Result<(ViewAnswer, Vec<u8>), String> {
+/// One request and its answer, and the server's uid: connected without
+/// waiting (a full backlog is no answer), the server believed
+/// ([`trusted_place`]), everything within [`EXCHANGE`].
+fn exchange(socket: &Path, req: &ViewRequest) -> Result<(ViewAnswer, Vec<u8>, u32), String> {
     let stream = connect(socket)?;
     let peer = rustix::net::sockopt::socket_peercred(&stream).map_err(|e| e.to_string())?;
-    crate::serve::view::trusted_place(socket, peer.uid.as_raw())?;
+    let server = peer.uid.as_raw();
+    trusted_place(socket, server)?;
     stream
         .set_read_timeout(Some(EXCHANGE))
         .and_then(|()| stream.set_write_timeout(Some(EXCHANGE)))
@@ -104,7 +107,7 @@ fn exchange(socket: &Path, req: &ViewRequest) -> Result<(ViewAnswer, Vec<u8>), S
         serde_json::from_slice(&head).map_err(|e| format!("not a view's answer: {e}"))?;
     let mut body = Vec::new();
     reader.read_to_end(&mut body).map_err(|e| e.to_string())?;
-    Ok((answer, body))
+    Ok((answer, body, server))
 }
 
 /// A stream connected to `socket`, or why not: a non-blocking connect (a
@@ -123,4 +126,67 @@ fn connect(socket: &Path) -> Result<UnixStream, String> {
     let stream = UnixStream::from(fd);
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
     Ok(stream)
+}
+
+/// Whether to believe a view answering at `socket` from a server of uid
+/// `server` (from `SO_PEERCRED`): root's, always; another user's only as
+/// systemd runs the shipped unit — the socket that user's, in a directory
+/// of that user's (`RuntimeDirectory=`) writable by no one else, directly
+/// under `/run`, which only root (and systemd for its services) may
+/// create in. No one else could have put a socket there. Err says why.
+pub(super) fn trusted_place(socket: &Path, server: u32) -> Result<(), String> {
+    if server == 0 {
+        return Ok(());
+    }
+    let not = |why: &str| {
+        Err(format!(
+            "its server runs as uid {server}, not root, and {why}"
+        ))
+    };
+    let Some(dir) = socket
+        .parent()
+        .filter(|d| d.parent() == Some(Path::new("/run")))
+    else {
+        return not("the socket is not in a directory of its own under /run");
+    };
+    let owned_by = |p: &Path, uid: u32| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == uid && m.mode() & 0o022 == 0)
+    };
+    let socket_ok = std::fs::symlink_metadata(socket).is_ok_and(|m| m.uid() == server);
+    let dir_ok = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) && owned_by(dir, server);
+    if !socket_ok || !dir_ok || !owned_by(Path::new("/run"), 0) {
+        return not(&format!(
+            "{} is not that user's own directory under /run, writable by no one else",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_root_server_is_believed_only_in_its_own_directory_under_run() {
+        // Root's is believed anywhere (only the peer's uid counts).
+        assert!(trusted_place(Path::new("/tmp/x/view.sock"), 0).is_ok());
+        // Anyone else's: only directly in its own directory under /run.
+        for path in [
+            "/tmp/x/view.sock",
+            "/home/mallory/view.sock",
+            "/run/view.sock",
+            "/run/a/b/view.sock",
+            "relative/view.sock",
+        ] {
+            let e = trusted_place(Path::new(path), 4242).unwrap_err();
+            assert!(
+                e.starts_with("its server runs as uid 4242, not root"),
+                "{path}: {e}"
+            );
+        }
+        // A directory under /run that is not that user's (root's /run/lock).
+        let e = trusted_place(Path::new("/run/lock/view.sock"), 4242).unwrap_err();
+        assert!(e.contains("not that user's own directory"), "{e}");
+    }
 }

@@ -42,7 +42,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-pub use view::ViewFrom;
+pub use view::{
+    seen_by_another, ViewAnswer, ViewCommand, ViewError, ViewErrorKind, ViewFrom, ViewRequest,
+    VIEW_VERSION,
+};
 
 /// Everything gpufree knows about the host's GPUs at one moment. JSON
 /// writes it as `present::json::SnapshotDoc` (the findings in words);
@@ -280,6 +283,12 @@ pub struct Visibility {
     /// to SPEC.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<ViewFrom>,
+    /// What was removed of other users' processes (their command lines,
+    /// environments, executables) for a caller who may not read them: in
+    /// root's view for a user, and in secure mode (an addition to
+    /// SPEC.md; absent when nothing was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<String>,
     /// Entries of the device directory with a GPU node's name that are
     /// not GPU nodes (a link to another file, another driver's device):
     /// never matched, so holders of the real nodes they name may be

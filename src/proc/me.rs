@@ -95,14 +95,12 @@ fn terminal() -> Option<String> {
 }
 
 /// Who gpufree runs as and whether its caller has less privilege than it
-/// has: decided once, at start, before any environment variable or path
-/// is read.
+/// has: decided once per process ([`Privilege::of_process`]), before any
+/// environment variable or path is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Privilege {
     /// The real UID: the caller.
     pub uid: u32,
-    /// The effective UID: whose rights gpufree acts with.
-    pub euid: u32,
     /// Why the caller may not steer gpufree, if it may not.
     pub secure: Option<Secure>,
 }
@@ -118,24 +116,23 @@ pub enum Secure {
 }
 
 impl Privilege {
-    /// The running process's.
-    pub fn current() -> Privilege {
-        use rustix::process::{getegid, geteuid, getgid, getuid};
-        let (uid, euid) = (getuid().as_raw(), geteuid().as_raw());
-        let ids_differ = uid != euid || getgid() != getegid();
-        let secure = if at_secure() {
-            Some(Secure::Kernel)
-        } else if ids_differ {
-            Some(Secure::Ids)
-        } else {
-            None
-        };
-        Privilege { uid, euid, secure }
-    }
-
-    /// Root by both ids, not steered by anyone less: may be told paths.
-    pub fn is_root(&self) -> bool {
-        self.uid == 0 && self.euid == 0 && self.secure.is_none()
+    /// This process's, decided at its first use and the same ever after
+    /// (the binary's main asks before anything else).
+    pub fn of_process() -> Privilege {
+        static DECIDED: std::sync::OnceLock<Privilege> = std::sync::OnceLock::new();
+        *DECIDED.get_or_init(|| {
+            use rustix::process::{getegid, geteuid, getgid, getuid};
+            let (uid, euid) = (getuid().as_raw(), geteuid().as_raw());
+            let ids_differ = uid != euid || getgid() != getegid();
+            let secure = if at_secure() {
+                Some(Secure::Kernel)
+            } else if ids_differ {
+                Some(Secure::Ids)
+            } else {
+                None
+            };
+            Privilege { uid, secure }
+        })
     }
 }
 

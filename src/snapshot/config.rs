@@ -46,6 +46,10 @@ pub struct Config {
     /// Where this boot's relocation of the in-kernel walk is kept
     /// (`GPUFREE_BPF_CACHE`, default `/run/gpufree`; `off`: nowhere).
     pub bpf_cache: Option<PathBuf>,
+    /// Hide from this user what only root may read of other users'
+    /// processes ([`crate::model::Snapshot::hide_from`]): a gpufree in
+    /// secure mode shows its caller no more than root's view would.
+    pub hide_from: Option<u32>,
 }
 
 /// The read timeout when none is given.
@@ -68,6 +72,7 @@ impl Default for Config {
             scan: crate::proc::scan::ScanChoice::Auto,
             long_lived: false,
             bpf_cache: crate::proc::bpf::cache_dir_from(None),
+            hide_from: None,
         }
     }
 }

@@ -241,6 +241,9 @@ impl Collector {
         snap.visibility.scan_reason = reason;
         snap.visibility.scan_reread = reread;
         self.join_context(&mut snap, scanned.listed, limits);
+        if let Some(uid) = self.cfg.hide_from {
+            snap.hide_from(uid);
+        }
         Ok(snap)
     }
 

@@ -348,9 +348,16 @@ fn in_d_across_the_window_in_the_gpu_driver_drains_and_in_an_nfs_read_does_not()
     };
     let seen: Vec<(u64, (String, String))> = stuck_of(&doc)
         .into_iter()
-        .map(|(pid, level, why)| match why.strip_prefix("in D for 1.") {
-            Some(rest) => (pid, (level, rest[1..].replacen(" s", "", 1))),
-            None => (pid, (level, why)),
+        .map(|(pid, level, why)| {
+            match why
+                .strip_prefix("in D for ")
+                .and_then(|r| r.split_once(" s"))
+            {
+                Some((secs, rest)) if secs.parse::<f64>().is_ok_and(|s| s >= 1.0) => {
+                    (pid, (level, rest.to_string()))
+                }
+                _ => (pid, (level, why)),
+            }
         })
         .collect();
     assert_eq!(

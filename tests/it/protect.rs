@@ -20,7 +20,7 @@ const NOBODY: u32 = 65534;
 fn root() -> bool {
     let root = rustix::process::geteuid().is_root();
     if !root {
-        eprintln!("skipped: needs root to run a daemon's copy as nobody");
+        crate::harness::skip_off_ci("root", &"to run a daemon's copy as nobody");
     }
     root
 }

@@ -209,7 +209,7 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
     let liar = spawn_ready(
         Command::new("setpriv")
             .args(["--reuid=4242", "--regid=4242", "--clear-groups", "--", "/usr/bin/python3", "-c"])
-            .arg("import socket,sys,time\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\nimport os\nos.chmod(sys.argv[1],0o777)\ns.listen(8)\nprint('ready',flush=True)\nwhile True:\n  c,_=s.accept(); c.sendall(b'{\"code\":0}\\nGPU 0 is free\\n'); c.close()")
+            .arg("import socket,sys,time\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\nimport os\nos.chmod(sys.argv[1],0o777)\ns.listen(8)\nprint('ready',flush=True)\nwhile True:\n  c,_=s.accept(); c.sendall(b'{\"verdict\":\"free\"}\\nGPU 0 is free\\n'); c.close()")
             .arg(&fake),
     );
     children.add(liar);

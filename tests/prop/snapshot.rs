@@ -338,6 +338,7 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
                         scan_reason: "why \"\n".into(),
                         scan_reread: u32::from(nested),
                         view: None,
+                        hidden: Vec::new(),
                         refused_nodes: Vec::new(),
                     },
                     nvml: NvmlStatus {

@@ -44,17 +44,6 @@ pub struct Sinks {
     pub file: Option<PathBuf>,
 }
 
-impl Sinks {
-    /// The system's journal and syslog sockets, and no file.
-    pub fn system() -> Sinks {
-        Sinks {
-            journal: Some(PathBuf::from(JOURNAL_SOCKET)),
-            syslog: Some(PathBuf::from(SYSLOG_SOCKET)),
-            file: None,
-        }
-    }
-}
-
 /// What a record says besides the report: the run that killed.
 #[derive(Debug, Clone)]
 pub struct Context {

@@ -91,6 +91,23 @@ impl Default for Options {
     }
 }
 
+/// Whether a kill of GPUs (nothing else selected) whose plan signals
+/// nothing has nothing to free: it refused only protected daemons, and
+/// the selected GPUs are free (the daemons hold them within their idle
+/// slack, as nvidia-persistenced does on most hosts). Such a kill is done,
+/// not refused: a Slurm epilog after a clean job must not drain the node.
+pub fn nothing_to_free(snap: &Snapshot, sel: &Selectors, plan: &Plan, gpus: &Selection) -> bool {
+    let protected = |pid: u32| snap.processes.iter().any(|p| p.pid == pid && p.protected);
+    plan.targets.is_empty()
+        && sel.gpus_only()
+        && plan
+            .skipped
+            .iter()
+            .filter(|k| k.refused)
+            .all(|k| protected(k.pid))
+        && select(snap.clone(), gpus).verdict.state == VerdictState::Free
+}
+
 /// Why a collector's proc root may not be signalled through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NotOurProc {

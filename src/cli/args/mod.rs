@@ -82,12 +82,8 @@ pub struct Common {
 fn scan_choice() -> impl clap::builder::TypedValueParser<Value = crate::proc::scan::ScanChoice> {
     use crate::proc::scan::ScanChoice;
     use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(ScanChoice::ALL.map(ScanChoice::as_str)).map(|name| {
-        ScanChoice::ALL
-            .into_iter()
-            .find(|c| c.as_str() == name)
-            .unwrap_or_default()
-    })
+    clap::builder::PossibleValuesParser::new(ScanChoice::ALL.map(ScanChoice::as_str))
+        .map(|name| ScanChoice::named(&name).unwrap_or_default())
 }
 
 /// The commands.

@@ -40,6 +40,11 @@ impl ScanChoice {
             ScanChoice::Bpf => "bpf",
         }
     }
+
+    /// The choice of this name (`--scan`, `GPUFREE_SCAN`).
+    pub fn named(name: &str) -> Option<ScanChoice> {
+        ScanChoice::ALL.into_iter().find(|c| c.as_str() == name)
+    }
 }
 
 /// Open files on the host (the kernel's count of allocated file handles,
