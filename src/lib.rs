@@ -16,7 +16,8 @@
 //! - front ends: [`watch`] (the live view), [`serve`] (the metrics
 //!   server), [`doctor`] (the checks of a systemd unit).
 //! - [`safe`]: hostile strings made harmless: escaped for a terminal,
-//!   quoted for a shell.
+//!   quoted for a shell; [`paths`]: files a caller names, written only
+//!   through a directory reached without links.
 //! - [`demo`] (its holder processes and their retitling inside), [`sim`]: the
 //!   reference incident on the simulator.
 //! - [`cli`]: clap arguments to one command's run, its typed errors and
@@ -32,6 +33,7 @@ pub mod doctor;
 pub mod kubelet;
 pub mod model;
 pub mod nvml;
+pub mod paths;
 pub mod pause;
 pub mod pipeline;
 pub mod present;

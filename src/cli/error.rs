@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(
             code(Error::Write {
                 target: "--output x".into(),
-                source: WriteError::Refused("is a symlink"),
+                source: WriteError::Refused(crate::paths::Refused::Symlink),
             }),
             2
         );

@@ -206,12 +206,21 @@ pub(super) fn man_pages(dir: &std::path::Path) -> Result<(), Error> {
 /// Why a file was not written.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
-    /// Something other than a regular file is at the path: refused.
+    /// The path names what gpufree does not write (`paths::Refused`).
     #[error("{0}")]
-    Refused(&'static str),
+    Refused(#[from] crate::paths::Refused),
     /// Writing failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+impl From<crate::paths::OpenError> for WriteError {
+    fn from(e: crate::paths::OpenError) -> WriteError {
+        match e {
+            crate::paths::OpenError::Refused(r) => WriteError::Refused(r),
+            crate::paths::OpenError::Io(e) => WriteError::Io(e),
+        }
+    }
 }
 
 /// Writes `bytes` to `path` so that a reader (node_exporter) never sees
@@ -232,37 +241,9 @@ pub(super) fn write_atomically(
     bytes: &[u8],
     mode: u32,
 ) -> Result<(), WriteError> {
-    use rustix::fs::{AtFlags, FileType, Mode};
-    let Some(name) = path.file_name() else {
-        return Err(WriteError::Refused("not a file name"));
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let dirfd = open_dir_without_links(dir)?;
-    match rustix::fs::statat(&dirfd, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-            FileType::Symlink => {
-                return Err(WriteError::Refused(
-                    "is a symlink; give the path of a regular file (a symlink would be replaced, not followed)",
-                ))
-            }
-            FileType::RegularFile if st.st_uid != rustix::process::getuid().as_raw() => {
-                return Err(WriteError::Refused(
-                    "is another user's file; not replaced (give a path of your own)",
-                ))
-            }
-            FileType::RegularFile => {}
-            _ => {
-                return Err(WriteError::Refused(
-                    "exists and is not a regular file (a device, FIFO, socket or directory); not replaced",
-                ))
-            }
-        },
-        Err(rustix::io::Errno::NOENT) => {}
-        Err(e) => return Err(std::io::Error::from(e).into()),
-    }
+    use rustix::fs::{AtFlags, Mode};
+    let (dirfd, name) = crate::paths::dir_of(path)?;
+    crate::paths::existing(&dirfd, name)?;
     let (tmp, file) = create_temporary(&dirfd, mode)?;
     let written = (|| -> std::io::Result<()> {
         let mut file = std::fs::File::from(file);
@@ -277,31 +258,6 @@ pub(super) fn write_atomically(
         return Err(e.into());
     }
     Ok(rustix::fs::fsync(&dirfd).map_err(std::io::Error::from)?)
-}
-
-/// `dir` opened as a directory with no symlink on its path (a symlink
-/// there is refused, not followed); on a kernel without `openat2` (before
-/// 5.6), with its last component not followed.
-fn open_dir_without_links(dir: &std::path::Path) -> Result<std::os::fd::OwnedFd, WriteError> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
-    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
-    match rustix::fs::openat2(
-        rustix::fs::CWD,
-        dir,
-        flags,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    ) {
-        Ok(fd) => Ok(fd),
-        Err(rustix::io::Errno::LOOP) => Err(WriteError::Refused(
-            "a symlink is on the way to it; give the real path of its directory",
-        )),
-        Err(rustix::io::Errno::NOSYS) => {
-            rustix::fs::open(dir, flags | OFlags::NOFOLLOW, Mode::empty())
-                .map_err(|e| std::io::Error::from(e).into())
-        }
-        Err(e) => Err(std::io::Error::from(e).into()),
-    }
 }
 
 /// A new file in `dirfd` of an unpredictable name (`.gpufree-*.tmp`),

@@ -18,7 +18,7 @@ pub(super) fn allocation(s: &Snapshot, out: &mut Vec<Finding>) {
         let holders: Vec<&Process> = s
             .processes
             .iter()
-            .filter(|p| p.is_live() && !p.protected && p.touches_gpu(g.index))
+            .filter(|p| p.is_live() && !p.protected_for_all() && p.touches_gpu(g.index))
             .collect();
         if allocated.is_empty() && g.memory.known && g.memory.used_bytes > IDLE_SLACK_BYTES {
             out.push(Finding {

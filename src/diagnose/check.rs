@@ -251,7 +251,7 @@ pub(crate) fn stuck_one(window: Option<&Window>) -> (Level, String) {
 /// hold its memory. A user's process that only claims a pod, job or
 /// container (named inside the user's delegated cgroup) belongs to none.
 fn leftover(s: &Snapshot, g: Option<&Gpu>) -> Option<Problem> {
-    let loose = |p: &&Process| p.is_live() && !p.protected && unowned(&p.owner);
+    let loose = |p: &&Process| p.is_live() && !p.protected_for_all() && unowned(&p.owner);
     let ps: Vec<&Process> = s
         .processes
         .iter()

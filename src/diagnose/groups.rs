@@ -75,7 +75,9 @@ impl<'a> Ctx<'a> {
         let mut root = p;
         for _ in 0..64 {
             match self.by_pid.get(&root.ppid) {
-                Some(parent) if !parent.protected && parent.pid != root.pid => root = parent,
+                Some(parent) if !parent.protected_for_all() && parent.pid != root.pid => {
+                    root = parent
+                }
                 _ => break,
             }
         }
@@ -143,7 +145,9 @@ impl<'a> Ctx<'a> {
                     .s
                     .processes
                     .iter()
-                    .filter(|q| q.is_live() && !q.protected && self.s.descends_from(q.pid, *pid))
+                    .filter(|q| {
+                        q.is_live() && !q.protected_for_all() && self.s.descends_from(q.pid, *pid)
+                    })
                     .all(|q| members.iter().any(|m| m.pid == q.pid));
                 below_only_members.then_some(Next::KillTree(*pid))
             }
@@ -245,7 +249,7 @@ fn group_finding(ctx: &Ctx<'_>, g: &Group, members: &[&Process]) -> Option<Findi
     let holding: Vec<&Process> = members
         .iter()
         .copied()
-        .filter(|p| p.memory_bytes() > 0 && !p.protected)
+        .filter(|p| p.memory_bytes() > 0 && !p.protected_for_all())
         .collect();
     if holding.is_empty() {
         return None;
@@ -285,7 +289,9 @@ pub(super) fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let node_only: Vec<&Process> = s
         .processes
         .iter()
-        .filter(|p| p.memory_bytes() == 0 && !p.devices.is_empty() && p.is_live() && !p.protected)
+        .filter(|p| {
+            p.memory_bytes() == 0 && !p.devices.is_empty() && p.is_live() && !p.protected_for_all()
+        })
         .collect();
     let (with_group, alone): (Vec<&Process>, Vec<&Process>) = node_only
         .iter()

@@ -111,7 +111,10 @@ fn who(p: &Process) -> Who {
 
 /// The unprotected PIDs of `ps`: what a kill by PID targets.
 fn unprotected(ps: &[&Process]) -> Vec<u32> {
-    ps.iter().filter(|p| !p.protected).map(|p| p.pid).collect()
+    ps.iter()
+        .filter(|p| !p.protected_for_all())
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Diagnoses a snapshot with default options.

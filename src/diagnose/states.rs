@@ -9,14 +9,14 @@ pub(super) fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     // Orphans with memory outside a unit, container, pod or job are a
     // group of their own (live_holders).
     let grouped = |p: &Process| {
-        p.memory_bytes() > 0 && !p.protected && matches!(ctx.group(p), Group::Orphans(..))
+        p.memory_bytes() > 0 && !p.protected_for_all() && matches!(ctx.group(p), Group::Orphans(..))
     };
     // A protected daemon (nvidia-persistenced, MPS's control daemon)
     // detaches from its parent by design: not an orphan to free.
     let orphans: Vec<&Process> = s
         .processes
         .iter()
-        .filter(|p| p.orphaned && p.is_live() && !p.protected && !grouped(p))
+        .filter(|p| p.orphaned && p.is_live() && !p.protected_for_all() && !grouped(p))
         .collect();
     if orphans.is_empty() {
         return;

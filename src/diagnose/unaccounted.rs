@@ -195,7 +195,7 @@ fn possible_holders(s: &Snapshot, gpu: u32) -> Vec<&Process> {
         .iter()
         .filter(|p| {
             p.is_live()
-                && !p.protected
+                && !p.protected_for_all()
                 && (p.touches_gpu(gpu)
                     || (p.gpu_memory.is_empty() && p.devices.iter().all(|d| d.gpu.is_none())))
         })

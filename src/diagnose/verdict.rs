@@ -135,7 +135,7 @@ fn holding(s: &Snapshot, g: &Gpu) -> Vec<String> {
     let holders: Vec<String> = s
         .processes
         .iter()
-        .filter(|p| p.is_live() && !p.protected && p.touches_gpu(g.index))
+        .filter(|p| p.is_live() && !p.protected_for_all() && p.touches_gpu(g.index))
         .map(label)
         .collect();
     if !holders.is_empty() {
@@ -146,7 +146,11 @@ fn holding(s: &Snapshot, g: &Gpu) -> Vec<String> {
             pid_list(&holders)
         ));
     }
-    for p in s.processes.iter().filter(|p| p.is_live() && p.protected) {
+    for p in s
+        .processes
+        .iter()
+        .filter(|p| p.is_live() && p.protected_for_all())
+    {
         let used = crate::model::saturating_sum(
             p.gpu_memory
                 .iter()
@@ -172,7 +176,7 @@ fn listed(s: &Snapshot, g: &Gpu) -> Vec<String> {
     for n in &g.nvml_processes {
         let bytes = n.used_bytes.map_or("memory".into(), mib);
         match s.processes.iter().find(|p| p.pid == n.pid) {
-            Some(p) if !p.is_live() && !p.protected => busy.push(format!(
+            Some(p) if !p.is_live() && !p.protected_for_all() => busy.push(format!(
                 "zombie PID {} is still listed by NVML with {bytes}: its parent PID {} must reap it",
                 p.pid, p.ppid
             )),

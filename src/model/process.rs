@@ -138,6 +138,16 @@ pub enum NotProtected {
     },
 }
 
+impl Process {
+    /// Protected from every kill and in every verdict: a system daemon. A
+    /// display server or MPS daemon run by a person is protected only in
+    /// that person's own kills; for everyone else, and for whether a GPU
+    /// is free, it is a holder like any other.
+    pub fn protected_for_all(&self) -> bool {
+        self.protected && self.protection != Some(Protection::User)
+    }
+}
+
 /// The sum of byte counts, at most u64::MAX: the sizes come from NVML
 /// (any u64), and an overflow would panic a debug build.
 pub fn saturating_sum(bytes: impl IntoIterator<Item = u64>) -> u64 {

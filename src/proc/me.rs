@@ -148,6 +148,21 @@ impl Secure {
     }
 }
 
+/// Whether this process may read other users' executables and memory maps
+/// (root, or `CAP_SYS_PTRACE`): where it may, a process whose executable
+/// it could not read is no other user's beyond its reach (a zombie leader
+/// whose threads run, say), and its name proves nothing.
+pub fn reads_others() -> bool {
+    static READS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *READS.get_or_init(|| {
+        rustix::process::geteuid().is_root()
+            || rustix::thread::capabilities(None).is_ok_and(|c| {
+                c.effective
+                    .contains(rustix::thread::CapabilitySet::SYS_PTRACE)
+            })
+    })
+}
+
 /// Whether the kernel started this program in secure-execution mode
 /// (`AT_SECURE` in the auxiliary vector): set for setuid and setgid
 /// programs and for programs with file capabilities, as the dynamic

@@ -248,3 +248,79 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
     );
     assert!(!alive(h.pid()));
 }
+
+/// A person's display server is protected only in that person's own
+/// kills: for whether the GPU is free it is a holder like any other, even
+/// under the idle slack (code injected into it, by ptrace say, would
+/// otherwise make the GPU "free" for `wait` and `check`).
+#[test]
+fn a_users_display_server_under_the_slack_still_makes_the_gpu_busy() {
+    if !root() {
+        return;
+    }
+    let d = TestDir::new(1);
+    let exe = daemon_copy(&d, "Xorg");
+    let h = start(&d, &exe, Some(NOBODY), HoldSpec::default());
+    let state = d.one_gpu(&[(h.pid(), 100, "while-alive")], 0);
+    let doc = status_json(&d, &state, &[]);
+    assert_eq!(process(&doc, h.pid()).unwrap()["protection"], "user");
+    assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy", "{doc}");
+    let wait = run(&d, &state, &["wait", "--timeout", "0"]);
+    assert_eq!(wait.code, 1, "{}{}", wait.stdout, wait.stderr);
+    let check = run(
+        &d,
+        &state,
+        &[
+            "check",
+            "--format",
+            "json",
+            "--state",
+            d.tmp.path().join("check.json").to_str().unwrap(),
+        ],
+    );
+    let doc: serde_json::Value = serde_json::from_str(&check.stdout).unwrap();
+    assert!(
+        doc["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["condition"] == "leftover"),
+        "{doc}"
+    );
+}
+
+/// A system account's process that only names itself like a daemon
+/// (renamed, and its executable unreadable even for root: a leader that
+/// exited while its threads hold the node) is not protected for a gpufree
+/// that reads every executable (root): the name alone proves nothing.
+#[test]
+fn a_renamed_system_account_process_whose_exe_root_cannot_read_is_not_protected() {
+    let python = Path::new("/usr/bin/python3");
+    if !root() || !python.exists() {
+        return;
+    }
+    let d = TestDir::new(1);
+    std::fs::set_permissions(d.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&d.dev, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(d.node("nvidia0"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let script = format!(
+        "import ctypes,os,threading,time\nlibc=ctypes.CDLL(None)\nlibc.prctl(15,b'nvidia-persistenced',0,0,0)\nf=os.open({:?},os.O_RDONLY)\nthreading.Thread(target=time.sleep,args=(120,),daemon=True).start()\nprint('ready',flush=True)\nlibc.syscall({{'x86_64':60,'aarch64':93}}[os.uname().machine],0)",
+        d.node("nvidia0").to_str().unwrap()
+    );
+    let mut fake = crate::harness::spawn_ready(
+        Command::new("setpriv")
+            .args(["--reuid=998", "--regid=998", "--clear-groups", "--"])
+            .arg(python)
+            .args(["-c", &script]),
+    );
+    crate::harness::wait_state(fake.id(), 'Z');
+    let state = d.one_gpu(&[(fake.id(), 100, "while-alive")], 0);
+    let doc = status_json(&d, &state, &[]);
+    let _ = fake.kill();
+    let _ = fake.wait();
+    let p = process(&doc, fake.id()).unwrap_or_else(|| panic!("not listed: {doc}"));
+    assert_eq!(p["comm"], "nvidia-persiste", "{p}");
+    assert_eq!(p["protected"], false, "{p}");
+    assert_eq!(p["not_protected"]["reason"], "unverified", "{p}");
+    assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy", "{doc}");
+}

@@ -4,7 +4,6 @@
 
 use crate::model::AuditRecord;
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// serde_json's compact layout, with the characters
@@ -53,31 +52,16 @@ pub(super) fn json_line(r: &AuditRecord) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Appends `line` to `path` in one write: opened with O_APPEND|O_CREAT,
-/// mode 0600 when created, O_NOFOLLOW (a symlink is refused) and
-/// O_NONBLOCK (a FIFO cannot hold the open); anything but a regular file
-/// is refused.
+/// Appends `line` to `path` in one write, the file opened through its
+/// directory reached without links, never through a link itself, never
+/// waiting on a FIFO, created 0600, and refused unless it is the real
+/// user's own regular file with no other link (`crate::paths`): a file
+/// someone else made first in a shared directory could be edited by them
+/// afterwards, and a root file hard-linked there is not theirs.
 pub(super) fn append(path: &Path, line: &[u8]) -> io::Result<()> {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => io::Error::other("a symlink: refused"),
-            _ => e,
-        })?;
-    let meta = f.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(io::Error::other("not a regular file: refused"));
-    }
-    // A file someone else made (first, in a shared directory) could be
-    // edited by them after gpufree wrote to it; and a file of root's is
-    // not its caller's to append to (a setuid gpufree, should one ever be
-    // given a path): the real user's own file only.
-    if std::os::unix::fs::MetadataExt::uid(&meta) != rustix::process::getuid().as_raw() {
-        return Err(io::Error::other("not this user's file: refused"));
-    }
+    let mut f = crate::paths::open_append(path, 0o600).map_err(|e| match e {
+        crate::paths::OpenError::Io(e) => e,
+        refused => io::Error::other(format!("{refused}: refused")),
+    })?;
     f.write_all(line)
 }

@@ -122,6 +122,15 @@ fn protection(
     match protect::named(comm, exe, exe_trusted, uid) {
         Named::Other => (None, None),
         Named::Not(why) => (None, Some(why)),
+        // A name alone is believed only by a gpufree that cannot read
+        // other users' executables at all: one that can (root, ptrace)
+        // and could not read this one has no proof it is the daemon.
+        Named::ByComm if crate::proc::me::reads_others() => (
+            None,
+            Some(NotProtected::Unverified {
+                unread: "executable".into(),
+            }),
+        ),
         Named::ByComm => (Some(Protection::System), None),
         Named::Candidate(reach) => match judged(dir, reach, exe_raw.unwrap_or_default(), environ) {
             Ok(p) => (Some(p), None),

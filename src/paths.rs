@@ -1,0 +1,166 @@
+//! Files a caller names for gpufree to write (`metrics --output`, `check
+//! --state`, `--audit-log`): their directory is opened with no symlink
+//! anywhere on its path, and everything after goes through that
+//! directory's fd; a file already there is taken only when it is a regular
+//! file of the real user's own with no other link. A root gpufree told a
+//! path by someone else (a script, a sudo rule) then writes nothing of
+//! theirs: no directory they swapped for a link, no file of root's they
+//! hard-linked there.
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+/// Why a named file is not written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// A symlink on the way to the directory.
+    #[error("a symlink is on the way to it; give the real path of its directory")]
+    LinkOnTheWay,
+    /// The file itself is a symlink.
+    #[error(
+        "is a symlink; give the path of a regular file (a symlink would be replaced, not followed)"
+    )]
+    Symlink,
+    /// Not a regular file (a device, FIFO, socket or directory).
+    #[error(
+        "exists and is not a regular file (a device, FIFO, socket or directory); not replaced"
+    )]
+    NotRegular,
+    /// Another user's file.
+    #[error("is another user's file; not written (give a path of your own)")]
+    NotOurs,
+    /// A file with another link elsewhere.
+    #[error("has another link elsewhere (a hard link); not written")]
+    Linked,
+}
+
+/// Why a named file could not be opened: refused, or an error.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Refused (a usage error: the caller named it).
+    #[error("{0}")]
+    Refused(#[from] Refused),
+    /// Opening failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// `dir` opened as a directory with no symlink on its path (a symlink
+/// there is refused, not followed); on a kernel without `openat2` (before
+/// 5.6), with its last component not followed.
+pub fn open_dir(dir: &Path) -> Result<OwnedFd, OpenError> {
+    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+    match rustix::fs::openat2(
+        rustix::fs::CWD,
+        dir,
+        flags,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => Ok(fd),
+        Err(rustix::io::Errno::LOOP) => Err(Refused::LinkOnTheWay.into()),
+        Err(rustix::io::Errno::NOSYS) => {
+            rustix::fs::open(dir, flags | OFlags::NOFOLLOW, Mode::empty())
+                .map_err(|e| std::io::Error::from(e).into())
+        }
+        Err(e) => Err(std::io::Error::from(e).into()),
+    }
+}
+
+/// The directory of `path` ([`open_dir`]) and its file name.
+pub fn dir_of(path: &Path) -> Result<(OwnedFd, &std::ffi::OsStr), OpenError> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("not a file name"))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Ok((open_dir(dir)?, name))
+}
+
+/// Whether `meta` (a file found at a named path) may be written: a regular
+/// file of the real user's own, with no other link.
+pub fn writable(st: &rustix::fs::Stat) -> Result<(), Refused> {
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Symlink => Err(Refused::Symlink),
+        FileType::RegularFile if st.st_uid != rustix::process::getuid().as_raw() => {
+            Err(Refused::NotOurs)
+        }
+        FileType::RegularFile if st.st_nlink > 1 => Err(Refused::Linked),
+        FileType::RegularFile => Ok(()),
+        _ => Err(Refused::NotRegular),
+    }
+}
+
+/// What is at `name` in `dir`, if anything, checked ([`writable`]):
+/// `Ok(false)` when nothing is there.
+pub fn existing(dir: &OwnedFd, name: &std::ffi::OsStr) -> Result<bool, OpenError> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => writable(&st).map(|()| true).map_err(OpenError::from),
+        Err(rustix::io::Errno::NOENT) => Ok(false),
+        Err(e) => Err(std::io::Error::from(e).into()),
+    }
+}
+
+/// `path` opened to append (created `mode` when absent), never through a
+/// link, never blocking on a FIFO, and checked after opening
+/// ([`writable`]): the file the caller named, and theirs.
+pub fn open_append(path: &Path, mode: u32) -> Result<std::fs::File, OpenError> {
+    let (dir, name) = dir_of(path)?;
+    let fd = rustix::fs::openat(
+        &dir,
+        name,
+        OFlags::WRONLY
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::NOFOLLOW
+            | OFlags::NONBLOCK
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::LOOP => OpenError::Refused(Refused::Symlink),
+        e => OpenError::Io(e.into()),
+    })?;
+    writable(&rustix::fs::fstat(&fd).map_err(std::io::Error::from)?)?;
+    Ok(std::fs::File::from(fd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_directory_behind_a_link_and_a_hard_linked_file_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, tmp.path().join("link")).unwrap();
+        let through = tmp.path().join("link/audit.log");
+        assert!(matches!(
+            open_append(&through, 0o600),
+            Err(OpenError::Refused(Refused::LinkOnTheWay))
+        ));
+        assert!(!real.join("audit.log").exists());
+        let file = real.join("audit.log");
+        open_append(&file, 0o600)
+            .unwrap()
+            .write_all(b"one\n")
+            .unwrap();
+        std::fs::hard_link(&file, tmp.path().join("other")).unwrap();
+        assert!(matches!(
+            open_append(&file, 0o600),
+            Err(OpenError::Refused(Refused::Linked))
+        ));
+        std::os::unix::fs::symlink(&file, real.join("sym")).unwrap();
+        assert!(matches!(
+            open_append(&real.join("sym"), 0o600),
+            Err(OpenError::Refused(Refused::Symlink))
+        ));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    }
+}
