@@ -129,6 +129,34 @@ pub fn open_append(path: &Path, mode: u32) -> Result<std::fs::File, OpenError> {
     Ok(std::fs::File::from(fd))
 }
 
+/// Whether root may load the library at `path` (`--nvml-lib`, a
+/// simulator's library): the file it names (links followed) and that
+/// file's directory are root's and writable by no one else, so no one but
+/// root chose the code root runs. A missing file loads nothing; where it
+/// may yet appear, its directory must be root's alike. Err says why.
+pub fn root_may_load(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let roots =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
+    let (file, dir) = match std::fs::canonicalize(path) {
+        Ok(real) => {
+            let dir = real.parent().map(Path::to_path_buf);
+            (Some(real), dir)
+        }
+        Err(_) => (None, path.parent().map(Path::to_path_buf)),
+    };
+    if file.as_deref().is_some_and(|f| !roots(f)) {
+        return Err("not a file only root may write: root runs no code someone else chose".into());
+    }
+    match dir {
+        Some(d) if d.exists() && !roots(&d) => Err(format!(
+            "{} is not a directory only root may write: root runs no code someone else chose",
+            d.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +190,23 @@ mod tests {
             Err(OpenError::Refused(Refused::Symlink))
         ));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    }
+
+    #[test]
+    fn root_loads_only_a_library_only_root_may_write() {
+        use std::os::unix::fs::PermissionsExt;
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let lib = tmp.path().join("libnvidia-ml.so.1");
+        std::fs::write(&lib, b"\x7fELF").unwrap();
+        assert!(root_may_load(&lib).is_ok());
+        std::os::unix::fs::chown(&lib, Some(65534), None).unwrap();
+        assert!(root_may_load(&lib).is_err(), "another user's file");
+        std::os::unix::fs::chown(&lib, Some(0), None).unwrap();
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(root_may_load(&lib).is_err(), "a directory others may write");
+        assert!(root_may_load(Path::new("/nonexistent/libnvidia-ml.so.1")).is_ok());
     }
 }

@@ -28,10 +28,22 @@ pub(super) fn run_check(s: &Settings, args: &CheckArgs) -> Result<Outcome, Error
             // Holders in D sampled again over a window (no holder in D,
             // no wait).
             let windows = crate::snapshot::windows(&collector, &snap);
-            let remembered = read_state(state);
+            // In secure mode (setuid, file capabilities) no state is read
+            // or kept: the caller could time root's leaks as they like.
+            let keep = s.privilege.secure.is_none();
+            let remembered = if keep {
+                read_state(state)
+            } else {
+                CheckMemory::default()
+            };
             let now = unix_now();
             let (mut outcome, next) = check(&snap, &policy, &remembered, &windows, now);
-            if let Err(why) = write_state(state, &next) {
+            let kept = if keep {
+                write_state(state, &next)
+            } else {
+                Err("not kept where gpufree runs with privileges its caller lacks".into())
+            };
+            if let Err(why) = kept {
                 // Without the state no leak can be timed: each counts at
                 // once rather than never.
                 eprintln!(
@@ -118,10 +130,20 @@ fn read_state(path: &std::path::Path) -> CheckMemory {
 }
 
 /// Keeps what this check saw for the next, atomically, creating the
-/// directory (for `/run/gpufree`) when missing.
+/// directory (for `/run/gpufree`) when missing, 0755 whatever the umask.
 fn write_state(path: &std::path::Path, memory: &CheckMemory) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .and_then(|()| {
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+                })
+                .map_err(|e| e.to_string())?;
+        }
     }
     let bytes = serde_json::to_vec(memory).map_err(|e| e.to_string())?;
     files::write_atomically(path, &bytes, 0o644).map_err(|e| e.to_string())

@@ -22,7 +22,7 @@
 //! root are refused (exit 2); `sim` and `demo` (the simulator) are
 //! refused; NVML is loaded by its system name only; test hooks never run.
 
-use super::args::{CheckArgs, Command, KillArgs, ServeArgs, SimCommand};
+use super::args::{CheckArgs, Command, KillArgs, SimCommand};
 use super::{regex_flag, Cli, Common, Error};
 use crate::act::audit::Sinks;
 use crate::act::kill::UserSel;
@@ -131,6 +131,16 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         hide_from: privilege.secure.map(|_| privilege.uid),
         ..collect_config(common, &env, dev_dir.clone())?
     };
+    if let Some(lib) = collect
+        .nvml_lib
+        .as_deref()
+        .filter(|_| rustix::process::geteuid().is_root())
+    {
+        crate::paths::root_may_load(lib).map_err(|why| Error::Library {
+            path: lib.to_path_buf(),
+            why,
+        })?;
+    }
     let (matcher, user) = match &cli.command {
         Some(Command::Kill(args)) => kill_selectors(args)?,
         _ => (None, None),
@@ -305,10 +315,8 @@ fn refuse_steering(cli: &Cli, why: Secure) -> Result<(), Error> {
         Some(Command::Metrics {
             output: Some(_), ..
         }) => refused("--output"),
-        Some(Command::Serve(ServeArgs {
-            view_socket: Some(_),
-            ..
-        })) => refused("--view-socket"),
+        // A setuid serve would bind any port for its caller.
+        Some(Command::Serve(_)) => refused("serve"),
         Some(Command::Doctor { .. }) => refused("doctor --unit"),
         Some(Command::Man { dir: Some(_) }) => refused("man --dir"),
         Some(Command::Sim(SimCommand::Lib | SimCommand::Exec { .. })) => refused("sim"),

@@ -64,6 +64,14 @@ pub enum Error {
         /// Why gpufree runs in secure mode.
         why: crate::proc::me::Secure,
     },
+    /// `--nvml-lib` (or `GPUFREE_NVML_LIB`) names code root may not run.
+    #[error("--nvml-lib {}: refused: {why}", path.display())]
+    Library {
+        /// The library.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// The view answered that the command could not run: a usage error
     /// (a bad `--gpu`), or it cannot answer now (no fresh snapshot).
     #[error("{1}")]
@@ -197,6 +205,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::Unit(_)
         | E::NoSuchUser(_)
         | E::Variable(..)
+        | E::Library { .. }
         | E::Steering { .. }
         | E::View(crate::model::ViewErrorKind::Usage, _)
         | E::KillRefused(crate::act::kill::NotOurProc::OtherRoot)

@@ -304,17 +304,24 @@ fn leaks(
 ) -> (Vec<Problem>, Vec<Pending>, CheckMemory) {
     let mut problems = Vec::new();
     let mut pending = Vec::new();
+    // What this check does not look at (a GPU outside its `--gpu`) is
+    // remembered as it was: a narrower check never restarts another GPU's
+    // grace period.
+    let looked: Vec<String> = s.gpus.iter().map(state_key).collect();
     let mut remembered = CheckMemory::default();
+    remembered.unaccounted_since.extend(
+        memory
+            .unaccounted_since
+            .iter()
+            .filter(|(k, _)| !looked.contains(k))
+            .map(|(k, v)| (k.clone(), *v)),
+    );
     for g in &s.gpus {
         let bytes = unexplained_bytes(s, g);
         if !g.memory.known || bytes < policy.leak_min || !blind_spots(s, g.index).is_empty() {
             continue;
         }
-        let key = if g.uuid.is_empty() {
-            format!("index:{}", g.index)
-        } else {
-            g.uuid.clone()
-        };
+        let key = state_key(g);
         let since = memory
             .unaccounted_since
             .get(&key)
@@ -337,6 +344,15 @@ fn leaks(
         }
     }
     (problems, pending, remembered)
+}
+
+/// The key of GPU `g` in the check's state: its UUID, else its index.
+fn state_key(g: &Gpu) -> String {
+    if g.uuid.is_empty() {
+        format!("index:{}", g.index)
+    } else {
+        g.uuid.clone()
+    }
 }
 
 /// GPUs whose verdict is unknown; and busy ones whose memory is partly

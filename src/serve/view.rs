@@ -14,7 +14,8 @@
 //! most [`MAX_REQUEST`] bytes, within the header timeout); the answer is a
 //! line of JSON (`model::ViewAnswer`: the verdict shown, or why not) and
 //! the output, then the connection is closed. At most [`MAX_CONNECTIONS`]
-//! are open, at most [`RENDERS`] answers are made at once, an answer the
+//! are open ([`MAX_PER_USER`] of one user's), at most [`RENDERS`] answers
+//! are made at once, an answer the
 //! client does not take within the idle timeout is dropped, and a stale
 //! snapshot (the one `/healthz` calls stale) is not answered from.
 
@@ -37,6 +38,9 @@ pub const MAX_REQUEST: usize = 4096;
 /// At most this many connections are open at once; past it, a new one is
 /// closed at once.
 pub const MAX_CONNECTIONS: usize = 64;
+/// At most this many of them are one user's: one user's idle connections
+/// deny the view to no one else.
+pub const MAX_PER_USER: usize = 8;
 /// At most this many answers are made at once (each judges a copy of the
 /// snapshot).
 pub const RENDERS: usize = 2;
@@ -181,6 +185,7 @@ pub(super) async fn accept(
     socket: PathBuf,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
+    let per_user: Arc<std::sync::Mutex<std::collections::HashMap<u32, usize>>> = Arc::default();
     let renders = Arc::new(tokio::sync::Semaphore::new(RENDERS));
     let socket = Arc::new(socket);
     loop {
@@ -190,19 +195,35 @@ pub(super) async fn accept(
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             continue;
         };
-        if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            open.fetch_sub(1, Ordering::SeqCst);
+        let Ok(uid) = stream.peer_cred().map(|c| c.uid()) else {
             continue;
+        };
+        {
+            let mut users = lock(&per_user);
+            let mine = users.entry(uid).or_default();
+            if *mine >= MAX_PER_USER || open.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+                continue;
+            }
+            *mine += 1;
+            open.fetch_add(1, Ordering::SeqCst);
         }
-        let (shared, open, renders, socket) = (
+        let (shared, open, per_user, renders, socket) = (
             Arc::clone(&shared),
             Arc::clone(&open),
+            Arc::clone(&per_user),
             Arc::clone(&renders),
             Arc::clone(&socket),
         );
         tokio::spawn(async move {
-            let _ = one(stream, &shared, &renders, &socket).await;
+            let _ = one(stream, uid, &shared, &renders, &socket).await;
             open.fetch_sub(1, Ordering::SeqCst);
+            let mut users = lock(&per_user);
+            if let Some(n) = users.get_mut(&uid) {
+                *n -= 1;
+                if *n == 0 {
+                    users.remove(&uid);
+                }
+            }
         });
     }
 }
@@ -211,11 +232,11 @@ pub(super) async fn accept(
 /// taken within the idle timeout.
 async fn one(
     mut stream: tokio::net::UnixStream,
+    uid: u32,
     shared: &Shared,
     renders: &tokio::sync::Semaphore,
     socket: &Path,
 ) -> std::io::Result<()> {
-    let uid = stream.peer_cred()?.uid();
     let Ok(request) = tokio::time::timeout(shared.header_timeout, read_request(&mut stream)).await
     else {
         return Ok(());

@@ -69,7 +69,12 @@ static EMBEDDED: &[u8] = include_bytes!(env!("GPUFREE_SIM_EMBED"));
 pub fn find_library() -> Result<PathBuf, SimError> {
     let exe = std::env::current_exe().unwrap_or_default();
     if let Some(p) = std::env::var_os("GPUFREE_SIM_LIBRARY") {
-        return Ok(PathBuf::from(p));
+        let p = PathBuf::from(p);
+        // Root runs (the demo) or hands on (sim exec) only code root chose.
+        if rustix::process::geteuid().is_root() {
+            crate::paths::root_may_load(&p).map_err(|why| dir_err(&p, why))?;
+        }
+        return Ok(p);
     }
     let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
     let built = [

@@ -290,7 +290,7 @@ fn a_setuid_copy_takes_no_paths_from_its_caller() {
 /// its own regular file, reached without links: a directory reached
 /// through a symlink is refused, and so is another user's file there
 /// (which that user could have pointed anywhere, or could edit after);
-/// nothing is written.
+/// nothing is written. Nor does it load another user's library.
 #[test]
 fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     if !rustix::process::geteuid().is_root() {
@@ -345,6 +345,21 @@ fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("another user's file"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "nobody's\n");
+    // A library of another user's: root never loads it.
+    let theirs_lib = dir.join("libnvidia-ml.so.1");
+    std::fs::copy(std::fs::canonicalize(&lib).unwrap(), &theirs_lib).unwrap();
+    nobodys(&theirs_lib);
+    let r = gpufree(
+        &["status", "--nvml-lib", theirs_lib.to_str().unwrap()],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.starts_with("gpufree: --nvml-lib "), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("root runs no code someone else chose"),
+        "{}",
+        r.stderr
+    );
     // Its own file, reached without links: written.
     let r = metrics(&dir.join("gpufree.prom"));
     assert_eq!(r.code, 0, "{}", r.stderr);

@@ -201,6 +201,23 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
         );
     }
 
+    // One user's idle connections (more than the view takes in all) deny it
+    // to no one else.
+    let hog = spawn_ready(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c"])
+            .arg("import socket,sys,time\nheld=[]\nfor _ in range(80):\n  s=socket.socket(socket.AF_UNIX)\n  try:\n    s.connect(sys.argv[1]); held.append(s)\n  except OSError: pass\nprint('ready',flush=True)\ntime.sleep(120)")
+            .arg(&socket),
+    );
+    children.add(hog);
+    let r = as_user(&d, 4242, &socket, &["status", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("from root's gpufree serve at"),
+        "{}",
+        r.stderr
+    );
+
     // A socket that is not root's answers nothing: the user scans alone.
     let fake_dir = d.tmp.path().join("fake");
     std::fs::create_dir(&fake_dir).unwrap();

@@ -178,3 +178,31 @@ fn holders_in_d_are_one_problem_per_level_and_reason() {
     let (o, _) = check(&calm, &policy, &CheckMemory::default(), &windows, 0);
     assert_eq!(o.level, Level::Ok);
 }
+
+/// A check narrowed to one GPU keeps what it remembered of the others: it
+/// never restarts another GPU's grace period.
+#[test]
+fn a_narrower_check_keeps_the_other_gpus_leak_times() {
+    use crate::model::{CheckMemory, Gpu};
+    let s = Snapshot {
+        gpus: vec![Gpu {
+            index: 0,
+            uuid: "GPU-a".into(),
+            ..Gpu::default()
+        }],
+        ..Snapshot::default()
+    };
+    let mut memory = CheckMemory::default();
+    memory.unaccounted_since.insert("GPU-a".into(), 100);
+    memory.unaccounted_since.insert("GPU-b".into(), 50);
+    let (_, next) = check(
+        &s,
+        &CheckPolicy::default(),
+        &memory,
+        &Default::default(),
+        1000,
+    );
+    assert_eq!(next.unaccounted_since.get("GPU-b"), Some(&50));
+    // GPU-a was looked at and holds no leak now: forgotten.
+    assert_eq!(next.unaccounted_since.get("GPU-a"), None);
+}
