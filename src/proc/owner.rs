@@ -129,11 +129,55 @@ fn short(id: &str) -> &str {
 pub fn owner_from_path(path: &str) -> Owner {
     let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
     read(&parts, Reading::Owner)
-        .map(|(mut owner, below)| {
+        .map(|(mut owner, _, below)| {
             owner.claims = claim(&parts[below..]);
             owner
         })
         .unwrap_or_default()
+}
+
+/// The owner of `path` where its component `delegated.0` (from the root,
+/// 0-based) is the first cgroup directory of the path not root's: the
+/// kernel says it was handed to user `delegated.1`, who may name anything
+/// below it. A boundary that starts at or above it was root's to make and
+/// decides as [`owner_from_path`] reads it (`user@UID.service`, a
+/// container's own cgroup root handed over, a Slurm job whose directory
+/// slurmstepd gave its user); one that starts below it is the user's
+/// naming: the owner is that user's cgroup, and a pod, job or container
+/// named there only claimed.
+pub fn owner_delegated(path: &str, delegated: Option<(usize, u32)>) -> Owner {
+    let Some((k, uid)) = delegated else {
+        return owner_from_path(path);
+    };
+    let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    match read(&parts, Reading::Owner) {
+        Some((mut owner, start, below)) if start <= k => {
+            owner.claims = claim(&parts[below..]);
+            owner
+        }
+        _ => {
+            let top = format!(
+                "/{}",
+                parts[..=k.min(parts.len().saturating_sub(1))].join("/")
+            );
+            let mut o = owner(
+                OwnerKind::Session,
+                format!("cgroup:{top}"),
+                format!("cgroup {top} of uid {uid}"),
+            );
+            o.claims = claim(parts.get(k + 1..).unwrap_or_default());
+            o
+        }
+    }
+}
+
+/// The cgroup v2 path of `/proc/PID/cgroup` (its `0::` line), if it has one.
+pub fn cgroup_v2_path(bytes: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .filter(|p| p.starts_with('/'))
+        .map(str::to_string)
 }
 
 /// What a walk of components looks for.
@@ -148,35 +192,57 @@ enum Reading {
 }
 
 /// The first boundary of `parts` (see [`Reading`]), with the index of the
-/// first component below it.
-fn read(parts: &[&str], reading: Reading) -> Option<(Owner, usize)> {
+/// component where it starts.
+fn read(parts: &[&str], reading: Reading) -> Option<(Owner, usize, usize)> {
+    read_from(parts, reading).map(|((o, below), start)| (o, start, below))
+}
+
+/// [`read`]'s walk: the boundary, the first component below it, and where
+/// it starts.
+fn read_from(parts: &[&str], reading: Reading) -> Option<((Owner, usize), usize)> {
     let p = &*PATTERNS;
     let mut kube = false;
-    for (i, here) in parts.iter().enumerate() {
-        if reading == Reading::Owner {
-            if let Some(c) = p.user_manager.captures(here) {
-                return Some((user_manager(&c[1], &parts[i + 1..]), i + 1));
-            }
-            if let Some(owner) = session(p, parts, i) {
-                return Some((owner, i + 1));
-            }
+    for i in 0..parts.len() {
+        if let Some(found) = boundary_at(p, parts, i, reading, &mut kube) {
+            return Some((found, i));
         }
-        kube |= here.contains("kubepods");
-        if kube {
-            if let Some(c) = p.k8s_pod.captures(here) {
-                return Some(pod(p, c[1].replace('_', "-"), parts, i));
-            }
+    }
+    None
+}
+
+/// The boundary that starts at component `i`, if one does (`kube`: a
+/// `kubepods` component came before).
+fn boundary_at(
+    p: &Patterns,
+    parts: &[&str],
+    i: usize,
+    reading: Reading,
+    kube: &mut bool,
+) -> Option<(Owner, usize)> {
+    let here = parts[i];
+    if reading == Reading::Owner {
+        if let Some(c) = p.user_manager.captures(here) {
+            return Some((user_manager(&c[1], &parts[i + 1..]), i + 1));
         }
-        if let Some(found) = container(p, parts, i) {
-            return Some(found);
+        if let Some(owner) = session(p, parts, i) {
+            return Some((owner, i + 1));
         }
-        if let Some(found) = slurm_job(p, parts, i) {
-            return Some(found);
+    }
+    *kube |= here.contains("kubepods");
+    if *kube {
+        if let Some(c) = p.k8s_pod.captures(here) {
+            return Some(pod(p, c[1].replace('_', "-"), parts, i));
         }
-        if reading == Reading::Owner && p.unit.is_match(here) {
-            let unit = here.to_string();
-            return Some((owner(OwnerKind::SystemdUnit, unit.clone(), unit), i + 1));
-        }
+    }
+    if let Some(found) = container(p, parts, i) {
+        return Some(found);
+    }
+    if let Some(found) = slurm_job(p, parts, i) {
+        return Some(found);
+    }
+    if reading == Reading::Owner && p.unit.is_match(here) {
+        let unit = here.to_string();
+        return Some((owner(OwnerKind::SystemdUnit, unit.clone(), unit), i + 1));
     }
     None
 }
@@ -184,7 +250,7 @@ fn read(parts: &[&str], reading: Reading) -> Option<(Owner, usize)> {
 /// The pod, job or container that `below` (names made by a delegated
 /// party) claims, if any: the first one read from its top.
 fn claim(below: &[&str]) -> Option<Claim> {
-    let (o, _) = read(below, Reading::Claim)?;
+    let (o, ..) = read(below, Reading::Claim)?;
     Some(Claim {
         kind: o.kind,
         id: o.id,

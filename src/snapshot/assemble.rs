@@ -45,7 +45,9 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
     for (pid, m) in drm_mem {
         memory.entry(pid).or_default().extend(m);
     }
-    let (mut processes, pins) = processes_of(seen, nodes, &gpus, &drm_gpus, &memory);
+    let mut owners = super::owners::Owners::new(&cfg.sys_root);
+    let known = (&gpus[..], &drm_gpus, &memory);
+    let (mut processes, pins) = processes_of(seen, nodes, known, &mut owners);
     // Listed by NVML, but not a process of this /proc (or not one that
     // could be pinned): another PID namespace's.
     let not_visible: Vec<u32> = nvml_mem
@@ -67,7 +69,6 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
     visibility.nvml_pids_not_visible = not_visible;
     visibility.nvml_pids_stale = stale;
     visibility.refused_nodes = refused_nodes(nodes, &gpus, &drm_gpus);
-    let ticks_per_second = rustix::param::clock_ticks_per_second();
     Snapshot {
         gpus,
         processes,
@@ -79,7 +80,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         others: Vec::new(),
         // 0: unknown (ages are then not shown).
         uptime_ticks: crate::proc::me::uptime_ticks().unwrap_or(0),
-        ticks_per_second,
+        ticks_per_second: rustix::param::clock_ticks_per_second(),
         verdict: Default::default(),
         pins: Pins::new(pins),
         parents: kin,
@@ -143,9 +144,8 @@ fn without_stale(
 fn processes_of(
     seen: BTreeMap<u32, Seen>,
     nodes: &NodeSet,
-    gpus: &[Gpu],
-    drm_gpus: &DrmGpus,
-    memory: &NvmlMemory,
+    (gpus, drm_gpus, memory): (&[Gpu], &DrmGpus, &NvmlMemory),
+    owners: &mut super::owners::Owners,
 ) -> (Vec<Process>, BTreeMap<u32, Pin>) {
     let index_of_minor: HashMap<u32, u32> = gpus
         .iter()
@@ -171,8 +171,9 @@ fn processes_of(
                 dir: s.dir,
             },
         );
+        let owned = owners.of(&s.details.cgroup);
         processes.push(process_from(
-            pid, s.details, devices, gpu_memory, &mut users,
+            pid, s.details, devices, gpu_memory, &mut users, owned,
         ));
     }
     (processes, pins)
@@ -317,8 +318,8 @@ pub(super) fn process_from(
     devices: Vec<DeviceUse>,
     gpu_memory: Vec<GpuMemory>,
     users: &mut UserNames,
+    (cgroup, owner): (String, Owner),
 ) -> Process {
-    let (cgroup, owner) = owner::parse_cgroup(&d.cgroup);
     let renamed = looks_renamed(&d.stat.comm, &d.cmdline, d.exe.as_deref());
     Process {
         protected: d.protection.is_some(),

@@ -18,6 +18,7 @@ mod fold;
 mod launchers;
 mod mig;
 mod orphans;
+mod owners;
 mod refused;
 mod select;
 mod window;

@@ -304,3 +304,42 @@ fn malformed_and_empty_lines_are_owner_none() {
     assert_eq!(of("0::/\n").kind, OwnerKind::None);
     assert_eq!(of("0::/init.scope\n").id, "init.scope");
 }
+
+/// A directory handed to a user (the first on the path not root's) is
+/// theirs, whatever they name below it: `docker-<root's id>.scope` there
+/// only claims root's container. A boundary root made at or above it
+/// (`user@UID.service` itself, a container's own directory root handed to
+/// a remapped uid, a Slurm job directory given to its user) still decides.
+#[test]
+fn a_directory_handed_to_a_user_is_theirs_whatever_they_name_below() {
+    let path = format!("/mine/docker-{CID}.scope");
+    let o = owner_delegated(&path, Some((0, 4242)));
+    assert_eq!(
+        (o.kind, o.id.as_str()),
+        (OwnerKind::Session, "cgroup:/mine")
+    );
+    assert_eq!(o.name, "cgroup /mine of uid 4242");
+    let c = o.claims.unwrap();
+    assert_eq!((c.kind, c.id.as_str()), (OwnerKind::Container, CID));
+    // Without the kernel's word it reads as root's container.
+    assert_eq!(owner_delegated(&path, None).kind, OwnerKind::Container);
+    // Root's boundaries at or above the handed-over directory decide.
+    let o = owner_delegated(
+        "/user.slice/user-1000.slice/user@1000.service/app.slice/x.scope",
+        Some((2, 1000)),
+    );
+    assert_eq!(o.id, "user@1000.service");
+    let o = owner_delegated(
+        &format!("/system.slice/docker-{CID}.scope"),
+        Some((1, 100_000)),
+    );
+    assert_eq!((o.kind, o.id.as_str()), (OwnerKind::Container, CID));
+    let o = owner_delegated(
+        "/system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
+        Some((2, 1000)),
+    );
+    assert_eq!((o.kind, o.id.as_str()), (OwnerKind::SlurmJob, "42"));
+    // Nothing named at all below a handed-over directory: still the user's.
+    let o = owner_delegated("/mine/work", Some((0, 4242)));
+    assert_eq!((o.kind, o.claims), (OwnerKind::Session, None));
+}
