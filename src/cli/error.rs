@@ -57,7 +57,7 @@ pub enum Error {
     Variable(&'static str, String),
     /// A flag (or command) that would let a less privileged caller steer
     /// gpufree, refused in secure mode.
-    #[error("{what}: refused: {}; it takes no paths from its caller (run it as root, or through the serve socket's view)", .why.why())]
+    #[error("{what}: refused: {}; it takes no paths, libraries or servers from its caller (run it as root)", .why.why())]
     Steering {
         /// The flag or command.
         what: &'static str,

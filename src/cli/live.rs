@@ -58,9 +58,14 @@ pub(super) fn serve(s: &Settings, args: &ServeArgs) -> Result<Outcome, Error> {
         view_socket: args.view_socket.clone(),
     };
     let quiet = common.quiet;
+    let view = args.view_socket.clone();
     crate::serve::serve(c, &opts, |addr| {
         if !quiet {
-            eprintln!("gpufree serve: listening on http://{addr}/metrics")
+            eprintln!("gpufree serve: listening on http://{addr}/metrics");
+            if let Some(v) = &view {
+                let v = crate::safe::escape(&v.display().to_string()).into_owned();
+                eprintln!("gpufree serve: answering users' status and why on {v}");
+            }
         }
     })?;
     Ok(Outcome::Done)

@@ -51,7 +51,7 @@ pub(super) fn ask(
         Ok(a) => a,
         Err(why) => {
             eprintln!(
-                "gpufree: the view at {shown_socket} did not answer ({why}); scanning as uid {}",
+                "gpufree: the view at {shown_socket} is not used ({why}); scanning as uid {}",
                 s.privilege.uid
             );
             return None;
@@ -66,8 +66,9 @@ pub(super) fn ask(
         } else {
             format!("gpufree serve (service user uid {server})")
         };
+        let age = answer.age_seconds.unwrap_or(0.0);
         eprintln!(
-            "gpufree: from {whose} at {shown_socket} (as uid {}: other users' command lines, environments and executables hidden)",
+            "gpufree: from {whose} at {shown_socket}, a snapshot {age:.0} s old (as uid {}: other users' command lines, environments and executables hidden)",
             s.privilege.uid
         );
     }

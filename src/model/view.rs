@@ -14,12 +14,19 @@ use super::{NotProtected, Process, Snapshot, VerdictState};
 use serde::{Deserialize, Serialize};
 
 /// Where a snapshot came from: root's serve, for a user.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ViewFrom {
     /// The socket `gpufree serve --view-socket` answered on.
     pub socket: String,
     /// The user it answered (from the socket's peer credentials).
     pub uid: u32,
+    /// The user serve runs as: root, or the shipped unit's service user.
+    #[serde(default)]
+    pub server_uid: u32,
+    /// How old the snapshot answered from was, in seconds (serve takes one
+    /// every `--interval`).
+    #[serde(default)]
+    pub age_seconds: f64,
 }
 
 /// What [`Snapshot::hide_from`] removes, in `visibility.hidden`'s words.
@@ -141,11 +148,14 @@ pub enum ViewCommand {
 /// The first line of an answer: the verdict the output shows, or why the
 /// command could not run (the output is then empty). The caller's exit
 /// code follows from it as from its own scan.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ViewAnswer {
     /// The selected GPUs' verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<VerdictState>,
+    /// How old the snapshot answered from was, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_seconds: Option<f64>,
     /// Why the command could not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ViewError>,

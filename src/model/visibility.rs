@@ -7,7 +7,7 @@ use super::ViewFrom;
 use serde::{Deserialize, Serialize};
 
 /// What the scan could not see.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Visibility {
     /// Processes whose fd table and maps were examined.
     pub processes_scanned: u32,

@@ -53,8 +53,11 @@ pub fn write_only_protected<W: Write + ?Sized>(
 
 /// What the plan does, in one line: how many, which signal, then KILL.
 fn plan_heading(plan: &Plan, signal: &str, grace: f64) -> String {
-    if plan.targets.is_empty() {
+    if plan.targets.is_empty() && plan.skipped.is_empty() {
         return "Nothing to signal: no GPU holder matches.".into();
+    }
+    if plan.targets.is_empty() {
+        return "Nothing to signal: every GPU holder that matches is left out.".into();
     }
     let then = if signal == "KILL" {
         String::new()

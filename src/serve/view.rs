@@ -50,6 +50,7 @@ fn failed(kind: ViewErrorKind, message: String) -> (ViewAnswer, Vec<u8>) {
     (
         ViewAnswer {
             verdict: None,
+            age_seconds: None,
             error: Some(ViewError { kind, message }),
         },
         Vec::new(),
@@ -59,7 +60,7 @@ fn failed(kind: ViewErrorKind, message: String) -> (ViewAnswer, Vec<u8>) {
 /// The answer to `req` from `uid`, from `snap` (judged, every GPU serve
 /// reports): its first line and its output.
 pub fn render(
-    snap: &Snapshot,
+    (snap, age): (&Snapshot, std::time::Duration),
     socket: &Path,
     uid: u32,
     req: &ViewRequest,
@@ -84,6 +85,8 @@ pub fn render(
     view.visibility.view = Some(ViewFrom {
         socket: socket.display().to_string(),
         uid,
+        server_uid: rustix::process::geteuid().as_raw(),
+        age_seconds: age.as_secs_f64(),
     });
     crate::pipeline::judge_with(&mut view, &crate::diagnose::Options::default());
     let sel = match crate::snapshot::resolve(&view.gpus, &gpus) {
@@ -108,6 +111,7 @@ pub fn render(
         Ok(()) => (
             ViewAnswer {
                 verdict: Some(view.verdict.state),
+                age_seconds: Some(age.as_secs_f64()),
                 error: None,
             },
             body,
@@ -247,7 +251,7 @@ async fn one(
         (Ok(req), Ok(snap)) => {
             let _permit = renders.acquire().await;
             let socket = socket.to_path_buf();
-            tokio::task::spawn_blocking(move || render(&snap, &socket, uid, &req))
+            tokio::task::spawn_blocking(move || render((&snap.0, snap.1), &socket, uid, &req))
                 .await
                 .unwrap_or_else(|_| failed(ViewErrorKind::Unavailable, "the answer failed".into()))
         }
@@ -266,10 +270,12 @@ async fn one(
 
 /// The cached snapshot, unless there is none yet or it is stale (as
 /// `/healthz` judges it): a view of an old host would mislead.
-fn fresh_snapshot(shared: &Shared) -> Result<Arc<Snapshot>, String> {
+fn fresh_snapshot(shared: &Shared) -> Result<(Arc<Snapshot>, std::time::Duration), String> {
     let cache = lock(&shared.cache);
     match (&cache.snapshot, cache.taken) {
-        (Some(snap), Some(taken)) if taken.elapsed() <= shared.stale_after => Ok(Arc::clone(snap)),
+        (Some(snap), Some(taken)) if taken.elapsed() <= shared.stale_after => {
+            Ok((Arc::clone(snap), taken.elapsed()))
+        }
         (Some(_), _) => {
             Err("serve's last good snapshot is stale (its collections fail; see its log)".into())
         }

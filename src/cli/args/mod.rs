@@ -90,10 +90,14 @@ fn scan_choice() -> impl clap::builder::TypedValueParser<Value = crate::proc::sc
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Per-GPU memory and every process holding GPU memory or a GPU device node.
+    /// Run by a user who is not root, it asks the view of `gpufree serve
+    /// --view-socket` where one answers (GPUFREE_VIEW_SOCKET, default
+    /// /run/gpufree-view/view.sock; off: never), and says so.
     Status,
     /// Why memory on the selected GPUs is not free: ordered findings, each
     /// with the exact next command. Exit 0 when free, 1 when something holds
-    /// them, 3 when what could not be seen leaves it unknown.
+    /// them, 3 when what could not be seen leaves it unknown. A user who is
+    /// not root is answered by serve's view where one answers (as status).
     Why {
         /// Also say which holders `pkill -f REGEX` and `pkill REGEX` would hit
         /// and miss, and which other processes they would hit.

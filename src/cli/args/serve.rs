@@ -35,9 +35,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = serve_timeout)]
     pub idle_timeout: std::time::Duration,
     /// Also answer users who are not root on this local socket (mode
-    /// 0666; e.g. /run/gpufree/view.sock, where their `gpufree status`
-    /// and `why` look): what root sees, with other users' command lines,
-    /// environments and executables removed. Root only.
+    /// 0666; /run/gpufree-view/view.sock, where their `gpufree status` and
+    /// `why` look): what this serve sees, with other users' command lines,
+    /// environments and executables removed. Run as root, or as the shipped
+    /// unit's service user (contrib/systemd/gpufree-serve.service).
     #[arg(long, value_name = "PATH")]
     pub view_socket: Option<PathBuf>,
 }

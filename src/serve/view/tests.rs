@@ -73,7 +73,12 @@ fn ask(snap: &Snapshot, uid: u32, command: ViewCommand, json: bool) -> (ViewAnsw
         quiet: false,
         color: false,
     };
-    let (answer, body) = render(snap, Path::new("/run/gpufree/view.sock"), uid, &req);
+    let (answer, body) = render(
+        (snap, std::time::Duration::ZERO),
+        Path::new("/run/gpufree/view.sock"),
+        uid,
+        &req,
+    );
     (answer, String::from_utf8(body).unwrap())
 }
 
@@ -87,6 +92,7 @@ fn each_user_sees_every_holder_but_only_their_own_secrets() {
             answer,
             ViewAnswer {
                 verdict: Some(crate::model::VerdictState::Busy),
+                age_seconds: Some(0.0),
                 error: None
             }
         );
@@ -130,7 +136,12 @@ fn a_bad_request_is_the_commands_usage_error() {
         quiet: false,
         color: false,
     };
-    let (answer, body) = render(&snap, Path::new("/s"), 1000, &req);
+    let (answer, body) = render(
+        (&snap, std::time::Duration::ZERO),
+        Path::new("/s"),
+        1000,
+        &req,
+    );
     let e = answer.error.unwrap();
     assert_eq!(e.kind, ViewErrorKind::Usage);
     assert!(e.message.contains("--gpu 7"), "{}", e.message);
@@ -139,6 +150,14 @@ fn a_bad_request_is_the_commands_usage_error() {
         version: VIEW_VERSION + 1,
         ..req
     };
-    let e = render(&snap, Path::new("/s"), 1000, &req).0.error.unwrap();
+    let e = render(
+        (&snap, std::time::Duration::ZERO),
+        Path::new("/s"),
+        1000,
+        &req,
+    )
+    .0
+    .error
+    .unwrap();
     assert_eq!(e.kind, ViewErrorKind::Usage);
 }
