@@ -211,7 +211,7 @@ fn a_setuid_copy_takes_no_paths_from_its_caller() {
     // Files: none written, appended to or read.
     let check_state = secret_dir.join("check.json");
     let metrics = secret_dir.join("gpufree.prom");
-    let refused: [(&[&str], &str); 4] = [
+    let refused: [(&[&str], &str); 5] = [
         (
             &["check", "--state", check_state.to_str().unwrap()],
             "--state",
@@ -235,6 +235,8 @@ fn a_setuid_copy_takes_no_paths_from_its_caller() {
             &["doctor", "--unit", secret.to_str().unwrap()],
             "doctor --unit",
         ),
+        // A setuid serve would bind any port for its caller.
+        (&["serve", "--listen", "127.0.0.1:81"], "serve"),
     ];
     for (args, flag) in refused {
         let r = copy.run(args, &[]);
