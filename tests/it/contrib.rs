@@ -357,6 +357,13 @@ fn serve_with_only_the_units_capabilities_sees_what_root_sees() {
     let _ = serve.wait();
     let p = process(&doc, holder.pid()).unwrap_or_else(|| panic!("root's holder unseen: {doc}"));
     assert_eq!(via(p, "nvidia0"), ["fd"]);
+    // CAP_BPF and CAP_PERFMON load the in-kernel walk (where this kernel
+    // runs it at all: never refused for want of privilege).
+    let reason = doc["visibility"]["scan_reason"].as_str().unwrap();
+    assert!(
+        doc["visibility"]["scan"] == "bpf" || !reason.contains("not permitted"),
+        "{reason}"
+    );
     assert!(
         p["exe"].as_str().is_some_and(|e| e.ends_with("gpufree")),
         "{p}"
