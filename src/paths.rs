@@ -129,32 +129,47 @@ pub fn open_append(path: &Path, mode: u32) -> Result<std::fs::File, OpenError> {
     Ok(std::fs::File::from(fd))
 }
 
-/// Whether root may load the library at `path` (`--nvml-lib`, a
-/// simulator's library): the file it names (links followed) and that
-/// file's directory are root's and writable by no one else, so no one but
-/// root chose the code root runs. A missing file loads nothing; where it
-/// may yet appear, its directory must be root's alike. Err says why.
-pub fn root_may_load(path: &Path) -> Result<(), String> {
+/// The path root loads for the library named `path` (`--nvml-lib`, a
+/// simulator's library), or why root may not: the file it names, links
+/// followed, and every directory above it are root's and writable by no
+/// one else (a sticky directory like /tmp may be world-writable: only the
+/// owner of an entry may replace it, and each entry here is root's). The
+/// path returned is that resolved one, so what is loaded later is what was
+/// checked: nobody else can change where it leads. A missing file loads
+/// nothing; its deepest existing directory is checked alike.
+pub fn root_loadable(path: &Path) -> Result<std::path::PathBuf, String> {
     use std::os::unix::fs::MetadataExt;
-    let roots =
-        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
-    let (file, dir) = match std::fs::canonicalize(path) {
-        Ok(real) => {
-            let dir = real.parent().map(Path::to_path_buf);
-            (Some(real), dir)
+    // The deepest part of the path that exists, resolved, and the rest.
+    let mut rest = Vec::new();
+    let mut at = path;
+    let real = loop {
+        match std::fs::canonicalize(at) {
+            Ok(real) => break real,
+            Err(_) => {
+                rest.push(at.file_name().map(std::ffi::OsStr::to_os_string));
+                at = match at.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+            }
         }
-        Err(_) => (None, path.parent().map(Path::to_path_buf)),
     };
-    if file.as_deref().is_some_and(|f| !roots(f)) {
-        return Err("not a file only root may write: root runs no code someone else chose".into());
+    for p in real.ancestors() {
+        let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let others_write = m.mode() & 0o022 != 0;
+        let sticky_dir = m.is_dir() && m.mode() & 0o1000 != 0;
+        if m.uid() != 0 || (others_write && !sticky_dir) {
+            return Err(format!(
+                "{} is not root's alone: root runs no code someone else chose",
+                p.display()
+            ));
+        }
     }
-    match dir {
-        Some(d) if d.exists() && !roots(&d) => Err(format!(
-            "{} is not a directory only root may write: root runs no code someone else chose",
-            d.display()
-        )),
-        _ => Ok(()),
-    }
+    Ok(rest
+        .into_iter()
+        .rev()
+        .flatten()
+        .fold(real, |p, part| p.join(part)))
 }
 
 #[cfg(test)]
@@ -201,12 +216,23 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let lib = tmp.path().join("libnvidia-ml.so.1");
         std::fs::write(&lib, b"\x7fELF").unwrap();
-        assert!(root_may_load(&lib).is_ok());
+        assert_eq!(root_loadable(&lib).unwrap(), lib.canonicalize().unwrap());
+        // Through a link: the resolved path is what is loaded.
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(tmp.path(), &link).unwrap();
+        let through = link.join("libnvidia-ml.so.1");
+        assert_eq!(
+            root_loadable(&through).unwrap(),
+            lib.canonicalize().unwrap()
+        );
         std::os::unix::fs::chown(&lib, Some(65534), None).unwrap();
-        assert!(root_may_load(&lib).is_err(), "another user's file");
+        assert!(root_loadable(&lib).is_err(), "another user's file");
         std::os::unix::fs::chown(&lib, Some(0), None).unwrap();
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(root_may_load(&lib).is_err(), "a directory others may write");
-        assert!(root_may_load(Path::new("/nonexistent/libnvidia-ml.so.1")).is_ok());
+        assert!(root_loadable(&lib).is_err(), "a directory others may write");
+        assert_eq!(
+            root_loadable(Path::new("/nonexistent/libnvidia-ml.so.1")).unwrap(),
+            Path::new("/nonexistent/libnvidia-ml.so.1")
+        );
     }
 }

@@ -131,15 +131,17 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         hide_from: privilege.secure.map(|_| privilege.uid),
         ..collect_config(common, &env, dev_dir.clone())?
     };
+    let mut collect = collect;
     if let Some(lib) = collect
         .nvml_lib
-        .as_deref()
+        .clone()
         .filter(|_| rustix::process::geteuid().is_root())
     {
-        crate::paths::root_may_load(lib).map_err(|why| Error::Library {
-            path: lib.to_path_buf(),
-            why,
-        })?;
+        // Root loads the resolved path it checked, never one a link could
+        // later lead elsewhere.
+        let checked =
+            crate::paths::root_loadable(&lib).map_err(|why| Error::Library { path: lib, why })?;
+        collect.nvml_lib = Some(checked);
     }
     let (matcher, user) = match &cli.command {
         Some(Command::Kill(args)) => kill_selectors(args)?,

@@ -46,6 +46,7 @@ pub fn check(
     problems.extend(stuck(s, windows));
     problems.extend(zombies(s));
     problems.extend(s.gpus.iter().filter_map(|g| leftover(s, Some(g))));
+    problems.extend(s.gpus.iter().filter_map(|g| daemons(s, g)));
     problems.extend(leftover(s, None));
     problems.extend(pods(s));
     let (leaks, pending, remembered) = leaks(s, policy, memory, now);
@@ -278,6 +279,33 @@ fn leftover(s: &Snapshot, g: Option<&Gpu>) -> Option<Problem> {
     };
     let mut p = problem(Condition::Leftover, level, index);
     p.bytes = bytes;
+    p.processes = named(&ps);
+    Some(p)
+}
+
+/// Protected daemons holding more of GPU `g`'s memory than the idle slack
+/// (critical): a real one holds a few MiB; whatever holds more under a
+/// daemon's name is no longer the daemon a kill must spare (its memory
+/// already makes the GPU busy; here it makes the node unhealthy).
+fn daemons(s: &Snapshot, g: &Gpu) -> Option<Problem> {
+    let on_g = |p: &Process| {
+        crate::model::saturating_sum(
+            p.gpu_memory
+                .iter()
+                .filter(|m| m.gpu == g.index)
+                .filter_map(|m| m.used_bytes),
+        )
+    };
+    let ps: Vec<&Process> = s
+        .processes
+        .iter()
+        .filter(|p| p.is_live() && p.protected_for_all() && on_g(p) > super::IDLE_SLACK_BYTES)
+        .collect();
+    if ps.is_empty() {
+        return None;
+    }
+    let mut p = problem(Condition::Daemon, Level::Critical, Some(g.index));
+    p.bytes = crate::model::saturating_sum(ps.iter().map(|p| on_g(p)));
     p.processes = named(&ps);
     Some(p)
 }

@@ -31,6 +31,10 @@ pub enum Condition {
     Pod,
     /// A zombie holder, or one NVML still lists.
     Zombie,
+    /// A protected daemon (nvidia-persistenced, DCGM...) holds more of a
+    /// GPU's memory than its idle slack: no kill takes it by default, and
+    /// no real daemon holds that much (critical).
+    Daemon,
     /// A GPU whose verdict is unknown: part of the state could not be seen.
     Unknown,
 }
@@ -45,18 +49,20 @@ impl Condition {
             Condition::Leftover => "leftover",
             Condition::Pod => "pod",
             Condition::Zombie => "zombie",
+            Condition::Daemon => "daemon",
             Condition::Unknown => "unknown",
         }
     }
 
     /// Every condition.
-    pub const ALL: [Condition; 7] = [
+    pub const ALL: [Condition; 8] = [
         Condition::Nvml,
         Condition::Stuck,
         Condition::Leak,
         Condition::Leftover,
         Condition::Pod,
         Condition::Zombie,
+        Condition::Daemon,
         Condition::Unknown,
     ];
 }

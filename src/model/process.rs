@@ -129,6 +129,10 @@ pub enum NotProtected {
     /// Run by a person's account in a user namespace other than
     /// gpufree's, where it could mount its own library directories.
     UserNamespace,
+    /// A system daemon's program run in a person's login session or user
+    /// manager (its cgroup says so): that person's code, whatever account
+    /// it runs as.
+    InASession,
     /// Run by a person's account, and what shows that it runs only the
     /// program's own code could not be read.
     Unverified {

@@ -63,7 +63,7 @@ impl Snapshot {
 
 /// What another user may see of `p`: a list of what is shown, never of
 /// what is removed, so a field added later stays hidden until it is
-/// listed here. A protected daemon keeps its executable (a system
+/// listed here (where it waits in the kernel, `wchan`, is root's to read). A protected daemon keeps its executable (a system
 /// program's path names it: comm is cut at 15 bytes), and a refusal of
 /// protection keeps its reason, not the variable's value or the mapped
 /// file that made it.
@@ -88,7 +88,6 @@ pub fn seen_by_another(p: &Process) -> Process {
         drm_clients: p.drm_clients.clone(),
         owner: p.owner.clone(),
         cgroup: p.cgroup.clone(),
-        wchan: p.wchan.clone(),
         protected: p.protected,
         protection: p.protection,
         not_protected: p.not_protected.as_ref().map(without_evidence),

@@ -202,6 +202,11 @@ pub fn said(p: &Problem, snap: &Snapshot) -> String {
             who()
         ),
         Condition::Zombie => format!("{n} zombie holder{s} ({})", who()),
+        Condition::Daemon => format!(
+            "{on}{} held by {n} protected daemon{s} beyond the idle slack ({})",
+            gib(p.bytes),
+            who()
+        ),
         Condition::Pod => snap
             .findings
             .iter()

@@ -131,6 +131,7 @@ pub fn not_protected(why: &NotProtected) -> String {
         NotProtected::UserNamespace => {
             "run by a person's account in a user namespace of its own".into()
         }
+        NotProtected::InASession => "a system daemon's program run in a person's session".into(),
         NotProtected::Unverified { unread } => {
             format!("run by a person's account, and its {unread} could not be read")
         }

@@ -137,16 +137,17 @@ pub fn owner_from_path(path: &str) -> Owner {
 }
 
 /// The owner of `path` where its component `delegated.0` (from the root,
-/// 0-based) is the first cgroup directory of the path not root's: the
-/// kernel says it was handed to user `delegated.1`, who may name anything
+/// 0-based) is the first cgroup directory of the path handed to someone
+/// other than root (not root's, or writable by others): the kernel says
+/// `delegated.1` (`uid 4242`, `group 4242`, `anyone`) may name anything
 /// below it. A boundary that starts at or above it was root's to make and
 /// decides as [`owner_from_path`] reads it (`user@UID.service`, a
 /// container's own cgroup root handed over, a Slurm job whose directory
 /// slurmstepd gave its user); one that starts below it is the user's
 /// naming: the owner is that user's cgroup, and a pod, job or container
 /// named there only claimed.
-pub fn owner_delegated(path: &str, delegated: Option<(usize, u32)>) -> Owner {
-    let Some((k, uid)) = delegated else {
+pub fn owner_delegated(path: &str, delegated: Option<(usize, &str)>) -> Owner {
+    let Some((k, who)) = delegated else {
         return owner_from_path(path);
     };
     let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
@@ -163,7 +164,7 @@ pub fn owner_delegated(path: &str, delegated: Option<(usize, u32)>) -> Owner {
             let mut o = owner(
                 OwnerKind::Session,
                 format!("cgroup:{top}"),
-                format!("cgroup {top} of uid {uid}"),
+                format!("cgroup {top} of {who}"),
             );
             o.claims = claim(parts.get(k + 1..).unwrap_or_default());
             o

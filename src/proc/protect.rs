@@ -33,9 +33,26 @@ pub const PROTECTED: &[&str] = &[
     "kwin_wayland",
 ];
 
-/// Lowest UID of a person's account (login.defs UID_MIN); daemons run
-/// below it, and no person's code runs as those accounts.
-const UID_MIN: u32 = 1000;
+/// Lowest UID of a person's account: the host's `UID_MIN` from
+/// `/etc/login.defs` (500 on older Red Hat hosts), else 1000; daemons run
+/// below it.
+pub fn uid_min() -> u32 {
+    static MIN: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::fs::read("/etc/login.defs")
+            .ok()
+            .and_then(|b| login_defs_uid_min(&b))
+            .unwrap_or(1000)
+    })
+}
+
+/// `UID_MIN` of a `login.defs` text, if set.
+pub fn login_defs_uid_min(text: &[u8]) -> Option<u32> {
+    String::from_utf8_lossy(text).lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        (words.next() == Some("UID_MIN")).then(|| words.next()?.parse().ok())?
+    })
+}
 
 /// Protected programs that people run under their own accounts: a desktop
 /// session, a user's MPS daemon. The others are system daemons: run by a
@@ -104,7 +121,7 @@ pub fn named(comm: &str, exe: Option<&str>, exe_trusted: bool, uid: u32) -> Name
                 Named::Other
             } else if !exe_trusted {
                 Named::Not(NotProtected::UntrustedExe)
-            } else if uid < UID_MIN {
+            } else if uid < uid_min() {
                 Named::Candidate(Protection::System)
             } else if RUN_BY_USERS.contains(&name) {
                 Named::Candidate(Protection::User)
@@ -116,7 +133,7 @@ pub fn named(comm: &str, exe: Option<&str>, exe_trusted: bool, uid: u32) -> Name
             let named = PROTECTED
                 .iter()
                 .any(|p| *p == comm || (comm.len() == 15 && p.starts_with(comm)));
-            match (named, uid < UID_MIN) {
+            match (named, uid < uid_min()) {
                 (false, _) => Named::Other,
                 (true, true) => Named::ByComm,
                 (true, false) => Named::Not(NotProtected::Unverified {

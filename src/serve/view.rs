@@ -29,7 +29,6 @@ use crate::safe::Guard;
 use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -145,9 +144,17 @@ pub(super) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, Serv
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() && m.uid() == me => {
-            // A live server there keeps it; a stale one's socket goes.
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(failed("another server answers there".into()));
+            // Stale only when the kernel says nothing listens there: a
+            // live server (of any socket type: a datagram socket answers a
+            // stream's connect with EPROTOTYPE) keeps it.
+            match std::os::unix::net::UnixStream::connect(path) {
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
+                Ok(_) => return Err(failed("another server answers there".into())),
+                Err(e) => {
+                    return Err(failed(format!(
+                        "a socket in use is there ({e}): not replaced"
+                    )))
+                }
             }
             std::fs::remove_file(path).map_err(|e| failed(e.to_string()))?;
         }
@@ -182,16 +189,64 @@ pub(super) fn listen(
     })
 }
 
+/// The view's open connections: how many each user has, and those still
+/// waiting for their request, oldest first (the ones a newcomer displaces
+/// when all are taken: a client that means to ask asks at once, so only
+/// idle connections wait long).
+#[derive(Default)]
+struct Open {
+    per_user: std::collections::HashMap<u32, usize>,
+    waiting: std::collections::VecDeque<(u64, Arc<tokio::sync::Notify>)>,
+    total: usize,
+}
+
+impl Open {
+    /// Takes in a connection of `uid` as `id`, displacing the connection
+    /// that has waited longest for its request when all are taken; None
+    /// when `uid` has its share already, or nothing can be displaced.
+    fn admit(&mut self, uid: u32, id: u64) -> Option<Arc<tokio::sync::Notify>> {
+        if self.per_user.get(&uid).copied().unwrap_or(0) >= MAX_PER_USER {
+            return None;
+        }
+        if self.total >= MAX_CONNECTIONS {
+            let (_, oldest) = self.waiting.pop_front()?;
+            oldest.notify_one();
+        }
+        *self.per_user.entry(uid).or_default() += 1;
+        self.total += 1;
+        let closed = Arc::new(tokio::sync::Notify::new());
+        self.waiting.push_back((id, Arc::clone(&closed)));
+        Some(closed)
+    }
+
+    /// Connection `id` has its request: no longer one to displace.
+    fn asked(&mut self, id: u64) {
+        self.waiting.retain(|(w, _)| *w != id);
+    }
+
+    /// Connection `id` of `uid` is closed.
+    fn closed(&mut self, uid: u32, id: u64) {
+        self.asked(id);
+        self.total = self.total.saturating_sub(1);
+        if let Some(n) = self.per_user.get_mut(&uid) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_user.remove(&uid);
+            }
+        }
+    }
+}
+
 /// Accepts view connections until the process is stopped.
 pub(super) async fn accept(
     listener: tokio::net::UnixListener,
     shared: Arc<Shared>,
     socket: PathBuf,
 ) {
-    let open = Arc::new(AtomicUsize::new(0));
-    let per_user: Arc<std::sync::Mutex<std::collections::HashMap<u32, usize>>> = Arc::default();
+    let open: Arc<std::sync::Mutex<Open>> = Arc::default();
     let renders = Arc::new(tokio::sync::Semaphore::new(RENDERS));
     let socket = Arc::new(socket);
+    let mut next: u64 = 0;
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // Out of descriptors, or a connection reset before it was
@@ -202,32 +257,24 @@ pub(super) async fn accept(
         let Ok(uid) = stream.peer_cred().map(|c| c.uid()) else {
             continue;
         };
-        {
-            let mut users = lock(&per_user);
-            let mine = users.entry(uid).or_default();
-            if *mine >= MAX_PER_USER || open.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-                continue;
-            }
-            *mine += 1;
-            open.fetch_add(1, Ordering::SeqCst);
-        }
-        let (shared, open, per_user, renders, socket) = (
+        next = next.wrapping_add(1);
+        let id = next;
+        let Some(displaced) = lock(&open).admit(uid, id) else {
+            continue;
+        };
+        let (shared, open, renders, socket) = (
             Arc::clone(&shared),
             Arc::clone(&open),
-            Arc::clone(&per_user),
             Arc::clone(&renders),
             Arc::clone(&socket),
         );
         tokio::spawn(async move {
-            let _ = one(stream, uid, &shared, &renders, &socket).await;
-            open.fetch_sub(1, Ordering::SeqCst);
-            let mut users = lock(&per_user);
-            if let Some(n) = users.get_mut(&uid) {
-                *n -= 1;
-                if *n == 0 {
-                    users.remove(&uid);
-                }
+            let asked = || lock(&open).asked(id);
+            tokio::select! {
+                _ = one(stream, uid, (&shared, &renders, &socket), asked) => {}
+                () = displaced.notified() => {}
             }
+            lock(&open).closed(uid, id);
         });
     }
 }
@@ -237,14 +284,14 @@ pub(super) async fn accept(
 async fn one(
     mut stream: tokio::net::UnixStream,
     uid: u32,
-    shared: &Shared,
-    renders: &tokio::sync::Semaphore,
-    socket: &Path,
+    (shared, renders, socket): (&Shared, &tokio::sync::Semaphore, &Path),
+    asked: impl FnOnce(),
 ) -> std::io::Result<()> {
     let Ok(request) = tokio::time::timeout(shared.header_timeout, read_request(&mut stream)).await
     else {
         return Ok(());
     };
+    asked();
     let (answer, body) = match (request, fresh_snapshot(shared)) {
         (Err(why), _) => failed(ViewErrorKind::Usage, why),
         (Ok(_), Err(why)) => failed(ViewErrorKind::Unavailable, why),

@@ -70,9 +70,10 @@ pub fn find_library() -> Result<PathBuf, SimError> {
     let exe = std::env::current_exe().unwrap_or_default();
     if let Some(p) = std::env::var_os("GPUFREE_SIM_LIBRARY") {
         let p = PathBuf::from(p);
-        // Root runs (the demo) or hands on (sim exec) only code root chose.
+        // Root runs (the demo) or hands on (sim exec) only code root
+        // chose, by the resolved path it checked.
         if rustix::process::geteuid().is_root() {
-            crate::paths::root_may_load(&p).map_err(|why| dir_err(&p, why))?;
+            return crate::paths::root_loadable(&p).map_err(|why| dir_err(&p, why));
         }
         return Ok(p);
     }

@@ -320,11 +320,21 @@ pub(super) fn process_from(
     users: &mut UserNames,
     (cgroup, owner): (String, Owner),
 ) -> Process {
+    // A daemon is started by the system, never inside a person's login
+    // session or user manager: there, its program is that person's code.
+    let (protection, not_protected) = match d.protection {
+        Some(crate::model::Protection::System)
+            if owner.kind == crate::model::OwnerKind::Session =>
+        {
+            (None, Some(crate::model::NotProtected::InASession))
+        }
+        p => (p, d.not_protected),
+    };
     let renamed = looks_renamed(&d.stat.comm, &d.cmdline, d.exe.as_deref());
     Process {
-        protected: d.protection.is_some(),
-        protection: d.protection,
-        not_protected: d.not_protected,
+        protected: protection.is_some(),
+        protection,
+        not_protected,
         wchan: d.wchan,
         pid,
         ppid: d.stat.ppid,

@@ -1,9 +1,10 @@
 //! Who owns each holder: its cgroup path, read as `proc::owner` reads it,
-//! and where the kernel's cgroup v2 hierarchy says that path was handed
-//! to a user (the first directory on it not root's: a `Delegate=` subtree,
-//! a directory an administrator chowned), that boundary too. Names below
-//! it are the user's to make; they never name root's container, pod, job
-//! or unit.
+//! and where the kernel's cgroup hierarchy says that path was handed to
+//! someone other than root (the first directory on it not root's — a
+//! `Delegate=` subtree, a directory an administrator chowned — or one that
+//! a group or anyone may write, where others make the directories below),
+//! that boundary too. Names below it are theirs to make; they never name
+//! root's container, pod, job or unit.
 
 use crate::model::Owner;
 use crate::proc::owner;
@@ -17,8 +18,11 @@ pub(super) struct Owners {
     /// The cgroup v2 hierarchy (`<sys root>/fs/cgroup`, or its `unified`
     /// beside v1 controllers); None where there is none to read.
     root: Option<PathBuf>,
-    /// Each directory's owner, by path below the root.
-    seen: HashMap<String, Option<u32>>,
+    /// The v1 hierarchies a path may come from (`name=systemd`, `memory`,
+    /// `devices`), where mounted.
+    v1: Vec<(&'static str, PathBuf)>,
+    /// Each directory's owner, group and mode, by path below the root.
+    seen: HashMap<String, Option<(u32, u32, u32)>>,
 }
 
 impl Owners {
@@ -30,8 +34,20 @@ impl Owners {
         let root = [base.clone(), base.join("unified")]
             .into_iter()
             .find(|p| cgroup2(p));
+        let cgroup1 =
+            |p: &Path| rustix::fs::statfs(p).is_ok_and(|s| s.f_type == libc::CGROUP_SUPER_MAGIC);
+        let v1 = [
+            ("name=systemd", "systemd"),
+            ("memory", "memory"),
+            ("devices", "devices"),
+        ]
+        .into_iter()
+        .map(|(controller, dir)| (controller, base.join(dir)))
+        .filter(|(_, p)| cgroup1(p))
+        .collect();
         Owners {
             root,
+            v1,
             seen: HashMap::new(),
         }
     }
@@ -41,34 +57,57 @@ impl Owners {
         let Some(path) = owner::cgroup_path(cgroup) else {
             return (String::new(), Owner::default());
         };
-        let delegated = if owner::cgroup_v2_path(cgroup).as_deref() == Some(path.as_str()) {
-            self.first_not_roots(&path)
-        } else {
-            None
-        };
-        let owner = owner::owner_delegated(&path, delegated);
+        let delegated = self
+            .hierarchy_of(cgroup, &path)
+            .and_then(|root| self.first_handed(&root, &path));
+        let owner =
+            owner::owner_delegated(&path, delegated.as_ref().map(|(k, w)| (*k, w.as_str())));
         (path, owner)
     }
 
-    /// The first directory of `path` (from the top, 0-based) whose owner
-    /// is not root, and that owner.
-    fn first_not_roots(&mut self, path: &str) -> Option<(usize, u32)> {
-        let root = self.root.as_ref()?;
+    /// The hierarchy whose directories `path` (the line `cgroup` chose)
+    /// names: v2's for the `0::` line, else the v1 controller's its line
+    /// names, where mounted.
+    fn hierarchy_of(&self, cgroup: &[u8], path: &str) -> Option<PathBuf> {
+        if owner::cgroup_v2_path(cgroup).as_deref() == Some(path) {
+            return self.root.clone();
+        }
+        let text = String::from_utf8_lossy(cgroup);
+        let controllers = text.lines().find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, p) = (parts.next()?, parts.next()?, parts.next()?);
+            (p == path).then_some(controllers)
+        })?;
+        self.v1
+            .iter()
+            .find(|(c, _)| controllers.split(',').any(|x| x == *c))
+            .map(|(_, root)| root.clone())
+    }
+
+    /// The first directory of `path` (from the top, 0-based) handed to
+    /// someone other than root — owned by another user, or writable by a
+    /// group or anyone — and who (`uid 4242`, `group 4242`, `anyone`).
+    fn first_handed(&mut self, root: &Path, path: &str) -> Option<(usize, String)> {
         let parts: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
         let mut prefix = String::new();
         for (i, part) in parts.iter().enumerate() {
             prefix.push('/');
             prefix.push_str(part);
-            let uid = *self.seen.entry(prefix.clone()).or_insert_with(|| {
+            let key = format!("{}{prefix}", root.display());
+            let seen = *self.seen.entry(key).or_insert_with(|| {
                 std::fs::symlink_metadata(root.join(&prefix[1..]))
                     .ok()
-                    .map(|m| m.uid())
+                    .map(|m| (m.uid(), m.gid(), m.mode()))
             });
-            match uid {
-                Some(0) => {}
-                Some(uid) => return Some((i, uid)),
+            match seen {
                 // Gone (the process moved, or left): nothing more to say.
                 None => return None,
+                Some((uid, ..)) if uid != 0 => return Some((i, format!("uid {uid}"))),
+                Some((_, _, mode)) if mode & 0o002 != 0 => return Some((i, "anyone".into())),
+                Some((_, gid, mode)) if mode & 0o020 != 0 => {
+                    return Some((i, format!("group {gid}")))
+                }
+                Some(_) => {}
             }
         }
         None

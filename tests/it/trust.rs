@@ -567,86 +567,113 @@ fn a_users_delegated_cgroup_named_like_roots_container_only_claims_it() {
 }
 
 /// A cgroup directory handed to a user (chowned, not a `user@UID.service`:
-/// the kernel says it is theirs) is theirs whatever they name below it:
-/// nobody's process in `mine/docker-<root's id>.scope` only claims root's
+/// the kernel says it is theirs), or one a group may write (others make
+/// the directories below it), is theirs whatever they name below it:
+/// nobody's process in `DIR/docker-<root's id>.scope` only claims root's
 /// container — `kill --unit <id>` plans root's process alone, and `check`
 /// calls nobody's a leftover (before, read by names alone, it was root's
 /// container: one group, both planned, check OK).
 #[test]
 fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
+    use std::os::unix::fs::PermissionsExt;
     if !need_root("chowning and moving processes into cgroups") {
         return;
     }
-    let d = TestDir::new(1);
-    let id = "4b3a2c1d5e6f7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7a8";
-    let (Some(users), Some(roots)) = (
-        Cgroup::new(&format!("mine/docker-{id}.scope")),
-        Cgroup::new(&format!("system.slice/docker-{id}.scope")),
-    ) else {
-        return; // said by Cgroup::new
-    };
-    let handed = users.path.parent().unwrap();
-    std::os::unix::fs::chown(handed, Some(65534), Some(65534)).unwrap();
-    let nobody = mapper_as_nobody(&d, "nvidia0");
-    users.add(nobody.pid());
-    let root = in_cgroup(&d, &roots);
-    let state = d.one_gpu(
-        &[
-            (nobody.pid(), 19 * 1024, "while-alive"),
-            (root.pid(), 4096, "while-alive"),
-        ],
-        0,
-    );
-    let doc = status_json(&d, &state, &[]);
-    let owner = |pid: u32| process(&doc, pid).unwrap()["owner"].clone();
-    let (theirs, mine) = (owner(nobody.pid()), owner(root.pid()));
-    assert_eq!(
-        (&mine["kind"], &mine["id"]),
-        (&json!("container"), &json!(id)),
-        "{mine}"
-    );
-    assert_eq!(theirs["kind"], "session", "{theirs}");
-    assert!(
-        theirs["name"]
-            .as_str()
+    for (dir, id, hand, who) in [
+        (
+            "mine",
+            "4b3a2c1d5e6f7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7a8",
+            "chown",
+            "of uid 65534",
+        ),
+        (
+            "ours",
+            "5c3a2c1d5e6f7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7a9",
+            "g+w",
+            "of group 65534",
+        ),
+    ] {
+        let d = TestDir::new(1);
+        let (Some(users), Some(roots)) = (
+            Cgroup::new(&format!("{dir}/docker-{id}.scope")),
+            Cgroup::new(&format!("system.slice/docker-{id}.scope")),
+        ) else {
+            return; // said by Cgroup::new
+        };
+        let handed = users.path.parent().unwrap();
+        if hand == "chown" {
+            std::os::unix::fs::chown(handed, Some(65534), Some(65534)).unwrap();
+        } else {
+            std::os::unix::fs::chown(handed, Some(0), Some(65534)).unwrap();
+            std::fs::set_permissions(handed, std::fs::Permissions::from_mode(0o775)).unwrap();
+        }
+        let nobody = mapper_as_nobody(&d, "nvidia0");
+        users.add(nobody.pid());
+        let root = in_cgroup(&d, &roots);
+        let state = d.one_gpu(
+            &[
+                (nobody.pid(), 19 * 1024, "while-alive"),
+                (root.pid(), 4096, "while-alive"),
+            ],
+            0,
+        );
+        let doc = status_json(&d, &state, &[]);
+        let owner = |pid: u32| process(&doc, pid).unwrap()["owner"].clone();
+        let (theirs, mine) = (owner(nobody.pid()), owner(root.pid()));
+        assert_eq!(
+            (&mine["kind"], &mine["id"]),
+            (&json!("container"), &json!(id)),
+            "{hand}: {mine}"
+        );
+        assert_eq!(theirs["kind"], "session", "{hand}: {theirs}");
+        assert!(
+            theirs["name"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("/{dir} {who}")),
+            "{hand}: {theirs}"
+        );
+        assert_eq!(theirs["claims"]["id"], id, "{hand}: {theirs}");
+        let (code, doc, err) = kill_json(&d.dev, &state, &["--unit", id, "--dry-run"], &[]);
+        assert_eq!(code, 0, "{err}");
+        let planned: Vec<u64> = doc["plan"]["targets"]
+            .as_array()
             .unwrap()
-            .ends_with("/mine of uid 65534"),
-        "{theirs}"
-    );
-    assert_eq!(theirs["claims"]["id"], id, "{theirs}");
-    let (code, doc, err) = kill_json(&d.dev, &state, &["--unit", id, "--dry-run"], &[]);
-    assert_eq!(code, 0, "{err}");
-    let planned: Vec<u64> = doc["plan"]["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["pid"].as_u64().unwrap())
-        .collect();
-    assert_eq!(planned, vec![u64::from(root.pid())], "{}", doc["plan"]);
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "check",
-            "--format",
-            "json",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-            "--state",
-            d.tmp.path().join("check.json").to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    let doc: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
-    let left: Vec<&Value> = doc["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["condition"] == "leftover")
-        .collect();
-    assert_eq!(left.len(), 1, "{doc}");
-    assert_eq!(left[0]["processes"], json!([[nobody.pid(), "gpufree"]]));
+            .iter()
+            .map(|t| t["pid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            planned,
+            vec![u64::from(root.pid())],
+            "{hand}: {}",
+            doc["plan"]
+        );
+        let lib = sim_lib();
+        let r = gpufree(
+            &[
+                "check",
+                "--format",
+                "json",
+                "--dev-dir",
+                d.dev.to_str().unwrap(),
+                "--nvml-lib",
+                lib.to_str().unwrap(),
+                "--state",
+                d.tmp.path().join("check.json").to_str().unwrap(),
+            ],
+            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+        );
+        let doc: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+        let left: Vec<&Value> = doc["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["condition"] == "leftover")
+            .collect();
+        assert_eq!(left.len(), 1, "{hand}: {doc}");
+        assert_eq!(left[0]["processes"], json!([[nobody.pid(), "gpufree"]]));
+        drop((nobody, root));
+    }
 }
 
 /// Kills the holders of `cg` (and an innocent beside them, when given);

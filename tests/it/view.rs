@@ -201,22 +201,35 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
         );
     }
 
-    // One user's idle connections (more than the view takes in all) deny it
-    // to no one else.
-    let hog = spawn_ready(
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c"])
-            .arg("import socket,sys,time\nheld=[]\nfor _ in range(80):\n  s=socket.socket(socket.AF_UNIX)\n  try:\n    s.connect(sys.argv[1]); held.append(s)\n  except OSError: pass\nprint('ready',flush=True)\ntime.sleep(120)")
-            .arg(&socket),
-    );
-    children.add(hog);
-    let r = as_user(&d, 4242, &socket, &["status", "--json"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("from root's gpufree serve at"),
-        "{}",
-        r.stderr
-    );
+    // Idle connections deny the view to no one: one user's (more than the
+    // view takes in all), and then those of eight uids (as one user's
+    // subordinate uids could be) that fill it, the oldest displaced by a
+    // newcomer.
+    let hog = |uid: u32, n: u32| {
+        let script = format!("import socket,sys,time\nheld=[]\nfor _ in range({n}):\n  s=socket.socket(socket.AF_UNIX)\n  try:\n    s.connect(sys.argv[1]); held.append(s)\n  except OSError: pass\nprint('ready',flush=True)\ntime.sleep(120)");
+        spawn_ready(
+            Command::new("setpriv")
+                .arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .args(["--clear-groups", "--", "/usr/bin/python3", "-c", &script])
+                .arg(&socket),
+        )
+    };
+    let users_view = || {
+        let r = as_user(&d, 4242, &socket, &["status", "--json"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(
+            r.stderr.contains("from root's gpufree serve at"),
+            "{}",
+            r.stderr
+        );
+    };
+    children.add(hog(65534, 80));
+    users_view();
+    for uid in 100_000..100_008 {
+        children.add(hog(uid, 8));
+    }
+    users_view();
 
     // A socket that is not root's answers nothing: the user scans alone.
     let fake_dir = d.tmp.path().join("fake");
@@ -258,4 +271,36 @@ impl Drop for Children {
             let _ = c.wait();
         }
     }
+}
+
+/// `serve --view-socket` replaces only a stale socket of its own: a live
+/// one of another type (the journal's datagram socket, given by mistake)
+/// is left alone, and serve says so in one line.
+#[test]
+fn serve_never_takes_over_a_live_datagram_socket() {
+    let d = TestDir::new(1);
+    let path = d.tmp.path().join("journal.sock");
+    let live = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    let state = d.one_gpu(&[], 0);
+    let r = gpufree(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            sim_lib().to_str().unwrap(),
+            "--view-socket",
+            path.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("a socket in use is there"),
+        "{}",
+        r.stderr
+    );
+    live.send_to(b"still mine", &path).unwrap();
 }

@@ -206,3 +206,56 @@ fn a_narrower_check_keeps_the_other_gpus_leak_times() {
     // GPU-a was looked at and holds no leak now: forgotten.
     assert_eq!(next.unaccounted_since.get("GPU-a"), None);
 }
+
+/// A protected daemon holding more than the idle slack is a critical
+/// `daemon` problem: a service account running the real binary with GPU
+/// files it opened before is spared by kill, but the node is not healthy.
+#[test]
+fn a_protected_daemon_beyond_the_idle_slack_is_critical() {
+    use crate::model::{Gpu, GpuMemory, Process, Protection};
+    let daemon = |bytes: u64| Process {
+        pid: 7,
+        comm: "nvidia-persiste".into(),
+        state: "S".into(),
+        protected: true,
+        protection: Some(Protection::System),
+        gpu_memory: vec![GpuMemory {
+            gpu: 0,
+            used_bytes: Some(bytes),
+        }],
+        ..Process::default()
+    };
+    let on = |p: Process| Snapshot {
+        gpus: vec![Gpu {
+            index: 0,
+            ..Gpu::default()
+        }],
+        processes: vec![p],
+        ..Snapshot::default()
+    };
+    let run = |s: &Snapshot| {
+        check(
+            s,
+            &CheckPolicy::default(),
+            &Default::default(),
+            &Default::default(),
+            0,
+        )
+        .0
+    };
+    let out = run(&on(daemon(20 << 30)));
+    let p = out
+        .problems
+        .iter()
+        .find(|p| p.condition == Condition::Daemon)
+        .unwrap();
+    assert_eq!(
+        (p.level, p.bytes, p.gpu),
+        (Level::Critical, 20 << 30, Some(0))
+    );
+    let out = run(&on(daemon(8 << 20)));
+    assert!(out
+        .problems
+        .iter()
+        .all(|p| p.condition != Condition::Daemon));
+}

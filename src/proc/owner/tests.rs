@@ -313,7 +313,7 @@ fn malformed_and_empty_lines_are_owner_none() {
 #[test]
 fn a_directory_handed_to_a_user_is_theirs_whatever_they_name_below() {
     let path = format!("/mine/docker-{CID}.scope");
-    let o = owner_delegated(&path, Some((0, 4242)));
+    let o = owner_delegated(&path, Some((0, "uid 4242")));
     assert_eq!(
         (o.kind, o.id.as_str()),
         (OwnerKind::Session, "cgroup:/mine")
@@ -326,20 +326,20 @@ fn a_directory_handed_to_a_user_is_theirs_whatever_they_name_below() {
     // Root's boundaries at or above the handed-over directory decide.
     let o = owner_delegated(
         "/user.slice/user-1000.slice/user@1000.service/app.slice/x.scope",
-        Some((2, 1000)),
+        Some((2, "uid 1000")),
     );
     assert_eq!(o.id, "user@1000.service");
     let o = owner_delegated(
         &format!("/system.slice/docker-{CID}.scope"),
-        Some((1, 100_000)),
+        Some((1, "uid 100000")),
     );
     assert_eq!((o.kind, o.id.as_str()), (OwnerKind::Container, CID));
     let o = owner_delegated(
         "/system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
-        Some((2, 1000)),
+        Some((2, "uid 1000")),
     );
     assert_eq!((o.kind, o.id.as_str()), (OwnerKind::SlurmJob, "42"));
     // Nothing named at all below a handed-over directory: still the user's.
-    let o = owner_delegated("/mine/work", Some((0, 4242)));
+    let o = owner_delegated("/mine/work", Some((0, "uid 4242")));
     assert_eq!((o.kind, o.claims), (OwnerKind::Session, None));
 }

@@ -186,3 +186,12 @@ fn a_preload_or_foreign_code_disqualifies_and_a_persons_candidate_must_show_all(
         Ok(Protection::System)
     );
 }
+
+#[test]
+fn uid_min_comes_from_login_defs() {
+    let defs = b"# comment UID_MIN 7\nMAIL_DIR /var/mail\nUID_MIN\t\t  500\nUID_MAX 60000\n";
+    assert_eq!(login_defs_uid_min(defs), Some(500));
+    assert_eq!(login_defs_uid_min(b"UID_MAX 60000\n"), None);
+    assert_eq!(login_defs_uid_min(b"UID_MIN x\n"), None);
+    assert_eq!(login_defs_uid_min(b"\xff\xfe"), None);
+}
