@@ -43,7 +43,7 @@ pub fn check(
     now: u64,
 ) -> (CheckOutcome, CheckMemory) {
     let mut problems = nvml(s);
-    problems.extend(stuck(s, windows));
+    problems.extend(stuck::stuck(s, windows));
     problems.extend(zombies(s));
     problems.extend(s.gpus.iter().filter_map(|g| leftover(s, Some(g))));
     problems.extend(s.gpus.iter().filter_map(|g| daemons(s, g)));
@@ -164,87 +164,6 @@ fn zombies(s: &Snapshot) -> Vec<Problem> {
     p.bytes = crate::model::saturating_sum(ps.iter().map(|p| p.memory_bytes()));
     p.processes = named(&ps);
     vec![p]
-}
-
-/// Holders the snapshot saw in uninterruptible sleep (D), one problem per
-/// level and reason ([`stuck_one`]): critical only for those in D across
-/// the whole window in a GPU driver (or where the kernel does not say),
-/// a warning for the others.
-fn stuck(s: &Snapshot, windows: &BTreeMap<u32, Window>) -> Vec<Problem> {
-    let mut groups: Vec<(Level, String, Vec<&Process>)> = Vec::new();
-    for p in s.processes.iter().filter(|p| p.state == "D") {
-        let (level, why) = stuck_one(windows.get(&p.pid));
-        match groups.iter_mut().find(|g| g.0 == level && g.1 == why) {
-            Some(g) => g.2.push(p),
-            None => groups.push((level, why, vec![p])),
-        }
-    }
-    groups
-        .into_iter()
-        .map(|(level, why, ps)| {
-            let mut p = problem(Condition::Stuck, level, None);
-            p.bytes = crate::model::saturating_sum(ps.iter().map(|p| p.memory_bytes()));
-            p.processes = named(&ps);
-            p.why = Some(why);
-            p
-        })
-        .collect()
-}
-
-/// How stuck one holder seen in D is, from what its window saw, and why.
-/// Critical only when every sample of a window of at least two samples
-/// [`STUCK_WINDOW_MS`] apart or more found it in D, and none waiting
-/// elsewhere than a GPU driver (where the kernel says nothing, D across
-/// the window decides alone). Anything less is a warning: a vfork
-/// parent, an NFS, Lustre or FUSE read, a process that left D or exited
-/// within the window, one never sampled again.
-pub(crate) fn stuck_one(window: Option<&Window>) -> (Level, String) {
-    let samples = window.map_or(&[][..], |w| &w.samples[..]);
-    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
-        return (Level::Warning, "in D in one look, not sampled again".into());
-    };
-    let n = samples.len();
-    let span_ms = last.at_ms.saturating_sub(first.at_ms);
-    let over = format!("{:.1} s", span_ms as f64 / 1000.0);
-    let waits: Vec<&Wait> = samples
-        .iter()
-        .filter_map(|s| match &s.seen {
-            Sampled::State { state: 'D', wait } => Some(wait),
-            _ => None,
-        })
-        .collect();
-    if waits.len() < n || n < 2 || span_ms < STUCK_WINDOW_MS {
-        let mut why = format!("in D in {} of {n} samples over {over}", waits.len());
-        if samples.iter().any(|s| s.seen == Sampled::Gone) {
-            why.push_str(", then exited");
-        } else if let c @ 1.. = samples.iter().filter(|s| s.seen == Sampled::Unread).count() {
-            why.push_str(&format!(" ({c} unreadable)"));
-        }
-        return (Level::Warning, why);
-    }
-    let named = |symbol: &str, module: &Option<String>| match module {
-        Some(m) => format!("{symbol} [{m}]"),
-        None => symbol.to_string(),
-    };
-    if let Some(Wait::Elsewhere { symbol, module }) =
-        waits.iter().find(|w| matches!(w, Wait::Elsewhere { .. }))
-    {
-        let why = format!("waits in {}, not in the GPU driver", named(symbol, module));
-        return (Level::Warning, why);
-    }
-    match waits.iter().find(|w| matches!(w, Wait::Driver { .. })) {
-        Some(Wait::Driver { symbol, module }) => (
-            Level::Critical,
-            format!(
-                "in D for {over}, in the GPU driver: {}",
-                named(symbol, module)
-            ),
-        ),
-        _ => (
-            Level::Critical,
-            format!("in D for {over}; the kernel does not say where it waits"),
-        ),
-    }
 }
 
 /// Live holders that belong to no job, unit, container or pod, of GPU `g`
@@ -410,6 +329,11 @@ fn unknown(s: &Snapshot) -> Vec<Problem> {
         })
         .collect()
 }
+
+mod stuck;
+
+#[cfg(test)]
+use stuck::stuck_one;
 
 #[cfg(test)]
 mod tests;
