@@ -26,8 +26,14 @@ use std::sync::LazyLock;
 /// `name=systemd`, else the `memory` or `devices` controller, else any.
 /// Malformed lines are skipped; None when no line is usable.
 pub fn cgroup_path(bytes: &[u8]) -> Option<String> {
+    cgroup_line(bytes).map(|(_, path)| path)
+}
+
+/// The line [`cgroup_path`] picks: its v1 controllers (None for v2's
+/// `0::` line) and its path.
+pub fn cgroup_line(bytes: &[u8]) -> Option<(Option<String>, String)> {
     let text = String::from_utf8_lossy(bytes);
-    let mut best: Option<(u8, &str)> = None;
+    let mut best: Option<(u8, &str, &str)> = None;
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
         let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
@@ -49,11 +55,11 @@ pub fn cgroup_path(bytes: &[u8]) -> Option<String> {
         } else {
             3
         };
-        if best.is_none_or(|(r, _)| rank < r) {
-            best = Some((rank, path));
+        if best.is_none_or(|(r, ..)| rank < r) {
+            best = Some((rank, controllers, path));
         }
     }
-    best.map(|(_, p)| p.to_string())
+    best.map(|(rank, c, p)| ((rank > 0).then(|| c.to_string()), p.to_string()))
 }
 
 /// Patterns of one path component each.
@@ -170,15 +176,6 @@ pub fn owner_delegated(path: &str, delegated: Option<(usize, &str)>) -> Owner {
             o
         }
     }
-}
-
-/// The cgroup v2 path of `/proc/PID/cgroup` (its `0::` line), if it has one.
-pub fn cgroup_v2_path(bytes: &[u8]) -> Option<String> {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .filter(|p| p.starts_with('/'))
-        .map(str::to_string)
 }
 
 /// What a walk of components looks for.

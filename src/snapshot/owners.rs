@@ -54,30 +54,23 @@ impl Owners {
 
     /// The cgroup path and owner from the bytes of `/proc/PID/cgroup`.
     pub(super) fn of(&mut self, cgroup: &[u8]) -> (String, Owner) {
-        let Some(path) = owner::cgroup_path(cgroup) else {
+        let Some((controllers, path)) = owner::cgroup_line(cgroup) else {
             return (String::new(), Owner::default());
         };
         let delegated = self
-            .hierarchy_of(cgroup, &path)
+            .hierarchy_of(controllers.as_deref())
             .and_then(|root| self.first_handed(&root, &path));
         let owner =
             owner::owner_delegated(&path, delegated.as_ref().map(|(k, w)| (*k, w.as_str())));
         (path, owner)
     }
 
-    /// The hierarchy whose directories `path` (the line `cgroup` chose)
-    /// names: v2's for the `0::` line, else the v1 controller's its line
-    /// names, where mounted.
-    fn hierarchy_of(&self, cgroup: &[u8], path: &str) -> Option<PathBuf> {
-        if owner::cgroup_v2_path(cgroup).as_deref() == Some(path) {
+    /// The hierarchy whose directories a path names, by its line's v1
+    /// `controllers` (None: v2's `0::`), where mounted.
+    fn hierarchy_of(&self, controllers: Option<&str>) -> Option<PathBuf> {
+        let Some(controllers) = controllers else {
             return self.root.clone();
-        }
-        let text = String::from_utf8_lossy(cgroup);
-        let controllers = text.lines().find_map(|line| {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, p) = (parts.next()?, parts.next()?, parts.next()?);
-            (p == path).then_some(controllers)
-        })?;
+        };
         self.v1
             .iter()
             .find(|(c, _)| controllers.split(',').any(|x| x == *c))
