@@ -125,13 +125,12 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         .dev_dir
         .clone()
         .or_else(|| env.path("GPUFREE_DEV_DIR"));
-    let collect = Config {
+    let mut collect = Config {
         // What only root may read of other users' processes stays hidden
         // from a caller with less privilege than gpufree has.
         hide_from: privilege.secure.map(|_| privilege.uid),
         ..collect_config(common, &env, dev_dir.clone())?
     };
-    let mut collect = collect;
     if let Some(lib) = collect
         .nvml_lib
         .clone()
