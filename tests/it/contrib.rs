@@ -279,37 +279,29 @@ fn serve_as_the_unit(
         .unwrap()
         .to_owned();
     let caps = caps.join(",");
-    let mut child = std::process::Command::new("setpriv")
-        .args(["--reuid=4243", "--regid=4243", "--clear-groups"])
-        .arg(format!("--inh-caps=-all,{caps}"))
-        .arg(format!("--ambient-caps=-all,{caps}"))
-        .arg(format!("--bounding-set=-all,{caps}"))
-        .args(["--no-new-privs", "--"])
-        .arg(exe)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--interval",
-            "200ms",
-            "--dev-dir",
-        ])
-        .arg(&d.dev)
-        .arg("--nvml-lib")
-        .arg(lib)
-        .arg("--view-socket")
-        .arg(socket)
-        .env("GPUFREE_SIM_STATE", state)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-    assert!(line.contains("listening"), "serve as the unit: {line}");
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    child
+    serve_listening(
+        std::process::Command::new("setpriv")
+            .args(["--reuid=4243", "--regid=4243", "--clear-groups"])
+            .arg(format!("--inh-caps=-all,{caps}"))
+            .arg(format!("--ambient-caps=-all,{caps}"))
+            .arg(format!("--bounding-set=-all,{caps}"))
+            .args(["--no-new-privs", "--"])
+            .arg(exe)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--interval",
+                "200ms",
+                "--dev-dir",
+            ])
+            .arg(&d.dev)
+            .arg("--nvml-lib")
+            .arg(lib)
+            .arg("--view-socket")
+            .arg(socket)
+            .env("GPUFREE_SIM_STATE", state),
+    )
 }
 
 /// Root's look through the view at `socket`: the JSON document of status.

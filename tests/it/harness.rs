@@ -647,6 +647,23 @@ pub fn persistenced(d: &TestDir, nodes: &[&str]) -> Spawned {
     .unwrap()
 }
 
+/// Starts `cmd` (a `gpufree serve ...`, or what runs it) and returns it
+/// once it says it listens; the rest of its stderr is read and dropped, so
+/// it never writes into a closed pipe.
+pub fn serve_listening(cmd: &mut Command) -> std::process::Child {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve starts");
+    let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).expect("serve's first line");
+    assert!(line.contains("listening"), "serve: {line}");
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}
+
 /// The first line `child` writes to its piped stdout.
 pub fn first_line(child: &mut std::process::Child) -> String {
     let mut line = String::new();

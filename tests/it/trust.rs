@@ -537,29 +537,8 @@ fn a_users_delegated_cgroup_named_like_roots_container_only_claims_it() {
         );
     }
 
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "check",
-            "--format",
-            "json",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-            "--state",
-            d.tmp.path().join("check.json").to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    let doc: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    let (doc, left) = check_leftovers(&d, &state);
     assert_eq!(doc["level"], "critical", "{doc}");
-    let left: Vec<&Value> = doc["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["condition"] == "leftover")
-        .collect();
     assert_eq!(left.len(), 1, "{doc}");
     assert_eq!(left[0]["level"], "critical");
     assert_eq!(left[0]["processes"], json!([[nobody.pid(), "gpufree"]]));
@@ -648,32 +627,40 @@ fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
             "{hand}: {}",
             doc["plan"]
         );
-        let lib = sim_lib();
-        let r = gpufree(
-            &[
-                "check",
-                "--format",
-                "json",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-                "--state",
-                d.tmp.path().join("check.json").to_str().unwrap(),
-            ],
-            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-        );
-        let doc: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
-        let left: Vec<&Value> = doc["problems"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["condition"] == "leftover")
-            .collect();
+        let (doc, left) = check_leftovers(&d, &state);
         assert_eq!(left.len(), 1, "{hand}: {doc}");
         assert_eq!(left[0]["processes"], json!([[nobody.pid(), "gpufree"]]));
         drop((nobody, root));
     }
+}
+
+/// `check --format json` on the simulator: its document and its
+/// `leftover` problems.
+fn check_leftovers(d: &TestDir, state: &Path) -> (Value, Vec<Value>) {
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "check",
+            "--format",
+            "json",
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+            "--state",
+            d.tmp.path().join("check.json").to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    let left = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["condition"] == "leftover")
+        .cloned()
+        .collect();
+    (doc, left)
 }
 
 /// Kills the holders of `cg` (and an innocent beside them, when given);

@@ -8,10 +8,9 @@
 use crate::harness::*;
 use gpufree::demo::holder::HoldSpec;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// A process of `uid` holding `node` of the test's device directory, with
@@ -49,32 +48,23 @@ fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Run {
 /// Root's serve with the view's socket at `socket`; ready once the socket
 /// answers.
 fn serve_view(d: &TestDir, state: &Path, socket: &Path) -> Child {
-    let mut child = Command::new(bin())
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--interval",
-            "200ms",
-            "--dev-dir",
-        ])
-        .arg(&d.dev)
-        .arg("--nvml-lib")
-        .arg(sim_lib())
-        .arg("--view-socket")
-        .arg(socket)
-        .env("GPUFREE_SIM_STATE", state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(line.contains("listening"), "{line}");
-    // The rest of its stderr is read (and dropped), so it never writes
-    // into a closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let child = serve_listening(
+        Command::new(bin())
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--interval",
+                "200ms",
+                "--dev-dir",
+            ])
+            .arg(&d.dev)
+            .arg("--nvml-lib")
+            .arg(sim_lib())
+            .arg("--view-socket")
+            .arg(socket)
+            .env("GPUFREE_SIM_STATE", state),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::os::unix::net::UnixStream::connect(socket).is_err() {
         assert!(
