@@ -28,6 +28,17 @@ impl Privileged {
             skip_off_ci("root", &"to make a privileged copy of gpufree");
             return None;
         }
+        // A privileged copy takes no library of the test's: on a host with
+        // NVIDIA's own, it would load it and open the machine's GPUs,
+        // which tests never do.
+        let installed = Command::new("ldconfig")
+            .arg("-p")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnvidia-ml.so.1"));
+        if installed {
+            eprintln!("skipped: NVIDIA's libnvidia-ml.so.1 is installed here");
+            return None;
+        }
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let exe = dir.path().join("gpufree");
