@@ -6,19 +6,9 @@
 #   scripts/build-deb.sh --ci   the debug build already there (CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/package-assets.sh "$@" >/dev/null
+profile=()
 if [ "${1:-}" = --ci ]; then
-    bin=target/debug/gpufree
     profile=(--profile dev)
-else
-    cargo build --release -p gpufree
-    bin=target/release/gpufree
-    profile=()
 fi
-assets=target/deb-assets
-rm -rf "$assets"
-mkdir -p "$assets/man" "$assets/completions"
-"$bin" man --dir "$assets/man" >/dev/null
-"$bin" completions bash >"$assets/completions/gpufree.bash"
-"$bin" completions zsh >"$assets/completions/_gpufree"
-"$bin" completions fish >"$assets/completions/gpufree.fish"
 cargo deb --no-build --no-strip "${profile[@]}" --output target/debian/
