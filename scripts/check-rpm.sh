@@ -43,9 +43,10 @@ while read -r _ f; do
     grep -qx "drwxr-xr-x ${f%/*}" <<<"$dirs" || fail "$rpm does not own ${f%/*}"
 done < <(grep '/gpufree/' <<<"$rpm_files")
 
-# Every contrib file is installed under /usr/share/gpufree, or is one of
-# these: Kubernetes manifests applied from the checkout, not files of a
-# host.
+# Every contrib file is installed under /usr/share/gpufree, or is named
+# here as not shipped (cluster-wide Kubernetes manifests, applied from the
+# checkout: the alert rules, gpufree's DaemonSet, the scrape configs), so a
+# new contrib file is in both packages or is left out on purpose.
 not_shipped=(contrib/k8s/alerts.yaml contrib/k8s/daemonset.yaml
     contrib/k8s/prometheus-scrape.yaml contrib/k8s/servicemonitor.yaml)
 while IFS= read -r f; do
