@@ -24,6 +24,7 @@ mod nodes;
 mod pattern;
 mod privilege;
 mod procfs;
+mod prometheus;
 mod protect;
 mod real_gpu;
 mod reuse;
