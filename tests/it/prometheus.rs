@@ -1,11 +1,16 @@
-//! gpufree's Prometheus rules in the real engine (Debian's prometheus 2.42
-//! with promtool): the shipped rule file checked and unit-tested by
-//! promtool, and the PrometheusRule wrapping the same groups.
+//! gpufree in the real Prometheus and node_exporter (Debian's prometheus
+//! 2.42 with promtool, prometheus-node-exporter 1.5): the shipped rule
+//! file checked and unit-tested by promtool, the PrometheusRule wrapping
+//! the same groups, a live Prometheus scraping three `gpufree serve`s where
+//! only the node with a leftover alerts, and `gpufree metrics --output`
+//! read by node_exporter's textfile collector.
 
 use crate::harness::*;
+use gpufree::demo::holder::{ChildSpec, HoldSpec};
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 const RULES: &str = "contrib/prometheus/gpufree.rules.yml";
 const RULE_TESTS: &str = "contrib/prometheus/gpufree.rules.test.yml";
@@ -29,6 +34,85 @@ fn have(tool: &str, package: &str) -> bool {
 }
 
 /// A daemon the test started, its stdout and stderr in `log`; killed and
+/// reaped when dropped, so it never outlives the test.
+struct Daemon {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(name: &str, cmd: &mut Command, dir: &Path) -> Daemon {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name} starts: {e}"));
+        Daemon {
+            name: name.into(),
+            child,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        format!("--- {} log ---\n{text}", self.name)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port free on 127.0.0.1 a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Calls `f` every 200 ms until it gives a value or `secs` pass; then
+/// panics with `what` and the daemons' logs.
+fn until<T>(what: &str, secs: u64, logs: &[&Daemon], mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            let logs: Vec<String> = logs.iter().map(|d| d.log()).collect();
+            panic!("{what} within {secs} s\n{}", logs.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into()
+}
+
+/// A GET's body when it answers 200.
+fn get(url: &str, query: &[(&str, &str)]) -> Option<String> {
+    let mut req = agent().get(url);
+    for (k, v) in query {
+        req = req.query(*k, *v);
+    }
+    let mut res = req.call().ok()?;
+    (res.status() == 200).then(|| res.body_mut().read_to_string().ok())?
+}
 
 #[test]
 fn promtool_accepts_the_rules_and_their_unit_tests_pass() {
@@ -101,4 +185,404 @@ fn the_prometheus_rule_for_kubernetes_has_the_plain_rule_files_groups() {
         scrape["rule_files"][0].as_str(),
         Some("/usr/share/gpufree/prometheus/gpufree.rules.yml")
     );
+}
+
+/// `gpufree serve` on 127.0.0.1 (a port of its choosing) for one node.
+fn serve(name: &str, d: &TestDir, state: &Path, extra: &[&str]) -> (Daemon, String) {
+    let mut cmd = Command::new(bin());
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .arg("--dev-dir")
+        .arg(&d.dev)
+        .arg("--nvml-lib")
+        .arg(sim_lib())
+        .args(extra)
+        .env("GPUFREE_SIM_STATE", state)
+        .env("GPUFREE_BPF_CACHE", bpf_cache());
+    let daemon = Daemon::start(name, &mut cmd, d.tmp.path());
+    let addr = until("serve says where it listens", 10, &[&daemon], || {
+        let log = std::fs::read_to_string(&daemon.log).ok()?;
+        let url = log.split_whitespace().find(|w| w.starts_with("http://"))?;
+        Some(
+            url.trim_start_matches("http://")
+                .trim_end_matches("/metrics")
+                .to_string(),
+        )
+    });
+    (daemon, addr)
+}
+
+/// A holder of `node` whose parent exited at once (an orphan, where the
+/// reaper is init), with a pidfd: it is no longer the test's child, and is
+/// killed through that reference to it when dropped.
+struct Leftover {
+    pid: u32,
+    pidfd: rustix::fd::OwnedFd,
+}
+
+impl Leftover {
+    fn start(d: &TestDir, node: &str) -> Leftover {
+        let tree = hold(
+            &["gpufree"],
+            HoldSpec {
+                exit_after_ms: Some(0),
+                children: vec![ChildSpec {
+                    argv: vec!["python3".into(), "train.py".into()],
+                    spec: HoldSpec {
+                        label: "leftover".into(),
+                        comm: Some("python3".into()),
+                        survive_parent: true,
+                        mmap: vec![d.node(node)],
+                        ..HoldSpec::default()
+                    },
+                }],
+                ..HoldSpec::default()
+            },
+        );
+        let pid = tree.pid_of("leftover");
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .unwrap();
+        let parent = tree.pid();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::fs::read(format!("/proc/{pid}/stat"))
+            .map(|b| gpufree::proc::parse::parse_stat(&b).unwrap().ppid == parent)
+            .unwrap()
+        {
+            assert!(Instant::now() < deadline, "{pid} never reparented");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Leftover { pid, pidfd }
+    }
+}
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        let _ = rustix::process::pidfd_send_signal(&self.pidfd, rustix::process::Signal::KILL);
+    }
+}
+
+/// A Prometheus (its own storage, 1 s scrapes and rule evaluations, the
+/// shipped rule file) scraping `targets` as the job `gpufree`; its base URL.
+fn prometheus(dir: &Path, targets: &[&str]) -> (Daemon, String) {
+    let config = json!({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [repo(RULES)],
+        "scrape_configs": [{"job_name": "gpufree", "static_configs": [{"targets": targets}]}],
+    });
+    // JSON is YAML.
+    let file = dir.join("prometheus.yml");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let port = free_port();
+    let daemon = Daemon::start(
+        "prometheus",
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}")),
+        dir,
+    );
+    (daemon, format!("http://127.0.0.1:{port}"))
+}
+
+/// The result vector of an instant query, as (labels, value).
+fn query(base: &str, q: &str) -> Option<Vec<(Value, f64)>> {
+    let doc: Value =
+        serde_json::from_str(&get(&format!("{base}/api/v1/query"), &[("query", q)])?).ok()?;
+    doc["data"]["result"]
+        .as_array()?
+        .iter()
+        .map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
+        .collect()
+}
+
+/// Per instance, the value of an instant query keyed by `instance`.
+fn by_instance(base: &str, q: &str) -> Option<std::collections::BTreeMap<String, f64>> {
+    query(base, q)?
+        .into_iter()
+        .map(|(m, v)| Some((m["instance"].as_str()?.to_string(), v)))
+        .collect()
+}
+
+#[test]
+fn a_real_prometheus_alerts_on_the_node_with_a_leftover_and_nowhere_else() {
+    if !have("prometheus", "prometheus") {
+        return;
+    }
+    let started = Instant::now();
+    // Node A: GPU 0 held by a leftover (4 GiB), GPU 1 free.
+    let a = TestDir::new(2);
+    let leftover = Leftover::start(&a, "nvidia0");
+    let state_a = a.state(&sim_state(vec![
+        sim_gpu(0, &[(leftover.pid, 4096, "while-alive")], 0),
+        sim_gpu(1, &[], 0),
+    ]));
+    // Node B: GPU 0 held (8 GiB) by its service's main process, a stand-in
+    // in a fake /proc (no systemd as PID 1 here).
+    let b = TestDir::new(1);
+    let fake = FakeProc::new(b.tmp.path());
+    let n0 = b.node("nvidia0");
+    fake.add(&FakeProcess {
+        pid: 300,
+        ppid: 1,
+        comm: "vllm",
+        state: 'S',
+        start: 100,
+        cmdline: &[
+            "/usr/bin/python3",
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+        ],
+        exe: "/usr/bin/python3.12",
+        uid: 0,
+        cgroup: "0::/system.slice/vllm.service\n",
+        fds: &[&n0],
+        maps: &[&n0],
+    });
+    let mut g = sim_gpu(0, &[], 0);
+    g["processes"] = json!([{"pid": 300, "used_bytes": 8u64 << 30, "visible": "always"}]);
+    let state_b = b.state(&sim_state(vec![g]));
+    // Node C: two free GPUs.
+    let c = TestDir::new(2);
+    let state_c = c.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
+
+    let (serve_a, node_a) = serve("serve-a", &a, &state_a, &[]);
+    let (serve_b, node_b) = serve(
+        "serve-b",
+        &b,
+        &state_b,
+        &["--proc-root", fake.root.to_str().unwrap()],
+    );
+    let (serve_c, node_c) = serve("serve-c", &c, &state_c, &[]);
+    let scratch = tempfile::tempdir().unwrap();
+    let (prom, base) = prometheus(scratch.path(), &[&node_a, &node_b, &node_c]);
+    let logs = [&prom, &serve_a, &serve_b, &serve_c];
+    until("Prometheus ready", 30, &logs, || {
+        get(&format!("{base}/-/ready"), &[])
+    });
+    let ready = started.elapsed();
+
+    // The dashboard's rules have evaluated all three nodes: A's leftover,
+    // no leftover on B (its service's) nor C (free); one GPU not free on
+    // A and B, none on C.
+    let leftover_bytes = until(
+        "the leftover rule covers the three nodes",
+        30,
+        &logs,
+        || {
+            by_instance(&base, "instance:gpufree_leftover_memory_bytes:sum")
+                .filter(|m| m.len() == 3)
+        },
+    );
+    let recorded = started.elapsed();
+    let expected = [
+        (node_a.clone(), 4096.0 * 1048576.0),
+        (node_b.clone(), 0.0),
+        (node_c.clone(), 0.0),
+    ];
+    assert_eq!(
+        leftover_bytes,
+        expected.into_iter().collect(),
+        "{}",
+        serve_a.log()
+    );
+    let not_free = by_instance(&base, "instance:gpufree_gpus_not_free:sum").unwrap();
+    let expected = [
+        (node_a.clone(), 1.0),
+        (node_b.clone(), 1.0),
+        (node_c.clone(), 0.0),
+    ];
+    assert_eq!(not_free, expected.into_iter().collect());
+
+    // The leftover's alert is active (pending: its `for:` is minutes) for
+    // node A's GPU 0 and that PID, with the command to run there.
+    let pid = leftover.pid.to_string();
+    let active = until("the leftover's alert", 30, &logs, || {
+        let doc: Value = serde_json::from_str(&get(&format!("{base}/api/v1/alerts"), &[])?).ok()?;
+        let alerts = doc["data"]["alerts"].as_array()?.clone();
+        (!alerts.is_empty()).then_some(alerts)
+    });
+    let evaluated = started.elapsed();
+    // Every rule has been evaluated again since: nothing else fires.
+    std::thread::sleep(Duration::from_secs(2));
+    let doc: Value =
+        serde_json::from_str(&get(&format!("{base}/api/v1/alerts"), &[]).unwrap()).unwrap();
+    let alerts = doc["data"]["alerts"].as_array().unwrap();
+    assert_eq!(
+        alerts.len(),
+        1,
+        "one alert only: {alerts:#?}\nfirst seen: {active:#?}"
+    );
+    let alert = &alerts[0];
+    let l = &alert["labels"];
+    assert!(
+        ["GPUMemoryHeldByOrphan", "GPUMemoryHeldByUnownedProcess"]
+            .contains(&l["alertname"].as_str().unwrap()),
+        "{alert:#}"
+    );
+    assert_eq!(l["instance"], node_a.as_str(), "{alert:#}");
+    assert_eq!(l["gpu"], "0", "{alert:#}");
+    assert_eq!(l["pid"], pid.as_str(), "{alert:#}");
+    assert_eq!(l["comm"], "python3", "{alert:#}");
+    assert_eq!(l["severity"], "warning", "{alert:#}");
+    assert!(["pending", "firing"].contains(&alert["state"].as_str().unwrap()));
+    let description = alert["annotations"]["description"].as_str().unwrap();
+    assert!(
+        description.contains(&format!(
+            "On {node_a} run `gpufree why --gpu 0`; `gpufree kill --pid {pid}`"
+        )),
+        "{description}"
+    );
+    let summary = alert["annotations"]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with(&format!("GPU 0 on {node_a}: 4GiB held by")),
+        "{summary}"
+    );
+    rules_name_what_gpufree_exports(&base);
+    eprintln!(
+        "{} ({}): prometheus ready after {ready:?}, rules recorded after {recorded:?}, alert active after {evaluated:?}, test {:?}",
+        l["alertname"],
+        alert["state"],
+        started.elapsed()
+    );
+}
+
+/// Every `gpufree_*` series a rule reads is one the three serves exported
+/// to this Prometheus (but the kubelet's, tests/it/k8s.rs), and every label
+/// an alert's annotations name is on one of its series.
+fn rules_name_what_gpufree_exports(base: &str) {
+    let mut exported: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (m, _) in query(base, r#"{__name__=~"gpufree_.*"}"#).unwrap() {
+        let labels = exported
+            .entry(m["__name__"].as_str().unwrap().into())
+            .or_default();
+        labels.extend(m.as_object().unwrap().keys().cloned());
+    }
+    // A name of gpufree's, not a recording rule's (`instance:gpufree_...`).
+    let name = regex::Regex::new(r"(?:^|[^:\w])(gpufree_\w+)").unwrap();
+    let label = regex::Regex::new(r"\$labels\.([a-z_]+)").unwrap();
+    for g in yaml(RULES)["groups"].as_vec().unwrap() {
+        for r in g["rules"].as_vec().unwrap() {
+            let expr = r["expr"].as_str().unwrap();
+            let names: Vec<&str> = name
+                .captures_iter(expr)
+                .map(|c| c.get(1).unwrap().as_str())
+                .filter(|n| *n != "gpufree_unallocated_used_bytes")
+                .collect();
+            for n in &names {
+                assert!(
+                    exported.contains_key(*n),
+                    "{n} is not exported: {:?}",
+                    exported.keys()
+                );
+            }
+            let Some(annotations) = r["annotations"].as_hash() else {
+                continue;
+            };
+            for text in annotations.values().map(|v| v.as_str().unwrap()) {
+                for l in label.captures_iter(text).map(|c| c[1].to_string()) {
+                    assert!(
+                        names.is_empty() || names.iter().any(|n| exported[*n].contains(&l)),
+                        "{}: no series of {names:?} has the label {l}",
+                        r["alert"].as_str().unwrap()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn node_exporters_textfile_collector_serves_gpufree_metrics_output() {
+    if !have("prometheus-node-exporter", "prometheus-node-exporter") {
+        return;
+    }
+    let started = Instant::now();
+    let d = TestDir::new(2);
+    let holder = d.mapper("nvidia1");
+    let state = d.state(&sim_state(vec![
+        sim_gpu(0, &[], 0),
+        sim_gpu(1, &[(holder.pid(), 3072, "while-alive")], 0),
+    ]));
+    let textfiles = d.tmp.path().join("textfile");
+    std::fs::create_dir(&textfiles).unwrap();
+    let prom = textfiles.join("gpufree.prom");
+    let lib = sim_lib();
+    let r = gpufree(
+        &[
+            "metrics",
+            "--output",
+            prom.to_str().unwrap(),
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            lib.to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let port = free_port();
+    let exporter = Daemon::start(
+        "node_exporter",
+        Command::new("prometheus-node-exporter")
+            .arg("--collector.disable-defaults")
+            .arg("--collector.textfile")
+            .arg(format!(
+                "--collector.textfile.directory={}",
+                textfiles.display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}")),
+        d.tmp.path(),
+    );
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let body = until("node_exporter answers", 15, &[&exporter], || get(&url, &[]));
+    // One sample per (name{labels}) line of the text format.
+    let sample = |name: &str, labels: &[&str]| -> Option<f64> {
+        body.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' '))
+            .find(|(series, _)| {
+                (*series == name || series.starts_with(&format!("{name}{{")))
+                    && labels.iter().all(|x| series.contains(x))
+            })
+            .and_then(|(_, v)| v.parse().ok())
+    };
+    let fail = || format!("{body}\n{}", exporter.log());
+    assert_eq!(
+        sample("node_textfile_scrape_error", &[]),
+        Some(0.0),
+        "{}",
+        fail()
+    );
+    let pid = format!("pid=\"{}\"", holder.pid());
+    assert_eq!(
+        sample("gpufree_process_gpu_memory_bytes", &[&pid, "gpu=\"1\""]),
+        Some(3072.0 * 1048576.0),
+        "{}",
+        fail()
+    );
+    assert_eq!(
+        sample("gpufree_gpu_verdict", &["gpu=\"1\"", "state=\"busy\""]),
+        Some(1.0),
+        "{}",
+        fail()
+    );
+    assert_eq!(
+        sample("gpufree_gpu_verdict", &["gpu=\"0\"", "state=\"free\""]),
+        Some(1.0),
+        "{}",
+        fail()
+    );
+    assert_eq!(sample("gpufree_nvml_up", &[]), Some(1.0), "{}", fail());
+    // The stale alert's textfile arm finds this file by its label.
+    let mtime = body
+        .lines()
+        .find(|l| l.starts_with("node_textfile_mtime_seconds{"))
+        .unwrap_or_else(|| panic!("no mtime: {}", fail()));
+    assert!(mtime.contains("gpufree.prom\"}"), "{mtime}");
+    eprintln!("node_exporter test: {:?}", started.elapsed());
 }
