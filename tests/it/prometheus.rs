@@ -71,13 +71,18 @@ impl Drop for Daemon {
     }
 }
 
-/// A port free on 127.0.0.1 a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+impl Daemon {
+    /// The address a Prometheus engine told to listen on 127.0.0.1:0 took,
+    /// from its log (`msg="Listening on" address=127.0.0.1:PORT`): no port
+    /// is guessed free, so none is raced for.
+    fn listening(&self) -> String {
+        until(&format!("{} listens", self.name), 30, &[self], || {
+            let log = std::fs::read_to_string(&self.log).ok()?;
+            let line = log.lines().find(|l| l.contains("msg=\"Listening on\""))?;
+            let addr = line.split("address=").nth(1)?.split_whitespace().next()?;
+            Some(addr.to_string())
+        })
+    }
 }
 
 /// Calls `f` every 200 ms until it gives a value or `secs` pass; then
@@ -274,7 +279,6 @@ fn prometheus(dir: &Path, targets: &[&str]) -> (Daemon, String) {
     // JSON is YAML.
     let file = dir.join("prometheus.yml");
     std::fs::write(&file, config.to_string()).unwrap();
-    let port = free_port();
     let daemon = Daemon::start(
         "prometheus",
         Command::new("prometheus")
@@ -283,10 +287,11 @@ fn prometheus(dir: &Path, targets: &[&str]) -> (Daemon, String) {
                 "--storage.tsdb.path={}",
                 dir.join("data").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}")),
+            .arg("--web.listen-address=127.0.0.1:0"),
         dir,
     );
-    (daemon, format!("http://127.0.0.1:{port}"))
+    let base = format!("http://{}", daemon.listening());
+    (daemon, base)
 }
 
 /// The result vector of an instant query, as (labels, value).
@@ -539,7 +544,6 @@ fn node_exporters_textfile_collector_serves_gpufree_metrics_output() {
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let port = free_port();
     let exporter = Daemon::start(
         "node_exporter",
         Command::new("prometheus-node-exporter")
@@ -549,10 +553,10 @@ fn node_exporters_textfile_collector_serves_gpufree_metrics_output() {
                 "--collector.textfile.directory={}",
                 textfiles.display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}")),
+            .arg("--web.listen-address=127.0.0.1:0"),
         d.tmp.path(),
     );
-    let url = format!("http://127.0.0.1:{port}/metrics");
+    let url = format!("http://{}/metrics", exporter.listening());
     let body = until("node_exporter answers", 15, &[&exporter], || get(&url, &[]));
     // One sample per (name{labels}) line of the text format.
     let sample = |name: &str, labels: &[&str]| -> Option<f64> {
