@@ -11,6 +11,7 @@ mod bpf;
 mod bpf_cache;
 mod check;
 mod contrib;
+mod daemon;
 mod demo;
 mod drm;
 mod evil;

@@ -5,11 +5,12 @@
 //! only the node with a leftover alerts, and `gpufree metrics --output`
 //! read by node_exporter's textfile collector.
 
+use crate::daemon::{until, Daemon};
 use crate::harness::*;
 use gpufree::demo::holder::{ChildSpec, HoldSpec};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const RULES: &str = "contrib/prometheus/gpufree.rules.yml";
@@ -31,74 +32,6 @@ fn have(tool: &str, package: &str) -> bool {
         skip_off_ci(package, &format!("{tool} is not installed"));
     }
     found
-}
-
-/// A daemon the test started, its stdout and stderr in `log`; killed and
-/// reaped when dropped, so it never outlives the test.
-struct Daemon {
-    name: String,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn start(name: &str, cmd: &mut Command, dir: &Path) -> Daemon {
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name} starts: {e}"));
-        Daemon {
-            name: name.into(),
-            child,
-            log,
-        }
-    }
-
-    fn log(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        format!("--- {} log ---\n{text}", self.name)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Daemon {
-    /// The address a Prometheus engine told to listen on 127.0.0.1:0 took,
-    /// from its log (`msg="Listening on" address=127.0.0.1:PORT`): no port
-    /// is guessed free, so none is raced for.
-    fn listening(&self) -> String {
-        until(&format!("{} listens", self.name), 30, &[self], || {
-            let log = std::fs::read_to_string(&self.log).ok()?;
-            let line = log.lines().find(|l| l.contains("msg=\"Listening on\""))?;
-            let addr = line.split("address=").nth(1)?.split_whitespace().next()?;
-            Some(addr.to_string())
-        })
-    }
-}
-
-/// Calls `f` every 200 ms until it gives a value or `secs` pass; then
-/// panics with `what` and the daemons' logs.
-fn until<T>(what: &str, secs: u64, logs: &[&Daemon], mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            let logs: Vec<String> = logs.iter().map(|d| d.log()).collect();
-            panic!("{what} within {secs} s\n{}", logs.join("\n"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn agent() -> ureq::Agent {
@@ -204,8 +137,7 @@ fn serve(name: &str, d: &TestDir, state: &Path, extra: &[&str]) -> (Daemon, Stri
         .env("GPUFREE_SIM_STATE", state)
         .env("GPUFREE_BPF_CACHE", bpf_cache());
     let daemon = Daemon::start(name, &mut cmd, d.tmp.path());
-    let addr = until("serve says where it listens", 10, &[&daemon], || {
-        let log = std::fs::read_to_string(&daemon.log).ok()?;
+    let addr = daemon.read_log("serve says where it listens", 10, |log| {
         let url = log.split_whitespace().find(|w| w.starts_with("http://"))?;
         Some(
             url.trim_start_matches("http://")
