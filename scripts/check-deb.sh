@@ -1,29 +1,49 @@
 #!/usr/bin/env bash
-# CI: the package's file list holds everything it must, and it installs
-# into a scratch root where the installed gpufree runs.
+# CI, after scripts/build-deb.sh: the .deb holds what package-assets.sh
+# generates and every contrib file not named below as left out, and it
+# installs into a scratch root where the installed gpufree runs its demo.
+# scripts/check-rpm.sh then holds the RPM to this package, file for file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The newest package, should several be there.
+fail() { echo "check-deb: $*" >&2; exit 1; }
+# The newest package, should several be there (file names of our own).
+# shellcheck disable=SC2012
 deb=$(ls -t target/debian/gpufree_*.deb | head -n 1)
-list=$(dpkg-deb -c "$deb" | awk '{print $6}')
-for f in ./usr/bin/gpufree ./usr/share/man/man1/gpufree.1.gz ./usr/share/man/man1/gpufree-check.1.gz \
-    ./usr/share/bash-completion/completions/gpufree ./usr/share/zsh/vendor-completions/_gpufree \
-    ./usr/share/fish/vendor_completions.d/gpufree.fish ./usr/share/gpufree/systemd/gpufree.conf \
-    ./usr/share/gpufree/systemd/gpufree-serve.service \
-    ./usr/share/gpufree/slurm/prolog.sh ./usr/share/gpufree/slurm/epilog.sh \
-    ./usr/share/gpufree/slurm/healthcheck.sh ./usr/share/gpufree/nhc/gpufree.nhc \
-    ./usr/share/gpufree/k8s/npd-gpufree-monitor.json ./usr/share/gpufree/k8s/npd-daemonset-gpufree.yaml \
-    ./usr/share/gpufree/prometheus/gpufree.rules.yml ./usr/share/gpufree/prometheus/gpufree.rules.test.yml; do
-    grep -qx "$f" <<<"$list" || { echo "check-deb: $deb lacks $f" >&2; exit 1; }
+list=$(dpkg-deb -c "$deb" | awk '{ print substr($6, 2) }')
+# Made from the binary (scripts/package-assets.sh), so not in the checkout
+# to be listed: the binary, a man page of its own and of a subcommand, and
+# the completions.
+for f in /usr/bin/gpufree /usr/share/man/man1/gpufree.1.gz /usr/share/man/man1/gpufree-check.1.gz \
+    /usr/share/bash-completion/completions/gpufree /usr/share/zsh/vendor-completions/_gpufree \
+    /usr/share/fish/vendor_completions.d/gpufree.fish; do
+    grep -qx "$f" <<<"$list" || fail "$deb lacks $f"
 done
+# Every contrib file is installed under /usr/share/gpufree, or is named
+# here as not shipped (cluster-wide Kubernetes manifests, applied from the
+# checkout: the alert rules, gpufree's DaemonSet, the scrape configs), so a
+# new contrib file is in the packages or is left out on purpose.
+not_shipped=(contrib/k8s/alerts.yaml contrib/k8s/daemonset.yaml
+    contrib/k8s/prometheus-scrape.yaml contrib/k8s/servicemonitor.yaml)
+while IFS= read -r f; do
+    [[ " ${not_shipped[*]} " == *" $f "* ]] && continue
+    grep -qx "/usr/share/gpufree/${f#contrib/}" <<<"$list" ||
+        fail "$f is not in $deb: add it to [package.metadata.deb] assets in Cargo.toml (the RPM takes that list too), or to not_shipped in $0"
+done < <(find contrib -type f | sort)
+
 root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
 mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
 : >"$root/var/lib/dpkg/status"
 # Only the package itself goes in: its dependency (libc6) is the host's.
 if ! out=$(dpkg --root="$root" --force-depends --force-not-root --force-script-chrootless -i "$deb" 2>&1); then
-    echo "check-deb: dpkg could not install $deb into $root: $out" >&2
-    exit 1
+    fail "dpkg could not install $deb into $root: $out"
 fi
 dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Package} ${Status}\n' gpufree | grep -q "install ok installed"
+# The installed binary alone: its version, and the demo on the simulated
+# NVML library it carries.
 env -i HOME="$root/home" "$root/usr/bin/gpufree" --version
-echo "check-deb: $(basename "$deb") lists $(wc -l <<<"$list") entries and installs into a scratch root"
+env -i HOME="$root/home" timeout 60 "$root/usr/bin/gpufree" demo >"$root/demo.out" 2>&1 ||
+    fail "the installed gpufree demo failed: $(tail -n 20 "$root/demo.out")"
+grep -q 'All 8 GPUs are free again' "$root/demo.out" ||
+    fail "the installed gpufree demo did not free the GPUs: $(tail -n 20 "$root/demo.out")"
+echo "check-deb: $(basename "$deb") lists $(wc -l <<<"$list") entries, every contrib file but ${#not_shipped[@]} left out, installs into a scratch root and runs its demo"
