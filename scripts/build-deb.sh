@@ -6,9 +6,11 @@
 #   scripts/build-deb.sh --ci   the debug build already there (CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/package-assets.sh "$@" >/dev/null
+bin=$(scripts/package-assets.sh "$@")
+# cargo-deb takes the binary from its profile's directory: the one
+# package-assets.sh chose.
 profile=()
-if [ "${1:-}" = --ci ]; then
+if [[ $bin == target/debug/* ]]; then
     profile=(--profile dev)
 fi
 cargo deb --no-build --no-strip "${profile[@]}" --output target/debian/

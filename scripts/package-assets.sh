@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The step the .deb and the RPM share (scripts/build-deb.sh, build-rpm.sh):
 # picks the binary, writes its man pages and shell completions (generated
-# from the binary) into target/deb-assets, where both packages' asset lists
+# from the binary) into target/package-assets, where both packages' asset lists
 # ([package.metadata.deb] in Cargo.toml) take them, and prints the binary's
 # path on stdout.
 #   scripts/package-assets.sh        the release build (built here)
@@ -15,7 +15,7 @@ else
     cargo build --release -p gpufree >&2
     bin=target/release/gpufree
 fi
-assets=target/deb-assets
+assets=target/package-assets
 rm -rf "$assets"
 mkdir -p "$assets/man" "$assets/completions"
 "$bin" man --dir "$assets/man" >/dev/null
