@@ -65,6 +65,11 @@ def own_dirs(paths):
     return sorted(dirs)
 
 
+def literal(text):
+    """Text rpmbuild shows as it is: a `%` would start a macro."""
+    return text.replace("%", "%%")
+
+
 def spec(package, binary):
     deb = package["metadata"]["deb"]
     entries = list(files(deb["assets"], binary))
@@ -91,13 +96,14 @@ def spec(package, binary):
             # debug binary CI packages (220 MB).
             "%global _binary_payload w3T0.zstdio",
             f"Name: {package['name']}",
+            # `~` so that 1.0-rc1 sorts before 1.0, as in Debian.
             f"Version: {package['version'].replace('-', '~')}",
             "Release: 1",
-            f"Summary: {package['description']}",
+            f"Summary: {literal(package['description'])}",
             f"License: {package['license']}",
             "",
             "%description",
-            textwrap.fill(deb["extended-description"].strip(), 76),
+            literal(textwrap.fill(deb["extended-description"].strip(), 76)),
             "",
             "%install",
             *install,
@@ -116,4 +122,5 @@ def main():
     sys.stdout.write(spec(package, binary))
 
 
-main()
+if __name__ == "__main__":
+    main()
