@@ -8,7 +8,8 @@
 //! - collection: [`proc`] (/proc and device-node scanning, pure parsers),
 //!   [`nvml`] (the NVML backend over nvml-wrapper), [`kubelet`] (the
 //!   kubelet's pod-resources API), [`snapshot`] (one
-//!   collection joined into a snapshot).
+//!   collection joined into a snapshot); [`fleet`] (every node's series,
+//!   read from Prometheus's HTTP API, for `gpufree fleet`).
 //! - [`diagnose`]: verdicts and findings, pure functions of a snapshot;
 //!   [`pipeline`] joins it to collection: collect, narrow, judge.
 //! - [`act`]: kill and wait, by identity; values out, nothing printed.
@@ -30,6 +31,7 @@ pub mod cli;
 pub mod demo;
 pub mod diagnose;
 pub mod doctor;
+pub mod fleet;
 pub mod kubelet;
 pub mod model;
 pub mod nvml;

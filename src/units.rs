@@ -49,6 +49,23 @@ pub fn seconds(s: f64) -> String {
     }
 }
 
+/// A span of seconds in its two largest units, rounded down: `45s`,
+/// `12m 5s`, `3h 4m`, `2d 3h` (a part of a second is `0s`).
+pub fn span(secs: f64) -> String {
+    let s = if secs.is_finite() && secs > 0.0 {
+        secs as u64
+    } else {
+        0
+    };
+    let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
 /// Parses a duration: `10s`, `200ms`, `1.5s`, `2m`, `1h`, or `0`. A bare
 /// number other than 0 is refused (seconds or milliseconds?).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -126,6 +143,16 @@ mod tests {
         assert_eq!(seconds(0.3), "300ms");
         assert_eq!(seconds(1.5), "1.5s");
         assert_eq!(seconds(0.0), "0s");
+    }
+
+    #[test]
+    fn spans_in_two_units() {
+        assert_eq!(span(45.9), "45s");
+        assert_eq!(span(725.0), "12m 5s");
+        assert_eq!(span(3.0 * 3600.0 + 4.0 * 60.0 + 59.0), "3h 4m");
+        assert_eq!(span(2.0 * 86_400.0 + 3.0 * 3600.0), "2d 3h");
+        assert_eq!(span(f64::NAN), "0s");
+        assert_eq!(span(-5.0), "0s");
     }
 
     #[test]

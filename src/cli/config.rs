@@ -318,6 +318,9 @@ fn refuse_steering(cli: &Cli, why: Secure) -> Result<(), Error> {
         }) => refused("--output"),
         // A setuid serve would bind any port for its caller.
         Some(Command::Serve(_)) => refused("serve"),
+        // It needs no privilege; a setuid one would connect anywhere for
+        // its caller.
+        Some(Command::Fleet(_)) => refused("fleet"),
         Some(Command::Doctor { .. }) => refused("doctor --unit"),
         Some(Command::Man { dir: Some(_) }) => refused("man --dir"),
         Some(Command::Sim(SimCommand::Lib | SimCommand::Exec { .. })) => refused("sim"),

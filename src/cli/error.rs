@@ -119,6 +119,14 @@ pub enum Error {
     /// would serve every holder's command line to whoever connects.
     #[error("--label-cmdline: every holder's command line (tokens and passwords included) would be served to anyone who can connect to {0}; add --expose-cmdlines-over-http to do it anyway")]
     CmdlinesExposed(String),
+    /// `fleet`: Prometheus could not parse a query made with
+    /// `--selector` or `--job`.
+    #[error("--selector: {0}")]
+    FleetSelector(crate::fleet::FleetError),
+    /// `fleet`: no view (a bad `--prometheus` or `--node-label`,
+    /// Prometheus unreachable, a query failed, no node).
+    #[error(transparent)]
+    Fleet(crate::fleet::FleetError),
     /// The metrics server failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -213,6 +221,8 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::DevDir(_)
         | E::UnitFile { .. }
         | E::CmdlinesExposed(_)
+        | E::FleetSelector(_)
+        | E::Fleet(crate::fleet::FleetError::Url(_) | crate::fleet::FleetError::Label(_))
         | E::Write {
             source: WriteError::Refused(_),
             ..
@@ -226,6 +236,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::NoTerminal
         | E::Watch(_)
         | E::Serve(_)
+        | E::Fleet(_)
         | E::Demo(_)
         | E::Sim(_)
         | E::View(..)

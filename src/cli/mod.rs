@@ -6,8 +6,9 @@
 //! - `args`: the clap definitions; `config`: the one configuration step
 //!   (privilege context, environment, flags → [`Settings`]); `show`:
 //!   status, why, metrics; `act`: kill, wait; `live`: watch, serve, demo,
-//!   sim; `files`: doctor, man, completions and the atomic writes;
-//!   `error`: the outcomes, the errors and their exit codes.
+//!   sim; `fleet`: the fleet view from Prometheus; `files`: doctor, man,
+//!   completions and the atomic writes; `error`: the outcomes, the errors
+//!   and their exit codes.
 
 mod act;
 mod args;
@@ -15,12 +16,15 @@ mod check;
 mod config;
 mod error;
 mod files;
+mod fleet;
 mod live;
 mod show;
 mod spinner;
 mod view;
 
-pub use args::{CheckArgs, Cli, Command, Common, KillArgs, ServeArgs, SimCommand, WaitArgs};
+pub use args::{
+    CheckArgs, Cli, Command, Common, FleetArgs, KillArgs, ServeArgs, SimCommand, WaitArgs,
+};
 pub use config::{settings, Settings};
 pub use error::{exit_code, finish, Error, Outcome};
 pub use files::WriteError;
@@ -136,6 +140,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Kill(args) => act::run_kill(s, &args, &paint),
         Command::Wait(args) => act::run_wait(s, &args, &paint),
         Command::Check(args) => check::run_check(s, &args),
+        Command::Fleet(args) => fleet::run_fleet(s, &args, &paint),
         Command::Watch {
             interval,
             scan_every,

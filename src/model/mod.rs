@@ -9,6 +9,7 @@ mod audit;
 mod check;
 mod evidence;
 mod finding;
+mod fleet;
 mod gpu;
 mod k8s;
 mod kill;
@@ -29,6 +30,7 @@ pub use evidence::{
     Renamed, Restarter, Unseen, Who,
 };
 pub use finding::{Finding, FindingKind, Severity};
+pub use fleet::{is_leftover, Fleet, FleetGpu, FleetHolder, FleetNode, FleetVerdict, StaleNode};
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use k8s::{Allocation, AllocationIssue, KubeletView};
 pub use kill::{Changed, Handled, Plan, PlanEntry, Report, Skipped};

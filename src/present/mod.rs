@@ -3,6 +3,7 @@
 
 pub mod check;
 mod drm;
+pub mod fleet;
 mod gpus;
 pub mod json;
 pub mod kill;

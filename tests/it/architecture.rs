@@ -12,7 +12,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     (
         "present",
         &[
-            "act", "proc", "nvml", "kubelet", "snapshot", "pipeline", "cli", "demo",
+            "act", "proc", "nvml", "kubelet", "snapshot", "pipeline", "cli", "demo", "fleet",
         ],
     ),
     // The diagnosis is pure: the model and the leaf helpers only.
@@ -60,6 +60,15 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "nvml", "sysfs", "snapshot",
         ],
     ),
+    // The fleet view reads Prometheus, not this host: it neither collects,
+    // judges a snapshot, acts nor presents.
+    (
+        "fleet",
+        &[
+            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "proc",
+            "nvml", "sysfs", "kubelet", "snapshot",
+        ],
+    ),
     // The pipeline joins collection and diagnosis; it neither acts nor
     // presents.
     (
@@ -71,7 +80,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "model",
         &[
             "act", "present", "cli", "serve", "watch", "demo", "proc", "snapshot", "nvml", "sysfs",
-            "kubelet", "diagnose", "pipeline",
+            "kubelet", "diagnose", "pipeline", "fleet",
         ],
     ),
     // Action reports through values, never prints or runs commands.
@@ -433,6 +442,9 @@ fn the_new_rows_catch_wrong_way_edges() {
         ("doctor", "watch"),
         ("doctor", "serve"),
         ("doctor", "demo"),
+        ("fleet", "present"),
+        ("fleet", "snapshot"),
+        ("present", "fleet"),
     ];
     for (from, to) in wrong {
         let text = format!("use crate::model;\nuse crate::{to}::X;\n");

@@ -15,6 +15,7 @@ mod daemon;
 mod demo;
 mod drm;
 mod evil;
+mod fleet;
 mod fuse;
 mod harness;
 mod k8s;

@@ -4,8 +4,10 @@
 use super::*;
 
 mod check;
+mod fleet;
 mod serve;
 pub use check::{CheckArgs, CheckFormat};
+pub use fleet::FleetArgs;
 pub use serve::ServeArgs;
 
 /// gpufree: who holds my GPU memory, why is it not free, and what exactly frees it.
@@ -113,6 +115,11 @@ pub enum Command {
     /// health check): leftover holders, memory unaccounted past a grace
     /// period, stuck or zombie holders, NVML failing, unknown verdicts.
     Check(CheckArgs),
+    /// The fleet's nodes whose GPUs are not free, from Prometheus: most
+    /// memory held first, with their holders and the command to run on
+    /// each. Exit 0 when all are free, 1 when some are not, 3 when
+    /// Prometheus cannot answer or a node's data is stale.
+    Fleet(FleetArgs),
     /// Live terminal view: GPU memory bars, the holders, the top finding; kill from the view.
     Watch {
         /// Screen and memory refresh (at least 100ms).

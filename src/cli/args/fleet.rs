@@ -1,0 +1,49 @@
+//! The options of `gpufree fleet`.
+
+use super::*;
+
+/// `gpufree fleet` flags.
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// The Prometheus server that scrapes the nodes' `gpufree serve` (or
+    /// their node_exporter's textfile), e.g. http://prometheus:9090.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: String,
+    /// Read the targets of this scrape job.
+    #[arg(long, value_name = "NAME", default_value = "gpufree")]
+    pub job: String,
+    /// Instead of --job: label matchers that pick gpufree's targets, as
+    /// inside PromQL's braces (`cluster="a",job=~"gpufree|node"`).
+    #[arg(long, value_name = "MATCHERS", conflicts_with = "job")]
+    pub selector: Option<String>,
+    /// The label that names a node (e.g. `nodename`, `node`); the command
+    /// to run there is `ssh` to its value without a `:port`.
+    #[arg(long, value_name = "LABEL", default_value = "instance")]
+    pub node_label: String,
+    /// How far back to look for when each holder began to hold memory (at
+    /// least 1m; longer costs Prometheus more).
+    #[arg(long, value_name = "DUR", default_value = "6h", value_parser = history)]
+    pub history: std::time::Duration,
+    /// A node whose newest data (the sample's age plus the snapshot's age
+    /// when it was scraped) is older than this is stale.
+    #[arg(long, value_name = "DUR", default_value = "3m", value_parser = crate::units::parse_duration)]
+    pub max_age: std::time::Duration,
+    /// The whole view, every request to Prometheus included, ends within
+    /// DUR (exit 3 past it).
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = fleet_timeout)]
+    pub timeout: std::time::Duration,
+    /// List only nodes with a leftover holder (owned by no unit,
+    /// container, pod or job), or a GPU whose verdict is unknown.
+    #[arg(long)]
+    pub leftovers: bool,
+}
+
+/// `fleet --history`: at least one step of the look back.
+fn history(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 60_000, "the look back steps by 1m")
+}
+
+/// `fleet --timeout`: room for one round trip.
+fn fleet_timeout(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 100, "no answer could arrive in time")
+}

@@ -1,0 +1,253 @@
+//! The answers of one view's queries joined into a [`Fleet`]: each node's
+//! freshness; its GPUs that are not free, with their memory; their
+//! holders, with how long each has held; ranked, most memory held first.
+
+use super::{Sample, Source};
+use crate::model::{is_leftover, Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What each query answered.
+pub(super) struct Answers {
+    pub up: Vec<Sample>,
+    pub age: Vec<Sample>,
+    pub snapshot_age: Vec<Sample>,
+    pub not_free: Vec<Sample>,
+    pub memory: Vec<Sample>,
+    pub holders: Vec<Sample>,
+    pub held: Vec<Sample>,
+}
+
+/// The view of the answers `a` from the server at `url`.
+pub(super) fn join(source: &Source, url: &str, a: Answers) -> Fleet {
+    let l = source.node_label.as_str();
+    let (fresh, stale) = freshness(source, &a);
+    let gpus = not_free(&a, l, &fresh);
+    let mut holders = holders(&a, l, &gpus);
+    let not_free: BTreeSet<&String> = gpus.keys().map(|(n, _)| n).collect();
+    let nodes_free = fresh.len() - not_free.len();
+    let mut nodes: Vec<FleetNode> = Vec::new();
+    for (name, g) in gpus {
+        match nodes.last_mut() {
+            Some(n) if n.node == name.0 => n.gpus.push(g),
+            _ => nodes.push(FleetNode {
+                host: host(&name.0).to_string(),
+                node: name.0,
+                gpus: vec![g],
+                ..FleetNode::default()
+            }),
+        }
+    }
+    let history = source.history.as_secs_f64();
+    for n in &mut nodes {
+        summarize(n, holders.remove(&n.node).unwrap_or_default(), history);
+    }
+    if source.leftovers_only {
+        nodes.retain(|n| n.leftover || n.state == "unknown");
+    }
+    nodes.sort_by(|a, b| {
+        let secs = |n: &FleetNode| n.held_seconds.unwrap_or(-1.0);
+        (b.held_bytes.cmp(&a.held_bytes))
+            .then(secs(b).total_cmp(&secs(a)))
+            .then(a.node.cmp(&b.node))
+    });
+    Fleet {
+        prometheus: url.to_string(),
+        node_label: source.node_label.clone(),
+        selector: source.selector.clone(),
+        queries: super::Queries::COUNT,
+        history_seconds: source.history.as_secs(),
+        max_age_seconds: source.max_age.as_secs(),
+        leftovers_only: source.leftovers_only,
+        nodes_seen: fresh.len(),
+        nodes_free,
+        nodes,
+        stale,
+    }
+}
+
+/// The GPUs of fresh nodes that are not free, by node and index, with
+/// their memory.
+fn not_free(a: &Answers, l: &str, fresh: &BTreeSet<String>) -> BTreeMap<(String, u32), FleetGpu> {
+    let mut gpus: BTreeMap<(String, u32), FleetGpu> = BTreeMap::new();
+    for s in &a.not_free {
+        let Some(key) = key(s, l).filter(|(n, _)| fresh.contains(n)) else {
+            continue;
+        };
+        let g = FleetGpu {
+            gpu: key.1,
+            uuid: s.label("uuid").to_string(),
+            state: s.label("state").to_string(),
+            used_bytes: None,
+            unaccounted_bytes: None,
+        };
+        gpus.insert(key, g);
+    }
+    for s in &a.memory {
+        if let Some(g) = key(s, l).and_then(|k| gpus.get_mut(&k)) {
+            let bytes = Some(bytes(s.value));
+            match s.label("__name__") {
+                "gpufree_gpu_memory_used_bytes" => g.used_bytes = bytes,
+                "gpufree_gpu_memory_unaccounted_bytes" => g.unaccounted_bytes = bytes,
+                _ => {}
+            }
+        }
+    }
+    gpus
+}
+
+/// The holders of `gpus`, by node, each with how long it has held.
+fn holders(
+    a: &Answers,
+    l: &str,
+    gpus: &BTreeMap<(String, u32), FleetGpu>,
+) -> BTreeMap<String, Vec<FleetHolder>> {
+    let held: BTreeMap<(String, u32, &str), f64> = a
+        .held
+        .iter()
+        .filter_map(|s| key(s, l).map(|(n, g)| ((n, g, s.label("pid")), s.value)))
+        .collect();
+    let mut holders: BTreeMap<String, Vec<FleetHolder>> = BTreeMap::new();
+    for s in &a.holders {
+        let Some(k) = key(s, l).filter(|k| gpus.contains_key(k)) else {
+            continue;
+        };
+        let Ok(pid) = s.label("pid").parse() else {
+            continue;
+        };
+        let owner_kind = s.label("owner_kind").to_string();
+        let held_seconds = held.get(&(k.0.clone(), k.1, s.label("pid"))).copied();
+        holders.entry(k.0).or_default().push(FleetHolder {
+            gpu: k.1,
+            pid,
+            user: s.label("user").to_string(),
+            comm: s.label("comm").to_string(),
+            owner: s.label("owner").to_string(),
+            orphaned: s.label("orphaned") == "true",
+            renamed: s.label("renamed") == "true",
+            bytes: bytes(s.value),
+            held_seconds: held_seconds.filter(|v| v.is_finite()),
+            leftover: is_leftover(&owner_kind),
+            owner_kind,
+        });
+    }
+    holders
+}
+
+/// The nodes whose data is fresh, and those whose data is stale or
+/// missing (down targets, targets up without gpufree's series, data
+/// older than `--max-age`), by name.
+fn freshness(source: &Source, a: &Answers) -> (BTreeSet<String>, Vec<StaleNode>) {
+    let l = source.node_label.as_str();
+    let by_node = |v: &[Sample]| -> BTreeMap<String, f64> {
+        let mut m = BTreeMap::new();
+        for s in v {
+            // Several targets of one node: the worst of them.
+            let e = m.entry(s.label(l).to_string()).or_insert(s.value);
+            *e = f64::min(*e, s.value);
+        }
+        m
+    };
+    let up = by_node(&a.up);
+    let age = by_node(&a.age);
+    let snapshot_age = by_node(&a.snapshot_age);
+    let max_age = source.max_age.as_secs_f64();
+    let mut fresh = BTreeSet::new();
+    let mut stale = Vec::new();
+    let names: BTreeSet<&String> = up.keys().chain(age.keys()).collect();
+    for n in names {
+        let data_age = age
+            .get(n)
+            .map(|a| a + snapshot_age.get(n).copied().unwrap_or(0.0));
+        let why = match (up.get(n), data_age) {
+            (Some(u), _) if *u < 1.0 => "its target is down (up is 0)".to_string(),
+            (_, None) => "its target is up but exports no gpufree_gpu_verdict".to_string(),
+            (_, Some(a)) if a.is_nan() || a > max_age => format!(
+                "its newest data is {} old, over --max-age {}",
+                crate::units::span(a),
+                crate::units::span(max_age)
+            ),
+            _ => {
+                fresh.insert(n.clone());
+                continue;
+            }
+        };
+        stale.push(StaleNode {
+            node: n.clone(),
+            age_seconds: data_age,
+            why,
+        });
+    }
+    (fresh, stale)
+}
+
+/// A node's holders, its state, memory held, how long, and the command
+/// to run there.
+fn summarize(n: &mut FleetNode, mut holders: Vec<FleetHolder>, history: f64) {
+    holders.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.pid.cmp(&b.pid)));
+    n.state = if n.gpus.iter().any(|g| g.state == "busy") {
+        "busy".into()
+    } else {
+        "unknown".into()
+    };
+    n.held_bytes = crate::model::saturating_sum(n.gpus.iter().map(|g| {
+        g.used_bytes.unwrap_or_else(|| {
+            let on_g = holders.iter().filter(|h| h.gpu == g.gpu);
+            crate::model::saturating_sum(on_g.map(|h| h.bytes))
+        })
+    }));
+    n.held_seconds = holders
+        .iter()
+        .filter_map(|h| h.held_seconds)
+        .max_by(f64::total_cmp);
+    // The first step of the look back may see a sample up to one step
+    // before the history's start.
+    n.held_before_history = n.held_seconds.is_some_and(|s| s >= history - 60.0);
+    n.leftover = holders.iter().any(|h| h.leftover);
+    n.holders = holders;
+    n.command = command(&n.host, n.gpus.iter().map(|g| g.gpu));
+}
+
+/// `ssh HOST gpufree why --gpu N...`, where HOST prints as one shell word
+/// that ssh cannot take for an option.
+fn command(host: &str, gpus: impl Iterator<Item = u32>) -> Option<String> {
+    if host.is_empty() || host.starts_with('-') {
+        return None;
+    }
+    let mut argv = vec!["ssh".to_string(), host.to_string(), "gpufree".into()];
+    argv.push("why".into());
+    for g in gpus {
+        argv.extend(["--gpu".to_string(), g.to_string()]);
+    }
+    crate::safe::shell_command(&argv)
+}
+
+/// The host of a node label's value: `gpu-07:9835` → `gpu-07`,
+/// `[fe80::1]:9835` → `fe80::1`; anything else as it is.
+pub(super) fn host(node: &str) -> &str {
+    if let Some(rest) = node.strip_prefix('[') {
+        return rest.split_once(']').map_or(node, |(h, _)| h);
+    }
+    match node.rsplit_once(':') {
+        Some((h, port))
+            if !h.contains(':') && !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            h
+        }
+        _ => node,
+    }
+}
+
+/// A series' node and GPU.
+fn key(s: &Sample, node_label: &str) -> Option<(String, u32)> {
+    let gpu = s.label("gpu").parse().ok()?;
+    Some((s.label(node_label).to_string(), gpu))
+}
+
+/// A sample's value as bytes (negative and NaN as 0).
+fn bytes(v: f64) -> u64 {
+    if v.is_finite() && v > 0.0 {
+        v as u64
+    } else {
+        0
+    }
+}

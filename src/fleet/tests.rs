@@ -1,0 +1,159 @@
+use super::*;
+use std::collections::BTreeMap;
+
+fn source() -> Source {
+    Source {
+        url: "http://127.0.0.1:9090".into(),
+        selector: job_matcher("gpufree"),
+        node_label: "instance".into(),
+        history: Duration::from_secs(6 * 3600),
+        max_age: Duration::from_secs(120),
+        timeout: Duration::from_secs(10),
+        leftovers_only: false,
+    }
+}
+
+fn sample(pairs: &[(&str, &str)], value: f64) -> Sample {
+    let labels: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Sample { labels, value }
+}
+
+fn holder(node: &str, gpu: &str, pid: &str, owner_kind: &str, mib: f64) -> Sample {
+    sample(
+        &[
+            ("instance", node),
+            ("gpu", gpu),
+            ("pid", pid),
+            ("comm", "python3"),
+            ("user", "alice"),
+            ("owner_kind", owner_kind),
+            ("owner", ""),
+            ("orphaned", "true"),
+            ("renamed", "false"),
+        ],
+        mib * 1048576.0,
+    )
+}
+
+fn answers() -> join::Answers {
+    let node = |n: &str, v: f64| sample(&[("instance", n)], v);
+    let gpu = |n: &str, g: &str, state: &str| {
+        sample(
+            &[
+                ("instance", n),
+                ("gpu", g),
+                ("uuid", "GPU-x"),
+                ("state", state),
+            ],
+            1.0,
+        )
+    };
+    let mem = |n: &str, g: &str, name: &str, mib: f64| {
+        sample(
+            &[("__name__", name), ("instance", n), ("gpu", g)],
+            mib * 1048576.0,
+        )
+    };
+    let used = "gpufree_gpu_memory_used_bytes";
+    let mut held = holder("b:9835", "1", "7", "none", 0.0);
+    held.labels.remove("__name__");
+    held.value = 600.0;
+    join::Answers {
+        up: ["a:9835", "b:9835", "c:9835", "d:9835", "e:9835"]
+            .map(|n| node(n, if n == "d:9835" { 0.0 } else { 1.0 }))
+            .to_vec(),
+        age: vec![
+            node("a:9835", 5.0),
+            node("b:9835", 5.0),
+            node("c:9835", 5.0),
+            node("e:9835", 500.0),
+        ],
+        snapshot_age: vec![node("a:9835", 1.0), node("c:9835", 1.0)],
+        not_free: vec![gpu("b:9835", "1", "busy"), gpu("c:9835", "0", "busy")],
+        memory: vec![
+            mem("b:9835", "1", used, 100.0),
+            mem("c:9835", "0", used, 900.0),
+        ],
+        holders: vec![
+            holder("b:9835", "1", "7", "none", 100.0),
+            holder("c:9835", "0", "9", "slurm-job", 900.0),
+            // A holder of a free GPU is not listed.
+            holder("a:9835", "2", "5", "none", 3.0),
+        ],
+        held: vec![held],
+    }
+}
+
+#[test]
+fn busy_nodes_are_ranked_by_memory_and_stale_ones_said() {
+    let f = join::join(&source(), "http://p", answers());
+    let names: Vec<&str> = f.nodes.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(names, ["c:9835", "b:9835"]);
+    assert_eq!((f.nodes_seen, f.nodes_free), (3, 1));
+    let b = &f.nodes[1];
+    assert_eq!(b.held_bytes, 100 << 20);
+    assert_eq!(b.holders[0].pid, 7);
+    assert_eq!(b.holders[0].held_seconds, Some(600.0));
+    assert!(b.leftover && !f.nodes[0].leftover);
+    assert_eq!(b.command.as_deref(), Some("ssh b gpufree why --gpu 1"));
+    let stale: Vec<(&str, &str)> = f
+        .stale
+        .iter()
+        .map(|s| (s.node.as_str(), s.why.as_str()))
+        .collect();
+    assert_eq!(stale.len(), 2, "{stale:?}");
+    assert!(stale[0].0 == "d:9835" && stale[0].1.contains("down"));
+    assert!(stale[1].0 == "e:9835" && stale[1].1.contains("8m 20s old"));
+    assert_eq!(f.verdict(), crate::model::FleetVerdict::NotFree);
+
+    let only = Source {
+        leftovers_only: true,
+        ..source()
+    };
+    let f = join::join(&only, "http://p", answers());
+    assert_eq!(f.nodes.len(), 1);
+    assert_eq!(f.nodes[0].node, "b:9835");
+}
+
+#[test]
+fn a_node_label_becomes_a_host_and_a_safe_command() {
+    assert_eq!(join::host("gpu-07:9835"), "gpu-07");
+    assert_eq!(join::host("[fe80::1]:9835"), "fe80::1");
+    assert_eq!(join::host("fe80::1"), "fe80::1");
+    assert_eq!(join::host("gpu-07"), "gpu-07");
+    let mut a = answers();
+    for s in a.up.iter_mut().chain(&mut a.age).chain(&mut a.not_free) {
+        if s.label("instance") == "b:9835" {
+            s.labels
+                .insert("instance".into(), "-oProxyCommand=x:1".into());
+        }
+    }
+    for s in a.memory.iter_mut().chain(&mut a.holders).chain(&mut a.held) {
+        if s.label("instance") == "b:9835" {
+            s.labels
+                .insert("instance".into(), "-oProxyCommand=x:1".into());
+        }
+    }
+    let f = join::join(&source(), "http://p", a);
+    let n = f.nodes.iter().find(|n| n.host.starts_with('-')).unwrap();
+    assert_eq!(n.command, None, "no ssh option from a label");
+}
+
+#[test]
+fn queries_carry_the_selector_and_the_node_label() {
+    let q = Queries::new(&Source {
+        node_label: "nodename".into(),
+        ..source()
+    });
+    assert_eq!(q.up, "up{job=\"gpufree\"}");
+    assert_eq!(
+        q.not_free,
+        "gpufree_gpu_verdict{job=\"gpufree\",state!=\"free\"} == 1"
+    );
+    assert!(q.age.starts_with("max by (nodename) "), "{}", q.age);
+    assert!(q.held.contains("[21600s:1m]"), "{}", q.held);
+    assert_eq!(job_matcher("a\"b\\c"), r#"job="a\"b\\c""#);
+}

@@ -1,0 +1,165 @@
+//! `gpufree fleet` as text: the nodes whose GPUs are not free, most memory
+//! held first, each with its GPUs, its holders and the command to run
+//! there; then the nodes whose data is stale. Every name comes from a
+//! label someone else chose and is escaped ([`crate::safe::fit`]); `--json`
+//! writes the [`Fleet`] itself.
+
+use super::Paint;
+use crate::model::{Fleet, FleetHolder, FleetNode};
+use crate::safe::fit;
+use crate::units::{mib, span};
+use std::io::{self, Write};
+
+/// Widest label value (a node, a comm, an owner) in a line.
+const NAME_MAX: usize = 64;
+
+/// The fleet view as text (quiet: one line per node and per stale node).
+pub fn write_fleet<W: Write>(w: &mut W, f: &Fleet, paint: &Paint, quiet: bool) -> io::Result<()> {
+    let seen = f.nodes_seen;
+    let asked = format!(
+        "Prometheus {}, {{{}}}",
+        fit(&f.prometheus, NAME_MAX),
+        fit(&f.selector, NAME_MAX)
+    );
+    let listed = f.nodes.len();
+    let head = if listed == 0 && f.stale.is_empty() {
+        format!("All {seen} nodes' GPUs are free ({asked}).")
+    } else {
+        let what = if f.leftovers_only {
+            "have leftovers (or GPUs whose verdict is unknown)"
+        } else {
+            "have GPUs that are not free"
+        };
+        format!(
+            "{listed} of {seen} nodes {what}; {} stale ({asked}).",
+            f.stale.len()
+        )
+    };
+    if !quiet {
+        writeln!(w, "{}", paint.bold(&head))?;
+    }
+    for n in &f.nodes {
+        write_node(w, n, f, paint, quiet)?;
+    }
+    if !f.stale.is_empty() && !quiet {
+        writeln!(w)?;
+        writeln!(w, "{}", paint.warn("Stale (their GPUs may be anything):"))?;
+    }
+    for s in &f.stale {
+        let age = s
+            .age_seconds
+            .map_or(String::new(), |a| format!(" ({} old)", span(a)));
+        let lead = if quiet { "stale " } else { "  " };
+        writeln!(
+            w,
+            "{lead}{}{age}: {}",
+            fit(&s.node, NAME_MAX),
+            fit(&s.why, 200)
+        )?;
+    }
+    Ok(())
+}
+
+/// How long, as a line says it: `for 2h 13m`, `for over 6h 0m` where it
+/// started before the history looked at.
+fn held_for(seconds: Option<f64>, before_history: bool, history: u64) -> String {
+    match seconds {
+        Some(_) if before_history => format!("for over {}", span(history as f64)),
+        Some(s) => format!("for {}", span(s)),
+        None => String::new(),
+    }
+}
+
+fn write_node<W: Write>(
+    w: &mut W,
+    n: &FleetNode,
+    f: &Fleet,
+    paint: &Paint,
+    quiet: bool,
+) -> io::Result<()> {
+    let mut line = format!(
+        "{}  {}  {} held",
+        paint.bold(&fit(&n.node, NAME_MAX)),
+        n.state,
+        mib(n.held_bytes)
+    );
+    let long = held_for(n.held_seconds, n.held_before_history, f.history_seconds);
+    if !long.is_empty() {
+        line.push(' ');
+        line.push_str(&long);
+    }
+    if n.leftover {
+        line.push_str(&format!("  {}", paint.warn("leftover")));
+    }
+    if quiet {
+        return writeln!(w, "{line}");
+    }
+    writeln!(w)?;
+    writeln!(w, "{line}")?;
+    for g in &n.gpus {
+        let used = g
+            .used_bytes
+            .map_or("memory unknown".into(), |b| format!("{} used", mib(b)));
+        let unaccounted = match g.unaccounted_bytes {
+            Some(b) if b > 0 => format!(", {} unaccounted", mib(b)),
+            _ => String::new(),
+        };
+        writeln!(
+            w,
+            "  GPU {}  {}  {used}{unaccounted}",
+            g.gpu,
+            fit(&g.state, 16)
+        )?;
+        for h in n.holders.iter().filter(|h| h.gpu == g.gpu) {
+            writeln!(w, "    {}", holder(h, f.history_seconds))?;
+        }
+    }
+    match &n.command {
+        Some(c) => writeln!(w, "  next: {}", paint.bold(c)),
+        None => writeln!(
+            w,
+            "  next: gpufree why --gpu {} on {} (its name is not a safe ssh host)",
+            n.gpus
+                .iter()
+                .map(|g| g.gpu.to_string())
+                .collect::<Vec<_>>()
+                .join(" --gpu "),
+            fit(&n.node, NAME_MAX)
+        ),
+    }
+}
+
+/// `PID 7  alice  python3  none  orphaned,renamed  100 MiB  for 10m 0s`.
+fn holder(h: &FleetHolder, history: u64) -> String {
+    let mut flags = Vec::new();
+    if h.orphaned {
+        flags.push("orphaned");
+    }
+    if h.renamed {
+        flags.push("renamed");
+    }
+    if h.leftover {
+        flags.push("leftover");
+    }
+    let owner = if h.owner.is_empty() {
+        fit(&h.owner_kind, NAME_MAX)
+    } else {
+        format!("{} {}", fit(&h.owner_kind, 16), fit(&h.owner, NAME_MAX))
+    };
+    let before = h.held_seconds.is_some_and(|s| s >= history as f64 - 60.0);
+    let mut line = format!(
+        "PID {}  {}  {}  {owner}",
+        h.pid,
+        fit(&h.user, 32),
+        fit(&h.comm, 32)
+    );
+    if !flags.is_empty() {
+        line.push_str(&format!("  {}", flags.join(",")));
+    }
+    line.push_str(&format!("  {}", mib(h.bytes)));
+    let long = held_for(h.held_seconds, before, history);
+    if !long.is_empty() {
+        line.push_str(&format!("  {long}"));
+    }
+    line
+}
