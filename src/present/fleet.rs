@@ -163,3 +163,79 @@ fn holder(h: &FleetHolder, history: u64) -> String {
     }
     line
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{FleetGpu, StaleNode};
+
+    fn fleet() -> Fleet {
+        let holder = FleetHolder {
+            gpu: 3,
+            pid: 4242,
+            user: "bob".into(),
+            comm: "ev\x1b]0;pwned\x07il".into(),
+            owner_kind: "none".into(),
+            orphaned: true,
+            bytes: 80 << 30,
+            held_seconds: Some(7980.0),
+            leftover: true,
+            ..FleetHolder::default()
+        };
+        Fleet {
+            prometheus: "http://prom:9090".into(),
+            selector: "job=\"gpufree\"".into(),
+            history_seconds: 21600,
+            nodes_seen: 3,
+            nodes_free: 2,
+            nodes: vec![FleetNode {
+                node: "gpu-7\u{202e}:9835".into(),
+                host: "gpu-7\u{202e}".into(),
+                state: "busy".into(),
+                held_bytes: 80 << 30,
+                held_seconds: Some(7980.0),
+                leftover: true,
+                gpus: vec![FleetGpu {
+                    gpu: 3,
+                    state: "busy".into(),
+                    used_bytes: Some(80 << 30),
+                    ..FleetGpu::default()
+                }],
+                holders: vec![holder],
+                command: None,
+                ..FleetNode::default()
+            }],
+            stale: vec![StaleNode {
+                node: "gpu-9:9835".into(),
+                age_seconds: Some(400.0),
+                why: "its newest data is 6m 40s old, over --max-age 3m".into(),
+            }],
+            ..Fleet::default()
+        }
+    }
+
+    #[test]
+    fn a_node_its_holder_and_a_stale_node_print_escaped() {
+        let mut out = Vec::new();
+        write_fleet(&mut out, &fleet(), &Paint::default(), false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            !text.contains('\x1b') && !text.contains('\u{202e}'),
+            "{text:?}"
+        );
+        for want in [
+            "1 of 3 nodes have GPUs that are not free; 1 stale",
+            "gpu-7\\u{202e}:9835  busy  81,920 MiB held for 2h 13m  leftover",
+            "  GPU 3  busy  81,920 MiB used\n",
+            "    PID 4242  bob  ev\\e]0;pwned\\ail  none  orphaned,leftover  81,920 MiB  for 2h 13m\n",
+            "(its name is not a safe ssh host)",
+            "  gpu-9:9835 (6m 40s old): its newest data is 6m 40s old",
+        ] {
+            assert!(text.contains(want), "{want:?} not in:\n{text}");
+        }
+        let mut out = Vec::new();
+        write_fleet(&mut out, &fleet(), &Paint::default(), true).unwrap();
+        let quiet = String::from_utf8(out).unwrap();
+        assert_eq!(quiet.lines().count(), 2, "{quiet}");
+    }
+}
