@@ -5,7 +5,6 @@
 
 use super::FleetError;
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// The largest answer read from one query, in bytes: a 1,000-node fleet's
@@ -16,7 +15,7 @@ pub const MAX_ANSWER_BYTES: u64 = 64 << 20;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// Its labels (`__name__` too, where the query kept it).
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// Its value.
     pub value: f64,
 }
@@ -24,7 +23,52 @@ pub struct Sample {
 impl Sample {
     /// A label's value ("" where the series has no such label).
     pub fn label(&self, name: &str) -> &str {
-        self.labels.get(name).map_or("", String::as_str)
+        self.labels.get(name)
+    }
+}
+
+/// A series' labels as (name, value) pairs in as little memory as they
+/// take: a 1,000-node fleet's answers hold some 40,000 series, and a map
+/// per series would be most of the view's memory.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Labels(Vec<(Box<str>, Box<str>)>);
+
+impl Labels {
+    /// A label's value ("" where there is no such label).
+    pub fn get(&self, name: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(k, _)| &**k == name)
+            .map_or("", |(_, v)| v)
+    }
+
+    /// Sets a label's value.
+    pub fn set(&mut self, name: &str, value: &str) {
+        match self.0.iter_mut().find(|(k, _)| &**k == name) {
+            Some((_, v)) => *v = value.into(),
+            None => self.0.push((name.into(), value.into())),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Labels, D::Error> {
+        struct Pairs;
+        impl<'de> serde::de::Visitor<'de> for Pairs {
+            type Value = Labels;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of label names to values")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut m: M) -> Result<Labels, M::Error> {
+                let mut pairs = Vec::with_capacity(m.size_hint().unwrap_or(4));
+                while let Some(pair) = m.next_entry::<Box<str>, Box<str>>()? {
+                    pairs.push(pair);
+                }
+                pairs.shrink_to_fit();
+                Ok(Labels(pairs))
+            }
+        }
+        d.deserialize_map(Pairs)
     }
 }
 
@@ -48,7 +92,7 @@ struct Data {
 
 #[derive(Deserialize)]
 struct Series {
-    metric: BTreeMap<String, String>,
+    metric: Labels,
     value: (f64, String),
 }
 
@@ -107,25 +151,29 @@ impl Server {
             .call()
             .map_err(|e| self.unreachable(query, self.why(&e)))?;
         let status = res.status().as_u16();
+        // Parsed as it arrives: no copy of the whole answer is kept.
         let body = res
             .body_mut()
             .with_config()
             .limit(MAX_ANSWER_BYTES)
-            .read_to_vec()
-            .map_err(|e| match e {
-                ureq::Error::BodyExceedsLimit(_) => self.bad(
-                    query,
-                    format!("the answer is over {} MiB", MAX_ANSWER_BYTES >> 20),
-                ),
-                e => self.unreachable(query, self.why(&e)),
-            })?;
-        self.parse(query, status, &body)
+            .reader();
+        self.parse(
+            query,
+            status,
+            std::io::BufReader::with_capacity(1 << 16, body),
+        )
     }
 
     /// The samples of one answer, or the error it carries.
-    fn parse(&self, query: &str, status: u16, body: &[u8]) -> Result<Vec<Sample>, FleetError> {
-        let env: Envelope = match serde_json::from_slice(body) {
+    fn parse(
+        &self,
+        query: &str,
+        status: u16,
+        body: impl std::io::Read,
+    ) -> Result<Vec<Sample>, FleetError> {
+        let env: Envelope = match serde_json::from_reader(body) {
             Ok(env) => env,
+            Err(e) if e.is_io() => return Err(self.read_failed(query, e.into())),
             Err(_) if !(200..300).contains(&status) => {
                 return Err(self.bad(query, format!("HTTP status {status}")));
             }
@@ -169,6 +217,20 @@ impl Server {
         }
     }
 
+    /// The answer stopped arriving (a timeout, a lost connection) or
+    /// went past [`MAX_ANSWER_BYTES`].
+    fn read_failed(&self, query: &str, e: std::io::Error) -> FleetError {
+        let ureq_error = e.get_ref().and_then(|e| e.downcast_ref::<ureq::Error>());
+        match ureq_error {
+            Some(ureq::Error::BodyExceedsLimit(_)) => self.bad(
+                query,
+                format!("the answer is over {} MiB", MAX_ANSWER_BYTES >> 20),
+            ),
+            Some(e) => self.unreachable(query, self.why(e)),
+            None => self.unreachable(query, e.to_string()),
+        }
+    }
+
     fn late(&self) -> String {
         let t = crate::units::seconds(self.timeout.as_secs_f64());
         format!("no answer within --timeout {t}")
@@ -204,7 +266,7 @@ mod tests {
         let body = br#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"instance":"a:1","gpu":"3"},"value":[1700000000.5,"42"]},
             {"metric":{},"value":[1700000000.5,"NaN"]}]}}"#;
-        let s = server().parse("q", 200, body).unwrap();
+        let s = server().parse("q", 200, &body[..]).unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].label("gpu"), "3");
         assert_eq!(s[0].label("missing"), "");
@@ -215,13 +277,15 @@ mod tests {
     #[test]
     fn an_error_names_the_query_and_prometheus_words() {
         let body = br#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#;
-        let e = server().parse("up{", 400, body).unwrap_err();
+        let e = server().parse("up{", 400, &body[..]).unwrap_err();
         assert!(matches!(e, FleetError::Query { ref kind, .. } if kind == "bad_data"));
         assert!(e.to_string().contains("parse error at char 5"), "{e}");
-        let e = server().parse("up", 502, b"<html>bad gateway").unwrap_err();
+        let e = server()
+            .parse("up", 502, &b"<html>bad gateway"[..])
+            .unwrap_err();
         assert!(e.to_string().contains("HTTP status 502"), "{e}");
         let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1,"1"]}}"#;
-        let e = server().parse("time()", 200, scalar).unwrap_err();
+        let e = server().parse("time()", 200, &scalar[..]).unwrap_err();
         assert!(matches!(e, FleetError::Answer { .. }), "{e}");
     }
 

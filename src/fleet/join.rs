@@ -12,7 +12,8 @@ pub(super) struct Answers {
     pub age: Vec<Sample>,
     pub snapshot_age: Vec<Sample>,
     pub not_free: Vec<Sample>,
-    pub memory: Vec<Sample>,
+    pub used: Vec<Sample>,
+    pub unaccounted: Vec<Sample>,
     pub holders: Vec<Sample>,
     pub held: Vec<Sample>,
 }
@@ -22,7 +23,9 @@ pub(super) fn join(source: &Source, url: &str, a: Answers) -> Fleet {
     let l = source.node_label.as_str();
     let (fresh, stale) = freshness(source, &a);
     let gpus = not_free(&a, l, &fresh);
-    let mut holders = holders(&a, l, &gpus);
+    let history = source.history.as_secs();
+    let before = history.saturating_sub(super::steps(history).0) as f64;
+    let mut holders = holders(&a, l, &gpus, before);
     let not_free: BTreeSet<&String> = gpus.keys().map(|(n, _)| n).collect();
     let nodes_free = fresh.len() - not_free.len();
     let mut nodes: Vec<FleetNode> = Vec::new();
@@ -37,9 +40,8 @@ pub(super) fn join(source: &Source, url: &str, a: Answers) -> Fleet {
             }),
         }
     }
-    let history = source.history.as_secs_f64();
     for n in &mut nodes {
-        summarize(n, holders.remove(&n.node).unwrap_or_default(), history);
+        summarize(n, holders.remove(&n.node).unwrap_or_default());
     }
     if source.leftovers_only {
         nodes.retain(|n| n.leftover || n.state == "unknown");
@@ -82,24 +84,27 @@ fn not_free(a: &Answers, l: &str, fresh: &BTreeSet<String>) -> BTreeMap<(String,
         };
         gpus.insert(key, g);
     }
-    for s in &a.memory {
+    for s in &a.used {
         if let Some(g) = key(s, l).and_then(|k| gpus.get_mut(&k)) {
-            let bytes = Some(bytes(s.value));
-            match s.label("__name__") {
-                "gpufree_gpu_memory_used_bytes" => g.used_bytes = bytes,
-                "gpufree_gpu_memory_unaccounted_bytes" => g.unaccounted_bytes = bytes,
-                _ => {}
-            }
+            g.used_bytes = Some(bytes(s.value));
+        }
+    }
+    for s in &a.unaccounted {
+        if let Some(g) = key(s, l).and_then(|k| gpus.get_mut(&k)) {
+            g.unaccounted_bytes = Some(bytes(s.value));
         }
     }
     gpus
 }
 
-/// The holders of `gpus`, by node, each with how long it has held.
+/// The holders of `gpus`, by node, each with how long it has held (since
+/// before the history where that is at least `before` seconds: the look
+/// back's first step).
 fn holders(
     a: &Answers,
     l: &str,
     gpus: &BTreeMap<(String, u32), FleetGpu>,
+    before: f64,
 ) -> BTreeMap<String, Vec<FleetHolder>> {
     let held: BTreeMap<(String, u32, &str), f64> = a
         .held
@@ -115,7 +120,10 @@ fn holders(
             continue;
         };
         let owner_kind = s.label("owner_kind").to_string();
-        let held_seconds = held.get(&(k.0.clone(), k.1, s.label("pid"))).copied();
+        let held_seconds = held
+            .get(&(k.0.clone(), k.1, s.label("pid")))
+            .copied()
+            .filter(|v| v.is_finite());
         holders.entry(k.0).or_default().push(FleetHolder {
             gpu: k.1,
             pid,
@@ -125,7 +133,8 @@ fn holders(
             orphaned: s.label("orphaned") == "true",
             renamed: s.label("renamed") == "true",
             bytes: bytes(s.value),
-            held_seconds: held_seconds.filter(|v| v.is_finite()),
+            held_seconds,
+            held_before_history: held_seconds.is_some_and(|v| v >= before),
             leftover: is_leftover(&owner_kind),
             owner_kind,
         });
@@ -160,7 +169,7 @@ fn freshness(source: &Source, a: &Answers) -> (BTreeSet<String>, Vec<StaleNode>)
             .map(|a| a + snapshot_age.get(n).copied().unwrap_or(0.0));
         let why = match (up.get(n), data_age) {
             (Some(u), _) if *u < 1.0 => "its target is down (up is 0)".to_string(),
-            (_, None) => "its target is up but exports no gpufree_gpu_verdict".to_string(),
+            (_, None) => "its target is up but exports no gpufree_nvml_up".to_string(),
             (_, Some(a)) if a.is_nan() || a > max_age => format!(
                 "its newest data is {} old, over --max-age {}",
                 crate::units::span(a),
@@ -182,7 +191,7 @@ fn freshness(source: &Source, a: &Answers) -> (BTreeSet<String>, Vec<StaleNode>)
 
 /// A node's holders, its state, memory held, how long, and the command
 /// to run there.
-fn summarize(n: &mut FleetNode, mut holders: Vec<FleetHolder>, history: f64) {
+fn summarize(n: &mut FleetNode, mut holders: Vec<FleetHolder>) {
     holders.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.pid.cmp(&b.pid)));
     n.state = if n.gpus.iter().any(|g| g.state == "busy") {
         "busy".into()
@@ -199,9 +208,7 @@ fn summarize(n: &mut FleetNode, mut holders: Vec<FleetHolder>, history: f64) {
         .iter()
         .filter_map(|h| h.held_seconds)
         .max_by(f64::total_cmp);
-    // The first step of the look back may see a sample up to one step
-    // before the history's start.
-    n.held_before_history = n.held_seconds.is_some_and(|s| s >= history - 60.0);
+    n.held_before_history = holders.iter().any(|h| h.held_before_history);
     n.leftover = holders.iter().any(|h| h.leftover);
     n.holders = holders;
     n.command = command(&n.host, n.gpus.iter().map(|g| g.gpu));

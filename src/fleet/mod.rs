@@ -1,13 +1,16 @@
 //! The fleet view's source: every node's gpufree series, read from
 //! Prometheus's HTTP API in a fixed handful of instant queries, whatever
-//! the fleet's size (`api.rs`: one query, bounded in time and size), and
-//! joined into a [`Fleet`] (`join.rs`). Nothing here prints: `present::fleet`
-//! writes the view, `cli` turns its verdict into the exit code.
+//! the fleet's size (`queries.rs`; `api.rs`: one query, bounded in time
+//! and size), and joined into a [`Fleet`] (`join.rs`). Nothing here
+//! prints: `present::fleet` writes the view, `cli` turns its verdict into
+//! the exit code.
 
 mod api;
 mod join;
+mod queries;
 
-pub use api::{Sample, Server, MAX_ANSWER_BYTES};
+pub use api::{Labels, Sample, Server, MAX_ANSWER_BYTES};
+pub use queries::{steps, Queries};
 
 use crate::model::Fleet;
 use std::time::{Duration, Instant};
@@ -118,65 +121,6 @@ fn is_label_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The queries of one view, by what they answer. Six, whatever the
-/// fleet's size; `{S}` is the selector, `L` the node label.
-pub struct Queries {
-    /// `up{S}`: every target, up or down.
-    pub up: String,
-    /// Per node, seconds since its newest verdict sample.
-    pub age: String,
-    /// Per node, the age of the snapshot when it was scraped (serve's).
-    pub snapshot_age: String,
-    /// The GPUs that are not free (`busy` or `unknown` is 1).
-    pub not_free: String,
-    /// Used and unaccounted bytes of those GPUs.
-    pub memory: String,
-    /// Every holder of GPU memory.
-    pub holders: String,
-    /// Per holder, seconds since its series' first sample in the history.
-    pub held: String,
-}
-
-impl Queries {
-    /// The queries for `source`.
-    pub fn new(source: &Source) -> Queries {
-        let (s, l) = (&source.selector, &source.node_label);
-        let sel = |extra: &str| match (s.is_empty(), extra.is_empty()) {
-            (true, _) => format!("{{{extra}}}"),
-            (false, true) => format!("{{{s}}}"),
-            (false, false) => format!("{{{s},{extra}}}"),
-        };
-        let not_free = format!("gpufree_gpu_verdict{} == 1", sel("state!=\"free\""));
-        let history = source.history.as_secs().max(60);
-        let holders = format!("gpufree_process_gpu_memory_bytes{}", sel(""));
-        Queries {
-            up: format!("up{}", sel("")),
-            age: format!(
-                "max by ({l}) (time() - timestamp(gpufree_gpu_verdict{}))",
-                sel("")
-            ),
-            snapshot_age: format!("max by ({l}) (gpufree_snapshot_age_seconds{})", sel("")),
-            memory: format!(
-                "{} and on ({l}, gpu) ({not_free})",
-                sel("__name__=~\"gpufree_gpu_memory_(used|unaccounted)_bytes\"")
-            ),
-            not_free,
-            holders: holders.clone(),
-            // The first sample of each holder's series, to within a step:
-            // 1m over the history (within Prometheus's lookback of 5m,
-            // so every sample is seen by some step), or 5s over the last
-            // 2m for a series newer than the last whole minute's step.
-            held: format!(
-                "time() - (min_over_time(timestamp({h})[{history}s:1m]) or min_over_time(timestamp({h})[2m:5s]))",
-                h = holders
-            ),
-        }
-    }
-
-    /// How many queries a view sends.
-    pub const COUNT: usize = 7;
-}
-
 /// The fleet as Prometheus sees it now: the queries sent at once, each
 /// within what is left of `source.timeout`, then joined.
 pub fn look(source: &Source) -> Result<Fleet, FleetError> {
@@ -186,15 +130,7 @@ pub fn look(source: &Source) -> Result<Fleet, FleetError> {
     let server = Server::new(&source.url, source.timeout)?;
     let deadline = Instant::now() + source.timeout;
     let q = Queries::new(source);
-    let asked = [
-        &q.up,
-        &q.age,
-        &q.snapshot_age,
-        &q.not_free,
-        &q.memory,
-        &q.holders,
-        &q.held,
-    ];
+    let asked = q.all();
     let answers: Vec<Result<Vec<Sample>, FleetError>> = std::thread::scope(|scope| {
         let running: Vec<_> = asked
             .iter()
@@ -213,7 +149,8 @@ pub fn look(source: &Source) -> Result<Fleet, FleetError> {
         age: next(),
         snapshot_age: next(),
         not_free: next(),
-        memory: next(),
+        used: next(),
+        unaccounted: next(),
         holders: next(),
         held: next(),
     };

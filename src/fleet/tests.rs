@@ -1,5 +1,4 @@
 use super::*;
-use std::collections::BTreeMap;
 
 fn source() -> Source {
     Source {
@@ -14,10 +13,10 @@ fn source() -> Source {
 }
 
 fn sample(pairs: &[(&str, &str)], value: f64) -> Sample {
-    let labels: BTreeMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let mut labels = Labels::default();
+    for (k, v) in pairs {
+        labels.set(k, v);
+    }
     Sample { labels, value }
 }
 
@@ -51,15 +50,8 @@ fn answers() -> join::Answers {
             1.0,
         )
     };
-    let mem = |n: &str, g: &str, name: &str, mib: f64| {
-        sample(
-            &[("__name__", name), ("instance", n), ("gpu", g)],
-            mib * 1048576.0,
-        )
-    };
-    let used = "gpufree_gpu_memory_used_bytes";
+    let mem = |n: &str, g: &str, mib: f64| sample(&[("instance", n), ("gpu", g)], mib * 1048576.0);
     let mut held = holder("b:9835", "1", "7", "none", 0.0);
-    held.labels.remove("__name__");
     held.value = 600.0;
     join::Answers {
         up: ["a:9835", "b:9835", "c:9835", "d:9835", "e:9835"]
@@ -73,10 +65,8 @@ fn answers() -> join::Answers {
         ],
         snapshot_age: vec![node("a:9835", 1.0), node("c:9835", 1.0)],
         not_free: vec![gpu("b:9835", "1", "busy"), gpu("c:9835", "0", "busy")],
-        memory: vec![
-            mem("b:9835", "1", used, 100.0),
-            mem("c:9835", "0", used, 900.0),
-        ],
+        used: vec![mem("b:9835", "1", 100.0), mem("c:9835", "0", 900.0)],
+        unaccounted: vec![],
         holders: vec![
             holder("b:9835", "1", "7", "none", 100.0),
             holder("c:9835", "0", "9", "slurm-job", 900.0),
@@ -127,14 +117,12 @@ fn a_node_label_becomes_a_host_and_a_safe_command() {
     let mut a = answers();
     for s in a.up.iter_mut().chain(&mut a.age).chain(&mut a.not_free) {
         if s.label("instance") == "b:9835" {
-            s.labels
-                .insert("instance".into(), "-oProxyCommand=x:1".into());
+            s.labels.set("instance", "-oProxyCommand=x:1");
         }
     }
-    for s in a.memory.iter_mut().chain(&mut a.holders).chain(&mut a.held) {
+    for s in a.used.iter_mut().chain(&mut a.holders).chain(&mut a.held) {
         if s.label("instance") == "b:9835" {
-            s.labels
-                .insert("instance".into(), "-oProxyCommand=x:1".into());
+            s.labels.set("instance", "-oProxyCommand=x:1");
         }
     }
     let f = join::join(&source(), "http://p", a);
@@ -148,12 +136,17 @@ fn queries_carry_the_selector_and_the_node_label() {
         node_label: "nodename".into(),
         ..source()
     });
-    assert_eq!(q.up, "up{job=\"gpufree\"}");
+    assert_eq!(q.up, "min by (nodename) (up{job=\"gpufree\"})");
     assert_eq!(
         q.not_free,
-        "gpufree_gpu_verdict{job=\"gpufree\",state!=\"free\"} == 1"
+        "max by (nodename, gpu, uuid, state) (gpufree_gpu_verdict{job=\"gpufree\",state!=\"free\"} == 1)"
     );
     assert!(q.age.starts_with("max by (nodename) "), "{}", q.age);
-    assert!(q.held.contains("[21600s:1m]"), "{}", q.held);
+    // 6h: 24 steps of 15m, and 5 of 3m over the last 15m.
+    assert!(q.held.contains("[21600s:900s]) or "), "{}", q.held);
+    assert!(q.held.contains("[900s:180s])"), "{}", q.held);
+    assert_eq!(steps(24 * 3600), (3600, 720));
+    assert_eq!(steps(120), (5, 1));
+    assert_eq!(Queries::new(&source()).all().len(), 8);
     assert_eq!(job_matcher("a\"b\\c"), r#"job="a\"b\\c""#);
 }

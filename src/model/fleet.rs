@@ -100,8 +100,12 @@ pub struct FleetHolder {
     /// Memory it holds on this GPU.
     pub bytes: u64,
     /// How long it has held it, in seconds (from the first sample within
-    /// the history); null where Prometheus did not say.
+    /// the history, to within a step of the look back); null where
+    /// Prometheus did not say.
     pub held_seconds: Option<f64>,
+    /// It held it already when the history looked at began: at least
+    /// `history_seconds`.
+    pub held_before_history: bool,
     /// Owned by no unit, container, pod or job: `gpufree check`'s
     /// leftover.
     pub leftover: bool,

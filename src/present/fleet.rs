@@ -146,7 +146,6 @@ fn holder(h: &FleetHolder, history: u64) -> String {
     } else {
         format!("{} {}", fit(&h.owner_kind, 16), fit(&h.owner, NAME_MAX))
     };
-    let before = h.held_seconds.is_some_and(|s| s >= history as f64 - 60.0);
     let mut line = format!(
         "PID {}  {}  {}  {owner}",
         h.pid,
@@ -157,7 +156,7 @@ fn holder(h: &FleetHolder, history: u64) -> String {
         line.push_str(&format!("  {}", flags.join(",")));
     }
     line.push_str(&format!("  {}", mib(h.bytes)));
-    let long = held_for(h.held_seconds, before, history);
+    let long = held_for(h.held_seconds, h.held_before_history, history);
     if !long.is_empty() {
         line.push_str(&format!("  {long}"));
     }

@@ -188,6 +188,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     let pid = holder.pid();
     a.set(&[(pid, 4096, "while-alive")]);
     let a = a.serve("200ms");
+    let served = Instant::now();
     let b = Node::new(2).serve("200ms");
     // A host whose snapshot is taken once: its data ages.
     let c = Node::new(1).serve("10m");
@@ -198,12 +199,15 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     ]) else {
         return;
     };
-    let fresh = ["--max-age", "1h"];
-    // The holder's series has been scraped for a moment: Prometheus says
-    // since when.
-    until(Duration::from_secs(30), "the holder's first sample", || {
-        let doc = prom.fleet(&["--json", "--max-age", "1h"]).json();
-        doc["nodes"][0]["holders"][0]["held_seconds"].is_f64()
+    // A short history: the look back steps by 5s and 1s.
+    let fresh = ["--max-age", "1h", "--history", "2m"];
+    // The holder's series has been scraped for a few seconds: the look
+    // back says so.
+    until(Duration::from_secs(30), "the holder held for 3s", || {
+        let doc = prom.fleet(&["--json", "--max-age", "1h", "--history", "2m"]);
+        doc.json()["nodes"][0]["holders"][0]["held_seconds"]
+            .as_f64()
+            .is_some_and(|s| s >= 3.0)
     });
 
     // Text: that node, that PID, the command to run there.
@@ -232,7 +236,9 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     }
 
     // JSON: the same, as values.
-    let doc = prom.fleet(&["--json", "--max-age", "1h"]).json();
+    let doc = prom
+        .fleet(&["--json", "--max-age", "1h", "--history", "2m"])
+        .json();
     assert_eq!(doc["nodes_seen"], 3, "{doc}");
     assert_eq!(doc["nodes_free"], 2, "{doc}");
     assert_eq!(doc["stale"].as_array().unwrap().len(), 0, "{doc}");
@@ -256,7 +262,11 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     assert_eq!(h[0]["bytes"], 4096u64 << 20);
     assert_eq!(h[0]["comm"], "ev\\e[2Jil");
     let held = h[0]["held_seconds"].as_f64().unwrap();
-    assert!(held > 0.0 && held < 600.0, "{held}");
+    // Since the first sample, which came after A was served.
+    assert!(
+        held >= 3.0 && held <= served.elapsed().as_secs_f64() + 1.0,
+        "{held}"
+    );
     // Who the holder is, as the node itself says.
     let own = status_json(&a.dir, &a.dir.tmp.path().join("state.json"), &[]);
     let p = process(&own, pid).unwrap();
@@ -374,6 +384,39 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     );
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("unreachable"), "{}", r.stderr);
+
+    // A server whose answer never ends (JSON's whitespace, without end):
+    // cut at the bound, in one line, exit 3.
+    let endless = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url_endless = format!("http://{}", endless.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in endless.incoming().take(8) {
+            std::thread::spawn(move || {
+                let mut conn = conn.unwrap();
+                let mut head = [0u8; 4096];
+                let _ = std::io::Read::read(&mut conn, &mut head);
+                let start = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{\"status\":\"success\",";
+                let spaces = vec![b' '; 1 << 20];
+                let _ = std::io::Write::write_all(&mut conn, start);
+                for _ in 0..100 {
+                    if std::io::Write::write_all(&mut conn, &spaces).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let r = gpufree(
+        &["fleet", "--prometheus", &url_endless, "--timeout", "30s"],
+        &[],
+    );
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains("is unusable: the answer is over 64 MiB"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
 
     // Not a URL, not a label: usage errors.
     let r = gpufree(&["fleet", "--prometheus", "localhost:9090"], &[]);

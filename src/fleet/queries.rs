@@ -1,0 +1,107 @@
+//! The PromQL of one view: eight instant queries, whatever the fleet's
+//! size, each aggregated to the labels the view keeps (a holder's
+//! `cmdline` or a GPU's `name` never travel).
+
+use super::Source;
+
+/// The queries of one view, by what they answer; `{S}` is the selector,
+/// `L` the node label.
+pub struct Queries {
+    /// Per node, `up` (its targets' worst): 0 for a target down.
+    pub up: String,
+    /// Per node, seconds since its newest sample (of `gpufree_nvml_up`:
+    /// one series a node, in serve's metrics and in the textfile alike).
+    pub age: String,
+    /// Per node, the age of the snapshot when it was scraped (serve's).
+    pub snapshot_age: String,
+    /// The GPUs that are not free (`busy` or `unknown` is 1).
+    pub not_free: String,
+    /// Used bytes of those GPUs.
+    pub used: String,
+    /// Unaccounted bytes of those GPUs.
+    pub unaccounted: String,
+    /// Every holder of GPU memory.
+    pub holders: String,
+    /// Per holder, seconds since its series' first sample in the history.
+    pub held: String,
+}
+
+/// The look back's two steps for `history` seconds: a coarse one over
+/// the whole history (24 steps: 15m for 6h) and a fine one over the
+/// coarse step's span, for a holder younger than the last coarse step
+/// (5 steps: 3m for 6h); a holder younger than the last fine step has
+/// held for less than one. A holder's time held is right to within the
+/// step that saw its first sample; the cost is 29 steps of every holder's
+/// series, whatever the history (each step costs Prometheus about as much
+/// as an instant query of them).
+pub fn steps(history: u64) -> (u64, u64) {
+    let coarse = (history / 24).max(1);
+    (coarse, (coarse / 5).max(1))
+}
+
+impl Queries {
+    /// How many queries a view sends.
+    pub const COUNT: usize = 8;
+
+    /// The queries for `source`.
+    pub fn new(source: &Source) -> Queries {
+        let (s, l) = (&source.selector, &source.node_label);
+        let sel = |extra: &str| match (s.is_empty(), extra.is_empty()) {
+            (true, _) => format!("{{{extra}}}"),
+            (false, true) => format!("{{{s}}}"),
+            (false, false) => format!("{{{s},{extra}}}"),
+        };
+        let not_free = format!("gpufree_gpu_verdict{} == 1", sel("state!=\"free\""));
+        let memory = |what: &str| {
+            format!("max by ({l}, gpu) (gpufree_gpu_memory_{what}_bytes{}) and on ({l}, gpu) ({not_free})", sel(""))
+        };
+        let history = source.history.as_secs().max(60);
+        let (coarse, fine) = steps(history);
+        let first = |range: u64, step: u64| {
+            format!(
+                "min_over_time(timestamp(gpufree_process_gpu_memory_bytes{})[{range}s:{step}s])",
+                sel("")
+            )
+        };
+        Queries {
+            up: format!("min by ({l}) (up{})", sel("")),
+            age: format!(
+                "max by ({l}) (time() - timestamp(gpufree_nvml_up{}))",
+                sel("")
+            ),
+            snapshot_age: format!("max by ({l}) (gpufree_snapshot_age_seconds{})", sel("")),
+            used: memory("used"),
+            unaccounted: memory("unaccounted"),
+            not_free: format!("max by ({l}, gpu, uuid, state) ({not_free})"),
+            holders: format!(
+                "max by ({l}, gpu, pid, comm, user, owner_kind, owner, orphaned, renamed) (gpufree_process_gpu_memory_bytes{})",
+                sel("")
+            ),
+            // Each step sees the newest sample before it (within
+            // Prometheus's lookback): the earliest step's is the first
+            // sample to within a step.
+            // A holder younger than the last fine step: its newest
+            // sample's time (held less than a fine step).
+            held: format!(
+                "time() - min by ({l}, gpu, pid) ({} or {} or timestamp(gpufree_process_gpu_memory_bytes{}))",
+                first(history, coarse),
+                first(coarse, fine),
+                sel("")
+            ),
+        }
+    }
+
+    /// The queries in the order [`super::look`] sends them.
+    pub fn all(&self) -> [&str; Self::COUNT] {
+        [
+            &self.up,
+            &self.age,
+            &self.snapshot_age,
+            &self.not_free,
+            &self.used,
+            &self.unaccounted,
+            &self.holders,
+            &self.held,
+        ]
+    }
+}
