@@ -22,7 +22,10 @@ pub fn write_fleet<W: Write>(w: &mut W, f: &Fleet, paint: &Paint, quiet: bool) -
         fit(&f.selector, NAME_MAX)
     );
     let listed = f.nodes.len();
-    let head = if listed == 0 && f.stale.is_empty() {
+    let head = if listed == 0 && f.stale.is_empty() && f.leftovers_only {
+        let free = f.nodes_free;
+        format!("None of {seen} nodes has leftovers; {free} have every GPU free ({asked}).")
+    } else if listed == 0 && f.stale.is_empty() {
         format!("All {seen} nodes' GPUs are free ({asked}).")
     } else {
         let what = if f.leftovers_only {

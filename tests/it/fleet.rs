@@ -274,6 +274,13 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
         assert_eq!(h[0][field], p[field], "{field}");
     }
     assert_eq!(h[0]["owner_kind"], p["owner"]["kind"]);
+    // A leftover where the test runs owned by no unit, container, pod or
+    // job (as `check` counts one): then `--leftovers` lists it too.
+    let leftover = matches!(p["owner"]["kind"].as_str(), Some("none" | "session"));
+    assert_eq!(h[0]["leftover"], leftover);
+    let r = prom.fleet(&["--leftovers", "--max-age", "1h"]);
+    assert_eq!(r.code, if leftover { 1 } else { 0 }, "{r:?}");
+    assert_eq!(r.stdout.contains(&a.addr), leftover, "{}", r.stdout);
 
     // A hostile node label: escaped in text, whole in JSON, no command.
     let r = prom.fleet(&["--node-label", "node", "--max-age", "1h"]);
