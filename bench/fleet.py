@@ -245,6 +245,7 @@ def main():
               f"{doc['queries']} queries")
         print(f"wall: median {walls[len(walls) // 2]:.2f} s, max {walls[-1]:.2f} s over {RUNS} runs "
               f"(text: {twall:.2f} s, {len(text.splitlines())} lines) (budget <= {BUDGET_WALL_S} s)")
+        print("the text view begins:\n  " + "\n  ".join(text.splitlines()[:9]))
         print(f"peak RSS: {worst_rss:.1f} MiB (budget < {BUDGET_RSS_MIB} MiB); "
               f"Prometheus's CPU per view: {prom_cpu:.2f} s; load average {os.getloadavg()[0]:.1f}")
         ok = max(walls[-1], twall) <= BUDGET_WALL_S and worst_rss < BUDGET_RSS_MIB
