@@ -6,38 +6,20 @@
 //! and calls a node stale when its target is down or its snapshot old.
 //! Without Prometheus: an unreachable URL ends within `--timeout`.
 
+use crate::daemon::Daemon;
 use crate::harness::*;
 use gpufree::demo::holder::HoldSpec;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A child this test started, killed by its PID when dropped.
-struct Started(Child);
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A port on 127.0.0.1 that was free a moment ago.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A simulated host: its device directory, its state, its serve.
 struct Node {
     dir: TestDir,
-    addr: String,
     gpus: u32,
-    serve: Option<Started>,
+    /// serve, once started, and where it listens.
+    serve: Option<(Daemon, String)>,
 }
 
 impl Node {
@@ -45,7 +27,6 @@ impl Node {
     fn new(gpus: u32) -> Node {
         let node = Node {
             dir: TestDir::new(gpus),
-            addr: format!("127.0.0.1:{}", free_port()),
             gpus,
             serve: None,
         };
@@ -61,26 +42,41 @@ impl Node {
         self.dir.state(&sim_state(devices));
     }
 
-    /// Served, a snapshot every `interval`.
+    /// Served on 127.0.0.1 (a port of its choosing), a snapshot every
+    /// `interval`.
     fn serve(mut self, interval: &str) -> Node {
         let mut cmd = Command::new(bin());
-        cmd.args(["serve", "--listen", &self.addr, "--interval", interval])
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
             .arg("--dev-dir")
             .arg(&self.dir.dev)
             .arg("--nvml-lib")
             .arg(sim_lib())
             .env("GPUFREE_SIM_STATE", self.dir.tmp.path().join("state.json"))
             .env("GPUFREE_BPF_CACHE", bpf_cache());
-        self.serve = Some(Started(serve_listening(&mut cmd)));
+        let daemon = Daemon::start("serve", &mut cmd, self.dir.tmp.path());
+        let addr = daemon.read_log("serve says where it listens", 10, |log| {
+            let url = log.split_whitespace().find(|w| w.starts_with("http://"))?;
+            let url = url.trim_start_matches("http://");
+            Some(url.trim_end_matches("/metrics").to_string())
+        });
+        self.serve = Some((daemon, addr));
         self
+    }
+
+    /// Where its serve listens (`127.0.0.1:PORT`: the `instance` label).
+    fn addr(&self) -> String {
+        self.serve
+            .as_ref()
+            .map(|(_, a)| a.clone())
+            .unwrap_or_default()
     }
 }
 
 /// A real Prometheus scraping `targets` (address, `node` label) every
-/// second, its storage in a temporary directory.
+/// second as the job `gpufree`, its storage in a temporary directory.
 struct Prometheus {
     url: String,
-    _child: Started,
+    daemon: Daemon,
     _dir: tempfile::TempDir,
 }
 
@@ -95,46 +91,40 @@ impl Prometheus {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = String::from(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: gpufree\n    static_configs:\n",
+        let static_configs: Vec<Value> = targets
+            .iter()
+            .map(|(t, node)| json!({"targets": [t], "labels": {"node": node}}))
+            .collect();
+        let config = json!({
+            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+            "scrape_configs": [{"job_name": "gpufree", "static_configs": static_configs}],
+        });
+        // JSON is YAML (a label's control characters as \u escapes).
+        let file = dir.path().join("prometheus.yml");
+        std::fs::write(&file, config.to_string()).unwrap();
+        let daemon = Daemon::start(
+            "prometheus",
+            Command::new("prometheus")
+                .arg(format!("--config.file={}", file.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.path().join("data").display()
+                ))
+                .arg("--web.listen-address=127.0.0.1:0"),
+            dir.path(),
         );
-        for (addr, node) in targets {
-            // A double-quoted YAML string: `\e` and `\u202e` are an
-            // escape and a right-to-left override in the label's value.
-            cfg.push_str(&format!(
-                "      - targets: ['{addr}']\n        labels: {{node: \"{node}\"}}\n"
-            ));
-        }
-        std::fs::write(dir.path().join("prometheus.yml"), cfg).unwrap();
-        let port = free_port();
-        let child = Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.path().join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let url = format!("http://{}", daemon.listening());
         let p = Prometheus {
-            url: format!("http://127.0.0.1:{port}"),
-            _child: Started(child),
+            url,
+            daemon,
             _dir: dir,
         };
-        // Ready, and every target scraped with its gpufree series.
+        // Every target scraped with its gpufree series.
         let want = targets.len().to_string();
         let q = "count(count by (instance) (gpufree_gpu_verdict))";
-        until(
-            Duration::from_secs(60),
-            "Prometheus scrapes every target",
-            || p.scalar(q).as_deref() == Some(&want),
-        );
+        p.until("Prometheus scrapes every target", 60, || {
+            p.scalar(q).as_deref() == Some(&want)
+        });
         Some(p)
     }
 
@@ -155,21 +145,15 @@ impl Prometheus {
         args.extend(extra);
         gpufree(&args, &[])
     }
-}
 
-/// Polls `ok` every 200 ms until it holds or `limit` passes (then fails,
-/// saying `what`).
-fn until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < end, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(200));
+    /// Polls `ok` every 200 ms until it holds or `secs` pass (then fails,
+    /// saying `what`, with Prometheus's log).
+    fn until(&self, what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+        crate::daemon::until(what, secs, &[&self.daemon], || ok().then_some(()));
     }
 }
 
-/// The hostile `node` label of the busy host, as YAML writes it and as it
-/// is.
-const HOSTILE_YAML: &str = "gpu-a\\e[31m\\u202eevil";
+/// The hostile `node` label of the busy host.
 const HOSTILE: &str = "gpu-a\x1b[31m\u{202e}evil";
 
 #[test]
@@ -192,18 +176,17 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     let b = Node::new(2).serve("200ms");
     // A host whose snapshot is taken once: its data ages.
     let c = Node::new(1).serve("10m");
-    let Some(prom) = Prometheus::start(&[
-        (&a.addr, HOSTILE_YAML),
-        (&b.addr, "gpu-b"),
-        (&c.addr, "gpu-c"),
-    ]) else {
+    let (a_addr, b_addr, c_addr) = (a.addr(), b.addr(), c.addr());
+    let Some(prom) =
+        Prometheus::start(&[(&a_addr, HOSTILE), (&b_addr, "gpu-b"), (&c_addr, "gpu-c")])
+    else {
         return;
     };
     // A short history: the look back steps by 5s and 1s.
     let fresh = ["--max-age", "1h", "--history", "2m"];
     // The holder's series has been scraped for a few seconds: the look
     // back says so.
-    until(Duration::from_secs(30), "the holder held for 3s", || {
+    prom.until("the holder held for 3s", 30, || {
         let doc = prom.fleet(&["--json", "--max-age", "1h", "--history", "2m"]);
         doc.json()["nodes"][0]["holders"][0]["held_seconds"]
             .as_f64()
@@ -219,7 +202,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
         "{text}"
     );
     assert!(
-        text.contains(&format!("\n{}  busy  4,096 MiB held for ", a.addr)),
+        text.contains(&format!("\n{}  busy  4,096 MiB held for ", a_addr)),
         "{text}"
     );
     assert!(text.contains(&format!("PID {pid}  ")), "{text}");
@@ -231,7 +214,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
         text.contains("next: ssh 127.0.0.1 gpufree why --gpu 0\n"),
         "{text}"
     );
-    for other in [&b.addr, &c.addr] {
+    for other in [&b_addr, &c_addr] {
         assert!(!text.contains(other.as_str()), "{other} is free: {text}");
     }
 
@@ -245,7 +228,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     let nodes = doc["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 1, "{doc}");
     let n = &nodes[0];
-    assert_eq!(n["node"], a.addr.as_str());
+    assert_eq!(n["node"], a_addr.as_str());
     assert_eq!(n["state"], "busy");
     assert_eq!(n["held_bytes"], 4096u64 << 20);
     assert_eq!(n["command"], "ssh 127.0.0.1 gpufree why --gpu 0");
@@ -280,7 +263,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     assert_eq!(h[0]["leftover"], leftover);
     let r = prom.fleet(&["--leftovers", "--max-age", "1h"]);
     assert_eq!(r.code, if leftover { 1 } else { 0 }, "{r:?}");
-    assert_eq!(r.stdout.contains(&a.addr), leftover, "{}", r.stdout);
+    assert_eq!(r.stdout.contains(&a_addr), leftover, "{}", r.stdout);
 
     // A hostile node label: escaped in text, whole in JSON, no command.
     let r = prom.fleet(&["--node-label", "node", "--max-age", "1h"]);
@@ -318,8 +301,8 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     // C's snapshot is taken once: past --max-age it is stale. A busy
     // node outranks a stale one (as in `check`): exit 1, with C said.
     let stale_c = ["--max-age", "4s", "--json"];
-    until(Duration::from_secs(20), "C's snapshot is 4s old", || {
-        prom.fleet(&stale_c).json()["stale"][0]["node"] == c.addr.as_str()
+    prom.until("C's snapshot is 4s old", 20, || {
+        prom.fleet(&stale_c).json()["stale"][0]["node"] == c_addr.as_str()
     });
     let r = prom.fleet(&stale_c);
     assert_eq!(r.code, 1, "{r:?}");
@@ -335,9 +318,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
 
     // The holder ends: its memory goes, and the fleet is free.
     drop(holder);
-    until(Duration::from_secs(20), "the fleet is free", || {
-        prom.fleet(&fresh).code == 0
-    });
+    prom.until("the fleet is free", 20, || prom.fleet(&fresh).code == 0);
     let r = prom.fleet(&fresh);
     assert_eq!(
         r.stdout.trim(),
@@ -351,14 +332,14 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     let r = prom.fleet(&["--max-age", "4s"]);
     assert_eq!(r.code, 3, "{r:?}");
     assert!(
-        r.stdout.contains(&format!("  {} (", c.addr)),
+        r.stdout.contains(&format!("  {} (", c_addr)),
         "{}",
         r.stdout
     );
 
     // B's exporter stops: its target is down, so the fleet is unknown.
     drop(b);
-    until(Duration::from_secs(20), "B is down", || {
+    prom.until("B is down", 20, || {
         let r = prom.fleet(&fresh);
         r.code == 3 && r.stdout.contains("its target is down (up is 0)")
     });
@@ -383,12 +364,8 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     );
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
 
-    // Nothing listens: refused at once.
-    let port = free_port();
-    let r = gpufree(
-        &["fleet", "--prometheus", &format!("http://127.0.0.1:{port}")],
-        &[],
-    );
+    // Nothing listens (port 0 is no one's): refused at once.
+    let r = gpufree(&["fleet", "--prometheus", "http://127.0.0.1:0"], &[]);
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("unreachable"), "{}", r.stderr);
 
