@@ -222,7 +222,11 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::UnitFile { .. }
         | E::CmdlinesExposed(_)
         | E::FleetSelector(_)
-        | E::Fleet(crate::fleet::FleetError::Url(_) | crate::fleet::FleetError::Label(_))
+        | E::Fleet(
+            crate::fleet::FleetError::Url(_)
+            | crate::fleet::FleetError::Credentials
+            | crate::fleet::FleetError::Label(_),
+        )
         | E::Write {
             source: WriteError::Refused(_),
             ..

@@ -116,6 +116,12 @@ impl Server {
         if !scheme_ok {
             return Err(FleetError::Url(base.to_string()));
         }
+        if url
+            .as_ref()
+            .is_ok_and(|u| u.authority().is_some_and(|a| a.as_str().contains('@')))
+        {
+            return Err(FleetError::Credentials);
+        }
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .user_agent(concat!("gpufree/", env!("CARGO_PKG_VERSION")))
@@ -300,6 +306,10 @@ mod tests {
         ] {
             assert!(Server::new(bad, Duration::from_secs(1)).is_err(), "{bad}");
         }
+        assert!(matches!(
+            Server::new("https://user:secret@prom.example/", Duration::from_secs(1)),
+            Err(FleetError::Credentials)
+        ));
         let s = Server::new("https://prom.example/prometheus/", Duration::from_secs(1)).unwrap();
         assert_eq!(s.base(), "https://prom.example/prometheus");
     }

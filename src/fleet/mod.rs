@@ -42,6 +42,10 @@ pub enum FleetError {
     /// `--prometheus` is not an http(s) URL.
     #[error("--prometheus {0}: not an http:// or https:// URL of a Prometheus server")]
     Url(String),
+    /// `--prometheus` carries a user or password: every local user reads
+    /// a command line, and every error would print it.
+    #[error("--prometheus: a URL with a user or password is refused (every local user can read a command line, and errors print the URL); reach an authenticated Prometheus through a local proxy")]
+    Credentials,
     /// `--node-label` is not a label name.
     #[error("--node-label {0:?}: not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")]
     Label(String),
