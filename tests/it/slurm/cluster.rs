@@ -375,6 +375,17 @@ impl Cluster {
         });
     }
 
+    /// Runs the wrapper `name` as slurmd runs its programs: as root, with
+    /// an empty environment.
+    pub fn run_as_slurmd(&self, name: &str) -> Run {
+        run_cmd(Command::new(self.d.tmp.path().join(name)).env_clear())
+    }
+
+    /// slurmctld's log so far.
+    pub fn ctld_log(&self) -> String {
+        std::fs::read_to_string(self.d.tmp.path().join("slurmctld.log")).unwrap_or_default()
+    }
+
     /// The daemons' logs.
     fn logs(&self) -> String {
         let mut s = String::new();

@@ -8,6 +8,8 @@
 //! job`.
 
 mod cluster;
+mod health;
+mod prolog;
 
 use crate::harness::*;
 use cluster::{Cluster, Tuning, GPUS};
@@ -132,7 +134,7 @@ fn slurm_memory_left_after_the_epilog_drains_with_gpufree_s_reason_not_epilog_er
     assert!(reason.contains("GPU 0"), "{reason}");
     assert!(reason.len() <= 100, "{reason}");
     assert_eq!(c.sinfo_reason(), reason);
-    let log = std::fs::read_to_string(c.d.tmp.path().join("slurmctld.log")).unwrap();
+    let log = c.ctld_log();
     assert!(
         log.contains("epilog error"),
         "Slurm saw the epilog fail: {log}"
