@@ -1,6 +1,8 @@
 #!/bin/bash
 # Slurm HealthCheckProgram (slurm.conf: HealthCheckProgram=/etc/slurm/gpufree-healthcheck.sh,
-# HealthCheckInterval=300). Slurm does not drain on a health check's exit
+# HealthCheckInterval=300). slurmd runs it as root with no PATH (scontrol
+# is looked for in /usr/sbin, /usr/bin, /sbin and /bin unless SCONTROL
+# names it). Slurm does not drain on a health check's exit
 # code, so this script drains the node itself when `gpufree check` finds
 # what would break the next job (leftover memory, a leak past its grace
 # period, a stuck holder, NVML down), with gpufree's reason; and resumes a
@@ -8,6 +10,7 @@
 # anyone else). An unknown verdict is logged, never drained on. Extra
 # arguments go to `gpufree check` (e.g. --ignore leftover).
 set -u
+PATH=${PATH:-/usr/sbin:/usr/bin:/sbin:/bin}
 GPUFREE=${GPUFREE:-/usr/local/bin/gpufree}
 SCONTROL=${SCONTROL:-scontrol}
 NODE=${GPUFREE_NODE:-$(hostname -s)}

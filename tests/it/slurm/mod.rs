@@ -10,6 +10,7 @@
 mod cluster;
 mod health;
 mod prolog;
+mod unkillable;
 
 use crate::harness::*;
 use cluster::{Cluster, Tuning, GPUS};

@@ -1,0 +1,62 @@
+//! A step Slurm cannot kill, on the real cluster: its process reads a file
+//! of a FUSE server that never answers the READ (tests/fuse/fusefs.py), so
+//! once signalled it waits in D for the server, SIGKILL included, as a
+//! process stuck in a driver or on a hung file system does. After
+//! UnkillableStepTimeout slurmstepd runs contrib/slurm/unkillable.sh, then
+//! drains the node with `Kill task failed`; the Reason an operator reads
+//! is gpufree's diagnosis.
+
+use super::cluster::{Cluster, Tuning};
+use super::{persistenced_on, ready_pids};
+use crate::fuse::Fuse;
+use std::time::Duration;
+
+/// A job whose batch script becomes (exec) a process that holds GPU 0's
+/// node and then reads the FUSE file `file`; it prints `ready PID stuck`
+/// first. It stays slurmstepd's own child: under proctrack/linuxproc a
+/// process whose parent died is no longer the step's, and Slurm would
+/// call the step ended.
+fn stuck_job(c: &Cluster, file: &std::path::Path) -> String {
+    format!(
+        "GPUFREE_INTERNAL_HOLDER='{{\"label\":\"stuck\",\"fd\":[\"{dev}/nvidia0\"],\"read_after_ready\":\"{file}\"}}' \\\n    exec -a python3 \"$GPUFREE\" train.py\n",
+        dev = c.d.dev.display(),
+        file = file.display()
+    )
+}
+
+#[test]
+fn slurm_unkillable_step_drains_with_gpufree_s_diagnosis_not_kill_task_failed() {
+    let Some(c) = Cluster::start(Tuning::default()) else {
+        return;
+    };
+    // Dropped first: the stuck process dies once the server is gone.
+    let Some(mut fuse) = Fuse::start("block-read") else {
+        return;
+    };
+    let _persistenced = persistenced_on(&c);
+    let job = c.sbatch("stuck", 1, &stuck_job(&c, &fuse.file()));
+    c.wait_for("the stuck process", Duration::from_secs(20), |c| {
+        !ready_pids(&c.output("stuck"), "stuck").is_empty()
+    });
+    let pid = ready_pids(&c.output("stuck"), "stuck")[0];
+    c.memory(&[(0, pid, 8192)], 0);
+    let r = crate::harness::run_cmd(c.cmd("scancel").arg(job.to_string()));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    c.wait_for(
+        "slurmstepd to give up and gpufree's reason to stay",
+        Duration::from_secs(40),
+        |c| {
+            c.ctld_log().contains("reason set to: Kill task failed")
+                && c.reason().is_some_and(|r| r.starts_with("gpufree: "))
+        },
+    );
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+    let state = gpufree::proc::parse::parse_stat(&stat).unwrap().state;
+    assert_eq!(state, 'D', "SIGKILL did not end it");
+    let reason = c.reason().unwrap();
+    eprintln!("unkillable reason: {reason}");
+    assert!(reason.contains(&pid.to_string()), "{reason}");
+    assert!(c.node_state().contains("DRAIN"), "{}", c.show_node());
+    assert_eq!(c.sinfo_reason(), reason);
+    fuse.stop();
+}
