@@ -60,3 +60,40 @@ fn slurm_unkillable_step_drains_with_gpufree_s_diagnosis_not_kill_task_failed() 
     assert_eq!(c.sinfo_reason(), reason);
     fuse.stop();
 }
+
+/// An admin drained the node while the step ran: the script leaves the
+/// node alone. (Slurm's own `Kill task failed` replaces the admin's
+/// reason all the same: that is slurmstepd's doing, which gpufree does not
+/// undo for anyone but itself.)
+#[test]
+fn slurm_unkillable_step_on_a_node_an_admin_drained_sets_no_gpufree_reason() {
+    let Some(c) = Cluster::start(Tuning::default()) else {
+        return;
+    };
+    let Some(mut fuse) = Fuse::start("block-read") else {
+        return;
+    };
+    let _persistenced = persistenced_on(&c);
+    let job = c.sbatch("stuck", 1, &stuck_job(&c, &fuse.file()));
+    c.wait_for("the stuck process", Duration::from_secs(20), |c| {
+        !ready_pids(&c.output("stuck"), "stuck").is_empty()
+    });
+    let pid = ready_pids(&c.output("stuck"), "stuck")[0];
+    c.memory(&[(0, pid, 8192)], 0);
+    let node = format!("nodename={}", c.node);
+    c.scontrol(&["update", &node, "state=drain", "reason=bad DIMM"]);
+    let r = crate::harness::run_cmd(c.cmd("scancel").arg(job.to_string()));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let log = c.d.tmp.path().join("unkillable.log");
+    c.wait_for("the script to run", Duration::from_secs(40), |c| {
+        c.ctld_log().contains("reason set to: Kill task failed")
+            && std::fs::read_to_string(&log).is_ok_and(|l| l.contains("keeping it"))
+    });
+    assert!(
+        !c.ctld_log().contains("reason set to: gpufree"),
+        "{}",
+        c.ctld_log()
+    );
+    assert_eq!(c.reason().as_deref(), Some("Kill task failed"));
+    fuse.stop();
+}
