@@ -31,10 +31,12 @@ pub struct Cluster {
 }
 
 /// What a test tunes: how long the prolog waits for busy GPUs, and
-/// slurm.conf's UnkillableStepTimeout (seconds).
+/// slurm.conf's UnkillableStepTimeout and HealthCheckInterval (seconds; 0:
+/// Slurm never runs the health check itself).
 pub struct Tuning {
     pub prolog_timeout: &'static str,
     pub unkillable_timeout: u32,
+    pub health_interval: u32,
 }
 
 impl Default for Tuning {
@@ -42,6 +44,7 @@ impl Default for Tuning {
         Tuning {
             prolog_timeout: "3s",
             unkillable_timeout: 5,
+            health_interval: 0,
         }
     }
 }
@@ -129,12 +132,27 @@ impl Cluster {
         c.wait_for("munged's socket", Duration::from_secs(10), |_| {
             p("munge.sock").exists()
         });
-        for (name, exe) in [
-            ("slurmctld", "/usr/sbin/slurmctld"),
-            ("slurmd", "/usr/sbin/slurmd"),
-        ] {
-            c.daemon(name, Command::new(exe).arg("-D").arg("-f").arg(&c.conf));
-        }
+        let conf = c.conf.clone();
+        c.daemon(
+            "slurmctld",
+            Command::new("/usr/sbin/slurmctld")
+                .arg("-D")
+                .arg("-f")
+                .arg(&conf),
+        );
+        // slurmd registers once at its start: the controller must answer.
+        c.wait_for("slurmctld to answer", Duration::from_secs(20), |c| {
+            run_cmd(c.cmd("scontrol").arg("ping"))
+                .stdout
+                .contains("is UP")
+        });
+        c.daemon(
+            "slurmd",
+            Command::new("/usr/sbin/slurmd")
+                .arg("-D")
+                .arg("-f")
+                .arg(&conf),
+        );
         c.wait_for("the node to be idle", Duration::from_secs(30), |c| {
             c.node_state() == "IDLE"
         });
@@ -169,7 +187,8 @@ impl Cluster {
              SchedulerType=sched/builtin\n\
              KillWait=1\nUnkillableStepTimeout={unkillable}\nMessageTimeout=5\n\
              Prolog={pro}\nEpilog={epi}\n\
-             HealthCheckProgram={hc}\nUnkillableStepProgram={unk}\n\
+             HealthCheckProgram={hc}\nHealthCheckInterval={health}\n\
+             UnkillableStepProgram={unk}\n\
              NodeName={node} NodeAddr=127.0.0.1 CPUs=2 Gres=gpu:{GPUS} State=UNKNOWN\n\
              PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
             node = self.node,
@@ -183,6 +202,7 @@ impl Cluster {
             ctldlog = p("slurmctld.log"),
             slurmdlog = p("slurmd.log"),
             unkillable = t.unkillable_timeout,
+            health = t.health_interval,
             pro = p("prolog"),
             epi = p("epilog"),
             hc = p("healthcheck"),

@@ -69,3 +69,34 @@ fn slurm_health_check_drains_on_a_leftover_resumes_its_own_drain_and_keeps_an_ad
     assert!(c.node_state().contains("DRAIN"), "{}", c.show_node());
     assert_eq!(c.reason().as_deref(), Some("swap the riser"));
 }
+
+/// Slurm runs the health check itself (HealthCheckInterval): a leftover
+/// drains the node with gpufree's reason, and once it is gone the node
+/// comes back by itself.
+#[test]
+fn slurm_runs_the_health_check_which_drains_on_a_leftover_and_resumes_when_it_is_gone() {
+    let Some(c) = Cluster::start(Tuning {
+        health_interval: 2,
+        ..Tuning::default()
+    }) else {
+        return;
+    };
+    let _persistenced = persistenced_on(&c);
+    let mut left = c.d.mapper("nvidia0");
+    c.memory(&[(0, left.pid(), 8192)], 0);
+    c.wait_for(
+        "slurmd's health check to drain",
+        Duration::from_secs(20),
+        |c| {
+            c.reason()
+                .is_some_and(|r| r.starts_with("gpufree: GPU 0: 8.0 GiB held by 1 leftover"))
+        },
+    );
+    assert!(c.node_state().contains("DRAIN"), "{}", c.show_node());
+    left.kill();
+    c.wait_for(
+        "slurmd's health check to resume",
+        Duration::from_secs(20),
+        |c| c.node_state() == "IDLE" && c.reason().is_none(),
+    );
+}
