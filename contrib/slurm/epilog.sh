@@ -1,25 +1,29 @@
 #!/bin/bash
 # Slurm Epilog (slurm.conf: Epilog=/etc/slurm/epilog.d/gpufree.sh).
 #
-# Runs as root on each node after a job, with no PATH. Frees the job's GPUs of
+# Runs as root on each node after a job, with no PATH (it sets its own,
+# /usr/local's and the system's bin directories, where gpufree and scontrol
+# are found unless GPUFREE and SCONTROL name them). Frees the job's GPUs of
 # what the job left behind (processes that escaped its cgroup, renamed
 # workers, DataLoader children), by identity, and confirms the memory came
 # back. When the GPUs stay busy (a process stuck in the driver, memory that
 # is not released), it drains the node itself with gpufree's one-line reason
 # (`scontrol update ... state=drain reason="gpufree: ..."`, as NHC does) and
-# exits non-zero, instead of giving the next job a full GPU. slurmctld drains
-# a node on an epilog's failure with the Reason `Epilog error` only where
-# the node is not draining yet (Slurm 22.05, `_drain_node`), so the Reason
-# an operator reads (`sinfo -R`) is gpufree's. A node already drained or
-# down for another reason keeps that reason (an admin's is never replaced).
+# exits non-zero, instead of giving the next job a full GPU. slurmctld
+# drains a node on an epilog's failure with the Reason `Epilog error` only
+# where the node is not draining yet (Slurm 22.05, `_drain_node`), so the
+# Reason an operator reads (`sinfo -R`) is gpufree's. A node already drained
+# or down for another reason keeps that reason (an admin's is never
+# replaced).
 #
 # On a node whose GPUs are split by MIG, other jobs run on the same GPU and
 # SLURM_JOB_GPUS numbers the MIG gres, not GPUs: give the job's MIG UUIDs
 # in GPUFREE_JOB_GPUS (comma-separated `MIG-...`). Without them the epilog
 # signals nothing on such a GPU and drains the node, saying why.
 set -u
-PATH=${PATH:-/usr/sbin:/usr/bin:/sbin:/bin}
-GPUFREE=${GPUFREE:-/usr/local/bin/gpufree}
+# slurmd gives it no PATH, and bash's own default ends in `.`: a fixed one.
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+GPUFREE=${GPUFREE:-gpufree}
 SCONTROL=${SCONTROL:-scontrol}
 NODE=${GPUFREE_NODE:-$(hostname -s)}
 GRACE=${GPUFREE_EPILOG_GRACE:-10s}

@@ -4,8 +4,10 @@
 # UnkillableStepTimeout). slurmstepd runs it as root, with no PATH and only
 # SLURM_JOB_ID and SLURM_STEP_ID set, when a step's processes outlived
 # SIGKILL for UnkillableStepTimeout seconds (a process in D state in the GPU
-# driver, on a hung file system). It records gpufree's diagnosis of the
-# node's GPUs as the drain Reason, and logs the full check on stderr.
+# driver, on a hung file system); gpufree and scontrol are found in
+# /usr/local's and the system's bin directories unless GPUFREE and SCONTROL
+# name them. It records gpufree's diagnosis of the node's GPUs as the drain
+# Reason, and logs the full check on stderr.
 #
 # slurmstepd drains the node itself right after this program returns, with
 # `scontrol update`'s semantics: its Reason, `Kill task failed`, replaces
@@ -17,8 +19,9 @@
 # alone, and so is a Reason anyone else sets meanwhile. When gpufree finds
 # nothing wrong with the GPUs, Slurm's own Reason stands.
 set -u
-PATH=${PATH:-/usr/sbin:/usr/bin:/sbin:/bin}
-GPUFREE=${GPUFREE:-/usr/local/bin/gpufree}
+# slurmd gives it no PATH, and bash's own default ends in `.`: a fixed one.
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+GPUFREE=${GPUFREE:-gpufree}
 SCONTROL=${SCONTROL:-scontrol}
 NODE=${GPUFREE_NODE:-$(hostname -s)}
 WATCH=${GPUFREE_UNKILLABLE_WATCH:-60}
