@@ -99,7 +99,8 @@ fn slurm_epilog_kills_a_job_s_escaped_renamed_workers_and_the_node_stays_up() {
     c.memory(&[(0, workers[0], 20_000), (1, workers[1], 20_000)], 0);
     std::fs::write(c.d.tmp.path().join("go"), "").unwrap();
     c.wait_job(job, "COMPLETED", Duration::from_secs(30));
-    let left = survivors_reaped(&workers, "vllm.entrypoints");
+    // Renamed: their command lines are their titles.
+    let left = survivors_reaped(&workers, "VLLM::Worker_TP");
     assert!(left.is_empty(), "the epilog left {left:?} alive");
     assert_eq!(c.node_state(), "IDLE", "{}", c.show_node());
     assert_eq!(c.reason(), None, "{}", c.show_node());
@@ -160,6 +161,11 @@ fn slurm_memory_left_after_the_epilog_drains_with_gpufree_s_reason_not_epilog_er
     c.memory(&[], 8192);
     std::fs::write(c.d.tmp.path().join("go2"), "").unwrap();
     c.wait_job(job, "COMPLETED", Duration::from_secs(30));
+    assert!(
+        c.ctld_log().contains(&format!("JobId={job} epilog error")),
+        "the epilog failed: {}",
+        c.ctld_log()
+    );
     assert!(c.node_state().contains("DRAIN"), "{}", c.show_node());
     assert_eq!(c.reason().as_deref(), Some("bad DIMM"), "{}", c.show_node());
 }
