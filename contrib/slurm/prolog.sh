@@ -30,6 +30,22 @@ WAIT=${GPUFREE_PROLOG_TIMEOUT:-30s}
 gpus=${GPUFREE_JOB_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}
 [ -n "$gpus" ] || exit 0 # a job without GPUs
 
+# Drains this node with the reason $1, unless it is already drained or down
+# for a reason that is not gpufree's: that one stays.
+drain() {
+    local current
+    if ! current=$("$SCONTROL" show node "$NODE" 2>&1); then
+        echo "gpufree prolog: cannot read node $NODE, not drained by gpufree: $current" >&2
+        return 1
+    fi
+    if echo "$current" | grep -Eq 'State=[^ ]*(DRAIN|DOWN|FAIL)' &&
+        ! echo "$current" | grep -q 'Reason=gpufree:'; then
+        echo "gpufree prolog: $NODE is already drained or down for another reason; keeping it" >&2
+        return 0
+    fi
+    "$SCONTROL" update nodename="$NODE" state=drain reason="$1"
+}
+
 args=()
 IFS=',' read -r -a ids <<<"$gpus"
 for g in "${ids[@]}"; do
@@ -45,14 +61,5 @@ first=$("$GPUFREE" why "${args[@]}" --no-color 2>&1 | sed -n '2{s/^ *[0-9]*\. *[
 echo "gpufree prolog: GPUs $gpus of job ${SLURM_JOB_ID:-?} not free after $WAIT: $first" >&2
 reason="gpufree: GPUs $gpus not free after $WAIT: $first"
 [ "${#reason}" -le 100 ] || reason="${reason:0:97}..."
-current=$("$SCONTROL" show node "$NODE" 2>&1) || {
-    echo "gpufree prolog: cannot read node $NODE, not drained by gpufree: $current" >&2
-    exit 1
-}
-if echo "$current" | grep -Eq 'State=[^ ]*(DRAIN|DOWN|FAIL)' &&
-    ! echo "$current" | grep -q 'Reason=gpufree:'; then
-    echo "gpufree prolog: $NODE is already drained or down for another reason; keeping it" >&2
-else
-    "$SCONTROL" update nodename="$NODE" state=drain reason="$reason"
-fi
+drain "$reason"
 exit 1
