@@ -62,21 +62,21 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// Whether this machine can run a cluster: root, and Slurm and munge
-/// installed; CI must (the test fails there), elsewhere it is skipped.
+/// Whether this machine can run a cluster: root, Slurm and munge installed,
+/// /dev/loop0..7 present; CI must (the test fails there), elsewhere it is
+/// skipped.
 fn runnable() -> bool {
-    let needs = "Slurm (slurmctld, slurmd, munged from slurm-wlm and munge) and root";
+    let needs = "Slurm (slurmctld, slurmd, munged from slurm-wlm and munge), root, and \
+                 /dev/loop0..7 (gres.conf's GPU files)";
     if !rustix::process::geteuid().is_root() {
         skip_off_ci(needs, &"not root");
         return false;
     }
-    for daemon in [
-        "/usr/sbin/slurmctld",
-        "/usr/sbin/slurmd",
-        "/usr/sbin/munged",
-    ] {
-        if !Path::new(daemon).exists() {
-            skip_off_ci(needs, &format!("{daemon} is missing"));
+    let daemons = ["slurmctld", "slurmd", "munged"].map(|d| format!("/usr/sbin/{d}"));
+    let loops = (0..GPUS).map(|i| format!("/dev/loop{i}"));
+    for file in daemons.into_iter().chain(loops) {
+        if !Path::new(&file).exists() {
+            skip_off_ci(needs, &format!("{file} is missing"));
             return false;
         }
     }

@@ -79,3 +79,31 @@ fn slurm_prolog_timeout_requeues_the_job_held_and_drains_with_gpufree_s_reason()
     assert!(reason.len() <= 100, "{reason}");
     assert_eq!(c.sinfo_reason(), reason);
 }
+
+/// An admin drained the node while the prolog waited: past its timeout
+/// the job is requeued held all the same, and the admin's reason stays.
+#[test]
+fn slurm_prolog_timeout_on_a_node_an_admin_drained_keeps_the_admin_s_reason() {
+    let Some(c) = Cluster::start(Tuning {
+        prolog_timeout: "3s",
+        ..Tuning::default()
+    }) else {
+        return;
+    };
+    let _persistenced = persistenced_on(&c);
+    let left = c.d.mapper("nvidia0");
+    c.memory(&[(0, left.pid(), 8192)], 0);
+    let job = c.sbatch("refused", 1, STARTED);
+    c.wait_for("the job's allocation", Duration::from_secs(20), |c| {
+        c.job_state(job) == "RUNNING"
+    });
+    let node = format!("nodename={}", c.node);
+    c.scontrol(&["update", &node, "state=drain", "reason=bad DIMM"]);
+    c.wait_for("the job's requeue", Duration::from_secs(30), |c| {
+        c.job_state(job) == "PENDING"
+    });
+    let show = c.show_job(job);
+    assert!(field(&show, "Reason").unwrap().contains("held"), "{show}");
+    assert!(c.node_state().contains("DRAIN"), "{}", c.show_node());
+    assert_eq!(c.reason().as_deref(), Some("bad DIMM"), "{}", c.show_node());
+}
