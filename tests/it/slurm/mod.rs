@@ -24,9 +24,20 @@ fn persistenced_on(c: &Cluster) -> gpufree::demo::holder::Spawned {
     persistenced(&c.d, &nodes)
 }
 
-/// The job's part of a script: waits until the test creates `$SCRATCH/NAME`.
+/// The job's part of a script: says `waiting` (its prolog is done), then
+/// waits until the test creates `$SCRATCH/NAME`.
 fn wait_for_file(name: &str) -> String {
-    format!("while [ ! -e \"$SCRATCH/{name}\" ]; do sleep 0.1; done\n")
+    format!("echo waiting\nwhile [ ! -e \"$SCRATCH/{name}\" ]; do sleep 0.1; done\n")
+}
+
+/// Waits until the job named `name` runs its script: Slurm calls a job
+/// RUNNING while its prolog still runs.
+fn wait_started(c: &Cluster, name: &str) {
+    c.wait_for(
+        &format!("job {name}'s script"),
+        Duration::from_secs(20),
+        |c| c.output(name).contains("waiting"),
+    );
 }
 
 /// PIDs of the `ready PID LABEL` lines whose label starts with `label`.
@@ -120,9 +131,7 @@ fn slurm_memory_left_after_the_epilog_drains_with_gpufree_s_reason_not_epilog_er
     };
     let _persistenced = persistenced_on(&c);
     let job = c.sbatch("leak", 2, &wait_for_file("go"));
-    c.wait_for("the job to run", Duration::from_secs(20), |c| {
-        c.job_state(job) == "RUNNING"
-    });
+    wait_started(&c, "leak");
     // 8 GiB on GPU 0 that no process holds, from the job on: nothing to
     // kill, nothing comes back.
     c.memory(&[], 8192);
@@ -149,9 +158,7 @@ fn slurm_memory_left_after_the_epilog_drains_with_gpufree_s_reason_not_epilog_er
         c.node_state() == "IDLE"
     });
     let job = c.sbatch("admin", 2, &wait_for_file("go2"));
-    c.wait_for("the job to run", Duration::from_secs(20), |c| {
-        c.job_state(job) == "RUNNING"
-    });
+    wait_started(&c, "admin");
     c.scontrol(&[
         "update",
         &format!("nodename={}", c.node),
