@@ -43,7 +43,7 @@ impl Default for Tuning {
     fn default() -> Tuning {
         Tuning {
             prolog_timeout: "3s",
-            unkillable_timeout: 5,
+            unkillable_timeout: 2,
             health_interval: 0,
         }
     }
