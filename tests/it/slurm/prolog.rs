@@ -7,6 +7,13 @@ use super::cluster::{field, Cluster, Tuning};
 use super::persistenced_on;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Seconds of the day of Slurm's `2026-12-05T09:52:31`.
+fn clock(time: &str) -> i64 {
+    let (_, hms) = time.split_once('T').unwrap();
+    hms.split(':')
+        .fold(0, |acc, part| acc * 60 + part.parse::<i64>().unwrap())
+}
+
 const STARTED: &str = "echo \"started $(date +%s.%N) on $SLURM_JOB_GPUS\"\n";
 
 #[test]
@@ -57,14 +64,13 @@ fn slurm_prolog_timeout_requeues_the_job_held_and_drains_with_gpufree_s_reason()
         return;
     };
     let _persistenced = persistenced_on(&c);
-    let left = c.d.mapper("nvidia0");
+    let mut left = c.d.mapper("nvidia0");
     c.memory(&[(0, left.pid(), 8192)], 0);
     let job = c.sbatch("refused", 1, STARTED);
     c.wait_for("the job's requeue", Duration::from_secs(30), |c| {
         c.job_state(job) == "PENDING" && c.node_state().contains("DRAIN")
     });
     let show = c.show_job(job);
-    eprintln!("{show}");
     let why = field(&show, "Reason").unwrap();
     assert!(why.contains("held"), "{show}");
     // Slurm writes the prolog's failure into the job's output.
@@ -78,6 +84,27 @@ fn slurm_prolog_timeout_requeues_the_job_held_and_drains_with_gpufree_s_reason()
     );
     assert!(reason.len() <= 100, "{reason}");
     assert_eq!(c.sinfo_reason(), reason);
+
+    // The operator's way back: the GPU freed, the node resumed, the job
+    // released. Slurm lets a requeued job start again only once its launch
+    // credential expired (AuthInfo's cred_expire, 120 s by default): no
+    // longer held, it is eligible 121 s after its requeue.
+    left.kill();
+    c.scontrol(&["update", &format!("nodename={}", c.node), "state=resume"]);
+    c.scontrol(&["release", &job.to_string()]);
+    let show = c.show_job(job);
+    assert_eq!(
+        field(&show, "JobState").as_deref(),
+        Some("PENDING"),
+        "{show}"
+    );
+    assert!(!field(&show, "Reason").unwrap().contains("held"), "{show}");
+    let at = |key: &str| clock(&field(&show, key).unwrap());
+    let wait = (at("EligibleTime") - at("SubmitTime")).rem_euclid(86_400);
+    assert!(wait >= 120, "eligible {wait} s after its requeue: {show}");
+    c.wait_for("the node back", Duration::from_secs(10), |c| {
+        c.node_state() == "IDLE" && c.reason().is_none()
+    });
 }
 
 /// An admin drained the node while the prolog waited: past its timeout
