@@ -24,6 +24,21 @@ fn stuck_job(c: &Cluster, file: &std::path::Path) -> String {
     )
 }
 
+/// The parent of `pid`.
+fn parent(pid: u32) -> u32 {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+    gpufree::proc::parse::parse_stat(&stat).unwrap().ppid
+}
+
+/// Waits until the slurmstepd `pid` has exited: once the FUSE server is
+/// gone the stuck process dies and its step ends, reported to the daemons
+/// before the test stops them.
+fn stepd_ends(c: &Cluster, pid: u32) {
+    c.wait_for("the step to end", Duration::from_secs(30), |_| {
+        !crate::harness::alive(pid)
+    });
+}
+
 #[test]
 fn slurm_unkillable_step_drains_with_gpufree_s_diagnosis_not_kill_task_failed() {
     let Some(c) = Cluster::start(Tuning::default()) else {
@@ -39,6 +54,7 @@ fn slurm_unkillable_step_drains_with_gpufree_s_diagnosis_not_kill_task_failed() 
         !ready_pids(&c.output("stuck"), "stuck").is_empty()
     });
     let pid = ready_pids(&c.output("stuck"), "stuck")[0];
+    let stepd = parent(pid);
     c.memory(&[(0, pid, 8192)], 0);
     let r = crate::harness::run_cmd(c.cmd("scancel").arg(job.to_string()));
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -59,6 +75,7 @@ fn slurm_unkillable_step_drains_with_gpufree_s_diagnosis_not_kill_task_failed() 
     assert!(c.node_state().contains("DRAIN"), "{}", c.show_node());
     assert_eq!(c.sinfo_reason(), reason);
     fuse.stop();
+    stepd_ends(&c, stepd);
 }
 
 /// An admin drained the node while the step ran: the script leaves the
@@ -79,6 +96,7 @@ fn slurm_unkillable_step_on_a_node_an_admin_drained_sets_no_gpufree_reason() {
         !ready_pids(&c.output("stuck"), "stuck").is_empty()
     });
     let pid = ready_pids(&c.output("stuck"), "stuck")[0];
+    let stepd = parent(pid);
     c.memory(&[(0, pid, 8192)], 0);
     let node = format!("nodename={}", c.node);
     c.scontrol(&["update", &node, "state=drain", "reason=bad DIMM"]);
@@ -96,4 +114,5 @@ fn slurm_unkillable_step_on_a_node_an_admin_drained_sets_no_gpufree_reason() {
     );
     assert_eq!(c.reason().as_deref(), Some("Kill task failed"));
     fuse.stop();
+    stepd_ends(&c, stepd);
 }
