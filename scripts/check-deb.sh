@@ -11,8 +11,7 @@ for f in ./usr/bin/gpufree ./usr/share/man/man1/gpufree.1.gz ./usr/share/man/man
     ./usr/share/fish/vendor_completions.d/gpufree.fish ./usr/share/gpufree/systemd/gpufree.conf \
     ./usr/share/gpufree/systemd/gpufree-serve.service \
     ./usr/share/gpufree/slurm/prolog.sh ./usr/share/gpufree/slurm/epilog.sh \
-    ./usr/share/gpufree/slurm/healthcheck.sh ./usr/share/gpufree/slurm/unkillable.sh \
-    ./usr/share/gpufree/nhc/gpufree.nhc \
+    ./usr/share/gpufree/slurm/healthcheck.sh ./usr/share/gpufree/nhc/gpufree.nhc \
     ./usr/share/gpufree/k8s/npd-gpufree-monitor.json ./usr/share/gpufree/k8s/npd-daemonset-gpufree.yaml; do
     grep -qx "$f" <<<"$list" || { echo "check-deb: $deb lacks $f" >&2; exit 1; }
 done
