@@ -1,14 +1,18 @@
 #!/bin/bash
 # Slurm HealthCheckProgram (slurm.conf: HealthCheckProgram=/etc/slurm/gpufree-healthcheck.sh,
-# HealthCheckInterval=300). Slurm does not drain on a health check's exit
-# code, so this script drains the node itself when `gpufree check` finds
+# HealthCheckInterval=300). slurmd runs it as root with no PATH: it sets
+# its own, /usr/local's and the system's bin directories, where gpufree and
+# scontrol are found unless GPUFREE and SCONTROL name them. Slurm does not
+# drain on a health check's exit code, so this script drains the node itself when `gpufree check` finds
 # what would break the next job (leftover memory, a leak past its grace
 # period, a stuck holder, NVML down), with gpufree's reason; and resumes a
 # node it drained once the GPUs are fine again (never one drained by
 # anyone else). An unknown verdict is logged, never drained on. Extra
 # arguments go to `gpufree check` (e.g. --ignore leftover).
 set -u
-GPUFREE=${GPUFREE:-/usr/local/bin/gpufree}
+# slurmd gives it no PATH, and bash's own default ends in `.`: a fixed one.
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+GPUFREE=${GPUFREE:-gpufree}
 SCONTROL=${SCONTROL:-scontrol}
 NODE=${GPUFREE_NODE:-$(hostname -s)}
 MARK=${GPUFREE_DRAIN_MARK:-/run/gpufree/drained}

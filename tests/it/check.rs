@@ -458,7 +458,7 @@ fn no_look_at_all_is_unknown_never_ok() {
     );
 }
 
-/// A fake `scontrol` on PATH: records each call's argv (one line, the
+/// A fake `scontrol` (`SCONTROL`): records each call's argv (one line, the
 /// arguments separated by US), keeps a drain reason as slurmctld would,
 /// and answers `show node` with it.
 fn fake_scontrol(dir: &Path) -> (PathBuf, PathBuf) {
@@ -491,7 +491,7 @@ fn health_check(h: &Host, bin: &Path) -> Run {
         std::process::Command::new("bash")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/slurm/healthcheck.sh"))
             .env_clear()
-            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("SCONTROL", bin.join("scontrol"))
             .env("GPUFREE", crate::harness::bin())
             .env("GPUFREE_BPF_CACHE", crate::harness::bpf_cache())
             .env("GPUFREE_NODE", "n1")

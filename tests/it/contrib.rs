@@ -9,13 +9,16 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
-/// Runs a contrib script as Slurm would, pointed at the simulator.
+/// Runs a contrib script as Slurm would, pointed at the simulator, with
+/// no `scontrol` (never the machine's: draining the node is tested on a
+/// real cluster, tests/it/slurm).
 fn slurm(script: &str, d: &TestDir, state: &Path, job_gpus: &str) -> Run {
     let lib = sim_lib();
     run_cmd(
         std::process::Command::new("bash")
             .arg(repo(script))
             .env_clear()
+            .env("SCONTROL", "/nonexistent/scontrol")
             .env("GPUFREE", bin())
             .env("GPUFREE_BPF_CACHE", crate::harness::bpf_cache())
             .env("SLURM_JOB_ID", "4242")
@@ -175,6 +178,7 @@ fn slurm_epilog_never_frees_a_whole_gpu_split_by_mig() {
         std::process::Command::new("bash")
             .arg(repo("contrib/slurm/epilog.sh"))
             .env_clear()
+            .env("SCONTROL", "/nonexistent/scontrol")
             .env("GPUFREE", bin())
             .env("GPUFREE_BPF_CACHE", crate::harness::bpf_cache())
             .env("GPUFREE_JOB_GPUS", crate::mig::mig_uuid(0, 0))

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 /// The test FUSE server, mounted on a temporary directory. Stopped (and
 /// unmounted) on drop, a failing test included.
-struct Fuse {
+pub struct Fuse {
     server: Child,
     mnt: PathBuf,
     _tmp: tempfile::TempDir,
@@ -35,7 +35,7 @@ fn unavailable(why: &str) -> Option<Fuse> {
 impl Fuse {
     /// Mounts the server in `mode` (`ok`, `block-getattr`, `eio-getattr`);
     /// None (skipped) where FUSE is unavailable.
-    fn start(mode: &str) -> Option<Fuse> {
+    pub fn start(mode: &str) -> Option<Fuse> {
         if !Path::new("/dev/fuse").exists() {
             return unavailable("no /dev/fuse");
         }
@@ -85,14 +85,14 @@ impl Fuse {
     }
 
     /// The one file it serves.
-    fn file(&self) -> PathBuf {
+    pub fn file(&self) -> PathBuf {
         self.mnt.join("f")
     }
 
     /// Stops the server: SIGTERM (it unmounts and closes /dev/fuse, which
     /// fails every request still waiting), SIGKILL after 3 s, then a lazy
     /// unmount in case it could not.
-    fn stop(&mut self) {
+    pub fn stop(&mut self) {
         if self.server.try_wait().unwrap().is_none() {
             let pid = rustix::process::Pid::from_child(&self.server);
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);

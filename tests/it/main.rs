@@ -35,6 +35,7 @@ mod serve;
 mod shapes;
 mod sim;
 mod sizes;
+mod slurm;
 mod status;
 mod supervised;
 mod trust;
