@@ -8,6 +8,12 @@
 #   scripts/package-assets.sh --ci   the debug build already there (CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The asset lists name target/: a binary built elsewhere would be missed,
+# or an older one in target/ packaged.
+if [ -n "${CARGO_TARGET_DIR:-}" ] && [ "$(realpath -m "$CARGO_TARGET_DIR")" != "$(realpath -m target)" ]; then
+    echo "package-assets: CARGO_TARGET_DIR=$CARGO_TARGET_DIR: the packages are made from target/; unset it" >&2
+    exit 2
+fi
 if [ "${1:-}" = --ci ]; then
     bin=target/debug/gpufree
     [ -x "$bin" ] || { echo "package-assets: no $bin: run cargo build first" >&2; exit 1; }
