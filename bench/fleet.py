@@ -32,7 +32,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -149,12 +148,6 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def get(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.read()
@@ -171,6 +164,104 @@ def timed(argv):
     return r.returncode, secs, rss, r.stdout, r.stderr
 
 
+def load_blocks(tmp, now):
+    """Writes the fleet's series and makes Prometheus blocks of them; the
+    storage directory."""
+    om = os.path.join(tmp, "fleet.om")
+    t0 = time.monotonic()
+    samples = write_openmetrics(om, now)
+    print(f"wrote {samples:,} samples ({os.path.getsize(om) / 2**20:.0f} MiB of OpenMetrics) "
+          f"in {time.monotonic() - t0:.0f} s")
+    data = os.path.join(tmp, "data")
+    t0 = time.monotonic()
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", om, data],
+                   check=True, stdout=subprocess.DEVNULL, timeout=3600)
+    os.unlink(om)
+    print(f"promtool made the blocks in {time.monotonic() - t0:.0f} s")
+    if time.time() > now + LEAD_MIN * 60 - 90:
+        sys.exit("the load took longer than LEAD_MIN: raise it")
+    return data
+
+
+def start_prometheus(tmp, data):
+    """Prometheus on `data`, on 127.0.0.1:0 (no port guessed free: the
+    address it took is read from its log); (process, base URL, log)."""
+    cfg = os.path.join(tmp, "prometheus.yml")
+    with open(cfg, "w") as f:
+        f.write("global:\n  scrape_interval: 1m\n")
+    log = os.path.join(tmp, "prometheus.log")
+    with open(log, "w") as out:
+        prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}",
+                                 "--web.listen-address=127.0.0.1:0"],
+                                stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while True:
+        with open(log) as f:
+            found = re.search(r'msg="Listening on" address=(\S+)', f.read())
+        if found:
+            return prom, f"http://{found.group(1)}", log
+        if prom.poll() is not None or time.monotonic() > deadline:
+            with open(log) as f:
+                sys.exit("Prometheus did not say where it listens:\n" + f.read()[-2000:])
+        time.sleep(0.2)
+
+
+def wait_loaded(url, log):
+    """Waits until Prometheus answers with every GPU of the blocks (300 s at
+    most); on failure says why its last answer would not do."""
+    deadline = time.monotonic() + 300
+    query = urllib.parse.quote('count(gpufree_gpu_verdict{state="busy"} == 1)')
+    why = "no answer yet"
+    while True:
+        try:
+            doc = json.loads(get(f"{url}/api/v1/query?query={query}"))
+            got = doc["data"]["result"][0]["value"][1] if doc["data"]["result"] else "0"
+            if int(got) == NODES * GPUS:
+                return
+            why = f"{got} of {NODES * GPUS} GPUs loaded"
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            # Not listening or not ready yet: asked again until the deadline.
+            why = f"{type(e).__name__}: {e}"
+        if time.monotonic() > deadline:
+            with open(log) as f:
+                tail = f.read()[-2000:]
+            sys.exit(f"Prometheus did not load the blocks in 300 s ({why}); its log ends:\n{tail}")
+        time.sleep(0.5)
+
+
+def measure(argv, prom):
+    """RUNS views as JSON, checked; (walls, peak RSSs, the last document,
+    when it was asked, Prometheus's CPU per view)."""
+    walls, rsss = [], []
+    prom_cpu = cpu_seconds(prom.pid)
+    for _ in range(RUNS):
+        asked_at = time.time()
+        code, wall, rss, out, err = timed(argv + ["--json"])
+        if code != 1:
+            sys.exit(f"fleet exited {code}, not 1: {err.strip()}")
+        walls.append(wall)
+        rsss.append(rss)
+    prom_cpu = (cpu_seconds(prom.pid) - prom_cpu) / RUNS
+    return walls, rsss, json.loads(out), asked_at, prom_cpu
+
+
+def check_view(doc, now, asked_at):
+    """Exits unless the view lists every node, the leftovers and no stale
+    node, each holder's time held within a step; (holders, leftovers,
+    longest held, worst error)."""
+    listed = len(doc["nodes"])
+    holders = sum(len(n["holders"]) for n in doc["nodes"])
+    leftover = sum(1 for n in doc["nodes"] if n["leftover"])
+    oldest = max(n["held_seconds"] or 0 for n in doc["nodes"])
+    if listed != NODES or leftover != LEFTOVERS or doc["stale"]:
+        sys.exit(f"wrong view: {listed} nodes, {leftover} with leftovers, {len(doc['stale'])} stale")
+    error, checked = held_error(doc, now, asked_at)
+    coarse = max(HISTORY_MIN * 60 // 24, 1)
+    if checked != NODES * GPUS or error > coarse + STEP_S + 5:
+        sys.exit(f"time held wrong: {checked} holders checked, off by up to {error:.0f} s")
+    return holders, leftover, oldest, error
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     g = os.environ.get("GPUFREE_BIN", os.path.join(root, "target/release/gpufree"))
@@ -181,68 +272,18 @@ def main():
     prom = None
     try:
         now = time.time()
-        om = os.path.join(tmp, "fleet.om")
-        t0 = time.monotonic()
-        samples = write_openmetrics(om, now)
-        print(f"wrote {samples:,} samples ({os.path.getsize(om) / 2**20:.0f} MiB of OpenMetrics) "
-              f"in {time.monotonic() - t0:.0f} s")
-        data = os.path.join(tmp, "data")
-        t0 = time.monotonic()
-        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", om, data],
-                       check=True, stdout=subprocess.DEVNULL, timeout=3600)
-        os.unlink(om)
-        print(f"promtool made the blocks in {time.monotonic() - t0:.0f} s")
-        if time.time() > now + LEAD_MIN * 60 - 90:
-            sys.exit("the load took longer than LEAD_MIN: raise it")
-        cfg = os.path.join(tmp, "prometheus.yml")
-        with open(cfg, "w") as f:
-            f.write("global:\n  scrape_interval: 1m\n")
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}",
-                                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 300
-        query = urllib.parse.quote('count(gpufree_gpu_verdict{state="busy"} == 1)')
-        while True:
-            try:
-                doc = json.loads(get(f"{url}/api/v1/query?query={query}"))
-                got = doc["data"]["result"][0]["value"][1] if doc["data"]["result"] else "0"
-                if int(got) == NODES * GPUS:
-                    break
-            except Exception:
-                pass
-            if time.monotonic() > deadline:
-                sys.exit("Prometheus did not load the blocks in 300 s")
-            time.sleep(0.5)
+        data = load_blocks(tmp, now)
+        prom, url, log = start_prometheus(tmp, data)
+        wait_loaded(url, log)
         argv = [g, "fleet", "--prometheus", url, "--history", f"{HISTORY_MIN}m", "--timeout", "30s"]
-        walls, rsss = [], []
-        prom_cpu = cpu_seconds(prom.pid)
-        for i in range(RUNS):
-            asked_at = time.time()
-            code, wall, rss, out, err = timed(argv + ["--json"])
-            if code != 1:
-                sys.exit(f"fleet exited {code}, not 1: {err.strip()}")
-            walls.append(wall)
-            rsss.append(rss)
-        prom_cpu = (cpu_seconds(prom.pid) - prom_cpu) / RUNS
-        doc = json.loads(out)
-        listed = len(doc["nodes"])
-        holders = sum(len(n["holders"]) for n in doc["nodes"])
-        leftover = sum(1 for n in doc["nodes"] if n["leftover"])
-        oldest = max(n["held_seconds"] or 0 for n in doc["nodes"])
-        if listed != NODES or leftover != LEFTOVERS or doc["stale"]:
-            sys.exit(f"wrong view: {listed} nodes, {leftover} with leftovers, {len(doc['stale'])} stale")
-        error, checked = held_error(doc, now, asked_at)
-        coarse = max(HISTORY_MIN * 60 // 24, 1)
-        if checked != NODES * GPUS or error > coarse + STEP_S + 5:
-            sys.exit(f"time held wrong: {checked} holders checked, off by up to {error:.0f} s")
-        code, twall, trss, text, _ = timed(argv)
+        walls, rsss, doc, asked_at, prom_cpu = measure(argv, prom)
+        holders, leftover, oldest, error = check_view(doc, now, asked_at)
+        _, twall, trss, text, _ = timed(argv)
         walls.sort()
         worst_rss = max(rsss + [trss]) / 1024
-        print(f"fleet --json: {listed} nodes listed, {holders} holders, {leftover} with a leftover, "
-              f"longest held {oldest / 3600:.1f} h (each off by at most {error / 60:.1f} min); "
-              f"{doc['queries']} queries")
+        print(f"fleet --json: {len(doc['nodes'])} nodes listed, {holders} holders, "
+              f"{leftover} with a leftover, longest held {oldest / 3600:.1f} h "
+              f"(each off by at most {error / 60:.1f} min); {doc['queries']} queries")
         print(f"wall: median {walls[len(walls) // 2]:.2f} s, max {walls[-1]:.2f} s over {RUNS} runs "
               f"(text: {twall:.2f} s, {len(text.splitlines())} lines) (budget <= {BUDGET_WALL_S} s)")
         print("the text view begins:\n  " + "\n  ".join(text.splitlines()[:9]))

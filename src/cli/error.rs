@@ -119,12 +119,22 @@ pub enum Error {
     /// would serve every holder's command line to whoever connects.
     #[error("--label-cmdline: every holder's command line (tokens and passwords included) would be served to anyone who can connect to {0}; add --expose-cmdlines-over-http to do it anyway")]
     CmdlinesExposed(String),
+    /// `fleet --prometheus` is not an http(s) URL of a server.
+    #[error("--prometheus {0}: not an http:// or https:// URL of a Prometheus server")]
+    FleetUrl(String),
+    /// `fleet --prometheus` carries a user or password: every local user
+    /// reads a command line, and every error would print it.
+    #[error("--prometheus: a URL with a user or password is refused (every local user can read a command line, and errors print the URL); reach an authenticated Prometheus through a local proxy")]
+    FleetCredentials,
+    /// `fleet --node-label` is not a label name.
+    #[error("--node-label {0:?}: not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")]
+    FleetLabel(String),
     /// `fleet`: Prometheus could not parse a query made with
     /// `--selector` or `--job`.
     #[error("--selector: {0}")]
     FleetSelector(crate::fleet::FleetError),
-    /// `fleet`: no view (a bad `--prometheus` or `--node-label`,
-    /// Prometheus unreachable, a query failed, no node).
+    /// `fleet`: no view (Prometheus unreachable, a query failed, no
+    /// node).
     #[error(transparent)]
     Fleet(crate::fleet::FleetError),
     /// The metrics server failed.
@@ -222,11 +232,9 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::UnitFile { .. }
         | E::CmdlinesExposed(_)
         | E::FleetSelector(_)
-        | E::Fleet(
-            crate::fleet::FleetError::Url(_)
-            | crate::fleet::FleetError::Credentials
-            | crate::fleet::FleetError::Label(_),
-        )
+        | E::FleetUrl(_)
+        | E::FleetCredentials
+        | E::FleetLabel(_)
         | E::Write {
             source: WriteError::Refused(_),
             ..

@@ -233,11 +233,10 @@ fn daemons(s: &Snapshot, g: &Gpu) -> Option<Problem> {
 /// user manager's apps, or a user's unit whose cgroup claims one (a user
 /// names `user@UID.service/app.slice/docker-<id>.scope` as they please).
 fn unowned(owner: &Owner) -> bool {
-    match owner.kind {
-        OwnerKind::None | OwnerKind::Session => true,
-        OwnerKind::SystemdUnit => owner.claims.is_some() && owner.system_unit().is_none(),
-        OwnerKind::Container | OwnerKind::K8sPod | OwnerKind::SlurmJob => false,
-    }
+    owner.kind.is_unowned()
+        || (owner.kind == OwnerKind::SystemdUnit
+            && owner.claims.is_some()
+            && owner.system_unit().is_none())
 }
 
 /// Memory no process accounts for, above the threshold (where gpufree saw

@@ -2,21 +2,14 @@
 //! freshness; its GPUs that are not free, with their memory; their
 //! holders, with how long each has held; ranked, most memory held first.
 
-use super::{Sample, Source};
-use crate::model::{is_leftover, Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode};
+use super::{PerQuery, Sample, Source};
+use crate::model::{
+    Fleet, FleetGpu, FleetHolder, FleetNode, OwnerKind, StaleNode, StaleReason, VerdictState,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What each query answered.
-pub(super) struct Answers {
-    pub up: Vec<Sample>,
-    pub age: Vec<Sample>,
-    pub snapshot_age: Vec<Sample>,
-    pub not_free: Vec<Sample>,
-    pub used: Vec<Sample>,
-    pub unaccounted: Vec<Sample>,
-    pub holders: Vec<Sample>,
-    pub held: Vec<Sample>,
-}
+pub(super) type Answers = PerQuery<Vec<Sample>>;
 
 /// The view of the answers `a` from the server at `url`.
 pub(super) fn join(source: &Source, url: &str, a: Answers) -> Fleet {
@@ -44,7 +37,8 @@ pub(super) fn join(source: &Source, url: &str, a: Answers) -> Fleet {
         summarize(n, holders.remove(&n.node).unwrap_or_default());
     }
     if source.leftovers_only {
-        nodes.retain(|n| n.leftover || n.state == "unknown");
+        let unknown = |n: &FleetNode| n.gpus.iter().any(|g| g.state == VerdictState::Unknown);
+        nodes.retain(|n| n.leftover || unknown(n));
     }
     nodes.sort_by(|a, b| {
         let secs = |n: &FleetNode| n.held_seconds.unwrap_or(-1.0);
@@ -78,7 +72,7 @@ fn not_free(a: &Answers, l: &str, fresh: &BTreeSet<String>) -> BTreeMap<(String,
         let g = FleetGpu {
             gpu: key.1,
             uuid: s.label("uuid").to_string(),
-            state: s.label("state").to_string(),
+            state: gpu_state(s.label("state")),
             used_bytes: None,
             unaccounted_bytes: None,
         };
@@ -119,7 +113,7 @@ fn holders(
         let Ok(pid) = s.label("pid").parse() else {
             continue;
         };
-        let owner_kind = s.label("owner_kind").to_string();
+        let owner_kind = OwnerKind::from_label(s.label("owner_kind"));
         let held_seconds = held
             .get(&(k.0.clone(), k.1, s.label("pid")))
             .copied()
@@ -135,7 +129,7 @@ fn holders(
             bytes: bytes(s.value),
             held_seconds,
             held_before_history: held_seconds.is_some_and(|v| v >= before),
-            leftover: is_leftover(&owner_kind),
+            leftover: owner_kind.is_unowned(),
             owner_kind,
         });
     }
@@ -147,14 +141,11 @@ fn holders(
 /// older than `--max-age`), by name.
 fn freshness(source: &Source, a: &Answers) -> (BTreeSet<String>, Vec<StaleNode>) {
     let l = source.node_label.as_str();
+    // Each query aggregates `by (L)`: one sample a node.
     let by_node = |v: &[Sample]| -> BTreeMap<String, f64> {
-        let mut m = BTreeMap::new();
-        for s in v {
-            // Several targets of one node: the worst of them.
-            let e = m.entry(s.label(l).to_string()).or_insert(s.value);
-            *e = f64::min(*e, s.value);
-        }
-        m
+        v.iter()
+            .map(|s| (s.label(l).to_string(), s.value))
+            .collect()
     };
     let up = by_node(&a.up);
     let age = by_node(&a.age);
@@ -167,14 +158,10 @@ fn freshness(source: &Source, a: &Answers) -> (BTreeSet<String>, Vec<StaleNode>)
         let data_age = age
             .get(n)
             .map(|a| a + snapshot_age.get(n).copied().unwrap_or(0.0));
-        let why = match (up.get(n), data_age) {
-            (Some(u), _) if *u < 1.0 => "its target is down (up is 0)".to_string(),
-            (_, None) => "its target is up but exports no gpufree_nvml_up".to_string(),
-            (_, Some(a)) if a.is_nan() || a > max_age => format!(
-                "its newest data is {} old, over --max-age {}",
-                crate::units::span(a),
-                crate::units::span(max_age)
-            ),
+        let reason = match (up.get(n), data_age) {
+            (Some(u), _) if *u < 1.0 => StaleReason::Down,
+            (_, None) => StaleReason::NoSeries,
+            (_, Some(a)) if a.is_nan() || a > max_age => StaleReason::Old,
             _ => {
                 fresh.insert(n.clone());
                 continue;
@@ -183,20 +170,19 @@ fn freshness(source: &Source, a: &Answers) -> (BTreeSet<String>, Vec<StaleNode>)
         stale.push(StaleNode {
             node: n.clone(),
             age_seconds: data_age,
-            why,
+            reason,
         });
     }
     (fresh, stale)
 }
 
-/// A node's holders, its state, memory held, how long, and the command
-/// to run there.
+/// A node's holders, its state, memory held and how long.
 fn summarize(n: &mut FleetNode, mut holders: Vec<FleetHolder>) {
     holders.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.pid.cmp(&b.pid)));
-    n.state = if n.gpus.iter().any(|g| g.state == "busy") {
-        "busy".into()
+    n.state = if n.gpus.iter().any(|g| g.state == VerdictState::Busy) {
+        VerdictState::Busy
     } else {
-        "unknown".into()
+        VerdictState::Unknown
     };
     n.held_bytes = crate::model::saturating_sum(n.gpus.iter().map(|g| {
         g.used_bytes.unwrap_or_else(|| {
@@ -211,21 +197,6 @@ fn summarize(n: &mut FleetNode, mut holders: Vec<FleetHolder>) {
     n.held_before_history = holders.iter().any(|h| h.held_before_history);
     n.leftover = holders.iter().any(|h| h.leftover);
     n.holders = holders;
-    n.command = command(&n.host, n.gpus.iter().map(|g| g.gpu));
-}
-
-/// `ssh HOST gpufree why --gpu N...`, where HOST prints as one shell word
-/// that ssh cannot take for an option.
-fn command(host: &str, gpus: impl Iterator<Item = u32>) -> Option<String> {
-    if host.is_empty() || host.starts_with('-') {
-        return None;
-    }
-    let mut argv = vec!["ssh".to_string(), host.to_string(), "gpufree".into()];
-    argv.push("why".into());
-    for g in gpus {
-        argv.extend(["--gpu".to_string(), g.to_string()]);
-    }
-    crate::safe::shell_command(&argv)
 }
 
 /// The host of a node label's value: `gpu-07:9835` → `gpu-07`,
@@ -248,6 +219,16 @@ pub(super) fn host(node: &str) -> &str {
 fn key(s: &Sample, node_label: &str) -> Option<(String, u32)> {
     let gpu = s.label("gpu").parse().ok()?;
     Some((s.label(node_label).to_string(), gpu))
+}
+
+/// A not-free GPU's `state` label: `busy`, else unknown (the query asks
+/// for `state!="free"`).
+fn gpu_state(label: &str) -> VerdictState {
+    if label == VerdictState::Busy.as_str() {
+        VerdictState::Busy
+    } else {
+        VerdictState::Unknown
+    }
 }
 
 /// A sample's value as bytes (negative and NaN as 0).

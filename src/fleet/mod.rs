@@ -9,8 +9,8 @@ mod api;
 mod join;
 mod queries;
 
-pub use api::{Labels, Sample, Server, MAX_ANSWER_BYTES};
-pub use queries::{steps, Queries};
+pub use api::{AnswerError, Labels, Sample, Server, Unreached, MAX_ANSWER_BYTES};
+pub use queries::{steps, PerQuery, Queries};
 
 use crate::model::Fleet;
 use std::time::{Duration, Instant};
@@ -35,29 +35,20 @@ pub struct Source {
     pub leftovers_only: bool,
 }
 
-/// Why the view could not be made; each names the URL (or the flag) and
-/// the query at fault.
+/// Why the view could not be made; each names the URL and the query at
+/// fault. (A bad `--prometheus` or `--node-label` is the command line's
+/// error: `cli` refuses it before any of this runs.)
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
-    /// `--prometheus` is not an http(s) URL.
-    #[error("--prometheus {0}: not an http:// or https:// URL of a Prometheus server")]
-    Url(String),
-    /// `--prometheus` carries a user or password: every local user reads
-    /// a command line, and every error would print it.
-    #[error("--prometheus: a URL with a user or password is refused (every local user can read a command line, and errors print the URL); reach an authenticated Prometheus through a local proxy")]
-    Credentials,
-    /// `--node-label` is not a label name.
-    #[error("--node-label {0:?}: not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")]
-    Label(String),
     /// No answer: refused, unresolvable, timed out.
-    #[error("--prometheus {url}: unreachable ({why}) asking {query}")]
+    #[error("--prometheus {url}: unreachable ({reason}) asking {query}")]
     Unreachable {
         /// The server.
         url: String,
         /// The query asked.
         query: String,
         /// Why.
-        why: String,
+        reason: Unreached,
     },
     /// Prometheus answered the query with an error.
     #[error("--prometheus {url}: the query {query} failed: {kind}: {why}")]
@@ -74,14 +65,14 @@ pub enum FleetError {
     },
     /// The answer is not Prometheus's (another server, a proxy's page),
     /// or too large.
-    #[error("--prometheus {url}: the answer to {query} is unusable: {why}")]
+    #[error("--prometheus {url}: the answer to {query} is unusable: {kind}")]
     Answer {
         /// The server.
         url: String,
         /// The query.
         query: String,
-        /// Why.
-        why: String,
+        /// What is wrong with it.
+        kind: AnswerError,
     },
     /// No node at all: nothing to judge is not "free".
     #[error("--prometheus {url}: no gpufree series and no target match {{{selector}}}")]
@@ -116,48 +107,17 @@ pub fn job_matcher(job: &str) -> String {
     s
 }
 
-/// Whether `s` is a Prometheus label name.
-fn is_label_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 /// The fleet as Prometheus sees it now: the queries sent at once, each
 /// within what is left of `source.timeout`, then joined.
 pub fn look(source: &Source) -> Result<Fleet, FleetError> {
-    if !is_label_name(&source.node_label) {
-        return Err(FleetError::Label(source.node_label.clone()));
-    }
-    let server = Server::new(&source.url, source.timeout)?;
+    let server = Server::new(&source.url, source.timeout);
     let deadline = Instant::now() + source.timeout;
-    let q = Queries::new(source);
-    let asked = q.all();
-    let answers: Vec<Result<Vec<Sample>, FleetError>> = std::thread::scope(|scope| {
-        let running: Vec<_> = asked
-            .iter()
-            .map(|query| scope.spawn(|| server.query(query, deadline)))
-            .collect();
-        running
-            .into_iter()
-            .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+    let server = &server;
+    let answers = std::thread::scope(|scope| {
+        let running = Queries::new(source).map(|q| scope.spawn(move || server.query(&q, deadline)));
+        running.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
     });
-    let answers = answers.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let mut answers = answers.into_iter();
-    let mut next = || answers.next().unwrap_or_default();
-    let read = join::Answers {
-        up: next(),
-        age: next(),
-        snapshot_age: next(),
-        not_free: next(),
-        used: next(),
-        unaccounted: next(),
-        holders: next(),
-        held: next(),
-    };
+    let read = answers.transpose()?;
     let fleet = join::join(source, server.base(), read);
     if fleet.nodes_seen == 0 && fleet.stale.is_empty() {
         return Err(FleetError::NoNodes {

@@ -4,26 +4,67 @@
 
 use super::Source;
 
-/// The queries of one view, by what they answer; `{S}` is the selector,
-/// `L` the node label.
-pub struct Queries {
+/// One value per query of a view, by what the query answers: the
+/// queries themselves ([`Queries`]), their answers, the threads asking
+/// them. The one list of the eight; [`PerQuery::map`] keeps them apart by
+/// name, never by position.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PerQuery<T> {
     /// Per node, `up` (its targets' worst): 0 for a target down.
-    pub up: String,
+    pub up: T,
     /// Per node, seconds since its newest sample (of `gpufree_nvml_up`:
     /// one series a node, in serve's metrics and in the textfile alike).
-    pub age: String,
+    pub age: T,
     /// Per node, the age of the snapshot when it was scraped (serve's).
-    pub snapshot_age: String,
+    pub snapshot_age: T,
     /// The GPUs that are not free (`busy` or `unknown` is 1).
-    pub not_free: String,
+    pub not_free: T,
     /// Used bytes of those GPUs.
-    pub used: String,
+    pub used: T,
     /// Unaccounted bytes of those GPUs.
-    pub unaccounted: String,
+    pub unaccounted: T,
     /// Every holder of GPU memory.
-    pub holders: String,
+    pub holders: T,
     /// Per holder, seconds since its series' first sample in the history.
-    pub held: String,
+    pub held: T,
+}
+
+/// The PromQL of one view; `{S}` is the selector, `L` the node label.
+pub type Queries = PerQuery<String>;
+
+impl<T> PerQuery<T> {
+    /// How many queries a view sends.
+    pub const COUNT: usize = 8;
+
+    /// Each value through `f`, each kept under its query's name.
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> PerQuery<U> {
+        PerQuery {
+            up: f(self.up),
+            age: f(self.age),
+            snapshot_age: f(self.snapshot_age),
+            not_free: f(self.not_free),
+            used: f(self.used),
+            unaccounted: f(self.unaccounted),
+            holders: f(self.holders),
+            held: f(self.held),
+        }
+    }
+}
+
+impl<T, E> PerQuery<Result<T, E>> {
+    /// Every value, or the first error (in the order of the fields).
+    pub fn transpose(self) -> Result<PerQuery<T>, E> {
+        Ok(PerQuery {
+            up: self.up?,
+            age: self.age?,
+            snapshot_age: self.snapshot_age?,
+            not_free: self.not_free?,
+            used: self.used?,
+            unaccounted: self.unaccounted?,
+            holders: self.holders?,
+            held: self.held?,
+        })
+    }
 }
 
 /// The look back's two steps for `history` seconds: a coarse one over
@@ -40,9 +81,6 @@ pub fn steps(history: u64) -> (u64, u64) {
 }
 
 impl Queries {
-    /// How many queries a view sends.
-    pub const COUNT: usize = 8;
-
     /// The queries for `source`.
     pub fn new(source: &Source) -> Queries {
         let (s, l) = (&source.selector, &source.node_label);
@@ -89,19 +127,5 @@ impl Queries {
                 sel("")
             ),
         }
-    }
-
-    /// The queries in the order [`super::look`] sends them.
-    pub fn all(&self) -> [&str; Self::COUNT] {
-        [
-            &self.up,
-            &self.age,
-            &self.snapshot_age,
-            &self.not_free,
-            &self.used,
-            &self.unaccounted,
-            &self.holders,
-            &self.held,
-        ]
     }
 }

@@ -2,6 +2,7 @@
 //! values. `fleet` reads them from Prometheus's HTTP API, `present::fleet`
 //! writes them; the JSON of `gpufree fleet --json` is this type.
 
+use super::{OwnerKind, VerdictState};
 use serde::{Deserialize, Serialize};
 
 /// The fleet view: the nodes whose GPUs are not free, most memory held
@@ -42,11 +43,12 @@ pub struct FleetNode {
     /// The host to run gpufree on: the node without a `:port`.
     pub host: String,
     /// `busy` when some GPU is busy, else `unknown`.
-    pub state: String,
+    pub state: VerdictState,
     /// Memory used on its GPUs that are not free, in bytes.
     pub held_bytes: u64,
-    /// The longest any of its holders has held memory, in seconds (at
-    /// least this long where `held_before_history`); null without holders.
+    /// The longest any of its holders has held memory, in seconds (where
+    /// `held_before_history`, it held already when the history began, to
+    /// within its first step); null without holders.
     pub held_seconds: Option<f64>,
     /// A holder held memory already when the history looked at began.
     pub held_before_history: bool,
@@ -55,11 +57,9 @@ pub struct FleetNode {
     pub leftover: bool,
     /// The GPUs that are not free.
     pub gpus: Vec<FleetGpu>,
-    /// Every holder of those GPUs' memory, most memory first.
+    /// Every holder of those GPUs' memory, most memory first. (The
+    /// command to run there is `present::next`'s, from `host` and `gpus`.)
     pub holders: Vec<FleetHolder>,
-    /// The command to run for the diagnosis (`ssh HOST gpufree why --gpu
-    /// N`); null where the host cannot be written as one shell word.
-    pub command: Option<String>,
 }
 
 /// A GPU that is not free.
@@ -70,7 +70,7 @@ pub struct FleetGpu {
     /// Its UUID.
     pub uuid: String,
     /// `busy` or `unknown`.
-    pub state: String,
+    pub state: VerdictState,
     /// Memory in use, where the node reports it.
     pub used_bytes: Option<u64>,
     /// Memory in use that no process on the node accounts for.
@@ -89,8 +89,9 @@ pub struct FleetHolder {
     /// Its comm.
     pub comm: String,
     /// What owns it: `systemd-unit`, `container`, `k8s-pod`, `slurm-job`,
-    /// `session` or `none`.
-    pub owner_kind: String,
+    /// `session` or `none` (also for a label value gpufree does not
+    /// write).
+    pub owner_kind: OwnerKind,
     /// The owner's id.
     pub owner: String,
     /// Its parent is gone.
@@ -103,8 +104,9 @@ pub struct FleetHolder {
     /// the history, to within a step of the look back); null where
     /// Prometheus did not say.
     pub held_seconds: Option<f64>,
-    /// It held it already when the history looked at began: at least
-    /// `history_seconds`.
+    /// It held it already when the history looked at began, as far as the
+    /// look back's first step can tell: at least `history_seconds` less
+    /// one coarse step (`fleet::steps`).
     pub held_before_history: bool,
     /// Owned by no unit, container, pod or job: `gpufree check`'s
     /// leftover.
@@ -119,39 +121,36 @@ pub struct StaleNode {
     /// The data's age (since the newest sample, plus the snapshot's age
     /// when it was scraped), where there is data.
     pub age_seconds: Option<f64>,
-    /// Why it is stale.
-    pub why: String,
+    /// Why it is stale (`present::fleet` words it).
+    pub reason: StaleReason,
 }
 
-/// How a fleet view ends, for the exit code: as `check`'s, a node not
-/// free outranks a stale one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FleetVerdict {
-    /// Every GPU of every node is free, and every node's data is fresh.
-    Free,
-    /// Some node has a GPU that is not free.
-    NotFree,
-    /// No node has a GPU known not to be free, but some node's data is
-    /// stale, or some GPU's verdict is unknown.
-    Unknown,
+/// Why a node's data cannot be trusted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StaleReason {
+    /// Its target is down (`up` is 0).
+    #[default]
+    Down,
+    /// Its target is up but exports no `gpufree_nvml_up`.
+    NoSeries,
+    /// Its newest data is older than `max_age_seconds` (or its age is not
+    /// a number).
+    Old,
 }
 
 impl Fleet {
-    /// The verdict of the whole view.
-    pub fn verdict(&self) -> FleetVerdict {
-        if self.nodes.iter().any(|n| n.state == "busy") {
-            FleetVerdict::NotFree
+    /// The verdict of the whole view, as `check`'s (a node not free
+    /// outranks a stale one): busy where some node has a GPU that is
+    /// busy; unknown where a node is stale or a GPU's verdict unknown;
+    /// else free.
+    pub fn verdict(&self) -> VerdictState {
+        if self.nodes.iter().any(|n| n.state == VerdictState::Busy) {
+            VerdictState::Busy
         } else if !self.nodes.is_empty() || !self.stale.is_empty() {
-            FleetVerdict::Unknown
+            VerdictState::Unknown
         } else {
-            FleetVerdict::Free
+            VerdictState::Free
         }
     }
-}
-
-/// Whether a holder of this owner kind is a leftover, as `gpufree check`
-/// counts one from what its metrics carry: its owner is no unit,
-/// container, pod or job (`none`, a login `session`).
-pub fn is_leftover(owner_kind: &str) -> bool {
-    matches!(owner_kind, "none" | "session")
 }

@@ -30,7 +30,7 @@ pub use evidence::{
     Renamed, Restarter, Unseen, Who,
 };
 pub use finding::{Finding, FindingKind, Severity};
-pub use fleet::{is_leftover, Fleet, FleetGpu, FleetHolder, FleetNode, FleetVerdict, StaleNode};
+pub use fleet::{Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode, StaleReason};
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use k8s::{Allocation, AllocationIssue, KubeletView};
 pub use kill::{Changed, Handled, Plan, PlanEntry, Report, Skipped};

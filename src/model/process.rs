@@ -339,6 +339,18 @@ impl OwnerKind {
             OwnerKind::None => "none",
         }
     }
+
+    /// The kind of its SPEC.md spelling (a metric's `owner_kind` label);
+    /// `None` for any other text.
+    pub fn from_label(s: &str) -> OwnerKind {
+        use serde::de::value::{Error, StrDeserializer};
+        OwnerKind::deserialize(StrDeserializer::<Error>::new(s)).unwrap_or_default()
+    }
+
+    /// Owned by no job, unit, container or pod: `check`'s leftover, `fleet`'s.
+    pub fn is_unowned(self) -> bool {
+        matches!(self, OwnerKind::None | OwnerKind::Session)
+    }
 }
 
 /// One process pinned by the scan: its start time and its `/proc/PID`

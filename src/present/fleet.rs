@@ -4,8 +4,9 @@
 //! label someone else chose and is escaped ([`crate::safe::fit`]); `--json`
 //! writes the [`Fleet`] itself.
 
+use super::next::{fleet_by_hand, fleet_command};
 use super::Paint;
-use crate::model::{Fleet, FleetHolder, FleetNode};
+use crate::model::{Fleet, FleetHolder, FleetNode, StaleNode, StaleReason};
 use crate::safe::fit;
 use crate::units::{mib, span};
 use std::io::{self, Write};
@@ -42,51 +43,61 @@ pub fn write_fleet<W: Write>(w: &mut W, f: &Fleet, paint: &Paint, quiet: bool) -
         writeln!(w, "{}", paint.bold(&head))?;
     }
     for n in &f.nodes {
-        write_node(w, n, f, paint, quiet)?;
+        write_node(w, n, paint, quiet)?;
     }
     if !f.stale.is_empty() && !quiet {
         writeln!(w)?;
         writeln!(w, "{}", paint.warn("Stale (their GPUs may be anything):"))?;
     }
     for s in &f.stale {
-        let age = s
-            .age_seconds
+        let age = (s.age_seconds.filter(|a| a.is_finite()))
             .map_or(String::new(), |a| format!(" ({} old)", span(a)));
         let lead = if quiet { "stale " } else { "  " };
         writeln!(
             w,
             "{lead}{}{age}: {}",
             fit(&s.node, NAME_MAX),
-            fit(&s.why, 200)
+            stale_why(s, f.max_age_seconds)
         )?;
     }
     Ok(())
 }
 
-/// How long, as a line says it: `for 2h 13m`, `for over 6h 0m` where it
-/// started before the history looked at.
-fn held_for(seconds: Option<f64>, before_history: bool, history: u64) -> String {
+/// Why a node is stale, in words (`max_age` is `--max-age`, in seconds).
+pub fn stale_why(s: &StaleNode, max_age: u64) -> String {
+    match s.reason {
+        StaleReason::Down => "its target is down (up is 0)".into(),
+        StaleReason::NoSeries => "its target is up but exports no gpufree_nvml_up".into(),
+        StaleReason::Old => match s.age_seconds.filter(|a| a.is_finite()) {
+            Some(a) => format!(
+                "its newest data is {} old, over --max-age {}",
+                span(a),
+                span(max_age as f64)
+            ),
+            None => "its newest data's age is not a number".into(),
+        },
+    }
+}
+
+/// How long, as a line says it: `for 2h 13m`; `for over 5h 52m` where it
+/// held already when the history looked at began (its first sample there
+/// is that old: it has held at least that long).
+fn held_for(seconds: Option<f64>, before_history: bool) -> String {
     match seconds {
-        Some(_) if before_history => format!("for over {}", span(history as f64)),
+        Some(s) if before_history => format!("for over {}", span(s)),
         Some(s) => format!("for {}", span(s)),
         None => String::new(),
     }
 }
 
-fn write_node<W: Write>(
-    w: &mut W,
-    n: &FleetNode,
-    f: &Fleet,
-    paint: &Paint,
-    quiet: bool,
-) -> io::Result<()> {
+fn write_node<W: Write>(w: &mut W, n: &FleetNode, paint: &Paint, quiet: bool) -> io::Result<()> {
     let mut line = format!(
         "{}  {}  {} held",
         paint.bold(&fit(&n.node, NAME_MAX)),
-        n.state,
+        n.state.as_str(),
         mib(n.held_bytes)
     );
-    let long = held_for(n.held_seconds, n.held_before_history, f.history_seconds);
+    let long = held_for(n.held_seconds, n.held_before_history);
     if !long.is_empty() {
         line.push(' ');
         line.push_str(&long);
@@ -111,29 +122,20 @@ fn write_node<W: Write>(
             w,
             "  GPU {}  {}  {used}{unaccounted}",
             g.gpu,
-            fit(&g.state, 16)
+            g.state.as_str()
         )?;
         for h in n.holders.iter().filter(|h| h.gpu == g.gpu) {
-            writeln!(w, "    {}", holder(h, f.history_seconds))?;
+            writeln!(w, "    {}", holder(h))?;
         }
     }
-    match &n.command {
-        Some(c) => writeln!(w, "  next: {}", paint.bold(c)),
-        None => writeln!(
-            w,
-            "  next: gpufree why --gpu {} on {} (its name is not a safe ssh host)",
-            n.gpus
-                .iter()
-                .map(|g| g.gpu.to_string())
-                .collect::<Vec<_>>()
-                .join(" --gpu "),
-            fit(&n.node, NAME_MAX)
-        ),
+    match fleet_command(n) {
+        Some(c) => writeln!(w, "  next: {}", paint.bold(&c)),
+        None => writeln!(w, "  next: {}", fleet_by_hand(n, NAME_MAX)),
     }
 }
 
 /// `PID 7  alice  python3  none  orphaned,renamed  100 MiB  for 10m 0s`.
-fn holder(h: &FleetHolder, history: u64) -> String {
+fn holder(h: &FleetHolder) -> String {
     let mut flags = Vec::new();
     if h.orphaned {
         flags.push("orphaned");
@@ -144,10 +146,11 @@ fn holder(h: &FleetHolder, history: u64) -> String {
     if h.leftover {
         flags.push("leftover");
     }
+    let kind = h.owner_kind.as_str();
     let owner = if h.owner.is_empty() {
-        fit(&h.owner_kind, NAME_MAX)
+        kind.to_string()
     } else {
-        format!("{} {}", fit(&h.owner_kind, 16), fit(&h.owner, NAME_MAX))
+        format!("{kind} {}", fit(&h.owner, NAME_MAX))
     };
     let mut line = format!(
         "PID {}  {}  {}  {owner}",
@@ -159,85 +162,9 @@ fn holder(h: &FleetHolder, history: u64) -> String {
         line.push_str(&format!("  {}", flags.join(",")));
     }
     line.push_str(&format!("  {}", mib(h.bytes)));
-    let long = held_for(h.held_seconds, h.held_before_history, history);
+    let long = held_for(h.held_seconds, h.held_before_history);
     if !long.is_empty() {
         line.push_str(&format!("  {long}"));
     }
     line
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{FleetGpu, StaleNode};
-
-    fn fleet() -> Fleet {
-        let holder = FleetHolder {
-            gpu: 3,
-            pid: 4242,
-            user: "bob".into(),
-            comm: "ev\x1b]0;pwned\x07il".into(),
-            owner_kind: "none".into(),
-            orphaned: true,
-            bytes: 80 << 30,
-            held_seconds: Some(7980.0),
-            leftover: true,
-            ..FleetHolder::default()
-        };
-        Fleet {
-            prometheus: "http://prom:9090".into(),
-            selector: "job=\"gpufree\"".into(),
-            history_seconds: 21600,
-            nodes_seen: 3,
-            nodes_free: 2,
-            nodes: vec![FleetNode {
-                node: "gpu-7\u{202e}:9835".into(),
-                host: "gpu-7\u{202e}".into(),
-                state: "busy".into(),
-                held_bytes: 80 << 30,
-                held_seconds: Some(7980.0),
-                leftover: true,
-                gpus: vec![FleetGpu {
-                    gpu: 3,
-                    state: "busy".into(),
-                    used_bytes: Some(80 << 30),
-                    ..FleetGpu::default()
-                }],
-                holders: vec![holder],
-                command: None,
-                ..FleetNode::default()
-            }],
-            stale: vec![StaleNode {
-                node: "gpu-9:9835".into(),
-                age_seconds: Some(400.0),
-                why: "its newest data is 6m 40s old, over --max-age 3m".into(),
-            }],
-            ..Fleet::default()
-        }
-    }
-
-    #[test]
-    fn a_node_its_holder_and_a_stale_node_print_escaped() {
-        let mut out = Vec::new();
-        write_fleet(&mut out, &fleet(), &Paint::default(), false).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert!(
-            !text.contains('\x1b') && !text.contains('\u{202e}'),
-            "{text:?}"
-        );
-        for want in [
-            "1 of 3 nodes have GPUs that are not free; 1 stale",
-            "gpu-7\\u{202e}:9835  busy  81,920 MiB held for 2h 13m  leftover",
-            "  GPU 3  busy  81,920 MiB used\n",
-            "    PID 4242  bob  ev\\e]0;pwned\\ail  none  orphaned,leftover  81,920 MiB  for 2h 13m\n",
-            "(its name is not a safe ssh host)",
-            "  gpu-9:9835 (6m 40s old): its newest data is 6m 40s old",
-        ] {
-            assert!(text.contains(want), "{want:?} not in:\n{text}");
-        }
-        let mut out = Vec::new();
-        write_fleet(&mut out, &fleet(), &Paint::default(), true).unwrap();
-        let quiet = String::from_utf8(out).unwrap();
-        assert_eq!(quiet.lines().count(), 2, "{quiet}");
-    }
 }

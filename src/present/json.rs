@@ -1,11 +1,12 @@
 //! The JSON documents of SPEC.md: a snapshot with its findings in words
 //! (`status --json`, `why --json`, and the part of `kill --json` and
-//! `wait --json` that is the status).
+//! `wait --json` that is the status); the fleet view with its commands
+//! and reasons in words (`fleet --json`).
 
 use super::words::words;
 use crate::model::{
-    Brief, Finding, FindingKind, Gpu, KubeletView, MigCap, MpsGpu, NvmlStatus, PodName, Process,
-    Severity, Snapshot, Unavailable, UnitRestart, Verdict, Visibility,
+    Brief, Finding, FindingKind, Fleet, FleetNode, Gpu, KubeletView, MigCap, MpsGpu, NvmlStatus,
+    PodName, Process, Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Verdict, Visibility,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -143,6 +144,70 @@ impl<'a> SnapshotDoc<'a> {
             mig_caps,
             kubelet,
             mps,
+        }
+    }
+}
+
+/// The fleet view as `fleet --json` prints it: the [`Fleet`]'s fields in
+/// their order, each node with the command to run there, each stale node
+/// with its reason in words.
+#[derive(Debug, Serialize)]
+pub struct FleetDoc<'a> {
+    prometheus: &'a str,
+    node_label: &'a str,
+    selector: &'a str,
+    queries: usize,
+    history_seconds: u64,
+    max_age_seconds: u64,
+    leftovers_only: bool,
+    nodes_seen: usize,
+    nodes_free: usize,
+    nodes: Vec<FleetNodeDoc<'a>>,
+    stale: Vec<StaleDoc<'a>>,
+}
+
+/// A node and the command to run there (null where its host is no safe
+/// ssh host).
+#[derive(Debug, Serialize)]
+struct FleetNodeDoc<'a> {
+    #[serde(flatten)]
+    node: &'a FleetNode,
+    command: Option<String>,
+}
+
+/// A stale node, and why in words.
+#[derive(Debug, Serialize)]
+struct StaleDoc<'a> {
+    #[serde(flatten)]
+    stale: &'a StaleNode,
+    why: String,
+}
+
+impl<'a> FleetDoc<'a> {
+    /// The document of `f`.
+    pub fn new(f: &'a Fleet) -> FleetDoc<'a> {
+        FleetDoc {
+            prometheus: &f.prometheus,
+            node_label: &f.node_label,
+            selector: &f.selector,
+            queries: f.queries,
+            history_seconds: f.history_seconds,
+            max_age_seconds: f.max_age_seconds,
+            leftovers_only: f.leftovers_only,
+            nodes_seen: f.nodes_seen,
+            nodes_free: f.nodes_free,
+            nodes: (f.nodes.iter())
+                .map(|node| FleetNodeDoc {
+                    node,
+                    command: super::next::fleet_command(node),
+                })
+                .collect(),
+            stale: (f.stale.iter())
+                .map(|stale| StaleDoc {
+                    stale,
+                    why: super::fleet::stale_why(stale, f.max_age_seconds),
+                })
+                .collect(),
         }
     }
 }

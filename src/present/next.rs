@@ -4,7 +4,7 @@
 
 use crate::diagnose::gpu_list;
 use crate::diagnose::supervisors::{stop_unit, wait_for};
-use crate::model::{DeviceUse, Next, NotProtected, Who};
+use crate::model::{DeviceUse, FleetNode, Next, NotProtected, Who};
 use crate::safe::{shell_command, shell_word};
 use crate::units::mib;
 
@@ -63,6 +63,31 @@ pub fn next_line(n: &Next) -> String {
         ),
         Next::Reset(gpu) => format!("nvidia-smi --gpu-reset -i {gpu}"),
     }
+}
+
+/// `gpufree fleet`'s next step on a node: `ssh HOST gpufree why --gpu
+/// N...`, where HOST prints as one shell word that ssh cannot take for an
+/// option; None otherwise (see [`fleet_by_hand`]).
+pub fn fleet_command(n: &FleetNode) -> Option<String> {
+    if n.host.is_empty() || n.host.starts_with('-') {
+        return None;
+    }
+    let mut argv = vec!["ssh", n.host.as_str(), "gpufree", "why"];
+    let gpus: Vec<String> = n.gpus.iter().map(|g| g.gpu.to_string()).collect();
+    for g in &gpus {
+        argv.extend(["--gpu", g.as_str()]);
+    }
+    shell_command(&argv)
+}
+
+/// What to run on a node whose host is no safe ssh host, and where.
+pub fn fleet_by_hand(n: &FleetNode, name_max: usize) -> String {
+    let gpus: Vec<String> = n.gpus.iter().map(|g| g.gpu.to_string()).collect();
+    format!(
+        "gpufree why --gpu {} on {} (its name is not a safe ssh host)",
+        gpus.join(" --gpu "),
+        crate::safe::fit(&n.node, name_max)
+    )
 }
 
 /// The `gpufree kill` command that targets exactly these PIDs (empty for

@@ -10,9 +10,11 @@
 mod cases;
 mod evil;
 mod fixtures;
+mod fleet;
 mod incident;
 
-use super::json::{FindingDoc, SnapshotDoc};
+use super::fleet::write_fleet;
+use super::json::{FindingDoc, FleetDoc, SnapshotDoc};
 use super::kill::{write_plan, write_report};
 use super::metrics::{render_textfile, Extra};
 use super::next::quoted;
@@ -26,6 +28,7 @@ use crate::model::{Changed, Report, Selection, Snapshot, VerdictState};
 use cases::{blind_cases, groups, mps, states, unaccounted_cases};
 use evil::{corpus, evil, FIRST_EVIL};
 use fixtures::judged;
+use fleet::{evil_fleet, fleet};
 use incident::{bystanders, incident, incident_under_unit, LAUNCHER};
 use regex::Regex;
 use std::io;
@@ -412,4 +415,39 @@ fn colours_of_the_status_table_why_and_plan() {
     ]
     .concat();
     insta::assert_snapshot!("states_coloured", text.replace('\u{1b}', "\\e"));
+}
+
+/// `fleet` as text, quiet and JSON (the JSON parsed back: one command or
+/// null per node, one reason and its words per stale node).
+fn fleet_text_quiet_json(f: &crate::model::Fleet) -> (String, String, String) {
+    let text = written(|w| write_fleet(w, f, &PLAIN, false));
+    let quiet = written(|w| write_fleet(w, f, &PLAIN, true));
+    let doc = written(|w| write_json(w, &FleetDoc::new(f)));
+    let back: serde_json::Value = serde_json::from_str(&doc).expect("fleet --json parses back");
+    assert_eq!(back["nodes"].as_array().map(Vec::len), Some(f.nodes.len()));
+    for s in back["stale"].as_array().expect("stale is a list") {
+        assert!(s["reason"].is_string() && s["why"].is_string(), "{s}");
+    }
+    (text, quiet, doc)
+}
+
+/// A busy node (a leftover held since before the history, a Slurm job),
+/// nodes with a GPU whose verdict is unknown (one with no safe ssh host),
+/// and a stale node of each reason.
+#[test]
+fn fleet_view_text_quiet_and_json() {
+    let (text, quiet, doc) = fleet_text_quiet_json(&fleet());
+    insta::assert_snapshot!("fleet", text);
+    insta::assert_snapshot!("fleet_quiet", quiet);
+    insta::assert_snapshot!("fleet_json", doc);
+}
+
+/// Hostile node labels, users, comms and owners: escaped and cut in
+/// text, whole in JSON; no ssh command for a host that is no safe word.
+#[test]
+fn evil_names_fleet() {
+    let (text, quiet, doc) = fleet_text_quiet_json(&evil_fleet());
+    insta::assert_snapshot!("evil_fleet", folded(&text));
+    insta::assert_snapshot!("evil_fleet_quiet", folded(&quiet));
+    insta::assert_snapshot!("evil_fleet_json", folded(&doc));
 }

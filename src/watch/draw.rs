@@ -62,13 +62,8 @@ fn bar(
 }
 
 pub(super) fn age(s: &Snapshot, p: &Process) -> String {
-    match s.age_seconds(p) {
-        Some(a) if a >= 86400 => format!("{}d{}h", a / 86400, a % 86400 / 3600),
-        Some(a) if a >= 3600 => format!("{}h{}m", a / 3600, a % 3600 / 60),
-        Some(a) if a >= 60 => format!("{}m{}s", a / 60, a % 60),
-        Some(a) => format!("{a}s"),
-        None => "?".into(),
-    }
+    s.age_seconds(p)
+        .map_or("?".into(), |a| crate::units::span(a as f64))
 }
 
 pub(super) fn draw(f: &mut Frame<'_>, app: &mut App) {

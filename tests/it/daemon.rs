@@ -1,8 +1,12 @@
 //! Daemons a test starts and waits for (Prometheus, node_exporter, `gpufree
 //! serve` beside them): each writes to a log file, which says where it
 //! listens and is shown when a wait fails; killed and reaped when dropped,
-//! so none outlives its test.
+//! so none outlives its test. And what the tests of serve, Prometheus and
+//! fleet share: `serve` on a simulated node, a `prometheus` scraping them,
+//! its HTTP API (`get`, `query`).
 
+use crate::harness::{bin, bpf_cache, sim_lib, skip_off_ci, TestDir};
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -78,4 +82,112 @@ pub fn until<T>(what: &str, secs: u64, logs: &[&Daemon], mut f: impl FnMut() -> 
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A file of this repository.
+pub fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// Whether `tool` runs here; under CI it must (`.ci/run` installs it).
+pub fn have(tool: &str, package: &str) -> bool {
+    let found = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        skip_off_ci(package, &format!("{tool} is not installed"));
+    }
+    found
+}
+
+/// A GET's body when it answers 200 within 5 s.
+pub fn get(url: &str, query: &[(&str, &str)]) -> Option<String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let mut req = agent.get(url);
+    for (k, v) in query {
+        req = req.query(*k, *v);
+    }
+    let mut res = req.call().ok()?;
+    (res.status() == 200).then(|| res.body_mut().read_to_string().ok())?
+}
+
+/// The result vector of an instant query to the Prometheus at `base`, as
+/// (labels, value).
+pub fn query(base: &str, q: &str) -> Option<Vec<(Value, f64)>> {
+    let doc: Value =
+        serde_json::from_str(&get(&format!("{base}/api/v1/query"), &[("query", q)])?).ok()?;
+    doc["data"]["result"]
+        .as_array()?
+        .iter()
+        .map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
+        .collect()
+}
+
+/// `gpufree serve` on 127.0.0.1 (a port of its choosing) for the
+/// simulated node `d` in the simulator state `state`, a snapshot every
+/// `interval`; and where it listens (`127.0.0.1:PORT`, read from its log).
+pub fn serve(
+    name: &str,
+    d: &TestDir,
+    state: &Path,
+    interval: &str,
+    extra: &[&str],
+) -> (Daemon, String) {
+    let mut cmd = Command::new(bin());
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
+        .arg("--dev-dir")
+        .arg(&d.dev)
+        .arg("--nvml-lib")
+        .arg(sim_lib())
+        .args(extra)
+        .env("GPUFREE_SIM_STATE", state)
+        .env("GPUFREE_BPF_CACHE", bpf_cache());
+    let daemon = Daemon::start(name, &mut cmd, d.tmp.path());
+    let addr = daemon.read_log("serve says where it listens", 10, |log| {
+        let url = log.split_whitespace().find(|w| w.starts_with("http://"))?;
+        Some(
+            url.trim_start_matches("http://")
+                .trim_end_matches("/metrics")
+                .to_string(),
+        )
+    });
+    (daemon, addr)
+}
+
+/// A Prometheus (its own storage under `dir`, 1 s scrapes and rule
+/// evaluations, the rule files `rules`) scraping `targets` as the job
+/// `gpufree`, each with its target labels; its base URL.
+pub fn prometheus(dir: &Path, targets: &[(&str, Value)], rules: &[PathBuf]) -> (Daemon, String) {
+    let static_configs: Vec<Value> = targets
+        .iter()
+        .map(|(t, labels)| json!({"targets": [t], "labels": labels}))
+        .collect();
+    let config = json!({
+        "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
+        "rule_files": rules,
+        "scrape_configs": [{"job_name": "gpufree", "static_configs": static_configs}],
+    });
+    // JSON is YAML (a label's control characters as \u escapes).
+    let file = dir.join("prometheus.yml");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let daemon = Daemon::start(
+        "prometheus",
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg("--web.listen-address=127.0.0.1:0"),
+        dir,
+    );
+    let base = format!("http://{}", daemon.listening());
+    (daemon, base)
 }

@@ -1,17 +1,17 @@
 //! `gpufree fleet` against a real Prometheus (Debian's `prometheus`, its
-//! own storage in a temporary directory, on 127.0.0.1) scraping three real
+//! own storage in a temporary directory, on 127.0.0.1) scraping real
 //! `gpufree serve` instances on simulated hosts, one of them with a real
 //! leftover holder: the view finds exactly that node and that PID, says
-//! nothing of the others, calls the fleet free once the holder is gone,
-//! and calls a node stale when its target is down or its snapshot old.
-//! Without Prometheus: an unreachable URL ends within `--timeout`.
+//! nothing of the others and calls the fleet free once the holder is
+//! gone; it calls a node stale when its snapshot is old or its target
+//! down; a selector Prometheus cannot parse is a usage error. Without
+//! Prometheus: an unreachable URL ends within `--timeout`.
 
-use crate::daemon::Daemon;
+use crate::daemon::{have, prometheus, query, serve, Daemon};
 use crate::harness::*;
 use gpufree::demo::holder::HoldSpec;
 use serde_json::{json, Value};
 use std::net::TcpListener;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A simulated host: its device directory, its state, its serve.
@@ -45,21 +45,8 @@ impl Node {
     /// Served on 127.0.0.1 (a port of its choosing), a snapshot every
     /// `interval`.
     fn serve(mut self, interval: &str) -> Node {
-        let mut cmd = Command::new(bin());
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
-            .arg("--dev-dir")
-            .arg(&self.dir.dev)
-            .arg("--nvml-lib")
-            .arg(sim_lib())
-            .env("GPUFREE_SIM_STATE", self.dir.tmp.path().join("state.json"))
-            .env("GPUFREE_BPF_CACHE", bpf_cache());
-        let daemon = Daemon::start("serve", &mut cmd, self.dir.tmp.path());
-        let addr = daemon.read_log("serve says where it listens", 10, |log| {
-            let url = log.split_whitespace().find(|w| w.starts_with("http://"))?;
-            let url = url.trim_start_matches("http://");
-            Some(url.trim_end_matches("/metrics").to_string())
-        });
-        self.serve = Some((daemon, addr));
+        let state = self.dir.tmp.path().join("state.json");
+        self.serve = Some(serve("serve", &self.dir, &state, interval, &[]));
         self
     }
 
@@ -82,62 +69,27 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(targets: &[(&str, &str)]) -> Option<Prometheus> {
-        if Command::new("prometheus")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            skip_off_ci("prometheus (Debian's package)", &"not installed");
+        if !have("prometheus", "prometheus (Debian's package)") {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let static_configs: Vec<Value> = targets
+        let labelled: Vec<(&str, Value)> = targets
             .iter()
-            .map(|(t, node)| json!({"targets": [t], "labels": {"node": node}}))
+            .map(|(t, node)| (*t, json!({ "node": node })))
             .collect();
-        let config = json!({
-            "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
-            "scrape_configs": [{"job_name": "gpufree", "static_configs": static_configs}],
-        });
-        // JSON is YAML (a label's control characters as \u escapes).
-        let file = dir.path().join("prometheus.yml");
-        std::fs::write(&file, config.to_string()).unwrap();
-        let daemon = Daemon::start(
-            "prometheus",
-            Command::new("prometheus")
-                .arg(format!("--config.file={}", file.display()))
-                .arg(format!(
-                    "--storage.tsdb.path={}",
-                    dir.path().join("data").display()
-                ))
-                .arg("--web.listen-address=127.0.0.1:0"),
-            dir.path(),
-        );
-        let url = format!("http://{}", daemon.listening());
+        let (daemon, url) = prometheus(dir.path(), &labelled, &[]);
         let p = Prometheus {
             url,
             daemon,
             _dir: dir,
         };
         // Every target scraped with its gpufree series.
-        let want = targets.len().to_string();
+        let want = targets.len() as f64;
         let q = "count(count by (instance) (gpufree_gpu_verdict))";
         p.until("Prometheus scrapes every target", 60, || {
-            p.scalar(q).as_deref() == Some(&want)
+            query(&p.url, q).and_then(|v| v.first().map(|(_, n)| *n)) == Some(want)
         });
         Some(p)
-    }
-
-    /// The value of a query that answers one sample.
-    fn scalar(&self, q: &str) -> Option<String> {
-        let mut res = ureq::get(format!("{}/api/v1/query", self.url))
-            .query("query", q)
-            .call()
-            .ok()?;
-        let doc: Value = serde_json::from_str(&res.body_mut().read_to_string().ok()?).ok()?;
-        doc["data"]["result"][0]["value"][1]
-            .as_str()
-            .map(str::to_string)
     }
 
     fn fleet(&self, extra: &[&str]) -> Run {
@@ -155,6 +107,11 @@ impl Prometheus {
 
 /// The hostile `node` label of the busy host.
 const HOSTILE: &str = "gpu-a\x1b[31m\u{202e}evil";
+
+/// Fresh data and a short history (the look back steps by 5s and 1s).
+const FRESH: [&str; 4] = ["--max-age", "1h", "--history", "2m"];
+/// The same, as JSON.
+const FRESH_JSON: [&str; 5] = ["--max-age", "1h", "--history", "2m", "--json"];
 
 #[test]
 fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_free() {
@@ -174,35 +131,28 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     let a = a.serve("200ms");
     let served = Instant::now();
     let b = Node::new(2).serve("200ms");
-    // A host whose snapshot is taken once: its data ages.
-    let c = Node::new(1).serve("10m");
-    let (a_addr, b_addr, c_addr) = (a.addr(), b.addr(), c.addr());
-    let Some(prom) =
-        Prometheus::start(&[(&a_addr, HOSTILE), (&b_addr, "gpu-b"), (&c_addr, "gpu-c")])
-    else {
+    let (a_addr, b_addr) = (a.addr(), b.addr());
+    let Some(prom) = Prometheus::start(&[(&a_addr, HOSTILE), (&b_addr, "gpu-b")]) else {
         return;
     };
-    // A short history: the look back steps by 5s and 1s.
-    let fresh = ["--max-age", "1h", "--history", "2m"];
     // The holder's series has been scraped for a few seconds: the look
     // back says so.
     prom.until("the holder held for 3s", 30, || {
-        let doc = prom.fleet(&["--json", "--max-age", "1h", "--history", "2m"]);
-        doc.json()["nodes"][0]["holders"][0]["held_seconds"]
+        prom.fleet(&FRESH_JSON).json()["nodes"][0]["holders"][0]["held_seconds"]
             .as_f64()
             .is_some_and(|s| s >= 3.0)
     });
 
     // Text: that node, that PID, the command to run there.
-    let r = prom.fleet(&fresh);
+    let r = prom.fleet(&FRESH);
     assert_eq!(r.code, 1, "{r:?}");
     let text = &r.stdout;
     assert!(
-        text.starts_with("1 of 3 nodes have GPUs that are not free"),
+        text.starts_with("1 of 2 nodes have GPUs that are not free"),
         "{text}"
     );
     assert!(
-        text.contains(&format!("\n{}  busy  4,096 MiB held for ", a_addr)),
+        text.contains(&format!("\n{a_addr}  busy  4,096 MiB held for ")),
         "{text}"
     );
     assert!(text.contains(&format!("PID {pid}  ")), "{text}");
@@ -214,16 +164,12 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
         text.contains("next: ssh 127.0.0.1 gpufree why --gpu 0\n"),
         "{text}"
     );
-    for other in [&b_addr, &c_addr] {
-        assert!(!text.contains(other.as_str()), "{other} is free: {text}");
-    }
+    assert!(!text.contains(b_addr.as_str()), "B is free: {text}");
 
     // JSON: the same, as values.
-    let doc = prom
-        .fleet(&["--json", "--max-age", "1h", "--history", "2m"])
-        .json();
-    assert_eq!(doc["nodes_seen"], 3, "{doc}");
-    assert_eq!(doc["nodes_free"], 2, "{doc}");
+    let doc = prom.fleet(&FRESH_JSON).json();
+    assert_eq!(doc["nodes_seen"], 2, "{doc}");
+    assert_eq!(doc["nodes_free"], 1, "{doc}");
     assert_eq!(doc["stale"].as_array().unwrap().len(), 0, "{doc}");
     let nodes = doc["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 1, "{doc}");
@@ -261,12 +207,12 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     // job (as `check` counts one): then `--leftovers` lists it too.
     let leftover = matches!(p["owner"]["kind"].as_str(), Some("none" | "session"));
     assert_eq!(h[0]["leftover"], leftover);
-    let r = prom.fleet(&["--leftovers", "--max-age", "1h"]);
+    let r = prom.fleet(&[&FRESH[..], &["--leftovers"]].concat());
     assert_eq!(r.code, if leftover { 1 } else { 0 }, "{r:?}");
     assert_eq!(r.stdout.contains(&a_addr), leftover, "{}", r.stdout);
 
     // A hostile node label: escaped in text, whole in JSON, no command.
-    let r = prom.fleet(&["--node-label", "node", "--max-age", "1h"]);
+    let r = prom.fleet(&[&FRESH[..], &["--node-label", "node"]].concat());
     assert_eq!(r.code, 1, "{r:?}");
     assert!(
         !r.stdout.contains('\x1b') && !r.stdout.contains('\u{202e}'),
@@ -283,13 +229,75 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
         "{}",
         r.stdout
     );
-    let doc = prom.fleet(&["--node-label", "node", "--json", "--max-age", "1h"]);
+    let doc = prom.fleet(&[&FRESH_JSON[..], &["--node-label", "node"]].concat());
     assert!(!doc.stdout.contains('\x1b') && !doc.stdout.contains('\u{202e}'));
     let doc = doc.json();
     assert_eq!(doc["nodes"][0]["node"], HOSTILE);
     assert_eq!(doc["nodes"][0]["command"], Value::Null);
 
-    // A selector Prometheus cannot parse: a usage error naming the flag.
+    // The holder ends: its memory goes, and the fleet is free.
+    drop(holder);
+    prom.until("the fleet is free", 20, || prom.fleet(&FRESH).code == 0);
+    let r = prom.fleet(&FRESH);
+    assert_eq!(
+        r.stdout.trim(),
+        format!(
+            "All 2 nodes' GPUs are free (Prometheus {}, {{job=\"gpufree\"}}).",
+            prom.url
+        )
+    );
+}
+
+#[test]
+fn fleet_calls_a_node_stale_when_its_snapshot_ages_then_down_when_its_target_stops() {
+    let b = Node::new(1).serve("200ms");
+    // A host whose snapshot is taken once: its data ages.
+    let c = Node::new(1).serve("10m");
+    let (b_addr, c_addr) = (b.addr(), c.addr());
+    let Some(prom) = Prometheus::start(&[(&b_addr, "gpu-b"), (&c_addr, "gpu-c")]) else {
+        return;
+    };
+    // Past --max-age, C is stale: nothing busy, so unknown (3).
+    let old = ["--max-age", "4s", "--json"];
+    prom.until("C's snapshot is 4s old", 20, || {
+        prom.fleet(&old).json()["stale"][0]["node"] == c_addr.as_str()
+    });
+    let r = prom.fleet(&old);
+    assert_eq!(r.code, 3, "{r:?}");
+    let stale = r.json()["stale"].clone();
+    assert_eq!(stale.as_array().unwrap().len(), 1, "{stale}");
+    assert_eq!(stale[0]["reason"], "old", "{stale}");
+    assert!(stale[0]["age_seconds"].as_f64().unwrap() > 4.0, "{stale}");
+    assert!(
+        (stale[0]["why"].as_str().unwrap()).ends_with(" old, over --max-age 4s"),
+        "{stale}"
+    );
+    let r = prom.fleet(&["--max-age", "4s"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stdout.contains(&format!("  {c_addr} (")), "{}", r.stdout);
+
+    // B's exporter stops: its target is down, so the fleet is unknown.
+    drop(b);
+    prom.until("B is down", 20, || {
+        let doc = prom.fleet(&FRESH_JSON);
+        let down = (doc.json()["stale"].as_array().into_iter().flatten())
+            .any(|s| s["node"] == b_addr.as_str() && s["reason"] == "down");
+        doc.code == 3 && down
+    });
+    let r = prom.fleet(&FRESH);
+    assert!(
+        r.stdout.contains("its target is down (up is 0)"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn fleet_with_a_selector_prometheus_cannot_parse_is_a_usage_error() {
+    let b = Node::new(1).serve("200ms");
+    let Some(prom) = Prometheus::start(&[(&b.addr(), "gpu-b")]) else {
+        return;
+    };
     let r = prom.fleet(&["--selector", "job=~\"(\""]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
@@ -297,52 +305,6 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
         "{}",
         r.stderr
     );
-
-    // C's snapshot is taken once: past --max-age it is stale. A busy
-    // node outranks a stale one (as in `check`): exit 1, with C said.
-    let stale_c = ["--max-age", "4s", "--json"];
-    prom.until("C's snapshot is 4s old", 20, || {
-        prom.fleet(&stale_c).json()["stale"][0]["node"] == c_addr.as_str()
-    });
-    let r = prom.fleet(&stale_c);
-    assert_eq!(r.code, 1, "{r:?}");
-    let stale = r.json()["stale"].clone();
-    assert_eq!(stale.as_array().unwrap().len(), 1, "{stale}");
-    assert!(
-        stale[0]["why"]
-            .as_str()
-            .unwrap()
-            .contains("over --max-age 4s"),
-        "{stale}"
-    );
-
-    // The holder ends: its memory goes, and the fleet is free.
-    drop(holder);
-    prom.until("the fleet is free", 20, || prom.fleet(&fresh).code == 0);
-    let r = prom.fleet(&fresh);
-    assert_eq!(
-        r.stdout.trim(),
-        format!(
-            "All 3 nodes' GPUs are free (Prometheus {}, {{job=\"gpufree\"}}).",
-            prom.url
-        )
-    );
-
-    // Nothing busy, C stale: unknown (3).
-    let r = prom.fleet(&["--max-age", "4s"]);
-    assert_eq!(r.code, 3, "{r:?}");
-    assert!(
-        r.stdout.contains(&format!("  {} (", c_addr)),
-        "{}",
-        r.stdout
-    );
-
-    // B's exporter stops: its target is down, so the fleet is unknown.
-    drop(b);
-    prom.until("B is down", 20, || {
-        let r = prom.fleet(&fresh);
-        r.code == 3 && r.stdout.contains("its target is down (up is 0)")
-    });
 }
 
 #[test]
@@ -364,9 +326,13 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     );
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
 
-    // Nothing listens (port 0 is no one's): refused at once.
+    // Nothing listens (port 0 is no one's): refused at once, long
+    // before the default --timeout (10s).
+    let started = Instant::now();
     let r = gpufree(&["fleet", "--prometheus", "http://127.0.0.1:0"], &[]);
+    let took = started.elapsed();
     assert_eq!(r.code, 3, "{r:?}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
     assert!(r.stderr.contains("unreachable"), "{}", r.stderr);
 
     // A server whose answer never ends (JSON's whitespace, without end):

@@ -5,54 +5,17 @@
 //! only the node with a leftover alerts, and `gpufree metrics --output`
 //! read by node_exporter's textfile collector.
 
-use crate::daemon::{until, Daemon};
+use crate::daemon::{get, have, prometheus, query, repo, serve, until, Daemon};
 use crate::harness::*;
 use gpufree::demo::holder::{ChildSpec, HoldSpec};
 use gpufree::model::{FindingKind, OwnerKind, VerdictState};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const RULES: &str = "contrib/prometheus/gpufree.rules.yml";
 const RULE_TESTS: &str = "contrib/prometheus/gpufree.rules.test.yml";
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-/// Whether `tool` runs here; under CI it must (`.ci/run` installs it).
-fn have(tool: &str, package: &str) -> bool {
-    let found = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        skip_off_ci(package, &format!("{tool} is not installed"));
-    }
-    found
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .into()
-}
-
-/// A GET's body when it answers 200.
-fn get(url: &str, query: &[(&str, &str)]) -> Option<String> {
-    let mut req = agent().get(url);
-    for (k, v) in query {
-        req = req.query(*k, *v);
-    }
-    let mut res = req.call().ok()?;
-    (res.status() == 200).then(|| res.body_mut().read_to_string().ok())?
-}
 
 #[test]
 fn promtool_accepts_the_rules_and_their_unit_tests_pass() {
@@ -243,29 +206,6 @@ fn the_prometheus_rule_for_kubernetes_has_the_plain_rule_files_groups() {
     );
 }
 
-/// `gpufree serve` on 127.0.0.1 (a port of its choosing) for one node.
-fn serve(name: &str, d: &TestDir, state: &Path, extra: &[&str]) -> (Daemon, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
-        .arg("--dev-dir")
-        .arg(&d.dev)
-        .arg("--nvml-lib")
-        .arg(sim_lib())
-        .args(extra)
-        .env("GPUFREE_SIM_STATE", state)
-        .env("GPUFREE_BPF_CACHE", bpf_cache());
-    let daemon = Daemon::start(name, &mut cmd, d.tmp.path());
-    let addr = daemon.read_log("serve says where it listens", 10, |log| {
-        let url = log.split_whitespace().find(|w| w.starts_with("http://"))?;
-        Some(
-            url.trim_start_matches("http://")
-                .trim_end_matches("/metrics")
-                .to_string(),
-        )
-    });
-    (daemon, addr)
-}
-
 /// A holder of `node` whose parent exited at once (an orphan, where the
 /// reaper is init), with a pidfd: it is no longer the test's child, and is
 /// killed through that reference to it when dropped.
@@ -316,49 +256,6 @@ impl Drop for Leftover {
     fn drop(&mut self) {
         let _ = rustix::process::pidfd_send_signal(&self.pidfd, rustix::process::Signal::KILL);
     }
-}
-
-/// A Prometheus (its own storage, 1 s scrapes and rule evaluations, the
-/// shipped rule file) scraping `targets` as the job `gpufree`, each with
-/// its target labels (`node`, as contrib/k8s/servicemonitor.yaml sets it);
-/// its base URL.
-fn prometheus(dir: &Path, targets: &[(&str, Value)]) -> (Daemon, String) {
-    let static_configs: Vec<Value> = targets
-        .iter()
-        .map(|(t, labels)| json!({"targets": [t], "labels": labels}))
-        .collect();
-    let config = json!({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [repo(RULES)],
-        "scrape_configs": [{"job_name": "gpufree", "static_configs": static_configs}],
-    });
-    // JSON is YAML.
-    let file = dir.join("prometheus.yml");
-    std::fs::write(&file, config.to_string()).unwrap();
-    let daemon = Daemon::start(
-        "prometheus",
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", file.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg("--web.listen-address=127.0.0.1:0"),
-        dir,
-    );
-    let base = format!("http://{}", daemon.listening());
-    (daemon, base)
-}
-
-/// The result vector of an instant query, as (labels, value).
-fn query(base: &str, q: &str) -> Option<Vec<(Value, f64)>> {
-    let doc: Value =
-        serde_json::from_str(&get(&format!("{base}/api/v1/query"), &[("query", q)])?).ok()?;
-    doc["data"]["result"]
-        .as_array()?
-        .iter()
-        .map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
-        .collect()
 }
 
 /// When the alerts' group was last evaluated, as Prometheus says it.
@@ -421,14 +318,15 @@ fn a_real_prometheus_alerts_on_the_node_with_a_leftover_and_nowhere_else() {
     let c = TestDir::new(2);
     let state_c = c.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
 
-    let (serve_a, node_a) = serve("serve-a", &a, &state_a, &[]);
+    let (serve_a, node_a) = serve("serve-a", &a, &state_a, "200ms", &[]);
     let (serve_b, node_b) = serve(
         "serve-b",
         &b,
         &state_b,
+        "200ms",
         &["--proc-root", fake.root.to_str().unwrap()],
     );
-    let (serve_c, node_c) = serve("serve-c", &c, &state_c, &[]);
+    let (serve_c, node_c) = serve("serve-c", &c, &state_c, "200ms", &[]);
     let scratch = tempfile::tempdir().unwrap();
     // Node A is scraped as on Kubernetes, its name in `node` (its
     // `instance` would be a pod's IP there): the alert names it so.
@@ -439,6 +337,7 @@ fn a_real_prometheus_alerts_on_the_node_with_a_leftover_and_nowhere_else() {
             (&node_b, json!({})),
             (&node_c, json!({})),
         ],
+        &[repo(RULES)],
     );
     let logs = [&prom, &serve_a, &serve_b, &serve_c];
     until("Prometheus ready", 30, &logs, || {

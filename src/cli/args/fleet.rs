@@ -1,6 +1,7 @@
 //! The options of `gpufree fleet`.
 
-use super::*;
+use super::duration_at_least;
+use clap::Args;
 
 /// `gpufree fleet` flags.
 #[derive(Debug, Args)]
@@ -35,7 +36,7 @@ pub struct FleetArgs {
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = fleet_timeout)]
     pub timeout: std::time::Duration,
     /// List only nodes with a leftover holder (owned by no unit,
-    /// container, pod or job), or a GPU whose verdict is unknown.
+    /// container, pod or job), or with a GPU whose verdict is unknown.
     #[arg(long)]
     pub leftovers: bool,
 }
