@@ -489,7 +489,7 @@ esac
 fn health_check(h: &Host, bin: &Path) -> Run {
     run_cmd(
         std::process::Command::new("bash")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/slurm/healthcheck.sh"))
+            .arg(repo("contrib/slurm/healthcheck.sh"))
             .env_clear()
             .env("SCONTROL", bin.join("scontrol"))
             .env("GPUFREE", crate::harness::bin())
@@ -586,7 +586,7 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
 fn nhc_check_fails_the_node_with_the_reason_and_npd_s_config_runs_the_check() {
     let h = Host::new(gpu(&[(100, 8)], 0));
     h.holder(100, "0::/user.slice\n", 'S');
-    let nhc = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/nhc/gpufree.nhc");
+    let nhc = repo("contrib/nhc/gpufree.nhc");
     let script = format!(
         "die() {{ echo \"DIE $1 $2\"; }}; log() {{ echo \"LOG $*\"; }}; source '{}'; check_gpufree; echo \"rc=$?\"",
         nhc.display()
@@ -608,10 +608,7 @@ fn nhc_check_fails_the_node_with_the_reason_and_npd_s_config_runs_the_check() {
     );
 
     let config: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/k8s/npd-gpufree-monitor.json"),
-        )
-        .unwrap(),
+        &std::fs::read_to_string(repo("contrib/k8s/npd-gpufree-monitor.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(config["plugin"], "custom");

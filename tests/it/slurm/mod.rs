@@ -55,10 +55,9 @@ fn ready_pids(out: &str, label: &str) -> Vec<u32> {
 fn under_slurmstepd(pid: u32) -> bool {
     let mut p = pid;
     while p > 1 {
-        let Ok(stat) = std::fs::read(format!("/proc/{p}/stat")) else {
+        let Some(s) = stat(p) else {
             return false;
         };
-        let s = gpufree::proc::parse::parse_stat(&stat).unwrap();
         if s.comm == "slurmstepd" {
             return true;
         }

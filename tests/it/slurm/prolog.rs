@@ -73,7 +73,6 @@ fn slurm_prolog_timeout_requeues_the_job_held_and_drains_with_gpufree_s_reason()
     let show = c.show_job(job);
     let why = field(&show, "Reason").unwrap();
     assert!(why.contains("held"), "{show}");
-    // Slurm writes the prolog's failure into the job's output.
     let out = c.output("refused");
     assert!(!out.contains("started"), "the job never started: {out}");
     let reason = c.reason().unwrap();
