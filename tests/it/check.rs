@@ -580,6 +580,17 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     assert_eq!(calls(&log), [vec!["show", "node", "n1"]]);
     assert!(!h.d.tmp.path().join("drained").exists());
     assert!(r.stderr.contains("not taking it over"), "{}", r.stderr);
+    // A node that cannot be read is never drained blindly (it could be an
+    // admin's drain that gpufree would replace): no update, no mark.
+    let r = health_check(&h, Path::new("/nonexistent"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("cannot read node n1, not drained by gpufree"),
+        "{}",
+        r.stderr
+    );
+    assert!(!h.d.tmp.path().join("drained").exists());
 }
 
 #[test]
