@@ -1,30 +1,28 @@
 #!/bin/bash
-# Slurm HealthCheckProgram (slurm.conf: HealthCheckProgram=/etc/slurm/gpufree-healthcheck.sh,
-# HealthCheckInterval=300). slurmd runs it as root with no PATH: it sets
-# its own, /usr/local's and the system's bin directories, where gpufree and
-# scontrol are found unless GPUFREE and SCONTROL name them. Slurm does not
-# drain on a health check's exit code, so this script drains the node itself when `gpufree check` finds
-# what would break the next job (leftover memory, a leak past its grace
-# period, a stuck holder, NVML down), with gpufree's reason; and resumes a
-# node it drained once the GPUs are fine again (never one drained by
-# anyone else). An unknown verdict is logged, never drained on. Extra
-# arguments go to `gpufree check` (e.g. --ignore leftover).
+# Slurm HealthCheckProgram (slurm.conf:
+# HealthCheckProgram=/usr/share/gpufree/slurm/healthcheck.sh,
+# HealthCheckInterval=300). slurmd runs it as root with no PATH (common.sh,
+# beside it, sets one and drains). Slurm does not drain on a health
+# check's exit code, so this script drains the node itself when `gpufree
+# check` finds what would break the next job (leftover memory, a leak past
+# its grace period, a stuck holder, NVML down), with gpufree's reason; and
+# resumes a node it drained once the GPUs are fine again (never one
+# drained by anyone else). An unknown verdict is logged, never drained on.
+# Extra arguments go to `gpufree check` (e.g. --ignore leftover).
 set -u
-# slurmd gives it no PATH, and bash's own default ends in `.`: a fixed one.
-PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-GPUFREE=${GPUFREE:-gpufree}
-SCONTROL=${SCONTROL:-scontrol}
-NODE=${GPUFREE_NODE:-$(hostname -s)}
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$(dirname "$(readlink -f "$0")")/common.sh" || exit 1
 MARK=${GPUFREE_DRAIN_MARK:-/run/gpufree/drained}
 
 reason=$("$GPUFREE" check --format slurm "$@")
 code=$?
 case $code in
 0)
-    # Resume only a node this script drained, whose reason is still ours.
-    if [ -e "$MARK" ]; then
-        if "$SCONTROL" show node "$NODE" | grep -q 'Reason=gpufree:'; then
-            "$SCONTROL" update nodename="$NODE" state=resume
+    # Resume only a node this script drained, whose reason is still ours;
+    # where the node cannot be read, the next run decides.
+    if [ -e "$MARK" ] && current=$("$SCONTROL" show node "$NODE" 2>&1); then
+        if grep -q 'Reason=gpufree:' <<<"$current"; then
+            "$SCONTROL" update nodename="$NODE" state=resume || exit 0
         fi
         rm -f "$MARK"
     fi
@@ -32,19 +30,12 @@ case $code in
 1)
     # A node already drained or down for another reason stays the
     # admin's: gpufree neither takes it over nor later resumes it.
-    current=$("$SCONTROL" show node "$NODE")
-    if echo "$current" | grep -Eq 'State=[^ ]*(DRAIN|DOWN|FAIL)' &&
-        ! echo "$current" | grep -q 'Reason=gpufree:'; then
-        echo "gpufree healthcheck: $NODE is already drained or down for another reason; not taking it over: $reason" >&2
-    else
-        "$SCONTROL" update nodename="$NODE" state=drain reason="$reason" &&
-            mkdir -p "$(dirname "$MARK")" && : >"$MARK"
-    fi
+    drain "$reason" && mkdir -p "$(dirname "$MARK")" && : >"$MARK"
     ;;
 *)
     # 2: a warning, 3: the check could not decide; neither drains nor
     # resumes.
-    echo "gpufree healthcheck: neither drained nor resumed ($code): $reason" >&2
+    say "neither drained nor resumed ($code): $reason"
     ;;
 esac
 exit 0

@@ -1,12 +1,11 @@
 #!/bin/bash
 # Slurm UnkillableStepProgram (slurm.conf:
-# UnkillableStepProgram=/etc/slurm/gpufree-unkillable.sh, with
+# UnkillableStepProgram=/usr/share/gpufree/slurm/unkillable.sh, with
 # UnkillableStepTimeout). slurmstepd runs it as root, with no PATH and only
 # SLURM_JOB_ID and SLURM_STEP_ID set, when a step's processes outlived
 # SIGKILL for UnkillableStepTimeout seconds (a process in D state in the GPU
-# driver, on a hung file system); gpufree and scontrol are found in
-# /usr/local's and the system's bin directories unless GPUFREE and SCONTROL
-# name them. It records gpufree's diagnosis of the node's GPUs as the drain
+# driver, on a hung file system); common.sh, beside it, sets a PATH and
+# drains. It records gpufree's diagnosis of the node's GPUs as the drain
 # Reason, and logs the full check on stderr.
 #
 # slurmstepd drains the node itself right after this program returns, with
@@ -19,31 +18,20 @@
 # alone, and so is a Reason anyone else sets meanwhile. When gpufree finds
 # nothing wrong with the GPUs, Slurm's own Reason stands.
 set -u
-# slurmd gives it no PATH, and bash's own default ends in `.`: a fixed one.
-PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-GPUFREE=${GPUFREE:-gpufree}
-SCONTROL=${SCONTROL:-scontrol}
-NODE=${GPUFREE_NODE:-$(hostname -s)}
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$(dirname "$(readlink -f "$0")")/common.sh" || exit 0
 WATCH=${GPUFREE_UNKILLABLE_WATCH:-60}
 
 # The whole node: slurmstepd does not say which GPUs the step had.
 out=$("$GPUFREE" check --format slurm --grace 0 2>&1)
 code=$?
 reason=${out%%$'\n'*}
-echo "gpufree unkillable: job ${SLURM_JOB_ID:-?} step ${SLURM_STEP_ID:-?} on $NODE ($code): $reason" >&2
+say "job ${SLURM_JOB_ID:-?} step ${SLURM_STEP_ID:-?} on $NODE ($code): $reason"
 # Nothing wrong on the GPUs, or no verdict line: Slurm's reason stands.
 case "$reason" in gpufree:*) [ "$code" -ne 0 ] || exit 0 ;; *) exit 0 ;; esac
 
-current=$("$SCONTROL" show node "$NODE" 2>&1) || {
-    echo "gpufree unkillable: cannot read node $NODE: $current" >&2
-    exit 0
-}
-if echo "$current" | grep -Eq 'State=[^ ]*(DRAIN|DOWN|FAIL)' &&
-    ! echo "$current" | grep -q 'Reason=gpufree:'; then
-    echo "gpufree unkillable: $NODE is already drained or down for another reason; keeping it" >&2
-    exit 0
-fi
-"$SCONTROL" update nodename="$NODE" state=drain reason="$reason"
+# Not drained (an admin's drain, or the node unreadable): no watcher.
+drain "$reason" || exit 0
 
 # Put gpufree's reason back once slurmstepd's own has replaced it.
 (

@@ -149,6 +149,7 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
     let pattern = match &cli.command {
         Some(Command::Why {
             pattern: Some(text),
+            ..
         }) => Some((text.clone(), regex_flag("--pattern", text)?)),
         _ => None,
     };

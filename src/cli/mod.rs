@@ -136,7 +136,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
     let paint = Paint::for_stdout(s.common.no_color);
     match cli.command.unwrap_or(Command::Status) {
         Command::Status => show::status(s, &paint),
-        Command::Why { .. } => show::why(s, &paint),
+        Command::Why { format, .. } => show::why(s, format, &paint),
         Command::Kill(args) => act::run_kill(s, &args, &paint),
         Command::Wait(args) => act::run_wait(s, &args, &paint),
         Command::Check(args) => check::run_check(s, &args),

@@ -2,6 +2,7 @@
 //! `metrics`.
 
 use super::*;
+use crate::cli::args::WhyFormat;
 use crate::model::ViewCommand;
 
 /// `gpufree status`: the table, or the JSON document.
@@ -16,10 +17,11 @@ pub(super) fn status(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {
     Ok(Outcome::Done)
 }
 
-/// `gpufree why [--pattern REGEX]`: the findings; the outcome is the
+/// `gpufree why [--pattern REGEX] [--format slurm]`: the findings; the outcome is the
 /// verdict's.
-pub(super) fn why(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {
-    if s.pattern.is_none() {
+pub(super) fn why(s: &Settings, format: WhyFormat, paint: &Paint) -> Result<Outcome, Error> {
+    // The view answers in a person's words or JSON, never Slurm's line.
+    if s.pattern.is_none() && format == WhyFormat::Text {
         if let Some(answered) = super::view::ask(s, ViewCommand::Why, paint) {
             return answered;
         }
@@ -29,8 +31,12 @@ pub(super) fn why(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {
     let snap = take_selected(s, &crate::diagnose::Options { pattern })?;
     let outcome = verdict_outcome(snap.verdict.state);
     let mut out = Guard::new(std::io::stdout().lock(), paint.color);
-    let written =
-        crate::present::write_why_command(&mut out, &snap, common.json, common.quiet, paint);
+    let written = match format {
+        WhyFormat::Slurm => crate::present::why::write_slurm(&mut out, &snap),
+        WhyFormat::Text => {
+            crate::present::write_why_command(&mut out, &snap, common.json, common.quiet, paint)
+        }
+    };
     shown(written.and_then(|()| out.flush()), outcome)
 }
 

@@ -57,7 +57,7 @@ pub fn write<W: Write>(
     let head = headline(o, s);
     match format {
         Format::Npd => writeln!(w, "{}", fit_bytes(&head, NPD_MAX)),
-        Format::Slurm => writeln!(w, "{}", fit_bytes(&format!("gpufree: {head}"), SLURM_MAX)),
+        Format::Slurm => writeln!(w, "{}", slurm_reason(&head)),
         Format::Nagios => {
             // '|' starts the performance data: never in the text.
             let text = fit(&head, 400).replace('|', "/");
@@ -109,6 +109,12 @@ fn problems<S: serde::Serializer>(ps: &[(&Problem, String)], s: S) -> Result<S::
         .map(|(problem, message)| One { problem, message })
         .collect();
     all.serialize(s)
+}
+
+/// A drain reason for Slurm: `gpufree: ` and `text`, escaped and cut to
+/// [`SLURM_MAX`] bytes (`check --format slurm`, `why --format slurm`).
+pub fn slurm_reason(text: &str) -> String {
+    fit_bytes(&format!("gpufree: {text}"), SLURM_MAX)
 }
 
 /// `s` escaped and cut to at most `max` bytes (what NPD's

@@ -154,6 +154,29 @@ fn seed_incident_why() {
     insta::assert_snapshot!("incident_why", written(|w| write_why(w, &s, &PLAIN)));
 }
 
+/// `why --format slurm`: one line of at most 100 bytes, `gpufree: ` and
+/// the first finding's message, hostile names escaped.
+#[test]
+fn why_slurm_reason_is_one_short_line_of_the_first_finding() {
+    for s in [
+        judged(incident(), &Options::default()),
+        judged(evil(), &Options::default()),
+    ] {
+        let out = written(|w| super::why::write_slurm(w, &s));
+        let line = out.strip_suffix('\n').unwrap();
+        assert!(!line.contains('\n'), "{out}");
+        assert!(line.len() <= super::check::SLURM_MAX, "{line}");
+        let first = s
+            .findings
+            .iter()
+            .find(|f| f.kind() != crate::model::FindingKind::Free)
+            .unwrap();
+        let said = super::words::words(first).message;
+        assert_eq!(line, super::check::slurm_reason(&said));
+        assert!(line.starts_with("gpufree: "), "{line}");
+    }
+}
+
 #[test]
 fn seed_incident_why_pattern_text_and_json() {
     let s = with_pattern(&incident(), "python3.*vllm");

@@ -35,6 +35,25 @@ pub fn selected(sel: &Selection) -> String {
     }
 }
 
+/// Writes `why --format slurm`: one drain reason for Slurm, the first
+/// finding's message (`gpufree: GPU 0: ...`); without one, the heading's
+/// verdict.
+pub fn write_slurm<W: Write>(w: &mut W, s: &Snapshot) -> io::Result<()> {
+    let (which, one) = which(s);
+    let is = if one { "is" } else { "are" };
+    let first = s.findings.iter().find(|f| f.kind() != FindingKind::Free);
+    let text = match (first, s.verdict.state) {
+        (Some(f), _) => words(f).message,
+        (None, VerdictState::Free) => format!("{which} {is} free"),
+        (None, VerdictState::Busy) => format!("{which} {is} not free"),
+        (None, VerdictState::Unknown) => format!(
+            "whether {which} {is} free is unknown: {}",
+            s.verdict.reasons.join("; ")
+        ),
+    };
+    writeln!(w, "{}", super::check::slurm_reason(&text))
+}
+
 /// Writes the diagnosis of `s`; without `full` (`why -q`), the findings'
 /// messages only, without their evidence and next commands.
 pub fn write_why_with<W: Write>(

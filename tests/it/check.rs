@@ -489,7 +489,7 @@ esac
 fn health_check(h: &Host, bin: &Path) -> Run {
     run_cmd(
         std::process::Command::new("bash")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/slurm/healthcheck.sh"))
+            .arg(repo("contrib/slurm/healthcheck.sh"))
             .env_clear()
             .env("SCONTROL", bin.join("scontrol"))
             .env("GPUFREE", crate::harness::bin())
@@ -580,13 +580,24 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     assert_eq!(calls(&log), [vec!["show", "node", "n1"]]);
     assert!(!h.d.tmp.path().join("drained").exists());
     assert!(r.stderr.contains("not taking it over"), "{}", r.stderr);
+    // A node that cannot be read is never drained blindly (it could be an
+    // admin's drain that gpufree would replace): no update, no mark.
+    let r = health_check(&h, Path::new("/nonexistent"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("cannot read node n1, not drained by gpufree"),
+        "{}",
+        r.stderr
+    );
+    assert!(!h.d.tmp.path().join("drained").exists());
 }
 
 #[test]
 fn nhc_check_fails_the_node_with_the_reason_and_npd_s_config_runs_the_check() {
     let h = Host::new(gpu(&[(100, 8)], 0));
     h.holder(100, "0::/user.slice\n", 'S');
-    let nhc = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/nhc/gpufree.nhc");
+    let nhc = repo("contrib/nhc/gpufree.nhc");
     let script = format!(
         "die() {{ echo \"DIE $1 $2\"; }}; log() {{ echo \"LOG $*\"; }}; source '{}'; check_gpufree; echo \"rc=$?\"",
         nhc.display()
@@ -608,10 +619,7 @@ fn nhc_check_fails_the_node_with_the_reason_and_npd_s_config_runs_the_check() {
     );
 
     let config: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/k8s/npd-gpufree-monitor.json"),
-        )
-        .unwrap(),
+        &std::fs::read_to_string(repo("contrib/k8s/npd-gpufree-monitor.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(config["plugin"], "custom");

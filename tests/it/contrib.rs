@@ -5,10 +5,6 @@
 use crate::harness::*;
 use std::path::{Path, PathBuf};
 
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
 /// Runs a contrib script as Slurm would, pointed at the simulator, with
 /// no `scontrol` (never the machine's: draining the node is tested on a
 /// real cluster, tests/it/slurm).

@@ -45,7 +45,7 @@ impl Fuse {
         let tmp = tempfile::tempdir().unwrap();
         let mnt = tmp.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuse/fusefs.py");
+        let script = crate::harness::repo("tests/fuse/fusefs.py");
         let spawned = Command::new("python3")
             .arg(script)
             .arg(&mnt)
@@ -313,10 +313,7 @@ fn holder_with_a_fuse_file_whose_getattr_blocks_hangs_neither_status_nor_wait() 
 /// answered wait killable for a moment: the read is the wait that stays.
 fn signal_into_d(pid: u32) {
     let target = rustix::process::Pid::from_raw(pid as i32).unwrap();
-    let in_d = || {
-        let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
-        gpufree::proc::parse::parse_stat(&stat).unwrap().state == 'D'
-    };
+    let in_d = || crate::harness::stat(pid).unwrap().state == 'D';
     for _ in 0..100 {
         rustix::process::kill_process(target, rustix::process::Signal::USR1).unwrap();
         std::thread::sleep(Duration::from_millis(20));

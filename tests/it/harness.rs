@@ -465,13 +465,23 @@ impl FakeProc {
     }
 }
 
+/// `path` inside the repository (contrib files, scripts, fixtures).
+pub fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// What /proc/PID/stat says of `pid` (state, parent, comm); None once it
+/// is gone.
+pub fn stat(pid: u32) -> Option<gpufree::proc::parse::Stat> {
+    let bytes = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    Some(gpufree::proc::parse::parse_stat(&bytes).unwrap())
+}
+
 /// Waits (up to 2 s) until `pid` is in state `want` (e.g. 'Z', 'T').
 pub fn wait_state(pid: u32, want: char) {
     for _ in 0..200 {
-        if let Ok(b) = std::fs::read(format!("/proc/{pid}/stat")) {
-            if gpufree::proc::parse::parse_stat(&b).unwrap().state == want {
-                return;
-            }
+        if stat(pid).is_some_and(|s| s.state == want) {
+            return;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

@@ -319,7 +319,7 @@ fn serve_stays_up_without_nvml_and_with_failing_calls() {
 }
 
 fn yaml(path: &str) -> Vec<yaml_rust2::Yaml> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+    let text = std::fs::read_to_string(repo(path)).unwrap();
     yaml_rust2::YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

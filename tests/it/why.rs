@@ -374,7 +374,7 @@ fn invalid_pattern_is_a_usage_error_in_one_line() {
 fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
     use std::io::BufRead;
     let d = TestDir::new(1);
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cuda_worker.py");
+    let script = crate::harness::repo("scripts/cuda_worker.py");
     let mut py = std::process::Command::new("python3")
         .arg(&script)
         .args([

@@ -105,6 +105,11 @@ pub enum Command {
         /// and miss, and which other processes they would hit.
         #[arg(long, value_name = "REGEX")]
         pattern: Option<String>,
+        /// text, or slurm: one line for `scontrol update ... reason=`
+        /// (`gpufree: ` and the first finding, at most 100 bytes), as the
+        /// Slurm prolog and epilog drain with.
+        #[arg(long, value_enum, default_value = "text")]
+        format: WhyFormat,
     },
     /// Free the selected GPUs (or PIDs) safely, then wait until the memory is
     /// really released. Targets are always GPU holders; selectors narrow them.
@@ -180,6 +185,15 @@ pub enum Command {
     /// The simulated NVML library.
     #[command(subcommand)]
     Sim(SimCommand),
+}
+
+/// `why --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WhyFormat {
+    /// For a person (`--json`: the JSON document).
+    Text,
+    /// A drain reason for Slurm.
+    Slurm,
 }
 
 /// `gpufree kill` flags.

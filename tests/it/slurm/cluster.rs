@@ -6,13 +6,14 @@
 //! the simulator gives the GPUs memory. Prolog, Epilog, HealthCheckProgram
 //! and UnkillableStepProgram are thin wrappers that set gpufree's test
 //! variables and exec the contrib scripts unchanged. The daemons are the
-//! test's children, killed by PID when the cluster drops; their logs are
-//! printed when the test fails.
+//! test's children (daemon.rs's [`Daemon`]), killed when the cluster drops;
+//! their logs are printed when the test fails.
 
+use crate::daemon::{until, Daemon};
 use crate::harness::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The GPUs of the node.
@@ -26,7 +27,8 @@ pub struct Cluster {
     pub node: String,
     conf: PathBuf,
     sim: PathBuf,
-    daemons: Vec<Child>,
+    /// munged, slurmctld, slurmd: stopped in the reverse order.
+    daemons: Vec<Daemon>,
     started: Duration,
 }
 
@@ -49,17 +51,17 @@ impl Default for Tuning {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (free when asked).
+/// A free TCP port on 127.0.0.1 (free when asked). Unlike daemon.rs's
+/// engines, Slurm's daemons cannot be told port 0 and report the one they
+/// took: slurmctld and slurmd each read both ports from slurm.conf
+/// (SlurmctldPort, SlurmdPort) to reach the other, so the ports are fixed
+/// in the file before either starts.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
 /// Whether this machine can run a cluster: root, Slurm and munge installed,
@@ -260,17 +262,13 @@ impl Cluster {
             .unwrap();
     }
 
+    /// Starts `cmd` as the daemon `name`, its output in `out/NAME.log`
+    /// (its own log is `NAME.log`, from its configuration).
     fn daemon(&mut self, name: &'static str, cmd: &mut Command) {
-        let child = cmd
-            .env("SLURM_CONF", &self.conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(
-                std::fs::File::create(self.d.tmp.path().join(format!("{name}.stderr"))).unwrap(),
-            ))
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name} starts: {e}"));
-        self.daemons.push(child);
+        let out = self.d.tmp.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let daemon = Daemon::start(name, cmd.env("SLURM_CONF", &self.conf), &out);
+        self.daemons.push(daemon);
     }
 
     /// How long the cluster took to start, until its node was idle.
@@ -295,7 +293,7 @@ impl Cluster {
                 g
             })
             .collect();
-        std::fs::write(&self.sim, sim_state(gpus).to_string()).unwrap();
+        assert_eq!(self.d.state(&sim_state(gpus)), self.sim);
     }
 
     /// A Slurm command with this cluster's configuration.
@@ -377,18 +375,11 @@ impl Cluster {
         std::fs::read_to_string(self.d.tmp.path().join(format!("{name}.out"))).unwrap_or_default()
     }
 
-    /// Waits (polling) until `ok` holds, up to `limit`; fails the test with
-    /// the cluster's state otherwise.
+    /// Waits (polling) until `ok` holds, up to `limit`; fails the test
+    /// otherwise (the cluster's state and logs are printed as it drops).
     pub fn wait_for(&self, what: &str, limit: Duration, ok: impl Fn(&Cluster) -> bool) {
-        let deadline = Instant::now() + limit;
-        while !ok(self) {
-            assert!(
-                Instant::now() < deadline,
-                "waited {limit:?} for {what}; node: {}",
-                run_cmd(self.cmd("scontrol").args(["show", "node"])).stdout
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let daemons: Vec<&Daemon> = self.daemons.iter().collect();
+        until(what, limit.as_secs(), &daemons, || ok(self).then_some(()));
     }
 
     /// Waits until job `id` is in `state` and the node has finished with
@@ -410,16 +401,18 @@ impl Cluster {
         std::fs::read_to_string(self.d.tmp.path().join("slurmctld.log")).unwrap_or_default()
     }
 
-    /// The daemons' logs.
+    /// The node and its jobs, and the daemons' own logs (their output is
+    /// in `out/`, which [`until`] prints).
     fn logs(&self) -> String {
         let mut s = String::new();
+        for show in ["node", "job"] {
+            let r = run_cmd(self.cmd("scontrol").args(["show", show]));
+            s.push_str(&format!("==> scontrol show {show} <==\n{}\n", r.stdout));
+        }
         for name in [
             "munged.log",
-            "munged.stderr",
             "slurmctld.log",
-            "slurmctld.stderr",
             "slurmd.log",
-            "slurmd.stderr",
             "unkillable.log",
         ] {
             let text = std::fs::read_to_string(self.d.tmp.path().join(name)).unwrap_or_default();
@@ -438,16 +431,15 @@ pub fn field(show: &str, key: &str) -> Option<String> {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        // slurmd first (it runs the scripts), then slurmctld, then munged;
-        // SIGKILL: their state is thrown away with the directory.
-        let began = Instant::now();
-        for child in self.daemons.iter_mut().rev() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        eprintln!("slurm cluster stopped in {:?}", began.elapsed());
         if std::thread::panicking() {
             eprintln!("{}", self.logs());
         }
+        // slurmd first (it runs the scripts), then slurmctld, then munged;
+        // SIGKILL: their state is thrown away with the directory.
+        let began = Instant::now();
+        while let Some(daemon) = self.daemons.pop() {
+            drop(daemon);
+        }
+        eprintln!("slurm cluster stopped in {:?}", began.elapsed());
     }
 }

@@ -2,7 +2,7 @@
 //! holder with gpufree's reason, resumes only its own drain, and never
 //! takes over an admin's.
 
-use super::cluster::{Cluster, Tuning};
+use super::cluster::{field, Cluster, Tuning};
 use super::persistenced_on;
 use std::time::Duration;
 
@@ -33,10 +33,19 @@ fn slurm_health_check_drains_on_a_leftover_resumes_its_own_drain_and_keeps_an_ad
         )
     );
     assert_eq!(c.sinfo_reason(), reason);
-    // Jobs wait while it is drained.
+    // Jobs wait while it is drained, and Slurm says so: the job's Reason
+    // is the drained node, not a scheduler that has yet to look.
     let job = c.sbatch("held-back", 1, "echo ran\n");
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(c.job_state(job), "PENDING");
+    c.wait_for(
+        "the job to wait for the drained node",
+        Duration::from_secs(10),
+        |c| {
+            let show = c.show_job(job);
+            field(&show, "JobState").as_deref() == Some("PENDING")
+                && field(&show, "Reason")
+                    .is_some_and(|r| r.contains("DRAINED") || r.contains(&c.node))
+        },
+    );
 
     // Gone: the node it drained is resumed, and the job runs.
     left.kill();

@@ -73,12 +73,14 @@ fn slurm_prolog_timeout_requeues_the_job_held_and_drains_with_gpufree_s_reason()
     let show = c.show_job(job);
     let why = field(&show, "Reason").unwrap();
     assert!(why.contains("held"), "{show}");
-    // Slurm writes the prolog's failure into the job's output.
     let out = c.output("refused");
     assert!(!out.contains("started"), "the job never started: {out}");
+    // The Reason is `gpufree why --format slurm`'s: the holder named.
     let reason = c.reason().unwrap();
     assert!(
-        reason.starts_with("gpufree: GPUs 0 not free after 2s: "),
+        reason.starts_with("gpufree: ")
+            && reason.contains("GPU 0")
+            && reason.contains(&left.pid().to_string()),
         "{}",
         c.show_node()
     );

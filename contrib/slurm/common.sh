@@ -1,0 +1,41 @@
+# shellcheck shell=bash
+# Sourced by gpufree's Slurm scripts (installed beside them in
+# /usr/share/gpufree/slurm/; each finds it next to itself through
+# `readlink -f "$0"`): their prelude and the one way they drain the node.
+#
+# slurmd and slurmstepd run them as root with no PATH, and bash's own
+# default ends in `.`: a fixed one, /usr/local's and the system's bin
+# directories, where gpufree and scontrol are found unless GPUFREE and
+# SCONTROL name them. NODE is this node (GPUFREE_NODE, else the short host
+# name); SELF the script's name, which starts every line it logs.
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+GPUFREE=${GPUFREE:-gpufree}
+SCONTROL=${SCONTROL:-scontrol}
+NODE=${GPUFREE_NODE:-$(hostname -s)}
+SELF=$(basename "$(readlink -f "$0")" .sh)
+
+# Logs its arguments on stderr (slurmd's log), headed by the script.
+say() {
+    echo "gpufree $SELF: $*" >&2
+}
+
+# Drains this node with the reason $1; 0 once drained. A node already
+# drained or down for a reason that is not gpufree's keeps it (an admin's
+# is never replaced): 2. Where the node cannot be read, or the update
+# fails, gpufree drains nothing, since it cannot tell whose drain it would
+# replace: 1, and Slurm's own handling stands (a failing prolog or epilog
+# drains the node as `Prolog error`/`Epilog error`, slurmstepd drains it as
+# `Kill task failed`; the health check tries again at its next run).
+drain() {
+    local current
+    if ! current=$("$SCONTROL" show node "$NODE" 2>&1); then
+        say "cannot read node $NODE, not drained by gpufree: $current"
+        return 1
+    fi
+    if grep -Eq 'State=[^ ]*(DRAIN|DOWN|FAIL)' <<<"$current" &&
+        ! grep -q 'Reason=gpufree:' <<<"$current"; then
+        say "$NODE is already drained or down for another reason; keeping it, not taking it over: $1"
+        return 2
+    fi
+    "$SCONTROL" update nodename="$NODE" state=drain reason="$1" || return 1
+}
