@@ -6,12 +6,13 @@
 # slurmd and slurmstepd run them as root with no PATH, and bash's own
 # default ends in `.`: a fixed one, /usr/local's and the system's bin
 # directories, where gpufree and scontrol are found unless GPUFREE and
-# SCONTROL name them. NODE is this node (GPUFREE_NODE, else the short host
-# name); SELF the script's name, which starts every line it logs.
+# SCONTROL name them. NODE is this node (GPUFREE_NODE, else the name slurmd
+# gives it, SLURMD_NODENAME, where it sets one, else the short host name:
+# a node whose NodeName is not its host name is still found); SELF the script's name, which starts every line it logs.
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 GPUFREE=${GPUFREE:-gpufree}
 SCONTROL=${SCONTROL:-scontrol}
-NODE=${GPUFREE_NODE:-$(hostname -s)}
+NODE=${GPUFREE_NODE:-${SLURMD_NODENAME:-$(hostname -s)}}
 SELF=$(basename "$(readlink -f "$0")" .sh)
 
 # Logs its arguments on stderr (slurmd's log), headed by the script.

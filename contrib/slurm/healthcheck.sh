@@ -18,10 +18,13 @@ reason=$("$GPUFREE" check --format slurm "$@")
 code=$?
 case $code in
 0)
-    # Resume only a node this script drained, whose reason is still ours;
-    # where the node cannot be read, the next run decides.
+    # Resume only a node this script drained, whose Reason is still the
+    # one it set (the mark holds it): not one the prolog, the epilog or
+    # the unkillable-step program drained since, whose reasons also start
+    # `gpufree:`. Where the node cannot be read, the next run decides.
     if [ -e "$MARK" ] && current=$("$SCONTROL" show node "$NODE" 2>&1); then
-        if grep -q 'Reason=gpufree:' <<<"$current"; then
+        now=$(sed -n 's/^ *Reason=\(.*\) \[[^]]*\]$/\1/p' <<<"$current")
+        if [ -n "$now" ] && [ "$now" = "$(cat "$MARK")" ]; then
             "$SCONTROL" update nodename="$NODE" state=resume || exit 0
         fi
         rm -f "$MARK"
@@ -30,7 +33,7 @@ case $code in
 1)
     # A node already drained or down for another reason stays the
     # admin's: gpufree neither takes it over nor later resumes it.
-    drain "$reason" && mkdir -p "$(dirname "$MARK")" && : >"$MARK"
+    drain "$reason" && mkdir -p "$(dirname "$MARK")" && printf '%s\n' "$reason" >"$MARK"
     ;;
 *)
     # 2: a warning, 3: the check could not decide; neither drains nor

@@ -471,7 +471,7 @@ printf '%s\x1f' "$@" >>'{log}'; echo >>'{log}'
 reason='{dir}/reason'
 case "$1 $2" in
 "show node")
-    if [ -e "$reason" ]; then echo "NodeName=$3 State=IDLE+DRAIN Reason=$(cat "$reason")"; else echo "NodeName=$3 State=IDLE"; fi ;;
+    if [ -e "$reason" ]; then printf 'NodeName=%s State=IDLE+DRAIN\n   Reason=%s\n' "$3" "$(cat "$reason")"; else echo "NodeName=$3 State=IDLE"; fi ;;
 "update nodename=n1")
     for a in "$@"; do case "$a" in reason=*) echo "${{a#reason=}} [root@now]" >"$reason" ;; state=resume) rm -f "$reason" ;; esac; done ;;
 esac
@@ -558,6 +558,22 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     std::fs::write(h.d.tmp.path().join("reason"), "bad DIMM [admin@then]").unwrap();
     health_check(&h, &bin);
     assert_eq!(calls(&log), [vec!["show", "node", "n1"]]);
+    // So does the epilog's, though its reason starts `gpufree:` too: the
+    // mark holds the health check's own reason, and only that is resumed.
+    std::fs::remove_file(&log).unwrap();
+    std::fs::write(
+        h.d.tmp.path().join("drained"),
+        "gpufree: GPU 0: 8.0 GiB held by 1 leftover process (PID 100 python3)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        h.d.tmp.path().join("reason"),
+        "gpufree: 8.0 GiB on GPU 0 not released [root@then]",
+    )
+    .unwrap();
+    health_check(&h, &bin);
+    assert_eq!(calls(&log), [vec!["show", "node", "n1"]]);
+    assert!(!h.d.tmp.path().join("drained").exists());
     // Unknown: logged, never drained.
     let mut g = gpu(&[], 4 * GIB);
     g["errors"] = json!({"compute_processes": 999});
