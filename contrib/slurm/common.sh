@@ -20,6 +20,15 @@ say() {
     echo "gpufree $SELF: $*" >&2
 }
 
+# Whether gpufree cannot be found (installed in ~/.cargo/bin, off this
+# PATH): then its silence would read as GPUs not free with an empty
+# reason, so the scripts drain with MISSING, the true one, instead.
+gpufree_missing() {
+    command -v "$GPUFREE" >/dev/null 2>&1 && return 1
+    MISSING="gpufree: $GPUFREE not found; set GPUFREE to its path"
+    say "$MISSING"
+}
+
 # Drains this node with the reason $1; 0 once drained. A node already
 # drained or down for a reason that is not gpufree's keeps it (an admin's
 # is never replaced): 2. Where the node cannot be read, or the update

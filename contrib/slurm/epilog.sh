@@ -24,6 +24,10 @@ set -u
 . "$(dirname "$(readlink -f "$0")")/common.sh" || exit 1
 GRACE=${GPUFREE_EPILOG_GRACE:-10s}
 TIMEOUT=${GPUFREE_EPILOG_TIMEOUT:-60s}
+if gpufree_missing; then
+    drain "$MISSING"
+    exit 1
+fi
 gpus=${GPUFREE_JOB_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}
 [ -n "$gpus" ] || exit 0
 

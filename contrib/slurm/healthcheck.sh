@@ -13,6 +13,8 @@ set -u
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$(readlink -f "$0")")/common.sh" || exit 1
 MARK=${GPUFREE_DRAIN_MARK:-/run/gpufree/drained}
+# Without gpufree the check cannot decide: logged, like an unknown verdict.
+gpufree_missing && exit 0
 
 reason=$("$GPUFREE" check --format slurm "$@")
 code=$?

@@ -24,6 +24,10 @@ set -u
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$(dirname "$(readlink -f "$0")")/common.sh" || exit 1
 WAIT=${GPUFREE_PROLOG_TIMEOUT:-30s}
+if gpufree_missing; then
+    drain "$MISSING"
+    exit 1
+fi
 gpus=${GPUFREE_JOB_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}}
 [ -n "$gpus" ] || exit 0 # a job without GPUs
 

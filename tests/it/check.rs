@@ -651,3 +651,51 @@ fn nhc_check_fails_the_node_with_the_reason_and_npd_s_config_runs_the_check() {
         .collect();
     assert_eq!(args[..3], ["check", "--format", "npd"]);
 }
+
+/// Where gpufree is not where the scripts look (installed in
+/// ~/.cargo/bin, off their PATH), the prolog and epilog drain with that
+/// reason, not an empty one, and the health check only logs it, as it
+/// does an unknown verdict.
+#[test]
+fn slurm_scripts_without_gpufree_say_so_as_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (bin, log) = fake_scontrol(tmp.path());
+    let missing = tmp.path().join("no/gpufree");
+    let reason = format!(
+        "reason=gpufree: {} not found; set GPUFREE to its path",
+        missing.display()
+    );
+    for script in ["prolog.sh", "epilog.sh", "healthcheck.sh"] {
+        let _ = std::fs::remove_file(&log);
+        let _ = std::fs::remove_file(tmp.path().join("reason"));
+        let r = run_cmd(
+            std::process::Command::new("bash")
+                .arg(repo("contrib/slurm").join(script))
+                .env_clear()
+                .env("SCONTROL", bin.join("scontrol"))
+                .env("GPUFREE", &missing)
+                .env("GPUFREE_NODE", "n1")
+                .env("GPUFREE_DRAIN_MARK", tmp.path().join("drained"))
+                .env("SLURM_JOB_GPUS", "0"),
+        );
+        assert!(
+            r.stderr.contains("not found; set GPUFREE"),
+            "{script}: {}",
+            r.stderr
+        );
+        if script == "healthcheck.sh" {
+            assert_eq!(r.code, 0, "{script}");
+            assert!(calls(&log).is_empty(), "{script}: {:?}", calls(&log));
+        } else {
+            assert_eq!(r.code, 1, "{script}");
+            assert_eq!(
+                calls(&log),
+                [
+                    vec!["show", "node", "n1"],
+                    vec!["update", "nodename=n1", "state=drain", &reason]
+                ],
+                "{script}"
+            );
+        }
+    }
+}
