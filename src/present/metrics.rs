@@ -27,8 +27,19 @@ pub struct Extra {
     pub snapshot_age_seconds: Option<f64>,
     /// How long the snapshot took.
     pub snapshot_duration_seconds: Option<f64>,
+    /// When the snapshot was taken (began), in seconds since the Unix
+    /// epoch: its age whoever serves it (`serve`, or node_exporter
+    /// re-serving an old textfile) is `time()` less this.
+    pub snapshot_timestamp_seconds: Option<f64>,
     /// Snapshots that failed since start (`serve`).
     pub collection_errors: Option<u64>,
+}
+
+/// Now, in seconds since the Unix epoch (0 for a clock before it).
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// A label value from outside (a process's name, a unit's, the driver's):
@@ -108,6 +119,14 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
             "snapshot_duration_seconds",
             "How long the snapshot took",
             d,
+        );
+    }
+    if let Some(t) = extra.snapshot_timestamp_seconds {
+        seconds(
+            &mut r,
+            "snapshot_timestamp_seconds",
+            "When the snapshot these metrics show was taken, in seconds since the Unix epoch",
+            t,
         );
     }
     add_live(&mut r, extra);
