@@ -362,7 +362,8 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     );
     assert_eq!(r.code, 3, "{r:?}");
     assert!(
-        r.stderr.contains("is unusable: the answer is over 64 MiB"),
+        r.stderr
+            .contains("is unusable: the answers are over 64 MiB together"),
         "{}",
         r.stderr
     );
