@@ -125,13 +125,15 @@ impl Queries {
                 "max by ({l}, gpu, pid, comm, user, owner_kind, owner, orphaned, renamed) (gpufree_process_gpu_memory_bytes{})",
                 sel("")
             ),
+            // By PID and comm: a recycled PID under another name is
+            // another holder.
             // Each step sees the newest sample before it (within
             // Prometheus's lookback): the earliest step's is the first
             // sample to within a step.
             // A holder younger than the last fine step: its newest
             // sample's time (held less than a fine step).
             held: format!(
-                "time() - min by ({l}, gpu, pid) ({} or {} or timestamp(gpufree_process_gpu_memory_bytes{}))",
+                "time() - min by ({l}, gpu, pid, comm) ({} or {} or timestamp(gpufree_process_gpu_memory_bytes{}))",
                 first(history, coarse),
                 first(coarse, fine),
                 sel("")

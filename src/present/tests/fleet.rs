@@ -118,6 +118,8 @@ pub(super) fn fleet() -> Fleet {
             stale("gpu-02:9835", Some(12.0), StaleReason::Down),
             stale("gpu-03:9835", None, StaleReason::NoSeries),
             stale("gpu-09:9835", Some(400.0), StaleReason::Old),
+            stale("gpu-10:9835", Some(-3600.0), StaleReason::Future),
+            stale("gpu-11:9835", None, StaleReason::BadLabel),
         ],
     )
 }
