@@ -43,7 +43,7 @@ pub(super) fn metrics(
     paint: &Paint,
 ) -> Result<Outcome, Error> {
     let started = std::time::Instant::now();
-    let taken = crate::present::metrics::unix_now();
+    let taken = crate::units::unix_now();
     let snap = take_selected(s, &Default::default())?;
     let extra = crate::present::metrics::Extra {
         label_cmdline,

@@ -194,7 +194,7 @@ impl Server {
             query,
             status,
             std::io::BufReader::with_capacity(1 << 16, body),
-            crate::present::metrics::unix_now(),
+            crate::units::unix_now(),
         )
     }
 

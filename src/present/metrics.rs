@@ -35,13 +35,6 @@ pub struct Extra {
     pub collection_errors: Option<u64>,
 }
 
-/// Now, in seconds since the Unix epoch (0 for a clock before it).
-pub fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// A label value from outside (a process's name, a unit's, the driver's):
 /// its control and bidi characters written out as `\e`, `\u{202e}`... so
 /// that neither the exposition nor a terminal showing it obeys them; the

@@ -148,7 +148,7 @@ fn collect(
     label_cmdline: bool,
 ) -> Result<(Bytes, crate::model::Snapshot), CollectError> {
     let started = Instant::now();
-    let taken = crate::present::metrics::unix_now();
+    let taken = crate::units::unix_now();
     let snap = c
         .snapshot()
         .map_err(|e| CollectError::Snapshot(e.to_string()))?;
