@@ -66,7 +66,7 @@ pub enum AnswerError {
     Warned(String, usize),
     /// Evaluated this many seconds from now (a cache's answer, or a
     /// clock far off), more than `--max-age`.
-    #[error("evaluated {}s from now, over --max-age", .0.round())]
+    #[error("evaluated {}, more than --max-age from now", when(*.0))]
     Evaluated(f64),
     /// A success under an HTTP status that is not one.
     #[error("a success under HTTP status {0}")]
@@ -74,6 +74,16 @@ pub enum AnswerError {
     /// A redirect (its status and `Location`): not followed.
     #[error("HTTP status {0}, a redirect to {1:?} (not followed)")]
     Redirect(u16, String),
+}
+
+/// `3d 0h ago`, `5m 0s ahead`: an evaluation time's offset from now.
+fn when(offset: f64) -> String {
+    let span = crate::units::span(offset.abs());
+    if offset < 0.0 {
+        format!("{span} ago")
+    } else {
+        format!("{span} ahead")
+    }
 }
 
 /// One series of an instant vector: its labels and its value.

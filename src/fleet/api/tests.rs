@@ -102,7 +102,12 @@ fn an_answer_evaluated_far_from_now_is_unusable() {
         {"metric":{},"value":[1700000000.5,"1"]}]}}"#;
     assert!(server().parse("q", 200, &body[..], NOW + 179.0).is_ok());
     let days = NOW + 3.0 * 86400.0;
-    assert!(matches!(unusable(body, 200, days), AnswerError::Evaluated(s) if s < -86400.0));
+    let e = unusable(body, 200, days);
+    assert!(matches!(e, AnswerError::Evaluated(s) if s < -86400.0));
+    assert_eq!(
+        e.to_string(),
+        "evaluated 3d 0h ago, more than --max-age from now"
+    );
     assert!(matches!(
         unusable(body, 200, NOW - 200.0),
         AnswerError::Evaluated(_)
