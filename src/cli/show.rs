@@ -49,9 +49,11 @@ pub(super) fn metrics(
     paint: &Paint,
 ) -> Result<Outcome, Error> {
     let started = std::time::Instant::now();
+    let taken = crate::units::unix_now();
     let snap = take_selected(s, &Default::default())?;
     let extra = crate::present::metrics::Extra {
         label_cmdline,
+        snapshot_timestamp_seconds: Some(taken),
         snapshot_duration_seconds: Some(started.elapsed().as_secs_f64()),
         ..Default::default()
     };

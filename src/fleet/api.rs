@@ -4,12 +4,21 @@
 //! parsed once, into what the view keeps).
 
 use super::FleetError;
-use serde::Deserialize;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-/// The largest answer read from one query, in bytes: a 1,000-node fleet's
-/// largest (every holder of 8,000 GPUs) is a few MiB.
+/// The most bytes read from all of one view's answers together (they
+/// arrive at once): a 1,000-node fleet's largest (every holder of 8,000
+/// GPUs) is a few MiB.
 pub const MAX_ANSWER_BYTES: u64 = 64 << 20;
+
+/// The most series one answer may hold: a 1,000-node fleet's largest
+/// holds some 40,000.
+pub const MAX_SERIES: usize = 200_000;
+
+/// The most labels one series may carry (gpufree's most are a holder's
+/// ten, with the target's).
+pub const MAX_LABELS: usize = 64;
 
 /// Why no answer came.
 #[derive(Debug, thiserror::Error)]
@@ -45,9 +54,36 @@ pub enum AnswerError {
     /// A sample's value (as sent) that is no number.
     #[error("the value {0:?} is no number")]
     NotNumber(String),
-    /// Over [`MAX_ANSWER_BYTES`].
-    #[error("the answer is over {} MiB", MAX_ANSWER_BYTES >> 20)]
+    /// Over [`MAX_ANSWER_BYTES`], with the view's other answers.
+    #[error("the answers are over {} MiB together", MAX_ANSWER_BYTES >> 20)]
     TooLarge,
+    /// Over [`MAX_SERIES`].
+    #[error("over {MAX_SERIES} series")]
+    TooManySeries,
+    /// Prometheus's warnings (the first; how many): a partial answer
+    /// (a store, a shard or a remote read did not answer).
+    #[error("a partial answer: Prometheus warns {0:?} ({1} warning(s))")]
+    Warned(String, usize),
+    /// Evaluated this many seconds from now (a cache's answer, or a
+    /// clock far off), more than `--max-age`.
+    #[error("evaluated {}, more than --max-age from now", when(*.0))]
+    Evaluated(f64),
+    /// A success under an HTTP status that is not one.
+    #[error("a success under HTTP status {0}")]
+    SuccessUnder(u16),
+    /// A redirect (its status and `Location`): not followed.
+    #[error("HTTP status {0}, a redirect to {1:?} (not followed)")]
+    Redirect(u16, String),
+}
+
+/// `3d 0h ago`, `5m 0s ahead`: an evaluation time's offset from now.
+fn when(offset: f64) -> String {
+    let span = crate::units::span(offset.abs());
+    if offset < 0.0 {
+        format!("{span} ago")
+    } else {
+        format!("{span} ahead")
+    }
 }
 
 /// One series of an instant vector: its labels and its value.
@@ -90,65 +126,28 @@ impl Labels {
     }
 }
 
-impl<'de> Deserialize<'de> for Labels {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Labels, D::Error> {
-        struct Pairs;
-        impl<'de> serde::de::Visitor<'de> for Pairs {
-            type Value = Labels;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a map of label names to values")
-            }
-            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut m: M) -> Result<Labels, M::Error> {
-                let mut pairs = Vec::with_capacity(m.size_hint().unwrap_or(4));
-                while let Some(pair) = m.next_entry::<Box<str>, Box<str>>()? {
-                    pairs.push(pair);
-                }
-                pairs.shrink_to_fit();
-                Ok(Labels(pairs))
-            }
-        }
-        d.deserialize_map(Pairs)
-    }
-}
-
-#[derive(Deserialize)]
-struct Envelope {
-    status: String,
-    #[serde(default)]
-    data: Option<Data>,
-    #[serde(default, rename = "errorType")]
-    error_type: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Data {
-    #[serde(rename = "resultType")]
-    result_type: String,
-    result: Vec<Series>,
-}
-
-#[derive(Deserialize)]
-struct Series {
-    metric: Labels,
-    value: (f64, String),
-}
-
 /// A Prometheus server: its base URL and the client that asks it.
 pub struct Server {
     base: String,
     agent: ureq::Agent,
     /// The whole view's `--timeout`, as errors name it.
     timeout: Duration,
+    /// How far from now an answer's evaluation time may be.
+    max_age: Duration,
+    /// The bytes the view's answers may still take, together.
+    budget: AtomicU64,
 }
 
 impl Server {
     /// The server at `base` (`http://HOST:PORT`, or with a path prefix:
-    /// `cli` has checked it), asked within `timeout` in all.
-    pub fn new(base: &str, timeout: Duration) -> Server {
+    /// `cli` has checked it), asked within `timeout` in all; an answer
+    /// evaluated more than `max_age` from now is refused.
+    pub fn new(base: &str, timeout: Duration, max_age: Duration) -> Server {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            // Prometheus's API never redirects: a redirect is a wrong URL
+            // or a login page, and may lead anywhere.
+            .max_redirects(0)
             .user_agent(concat!("gpufree/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
@@ -156,6 +155,8 @@ impl Server {
             base: base.trim_end_matches('/').to_string(),
             agent,
             timeout,
+            max_age,
+            budget: AtomicU64::new(MAX_ANSWER_BYTES),
         }
     }
 
@@ -174,6 +175,8 @@ impl Server {
             .agent
             .get(format!("{}/api/v1/query", self.base))
             .query("query", query)
+            // Thanos and others: the whole answer or an error.
+            .query("partial_response", "false")
             // Prometheus stops the query itself at the deadline too.
             .query("timeout", format!("{}ms", left.as_millis().max(1)))
             .config()
@@ -182,25 +185,37 @@ impl Server {
             .call()
             .map_err(|e| self.unreachable(query, self.why(e)))?;
         let status = res.status().as_u16();
+        if res.status().is_redirection() {
+            let to = res.headers().get("location");
+            let to = to.map_or("", |v| v.to_str().unwrap_or("(not text)"));
+            return Err(self.bad(query, AnswerError::Redirect(status, to.to_string())));
+        }
         // Parsed as it arrives: no copy of the whole answer is kept.
         let body = res
             .body_mut()
             .with_config()
             .limit(MAX_ANSWER_BYTES)
             .reader();
+        let body = Budgeted {
+            inner: body,
+            budget: &self.budget,
+        };
         self.parse(
             query,
             status,
             std::io::BufReader::with_capacity(1 << 16, body),
+            crate::units::unix_now(),
         )
     }
 
-    /// The samples of one answer, or the error it carries.
+    /// The samples of one answer (at `now`, Unix time), or the error it
+    /// carries.
     fn parse(
         &self,
         query: &str,
         status: u16,
         body: impl std::io::Read,
+        now: f64,
     ) -> Result<Vec<Sample>, FleetError> {
         let env: Envelope = match serde_json::from_reader(body) {
             Ok(env) => env,
@@ -218,15 +233,31 @@ impl Server {
                 why: env.error.unwrap_or_default(),
             });
         }
+        if !(200..300).contains(&status) {
+            return Err(self.bad(query, AnswerError::SuccessUnder(status)));
+        }
+        if let Some(w) = env.warnings.first() {
+            let warned = AnswerError::Warned(w.clone(), env.warnings.len());
+            return Err(self.bad(query, warned));
+        }
         let data = env
             .data
             .ok_or_else(|| self.bad(query, AnswerError::NoData))?;
         if data.result_type != "vector" {
             return Err(self.bad(query, AnswerError::NotVector(data.result_type)));
         }
+        if data.result.over {
+            return Err(self.bad(query, AnswerError::TooManySeries));
+        }
+        let max_age = self.max_age.as_secs_f64();
         data.result
+            .series
             .into_iter()
             .map(|s| {
+                let off = s.value.0 - now;
+                if !off.is_finite() || off.abs() > max_age {
+                    return Err(self.bad(query, AnswerError::Evaluated(off)));
+                }
                 let value = (s.value.1.parse())
                     .map_err(|_| self.bad(query, AnswerError::NotNumber(s.value.1)))?;
                 Ok(Sample {
@@ -250,6 +281,9 @@ impl Server {
     /// went past [`MAX_ANSWER_BYTES`].
     fn read_failed(&self, query: &str, e: std::io::Error) -> FleetError {
         let inner = e.get_ref().and_then(|e| e.downcast_ref::<ureq::Error>());
+        if e.get_ref().is_some_and(|e| e.is::<OverBudget>()) {
+            return self.bad(query, AnswerError::TooLarge);
+        }
         match inner {
             Some(ureq::Error::BodyExceedsLimit(_)) => self.bad(query, AnswerError::TooLarge),
             Some(ureq::Error::Timeout(_)) => self.unreachable(query, Unreached::Late(self.timeout)),
@@ -274,67 +308,8 @@ impl Server {
     }
 }
 
+mod wire;
+use wire::{Budgeted, Envelope, OverBudget};
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn server() -> Server {
-        Server::new("http://127.0.0.1:9090/", Duration::from_secs(1))
-    }
-
-    #[test]
-    fn a_vector_parses_into_samples() {
-        let body = br#"{"status":"success","data":{"resultType":"vector","result":[
-            {"metric":{"instance":"a:1","gpu":"3"},"value":[1700000000.5,"42"]},
-            {"metric":{},"value":[1700000000.5,"NaN"]}]}}"#;
-        let s = server().parse("q", 200, &body[..]).unwrap();
-        assert_eq!(s.len(), 2);
-        assert_eq!(s[0].label("gpu"), "3");
-        assert_eq!(s[0].label("missing"), "");
-        assert!((s[0].value - 42.0).abs() < f64::EPSILON);
-        assert!(s[1].value.is_nan());
-    }
-
-    #[test]
-    fn an_error_names_the_query_and_prometheus_words() {
-        let body = br#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#;
-        let e = server().parse("up{", 400, &body[..]).unwrap_err();
-        assert!(matches!(e, FleetError::Query { ref kind, .. } if kind == "bad_data"));
-        assert!(e.to_string().contains("parse error at char 5"), "{e}");
-        let e = server()
-            .parse("up", 502, &b"<html>bad gateway"[..])
-            .unwrap_err();
-        assert!(e.to_string().contains("HTTP status 502"), "{e}");
-        let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1,"1"]}}"#;
-        let e = server().parse("time()", 200, &scalar[..]).unwrap_err();
-        let not_json = |e: &FleetError| {
-            matches!(
-                e,
-                FleetError::Answer {
-                    kind: AnswerError::NotJson(_),
-                    ..
-                }
-            )
-        };
-        assert!(not_json(&e), "{e}");
-        let matrix = br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
-        let e = server().parse("up[1m]", 200, &matrix[..]).unwrap_err();
-        assert!(
-            matches!(e, FleetError::Answer { kind: AnswerError::NotVector(ref t), .. } if t == "matrix"),
-            "{e}"
-        );
-        let text = br#"{"status":"success","data":{"resultType":"vector","result":[
-            {"metric":{},"value":[1,"many"]}]}}"#;
-        let e = server().parse("up", 200, &text[..]).unwrap_err();
-        assert!(
-            e.to_string().ends_with(r#"the value "many" is no number"#),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_trailing_slash_is_not_kept() {
-        let s = Server::new("https://prom.example/prometheus/", Duration::from_secs(1));
-        assert_eq!(s.base(), "https://prom.example/prometheus");
-    }
-}
+mod tests;

@@ -5,6 +5,7 @@
 use super::{PerQuery, Sample, Source};
 use crate::model::{
     Fleet, FleetGpu, FleetHolder, FleetNode, OwnerKind, StaleNode, StaleReason, VerdictState,
+    CLOCK_SKEW_SECONDS,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,7 +15,16 @@ pub(super) type Answers = PerQuery<Vec<Sample>>;
 /// The view of the answers `a` from the server at `url`.
 pub(super) fn join(source: &Source, url: &str, a: Answers) -> Fleet {
     let l = source.node_label.as_str();
-    let (fresh, stale) = freshness(source, &a);
+    let (mut fresh, mut stale) = freshness(source, &a);
+    for node in bad_labels(&a, l, &fresh) {
+        fresh.remove(&node);
+        stale.push(StaleNode {
+            node,
+            age_seconds: None,
+            reason: StaleReason::BadLabel,
+        });
+    }
+    stale.sort_by(|a, b| a.node.cmp(&b.node));
     let gpus = not_free(&a, l, &fresh);
     let history = source.history.as_secs();
     let before = history.saturating_sub(super::steps(history).0) as f64;
@@ -100,22 +110,26 @@ fn holders(
     gpus: &BTreeMap<(String, u32), FleetGpu>,
     before: f64,
 ) -> BTreeMap<String, Vec<FleetHolder>> {
-    let held: BTreeMap<(String, u32, &str), f64> = a
+    // By PID and comm: a recycled PID under another name starts anew.
+    let held: BTreeMap<(String, u32, &str, &str), f64> = a
         .held
         .iter()
-        .filter_map(|s| key(s, l).map(|(n, g)| ((n, g, s.label("pid")), s.value)))
+        .filter_map(|s| {
+            let (n, g) = key(s, l)?;
+            Some(((n, g, s.label("pid"), s.label("comm")), s.value))
+        })
         .collect();
     let mut holders: BTreeMap<String, Vec<FleetHolder>> = BTreeMap::new();
     for s in &a.holders {
         let Some(k) = key(s, l).filter(|k| gpus.contains_key(k)) else {
             continue;
         };
-        let Ok(pid) = s.label("pid").parse() else {
+        let Some(pid) = plain(s.label("pid")) else {
             continue;
         };
         let owner_kind = OwnerKind::from_label(s.label("owner_kind"));
         let held_seconds = held
-            .get(&(k.0.clone(), k.1, s.label("pid")))
+            .get(&(k.0.clone(), k.1, s.label("pid"), s.label("comm")))
             .copied()
             .filter(|v| v.is_finite());
         holders.entry(k.0).or_default().push(FleetHolder {
@@ -141,15 +155,19 @@ fn holders(
 /// older than `--max-age`), by name.
 fn freshness(source: &Source, a: &Answers) -> (BTreeSet<String>, Vec<StaleNode>) {
     let l = source.node_label.as_str();
-    // Each query aggregates `by (L)`: one sample a node.
-    let by_node = |v: &[Sample]| -> BTreeMap<String, f64> {
-        v.iter()
-            .map(|s| (s.label(l).to_string(), s.value))
-            .collect()
+    // Each query aggregates `by (L)`: one sample a node; of several (a
+    // proxy's answer), the worst.
+    let by_node = |v: &[Sample], worse: fn(f64, f64) -> f64| -> BTreeMap<String, f64> {
+        let mut m = BTreeMap::new();
+        for s in v {
+            let e = m.entry(s.label(l).to_string()).or_insert(s.value);
+            *e = worse(*e, s.value);
+        }
+        m
     };
-    let up = by_node(&a.up);
-    let age = by_node(&a.age);
-    let snapshot_age = by_node(&a.snapshot_age);
+    let up = by_node(&a.up, |a, b| if a.is_nan() { a } else { a.min(b) });
+    let age = by_node(&a.age, worse_age);
+    let snapshot_age = by_node(&a.snapshot_age, worse_age);
     let max_age = source.max_age.as_secs_f64();
     let mut fresh = BTreeSet::new();
     let mut stale = Vec::new();
@@ -159,9 +177,11 @@ fn freshness(source: &Source, a: &Answers) -> (BTreeSet<String>, Vec<StaleNode>)
             .get(n)
             .map(|a| a + snapshot_age.get(n).copied().unwrap_or(0.0));
         let reason = match (up.get(n), data_age) {
-            (Some(u), _) if *u < 1.0 => StaleReason::Down,
+            // Only 1 is up (not NaN, not 2).
+            (Some(u), _) if *u != 1.0 => StaleReason::Down,
             (_, None) => StaleReason::NoSeries,
             (_, Some(a)) if a.is_nan() || a > max_age => StaleReason::Old,
+            (_, Some(a)) if a < -CLOCK_SKEW_SECONDS => StaleReason::Future,
             _ => {
                 fresh.insert(n.clone());
                 continue;
@@ -184,12 +204,17 @@ fn summarize(n: &mut FleetNode, mut holders: Vec<FleetHolder>) {
     } else {
         VerdictState::Unknown
     };
-    n.held_bytes = crate::model::saturating_sum(n.gpus.iter().map(|g| {
-        g.used_bytes.unwrap_or_else(|| {
-            let on_g = holders.iter().filter(|h| h.gpu == g.gpu);
-            crate::model::saturating_sum(on_g.map(|h| h.bytes))
-        })
-    }));
+    // Once per node, by GPU: never a scan of the holders per GPU.
+    let mut on_gpu: BTreeMap<u32, u64> = BTreeMap::new();
+    for h in &holders {
+        let b = on_gpu.entry(h.gpu).or_default();
+        *b = b.saturating_add(h.bytes);
+    }
+    n.held_bytes = crate::model::saturating_sum(
+        n.gpus
+            .iter()
+            .map(|g| (g.used_bytes).unwrap_or_else(|| on_gpu.get(&g.gpu).copied().unwrap_or(0))),
+    );
     n.held_seconds = holders
         .iter()
         .filter_map(|h| h.held_seconds)
@@ -217,8 +242,44 @@ pub(super) fn host(node: &str) -> &str {
 
 /// A series' node and GPU.
 fn key(s: &Sample, node_label: &str) -> Option<(String, u32)> {
-    let gpu = s.label("gpu").parse().ok()?;
+    let gpu = plain(s.label("gpu"))?;
     Some((s.label(node_label).to_string(), gpu))
+}
+
+/// A label that is a plain integer, as gpufree writes a GPU's index and
+/// a PID (digits only: not `+1`, ` 0`, `0x1`, `GPU-…`, empty).
+fn plain(label: &str) -> Option<u32> {
+    let digits = !label.is_empty() && label.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| label.parse().ok()).flatten()
+}
+
+/// The fresh nodes with a series whose GPU or PID label is not a plain
+/// integer: what it says cannot be placed, so they are not judged (never
+/// free for a series dropped).
+fn bad_labels(a: &Answers, l: &str, fresh: &BTreeSet<String>) -> BTreeSet<String> {
+    let by_gpu = (a.not_free.iter())
+        .chain(&a.used)
+        .chain(&a.unaccounted)
+        .chain(&a.holders)
+        .chain(&a.held);
+    let bad_gpu = by_gpu.filter(|s| plain(s.label("gpu")).is_none());
+    let bad_pid = (a.holders.iter().chain(&a.held)).filter(|s| plain(s.label("pid")).is_none());
+    (bad_gpu.chain(bad_pid))
+        .map(|s| s.label(l))
+        .filter(|n| fresh.contains(*n))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Of two ages of one node, the worse: one not a number, infinite or in
+/// the future, else the older.
+fn worse_age(a: f64, b: f64) -> f64 {
+    let bad = |x: f64| !x.is_finite() || x < -CLOCK_SKEW_SECONDS;
+    match (bad(a), bad(b)) {
+        (true, _) => a,
+        (_, true) => b,
+        _ => a.max(b),
+    }
 }
 
 /// A not-free GPU's `state` label: `busy`, else unknown (the query asks

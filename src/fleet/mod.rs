@@ -9,7 +9,9 @@ mod api;
 mod join;
 mod queries;
 
-pub use api::{AnswerError, Labels, Sample, Server, Unreached, MAX_ANSWER_BYTES};
+pub use api::{
+    AnswerError, Labels, Sample, Server, Unreached, MAX_ANSWER_BYTES, MAX_LABELS, MAX_SERIES,
+};
 pub use queries::{steps, PerQuery, Queries};
 
 use crate::model::Fleet;
@@ -110,7 +112,7 @@ pub fn job_matcher(job: &str) -> String {
 /// The fleet as Prometheus sees it now: the queries sent at once, each
 /// within what is left of `source.timeout`, then joined.
 pub fn look(source: &Source) -> Result<Fleet, FleetError> {
-    let server = Server::new(&source.url, source.timeout);
+    let server = Server::new(&source.url, source.timeout, source.max_age);
     let deadline = Instant::now() + source.timeout;
     let server = &server;
     let answers = std::thread::scope(|scope| {

@@ -12,10 +12,13 @@ use super::Source;
 pub struct PerQuery<T> {
     /// Per node, `up` (its targets' worst): 0 for a target down.
     pub up: T,
-    /// Per node, seconds since its newest sample (of `gpufree_nvml_up`:
-    /// one series a node, in serve's metrics and in the textfile alike).
+    /// Per node, seconds since its snapshot was taken
+    /// (`gpufree_snapshot_timestamp_seconds`), else since its newest
+    /// sample (of `gpufree_nvml_up`: one series a node, in serve's
+    /// metrics and in the textfile alike).
     pub age: T,
-    /// Per node, the age of the snapshot when it was scraped (serve's).
+    /// Per node, the age of the snapshot when it was scraped (serve's,
+    /// where it exports no snapshot timestamp).
     pub snapshot_age: T,
     /// The GPUs that are not free (`busy` or `unknown` is 1).
     pub not_free: T,
@@ -103,11 +106,18 @@ impl Queries {
         };
         Queries {
             up: format!("min by ({l}) (up{})", sel("")),
+            // Since the snapshot was taken, whoever serves it (an old
+            // textfile is re-served fresh on every scrape); from an
+            // exporter without that series, since its newest sample (plus
+            // serve's snapshot age, below).
             age: format!(
-                "max by ({l}) (time() - timestamp(gpufree_nvml_up{}))",
-                sel("")
+                "max by ({l}) (time() - gpufree_snapshot_timestamp_seconds{s1}) or max by ({l}) (time() - timestamp(gpufree_nvml_up{s1}))",
+                s1 = sel("")
             ),
-            snapshot_age: format!("max by ({l}) (gpufree_snapshot_age_seconds{})", sel("")),
+            snapshot_age: format!(
+                "max by ({l}) (gpufree_snapshot_age_seconds{s1}) unless on ({l}) max by ({l}) (gpufree_snapshot_timestamp_seconds{s1})",
+                s1 = sel("")
+            ),
             used: memory("used"),
             unaccounted: memory("unaccounted"),
             not_free: format!("max by ({l}, gpu, uuid, state) ({not_free})"),
@@ -115,13 +125,15 @@ impl Queries {
                 "max by ({l}, gpu, pid, comm, user, owner_kind, owner, orphaned, renamed) (gpufree_process_gpu_memory_bytes{})",
                 sel("")
             ),
+            // By PID and comm: a recycled PID under another name is
+            // another holder.
             // Each step sees the newest sample before it (within
             // Prometheus's lookback): the earliest step's is the first
             // sample to within a step.
             // A holder younger than the last fine step: its newest
             // sample's time (held less than a fine step).
             held: format!(
-                "time() - min by ({l}, gpu, pid) ({} or {} or timestamp(gpufree_process_gpu_memory_bytes{}))",
+                "time() - min by ({l}, gpu, pid, comm) ({} or {} or timestamp(gpufree_process_gpu_memory_bytes{}))",
                 first(history, coarse),
                 first(coarse, fine),
                 sel("")

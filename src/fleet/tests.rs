@@ -1,5 +1,6 @@
 use super::*;
-use crate::model::{OwnerKind, StaleReason, VerdictState};
+use crate::model::{Fleet, OwnerKind, StaleReason, VerdictState, CLOCK_SKEW_SECONDS};
+use std::collections::BTreeMap;
 
 fn source() -> Source {
     Source {
@@ -199,4 +200,154 @@ fn queries_carry_the_selector_and_the_node_label() {
     assert_eq!(steps(24 * 3600), (3600, 720));
     assert_eq!(steps(120), (5, 1));
     assert_eq!(job_matcher("a\"b\\c"), r#"job="a\"b\\c""#);
+}
+
+/// The stale reasons of `f`, by node.
+fn reasons(f: &Fleet) -> BTreeMap<&str, StaleReason> {
+    f.stale
+        .iter()
+        .map(|s| (s.node.as_str(), s.reason))
+        .collect()
+}
+
+/// A not-free GPU, a holder or its time held named by a GPU or PID label
+/// that is not a plain integer leaves its node unjudged (stale), never
+/// free: the busy GPU is not dropped.
+#[test]
+fn a_gpu_or_pid_label_that_is_no_plain_integer_makes_the_node_stale() {
+    for (gpu, pid) in [
+        ("0x1", "5"),
+        (" 0", "5"),
+        ("+1", "5"),
+        ("", "5"),
+        ("GPU-1", "5"),
+    ]
+    .into_iter()
+    .chain([("2", "-5"), ("2", "99999999999")])
+    {
+        let mut a = answers();
+        if pid == "5" {
+            let busy = [("instance", "a:9835"), ("gpu", gpu), ("state", "busy")];
+            a.not_free.push(sample(&busy, 1.0));
+        } else {
+            a.holders.push(holder("a:9835", gpu, pid, "none", 1.0));
+        }
+        let f = join::join(&source(), "http://p", a);
+        assert_eq!(
+            reasons(&f).get("a:9835"),
+            Some(&StaleReason::BadLabel),
+            "{gpu:?} {pid:?}"
+        );
+        assert_eq!((f.nodes_seen, f.nodes_free), (2, 0), "{gpu:?} {pid:?}");
+    }
+}
+
+/// Only an `up` of 1 is up; an age not finite or in the future is stale;
+/// of duplicate answers for one node, the worst counts.
+#[test]
+fn odd_up_and_ages_and_duplicates_are_never_fresh() {
+    let node = |v: f64| sample(&[("instance", "a:9835")], v);
+    let cases: [(&str, Vec<Sample>, Vec<Sample>, StaleReason); 7] = [
+        (
+            "up NaN",
+            vec![node(f64::NAN)],
+            vec![node(5.0)],
+            StaleReason::Down,
+        ),
+        ("up 2", vec![node(2.0)], vec![node(5.0)], StaleReason::Down),
+        (
+            "up twice",
+            vec![node(1.0), node(0.0), node(1.0)],
+            vec![node(5.0)],
+            StaleReason::Down,
+        ),
+        (
+            "age -Inf",
+            vec![node(1.0)],
+            vec![node(f64::NEG_INFINITY)],
+            StaleReason::Future,
+        ),
+        (
+            "age -1d",
+            vec![node(1.0)],
+            vec![node(-86400.0)],
+            StaleReason::Future,
+        ),
+        (
+            "age +Inf",
+            vec![node(1.0)],
+            vec![node(f64::INFINITY)],
+            StaleReason::Old,
+        ),
+        (
+            "age twice",
+            vec![node(1.0)],
+            vec![node(500.0), node(5.0)],
+            StaleReason::Old,
+        ),
+    ];
+    for (what, up, age, want) in cases {
+        let mut a = answers();
+        a.up.retain(|s| s.label("instance") != "a:9835");
+        a.age.retain(|s| s.label("instance") != "a:9835");
+        a.up.extend(up);
+        a.age.extend(age);
+        let f = join::join(&source(), "http://p", a);
+        assert_eq!(reasons(&f).get("a:9835"), Some(&want), "{what}");
+    }
+    // A clock a few seconds ahead is not the future.
+    let mut a = answers();
+    a.age
+        .iter_mut()
+        .for_each(|s| s.value = -CLOCK_SKEW_SECONDS / 2.0);
+    let f = join::join(&source(), "http://p", a);
+    assert!(!reasons(&f).contains_key("a:9835"), "{:?}", f.stale);
+}
+
+/// A recycled PID under another name does not inherit the earlier
+/// holder's time held.
+#[test]
+fn time_held_is_keyed_by_pid_and_comm() {
+    let mut a = answers();
+    a.held[0].labels.set("comm", "bash");
+    let f = join::join(&source(), "http://p", a);
+    let b = f.nodes.iter().find(|n| n.node == "b:9835").unwrap();
+    assert_eq!(b.holders[0].held_seconds, None);
+    assert!(Queries::new(&source())
+        .held
+        .contains("min by (instance, gpu, pid, comm) ("));
+}
+
+/// One node with many GPUs and holders is joined and written in about
+/// linear time (it was quadratic: minutes for 60,000).
+#[test]
+fn a_huge_node_is_joined_and_written_quickly() {
+    let n = 60_000;
+    let mut a = answers();
+    for g in 0..n {
+        let g = g.to_string();
+        let busy = [("instance", "a:9835"), ("gpu", &g), ("state", "busy")];
+        a.not_free.push(sample(&busy, 1.0));
+        a.holders.push(holder("a:9835", &g, "7", "none", 1.0));
+    }
+    let started = std::time::Instant::now();
+    let f = join::join(&source(), "http://p", a);
+    let mut out = Vec::new();
+    crate::present::fleet::write_fleet(
+        &mut out,
+        &f,
+        &crate::present::Paint { color: false },
+        false,
+    )
+    .unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        f.nodes
+            .iter()
+            .find(|n| n.node == "a:9835")
+            .unwrap()
+            .held_bytes,
+        (n as u64 + 3) << 20
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
 }

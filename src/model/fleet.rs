@@ -118,8 +118,10 @@ pub struct FleetHolder {
 pub struct StaleNode {
     /// The node label's value.
     pub node: String,
-    /// The data's age (since the newest sample, plus the snapshot's age
-    /// when it was scraped), where there is data.
+    /// The data's age (since the snapshot was taken; from an older
+    /// exporter, since the newest sample plus the snapshot's age when it
+    /// was scraped), where there is data; negative for data taken in the
+    /// future.
     pub age_seconds: Option<f64>,
     /// Why it is stale (`present::fleet` words it).
     pub reason: StaleReason,
@@ -137,7 +139,18 @@ pub enum StaleReason {
     /// Its newest data is older than `max_age_seconds` (or its age is not
     /// a number).
     Old,
+    /// Its data's age is below minus [`CLOCK_SKEW_SECONDS`]: taken in the
+    /// future (a clock ahead, or timestamps made up).
+    Future,
+    /// A series of it names a GPU or a PID by a label that is not a plain
+    /// integer (a relabel, another exporter): what it says of that GPU
+    /// cannot be placed.
+    BadLabel,
 }
+
+/// How far ahead of Prometheus's clock a node's may be before its data
+/// counts as taken in the future.
+pub const CLOCK_SKEW_SECONDS: f64 = 10.0;
 
 impl Fleet {
     /// The verdict of the whole view, as `check`'s (a node not free

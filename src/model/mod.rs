@@ -30,7 +30,9 @@ pub use evidence::{
     Renamed, Restarter, Unseen, Who,
 };
 pub use finding::{Finding, FindingKind, Severity};
-pub use fleet::{Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode, StaleReason};
+pub use fleet::{
+    Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode, StaleReason, CLOCK_SKEW_SECONDS,
+};
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use k8s::{Allocation, AllocationIssue, KubeletView};
 pub use kill::{Changed, Handled, Plan, PlanEntry, Report, Skipped};

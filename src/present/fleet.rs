@@ -9,6 +9,7 @@ use super::Paint;
 use crate::model::{Fleet, FleetHolder, FleetNode, StaleNode, StaleReason};
 use crate::safe::fit;
 use crate::units::{mib, span};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 /// Widest label value (a node, a comm, an owner) in a line.
@@ -50,7 +51,7 @@ pub fn write_fleet<W: Write>(w: &mut W, f: &Fleet, paint: &Paint, quiet: bool) -
         writeln!(w, "{}", paint.warn("Stale (their GPUs may be anything):"))?;
     }
     for s in &f.stale {
-        let age = (s.age_seconds.filter(|a| a.is_finite()))
+        let age = (s.age_seconds.filter(|a| a.is_finite() && *a >= 0.0))
             .map_or(String::new(), |a| format!(" ({} old)", span(a)));
         let lead = if quiet { "stale " } else { "  " };
         writeln!(
@@ -76,6 +77,16 @@ pub fn stale_why(s: &StaleNode, max_age: u64) -> String {
             ),
             None => "its newest data's age is not a number".into(),
         },
+        StaleReason::Future => match s.age_seconds.filter(|a| a.is_finite()) {
+            Some(a) => format!(
+                "its newest data is {} in the future (a clock ahead of Prometheus's)",
+                span(-a)
+            ),
+            None => "its newest data is from the future (a clock ahead of Prometheus's)".into(),
+        },
+        StaleReason::BadLabel => {
+            "a series of it names a GPU or a PID by a label that is not a plain integer".into()
+        }
     }
 }
 
@@ -110,6 +121,11 @@ fn write_node<W: Write>(w: &mut W, n: &FleetNode, paint: &Paint, quiet: bool) ->
     }
     writeln!(w)?;
     writeln!(w, "{line}")?;
+    // Grouped once: never a scan of the holders per GPU.
+    let mut on_gpu: BTreeMap<u32, Vec<&FleetHolder>> = BTreeMap::new();
+    for h in &n.holders {
+        on_gpu.entry(h.gpu).or_default().push(h);
+    }
     for g in &n.gpus {
         let used = g
             .used_bytes
@@ -124,7 +140,7 @@ fn write_node<W: Write>(w: &mut W, n: &FleetNode, paint: &Paint, quiet: bool) ->
             g.gpu,
             g.state.as_str()
         )?;
-        for h in n.holders.iter().filter(|h| h.gpu == g.gpu) {
+        for h in on_gpu.get(&g.gpu).into_iter().flatten() {
             writeln!(w, "    {}", holder(h))?;
         }
     }

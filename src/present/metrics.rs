@@ -27,6 +27,10 @@ pub struct Extra {
     pub snapshot_age_seconds: Option<f64>,
     /// How long the snapshot took.
     pub snapshot_duration_seconds: Option<f64>,
+    /// When the snapshot was taken (began), in seconds since the Unix
+    /// epoch: its age whoever serves it (`serve`, or node_exporter
+    /// re-serving an old textfile) is `time()` less this.
+    pub snapshot_timestamp_seconds: Option<f64>,
     /// Snapshots that failed since start (`serve`).
     pub collection_errors: Option<u64>,
 }
@@ -108,6 +112,14 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
             "snapshot_duration_seconds",
             "How long the snapshot took",
             d,
+        );
+    }
+    if let Some(t) = extra.snapshot_timestamp_seconds {
+        seconds(
+            &mut r,
+            "snapshot_timestamp_seconds",
+            "When the snapshot these metrics show was taken, in seconds since the Unix epoch",
+            t,
         );
     }
     add_live(&mut r, extra);

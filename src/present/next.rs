@@ -66,10 +66,10 @@ pub fn next_line(n: &Next) -> String {
 }
 
 /// `gpufree fleet`'s next step on a node: `ssh HOST gpufree why --gpu
-/// N...`, where HOST prints as one shell word that ssh cannot take for an
-/// option; None otherwise (see [`fleet_by_hand`]).
+/// N...`, where HOST is a plain host name ([`plain_host`]); None
+/// otherwise (see [`fleet_by_hand`]).
 pub fn fleet_command(n: &FleetNode) -> Option<String> {
-    if n.host.is_empty() || n.host.starts_with('-') {
+    if !plain_host(&n.host) {
         return None;
     }
     let mut argv = vec!["ssh", n.host.as_str(), "gpufree", "why"];
@@ -78,6 +78,17 @@ pub fn fleet_command(n: &FleetNode) -> Option<String> {
         argv.extend(["--gpu", g.as_str()]);
     }
     shell_command(&argv)
+}
+
+/// Whether `host` is one ssh takes for a host name and nothing else, and
+/// that no `ProxyCommand` or `Match exec` expanding `%h` can run: letters,
+/// digits, `.`, `-`, `_`, `:` and `[]` (an IPv6 literal) only, not
+/// starting with `-`, at most 253 bytes (no `user@`, no `ssh://`, no
+/// shell's characters, no look-alike letters).
+pub fn plain_host(host: &str) -> bool {
+    let plain =
+        |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']');
+    !host.is_empty() && host.len() <= 253 && !host.starts_with('-') && host.bytes().all(plain)
 }
 
 /// What to run on a node whose host is no safe ssh host, and where.

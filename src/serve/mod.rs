@@ -148,6 +148,7 @@ fn collect(
     label_cmdline: bool,
 ) -> Result<(Bytes, crate::model::Snapshot), CollectError> {
     let started = Instant::now();
+    let taken = crate::units::unix_now();
     let snap = c
         .snapshot()
         .map_err(|e| CollectError::Snapshot(e.to_string()))?;
@@ -156,6 +157,7 @@ fn collect(
     let extra = Extra {
         label_cmdline,
         snapshot_duration_seconds: Some(started.elapsed().as_secs_f64()),
+        snapshot_timestamp_seconds: Some(taken),
         ..Extra::default()
     };
     let body = Bytes::from(render_snapshot_part(&snap, &extra));

@@ -362,7 +362,8 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     );
     assert_eq!(r.code, 3, "{r:?}");
     assert!(
-        r.stderr.contains("is unusable: the answer is over 64 MiB"),
+        r.stderr
+            .contains("is unusable: the answers are over 64 MiB together"),
         "{}",
         r.stderr
     );
@@ -384,4 +385,60 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("--node-label"), "{}", r.stderr);
     drop(silent);
+}
+
+#[test]
+fn fleet_calls_a_node_stale_whose_textfile_node_exporter_still_serves_is_old() {
+    if !have("prometheus-node-exporter", "prometheus-node-exporter") {
+        return;
+    }
+    // A host whose `gpufree metrics --output` ran once (its timer then
+    // stopped): node_exporter serves that file on every scrape.
+    let d = TestDir::new(1);
+    let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
+    let textfiles = d.tmp.path().join("textfile");
+    std::fs::create_dir(&textfiles).unwrap();
+    let file = textfiles.join("gpufree.prom");
+    let r = gpufree(
+        &[
+            "metrics",
+            "--output",
+            file.to_str().unwrap(),
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            sim_lib().to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let exporter = Daemon::start(
+        "node_exporter",
+        std::process::Command::new("prometheus-node-exporter")
+            .arg("--collector.disable-defaults")
+            .arg("--collector.textfile")
+            .arg(format!(
+                "--collector.textfile.directory={}",
+                textfiles.display()
+            ))
+            .arg("--web.listen-address=127.0.0.1:0"),
+        d.tmp.path(),
+    );
+    let addr = exporter.listening();
+    let Some(prom) = Prometheus::start(&[(&addr, "gpu-t")]) else {
+        return;
+    };
+    // Fresh within an hour: its one GPU is free.
+    let r = prom.fleet(&["--max-age", "1h"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // Past a 3s --max-age, however fresh node_exporter's scrapes are.
+    let old = ["--max-age", "3s", "--json"];
+    prom.until("the textfile's snapshot is 3s old", 30, || {
+        prom.fleet(&old).json()["stale"][0]["node"] == addr.as_str()
+    });
+    let r = prom.fleet(&old);
+    assert_eq!(r.code, 3, "{r:?}");
+    let stale = r.json()["stale"].clone();
+    assert_eq!(stale[0]["reason"], "old", "{stale}");
+    assert!(stale[0]["age_seconds"].as_f64().unwrap() > 3.0, "{stale}");
 }

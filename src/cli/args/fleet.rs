@@ -27,8 +27,10 @@ pub struct FleetArgs {
     /// history.
     #[arg(long, value_name = "DUR", default_value = "6h", value_parser = history)]
     pub history: std::time::Duration,
-    /// A node whose newest data (the sample's age plus the snapshot's age
-    /// when it was scraped) is older than this is stale.
+    /// A node whose data (since its snapshot was taken; from an older
+    /// exporter, the sample's age plus the snapshot's age when it was
+    /// scraped) is older than this is stale; so is an answer evaluated
+    /// further than this from now.
     #[arg(long, value_name = "DUR", default_value = "3m", value_parser = crate::units::parse_duration)]
     pub max_age: std::time::Duration,
     /// The whole view, every request to Prometheus included, ends within
@@ -37,6 +39,9 @@ pub struct FleetArgs {
     pub timeout: std::time::Duration,
     /// List only nodes with a leftover holder (owned by no unit,
     /// container, pod or job), or with a GPU whose verdict is unknown.
+    /// Exit 0 then means no leftover anywhere (GPUs held by owned
+    /// processes may be busy), 1 a listed node has a busy GPU, 3 a
+    /// listed verdict unknown or a node stale.
     #[arg(long)]
     pub leftovers: bool,
 }

@@ -118,6 +118,8 @@ pub(super) fn fleet() -> Fleet {
             stale("gpu-02:9835", Some(12.0), StaleReason::Down),
             stale("gpu-03:9835", None, StaleReason::NoSeries),
             stale("gpu-09:9835", Some(400.0), StaleReason::Old),
+            stale("gpu-10:9835", Some(-3600.0), StaleReason::Future),
+            stale("gpu-11:9835", None, StaleReason::BadLabel),
         ],
     )
 }
@@ -150,4 +152,34 @@ pub(super) fn evil_fleet() -> Fleet {
         reason: StaleReason::Old,
     });
     head(nodes, stale.collect())
+}
+
+/// ssh is given only a plain host name: no user, no URI, no shell's
+/// characters, no look-alike letters, no option, nothing over 253 bytes.
+#[test]
+fn only_a_plain_host_gets_an_ssh_command() {
+    use crate::present::next::plain_host;
+    for ok in [
+        "gpu-07",
+        "gpu_7.example.org",
+        "fe80::1",
+        "[fe80::1]",
+        "10.0.0.7",
+    ] {
+        assert!(plain_host(ok), "{ok}");
+    }
+    let long = "a".repeat(254);
+    for bad in [
+        "",
+        "-oProxyCommand=x",
+        "$(touch /tmp/pwn27)",
+        "a'b;c",
+        "root@evil.example",
+        "ssh://x",
+        "g\u{440}u-1",
+        "a b",
+        long.as_str(),
+    ] {
+        assert!(!plain_host(bad), "{bad}");
+    }
 }
