@@ -70,18 +70,7 @@ impl<T, E> PerQuery<Result<T, E>> {
     }
 }
 
-/// The look back's two steps for `history` seconds: a coarse one over
-/// the whole history (24 steps: 15m for 6h) and a fine one over the
-/// coarse step's span, for a holder younger than the last coarse step
-/// (5 steps: 3m for 6h); a holder younger than the last fine step has
-/// held for less than one. A holder's time held is right to within the
-/// step that saw its first sample; the cost is 29 steps of every holder's
-/// series, whatever the history (each step costs Prometheus about as much
-/// as an instant query of them).
-pub fn steps(history: u64) -> (u64, u64) {
-    let coarse = (history / 24).max(1);
-    (coarse, (coarse / 5).max(1))
-}
+pub use crate::model::look_back_steps as steps;
 
 impl Queries {
     /// The queries for `source`.

@@ -152,6 +152,19 @@ pub enum StaleReason {
 /// counts as taken in the future.
 pub const CLOCK_SKEW_SECONDS: f64 = 10.0;
 
+/// The look back's two steps for `history` seconds: a coarse one over
+/// the whole history (24 steps: 15m for 6h) and a fine one over the
+/// coarse step's span, for a holder younger than the last coarse step
+/// (5 steps: 3m for 6h); a holder younger than the last fine step has
+/// held for less than one. A holder's time held is right to within the
+/// step that saw its first sample; the cost is 29 steps of every holder's
+/// series, whatever the history (each step costs Prometheus about as much
+/// as an instant query of them).
+pub fn look_back_steps(history: u64) -> (u64, u64) {
+    let coarse = (history / 24).max(1);
+    (coarse, (coarse / 5).max(1))
+}
+
 impl Fleet {
     /// The verdict of the whole view, as `check`'s (a node not free
     /// outranks a stale one): busy where some node has a GPU that is

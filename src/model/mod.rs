@@ -31,7 +31,8 @@ pub use evidence::{
 };
 pub use finding::{Finding, FindingKind, Severity};
 pub use fleet::{
-    Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode, StaleReason, CLOCK_SKEW_SECONDS,
+    look_back_steps, Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode, StaleReason,
+    CLOCK_SKEW_SECONDS,
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use k8s::{Allocation, AllocationIssue, KubeletView};

@@ -6,6 +6,7 @@
 
 use super::next::{fleet_by_hand, fleet_command};
 use super::Paint;
+use crate::model::look_back_steps;
 use crate::model::{Fleet, FleetHolder, FleetNode, StaleNode, StaleReason};
 use crate::safe::fit;
 use crate::units::{mib, span};
@@ -43,8 +44,9 @@ pub fn write_fleet<W: Write>(w: &mut W, f: &Fleet, paint: &Paint, quiet: bool) -
     if !quiet {
         writeln!(w, "{}", paint.bold(&head))?;
     }
+    let fine = look_back_steps(f.history_seconds).1;
     for n in &f.nodes {
-        write_node(w, n, paint, quiet)?;
+        write_node(w, n, paint, quiet, fine)?;
     }
     if !f.stale.is_empty() && !quiet {
         writeln!(w)?;
@@ -92,23 +94,32 @@ pub fn stale_why(s: &StaleNode, max_age: u64) -> String {
 
 /// How long, as a line says it: `for 2h 13m`; `for over 5h 52m` where it
 /// held already when the history looked at began (its first sample there
-/// is that old: it has held at least that long).
-fn held_for(seconds: Option<f64>, before_history: bool) -> String {
+/// is that old: it has held at least that long); `for under 3m` where it
+/// is younger than the look back's finest step, `fine` seconds (its first
+/// sample is then the newest: the seconds would be made up).
+fn held_for(seconds: Option<f64>, before_history: bool, fine: u64) -> String {
     match seconds {
         Some(s) if before_history => format!("for over {}", span(s)),
+        Some(s) if s < fine as f64 => format!("for under {}", span(fine as f64)),
         Some(s) => format!("for {}", span(s)),
         None => String::new(),
     }
 }
 
-fn write_node<W: Write>(w: &mut W, n: &FleetNode, paint: &Paint, quiet: bool) -> io::Result<()> {
+fn write_node<W: Write>(
+    w: &mut W,
+    n: &FleetNode,
+    paint: &Paint,
+    quiet: bool,
+    fine: u64,
+) -> io::Result<()> {
     let mut line = format!(
         "{}  {}  {} held",
         paint.bold(&fit(&n.node, NAME_MAX)),
         n.state.as_str(),
         mib(n.held_bytes)
     );
-    let long = held_for(n.held_seconds, n.held_before_history);
+    let long = held_for(n.held_seconds, n.held_before_history, fine);
     if !long.is_empty() {
         line.push(' ');
         line.push_str(&long);
@@ -141,7 +152,7 @@ fn write_node<W: Write>(w: &mut W, n: &FleetNode, paint: &Paint, quiet: bool) ->
             g.state.as_str()
         )?;
         for h in on_gpu.get(&g.gpu).into_iter().flatten() {
-            writeln!(w, "    {}", holder(h))?;
+            writeln!(w, "    {}", holder(h, fine))?;
         }
     }
     match fleet_command(n) {
@@ -151,7 +162,7 @@ fn write_node<W: Write>(w: &mut W, n: &FleetNode, paint: &Paint, quiet: bool) ->
 }
 
 /// `PID 7  alice  python3  none  orphaned,renamed  100 MiB  for 10m 0s`.
-fn holder(h: &FleetHolder) -> String {
+fn holder(h: &FleetHolder, fine: u64) -> String {
     let mut flags = Vec::new();
     if h.orphaned {
         flags.push("orphaned");
@@ -178,7 +189,7 @@ fn holder(h: &FleetHolder) -> String {
         line.push_str(&format!("  {}", flags.join(",")));
     }
     line.push_str(&format!("  {}", mib(h.bytes)));
-    let long = held_for(h.held_seconds, h.held_before_history);
+    let long = held_for(h.held_seconds, h.held_before_history, fine);
     if !long.is_empty() {
         line.push_str(&format!("  {long}"));
     }
