@@ -34,8 +34,8 @@ fi
 awk '$2 != "root:root" { print; bad = 1 } END { exit bad }' <<<"$entries" ||
     fail "entries of $rpm not owned by root:root"
 # 755 only for what is executed: the binary, and the Slurm scripts slurmd
-# runs directly.
-awk '{ want = ($2 ~ /^\/usr\/bin\// || $2 ~ /\.sh$/) ? "-rwxr-xr-x" : "-rw-r--r--"
+# runs directly (not common.sh, which they source).
+awk '{ want = ($2 ~ /^\/usr\/bin\// || ($2 ~ /\.sh$/ && $2 !~ /\/common\.sh$/)) ? "-rwxr-xr-x" : "-rw-r--r--"
        if ($1 != want) { print $0 " (want " want ")"; bad = 1 } } END { exit bad }' <<<"$rpm_files" ||
     fail "files of $rpm with the wrong mode"
 # The RPM owns its own directories, and no one else's (/usr/bin is RHEL's
