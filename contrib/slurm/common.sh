@@ -29,22 +29,41 @@ gpufree_missing() {
     say "$MISSING"
 }
 
+# Whether `scontrol show node`'s answer $1 is of a node drained,
+# draining, down or failed.
+drained() {
+    grep -Eq 'State=[^ ]*(DRAIN|DOWN|FAIL)' <<<"$1"
+}
+
+# The Reason in `scontrol show node`'s answer $1, without the
+# ` [user@time]` Slurm appends ("" where there is none).
+reason_of() {
+    sed -n 's/^ *Reason=\(.*\) \[[^]]*\]$/\1/p' <<<"$1"
+}
+
 # Drains this node with the reason $1; 0 once drained. A node already
 # drained or down for a reason that is not gpufree's keeps it (an admin's
-# is never replaced): 2. Where the node cannot be read, or the update
-# fails, gpufree drains nothing, since it cannot tell whose drain it would
-# replace: 1, and Slurm's own handling stands (a failing prolog or epilog
-# drains the node as `Prolog error`/`Epilog error`, slurmstepd drains it as
-# `Kill task failed`; the health check tries again at its next run).
+# is never replaced): 2. So does one drained by another of gpufree's
+# scripts where $2 is given, the reason this script set itself before (the
+# health check's mark): only that one is replaced, so that the health
+# check never resumes the prolog's or the epilog's drain. Where the node
+# cannot be read, or the update fails, gpufree drains nothing, since it
+# cannot tell whose drain it would replace: 1, and Slurm's own handling
+# stands (a failing prolog or epilog drains the node as `Prolog
+# error`/`Epilog error`, slurmstepd drains it as `Kill task failed`; the
+# health check tries again at its next run).
 drain() {
     local current
     if ! current=$("$SCONTROL" show node "$NODE" 2>&1); then
         say "cannot read node $NODE, not drained by gpufree: $current"
         return 1
     fi
-    if grep -Eq 'State=[^ ]*(DRAIN|DOWN|FAIL)' <<<"$current" &&
-        ! grep -q 'Reason=gpufree:' <<<"$current"; then
+    if drained "$current" && ! grep -q 'Reason=gpufree:' <<<"$current"; then
         say "$NODE is already drained or down for another reason; keeping it, not taking it over: $1"
+        return 2
+    fi
+    if [ $# -ge 2 ] && drained "$current" && [ "$(reason_of "$current")" != "$2" ]; then
+        say "$NODE is already drained by another of gpufree's scripts; keeping that: $1"
         return 2
     fi
     "$SCONTROL" update nodename="$NODE" state=drain reason="$1" || return 1

@@ -25,7 +25,7 @@ case $code in
     # the unkillable-step program drained since, whose reasons also start
     # `gpufree:`. Where the node cannot be read, the next run decides.
     if [ -e "$MARK" ] && current=$("$SCONTROL" show node "$NODE" 2>&1); then
-        now=$(sed -n 's/^ *Reason=\(.*\) \[[^]]*\]$/\1/p' <<<"$current")
+        now=$(reason_of "$current")
         if [ -n "$now" ] && [ "$now" = "$(cat "$MARK")" ]; then
             "$SCONTROL" update nodename="$NODE" state=resume || exit 0
         fi
@@ -33,9 +33,12 @@ case $code in
     fi
     ;;
 1)
-    # A node already drained or down for another reason stays the
-    # admin's: gpufree neither takes it over nor later resumes it.
-    drain "$reason" && mkdir -p "$(dirname "$MARK")" && printf '%s\n' "$reason" >"$MARK"
+    # A node already drained or down for another reason keeps it and is
+    # never resumed here: an admin's, and the prolog's, epilog's or
+    # unkillable program's (their reasons start `gpufree:` too); only this
+    # script's own drain, the mark's, is replaced.
+    drain "$reason" "$(cat "$MARK" 2>/dev/null)" &&
+        mkdir -p "$(dirname "$MARK")" && printf '%s\n' "$reason" >"$MARK"
     ;;
 *)
     # 2: a warning, 3: the check could not decide; neither drains nor

@@ -93,20 +93,27 @@ impl Queries {
                 sel("")
             )
         };
+        let holders = format!("gpufree_process_gpu_memory_bytes{}", sel(""));
+        let tag = |q: &str, step: &str| {
+            format!("label_replace({q}, \"gpufree_look_back\", \"{step}\", \"\", \"\")")
+        };
         Queries {
             up: format!("min by ({l}) (up{})", sel("")),
-            // Since the snapshot was taken, whoever serves it (an old
-            // textfile is re-served fresh on every scrape); from an
-            // exporter without that series, since its newest sample (plus
-            // serve's snapshot age, below).
+            // Clock-free where serve answers: its sample's age on
+            // Prometheus's clock plus serve's own snapshot age (below).
+            // A textfile node_exporter re-serves is fresh on every scrape:
+            // there, since the snapshot was taken (the node's clock), or
+            // else since the file was written (an older gpufree's file);
+            // from any other exporter, since its newest sample.
             age: format!(
-                "max by ({l}) (time() - gpufree_snapshot_timestamp_seconds{s1}) or max by ({l}) (time() - timestamp(gpufree_nvml_up{s1}))",
-                s1 = sel("")
+                "(max by ({l}) (time() - timestamp(gpufree_nvml_up{s1})) and on ({l}) max by ({l}) (gpufree_snapshot_age_seconds{s1})) \
+                 or max by ({l}) (time() - gpufree_snapshot_timestamp_seconds{s1}) \
+                 or max by ({l}) (time() - node_textfile_mtime_seconds{tf}) \
+                 or max by ({l}) (time() - timestamp(gpufree_nvml_up{s1}))",
+                s1 = sel(""),
+                tf = sel("file=~\"(.*/)?gpufree[.]prom\"")
             ),
-            snapshot_age: format!(
-                "max by ({l}) (gpufree_snapshot_age_seconds{s1}) unless on ({l}) max by ({l}) (gpufree_snapshot_timestamp_seconds{s1})",
-                s1 = sel("")
-            ),
+            snapshot_age: format!("max by ({l}) (gpufree_snapshot_age_seconds{})", sel("")),
             used: memory("used"),
             unaccounted: memory("unaccounted"),
             not_free: format!("max by ({l}, gpu, uuid, state) ({not_free})"),
@@ -115,17 +122,18 @@ impl Queries {
                 sel("")
             ),
             // By PID and comm: a recycled PID under another name is
-            // another holder.
-            // Each step sees the newest sample before it (within
-            // Prometheus's lookback): the earliest step's is the first
-            // sample to within a step.
-            // A holder younger than the last fine step: its newest
-            // sample's time (held less than a fine step).
+            // another holder. Each step sees the newest sample before it
+            // (within Prometheus's lookback), so the earliest step a
+            // holder was seen at is its first sample to within that step;
+            // each look back is tagged so that `min` sees all three (an
+            // `or` of untagged ones keeps only the coarse). Only holders
+            // there now: those gone within the history are not asked for.
             held: format!(
-                "time() - min by ({l}, gpu, pid, comm) ({} or {} or timestamp(gpufree_process_gpu_memory_bytes{}))",
-                first(history, coarse),
-                first(coarse, fine),
-                sel("")
+                "time() - min by ({l}, gpu, pid, comm) ({} or {} or {}) and on ({l}, gpu, pid, comm) {h}",
+                tag(&first(history, coarse), "coarse"),
+                tag(&first(coarse, fine), "fine"),
+                tag(&format!("timestamp({holders})"), "newest"),
+                h = holders
             ),
         }
     }

@@ -193,10 +193,28 @@ fn queries_carry_the_selector_and_the_node_label() {
         q.not_free,
         "max by (nodename, gpu, uuid, state) (gpufree_gpu_verdict{job=\"gpufree\",state!=\"free\"} == 1)"
     );
-    assert!(q.age.starts_with("max by (nodename) "), "{}", q.age);
-    // 6h: 24 steps of 15m, and 5 of 3m over the last 15m.
-    assert!(q.held.contains("[21600s:900s]) or "), "{}", q.held);
-    assert!(q.held.contains("[900s:180s])"), "{}", q.held);
+    assert!(q.age.starts_with("(max by (nodename) "), "{}", q.age);
+    // 6h: 24 steps of 15m, and 5 of 3m over the last 15m, each tagged so
+    // that `min` sees it; only holders there now.
+    assert!(
+        q.held
+            .contains("[21600s:900s]), \"gpufree_look_back\", \"coarse\", \"\", \"\") or "),
+        "{}",
+        q.held
+    );
+    assert!(
+        q.held
+            .contains("[900s:180s]), \"gpufree_look_back\", \"fine\""),
+        "{}",
+        q.held
+    );
+    assert!(
+        q.held.ends_with(
+            "and on (nodename, gpu, pid, comm) gpufree_process_gpu_memory_bytes{job=\"gpufree\"}"
+        ),
+        "{}",
+        q.held
+    );
     assert_eq!(steps(24 * 3600), (3600, 720));
     assert_eq!(steps(120), (5, 1));
     assert_eq!(job_matcher("a\"b\\c"), r#"job="a\"b\\c""#);

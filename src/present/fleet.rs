@@ -94,13 +94,14 @@ pub fn stale_why(s: &StaleNode, max_age: u64) -> String {
 
 /// How long, as a line says it: `for 2h 13m`; `for over 5h 52m` where it
 /// held already when the history looked at began (its first sample there
-/// is that old: it has held at least that long); `for under 3m` where it
-/// is younger than the look back's finest step, `fine` seconds (its first
-/// sample is then the newest: the seconds would be made up).
+/// is that old: it has held at least that long); `for under 3m 40s` where
+/// the first sample seen is younger than the look back's finest step,
+/// `fine` seconds: it held for at most a step more than that (a number
+/// of seconds alone would claim a precision the look back has not).
 fn held_for(seconds: Option<f64>, before_history: bool, fine: u64) -> String {
     match seconds {
         Some(s) if before_history => format!("for over {}", span(s)),
-        Some(s) if s < fine as f64 => format!("for under {}", span(fine as f64)),
+        Some(s) if s < fine as f64 => format!("for under {}", span(s + fine as f64)),
         Some(s) => format!("for {}", span(s)),
         None => String::new(),
     }

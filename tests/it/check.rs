@@ -699,3 +699,28 @@ fn slurm_scripts_without_gpufree_say_so_as_the_reason() {
         }
     }
 }
+
+/// A node the epilog drained (its reason starts `gpufree:` too) is not
+/// taken over by the health check when it finds a leftover of its own, so
+/// that the health check never resumes it once that leftover is gone.
+#[test]
+fn slurm_health_check_keeps_the_epilog_s_drain() {
+    let h = Host::new(gpu(&[(100, 8)], 0));
+    h.holder(100, "0::/user.slice\n", 'S');
+    let (bin, log) = fake_scontrol(h.d.tmp.path());
+    std::fs::write(
+        h.d.tmp.path().join("reason"),
+        "gpufree: 8.0 GiB on GPU 0 not released [root@then]",
+    )
+    .unwrap();
+    let r = health_check(&h, &bin);
+    assert_eq!(calls(&log), [vec!["show", "node", "n1"]]);
+    assert!(r.stderr.contains("keeping that"), "{}", r.stderr);
+    assert!(!h.d.tmp.path().join("drained").exists());
+    // The leftover gone: no mark of its own, so no resume.
+    std::fs::write(&h.state, sim_state(vec![gpu(&[], 0)]).to_string()).unwrap();
+    std::fs::remove_dir_all(h.fake.root.join("100")).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    health_check(&h, &bin);
+    assert!(calls(&log).is_empty(), "{:?}", calls(&log));
+}

@@ -441,4 +441,27 @@ fn fleet_calls_a_node_stale_whose_textfile_node_exporter_still_serves_is_old() {
     let stale = r.json()["stale"].clone();
     assert_eq!(stale[0]["reason"], "old", "{stale}");
     assert!(stale[0]["age_seconds"].as_f64().unwrap() > 3.0, "{stale}");
+    // An older gpufree's file has no snapshot timestamp: the age is since
+    // node_exporter saw it written (its mtime), never since the scrape.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let older: String = text
+        .lines()
+        .filter(|l| !l.contains("gpufree_snapshot_timestamp_seconds"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&file, older).unwrap();
+    let days = std::time::Duration::from_secs(3 * 86400);
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - days)
+        .unwrap();
+    let hour = ["--max-age", "1h", "--json"];
+    prom.until("the older file is days old", 30, || {
+        prom.fleet(&hour).json()["stale"][0]["age_seconds"]
+            .as_f64()
+            .is_some_and(|a| a > 2.0 * 86400.0)
+    });
+    assert_eq!(prom.fleet(&hour).code, 3);
 }
