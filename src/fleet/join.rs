@@ -86,7 +86,14 @@ fn not_free(a: &Answers, l: &str, fresh: &BTreeSet<String>) -> BTreeMap<(String,
             used_bytes: None,
             unaccounted_bytes: None,
         };
-        gpus.insert(key, g);
+        // A GPU's MIG devices answer under its number too: a busy one
+        // outranks an unknown, as a node's busy GPU does.
+        match gpus.get(&key) {
+            Some(had) if had.state == VerdictState::Busy => {}
+            _ => {
+                gpus.insert(key, g);
+            }
+        }
     }
     for s in &a.used {
         if let Some(g) = key(s, l).and_then(|k| gpus.get_mut(&k)) {

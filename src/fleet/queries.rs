@@ -81,7 +81,12 @@ impl Queries {
             (false, true) => format!("{{{s}}}"),
             (false, false) => format!("{{{s},{extra}}}"),
         };
-        let not_free = format!("gpufree_gpu_verdict{} == 1", sel("state!=\"free\""));
+        // A GPU's verdict, or a MIG device's (a serve narrowed to MIG
+        // devices exports no GPU verdict for their GPU): either not free.
+        let not_free = format!(
+            "{} == 1",
+            sel("__name__=~\"gpufree_gpu_verdict|gpufree_mig_verdict\",state!=\"free\"")
+        );
         let memory = |what: &str| {
             format!("max by ({l}, gpu) (gpufree_gpu_memory_{what}_bytes{}) and on ({l}, gpu) ({not_free})", sel(""))
         };

@@ -118,6 +118,37 @@ fn busy_nodes_are_ranked_by_memory_and_stale_ones_said() {
 
 /// `--leftovers` keeps a node with one busy GPU (no leftover) and one
 /// GPU whose verdict is unknown: the node is busy, the GPU unknown.
+/// A serve narrowed to MIG devices exports only their verdicts, under
+/// their GPU's number: a busy one makes the GPU busy, whatever order its
+/// devices answer in, and never free.
+#[test]
+fn a_mig_device_s_verdict_counts_and_busy_outranks_unknown() {
+    let mut a = answers();
+    let mig = |uuid: &str, state: &str| {
+        sample(
+            &[
+                ("instance", "a:9835"),
+                ("gpu", "3"),
+                ("mig", "1"),
+                ("uuid", uuid),
+                ("state", state),
+            ],
+            1.0,
+        )
+    };
+    a.not_free.push(mig("MIG-b", "busy"));
+    a.not_free.push(mig("MIG-u", "unknown"));
+    let f = join::join(&source(), "http://p", a);
+    let node = f
+        .nodes
+        .iter()
+        .find(|n| n.node == "a:9835")
+        .expect("a is not free");
+    assert_eq!(node.gpus[0].gpu, 3);
+    assert_eq!(node.gpus[0].state, VerdictState::Busy);
+    assert_eq!(node.gpus[0].uuid, "MIG-b");
+}
+
 #[test]
 fn leftovers_keep_a_busy_node_with_an_unknown_gpu() {
     let mut a = answers();
@@ -191,7 +222,7 @@ fn queries_carry_the_selector_and_the_node_label() {
     assert_eq!(q.up, "min by (nodename) (up{job=\"gpufree\"})");
     assert_eq!(
         q.not_free,
-        "max by (nodename, gpu, uuid, state) (gpufree_gpu_verdict{job=\"gpufree\",state!=\"free\"} == 1)"
+        "max by (nodename, gpu, uuid, state) ({job=\"gpufree\",__name__=~\"gpufree_gpu_verdict|gpufree_mig_verdict\",state!=\"free\"} == 1)"
     );
     assert!(q.age.starts_with("(max by (nodename) "), "{}", q.age);
     // 6h: 24 steps of 15m, and 5 of 3m over the last 15m, each tagged so
