@@ -2,10 +2,20 @@
 //! with their JSON documents and outcomes.
 
 use super::spinner::Spinner;
-use super::*;
+use super::{collector, shown, snapshot_error, verdict_outcome};
 use crate::act::kill::{self, Plan, Selectors};
+use crate::cli::args::{Common, KillArgs, WaitArgs};
+use crate::cli::config::Settings;
+use crate::cli::error::{Error, Outcome};
+use crate::model::VerdictState;
 use crate::model::{Selection, Snapshot};
+use crate::pipeline::Look;
 use crate::present::json::SnapshotDoc;
+use crate::present::{write_json, Paint};
+use crate::safe::{fit, Guard};
+use crate::snapshot::Config;
+use crate::{pipeline, snapshot};
+use std::io::Write;
 
 /// The document `kill --json` prints: the status after, the plan, the outcome.
 #[derive(serde::Serialize)]

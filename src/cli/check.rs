@@ -3,10 +3,15 @@
 //! file.
 
 use super::args::CheckFormat;
-use super::*;
+use super::{files, shown, take_selected_by};
+use crate::cli::args::CheckArgs;
+use crate::cli::config::Settings;
+use crate::cli::error::{Error, Outcome};
 use crate::diagnose::check::{check, CheckPolicy};
 use crate::model::{CheckMemory, CheckOutcome, Condition, Level, Problem, Snapshot};
 use crate::present::check::{exit_code, write, Format};
+use crate::safe::Guard;
+use std::io::Write;
 
 /// `gpufree check`: the verdict in `--format`, with its consumer's exit
 /// code. What stops the look itself (no GPU, /proc unreadable) is an

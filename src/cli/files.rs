@@ -2,8 +2,13 @@
 //! pages and shell completions, and the atomic writes of `metrics
 //! --output` and `man --dir`.
 
-use super::*;
+use super::shown;
+use crate::cli::args::{Cli, Common};
+use crate::cli::error::{Error, Outcome};
+use crate::present::{write_json, Paint};
 use crate::safe::escape;
+use crate::safe::{fit, Guard};
+use std::io::Write;
 
 /// `gpufree doctor --unit FILE`: done when clean, not reached with
 /// problems (also when the reader of stdout went away).

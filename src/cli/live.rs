@@ -1,7 +1,14 @@
 //! The commands that keep running or run something else: `watch`,
 //! `serve`, `demo` and `sim`.
 
-use super::*;
+use super::{collector, take_selected};
+use crate::cli::args::{ServeArgs, SimCommand};
+use crate::cli::config::Settings;
+use crate::cli::error::{Error, Outcome};
+use crate::present::Paint;
+use crate::safe::Guard;
+use crate::snapshot::Config;
+use std::io::Write;
 
 /// `gpufree watch`: the live view, on a terminal only.
 pub(super) fn watch(

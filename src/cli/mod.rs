@@ -31,12 +31,9 @@ pub use files::WriteError;
 
 use crate::model::VerdictState;
 use crate::pipeline::{self, Look};
-use crate::present::{write_json, Paint};
-use crate::safe::{fit, Guard};
-use crate::snapshot::{self, Config, GpuSelector, SnapshotError};
-use clap::{Args, Parser, Subcommand};
-use std::io::Write;
-use std::path::PathBuf;
+use crate::present::Paint;
+use crate::snapshot::{self, Config, SnapshotError};
+use clap::Parser;
 
 /// Compiles a regular expression given to `flag`; a bad one is a usage
 /// error in one line (regex's own message spans several).

@@ -1,9 +1,14 @@
 //! The commands that take one snapshot and show it: `status`, `why` and
 //! `metrics`.
 
-use super::*;
+use super::{files, shown, take_selected, verdict_outcome};
 use crate::cli::args::WhyFormat;
+use crate::cli::config::Settings;
+use crate::cli::error::{Error, Outcome};
 use crate::model::ViewCommand;
+use crate::present::Paint;
+use crate::safe::Guard;
+use std::io::Write;
 
 /// `gpufree status`: the table, or the JSON document.
 pub(super) fn status(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {

@@ -7,9 +7,14 @@
 //! made answers nothing. Where no view answers, the command scans as this
 //! user does, as before.
 
-use super::*;
+use super::{shown, verdict_outcome};
+use crate::cli::config::Settings;
+use crate::cli::error::{Error, Outcome};
 use crate::model::{ViewAnswer, ViewCommand, ViewRequest, VIEW_VERSION};
+use crate::present::Paint;
+use crate::safe::Guard;
 use crate::serve::view::MAX_REQUEST;
+use std::io::Write;
 use std::io::{BufRead, Read};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;

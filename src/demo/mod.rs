@@ -15,12 +15,10 @@ pub mod title;
 
 use narrate::{free_it, narrate};
 
-use crate::model::Snapshot;
 use crate::pipeline::Look;
-use crate::present::{table, why, write_json, Paint};
+use crate::present::{write_json, Paint};
 use crate::snapshot::{self, Config};
 use holder::{ChildSpec, HoldSpec, Spawned};
-use regex::Regex;
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,13 @@
 //! would have done, `status` and `why` on the incident, then the kill and
 //! the proof that the memory came back.
 
-use super::*;
+use super::{Error, Incident, PKILL_PATTERN};
+use crate::model::Snapshot;
+use crate::pipeline::Look;
+use crate::present::{table, why, Paint};
+use crate::snapshot;
+use regex::Regex;
+use std::io::Write;
 
 /// The second half: `gpufree kill` on the demo's own processes, the
 /// simulated release (about 2 s), and the GPUs free.

@@ -2,8 +2,11 @@
 //! allocated to no pod, a pod's process on another pod's GPU, and
 //! processes of a pod the kubelet no longer runs.
 
-use super::*;
+use super::{gpus_of_all, unprotected, who};
+use crate::diagnose::verdict::IDLE_SLACK_BYTES;
 use crate::model::{AllocationIssue, KubeletView, OwnerKind};
+use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot};
+use std::collections::BTreeMap;
 
 pub(super) fn allocation(s: &Snapshot, out: &mut Vec<Finding>) {
     let Some(k) = s.kubelet.as_ref().filter(|k| k.error.is_none()) else {

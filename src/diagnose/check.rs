@@ -7,7 +7,7 @@
 use super::verdict::{blind_spots, unexplained_bytes};
 use crate::model::{
     CheckMemory, CheckOutcome, Condition, Gpu, Level, Owner, OwnerKind, Pending, Problem, Process,
-    Sampled, Snapshot, Vendor, VerdictState, Wait, Window, STUCK_WINDOW_MS,
+    Snapshot, Vendor, VerdictState, Window,
 };
 use std::collections::BTreeMap;
 

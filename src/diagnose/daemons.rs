@@ -1,7 +1,8 @@
 //! Protected holders (driver daemons, display servers): named, never
 //! part of a kill by default, and how an operator stops each.
 
-use super::*;
+use super::{gpus_of_all, who};
+use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot};
 
 pub(super) fn protected(s: &Snapshot, out: &mut Vec<Finding>) {
     let prot: Vec<&Process> = s.processes.iter().filter(|p| p.protected).collect();

@@ -3,8 +3,11 @@
 //! for orphans), one finding per group whose next frees all of it; and the
 //! device-node holders without memory.
 
-use super::*;
+use super::{gpus_of_all, printable, supervisors, unprotected, who};
+use crate::diagnose::shapes::{role, shape};
+use crate::model::{Evidence, Finding, Next, OwnerKind, Process, Severity, Snapshot};
 use crate::model::{GroupName, Holding, LaunchGroup};
+use std::collections::{BTreeMap, HashMap};
 
 /// What started a group of holders.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

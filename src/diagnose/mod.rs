@@ -9,13 +9,10 @@
 //! speak of a driver-level leak and print a GPU reset for the operator (never
 //! run by gpufree).
 
-use crate::model::{
-    Evidence, Finding, Next, OwnerKind, Process, Severity, Snapshot, VerdictState, Who,
-};
+use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot, VerdictState, Who};
 use crate::safe::shell_command;
 use crate::units::mib;
 use regex::Regex;
-use std::collections::{BTreeMap, HashMap};
 
 mod allocation;
 pub mod check;
@@ -29,7 +26,7 @@ pub(crate) mod supervisors;
 mod unaccounted;
 pub mod verdict;
 
-use daemons::{protected, stop_command};
+use daemons::protected;
 pub use groups::Groups;
 use groups::{live_holders, node_only, Ctx, Group};
 use pattern::{pattern, renamed};

@@ -5,7 +5,8 @@
 //! waits for the clients. Killing the server while clients run would end
 //! their CUDA contexts: never the suggestion.
 
-use super::*;
+use super::{unprotected, who};
+use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot, Who};
 use crate::model::{MpsGpu, MpsRole, MpsServed};
 
 /// One finding per GPU under MPS.

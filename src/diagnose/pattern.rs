@@ -2,8 +2,10 @@
 //! misses, and which holders `pkill -f REGEX` would hit and miss, with
 //! procps' own view of a command line.
 
-use super::*;
+use super::{gpus_of_all, printable, unprotected};
+use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot};
 use crate::model::{Miss, PatternHits, Renamed};
+use regex::Regex;
 
 /// What `pkill -f` matches: the command line joined by spaces, or comm when
 /// the command line is empty (kernel threads, zombies), as procps-ng 4

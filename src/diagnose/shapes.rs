@@ -2,7 +2,7 @@
 //! SGLang, Ray, torchrun, DeepSpeed, accelerate, MPI, Slurm, multiprocessing,
 //! DataLoader, Jupyter), from its title and command line.
 
-use super::*;
+use crate::model::Process;
 
 /// Well-known helper processes, named for the operator.
 pub(super) fn role(p: &Process) -> Option<&'static str> {

@@ -1,8 +1,10 @@
 //! Holders in states a kill treats apart: orphans, zombies (and zombie
 //! leaders whose threads run), uninterruptible and stopped processes.
 
-use super::*;
+use super::{gpus_of, gpus_of_all, unprotected, who};
+use crate::diagnose::groups::{Ctx, Group};
 use crate::model::Orphan;
+use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot};
 
 pub(super) fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let s = ctx.s;

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::model::FindingKind;
+use crate::model::OwnerKind;
 use crate::present::json::FindingDoc as Finding;
 use crate::present::next::kill_command;
 

@@ -2,8 +2,11 @@
 //! and memory no visible process accounts for: the holders first, then
 //! driver-held memory with its caveats and the reset plan.
 
-use super::*;
+use super::{verdict, who};
+use crate::diagnose::daemons::stop_command;
+use crate::diagnose::verdict::IDLE_SLACK_BYTES;
 use crate::model::{Cause, Selection, Unseen};
+use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot, VerdictState, Who};
 
 /// Reports what could not be seen: a warning when it leaves the verdict
 /// open, a note when NVML accounts for the memory all the same.

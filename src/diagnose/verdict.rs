@@ -18,9 +18,7 @@
 //! - **free**: neither. Processes gpufree may not read are named as caveats
 //!   even then: NVML accounts for all the memory, so they cannot change it.
 
-use crate::model::{
-    Gpu, Process, Snapshot, Unplaced, UnreadableReason, Vendor, Verdict, VerdictState,
-};
+use crate::model::{Gpu, Process, Snapshot, Unplaced, UnreadableReason, Verdict, VerdictState};
 use crate::units::mib;
 
 /// Unaccounted memory up to this much, with no holder, counts as the GPU's

@@ -2,7 +2,11 @@
 //! specifiers systemd would expand inside shell code, and gpufree commands
 //! that would block or fail there.
 
-use super::*;
+use super::{Problem, COMMAND_VARS, FORMAT_COMMANDS, SHELL_VARS, SPECIFIERS, SYSTEMD_VARS};
+use crate::doctor::words::{
+    base, format_context, shell_assigned, shell_code, specifiers, split_words, var_uses, VarUse,
+};
+use std::collections::BTreeSet;
 
 /// What the unit says about its environment.
 #[derive(Debug, Default)]

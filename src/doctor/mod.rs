@@ -32,12 +32,9 @@ mod words;
 
 use exec::{check_exec, Env};
 
-use words::{
-    base, format_context, shell_assigned, shell_code, specifiers, split_words, var_uses, VarUse,
-};
+use words::{split_words, var_uses, VarUse};
 
 use serde::Serialize;
-use std::collections::BTreeSet;
 
 /// One problem in a unit file.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 //! the variables and specifiers in them, and the shell code a `sh -c`
 //! word carries with what it assigns.
 
-use super::*;
+use super::FORMAT_COMMANDS;
+use std::collections::BTreeSet;
 
 /// One word of a command line after systemd's unquoting.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,12 @@
 //! MIG through NVML: a GPU's mode and, in MIG mode, each MIG device with
 //! its GPU and compute instance ids, memory and processes.
 
-use super::*;
+use super::{describe, list, Shared};
 use crate::model::MigDevice;
+use crate::model::{Gpu, Memory, NvmlProcessKind, Unavailable};
+use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::error::{nvml_sym, nvml_try};
+use nvml_wrapper::Device;
 
 /// `NVML_DEVICE_MIG_ENABLE`.
 const MIG_ENABLE: u32 = 1;

@@ -14,7 +14,7 @@ mod read;
 
 use read::read_all;
 
-use crate::model::{Gpu, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable};
+use crate::model::{Gpu, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;

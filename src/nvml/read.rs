@@ -1,7 +1,10 @@
 //! One read of every GPU through an initialised NVML: memory, the process
 //! lists, names and ids, each failed call kept as unavailable with why.
 
-use super::*;
+use super::{describe, list, NvmlReport, Shared, PASSES};
+use crate::model::{Gpu, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
 
 pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlReport {
     PASSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

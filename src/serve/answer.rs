@@ -2,7 +2,16 @@
 //! `GET /healthz` from the cache, everything else refused; the body marks
 //! its connection busy until it is sent.
 
-use super::*;
+use super::{lock, Shared};
+use crate::present::metrics::{render_live_part, Extra};
+use crate::serve::connections::Conn;
+use hyper::body::{Bytes, Frame, SizeHint};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// A response body of shared chunks; when it is dropped (sent, or the
 /// connection gone) its connection is idle again.

@@ -5,7 +5,17 @@
 //! client's next head, begun in the packet of the request before it, is
 //! timed as a head, not as an idle connection).
 
-use super::*;
+use super::{lock, Shared, SWEEP_EVERY};
+use crate::serve::answer::answer;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 
 pub(super) fn is_out_of_resources(e: &io::Error) -> bool {
     matches!(
@@ -295,6 +305,7 @@ impl AsyncWrite for Tracked {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_head_ends_at_its_empty_line_and_the_next_starts_with_its_first_byte() {

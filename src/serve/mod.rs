@@ -21,27 +21,19 @@ mod answer;
 mod connections;
 pub mod view;
 
-use answer::answer;
-use connections::{admit, is_out_of_resources, is_transient, sweep, Conn, Registry};
+use connections::{admit, is_out_of_resources, is_transient, sweep, Registry};
 
 use crate::act::monitor::{self, Tick, Watch};
 use crate::pipeline::{self, Look};
-use crate::present::metrics::{render_live_part, render_snapshot_part, Extra};
+use crate::present::metrics::{render_snapshot_part, Extra};
 use crate::snapshot::{self, Collector, GpuSelector};
-use hyper::body::{Bytes, Frame, SizeHint};
-use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
-use hyper::{Method, Request, Response, StatusCode};
-use std::collections::HashMap;
+use hyper::body::Bytes;
 use std::convert::Infallible;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::ops::ControlFlow;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
 /// The largest request head (request line and headers) read.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;

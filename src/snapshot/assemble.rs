@@ -6,8 +6,19 @@
 use super::drm::{self, DrmGpus, DrmHost};
 use super::orphans::mark_orphans;
 use super::refused::{gpus_without_nvml, refused_nodes};
-use super::*;
 use crate::model::Kin;
+use crate::model::{
+    Brief, DeviceUse, Gpu, GpuMemory, Owner, Pin, Pins, Process, Snapshot, Unreadable,
+    UnreadableReason, Via, Visibility,
+};
+use crate::nvml::NvmlReport;
+use crate::proc::nodes::{NodeKind, NodeSet};
+use crate::proc::scan::{Details, Limits, Seen, Stuck, Unread};
+use crate::proc::{looks_renamed, parse, scan};
+use crate::snapshot::config::Config;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// What one snapshot collected, before it is joined into the model.
 pub(super) struct Collected {

@@ -11,10 +11,14 @@
 //! GPU is the larger of the two, never their sum.
 
 use super::select::normalize_pci;
-use super::*;
+use crate::model::Gpu;
 use crate::model::{DrmClient, Memory, Unavailable, Unplaced, Vendor};
+use crate::nvml::NvmlReport;
 use crate::proc::drm;
+use crate::proc::nodes::{NodeKind, NodeSet};
+use crate::proc::scan::Seen;
 use crate::sysfs::{self, DriDevice, DrmCard};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// What sysfs says of the host's DRM devices, read once per collection.

@@ -2,7 +2,9 @@
 //! (`watch`'s cheap ticks), while the process set is unchanged.
 
 use super::assemble::set_accounting;
-use super::*;
+use crate::model::{Gpu, Snapshot};
+use crate::nvml::NvmlReport;
+use std::collections::BTreeSet;
 
 /// Folds a fresh NVML reading into `snap` without rescanning /proc: GPU
 /// memory and process lists, the memory of known processes and the

@@ -2,7 +2,11 @@
 //! parents that hold nothing (their launchers), their system units'
 //! restart policy and their pods' names.
 
-use super::*;
+use crate::model::{OwnerKind, Snapshot};
+use crate::proc::{parse, scan};
+use crate::snapshot::config::Config;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::OwnedFd;
 
 /// Reads the command lines of the holders' parents that hold nothing
 /// (their launchers), each only while it is still the process the scan saw.

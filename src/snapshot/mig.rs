@@ -3,9 +3,13 @@
 //! proc root, or from `GPUFREE_MIG_MINORS`, so tests give their own) to its
 //! GPU and instance.
 
-use super::*;
+use crate::model::Snapshot;
 use crate::model::{MigCap, Unavailable, Unplaced};
 use crate::proc::caps::{listed_minors, parse_mig_minors, MigMinor};
+use crate::proc::nodes::{NodeKind, NodeSet};
+use crate::proc::scan;
+use std::collections::BTreeSet;
+use std::os::fd::OwnedFd;
 
 /// Sets `snap.mig_caps` for the capability nodes of the device directory
 /// that the table names, and ties their holders' uses to the GPU. Without

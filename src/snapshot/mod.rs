@@ -30,15 +30,12 @@ use launchers::{launchers, restarters};
 pub use select::{narrow, resolve, GpuSelector};
 pub use window::windows;
 
-use crate::model::{
-    Brief, DeviceUse, Gpu, GpuMemory, Owner, OwnerKind, Pin, Pins, Process, Snapshot, Unreadable,
-    UnreadableReason, Via, Visibility,
-};
+use crate::model::Snapshot;
 use crate::nvml::{self, NvmlReport};
-use crate::proc::nodes::{Majors, NodeKind, NodeSet};
-use crate::proc::scan::{self, Details, Limits, ScanError, Seen, Stuck, Unread};
-use crate::proc::{looks_renamed, owner, parse};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::proc::nodes::{Majors, NodeSet};
+use crate::proc::parse;
+use crate::proc::scan::{self, Limits, ScanError, Seen, Stuck, Unread};
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,8 +2,11 @@
 //! told apart from the main process of a unit or container, from the
 //! scan's one pass.
 
-use super::*;
 use crate::model::Kin;
+use crate::model::{Owner, OwnerKind, Process};
+use crate::proc::{owner, parse, scan};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::OwnedFd;
 
 /// Marks holders whose parent is init or a user manager (a subreaper) as
 /// orphaned, except the main process of a unit or container: the earliest

@@ -2,8 +2,10 @@
 //! NVIDIA GPUs its `nvidiaN` entries stand for when NVML cannot say.
 
 use super::drm::DrmGpus;
-use super::*;
+use crate::model::Gpu;
 use crate::model::{RefusedNode, Vendor};
+use crate::proc::nodes::{NodeKind, NodeSet};
+use std::collections::BTreeSet;
 
 /// The NVIDIA GPUs the device directory names when NVML cannot say: one
 /// per `nvidiaN`, a node or a refused entry (its holders may be unseen,

@@ -2,8 +2,9 @@
 //! `GPU:MIG` or `MIG-` UUID, `all`) and a snapshot narrowed to what they
 //! name.
 
-use super::*;
+use crate::model::{Gpu, Snapshot};
 use crate::model::{MigDevice, Selection};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One `--gpu` selector.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Selectors and the memory refresh, tested from values.
 
 use super::*;
+use crate::model::Gpu;
 use crate::model::Memory;
 
 fn gpu(index: u32, uuid: &str, bus: &str) -> Gpu {

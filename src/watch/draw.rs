@@ -2,7 +2,14 @@
 //! under it), the holders sorted
 //! as asked, the findings and the popups, drawn from a snapshot.
 
-use super::*;
+use super::{shown, App, Popup, Sort};
+use crate::model::{Process, Severity, Snapshot};
+use crate::units::mib;
+use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap};
+use ratatui::Frame;
 
 /// The bars of `g`: its own, then one per MIG device (`0:1`), indented.
 pub(super) fn bars(width: usize, g: &crate::model::Gpu) -> Vec<Line<'static>> {

@@ -2,9 +2,15 @@
 //! kill (its plan in a popup, then the same safe path as `gpufree kill`,
 //! run on its own thread).
 
-use super::*;
+use super::{cycle, App, Msg, Popup, Sort};
 use crate::act::audit::Sinks;
+use crate::act::kill::{self, Plan, Safety, Selectors};
+use crate::model::{Process, Snapshot};
+use crate::pipeline::Look;
+use crate::snapshot::{Collector, Config};
 use crossterm::event::KeyCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 
 /// Whether the view goes on after a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,27 +34,15 @@ mod signals;
 pub use crate::model::{Changed, Handled, Plan, PlanEntry, Report, Skipped};
 pub use held::Held;
 pub use plan::{check_unit, plan, Safety, Selectors, UserSel};
-use plan::{reason, refusal};
 use release::Release;
 use run::{finish, survivors, Rounds, Run, Times};
-use settle::{known_restart_watch, restart_suspected, settle};
 pub use signals::signal_name;
-use signals::{as_handled, joiners, round, Sent};
 
-use super::identity::{wait_exited, KillError, Target};
-use super::monitor::{self, Ended, Tick, Watch};
 use super::progress::Event;
-use super::quiesce::quiesce;
-use crate::diagnose::verdict::{self, Policy};
-use crate::diagnose::{memory_on_gpus, Groups, IDLE_SLACK_BYTES};
-use crate::model::{Owner, OwnerKind, Process, Protection, Selection, Snapshot, VerdictState};
-use crate::pipeline::{select, Look};
-use crate::proc::scan::Holding;
+use crate::model::{Selection, Snapshot, VerdictState};
+use crate::pipeline::select;
 use crate::snapshot::Collector;
-use regex::Regex;
 use rustix::process::Signal;
-use std::collections::{BTreeMap, BTreeSet};
-use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 /// How to execute a plan.

@@ -4,7 +4,7 @@
 //! server that is a target (`--force-protected`) while clients it serves
 //! are not says what its end does to them.
 
-use super::*;
+use crate::model::Plan;
 use crate::model::{MpsRole, Snapshot};
 use std::collections::BTreeSet;
 

@@ -1,7 +1,12 @@
 //! The plan: a pure function of a snapshot, the selectors and the safety
 //! context — which holders are targets, and which are left out and why.
 
-use super::*;
+use crate::diagnose::{memory_on_gpus, Groups};
+use crate::model::{
+    Owner, OwnerKind, Plan, PlanEntry, Process, Protection, Selection, Skipped, Snapshot,
+};
+use regex::Regex;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// `--user NAME|UID`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,15 @@
 //! What "released" means for one execution, and the end verdict: the
 //! targets' memory back, no target or what started again holding.
 
-use super::*;
+use crate::act::kill::held::Held;
+use crate::act::kill::plan::{reason, Selectors};
 use crate::diagnose::verdict::holders_only_driver;
+use crate::diagnose::verdict::Policy;
+use crate::diagnose::{verdict, IDLE_SLACK_BYTES};
 use crate::model::Vendor;
+use crate::model::{OwnerKind, Process, Report, Selection, Snapshot, VerdictState};
+use crate::pipeline::select;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How a process that was no target keeps a release from counting.
 pub(super) enum Stranger<'a> {

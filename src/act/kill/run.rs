@@ -2,7 +2,22 @@
 //! rounds of signals, the wait for the memory, the end verdict and the
 //! watch for restarts, and the report.
 
-use super::*;
+use super::{Deadlines, Options, MAX_ROUNDS};
+use crate::act::identity::Target;
+use crate::act::kill::plan::{Safety, Selectors};
+use crate::act::kill::release::Release;
+use crate::act::kill::settle::{known_restart_watch, restart_suspected, settle};
+use crate::act::kill::signals::{as_handled, joiners, round, Sent};
+use crate::act::monitor::{self, Tick, Watch};
+use crate::act::progress::Event;
+use crate::diagnose::verdict;
+use crate::model::{Plan, PlanEntry, Process, Report, Snapshot, VerdictState};
+use crate::pipeline::Look;
+use crate::snapshot::Collector;
+use rustix::process::Signal;
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
 
 /// One execution's fixed context.
 pub(super) struct Run<'a> {

@@ -1,8 +1,13 @@
 //! After the memory is back: watching the release for a holder that a
 //! supervisor starts again, for as long as what is known of it says.
 
-use super::*;
+use crate::act::monitor::{self, Ended, Tick, Watch};
+use crate::model::{OwnerKind, Process, Snapshot, VerdictState};
+use crate::pipeline::Look;
+use crate::snapshot::Collector;
 use crate::snapshot::SnapshotError;
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
 
 /// How much longer to watch, at most, once a process that the targets'
 /// parent started during the kill is seen: time for it to open a GPU (a

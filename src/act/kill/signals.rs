@@ -1,7 +1,16 @@
 //! One round of signals by identity (pin, hold still, check, signal,
 //! grace, SIGKILL), and the holders a rescan adds to the next round.
 
-use super::*;
+use super::{Deadlines, Options};
+use crate::act::identity::{wait_exited, KillError, Target};
+use crate::act::kill::plan::{plan, reason, refusal, Safety, Selectors};
+use crate::act::quiesce::quiesce;
+use crate::model::{Changed, Handled, OwnerKind, PlanEntry, Process, Report, Skipped, Snapshot};
+use crate::proc::scan::Holding;
+use crate::snapshot::Collector;
+use rustix::process::Signal;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 /// One round: pin, stop, check, signal, continue, grace, KILL. Returns the
 /// targets signalled.

@@ -2,7 +2,12 @@
 
 use super::settle::{restart_sec, SUSPECT_WATCH};
 use super::*;
+use crate::act::kill::settle::known_restart_watch;
+use crate::model::Process;
 use crate::model::{DeviceUse, GpuMemory, Owner, OwnerKind, Selection, Via};
+use regex::Regex;
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 fn p(pid: u32, ppid: u32, gpu: Option<u32>, memory: u64) -> Process {
     Process {

@@ -1,6 +1,7 @@
 //! The options of `gpufree check`.
 
-use super::*;
+use clap::Args;
+use std::path::PathBuf;
 
 /// Options of `gpufree check`.
 #[derive(Debug, Args)]

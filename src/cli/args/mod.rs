@@ -1,7 +1,9 @@
 //! The clap definitions: plain values, no system access; value parsers
 //! that refuse what would only spin or never end.
 
-use super::*;
+use crate::snapshot::GpuSelector;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
 
 mod check;
 mod fleet;

@@ -1,6 +1,8 @@
 //! The options of `gpufree serve`.
 
-use super::*;
+use super::{refresh_interval, serve_timeout};
+use clap::Args;
+use std::path::PathBuf;
 
 /// `gpufree serve` flags.
 #[derive(Debug, Args)]

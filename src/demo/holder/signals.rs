@@ -1,7 +1,8 @@
 //! What a holder does with signals and children: restart children as a
 //! supervisor does, fork on SIGTERM, ignore it, or end its main thread.
 
-use super::*;
+use super::{spawn, ChildSpec, Spawned};
+use std::path::PathBuf;
 
 /// Restarts each child in `running` when it exits, `left` times in all,
 /// from a thread of its own per child.

@@ -1,7 +1,11 @@
 //! `check`'s `stuck`: holders in D, judged by what check's window of
 //! samples saw (every sample in D, and where the kernel says they wait).
 
-use super::*;
+use super::{named, problem};
+use crate::model::{
+    Condition, Level, Problem, Process, Sampled, Snapshot, Wait, Window, STUCK_WINDOW_MS,
+};
+use std::collections::BTreeMap;
 
 /// Holders the snapshot saw in uninterruptible sleep (D), one problem per
 /// level and reason ([`stuck_one`]): critical only for those in D across

@@ -2,7 +2,8 @@
 //! sysfs for DRM GPUs), what no process accounts for, and what part of
 //! the view is missing.
 
-use super::*;
+use super::{pid_list, processes};
+use crate::model::{Gpu, Snapshot, Vendor};
 
 /// Why this GPU's memory cannot be read, if it cannot: NVML's for
 /// NVIDIA's, sysfs's for the others (only amdgpu publishes its use there;

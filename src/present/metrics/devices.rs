@@ -1,6 +1,8 @@
 //! The series of MIG devices, and of GPUs the kubelet allocated to no pod.
 
-use super::*;
+use super::{gauge, gauge_family, l, label_value};
+use crate::model::{Snapshot, VerdictState};
+use prometheus_client::registry::Registry;
 
 /// Per MIG device (only where a GPU has them): its memory and verdict,
 /// labelled `gpu`, `mig` (its index), `uuid` and its instance ids.

@@ -4,8 +4,17 @@
 //! of processes in D with where they wait. Each read runs on the scan's
 //! workers under the same limits.
 
-use super::*;
+use super::{classify, is_gone, open_dir, read_at, task, Limits, Outcome, Seen, Unread};
 use crate::model::{Sampled, Wait};
+use crate::proc::nodes::NodeSet;
+use crate::proc::parse;
+use crate::proc::scan::details::read_details;
+use crate::proc::scan::jobs::{run_jobs, worker_count, Stuck};
+use crate::proc::scan::task::{holding_now, read_stat, task_uses, Holding};
+use rustix::io::Errno;
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// Pins processes that the scan did not find holding a node (NVML lists
 /// them): opens each `/proc/PID` once and reads its details, fds and maps

@@ -5,10 +5,14 @@
 //! memory map and user namespace, read as the rest is, on the scan's
 //! workers under their deadline).
 
-use super::*;
+use super::{open_dir, read_at};
 use crate::model::{NotProtected, Protection};
+use crate::proc::parse::{self, Stat, Status};
 use crate::proc::protect::{self, Named};
 use crate::proc::root_only;
+use crate::proc::scan::task::read_stat;
+use rustix::fs::Dir;
+use std::os::fd::OwnedFd;
 
 /// What gpufree shows of a process, read through its /proc directory fd.
 #[derive(Debug, Clone)]

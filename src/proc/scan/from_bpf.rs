@@ -4,8 +4,19 @@
 //! is the one the kernel wrote with the match (a PID reused between the
 //! walk and the pin is a vanished holder, never another process's record).
 
-use super::*;
+use super::{
+    classify, is_gone, open_dir, read_at, task, DrmFd, Limits, NodeUse, Outcome, ScanResult, Seen,
+    WALKS,
+};
 use crate::proc::bpf::{Hold, HoldRecord, Record, TaskRecord, Unavailable, Unread};
+use crate::proc::nodes::{NodeKind, NodeSet};
+use crate::proc::parse;
+use crate::proc::scan::details::read_details;
+use crate::proc::scan::jobs::{run_jobs, worker_count, Stuck};
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Turns a task's `start_boottime` into /proc's start time, in clock
 /// ticks, for this reader: /proc adds the reader's time namespace's boot

@@ -2,7 +2,12 @@
 //! read timeout and the caller's deadline; a read that blocks (FUSE, a
 //! hung NFS) leaves its process unread, never the scan hung.
 
-use super::*;
+use super::{Limits, Unread, MAPS_CHUNK};
+use rustix::io::Errno;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// One process's reads, run on a worker thread with a reusable buffer.
 pub(super) type Job<T> = Arc<dyn Fn(u32, &mut Vec<u8>) -> T + Send + Sync>;

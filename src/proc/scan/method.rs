@@ -11,10 +11,16 @@
 
 mod read_walks;
 
-use super::*;
+use super::{from_bpf, proc_is_ours, read_at, scan, Limits, ScanError, ScanResult};
 use crate::model::ScanMethod;
 use crate::proc::bpf::{self, Programs, Unavailable};
+use crate::proc::nodes::NodeSet;
+use crate::proc::scan::jobs::Stuck;
 use read_walks::{read_in_time, Walked};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The user's choice (`--scan`, `GPUFREE_SCAN`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -34,19 +34,17 @@ pub use jobs::Stuck;
 use jobs::{run_jobs, worker_count};
 pub use method::{ScanChoice, Scanned, WalkChooser, CROSSOVER_FILES, CROSSOVER_FILES_CACHED};
 pub use task::{holding_now, Holding};
-use task::{read_stat, scan_process, task_uses};
+use task::{read_stat, scan_process};
 
-use super::nodes::{NodeKind, NodeSet};
-use super::parse::{self, Stat, Status};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, StatxFlags};
+use super::nodes::NodeSet;
+use super::parse;
+use rustix::fs::{Dir, Mode, OFlags};
 use rustix::io::Errno;
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How one process holds one node.

@@ -2,7 +2,16 @@
 //! nodes, every live thread's when the leader is a zombie, its identity
 //! read before and after.
 
-use super::*;
+use super::{
+    classify, is_denied, is_gone, open_dir, read_at, DrmFd, NodeUse, Outcome, Seen, Unread,
+    MAPS_CHUNK,
+};
+use crate::proc::nodes::{NodeKind, NodeSet};
+use crate::proc::parse::{self, Stat};
+use crate::proc::scan::details::read_details;
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, StatxFlags};
+use rustix::io::Errno;
+use std::os::fd::OwnedFd;
 
 /// Adds (node, how) to the list, merging with an existing entry.
 pub(super) fn note(uses: &mut Vec<NodeUse>, node: usize, fd: bool, mmap: bool) {

@@ -3,6 +3,7 @@
 use super::jobs::Job;
 use super::*;
 use std::sync::atomic::AtomicU32;
+use std::sync::Mutex;
 
 /// A job over PIDs 1..=4 where PID 2's read blocks until `gate` opens;
 /// counts the reads of PID 2.

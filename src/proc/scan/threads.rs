@@ -5,8 +5,13 @@
 //! made every scan 4 million reads (about 4 s).
 
 use super::task::{scan_maps, scan_parts, Held};
-use super::*;
+use super::{is_gone, open_dir, proc_is_ours};
+use crate::proc::nodes::NodeSet;
+use crate::proc::scan::task::read_stat;
+use rustix::fs::Dir;
+use rustix::io::Errno;
 use std::cmp::Ordering;
+use std::os::fd::OwnedFd;
 
 /// What the live threads of a process whose leader has exited (or is
 /// exiting) hold: every distinct fd table's nodes, and the memory map's;

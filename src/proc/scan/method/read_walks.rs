@@ -1,8 +1,12 @@
 //! Reading the in-kernel walks: each on a thread of its own, within the
 //! read timeout or the command's deadline, whole or not at all.
 
-use super::*;
 use crate::proc::bpf::{self, Unavailable};
+use crate::proc::scan::Limits;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
 /// The walks' bytes, or why they were abandoned (with the count of their
 /// readers still blocked).
