@@ -16,6 +16,7 @@ mod kill;
 mod mig;
 mod mps;
 mod next;
+mod pin;
 mod process;
 mod view;
 mod visibility;
@@ -40,14 +41,13 @@ pub use kill::{Changed, Handled, Plan, PlanEntry, Report, Skipped};
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
+pub use pin::{Pin, Pins};
 pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
-    Pin, Pins, Process, Protection, Via,
+    Process, Protection, Via,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
-use std::sync::Arc;
 pub use view::{
     seen_by_another, ViewAnswer, ViewCommand, ViewError, ViewErrorKind, ViewFrom, ViewRequest,
     VIEW_VERSION,
