@@ -94,7 +94,7 @@ pub(super) fn run_kill(s: &Settings, args: &KillArgs, paint: &Paint) -> Result<O
 /// else.
 fn audit(s: &Settings, args: &KillArgs, report: &kill::Report) {
     use crate::act::audit;
-    let ctx = audit::Context::now("kill", args.signal.1, args.no_wait);
+    let ctx = audit::Context::now("kill", args.signal, args.no_wait);
     if let Err(e) = audit::log(&s.audit, &ctx, report) {
         eprintln!(
             "gpufree: {}",
@@ -206,7 +206,7 @@ fn show_plan<'w>(
     }
     let w = if common.json { err } else { out };
     let grace = args.grace.min(args.timeout).as_secs_f64();
-    crate::present::kill::write_plan(w, snap, plan, &args.signal.0, grace, paint)?;
+    crate::present::kill::write_plan(w, snap, plan, kill::signal_name(args.signal), grace, paint)?;
     w.flush()
 }
 
@@ -257,7 +257,7 @@ fn confirm(n: usize, err: &mut impl Write) -> Result<(), Error> {
 /// How to signal and how long to wait, from `kill`'s flags.
 fn kill_options(args: &KillArgs) -> kill::Options {
     kill::Options {
-        signal: args.signal.1,
+        signal: args.signal,
         grace: args.grace,
         timeout: args.timeout,
         no_wait: args.no_wait,

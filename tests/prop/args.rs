@@ -84,7 +84,7 @@ proptest! {
             known.iter().find(|(s, num)| n == *s || n == *num).map(|(s, _)| *s)
         });
         match (r, want) {
-            (Ok(cli), Some(canonical)) => prop_assert_eq!(kill_args(cli).signal.0, canonical),
+            (Ok(cli), Some(canonical)) => prop_assert_eq!(gpufree::act::kill::signal_name(kill_args(cli).signal), canonical),
             (Err(e), None) => prop_assert!(e.use_stderr(), "{e}"),
             (r, want) => prop_assert!(false, "{v:?}: {r:?} but wanted {want:?}"),
         }

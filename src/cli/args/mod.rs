@@ -225,7 +225,7 @@ pub struct KillArgs {
     pub yes: bool,
     /// First signal: TERM, INT, HUP, QUIT, USR1, USR2 or KILL.
     #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
-    pub signal: (String, rustix::process::Signal),
+    pub signal: rustix::process::Signal,
     /// How long to wait after the first signal before SIGKILL.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = crate::units::parse_duration)]
     pub grace: std::time::Duration,
@@ -329,7 +329,7 @@ pub(super) fn scan_interval(s: &str) -> Result<std::time::Duration, String> {
     duration_at_least(s, 1000, SPINS)
 }
 
-pub(super) fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal), String> {
+pub(super) fn parse_signal(s: &str) -> Result<rustix::process::Signal, String> {
     use rustix::process::Signal;
     // `term`, `SIGTERM`, `sigterm`, `15`; "SIG" stripped once.
     let up = s.trim().to_ascii_uppercase();
@@ -348,7 +348,7 @@ pub(super) fn parse_signal(s: &str) -> Result<(String, rustix::process::Signal),
             ))
         }
     };
-    Ok((crate::act::kill::signal_name(sig).to_string(), sig))
+    Ok(sig)
 }
 
 /// `gpufree sim ...`.
