@@ -191,3 +191,38 @@ pub fn prometheus(dir: &Path, targets: &[(&str, Value)], rules: &[PathBuf]) -> (
     let base = format!("http://{}", daemon.listening());
     (daemon, base)
 }
+
+/// `gpufree metrics --output` of the simulated host `d` (state `state`)
+/// written once into a textfile directory, and a real node_exporter
+/// serving that directory on 127.0.0.1: the exporter and the file.
+pub fn textfile_exporter(d: &TestDir, state: &Path) -> (Daemon, PathBuf) {
+    let textfiles = d.tmp.path().join("textfile");
+    std::fs::create_dir(&textfiles).unwrap();
+    let file = textfiles.join("gpufree.prom");
+    let r = crate::harness::gpufree(
+        &[
+            "metrics",
+            "--output",
+            file.to_str().unwrap(),
+            "--dev-dir",
+            d.dev.to_str().unwrap(),
+            "--nvml-lib",
+            sim_lib().to_str().unwrap(),
+        ],
+        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let exporter = Daemon::start(
+        "node_exporter",
+        Command::new("prometheus-node-exporter")
+            .arg("--collector.disable-defaults")
+            .arg("--collector.textfile")
+            .arg(format!(
+                "--collector.textfile.directory={}",
+                textfiles.display()
+            ))
+            .arg("--web.listen-address=127.0.0.1:0"),
+        d.tmp.path(),
+    );
+    (exporter, file)
+}

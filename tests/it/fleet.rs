@@ -7,7 +7,7 @@
 //! down; a selector Prometheus cannot parse is a usage error. Without
 //! Prometheus: an unreachable URL ends within `--timeout`.
 
-use crate::daemon::{have, prometheus, query, serve, Daemon};
+use crate::daemon::{have, prometheus, query, serve, textfile_exporter, Daemon};
 use crate::harness::*;
 use gpufree::demo::holder::HoldSpec;
 use serde_json::{json, Value};
@@ -396,34 +396,7 @@ fn fleet_calls_a_node_stale_whose_textfile_node_exporter_still_serves_is_old() {
     // stopped): node_exporter serves that file on every scrape.
     let d = TestDir::new(1);
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0)]));
-    let textfiles = d.tmp.path().join("textfile");
-    std::fs::create_dir(&textfiles).unwrap();
-    let file = textfiles.join("gpufree.prom");
-    let r = gpufree(
-        &[
-            "metrics",
-            "--output",
-            file.to_str().unwrap(),
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            sim_lib().to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let exporter = Daemon::start(
-        "node_exporter",
-        std::process::Command::new("prometheus-node-exporter")
-            .arg("--collector.disable-defaults")
-            .arg("--collector.textfile")
-            .arg(format!(
-                "--collector.textfile.directory={}",
-                textfiles.display()
-            ))
-            .arg("--web.listen-address=127.0.0.1:0"),
-        d.tmp.path(),
-    );
+    let (exporter, file) = textfile_exporter(&d, &state);
     let addr = exporter.listening();
     let Some(prom) = Prometheus::start(&[(&addr, "gpu-t")]) else {
         return;

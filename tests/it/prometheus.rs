@@ -5,7 +5,7 @@
 //! only the node with a leftover alerts, and `gpufree metrics --output`
 //! read by node_exporter's textfile collector.
 
-use crate::daemon::{get, have, prometheus, query, repo, serve, until, Daemon};
+use crate::daemon::{get, have, prometheus, query, repo, serve, textfile_exporter, until};
 use crate::harness::*;
 use gpufree::demo::holder::{ChildSpec, HoldSpec};
 use gpufree::model::{FindingKind, OwnerKind, VerdictState};
@@ -488,35 +488,7 @@ fn node_exporters_textfile_collector_serves_gpufree_metrics_output() {
         sim_gpu(0, &[], 0),
         sim_gpu(1, &[(holder.pid(), 3072, "while-alive")], 0),
     ]));
-    let textfiles = d.tmp.path().join("textfile");
-    std::fs::create_dir(&textfiles).unwrap();
-    let prom = textfiles.join("gpufree.prom");
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "metrics",
-            "--output",
-            prom.to_str().unwrap(),
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let exporter = Daemon::start(
-        "node_exporter",
-        Command::new("prometheus-node-exporter")
-            .arg("--collector.disable-defaults")
-            .arg("--collector.textfile")
-            .arg(format!(
-                "--collector.textfile.directory={}",
-                textfiles.display()
-            ))
-            .arg("--web.listen-address=127.0.0.1:0"),
-        d.tmp.path(),
-    );
+    let (exporter, _) = textfile_exporter(&d, &state);
     let url = format!("http://{}/metrics", exporter.listening());
     let body = until("node_exporter answers", 15, &[&exporter], || get(&url, &[]));
     // Labels are matched as substrings: a check names only those it means.
