@@ -199,29 +199,12 @@ fn entries(text: &str) -> Vec<(usize, String, String, String)> {
     out
 }
 
-/// `s` with control characters (C0, DEL, C1) and bidi controls written as
-/// escapes (`\n`, `\u{1b}`, `\u{202e}`): a message quotes the unit's own
-/// text, and stays one line that cannot rewrite the terminal.
-fn shown(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            let bidi =
-                ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c);
-            if c.is_control() || bidi {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
 /// The problems of the unit file text.
 pub fn check(text: &str) -> Vec<Problem> {
     let mut out = problems(text);
     for p in &mut out {
-        p.message = shown(&p.message);
-        p.fix = shown(&p.fix);
+        p.message = crate::safe::escape(&p.message).into_owned();
+        p.fix = crate::safe::escape(&p.fix).into_owned();
     }
     out
 }

@@ -138,10 +138,12 @@ fn real_mistakes_with_variables() {
 
 #[test]
 fn messages_are_one_line_whatever_the_unit_holds() {
-    let p = check("[Service]\nExecStart=/usr/bin/x \"--a=$B\\n\\x1b[2J\\u202e\"\n");
+    // The same escapes as every other string gpufree prints (safe::escape),
+    // the zero-width space included.
+    let p = check("[Service]\nExecStart=/usr/bin/x \"--a=$B\\n\\x1b[2J\\u202e\\u200b\"\n");
     assert_eq!(p.len(), 1, "{p:#?}");
     assert!(
-        p[0].message.contains("--a=$B\\n\\u{1b}[2J\\u{202e}"),
+        p[0].message.contains("--a=$B\\n\\e[2J\\u{202e}\\u{200b}"),
         "{p:#?}"
     );
     assert!(!p[0].message.chars().any(char::is_control), "{p:#?}");

@@ -2,7 +2,7 @@
 //! under it), the holders sorted
 //! as asked, the findings and the popups, drawn from a snapshot.
 
-use super::{shown, App, Popup, Sort};
+use super::{cell, App, Popup, Sort};
 use crate::model::{Process, Severity, Snapshot};
 use crate::units::mib;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
@@ -79,7 +79,7 @@ pub(super) fn draw(f: &mut Frame<'_>, app: &mut App) {
         let text = app
             .error
             .as_deref()
-            .map(shown)
+            .map(cell)
             .unwrap_or_else(|| "gpufree watch: taking the first snapshot...".into());
         f.render_widget(Paragraph::new(text), area);
         return;
@@ -158,8 +158,8 @@ fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
     };
     let filter = [
         app.gpu.map(|g| format!("gpu={g}")),
-        app.user.as_ref().map(|u| format!("user={}", shown(u))),
-        app.owner.as_ref().map(|o| format!("owner={}", shown(o))),
+        app.user.as_ref().map(|u| format!("user={}", cell(u))),
+        app.owner.as_ref().map(|o| format!("owner={}", cell(o))),
     ]
     .into_iter()
     .flatten()
@@ -200,8 +200,8 @@ fn holder_row<'a>(s: &Snapshot, p: &Process) -> Row<'a> {
     };
     Row::new(vec![
         Cell::from(p.pid.to_string()),
-        Cell::from(shown(&p.user)),
-        Cell::from(shown(&p.comm)),
+        Cell::from(cell(&p.user)),
+        Cell::from(cell(&p.comm)),
         Cell::from(if p.memory_bytes() > 0 {
             mib(p.memory_bytes())
         } else {
@@ -211,7 +211,7 @@ fn holder_row<'a>(s: &Snapshot, p: &Process) -> Row<'a> {
         Cell::from(age(s, p)),
         Cell::from(match p.owner.described() {
             o if o.is_empty() => "-".into(),
-            o => shown(&o),
+            o => cell(&o),
         }),
         Cell::from(crate::present::flags(p)),
     ])
@@ -250,23 +250,23 @@ fn detail(p: &Process) -> Vec<Line<'static>> {
             "PID {}  parent {}  user {} ({})  state {}  threads {}",
             p.pid,
             p.ppid,
-            shown(&p.user),
+            cell(&p.user),
             p.uid,
-            shown(&p.state),
+            cell(&p.state),
             p.threads
         )),
-        Line::from(format!("comm:    {}", shown(&p.comm))),
-        Line::from(format!("cmdline: {}", shown(&p.cmdline_joined()))),
+        Line::from(format!("comm:    {}", cell(&p.comm))),
+        Line::from(format!("cmdline: {}", cell(&p.cmdline_joined()))),
         Line::from(format!(
             "exe:     {}",
-            shown(p.exe.as_deref().unwrap_or("?"))
+            cell(p.exe.as_deref().unwrap_or("?"))
         )),
         Line::from(format!(
             "owner:   {} {}",
             p.owner.kind.as_str(),
-            shown(&p.owner.described())
+            cell(&p.owner.described())
         )),
-        Line::from(format!("cgroup:  {}", shown(&p.cgroup))),
+        Line::from(format!("cgroup:  {}", cell(&p.cgroup))),
     ];
     if p.nspid.len() > 1 {
         text.push(Line::from(format!("NSpid:   {:?}", p.nspid)));
@@ -286,12 +286,12 @@ fn detail(p: &Process) -> Vec<Line<'static>> {
             .collect();
         text.push(Line::from(format!(
             "{} via {}",
-            shown(&d.path),
+            cell(&d.path),
             via.join("+")
         )));
     }
     if let Some(w) = &p.wchan {
-        text.push(Line::from(format!("waiting in {}", shown(w))));
+        text.push(Line::from(format!("waiting in {}", cell(w))));
     }
     text
 }
@@ -305,7 +305,7 @@ fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect) {
             Severity::Warning => "warn",
             Severity::Info => "info",
         };
-        format!("{sev}: {}", shown(&crate::present::words::words(f).message))
+        format!("{sev}: {}", cell(&crate::present::words::words(f).message))
     });
     let help = "q quit  ↑/↓ select  Enter detail  m/p/a sort  g/u/o filter  k kill  r rescan";
     let color = match top.map(|f| f.severity) {
@@ -350,12 +350,12 @@ fn popup_text(popup: &Popup) -> (&'static str, String) {
             let mut lines: Vec<String> = plan
                 .targets
                 .iter()
-                .map(|e| format!("{}  {}", e.pid, shown(&e.reason)))
+                .map(|e| format!("{}  {}", e.pid, cell(&e.reason)))
                 .collect();
             lines.extend(
                 plan.skipped
                     .iter()
-                    .map(|k| format!("{}  left out: {}", k.pid, shown(&k.reason))),
+                    .map(|k| format!("{}  left out: {}", k.pid, cell(&k.reason))),
             );
             if plan.targets.is_empty() {
                 lines.push("nothing to signal".into());
@@ -369,7 +369,7 @@ fn popup_text(popup: &Popup) -> (&'static str, String) {
             }
             (" kill: plan ", lines.join("\n"))
         }
-        Popup::Busy(m) => (" kill ", shown(m)),
-        Popup::Done(m) => (" kill: done ", format!("{}\n\nEsc: close", shown(m))),
+        Popup::Busy(m) => (" kill ", cell(m)),
+        Popup::Done(m) => (" kill: done ", format!("{}\n\nEsc: close", cell(m))),
     }
 }

@@ -34,8 +34,9 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A string from a process, a cgroup or the driver, made safe for a cell.
-fn shown(s: &str) -> String {
+/// A string from a process, a cgroup or the driver, made safe for a table
+/// cell: escaped and cut to the longest text gpufree shows.
+fn cell(s: &str) -> String {
     crate::safe::fit(s, crate::safe::TEXT_MAX)
 }
 
