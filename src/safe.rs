@@ -138,10 +138,12 @@ pub fn shell_command<S: AsRef<str>>(argv: &[S]) -> Option<String> {
 
 /// A writer for a terminal or a pipe that lets no unsafe character of the
 /// text through, whatever a presenter forgot: line breaks pass, and with
-/// colour the SGR sequences (`ESC [ digits ; m`) that [`crate::present::Paint`]
-/// writes; every other unsafe character is escaped as [`escape`] does.
-/// Text is passed on a line at a time (and on flush), so a character or a
-/// colour sequence split between two writes is seen whole.
+/// colour the SGR sequences (`ESC [ digits ; m`) that
+/// [`crate::present::Printer`] writes; every other unsafe character is
+/// escaped as [`escape`] does. Text is passed on a line at a time (and on
+/// flush), so a character or a colour sequence split between two writes is
+/// seen whole. Commands get theirs from their printer
+/// ([`crate::present::Printer::guard`]), which decides the colour.
 pub struct Guard<W: Write> {
     inner: W,
     color: bool,
@@ -150,7 +152,7 @@ pub struct Guard<W: Write> {
 
 impl<W: Write> Guard<W> {
     /// Guards `inner`; `color` lets SGR colour sequences through.
-    pub fn new(inner: W, color: bool) -> Guard<W> {
+    pub(crate) fn new(inner: W, color: bool) -> Guard<W> {
         Guard {
             inner,
             color,
@@ -182,7 +184,7 @@ impl<W: Write> Guard<W> {
     }
 }
 
-/// The SGR parameters [`crate::present::Paint`] writes: reset, bold, dim,
+/// The SGR parameters [`crate::present::Printer`] writes: reset, bold, dim,
 /// red, yellow. Any other (conceal, blink, another colour) is not gpufree's.
 const OWN_SGR: [&[u8]; 6] = [b"", b"0", b"1", b"2", b"31", b"33"];
 
@@ -364,10 +366,10 @@ mod tests {
 
     #[test]
     fn guard_passes_every_colour_paint_writes() {
-        let p = crate::present::Paint { color: true };
+        let p = crate::present::PrinterBuilder::new().color(true).build();
         let text = [p.bold("b"), p.dim("d"), p.warn("w"), p.error("e")].join(" ");
         assert!(text.contains('\x1b'));
-        let mut g = Guard::new(Vec::new(), true);
+        let mut g = p.guard(Vec::new());
         g.write_all(text.as_bytes()).unwrap();
         g.flush().unwrap();
         assert_eq!(

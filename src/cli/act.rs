@@ -1,35 +1,25 @@
-//! `kill` and `wait`: the plan, the prompt, the execution and the report,
-//! with their JSON documents and outcomes.
+//! `kill` and `wait`: the plan, the prompt, the execution and the
+//! outcomes; what they print is written in `present` (`kill`, `wait`).
 
 use super::spinner::Spinner;
 use super::{collector, shown, snapshot_error, verdict_outcome};
 use crate::act::kill::{self, Plan, Selectors};
-use crate::cli::args::{Common, KillArgs, WaitArgs};
+use crate::cli::args::{KillArgs, WaitArgs};
 use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::model::VerdictState;
 use crate::model::{Selection, Snapshot};
 use crate::pipeline::Look;
-use crate::present::json::SnapshotDoc;
-use crate::present::{write_json, Paint};
-use crate::safe::{fit, Guard};
+use crate::present::kill::{write_kill_json, write_plan_json, write_question};
+use crate::present::wait::{write_wait_command, Waited};
+use crate::present::Printer;
 use crate::snapshot::Config;
 use crate::{pipeline, snapshot};
 use std::io::Write;
 
-/// The document `kill --json` prints: the status after, the plan, the outcome.
-#[derive(serde::Serialize)]
-pub(super) struct KillDoc<'a> {
-    #[serde(flatten)]
-    snapshot: SnapshotDoc<'a>,
-    plan: &'a Plan,
-    kill: &'a kill::Report,
-}
-
 /// `gpufree kill`: select, plan, show the plan, confirm, signal, wait for
 /// the memory, report.
-pub(super) fn run_kill(s: &Settings, args: &KillArgs, paint: &Paint) -> Result<Outcome, Error> {
-    let common = &s.common;
+pub(super) fn run_kill(s: &Settings, args: &KillArgs, printer: &Printer) -> Result<Outcome, Error> {
     let c = collector(s, s.collect.clone(), None)?;
     kill::may_signal(&c).map_err(Error::KillRefused)?;
     let snap = c.snapshot().map_err(|e| snapshot_error(s, e))?;
@@ -40,10 +30,10 @@ pub(super) fn run_kill(s: &Settings, args: &KillArgs, paint: &Paint) -> Result<O
         ..kill::Safety::current()
     };
     let plan = kill::plan(&snap, &sel, &safety);
-    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    let mut out = printer.guard(std::io::stdout().lock());
     // Not locked: the progress bar draws on stderr from its own thread.
-    let mut err = Guard::new(std::io::stderr(), paint.color);
-    let plan_shown = show_plan(common, args, &snap, &plan, paint, &mut out, &mut err);
+    let mut err = printer.guard(std::io::stderr());
+    let plan_shown = show_plan(args, &snap, &plan, printer, &mut out, &mut err);
     // Nothing will be signalled: the plan is the answer. Where only
     // protected daemons (nvidia-persistenced on every node) hold the
     // selected GPUs, within their slack, the GPUs are free: done, not
@@ -51,8 +41,14 @@ pub(super) fn run_kill(s: &Settings, args: &KillArgs, paint: &Paint) -> Result<O
     let refused = plan.targets.is_empty() && plan.skipped.iter().any(|k| k.refused);
     let free = refused && kill::nothing_to_free(&snap, &sel, &plan, &indexes);
     if args.dry_run || refused {
-        let mut written = plan_shown.and_then(|()| plan_only_json(common, &snap, &plan, &mut out));
-        if free && !common.quiet && !common.json {
+        let mut written = plan_shown.and_then(|()| {
+            if printer.json() {
+                write_plan_json(&mut out, &snap, &plan).and_then(|()| out.flush())
+            } else {
+                Ok(())
+            }
+        });
+        if free && !printer.quiet() && !printer.json() {
             let which = crate::present::why::selected(&indexes);
             written = written.and_then(|()| {
                 crate::present::kill::write_only_protected(&mut out, &which, indexes.count() != 1)
@@ -71,9 +67,8 @@ pub(super) fn run_kill(s: &Settings, args: &KillArgs, paint: &Paint) -> Result<O
         confirm(plan.targets.len(), &mut err)?;
     }
     let (report, written) = execute(
-        s,
         args,
-        paint,
+        printer,
         &c,
         Planned {
             snap,
@@ -117,9 +112,8 @@ struct Planned {
 /// terminal meanwhile), then writes the report: the kill's JSON document
 /// or its text.
 fn execute(
-    s: &Settings,
     args: &KillArgs,
-    paint: &Paint,
+    printer: &Printer,
     c: &snapshot::Collector,
     planned: Planned,
     out: &mut impl Write,
@@ -131,9 +125,8 @@ fn execute(
         indexes,
         safety,
     } = planned;
-    let common = &s.common;
     let mut spinner = Spinner::new(
-        !common.quiet && !common.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        !printer.quiet() && !printer.json() && std::io::IsTerminal::is_terminal(&std::io::stderr()),
     );
     let (report, end) = kill::execute_reporting(
         c,
@@ -144,17 +137,12 @@ fn execute(
         &kill_options(args),
         &mut |e| spinner.on(e),
     );
-    let written = if common.json {
+    let written = if printer.json() {
         // The snapshot the verdict was made from (with --no-wait, the plan's).
         let after = end.map_or(snap, |s| pipeline::select(s, &indexes));
-        let doc = KillDoc {
-            snapshot: SnapshotDoc::new(&after),
-            plan: &plan,
-            kill: &report,
-        };
-        write_json(out, &doc)
-    } else if !common.quiet {
-        crate::present::kill::write_report(out, &report, !args.no_wait, paint)
+        write_kill_json(out, &after, &plan, &report)
+    } else if !printer.quiet() {
+        crate::present::kill::write_report(out, &report, !args.no_wait, printer)
     } else {
         Ok(())
     };
@@ -193,44 +181,27 @@ fn selectors(
 /// Shows the plan (unless quiet, and always for `--dry-run`): on stdout,
 /// or on stderr when stdout carries JSON.
 fn show_plan<'w>(
-    common: &Common,
     args: &KillArgs,
     snap: &Snapshot,
     plan: &Plan,
-    paint: &Paint,
+    printer: &Printer,
     out: &'w mut dyn Write,
     err: &'w mut dyn Write,
 ) -> std::io::Result<()> {
-    if common.quiet && !args.dry_run {
+    if printer.quiet() && !args.dry_run {
         return Ok(());
     }
-    let w = if common.json { err } else { out };
+    let w = if printer.json() { err } else { out };
     let grace = args.grace.min(args.timeout).as_secs_f64();
-    crate::present::kill::write_plan(w, snap, plan, kill::signal_name(args.signal), grace, paint)?;
-    w.flush()
-}
-
-/// With `--json`, the document of a kill that signalled nothing (a dry
-/// run, or a refusal): the plan, and what it skipped.
-fn plan_only_json(
-    common: &Common,
-    snap: &Snapshot,
-    plan: &Plan,
-    out: &mut impl Write,
-) -> std::io::Result<()> {
-    if !common.json {
-        return Ok(());
-    }
-    let report = kill::Report {
-        skipped: plan.skipped.clone(),
-        ..kill::Report::default()
-    };
-    let doc = KillDoc {
-        snapshot: SnapshotDoc::new(snap),
+    crate::present::kill::write_plan(
+        w,
+        snap,
         plan,
-        kill: &report,
-    };
-    write_json(out, &doc).and_then(|()| out.flush())
+        kill::signal_name(args.signal),
+        grace,
+        printer,
+    )?;
+    w.flush()
 }
 
 /// Asks on the terminal before signalling `n` processes; without a
@@ -240,10 +211,7 @@ fn confirm(n: usize, err: &mut impl Write) -> Result<(), Error> {
     if !std::io::stdin().is_terminal() {
         return Err(Error::NoConfirmation);
     }
-    match n {
-        1 => write!(err, "Signal this process? [y/N] ")?,
-        _ => write!(err, "Signal these {n} processes? [y/N] ")?,
-    }
+    write_question(err, n)?;
     err.flush()?;
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;
@@ -282,25 +250,9 @@ fn kill_outcome(report: &kill::Report, no_wait: bool) -> Result<Outcome, Error> 
     }
 }
 
-/// The document `wait --json` prints.
-#[derive(serde::Serialize)]
-pub(super) struct WaitDoc<'a> {
-    #[serde(flatten)]
-    snapshot: SnapshotDoc<'a>,
-    wait: WaitResult,
-}
-
-#[derive(serde::Serialize)]
-pub(super) struct WaitResult {
-    free: bool,
-    verdict: VerdictState,
-    seconds: f64,
-    snapshots: u32,
-}
-
 /// `gpufree wait`: look until the selected GPUs are free or the timeout
 /// passes; the outcome is the last verdict's.
-pub(super) fn run_wait(s: &Settings, args: &WaitArgs, paint: &Paint) -> Result<Outcome, Error> {
+pub(super) fn run_wait(s: &Settings, args: &WaitArgs, printer: &Printer) -> Result<Outcome, Error> {
     use crate::act::wait::LAST_LOOK;
     let common = &s.common;
     let started = std::time::Instant::now();
@@ -326,19 +278,19 @@ pub(super) fn run_wait(s: &Settings, args: &WaitArgs, paint: &Paint) -> Result<O
     };
     let outcome = crate::act::wait::wait(&c, &opts, first).map_err(|e| snapshot_error(s, e))?;
     let state = outcome.verdict.state;
-    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    let mut out = printer.guard(std::io::stdout().lock());
     let which = crate::present::why::selected(&gpus);
-    let written = if common.json {
-        let last = Snapshot {
-            verdict: outcome.verdict.clone(),
-            ..outcome.last.clone()
-        };
-        write_json(&mut out, &wait_doc(&outcome, &last))
-    } else if !common.quiet {
-        write_wait(&mut out, &which, &outcome, paint)
-    } else {
-        Ok(())
+    let last = Snapshot {
+        verdict: outcome.verdict.clone(),
+        ..outcome.last
     };
+    let waited = Waited {
+        which: &which,
+        last: &last,
+        seconds: outcome.seconds,
+        snapshots: outcome.snapshots,
+    };
+    let written = write_wait_command(&mut out, &waited, printer);
     if state == VerdictState::Unknown {
         return Err(Error::WaitUnknown {
             which,
@@ -347,47 +299,4 @@ pub(super) fn run_wait(s: &Settings, args: &WaitArgs, paint: &Paint) -> Result<O
         });
     }
     shown(written.and_then(|()| out.flush()), verdict_outcome(state))
-}
-
-/// `wait --json`'s document: the last snapshot (`last`, with the wait's
-/// verdict) and the wait.
-fn wait_doc<'a>(outcome: &crate::act::wait::Outcome, last: &'a Snapshot) -> WaitDoc<'a> {
-    let state = outcome.verdict.state;
-    WaitDoc {
-        snapshot: SnapshotDoc::new(last),
-        wait: WaitResult {
-            free: state == VerdictState::Free,
-            verdict: state,
-            seconds: outcome.seconds,
-            snapshots: outcome.snapshots,
-        },
-    }
-}
-
-/// `wait`'s one line: free after how long (with its caveats), or not free
-/// by the timeout and why; nothing when unknown (the error says it).
-fn write_wait(
-    out: &mut impl Write,
-    which: &str,
-    outcome: &crate::act::wait::Outcome,
-    paint: &Paint,
-) -> std::io::Result<()> {
-    let max = crate::safe::MESSAGE_MAX;
-    match outcome.verdict.state {
-        VerdictState::Free => {
-            writeln!(out, "{which} free after {:.2} s", outcome.seconds)?;
-            for c in &outcome.verdict.caveats {
-                writeln!(out, "  {} {}", paint.warn("caveat:"), fit(c, max))?;
-            }
-        }
-        VerdictState::Busy => writeln!(
-            out,
-            "{} {which} not free after {:.1} s: {}",
-            paint.error("timeout:"),
-            outcome.seconds,
-            fit(&outcome.verdict.reasons.join("; "), max)
-        )?,
-        VerdictState::Unknown => {}
-    }
-    Ok(())
 }

@@ -9,15 +9,19 @@ use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::diagnose::check::{check, CheckPolicy};
 use crate::model::{CheckMemory, CheckOutcome, Condition, Level, Problem, Snapshot};
-use crate::present::check::{exit_code, write, Format};
-use crate::safe::Guard;
+use crate::present::check::{write, Format};
+use crate::present::Printer;
 use std::io::Write;
 
 /// `gpufree check`: the verdict in `--format`, with its consumer's exit
 /// code. What stops the look itself (no GPU, /proc unreadable) is an
 /// unknown verdict in the same format, never a silent OK.
-pub(super) fn run_check(s: &Settings, args: &CheckArgs) -> Result<Outcome, Error> {
-    let format = if s.common.json {
+pub(super) fn run_check(
+    s: &Settings,
+    args: &CheckArgs,
+    printer: &Printer,
+) -> Result<Outcome, Error> {
+    let format = if printer.json() {
         Format::Json
     } else {
         format_of(args.format)
@@ -63,11 +67,12 @@ pub(super) fn run_check(s: &Settings, args: &CheckArgs) -> Result<Outcome, Error
         Err(e @ Error::Selector(_)) => return Err(e),
         Err(e) => (could_not_look(&e), Snapshot::default()),
     };
-    let mut out = Guard::new(std::io::stdout().lock(), false);
+    // Other programs read it: never coloured.
+    let mut out = printer.plain().guard(std::io::stdout().lock());
     let written = write(&mut out, format, &outcome, &snap, args.leak_min);
     shown(
         written.and_then(|()| out.flush()),
-        Outcome::Code(exit_code(format, outcome.level)),
+        Outcome::Check(format, outcome.level),
     )
 }
 

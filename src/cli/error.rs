@@ -4,6 +4,8 @@
 //! nowhere else is an exit code chosen.
 
 use super::files::WriteError;
+use crate::model::Level;
+use crate::present::check::Format;
 use crate::serve::ServeError;
 use crate::sim::SimError;
 use crate::snapshot::SnapshotError;
@@ -24,8 +26,9 @@ pub enum Outcome {
     Survivors,
     /// Refused for safety; the plan shown says why.
     Refused,
-    /// `check --format npd|nagios|slurm`: the consumer's own exit code.
-    Code(u8),
+    /// `check`: the level of its verdict, for the consumer its format is
+    /// for; the exit code is that consumer's own ([`exit_code`]).
+    Check(Format, Level),
 }
 
 /// Why a command could not run to its end; each names the flag, file or
@@ -211,7 +214,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         Ok(Outcome::Unknown) => return 3,
         Ok(Outcome::Survivors) => return 4,
         Ok(Outcome::Refused) => return 5,
-        Ok(Outcome::Code(code)) => return *code,
+        Ok(Outcome::Check(format, level)) => return check_code(*format, *level),
         Err(e) if e.is_broken_pipe() => return 0,
         Err(e) => e,
     };
@@ -259,6 +262,25 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
     }
 }
 
+/// The exit code `format`'s consumer reads for `level`: node-problem-
+/// detector 0 ok, 1 problem, 2 unknown; the Nagios plugin API 0/1/2/3;
+/// Slurm's health check 1 only for what must drain the node; a person's
+/// text and JSON as every other command (0, 1, 3).
+fn check_code(format: Format, level: Level) -> u8 {
+    match (format, level) {
+        (_, Level::Ok) => 0,
+        (Format::Nagios, Level::Warning) => 1,
+        (Format::Nagios, Level::Critical) => 2,
+        (Format::Nagios, Level::Unknown) => 3,
+        (Format::Npd, Level::Unknown) => 2,
+        // Slurm drains on what breaks the next job; a warning neither
+        // drains nor resumes.
+        (Format::Slurm, Level::Warning) => 2,
+        (Format::Slurm | Format::Text | Format::Json, Level::Unknown) => 3,
+        (_, Level::Warning | Level::Critical) => 1,
+    }
+}
+
 /// Ends a command: says what went wrong in one line on stderr (clap's own
 /// text for the command line) and returns the exit code.
 pub fn finish(end: Result<Outcome, Error>) -> std::process::ExitCode {
@@ -266,7 +288,9 @@ pub fn finish(end: Result<Outcome, Error>) -> std::process::ExitCode {
     match end {
         Err(Error::Args(e)) if e.use_stderr() => {
             // The error quotes what was typed (or pasted): shown, not obeyed.
-            let mut err = crate::safe::Guard::new(io::stderr().lock(), false);
+            // Plain: no printer was built from a command line that did
+            // not parse.
+            let mut err = crate::present::Printer::default().guard(io::stderr().lock());
             let _ = err.write_all(e.render().to_string().as_bytes());
             let _ = err.flush();
         }

@@ -3,20 +3,14 @@
 //! --output` and `man --dir`.
 
 use super::shown;
-use crate::cli::args::{Cli, Common};
+use crate::cli::args::Cli;
 use crate::cli::error::{Error, Outcome};
-use crate::present::{write_json, Paint};
-use crate::safe::escape;
-use crate::safe::{fit, Guard};
+use crate::present::Printer;
 use std::io::Write;
 
 /// `gpufree doctor --unit FILE`: done when clean, not reached with
 /// problems (also when the reader of stdout went away).
-pub(super) fn run_doctor(
-    common: &Common,
-    unit: &std::path::Path,
-    paint: &Paint,
-) -> Result<Outcome, Error> {
+pub(super) fn run_doctor(unit: &std::path::Path, printer: &Printer) -> Result<Outcome, Error> {
     let text = read_unit_file(unit).map_err(|why| Error::UnitFile {
         path: unit.to_path_buf(),
         why,
@@ -27,53 +21,9 @@ pub(super) fn run_doctor(
     } else {
         Outcome::NotReached
     };
-    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
-    let written = if common.json {
-        write_json(
-            &mut out,
-            &serde_json::json!({ "unit": unit, "problems": problems }),
-        )
-    } else {
-        write_problems(&mut out, unit, &problems, common.quiet, paint)
-    };
+    let mut out = printer.guard(std::io::stdout().lock());
+    let written = crate::present::doctor::write_doctor(&mut out, unit, &problems, printer);
     shown(written.and_then(|()| out.flush()), outcome)
-}
-
-/// `doctor`'s problems as `FILE:LINE: severity: message` lines, each with
-/// its fix unless quiet.
-fn write_problems(
-    out: &mut impl Write,
-    unit: &std::path::Path,
-    problems: &[crate::doctor::Problem],
-    quiet: bool,
-    paint: &Paint,
-) -> std::io::Result<()> {
-    let shown = escape(&unit.to_string_lossy()).into_owned();
-    if problems.is_empty() && !quiet {
-        writeln!(out, "{shown}: no problems found")?;
-    }
-    for p in problems {
-        let sev = if p.severity == "error" {
-            paint.error("error")
-        } else {
-            paint.warn("warning")
-        };
-        writeln!(
-            out,
-            "{shown}:{}: {sev}: {}",
-            p.line,
-            fit(&p.message, crate::safe::MESSAGE_MAX)
-        )?;
-        if !quiet {
-            writeln!(
-                out,
-                "    {} {}",
-                paint.dim("fix:"),
-                fit(&p.fix, crate::safe::MESSAGE_MAX)
-            )?;
-        }
-    }
-    Ok(())
 }
 
 /// `gpufree completions SHELL`: the script, as generated.

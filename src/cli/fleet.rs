@@ -5,13 +5,15 @@
 
 use super::{shown, verdict_outcome, Error, FleetArgs, Outcome, Settings};
 use crate::fleet::{job_matcher, look, Source};
-use crate::present::json::FleetDoc;
-use crate::present::{write_json, Paint};
-use crate::safe::Guard;
+use crate::present::Printer;
 use std::io::Write;
 
 /// `gpufree fleet`: one look at every node through Prometheus.
-pub(super) fn run_fleet(s: &Settings, args: &FleetArgs, paint: &Paint) -> Result<Outcome, Error> {
+pub(super) fn run_fleet(
+    s: &Settings,
+    args: &FleetArgs,
+    printer: &Printer,
+) -> Result<Outcome, Error> {
     let source = source(args)?;
     let started = std::time::Instant::now();
     let fleet = look(&source).map_err(|e| match e {
@@ -25,12 +27,8 @@ pub(super) fn run_fleet(s: &Settings, args: &FleetArgs, paint: &Paint) -> Result
             started.elapsed().as_secs_f64() * 1000.0
         );
     }
-    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
-    let written = if s.common.json {
-        write_json(&mut out, &FleetDoc::new(&fleet))
-    } else {
-        crate::present::fleet::write_fleet(&mut out, &fleet, paint, s.common.quiet)
-    };
+    let mut out = printer.guard(std::io::stdout().lock());
+    let written = crate::present::fleet::write_fleet_command(&mut out, &fleet, printer);
     shown(
         written.and_then(|()| out.flush()),
         verdict_outcome(fleet.verdict()),

@@ -5,8 +5,7 @@ use super::{collector, take_selected};
 use crate::cli::args::{ServeArgs, SimCommand};
 use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
-use crate::present::Paint;
-use crate::safe::Guard;
+use crate::present::Printer;
 use crate::snapshot::Config;
 use std::io::Write;
 
@@ -80,12 +79,11 @@ pub(super) fn serve(s: &Settings, args: &ServeArgs) -> Result<Outcome, Error> {
 
 /// `gpufree demo`: the reference incident; survivors when the GPUs did
 /// not come back.
-pub(super) fn demo(s: &Settings, hold: bool, paint: Paint) -> Result<Outcome, Error> {
+pub(super) fn demo(s: &Settings, hold: bool, printer: &Printer) -> Result<Outcome, Error> {
     let opts = crate::demo::Options {
-        json: s.common.json,
         config: s.collect.clone(),
         hold,
-        paint,
+        printer: *printer,
     };
     Ok(if crate::demo::run(&opts)? {
         Outcome::Done
@@ -96,11 +94,11 @@ pub(super) fn demo(s: &Settings, hold: bool, paint: Paint) -> Result<Outcome, Er
 
 /// `gpufree sim lib` prints the library's directory; `gpufree sim exec`
 /// becomes its command and returns only when that could not start.
-pub(super) fn sim(cmd: SimCommand, paint: &Paint) -> Result<Outcome, Error> {
+pub(super) fn sim(cmd: SimCommand, printer: &Printer) -> Result<Outcome, Error> {
     match cmd {
         SimCommand::Lib => {
             let dir = crate::sim::library_dir()?;
-            let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+            let mut out = printer.guard(std::io::stdout().lock());
             writeln!(out, "{}", dir.display())?;
             Ok(Outcome::Done)
         }

@@ -31,7 +31,7 @@ pub use files::WriteError;
 
 use crate::model::VerdictState;
 use crate::pipeline::{self, Look};
-use crate::present::Paint;
+use crate::present::{Printer, PrinterBuilder};
 use crate::snapshot::{self, Config, SnapshotError};
 use clap::Parser;
 
@@ -130,14 +130,14 @@ fn take_selected_by(
 /// privilege context, the environment, the flags), then the command.
 pub fn run(cli: Cli) -> Result<Outcome, Error> {
     let s = &settings(&cli)?;
-    let paint = Paint::for_stdout(s.common.no_color);
+    let printer = printer(&s.common);
     match cli.command.unwrap_or(Command::Status) {
-        Command::Status => show::status(s, &paint),
-        Command::Why { format, .. } => show::why(s, format, &paint),
-        Command::Kill(args) => act::run_kill(s, &args, &paint),
-        Command::Wait(args) => act::run_wait(s, &args, &paint),
-        Command::Check(args) => check::run_check(s, &args),
-        Command::Fleet(args) => fleet::run_fleet(s, &args, &paint),
+        Command::Status => show::status(s, &printer),
+        Command::Why { format, .. } => show::why(s, format, &printer),
+        Command::Kill(args) => act::run_kill(s, &args, &printer),
+        Command::Wait(args) => act::run_wait(s, &args, &printer),
+        Command::Check(args) => check::run_check(s, &args, &printer),
+        Command::Fleet(args) => fleet::run_fleet(s, &args, &printer),
         Command::Watch {
             interval,
             scan_every,
@@ -147,13 +147,27 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Metrics {
             output,
             label_cmdline,
-        } => show::metrics(s, output.as_deref(), label_cmdline, &paint),
-        Command::Doctor { unit } => files::run_doctor(&s.common, &unit, &paint),
+        } => show::metrics(s, output.as_deref(), label_cmdline, &printer),
+        Command::Doctor { unit } => files::run_doctor(&unit, &printer),
         Command::Completions { shell } => files::completions(shell),
         Command::Man { dir } => files::man(dir.as_deref()),
-        Command::Demo { hold } => live::demo(s, hold, paint),
-        Command::Sim(cmd) => live::sim(cmd, &paint),
+        Command::Demo { hold } => live::demo(s, hold, &printer),
+        Command::Sim(cmd) => live::sim(cmd, &printer),
     }
+}
+
+/// The one [`Printer`] of a command: colour for a terminal that wants it
+/// (not with `--no-color`, not when `NO_COLOR` is set and non-empty, not
+/// when stdout is not a terminal), `--quiet`, `--json`. Every writer the
+/// command calls, and the guard on its output, take it.
+fn printer(common: &Common) -> Printer {
+    use std::io::IsTerminal;
+    let env_off = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    PrinterBuilder::new()
+        .color(!common.no_color && !env_off && std::io::stdout().is_terminal())
+        .quiet(common.quiet)
+        .json(common.json)
+        .build()
 }
 
 /// Parses `args` (the program's name first) and runs the command; the

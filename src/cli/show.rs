@@ -6,41 +6,36 @@ use crate::cli::args::WhyFormat;
 use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::model::ViewCommand;
-use crate::present::Paint;
-use crate::safe::Guard;
+use crate::present::Printer;
 use std::io::Write;
 
 /// `gpufree status`: the table, or the JSON document.
-pub(super) fn status(s: &Settings, paint: &Paint) -> Result<Outcome, Error> {
-    if let Some(answered) = super::view::ask(s, ViewCommand::Status, paint) {
+pub(super) fn status(s: &Settings, printer: &Printer) -> Result<Outcome, Error> {
+    if let Some(answered) = super::view::ask(s, ViewCommand::Status, printer) {
         return answered;
     }
-    let common = &s.common;
     let snap = take_selected(s, &Default::default())?;
-    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
-    crate::present::write_status_command(&mut out, &snap, common.json, common.quiet, paint)?;
+    let mut out = printer.guard(std::io::stdout().lock());
+    crate::present::write_status_command(&mut out, &snap, printer)?;
     Ok(Outcome::Done)
 }
 
 /// `gpufree why [--pattern REGEX] [--format slurm]`: the findings; the outcome is the
 /// verdict's.
-pub(super) fn why(s: &Settings, format: WhyFormat, paint: &Paint) -> Result<Outcome, Error> {
+pub(super) fn why(s: &Settings, format: WhyFormat, printer: &Printer) -> Result<Outcome, Error> {
     // The view answers in a person's words or JSON, never Slurm's line.
     if s.pattern.is_none() && format == WhyFormat::Text {
-        if let Some(answered) = super::view::ask(s, ViewCommand::Why, paint) {
+        if let Some(answered) = super::view::ask(s, ViewCommand::Why, printer) {
             return answered;
         }
     }
-    let common = &s.common;
     let pattern = s.pattern.clone();
     let snap = take_selected(s, &crate::diagnose::Options { pattern })?;
     let outcome = verdict_outcome(snap.verdict.state);
-    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    let mut out = printer.guard(std::io::stdout().lock());
     let written = match format {
         WhyFormat::Slurm => crate::present::why::write_slurm(&mut out, &snap),
-        WhyFormat::Text => {
-            crate::present::write_why_command(&mut out, &snap, common.json, common.quiet, paint)
-        }
+        WhyFormat::Text => crate::present::write_why_command(&mut out, &snap, printer),
     };
     shown(written.and_then(|()| out.flush()), outcome)
 }
@@ -51,7 +46,7 @@ pub(super) fn metrics(
     s: &Settings,
     output: Option<&std::path::Path>,
     label_cmdline: bool,
-    paint: &Paint,
+    printer: &Printer,
 ) -> Result<Outcome, Error> {
     let started = std::time::Instant::now();
     let taken = crate::units::unix_now();
@@ -64,7 +59,9 @@ pub(super) fn metrics(
     };
     let text = crate::present::metrics::render_textfile(&snap, &extra);
     match output {
-        None => Guard::new(std::io::stdout().lock(), paint.color).write_all(text.as_bytes())?,
+        None => printer
+            .guard(std::io::stdout().lock())
+            .write_all(text.as_bytes())?,
         // With command lines (which may hold secrets), for the owner only.
         Some(path) => files::write_atomically(
             path,

@@ -11,8 +11,7 @@ use super::{shown, verdict_outcome};
 use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::model::{ViewAnswer, ViewCommand, ViewRequest, VIEW_VERSION};
-use crate::present::Paint;
-use crate::safe::Guard;
+use crate::present::Printer;
 use crate::serve::view::MAX_REQUEST;
 use std::io::Write;
 use std::io::{BufRead, Read};
@@ -37,7 +36,7 @@ const EXCHANGE: Duration = Duration::from_secs(10);
 pub(super) fn ask(
     s: &Settings,
     command: ViewCommand,
-    paint: &Paint,
+    printer: &Printer,
 ) -> Option<Result<Outcome, Error>> {
     let socket = s.view.as_ref()?;
     if !socket.exists() {
@@ -47,9 +46,9 @@ pub(super) fn ask(
         version: VIEW_VERSION,
         command,
         gpu: s.common.gpu.iter().map(ToString::to_string).collect(),
-        json: s.common.json,
-        quiet: s.common.quiet,
-        color: paint.color,
+        json: printer.json(),
+        quiet: printer.quiet(),
+        color: printer.color(),
     };
     let shown_socket = crate::safe::escape(&socket.display().to_string()).into_owned();
     let (answer, body, server) = match exchange(socket, &req) {
@@ -65,7 +64,7 @@ pub(super) fn ask(
     if let Some(e) = answer.error {
         return Some(Err(Error::View(e.kind, e.message)));
     }
-    if !s.common.quiet {
+    if !printer.quiet() {
         let whose = if server == 0 {
             "root's gpufree serve".to_string()
         } else {
@@ -77,7 +76,7 @@ pub(super) fn ask(
             s.privilege.uid
         );
     }
-    let mut out = Guard::new(std::io::stdout().lock(), paint.color);
+    let mut out = printer.guard(std::io::stdout().lock());
     let written = out.write_all(&body).and_then(|()| out.flush());
     let outcome = match (command, answer.verdict) {
         (ViewCommand::Status, _) => Outcome::Done,

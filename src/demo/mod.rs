@@ -16,7 +16,7 @@ pub mod title;
 use narrate::{free_it, narrate};
 
 use crate::pipeline::Look;
-use crate::present::{write_json, Paint};
+use crate::present::{write_json, Printer};
 use crate::snapshot::{self, Config};
 use holder::{ChildSpec, HoldSpec, Spawned};
 use serde_json::json;
@@ -78,12 +78,11 @@ impl<T> Doing<T> for std::io::Result<T> {
 /// Options of `gpufree demo`.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Print only the status JSON of the incident.
-    pub json: bool,
     /// Keep the incident running until Enter or Ctrl-C.
     pub hold: bool,
-    /// Colours.
-    pub paint: Paint,
+    /// How to print: its colours; with JSON, only the status JSON of the
+    /// incident (the story itself is always told in full).
+    pub printer: Printer,
     /// Where a collection looks otherwise (the command line's settings):
     /// the demo points it at its own device directory and the simulator.
     pub config: Config,
@@ -304,13 +303,14 @@ pub fn run(opts: &Options) -> Result<bool, Error> {
     let collector = snapshot::Collector::new(cfg, None)?;
     let snap = collector.snapshot()?;
     let mut out = std::io::stdout().lock();
-    if opts.json {
+    if opts.printer.json() {
         write_json(&mut out, &crate::present::json::SnapshotDoc::new(&snap))?;
         return Ok(true);
     }
-    narrate(&mut out, &incident, &snap, &opts.paint)?;
+    let printer = opts.printer.full();
+    narrate(&mut out, &incident, &snap, &printer)?;
     if !opts.hold {
-        return free_it(&mut out, &incident, &collector, &snap, &opts.paint);
+        return free_it(&mut out, &incident, &collector, &snap, &printer);
     }
     keep_running(&mut out, &incident)?;
     Ok(true)

@@ -5,7 +5,7 @@
 use super::{Error, Incident, PKILL_PATTERN};
 use crate::model::Snapshot;
 use crate::pipeline::Look;
-use crate::present::{table, why, Paint};
+use crate::present::{table, why, Printer};
 use crate::snapshot;
 use regex::Regex;
 use std::io::Write;
@@ -17,14 +17,14 @@ pub(super) fn free_it<W: Write>(
     inc: &Incident,
     c: &snapshot::Collector,
     snap: &Snapshot,
-    paint: &Paint,
+    printer: &Printer,
 ) -> Result<bool, Error> {
     use crate::act::kill;
     writeln!(w)?;
     writeln!(
         w,
         "{}",
-        paint.bold("$ gpufree kill --yes    (the demo signals only the processes it started)")
+        printer.bold("$ gpufree kill --yes    (the demo signals only the processes it started)")
     )?;
     let sel = kill::Selectors {
         gpus: Some(crate::model::Selection::whole(
@@ -38,29 +38,29 @@ pub(super) fn free_it<W: Write>(
     if let Some(stranger) = plan.targets.iter().find(|e| !ours.contains(&e.pid)) {
         return Err(Error::Stranger(stranger.pid));
     }
-    crate::present::kill::write_plan(w, snap, &plan, "TERM", 10.0, paint)?;
+    crate::present::kill::write_plan(w, snap, &plan, "TERM", 10.0, printer)?;
     let opts = kill::Options {
         timeout: std::time::Duration::from_secs(30),
         ..kill::Options::default()
     };
     let (report, _) = kill::execute(c, snap, plan, &sel, &safety, &opts);
-    crate::present::kill::write_report(w, &report, true, paint)?;
+    crate::present::kill::write_report(w, &report, true, printer)?;
     let after = c.snapshot()?;
     writeln!(w)?;
-    writeln!(w, "{}", paint.bold("$ gpufree status --quiet"))?;
+    writeln!(w, "{}", printer.bold("$ gpufree status --quiet"))?;
     table::write_status(
         w,
         &Snapshot {
             findings: Vec::new(),
             ..after.clone()
         },
-        paint,
+        printer,
     )?;
     let free = after.verdict.state == crate::model::VerdictState::Free;
     writeln!(
         w,
         "{}",
-        paint.bold(if free && report.released {
+        printer.bold(if free && report.released {
             "All 8 GPUs are free again: no driver bug, no GPU reset; 10 processes by identity, and the release confirmed."
         } else {
             "The GPUs did not come back: see above."
@@ -75,36 +75,36 @@ pub(super) fn narrate<W: Write>(
     w: &mut W,
     inc: &Incident,
     snap: &Snapshot,
-    paint: &Paint,
+    printer: &Printer,
 ) -> Result<(), Error> {
-    introduce(w, inc, paint)?;
-    pkill_f(w, snap, paint)?;
-    ps_grep(w, snap, paint)?;
+    introduce(w, inc, printer)?;
+    pkill_f(w, snap, printer)?;
+    ps_grep(w, snap, printer)?;
     writeln!(w)?;
-    writeln!(w, "{}", paint.bold("$ gpufree status"))?;
+    writeln!(w, "{}", printer.bold("$ gpufree status"))?;
     let plain = Snapshot {
         findings: Vec::new(),
         ..snap.clone()
     };
-    table::write_status(w, &plain, paint)?;
+    table::write_status(w, &plain, printer)?;
     writeln!(w)?;
     writeln!(
         w,
         "{}",
-        paint.bold("The operator's first theory: \"CUDA memory stays pinned after process death in LXC containers; reset the GPUs.\"")
+        printer.bold("The operator's first theory: \"CUDA memory stays pinned after process death in LXC containers; reset the GPUs.\"")
     )?;
-    writeln!(w, "{}", paint.bold("$ gpufree why"))?;
-    why::write_why(w, snap, paint)?;
+    writeln!(w, "{}", printer.bold("$ gpufree why"))?;
+    why::write_why(w, snap, printer)?;
     Ok(())
 }
 
 /// The host, the processes started and where their files are.
-fn introduce<W: Write>(w: &mut W, inc: &Incident, paint: &Paint) -> std::io::Result<()> {
+fn introduce<W: Write>(w: &mut W, inc: &Incident, printer: &Printer) -> std::io::Result<()> {
     let pid = |l: &str| inc.pid(l).map_or("?".into(), |p| p.to_string());
     writeln!(
         w,
         "{}",
-        paint.bold(
+        printer.bold(
             "gpufree demo: the seed incident, replayed with real processes on simulated GPUs"
         )
     )?;
@@ -122,7 +122,7 @@ fn introduce<W: Write>(w: &mut W, inc: &Incident, paint: &Paint) -> std::io::Res
     writeln!(
         w,
         "{}",
-        paint.dim(&format!(
+        printer.dim(&format!(
             "device dir {}, simulator state {}",
             inc.dev.display(),
             inc.state.display()
@@ -132,12 +132,12 @@ fn introduce<W: Write>(w: &mut W, inc: &Incident, paint: &Paint) -> std::io::Res
 
 /// What the operator's `pkill -9 -f` would have hit and missed, as `why
 /// --pattern` computes it; never run.
-fn pkill_f<W: Write>(w: &mut W, snap: &Snapshot, paint: &Paint) -> Result<(), Error> {
+fn pkill_f<W: Write>(w: &mut W, snap: &Snapshot, printer: &Printer) -> Result<(), Error> {
     writeln!(w)?;
     writeln!(
         w,
         "{}",
-        paint.bold(&format!(
+        printer.bold(&format!(
             "$ pkill -9 -f \"{PKILL_PATTERN}\"    (computed here, never run)"
         ))
     )?;
@@ -166,12 +166,12 @@ fn pkill_f<W: Write>(w: &mut W, snap: &Snapshot, paint: &Paint) -> Result<(), Er
 }
 
 /// What `ps aux | grep` would have listed among the holders.
-fn ps_grep<W: Write>(w: &mut W, snap: &Snapshot, paint: &Paint) -> Result<(), Error> {
+fn ps_grep<W: Write>(w: &mut W, snap: &Snapshot, printer: &Printer) -> Result<(), Error> {
     writeln!(w)?;
     writeln!(
         w,
         "{}",
-        paint.bold("$ ps aux | grep -E \"python|vllm\"    (computed over the holders)")
+        printer.bold("$ ps aux | grep -E \"python|vllm\"    (computed over the holders)")
     )?;
     let grep = Regex::new("python|vllm")?;
     for p in snap
@@ -184,7 +184,7 @@ fn ps_grep<W: Write>(w: &mut W, snap: &Snapshot, paint: &Paint) -> Result<(), Er
     writeln!(
         w,
         "  {}",
-        paint.dim("(the eight workers and the launcher do not show: they renamed themselves)")
+        printer.dim("(the eight workers and the launcher do not show: they renamed themselves)")
     )?;
     Ok(())
 }

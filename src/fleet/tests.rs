@@ -382,13 +382,7 @@ fn a_huge_node_is_joined_and_written_quickly() {
     let started = std::time::Instant::now();
     let f = join::join(&source(), "http://p", a);
     let mut out = Vec::new();
-    crate::present::fleet::write_fleet(
-        &mut out,
-        &f,
-        &crate::present::Paint { color: false },
-        false,
-    )
-    .unwrap();
+    crate::present::fleet::write_fleet(&mut out, &f, &crate::present::Printer::default()).unwrap();
     let took = started.elapsed();
     assert_eq!(
         f.nodes

@@ -1,8 +1,8 @@
-//! `gpufree check` in each consumer's words and exit codes: a person's
-//! text, JSON, node-problem-detector (one line of at most 80 characters;
-//! 0 ok, 1 problem, 2 unknown), the Nagios plugin API (status line and
-//! performance data; 0/1/2/3) and Slurm's health check (one short reason;
-//! 1 only for what must drain the node).
+//! `gpufree check` in each consumer's words: a person's text, JSON,
+//! node-problem-detector (one line of at most 80 characters), the Nagios
+//! plugin API (status line and performance data) and Slurm's health check
+//! (one short reason). Each consumer's exit codes are chosen where every
+//! other is, in `cli/error.rs`, from the [`Format`] and the level.
 
 use crate::model::{CheckOutcome, Condition, Level, Problem, Snapshot};
 use crate::safe::fit;
@@ -29,22 +29,6 @@ pub enum Format {
 pub const NPD_MAX: usize = 80;
 /// A Slurm drain reason kept short enough that `sinfo -R` shows it whole.
 pub const SLURM_MAX: usize = 100;
-
-/// The exit code `format`'s consumer reads for `level`.
-pub fn exit_code(format: Format, level: Level) -> u8 {
-    match (format, level) {
-        (_, Level::Ok) => 0,
-        (Format::Nagios, Level::Warning) => 1,
-        (Format::Nagios, Level::Critical) => 2,
-        (Format::Nagios, Level::Unknown) => 3,
-        (Format::Npd, Level::Unknown) => 2,
-        // Slurm drains on what breaks the next job; a warning neither
-        // drains nor resumes.
-        (Format::Slurm, Level::Warning) => 2,
-        (Format::Slurm | Format::Text | Format::Json, Level::Unknown) => 3,
-        (_, Level::Warning | Level::Critical) => 1,
-    }
-}
 
 /// Writes `o` (of `s`, with `leak_min` for Nagios's thresholds) in `format`.
 pub fn write<W: Write>(

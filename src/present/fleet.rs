@@ -5,7 +5,7 @@
 //! writes the [`Fleet`] itself.
 
 use super::next::{fleet_by_hand, fleet_command};
-use super::Paint;
+use super::Printer;
 use crate::model::look_back_steps;
 use crate::model::{Fleet, FleetHolder, FleetNode, StaleNode, StaleReason};
 use crate::safe::fit;
@@ -17,7 +17,8 @@ use std::io::{self, Write};
 const NAME_MAX: usize = 64;
 
 /// The fleet view as text (quiet: one line per node and per stale node).
-pub fn write_fleet<W: Write>(w: &mut W, f: &Fleet, paint: &Paint, quiet: bool) -> io::Result<()> {
+pub fn write_fleet<W: Write>(w: &mut W, f: &Fleet, printer: &Printer) -> io::Result<()> {
+    let quiet = printer.quiet();
     let seen = f.nodes_seen;
     let asked = format!(
         "Prometheus {}, {{{}}}",
@@ -42,15 +43,15 @@ pub fn write_fleet<W: Write>(w: &mut W, f: &Fleet, paint: &Paint, quiet: bool) -
         )
     };
     if !quiet {
-        writeln!(w, "{}", paint.bold(&head))?;
+        writeln!(w, "{}", printer.bold(&head))?;
     }
     let fine = look_back_steps(f.history_seconds).1;
     for n in &f.nodes {
-        write_node(w, n, paint, quiet, fine)?;
+        write_node(w, n, printer, fine)?;
     }
     if !f.stale.is_empty() && !quiet {
         writeln!(w)?;
-        writeln!(w, "{}", paint.warn("Stale (their GPUs may be anything):"))?;
+        writeln!(w, "{}", printer.warn("Stale (their GPUs may be anything):"))?;
     }
     for s in &f.stale {
         let age = (s.age_seconds.filter(|a| a.is_finite() && *a >= 0.0))
@@ -64,6 +65,15 @@ pub fn write_fleet<W: Write>(w: &mut W, f: &Fleet, paint: &Paint, quiet: bool) -
         )?;
     }
     Ok(())
+}
+
+/// `gpufree fleet` as it prints: the [`Fleet`]'s JSON document, or its
+/// text.
+pub fn write_fleet_command<W: Write>(w: &mut W, f: &Fleet, printer: &Printer) -> io::Result<()> {
+    if printer.json() {
+        return super::write_json(w, &super::json::FleetDoc::new(f));
+    }
+    write_fleet(w, f, printer)
 }
 
 /// Why a node is stale, in words (`max_age` is `--max-age`, in seconds).
@@ -107,16 +117,10 @@ fn held_for(seconds: Option<f64>, before_history: bool, fine: u64) -> String {
     }
 }
 
-fn write_node<W: Write>(
-    w: &mut W,
-    n: &FleetNode,
-    paint: &Paint,
-    quiet: bool,
-    fine: u64,
-) -> io::Result<()> {
+fn write_node<W: Write>(w: &mut W, n: &FleetNode, printer: &Printer, fine: u64) -> io::Result<()> {
     let mut line = format!(
         "{}  {}  {} held",
-        paint.bold(&fit(&n.node, NAME_MAX)),
+        printer.bold(&fit(&n.node, NAME_MAX)),
         n.state.as_str(),
         mib(n.held_bytes)
     );
@@ -126,9 +130,9 @@ fn write_node<W: Write>(
         line.push_str(&long);
     }
     if n.leftover {
-        line.push_str(&format!("  {}", paint.warn("leftover")));
+        line.push_str(&format!("  {}", printer.warn("leftover")));
     }
-    if quiet {
+    if printer.quiet() {
         return writeln!(w, "{line}");
     }
     writeln!(w)?;
@@ -157,7 +161,7 @@ fn write_node<W: Write>(
         }
     }
     match fleet_command(n) {
-        Some(c) => writeln!(w, "  next: {}", paint.bold(&c)),
+        Some(c) => writeln!(w, "  next: {}", printer.bold(&c)),
         None => writeln!(w, "  next: {}", fleet_by_hand(n, NAME_MAX)),
     }
 }

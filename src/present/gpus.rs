@@ -1,6 +1,6 @@
 //! The GPU table of `status`: a row per GPU and per MIG device under it.
 
-use super::Paint;
+use super::Printer;
 use crate::model::{Gpu, Memory, Snapshot, VerdictState};
 use crate::safe::{fit, pad, pad_left};
 use crate::units::mib;
@@ -58,7 +58,7 @@ const GPU_HEADER: [&str; 6] = [
 /// The GPU table: one row per GPU (and per MIG device under it), numbers
 /// aligned right; a row that is not free or has unaccounted memory stands
 /// out.
-pub(super) fn write_gpus<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+pub(super) fn write_gpus<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     let rows: Vec<([String; 6], bool)> = s.gpus.iter().flat_map(rows_of).collect();
     let mut width = GPU_HEADER.map(str::len);
     for (r, _) in &rows {
@@ -77,10 +77,10 @@ pub(super) fn write_gpus<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io
             c[5],
         )
     };
-    writeln!(w, "{}", paint.bold(&fmt(GPU_HEADER)))?;
+    writeln!(w, "{}", printer.bold(&fmt(GPU_HEADER)))?;
     for (r, striking) in &rows {
         let text = fmt([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
-        writeln!(w, "{}", if *striking { paint.warn(&text) } else { text })?;
+        writeln!(w, "{}", if *striking { printer.warn(&text) } else { text })?;
     }
     Ok(())
 }

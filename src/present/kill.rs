@@ -1,8 +1,9 @@
-//! The `gpufree kill` plan and its outcome, as text.
+//! The `gpufree kill` plan and its outcome, as text, and its JSON
+//! document.
 
 use super::next::next_line;
 use super::words::restarter;
-use super::Paint;
+use super::Printer;
 use crate::model::{Evidence, Snapshot};
 use crate::model::{Plan, PlanEntry, Report};
 use crate::safe::{fit, pad, MESSAGE_MAX, TEXT_MAX};
@@ -16,20 +17,65 @@ pub fn write_plan<W: Write + ?Sized>(
     plan: &Plan,
     signal: &str,
     grace: f64,
-    paint: &Paint,
+    printer: &Printer,
 ) -> io::Result<()> {
-    writeln!(w, "{}", paint.bold(&plan_heading(plan, signal, grace)))?;
+    writeln!(w, "{}", printer.bold(&plan_heading(plan, signal, grace)))?;
     for e in &plan.targets {
-        write_target(w, snap, e, paint)?;
+        write_target(w, snap, e, printer)?;
     }
-    write_restarts(w, snap, plan, paint)?;
+    write_restarts(w, snap, plan, printer)?;
     if !plan.skipped.is_empty() {
-        writeln!(w, "{}", paint.bold("Left out:"))?;
+        writeln!(w, "{}", printer.bold("Left out:"))?;
         for k in &plan.skipped {
             writeln!(w, "  {:>7}  {}", k.pid, fit(&k.reason, MESSAGE_MAX))?;
         }
     }
     Ok(())
+}
+
+/// The document `kill --json` prints: the status after, the plan, the
+/// outcome.
+#[derive(serde::Serialize)]
+struct KillDoc<'a> {
+    #[serde(flatten)]
+    snapshot: super::json::SnapshotDoc<'a>,
+    plan: &'a Plan,
+    kill: &'a Report,
+}
+
+/// Writes `kill --json`'s document: the snapshot the verdict was made
+/// from, the plan and what the kill did.
+pub fn write_kill_json<W: Write>(
+    w: &mut W,
+    snap: &Snapshot,
+    plan: &Plan,
+    report: &Report,
+) -> io::Result<()> {
+    let doc = KillDoc {
+        snapshot: super::json::SnapshotDoc::new(snap),
+        plan,
+        kill: report,
+    };
+    super::write_json(w, &doc)
+}
+
+/// Writes the document of a kill that signalled nothing (a dry run, or a
+/// refusal): the plan, and what it skipped.
+pub fn write_plan_json<W: Write>(w: &mut W, snap: &Snapshot, plan: &Plan) -> io::Result<()> {
+    let report = Report {
+        skipped: plan.skipped.clone(),
+        ..Report::default()
+    };
+    write_kill_json(w, snap, plan, &report)
+}
+
+/// Asks whether to signal `n` processes (the answer is read by the
+/// caller).
+pub fn write_question<W: Write>(w: &mut W, n: usize) -> io::Result<()> {
+    match n {
+        1 => write!(w, "Signal this process? [y/N] "),
+        _ => write!(w, "Signal these {n} processes? [y/N] "),
+    }
 }
 
 /// After a plan with nothing to signal because only protected daemons
@@ -79,7 +125,7 @@ fn write_target<W: Write + ?Sized>(
     w: &mut W,
     snap: &Snapshot,
     e: &PlanEntry,
-    paint: &Paint,
+    printer: &Printer,
 ) -> io::Result<()> {
     let p = snap.processes.iter().find(|p| p.pid == e.pid);
     let (user, comm, cmd, owner) = p.map_or(Default::default(), |p| {
@@ -104,9 +150,9 @@ fn write_target<W: Write + ?Sized>(
     writeln!(
         w,
         "           {} {}   {} {}",
-        paint.dim("cmdline:"),
+        printer.dim("cmdline:"),
         cmd,
-        paint.dim("owner:"),
+        printer.dim("owner:"),
         owner
     )
 }
@@ -117,7 +163,7 @@ fn write_restarts<W: Write + ?Sized>(
     w: &mut W,
     snap: &Snapshot,
     plan: &Plan,
-    paint: &Paint,
+    printer: &Printer,
 ) -> io::Result<()> {
     let targeted = |pid: &u32| plan.targets.iter().any(|e| e.pid == *pid);
     for f in snap.findings.iter().filter(|f| f.pids.iter().any(targeted)) {
@@ -129,7 +175,7 @@ fn write_restarts<W: Write + ?Sized>(
             writeln!(
                 w,
                 "{} {}; first: `{}`",
-                paint.warn("restarts:"),
+                printer.warn("restarts:"),
                 fit(&format!("{what} ({evidence})"), MESSAGE_MAX),
                 fit(&next_line(&f.next), MESSAGE_MAX)
             )?;
@@ -143,11 +189,11 @@ pub fn write_report<W: Write>(
     w: &mut W,
     r: &Report,
     waited: bool,
-    paint: &Paint,
+    printer: &Printer,
 ) -> io::Result<()> {
     write_signalled(w, r)?;
-    write_not_signalled(w, r, paint)?;
-    write_survivors(w, r, paint)?;
+    write_not_signalled(w, r, printer)?;
+    write_survivors(w, r, printer)?;
     if !waited {
         return Ok(());
     }
@@ -157,9 +203,9 @@ pub fn write_report<W: Write>(
             "Nothing signalled, and nothing selected holds GPU memory."
         )
     } else if r.released {
-        write_released(w, r, paint)
+        write_released(w, r, printer)
     } else {
-        write_not_released(w, r, paint)
+        write_not_released(w, r, printer)
     }
 }
 
@@ -191,12 +237,12 @@ fn write_signalled<W: Write>(w: &mut W, r: &Report) -> io::Result<()> {
 
 /// How the targets were held still, and those that were not signalled
 /// because they had changed.
-fn write_not_signalled<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<()> {
+fn write_not_signalled<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io::Result<()> {
     if !r.frozen_cgroups.is_empty() {
         writeln!(
             w,
             "{} {}",
-            paint.dim("held still by freezing:"),
+            printer.dim("held still by freezing:"),
             fit(&r.frozen_cgroups.join(", "), MESSAGE_MAX)
         )?;
     }
@@ -204,7 +250,7 @@ fn write_not_signalled<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Re
         writeln!(
             w,
             "{} {:?}: the PID now names another process; not signalled",
-            paint.warn("identity changed:"),
+            printer.warn("identity changed:"),
             r.identity_changed
         )?;
     }
@@ -212,7 +258,7 @@ fn write_not_signalled<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Re
         writeln!(
             w,
             "{} {} {}; not signalled",
-            paint.warn("changed:"),
+            printer.warn("changed:"),
             c.pid,
             fit(&c.why, MESSAGE_MAX)
         )?;
@@ -221,15 +267,15 @@ fn write_not_signalled<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Re
 }
 
 /// Targets still running, and those the kernel holds in a wait.
-fn write_survivors<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<()> {
+fn write_survivors<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io::Result<()> {
     if !r.survivors.is_empty() {
-        writeln!(w, "{} {:?}", paint.error("still running:"), r.survivors)?;
+        writeln!(w, "{} {:?}", printer.error("still running:"), r.survivors)?;
     }
     if !r.waiting_for_kernel.is_empty() {
         writeln!(
             w,
             "{} {:?}: in uninterruptible sleep; SIGKILL acts when the kernel wait ends",
-            paint.warn("waiting for the kernel:"),
+            printer.warn("waiting for the kernel:"),
             r.waiting_for_kernel
         )?;
     }
@@ -238,7 +284,7 @@ fn write_survivors<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result
 
 /// The release: how long it took, the driver's teardown, and the watch
 /// for restarts after it.
-fn write_released<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<()> {
+fn write_released<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io::Result<()> {
     let teardown = r
         .seconds_after_exit
         .map(|t| format!(" ({t:.2} s after the last target exited: the driver's teardown)"))
@@ -246,7 +292,7 @@ fn write_released<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<
     writeln!(
         w,
         "{}",
-        paint.bold(&format!(
+        printer.bold(&format!(
             "GPU memory released after {:.2} s{teardown}.",
             r.seconds_to_release
         ))
@@ -255,14 +301,14 @@ fn write_released<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<
         writeln!(
             w,
             "{} {}",
-            paint.warn("not watched for restarts:"),
+            printer.warn("not watched for restarts:"),
             fit(e, MESSAGE_MAX)
         )?;
     } else if r.seconds_watched_for_restarts > 0.0 {
         writeln!(
             w,
             "{}",
-            paint.dim(&format!(
+            printer.dim(&format!(
                 "watched {:.1} s more: nothing started again",
                 r.seconds_watched_for_restarts
             ))
@@ -273,11 +319,11 @@ fn write_released<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<
 
 /// Why the memory is not back (or that this is unknown), and, when only
 /// the memory is left, that a teardown takes seconds.
-fn write_not_released<W: Write>(w: &mut W, r: &Report, paint: &Paint) -> io::Result<()> {
+fn write_not_released<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io::Result<()> {
     let head = if r.verdict == crate::model::VerdictState::Unknown {
-        paint.warn("GPU memory release unknown:")
+        printer.warn("GPU memory release unknown:")
     } else {
-        paint.error("GPU memory not released:")
+        printer.error("GPU memory not released:")
     };
     writeln!(w, "{head} {}", fit(&r.reasons.join("; "), MESSAGE_MAX))?;
     // Only when nothing but the memory is left (no holder named).
@@ -301,7 +347,7 @@ mod tests {
 
     fn text(r: &Report) -> String {
         let mut out = Vec::new();
-        write_report(&mut out, r, true, &Paint { color: false }).unwrap();
+        write_report(&mut out, r, true, &Printer::default()).unwrap();
         String::from_utf8(out).unwrap()
     }
 

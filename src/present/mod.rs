@@ -2,6 +2,7 @@
 //! JSON into any writer; none touches /proc or NVML.
 
 pub mod check;
+pub mod doctor;
 mod drm;
 pub mod fleet;
 mod gpus;
@@ -10,60 +11,17 @@ pub mod kill;
 pub mod metrics;
 mod mig;
 pub mod next;
+mod printer;
 pub mod table;
+pub mod wait;
 pub mod why;
 pub mod words;
 
 #[cfg(test)]
 mod tests;
 
-use anstyle::{AnsiColor, Style};
+pub use printer::{Printer, PrinterBuilder};
 use std::io::{self, Write};
-
-/// Whether and how to colour text. Decided once by the caller from
-/// `--no-color`, `NO_COLOR` and whether stdout is a terminal.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Paint {
-    /// Emit ANSI colours.
-    pub color: bool,
-}
-
-impl Paint {
-    /// Colour for a terminal that wants it: not with `--no-color`, not when
-    /// `NO_COLOR` is set and non-empty, not when stdout is not a terminal.
-    pub fn for_stdout(no_color_flag: bool) -> Paint {
-        use std::io::IsTerminal;
-        let env_off = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Paint {
-            color: !no_color_flag && !env_off && std::io::stdout().is_terminal(),
-        }
-    }
-
-    fn paint(&self, style: Style, s: &str) -> String {
-        if self.color {
-            format!("{}{s}{}", style.render(), style.render_reset())
-        } else {
-            s.to_string()
-        }
-    }
-
-    /// Headings.
-    pub fn bold(&self, s: &str) -> String {
-        self.paint(Style::new().bold(), s)
-    }
-    /// Secondary text.
-    pub fn dim(&self, s: &str) -> String {
-        self.paint(Style::new().dimmed(), s)
-    }
-    /// Things worth attention.
-    pub fn warn(&self, s: &str) -> String {
-        self.paint(AnsiColor::Yellow.on_default(), s)
-    }
-    /// Errors.
-    pub fn error(&self, s: &str) -> String {
-        self.paint(AnsiColor::Red.on_default().bold(), s)
-    }
-}
 
 /// A holder's flags as the table and the live view show them:
 /// `renamed,orphaned,protected` and the state when it matters.
@@ -104,19 +62,12 @@ pub fn write_json<W: Write, T: serde::Serialize>(w: &mut W, value: &T) -> io::Re
 pub fn write_status_command<W: Write>(
     w: &mut W,
     s: &crate::model::Snapshot,
-    json: bool,
-    quiet: bool,
-    paint: &Paint,
+    printer: &Printer,
 ) -> io::Result<()> {
-    if json {
+    if printer.json() {
         return write_json(w, &json::SnapshotDoc::new(s));
     }
-    if quiet {
-        let mut s = s.clone();
-        s.findings.clear();
-        return table::write_status_with(w, &s, paint, false);
-    }
-    table::write_status_with(w, s, paint, true)
+    table::write_status(w, s, printer)
 }
 
 /// `gpufree why` as it prints: the JSON document, or the findings (quiet:
@@ -124,12 +75,10 @@ pub fn write_status_command<W: Write>(
 pub fn write_why_command<W: Write>(
     w: &mut W,
     s: &crate::model::Snapshot,
-    json: bool,
-    quiet: bool,
-    paint: &Paint,
+    printer: &Printer,
 ) -> io::Result<()> {
-    if json {
+    if printer.json() {
         return write_json(w, &json::SnapshotDoc::new(s));
     }
-    why::write_why_with(w, s, paint, !quiet)
+    why::write_why(w, s, printer)
 }

@@ -2,7 +2,7 @@
 //! visible processes, unaccounted), then the holders grouped by GPU, then
 //! the findings with their next commands.
 
-use super::{flags, Paint};
+use super::{flags, Printer};
 use crate::diagnose::gpu_list;
 use crate::model::{DeviceUse, MpsRole, Process, Severity, Snapshot, Via};
 use crate::safe::{escape, fit, pad, MESSAGE_MAX, TEXT_MAX};
@@ -72,7 +72,7 @@ fn row(p: &Process, gpu: Option<u32>) -> [String; 7] {
 fn write_rows<W: Write>(
     w: &mut W,
     s: &Snapshot,
-    paint: &Paint,
+    printer: &Printer,
     header: [&str; 7],
     rows: &[([String; 7], &Process)],
 ) -> io::Result<()> {
@@ -94,7 +94,7 @@ fn write_rows<W: Write>(
         }
         s.trim_end().to_string()
     };
-    writeln!(w, "{}", paint.dim(&line(header)))?;
+    writeln!(w, "{}", printer.dim(&line(header)))?;
     for (r, p) in rows {
         let cells = [&*r[0], &*r[1], &*r[2], &*r[3], &*r[4], &*r[5], &*r[6]];
         let text = line(cells);
@@ -102,37 +102,55 @@ fn write_rows<W: Write>(
             w,
             "{}",
             if p.renamed || p.orphaned {
-                paint.warn(&text)
+                printer.warn(&text)
             } else {
                 text
             }
         )?;
-        let joined = p.cmdline_joined();
-        if !joined.is_empty() && joined != p.comm {
-            writeln!(
-                w,
-                "      {} {}",
-                paint.dim("cmdline:"),
-                fit(&joined, TEXT_MAX)
-            )?;
-        }
-        if p.renamed {
-            writeln!(
-                w,
-                "      {} {}",
-                paint.dim("exe:"),
-                fit(p.exe.as_deref().unwrap_or("?"), TEXT_MAX)
-            )?;
-        }
-        if let Some(role) = mps_role(s, p) {
-            writeln!(w, "      {} {role}", paint.dim("mps:"))?;
-        }
-        if let Some(on) = super::mig::held(s, p) {
-            writeln!(w, "      {} {}", paint.dim("mig:"), fit(&on, TEXT_MAX))?;
-        }
-        if let Some(clients) = super::drm::shared(p) {
-            writeln!(w, "      {} {}", paint.dim("drm:"), fit(&clients, TEXT_MAX))?;
-        }
+        write_details(w, s, p, printer)?;
+    }
+    Ok(())
+}
+
+/// A holder's lines under its row: its command line (when it is not its
+/// name), its executable (renamed), its MPS role, MIG devices and DRM
+/// clients.
+fn write_details<W: Write>(
+    w: &mut W,
+    s: &Snapshot,
+    p: &Process,
+    printer: &Printer,
+) -> io::Result<()> {
+    let joined = p.cmdline_joined();
+    if !joined.is_empty() && joined != p.comm {
+        writeln!(
+            w,
+            "      {} {}",
+            printer.dim("cmdline:"),
+            fit(&joined, TEXT_MAX)
+        )?;
+    }
+    if p.renamed {
+        writeln!(
+            w,
+            "      {} {}",
+            printer.dim("exe:"),
+            fit(p.exe.as_deref().unwrap_or("?"), TEXT_MAX)
+        )?;
+    }
+    if let Some(role) = mps_role(s, p) {
+        writeln!(w, "      {} {role}", printer.dim("mps:"))?;
+    }
+    if let Some(on) = super::mig::held(s, p) {
+        writeln!(w, "      {} {}", printer.dim("mig:"), fit(&on, TEXT_MAX))?;
+    }
+    if let Some(clients) = super::drm::shared(p) {
+        writeln!(
+            w,
+            "      {} {}",
+            printer.dim("drm:"),
+            fit(&clients, TEXT_MAX)
+        )?;
     }
     Ok(())
 }
@@ -173,52 +191,42 @@ fn mps_role(s: &Snapshot, p: &Process) -> Option<String> {
 
 const HEADER: [&str; 7] = ["PID", "USER", "COMM", "MEMORY", "DEVICES", "OWNER", "FLAGS"];
 
-/// Writes the status table of `s`.
-pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
-    write_status_with(w, s, paint, true)
-}
-
-/// Writes the status table of `s`, with or without the footer line (what
-/// was scanned; `-q` leaves it out).
-pub fn write_status_with<W: Write>(
-    w: &mut W,
-    s: &Snapshot,
-    paint: &Paint,
-    footer: bool,
-) -> io::Result<()> {
+/// Writes the status table of `s`; quiet (`status -q`), without its
+/// findings and the footer line (what was scanned).
+pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     if s.misses_nvml() {
         writeln!(
             w,
             "{} {}; showing device-node holders only",
-            paint.warn("NVML unavailable:"),
+            printer.warn("NVML unavailable:"),
             fit(
                 s.nvml.error.as_deref().unwrap_or("unknown reason"),
                 TEXT_MAX
             )
         )?;
     }
-    super::gpus::write_gpus(w, s, paint)?;
-    write_unavailable(w, s, paint)?;
+    super::gpus::write_gpus(w, s, printer)?;
+    write_unavailable(w, s, printer)?;
     for g in &s.gpus {
-        write_holders_of(w, s, g.index, paint)?;
+        write_holders_of(w, s, g.index, printer)?;
     }
-    write_shared_only(w, s, paint)?;
-    write_not_visible(w, s, paint)?;
-    write_findings(w, s, paint)?;
-    if footer {
-        write_footer(w, s, paint)?;
+    write_shared_only(w, s, printer)?;
+    write_not_visible(w, s, printer)?;
+    if !printer.quiet() {
+        write_findings(w, s, printer)?;
+        write_footer(w, s, printer)?;
     }
     Ok(())
 }
 
 /// The NVML calls that failed, each with why.
-fn write_unavailable<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+fn write_unavailable<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     for u in &s.unavailable {
         let gpu = u.gpu.map(|g| format!("GPU {g} ")).unwrap_or_default();
         writeln!(
             w,
             "{}",
-            paint.dim(&format!(
+            printer.dim(&format!(
                 "{gpu}{}: unavailable: {}",
                 fit(&u.what, TEXT_MAX),
                 fit(&u.why, TEXT_MAX)
@@ -230,7 +238,12 @@ fn write_unavailable<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Re
 
 /// The holders of GPU `gpu` under a heading that counts them; nothing
 /// when it has none.
-fn write_holders_of<W: Write>(w: &mut W, s: &Snapshot, gpu: u32, paint: &Paint) -> io::Result<()> {
+fn write_holders_of<W: Write>(
+    w: &mut W,
+    s: &Snapshot,
+    gpu: u32,
+    printer: &Printer,
+) -> io::Result<()> {
     let holders: Vec<&Process> = s.processes.iter().filter(|p| p.touches_gpu(gpu)).collect();
     if holders.is_empty() {
         return Ok(());
@@ -243,18 +256,18 @@ fn write_holders_of<W: Write>(w: &mut W, s: &Snapshot, gpu: u32, paint: &Paint) 
     writeln!(
         w,
         "{}",
-        paint.bold(&format!(
+        printer.bold(&format!(
             "GPU {gpu}: {with_memory} holding memory, {} holding its device node",
             holders.len() - with_memory
         ))
     )?;
     let rows: Vec<([String; 7], &Process)> =
         holders.iter().map(|p| (row(p, Some(gpu)), *p)).collect();
-    write_rows(w, s, paint, HEADER, &rows)
+    write_rows(w, s, printer, HEADER, &rows)
 }
 
 /// The holders of shared driver nodes only (none of the GPUs).
-fn write_shared_only<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+fn write_shared_only<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     let shared: Vec<&Process> = s
         .processes
         .iter()
@@ -267,14 +280,14 @@ fn write_shared_only<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Re
     writeln!(
         w,
         "{}",
-        paint.bold("Shared driver nodes only (nvidiactl, nvidia-uvm...):")
+        printer.bold("Shared driver nodes only (nvidiactl, nvidia-uvm...):")
     )?;
     let rows: Vec<([String; 7], &Process)> = shared.iter().map(|p| (row(p, None), *p)).collect();
-    write_rows(w, s, paint, HEADER, &rows)
+    write_rows(w, s, printer, HEADER, &rows)
 }
 
 /// The PIDs NVML lists that this /proc does not have.
-fn write_not_visible<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+fn write_not_visible<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     let pids = &s.visibility.nvml_pids_not_visible;
     if pids.is_empty() {
         return Ok(());
@@ -284,39 +297,39 @@ fn write_not_visible<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Re
     writeln!(
         w,
         "{} {}",
-        paint.warn("NVML PIDs not in this /proc:"),
+        printer.warn("NVML PIDs not in this /proc:"),
         pids.join(", ")
     )
 }
 
 /// Each finding's message and next command (`why` gives the evidence).
-fn write_findings<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+fn write_findings<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     if s.findings.is_empty() {
         return Ok(());
     }
     writeln!(w)?;
     for f in &s.findings {
         let tag = match f.severity {
-            Severity::Error => paint.error("error"),
-            Severity::Warning => paint.warn("warn "),
-            Severity::Info => paint.dim("info "),
+            Severity::Error => printer.error("error"),
+            Severity::Warning => printer.warn("warn "),
+            Severity::Info => printer.dim("info "),
         };
         let said = super::words::words(f);
         writeln!(w, "{tag} {}", fit(&said.message, MESSAGE_MAX))?;
         if !said.next.is_empty() {
-            writeln!(w, "      {} {}", paint.dim("next:"), escape(&said.next))?;
+            writeln!(w, "      {} {}", printer.dim("next:"), escape(&said.next))?;
         }
     }
     Ok(())
 }
 
 /// What was scanned: processes, unreadable ones, GPUs, the device dir.
-fn write_footer<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
+fn write_footer<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     let v = &s.visibility;
     writeln!(
         w,
         "{}",
-        paint.dim(&format!(
+        printer.dim(&format!(
             "scanned {} processes{}; GPUs {}; device dir {}",
             v.processes_scanned,
             if v.processes_unreadable > 0 {

@@ -13,14 +13,14 @@ mod fixtures;
 mod fleet;
 mod incident;
 
-use super::fleet::write_fleet;
+use super::fleet::{write_fleet, write_fleet_command};
 use super::json::{FindingDoc, FleetDoc, SnapshotDoc};
 use super::kill::{write_plan, write_report};
 use super::metrics::{render_textfile, Extra};
 use super::next::quoted;
 use super::table::write_status;
 use super::why::write_why;
-use super::{write_json, Paint};
+use super::{write_json, Printer, PrinterBuilder};
 use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
 use crate::model::FindingKind;
@@ -32,8 +32,6 @@ use fleet::{evil_fleet, fleet};
 use incident::{bystanders, incident, incident_under_unit, LAUNCHER};
 use regex::Regex;
 use std::io;
-
-const PLAIN: Paint = Paint { color: false };
 
 /// What a presenter wrote, as text (every presenter writes UTF-8).
 fn written(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
@@ -91,7 +89,7 @@ fn dry_run(s: &Snapshot) -> String {
         ..Safety::default()
     };
     let p = plan(s, &sel, &safety);
-    written(|w| write_plan(w, s, &p, "TERM", 10.0, &PLAIN))
+    written(|w| write_plan(w, s, &p, "TERM", 10.0, &Printer::default()))
 }
 
 /// The metrics text of `s`, each family's samples sorted: the encoder
@@ -135,7 +133,10 @@ fn shell_words_paste_as_one_word() {
 #[test]
 fn seed_incident_status_table() {
     let s = judged(incident(), &Options::default());
-    insta::assert_snapshot!("incident_status", written(|w| write_status(w, &s, &PLAIN)));
+    insta::assert_snapshot!(
+        "incident_status",
+        written(|w| write_status(w, &s, &Printer::default()))
+    );
 }
 
 #[test]
@@ -151,7 +152,10 @@ fn seed_incident_status_json_is_also_why_json() {
 #[test]
 fn seed_incident_why() {
     let s = judged(incident(), &Options::default());
-    insta::assert_snapshot!("incident_why", written(|w| write_why(w, &s, &PLAIN)));
+    insta::assert_snapshot!(
+        "incident_why",
+        written(|w| write_why(w, &s, &Printer::default()))
+    );
 }
 
 /// `why --format slurm`: one line of at most 100 bytes, `gpufree: ` and
@@ -182,7 +186,7 @@ fn seed_incident_why_pattern_text_and_json() {
     let s = with_pattern(&incident(), "python3.*vllm");
     insta::assert_snapshot!(
         "incident_why_pattern",
-        written(|w| write_why(w, &s, &PLAIN))
+        written(|w| write_why(w, &s, &Printer::default()))
     );
     insta::assert_snapshot!("incident_why_pattern_json", json(&s));
 }
@@ -196,7 +200,10 @@ fn seed_incident_kill_dry_run_plan() {
 #[test]
 fn seed_incident_under_its_unit_why_and_kill_plan() {
     let s = judged(incident_under_unit(), &Options::default());
-    insta::assert_snapshot!("incident_unit_why", written(|w| write_why(w, &s, &PLAIN)));
+    insta::assert_snapshot!(
+        "incident_unit_why",
+        written(|w| write_why(w, &s, &Printer::default()))
+    );
     insta::assert_snapshot!("incident_unit_kill_plan", dry_run(&s));
 }
 
@@ -217,7 +224,7 @@ fn seed_incident_kill_report() {
     };
     insta::assert_snapshot!(
         "incident_kill_report",
-        written(|w| write_report(w, &r, true, &PLAIN))
+        written(|w| write_report(w, &r, true, &Printer::default()))
     );
 }
 
@@ -256,7 +263,7 @@ fn kill_reports_of_a_rescan_an_unknown_release_and_nothing_to_do() {
         verdict: VerdictState::Free,
         ..Report::default()
     };
-    let text = |r: &Report, waited| written(|w| write_report(w, r, waited, &PLAIN));
+    let text = |r: &Report, waited| written(|w| write_report(w, r, waited, &Printer::default()));
     insta::assert_snapshot!("kill_report_rescan", text(&rescan, true));
     insta::assert_snapshot!("kill_report_unknown", text(&unknown, true));
     insta::assert_snapshot!("kill_report_no_wait", text(&unknown, false));
@@ -274,7 +281,7 @@ fn evil_names_status_table() {
     let s = judged(evil(), &Options::default());
     insta::assert_snapshot!(
         "evil_status",
-        folded(&written(|w| write_status(w, &s, &PLAIN)))
+        folded(&written(|w| write_status(w, &s, &Printer::default())))
     );
 }
 
@@ -287,7 +294,10 @@ fn evil_names_status_json_keeps_them_whole() {
 #[test]
 fn evil_names_why() {
     let s = judged(evil(), &Options::default());
-    insta::assert_snapshot!("evil_why", folded(&written(|w| write_why(w, &s, &PLAIN))));
+    insta::assert_snapshot!(
+        "evil_why",
+        folded(&written(|w| write_why(w, &s, &Printer::default())))
+    );
 }
 
 #[test]
@@ -295,7 +305,7 @@ fn evil_names_why_pattern_text_and_json() {
     let s = with_pattern(&evil(), "it's \"q");
     insta::assert_snapshot!(
         "evil_why_pattern",
-        folded(&written(|w| write_why(w, &s, &PLAIN)))
+        folded(&written(|w| write_why(w, &s, &Printer::default())))
     );
     insta::assert_snapshot!("evil_why_pattern_json", folded(&json(&s)));
 }
@@ -326,7 +336,7 @@ fn evil_names_kill_report() {
     };
     insta::assert_snapshot!(
         "evil_kill_report",
-        folded(&written(|w| write_report(w, &r, true, &PLAIN)))
+        folded(&written(|w| write_report(w, &r, true, &Printer::default())))
     );
 }
 
@@ -344,9 +354,9 @@ fn cases_text_and_json(cases: Vec<(&str, Snapshot)>) -> (String, String) {
     for (name, s) in cases {
         let s = judged(s, &Options::default());
         text.push_str(&format!("==== {name}: status\n"));
-        text.push_str(&written(|w| write_status(w, &s, &PLAIN)));
+        text.push_str(&written(|w| write_status(w, &s, &Printer::default())));
         text.push_str(&format!("==== {name}: why\n"));
-        text.push_str(&written(|w| write_why(w, &s, &PLAIN)));
+        text.push_str(&written(|w| write_why(w, &s, &Printer::default())));
         docs.push_str(&format!("==== {name}\n{}", json(&s)));
     }
     (text, docs)
@@ -412,7 +422,7 @@ fn seed_incident_a_pattern_that_hits_every_holder_and_a_bystander() {
         .collect();
     insta::assert_snapshot!(
         "incident_pattern_hits_all",
-        written(|w| write_why(w, &s, &PLAIN))
+        written(|w| write_why(w, &s, &Printer::default()))
     );
     insta::assert_snapshot!(
         "incident_pattern_hits_all_json",
@@ -424,7 +434,7 @@ fn seed_incident_a_pattern_that_hits_every_holder_and_a_bystander() {
 /// rows that need attention coloured (ESC written `\e` here).
 #[test]
 fn colours_of_the_status_table_why_and_plan() {
-    let paint = Paint { color: true };
+    let printer = PrinterBuilder::new().color(true).build();
     let s = judged(states(), &Options::default());
     let sel = Selectors {
         gpus: Some(Selection::whole(vec![0])),
@@ -432,20 +442,49 @@ fn colours_of_the_status_table_why_and_plan() {
     };
     let p = plan(&s, &sel, &Safety::default());
     let text = [
-        written(|w| write_status(w, &s, &paint)),
-        written(|w| write_why(w, &s, &paint)),
-        written(|w| write_plan(w, &s, &p, "TERM", 10.0, &paint)),
+        written(|w| write_status(w, &s, &printer)),
+        written(|w| write_why(w, &s, &printer)),
+        written(|w| write_plan(w, &s, &p, "TERM", 10.0, &printer)),
     ]
     .concat();
     insta::assert_snapshot!("states_coloured", text.replace('\u{1b}', "\\e"));
 }
 
+/// One printer for every writer: quiet leaves out the status table's
+/// findings and footer and the evidence and next commands of `why`;
+/// JSON makes `status` and `why` write the snapshot's document.
+#[test]
+fn the_printer_says_quiet_and_json_to_every_writer() {
+    let s = judged(incident(), &Options::default());
+    assert!(!s.findings.is_empty());
+    let quiet = PrinterBuilder::new().quiet(true).build();
+    let without_findings = Snapshot {
+        findings: Vec::new(),
+        ..s.clone()
+    };
+    let full = written(|w| write_status(w, &without_findings, &Printer::default()));
+    let footer = full.lines().last().expect("a footer").to_string() + "\n";
+    assert!(footer.starts_with("scanned "), "{footer}");
+    let short = written(|w| write_status(w, &s, &quiet));
+    assert_eq!(short + &footer, full);
+    let why = written(|w| write_why(w, &s, &Printer::default()));
+    let why_quiet = written(|w| write_why(w, &s, &quiet));
+    assert!(why.contains("next:") && !why_quiet.contains("next:"));
+    assert!(why_quiet.lines().all(|l| why.lines().any(|f| f == l)));
+    let json = PrinterBuilder::new().json(true).build();
+    let doc = written(|w| write_json(w, &SnapshotDoc::new(&s)));
+    assert_eq!(written(|w| super::write_status_command(w, &s, &json)), doc);
+    assert_eq!(written(|w| super::write_why_command(w, &s, &json)), doc);
+}
+
 /// `fleet` as text, quiet and JSON (the JSON parsed back: one command or
 /// null per node, one reason and its words per stale node).
 fn fleet_text_quiet_json(f: &crate::model::Fleet) -> (String, String, String) {
-    let text = written(|w| write_fleet(w, f, &PLAIN, false));
-    let quiet = written(|w| write_fleet(w, f, &PLAIN, true));
+    let text = written(|w| write_fleet(w, f, &Printer::default()));
+    let quiet = written(|w| write_fleet(w, f, &PrinterBuilder::new().quiet(true).build()));
     let doc = written(|w| write_json(w, &FleetDoc::new(f)));
+    let json = PrinterBuilder::new().json(true).build();
+    assert_eq!(written(|w| write_fleet_command(w, f, &json)), doc);
     let back: serde_json::Value = serde_json::from_str(&doc).expect("fleet --json parses back");
     assert_eq!(back["nodes"].as_array().map(Vec::len), Some(f.nodes.len()));
     for s in back["stale"].as_array().expect("stale is a list") {

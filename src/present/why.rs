@@ -2,16 +2,11 @@
 //! evidence and the exact next command.
 
 use super::words::words;
-use super::Paint;
+use super::Printer;
 use crate::diagnose::gpu_list;
 use crate::model::{FindingKind, Selection, Severity, Snapshot, VerdictState};
 use crate::safe::{escape, fit, MESSAGE_MAX, TEXT_MAX};
 use std::io::{self, Write};
-
-/// Writes the diagnosis of `s`.
-pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, paint: &Paint) -> io::Result<()> {
-    write_why_with(w, s, paint, true)
-}
 
 /// What `s` is about, as the heading names it, and whether that is one.
 fn which(s: &Snapshot) -> (String, bool) {
@@ -54,22 +49,17 @@ pub fn write_slurm<W: Write>(w: &mut W, s: &Snapshot) -> io::Result<()> {
     writeln!(w, "{}", super::check::slurm_reason(&text))
 }
 
-/// Writes the diagnosis of `s`; without `full` (`why -q`), the findings'
-/// messages only, without their evidence and next commands.
-pub fn write_why_with<W: Write>(
-    w: &mut W,
-    s: &Snapshot,
-    paint: &Paint,
-    full: bool,
-) -> io::Result<()> {
+/// Writes the diagnosis of `s`; quiet (`why -q`), the findings' messages
+/// only, without their evidence and next commands.
+pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     let (which, one) = which(s);
     if s.verdict.state == VerdictState::Free {
-        writeln!(w, "{}", paint.bold(&format!("{which}: free.")))?;
+        writeln!(w, "{}", printer.bold(&format!("{which}: free.")))?;
     } else if s.verdict.state == VerdictState::Unknown {
         writeln!(
             w,
             "{}",
-            paint.bold(&format!(
+            printer.bold(&format!(
                 "Whether {which} {} free is unknown: {}",
                 if one { "is" } else { "are" },
                 fit(&s.verdict.reasons.join("; "), MESSAGE_MAX)
@@ -79,7 +69,7 @@ pub fn write_why_with<W: Write>(
         writeln!(
             w,
             "{}",
-            paint.bold(&format!(
+            printer.bold(&format!(
                 "Why {which} {} not free:",
                 if one { "is" } else { "are" }
             ))
@@ -92,22 +82,22 @@ pub fn write_why_with<W: Write>(
             continue;
         }
         let tag = match f.severity {
-            Severity::Error => paint.error("error"),
-            Severity::Warning => paint.warn("warn "),
-            Severity::Info => paint.dim("info "),
+            Severity::Error => printer.error("error"),
+            Severity::Warning => printer.warn("warn "),
+            Severity::Info => printer.dim("info "),
         };
         writeln!(w, "{:>2}. {tag} {}", i + 1, fit(&said.message, MESSAGE_MAX))?;
-        if !full {
+        if printer.quiet() {
             continue;
         }
         for d in &said.details {
-            writeln!(w, "           {}", paint.dim(&fit(d, TEXT_MAX)))?;
+            writeln!(w, "           {}", printer.dim(&fit(d, TEXT_MAX)))?;
         }
         if !said.next.is_empty() {
             writeln!(
                 w,
                 "           {} {}",
-                paint.bold("next:"),
+                printer.bold("next:"),
                 escape(&said.next)
             )?;
         }

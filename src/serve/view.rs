@@ -24,8 +24,7 @@ use crate::model::{
     Snapshot, ViewAnswer, ViewCommand, ViewError, ViewErrorKind, ViewFrom, ViewRequest,
     VIEW_VERSION,
 };
-use crate::present::Paint;
-use crate::safe::Guard;
+use crate::present::PrinterBuilder;
 use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -93,16 +92,17 @@ pub fn render(
         Err(why) => return failed(Usage, why),
     };
     let view = crate::pipeline::select(view, &sel);
-    let paint = Paint { color: req.color };
+    // The user's printer, as their command line built it.
+    let printer = PrinterBuilder::new()
+        .color(req.color)
+        .quiet(req.quiet)
+        .json(req.json)
+        .build();
     let mut body = Vec::new();
-    let mut out = Guard::new(&mut body, req.color);
+    let mut out = printer.guard(&mut body);
     let written = match req.command {
-        ViewCommand::Status => {
-            crate::present::write_status_command(&mut out, &view, req.json, req.quiet, &paint)
-        }
-        ViewCommand::Why => {
-            crate::present::write_why_command(&mut out, &view, req.json, req.quiet, &paint)
-        }
+        ViewCommand::Status => crate::present::write_status_command(&mut out, &view, &printer),
+        ViewCommand::Why => crate::present::write_why_command(&mut out, &view, &printer),
     };
     let written = written.and_then(|()| out.flush());
     drop(out);

@@ -16,7 +16,9 @@ use gpufree::model::{
     Unreadable, UnreadableReason, Vendor, VerdictState, Via, Visibility,
 };
 use gpufree::present::json::{FindingDoc, SnapshotDoc};
-use gpufree::present::{kill::write_plan, metrics, table, why, write_json, Paint};
+use gpufree::present::{
+    kill::write_plan, metrics, table, why, write_json, Printer, PrinterBuilder,
+};
 use proptest::prelude::*;
 
 /// Cases of the snapshot test (each runs the whole diagnosis and every
@@ -367,10 +369,14 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
 
 /// Every presenter of `s`, into memory.
 pub fn present_all(s: &Snapshot) -> Result<(), TestCaseError> {
-    for paint in [Paint { color: false }, Paint { color: true }] {
+    for printer in [
+        Printer::default(),
+        PrinterBuilder::new().color(true).build(),
+        PrinterBuilder::new().quiet(true).build(),
+    ] {
         let mut out = Vec::new();
-        table::write_status(&mut out, s, &paint).unwrap();
-        why::write_why(&mut out, s, &paint).unwrap();
+        table::write_status(&mut out, s, &printer).unwrap();
+        why::write_why(&mut out, s, &printer).unwrap();
         let sel = Selectors {
             gpus: Some(gpufree::model::Selection::whole(
                 s.gpus.iter().map(|g| g.index).collect(),
@@ -385,7 +391,7 @@ pub fn present_all(s: &Snapshot) -> Result<(), TestCaseError> {
             include_shared: true,
         };
         let p = plan(s, &sel, &safety);
-        write_plan(&mut out, s, &p, "TERM", 10.0, &paint).unwrap();
+        write_plan(&mut out, s, &p, "TERM", 10.0, &printer).unwrap();
         prop_assert!(String::from_utf8(out).is_ok());
     }
     let mut json = Vec::new();
@@ -545,7 +551,7 @@ fn a_65536_character_field_does_not_panic_the_status_table() {
     };
     verdict::apply(&mut s);
     let mut out = Vec::new();
-    table::write_status(&mut out, &s, &Paint { color: false }).unwrap();
+    table::write_status(&mut out, &s, &Printer::default()).unwrap();
     // (Whether the field is printed whole or cut is the table's choice.)
     let text = String::from_utf8(out).unwrap();
     assert!(

@@ -1,0 +1,51 @@
+//! `gpufree doctor` as it prints: a unit file's problems as
+//! `FILE:LINE: severity: message` lines, each with its fix, or their JSON
+//! document.
+
+use super::{write_json, Printer};
+use crate::doctor::Problem;
+use crate::safe::{escape, fit, MESSAGE_MAX};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Writes the problems `unit` has: the JSON document (`unit`,
+/// `problems`), or a line each, with its fix unless quiet.
+pub fn write_doctor<W: Write>(
+    w: &mut W,
+    unit: &Path,
+    problems: &[Problem],
+    printer: &Printer,
+) -> io::Result<()> {
+    if printer.json() {
+        return write_json(
+            w,
+            &serde_json::json!({ "unit": unit, "problems": problems }),
+        );
+    }
+    let shown = escape(&unit.to_string_lossy()).into_owned();
+    if problems.is_empty() && !printer.quiet() {
+        writeln!(w, "{shown}: no problems found")?;
+    }
+    for p in problems {
+        let sev = if p.severity == "error" {
+            printer.error("error")
+        } else {
+            printer.warn("warning")
+        };
+        writeln!(
+            w,
+            "{shown}:{}: {sev}: {}",
+            p.line,
+            fit(&p.message, MESSAGE_MAX)
+        )?;
+        if !printer.quiet() {
+            writeln!(
+                w,
+                "    {} {}",
+                printer.dim("fix:"),
+                fit(&p.fix, MESSAGE_MAX)
+            )?;
+        }
+    }
+    Ok(())
+}
