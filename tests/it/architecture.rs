@@ -463,3 +463,52 @@ fn the_new_rows_catch_wrong_way_edges() {
         assert_eq!(wrong_edges(from, &text), [], "{from} → {to} is allowed");
     }
 }
+
+/// Where each (non-test) line of `src/` that contains one of `needles`
+/// is, as `path:line`, outside comments and the files `allowed` names.
+fn lines_with(needles: &[&str], allowed: &[&str]) -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for file in sources(&src) {
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        if allowed.iter().any(|a| rel.starts_with(a)) {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(&file).unwrap());
+        for (i, line) in code.lines().enumerate() {
+            if needles.iter().any(|n| line.contains(n)) {
+                found.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+/// Colour is decided in one place: the command's `present::Printer`
+/// paints and makes the guard on every output (`Printer::guard`); no
+/// command makes a guard with a colour flag of its own.
+#[test]
+fn only_the_printer_makes_a_guard() {
+    let found = lines_with(&["Guard::new"], &["safe.rs", "present/printer.rs"]);
+    assert!(
+        found.is_empty(),
+        "guards made outside the printer:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The command line chooses and calls; the documents it prints are
+/// written in `present/` (serde types and `write_json` there).
+#[test]
+fn the_command_line_writes_no_document_itself() {
+    let needles = ["write_json", "Serialize", "serde_json::to_writer"];
+    let in_cli: Vec<String> = lines_with(&needles, &[])
+        .into_iter()
+        .filter(|l| l.starts_with("cli/"))
+        .collect();
+    assert!(
+        in_cli.is_empty(),
+        "documents written in cli/:\n{}",
+        in_cli.join("\n")
+    );
+}
