@@ -10,6 +10,7 @@ use crate::cli::error::{Error, Outcome};
 use crate::diagnose::check::{check, CheckPolicy};
 use crate::model::{CheckMemory, CheckOutcome, Condition, Level, Problem, Snapshot};
 use crate::present::check::{write, Format};
+use crate::present::notice::write_state_not_kept;
 use crate::present::Printer;
 use std::io::Write;
 
@@ -55,10 +56,7 @@ pub(super) fn run_check(
             if let Err(why) = kept {
                 // Without the state no leak can be timed: each counts at
                 // once rather than never.
-                eprintln!(
-                    "gpufree: check state {}: {why}; leaks count at once",
-                    state.display()
-                );
+                let _ = write_state_not_kept(&mut std::io::stderr(), state, &why);
                 policy.grace_secs = 0;
                 outcome = check(&snap, &policy, &remembered, &windows, now).0;
             }

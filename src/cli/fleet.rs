@@ -5,6 +5,7 @@
 
 use super::{shown, verdict_outcome, Error, FleetArgs, Outcome, Settings};
 use crate::fleet::{job_matcher, look, Source};
+use crate::present::notice::write_queried;
 use crate::present::Printer;
 use std::io::Write;
 
@@ -21,11 +22,8 @@ pub(super) fn run_fleet(
         e => Error::Fleet(e),
     })?;
     if s.common.verbose > 0 {
-        eprintln!(
-            "gpufree: {} queries to Prometheus in {:.1} ms",
-            fleet.queries,
-            started.elapsed().as_secs_f64() * 1000.0
-        );
+        let millis = started.elapsed().as_secs_f64() * 1000.0;
+        let _ = write_queried(&mut std::io::stderr(), fleet.queries, millis);
     }
     let mut out = printer.guard(std::io::stdout().lock());
     let written = crate::present::fleet::write_fleet_command(&mut out, &fleet, printer);

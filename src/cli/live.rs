@@ -5,6 +5,7 @@ use super::{collector, take_selected};
 use crate::cli::args::{ServeArgs, SimCommand};
 use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
+use crate::present::notice::write_listening;
 use crate::present::Printer;
 use crate::snapshot::Config;
 use std::io::Write;
@@ -67,11 +68,7 @@ pub(super) fn serve(s: &Settings, args: &ServeArgs) -> Result<Outcome, Error> {
     let view = args.view_socket.clone();
     crate::serve::serve(c, &opts, |addr| {
         if !quiet {
-            eprintln!("gpufree serve: listening on http://{addr}/metrics");
-            if let Some(v) = &view {
-                let v = crate::safe::escape(&v.display().to_string()).into_owned();
-                eprintln!("gpufree serve: answering users' status and why on {v}");
-            }
+            let _ = write_listening(&mut std::io::stderr(), addr, view.as_deref());
         }
     })?;
     Ok(Outcome::Done)

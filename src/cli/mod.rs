@@ -31,6 +31,7 @@ pub use files::WriteError;
 
 use crate::model::VerdictState;
 use crate::pipeline::{self, Look};
+use crate::present::notice::write_scanned;
 use crate::present::{Printer, PrinterBuilder};
 use crate::snapshot::{self, Config, SnapshotError};
 use clap::Parser;
@@ -109,18 +110,8 @@ fn take_selected_by(
         .snapshot_with(None, opts)
         .map_err(|e| snapshot_error(s, e))?;
     if common.verbose > 0 {
-        let v = &snap.visibility;
-        eprintln!(
-            "gpufree: snapshot of {} processes in {:.1} ms; holders found by the {} walk{}: {}",
-            v.processes_scanned,
-            started.elapsed().as_secs_f64() * 1000.0,
-            v.scan.name(),
-            match v.scan_reread {
-                0 => String::new(),
-                n => format!(" ({n} read again through /proc)"),
-            },
-            crate::safe::fit(&v.scan_reason, 300)
-        );
+        let millis = started.elapsed().as_secs_f64() * 1000.0;
+        let _ = write_scanned(&mut std::io::stderr(), &snap.visibility, millis);
     }
     let indexes = snapshot::resolve(&snap.gpus, &common.gpu).map_err(Error::Selector)?;
     Ok((c, pipeline::select_with(snap, &indexes, opts)))

@@ -11,6 +11,7 @@ use super::{shown, verdict_outcome};
 use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::model::{ViewAnswer, ViewCommand, ViewRequest, VIEW_VERSION};
+use crate::present::notice::{write_view_answered, write_view_unused};
 use crate::present::Printer;
 use crate::serve::view::MAX_REQUEST;
 use std::io::Write;
@@ -50,14 +51,11 @@ pub(super) fn ask(
         quiet: printer.quiet(),
         color: printer.color(),
     };
-    let shown_socket = crate::safe::escape(&socket.display().to_string()).into_owned();
+    let uid = s.privilege.uid;
     let (answer, body, server) = match exchange(socket, &req) {
         Ok(a) => a,
         Err(why) => {
-            eprintln!(
-                "gpufree: the view at {shown_socket} is not used ({why}); scanning as uid {}",
-                s.privilege.uid
-            );
+            let _ = write_view_unused(&mut std::io::stderr(), socket, &why, uid);
             return None;
         }
     };
@@ -65,16 +63,8 @@ pub(super) fn ask(
         return Some(Err(Error::View(e.kind, e.message)));
     }
     if !printer.quiet() {
-        let whose = if server == 0 {
-            "root's gpufree serve".to_string()
-        } else {
-            format!("gpufree serve (service user uid {server})")
-        };
         let age = answer.age_seconds.unwrap_or(0.0);
-        eprintln!(
-            "gpufree: from {whose} at {shown_socket}, a snapshot {age:.0} s old (as uid {}: other users' command lines, environments and executables hidden)",
-            s.privilege.uid
-        );
+        let _ = write_view_answered(&mut std::io::stderr(), server, socket, age, uid);
     }
     let mut out = printer.guard(std::io::stdout().lock());
     let written = out.write_all(&body).and_then(|()| out.flush());

@@ -11,6 +11,7 @@ pub mod kill;
 pub mod metrics;
 mod mig;
 pub mod next;
+pub mod notice;
 mod printer;
 pub mod table;
 pub mod wait;
