@@ -24,7 +24,7 @@ if [ -z "$gpufree" ]; then
     done
 fi
 if [ -z "$gpufree" ]; then
-    echo "no gpufree build with the test hooks under $target: cargo build --workspace --features gpufree/test-hooks [--release] first, or set GPUFREE" >&2
+    echo "no gpufree build with the test hooks under $target: cargo build -p gpufree --features test-hooks [--release] first (cargo test leaves one in debug), or set GPUFREE" >&2
     exit 2
 fi
 lib="$("$gpufree" sim lib)/libnvidia-ml.so.1"
