@@ -31,6 +31,9 @@ docs/scaling.svg and docs/scaling.md.
 
 GPUFREE_BIN_DIR=DIR takes the binaries (gpufree, floor, refresh) from DIR
 instead of target/release and target/release/examples.
+GPUFREE_TEST_BPF_ITERATOR_WALK=1 (the three-iterator walk where the kernel
+takes the per-process one) needs a gpufree built with `--features
+test-hooks`: a release build without it ignores the variable.
 """
 import json
 import math

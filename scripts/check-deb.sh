@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI, after scripts/build-deb.sh: the .deb holds what package-assets.sh
 # generates and every contrib file not named below as left out, and it
-# installs into a scratch root where the installed gpufree runs its demo.
+# installs into a scratch root where the installed gpufree runs its demo;
+# its binary holds no test hook (no GPUFREE_TEST_* name: the test-hooks
+# feature was off).
 # scripts/check-rpm.sh then holds the RPM to this package, file for file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +41,8 @@ if ! out=$(dpkg --root="$root" --force-depends --force-not-root --force-script-c
     fail "dpkg could not install $deb into $root: $out"
 fi
 dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Package} ${Status}\n' gpufree | grep -q "install ok installed"
+hooks=$(LC_ALL=C grep -a -o 'GPUFREE_TEST_[A-Z_]*' "$root/usr/bin/gpufree" | sort -u | tr '\n' ' ' || true)
+[ -z "$hooks" ] || fail "the packaged gpufree holds test hooks (built with the test-hooks feature): $hooks"
 # The installed binary alone: its version, and the demo on the simulated
 # NVML library it carries.
 env -i HOME="$root/home" "$root/usr/bin/gpufree" --version
@@ -46,4 +50,4 @@ env -i HOME="$root/home" timeout 60 "$root/usr/bin/gpufree" demo >"$root/demo.ou
     fail "the installed gpufree demo failed: $(tail -n 20 "$root/demo.out")"
 grep -q 'All 8 GPUs are free again' "$root/demo.out" ||
     fail "the installed gpufree demo did not free the GPUs: $(tail -n 20 "$root/demo.out")"
-echo "check-deb: $(basename "$deb") lists $(wc -l <<<"$list") entries, every contrib file but ${#not_shipped[@]} left out, installs into a scratch root and runs its demo"
+echo "check-deb: $(basename "$deb") lists $(wc -l <<<"$list") entries, every contrib file but ${#not_shipped[@]} left out, installs into a scratch root and runs its demo, no test hook in its binary"

@@ -3,7 +3,8 @@
 # picks the binary, writes its man pages and shell completions (generated
 # from the binary) into target/package-assets, where both packages' asset lists
 # ([package.metadata.deb] in Cargo.toml) take them, and prints the binary's
-# path on stdout.
+# path on stdout. The binary must hold no test hook (the `test-hooks`
+# feature, src/test_hooks/): one that does is refused.
 #   scripts/package-assets.sh        the release build (built here)
 #   scripts/package-assets.sh --ci   the debug build already there (CI)
 set -euo pipefail
@@ -17,9 +18,17 @@ fi
 if [ "${1:-}" = --ci ]; then
     bin=target/debug/gpufree
     [ -x "$bin" ] || { echo "package-assets: no $bin: run cargo build first" >&2; exit 1; }
+    # cargo test leaves its own binary there, built with the test hooks;
+    # cargo build puts back the one it built without them (already built
+    # and fresh: cargo links it again, it compiles nothing).
+    cargo build -p gpufree --bin gpufree --quiet >&2
 else
     cargo build --release -p gpufree >&2
     bin=target/release/gpufree
+fi
+if LC_ALL=C grep -q -a GPUFREE_TEST_ "$bin"; then
+    echo "package-assets: $bin holds test hooks (GPUFREE_TEST_*): it was built with the test-hooks feature; build it with cargo build" >&2
+    exit 1
 fi
 assets=target/package-assets
 rm -rf "$assets"

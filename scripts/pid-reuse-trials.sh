@@ -3,7 +3,9 @@
 # scan between the fd table and the identity read, between plan and signal,
 # an exec between plan and signal) in a PID namespace of its own, then the
 # counts; wrong_kills and wrong_listings must be 0. Builds nothing: it runs
-# an existing build (release if there is one, else debug), or $GPUFREE.
+# an existing build with the test hooks (the `test-hooks` feature: the
+# driver pauses gpufree with GPUFREE_TEST_PAUSE), release if there is one,
+# else debug (as `cargo test` leaves it), or $GPUFREE.
 # Needs root (unshare --pid, /proc/sys/kernel/ns_last_pid).
 #   scripts/pid-reuse-trials.sh [TRIALS] [driver.py flags...]
 set -euo pipefail
@@ -15,14 +17,14 @@ target=${CARGO_TARGET_DIR:-target}
 gpufree=${GPUFREE:-}
 if [ -z "$gpufree" ]; then
     for b in "$target/release/gpufree" "$target/debug/gpufree"; do
-        if [ -x "$b" ]; then
+        if [ -x "$b" ] && LC_ALL=C grep -q -a GPUFREE_TEST_PAUSE "$b"; then
             gpufree=$b
             break
         fi
     done
 fi
 if [ -z "$gpufree" ]; then
-    echo "no gpufree build under $target: cargo build --workspace [--release] first, or set GPUFREE" >&2
+    echo "no gpufree build with the test hooks under $target: cargo build -p gpufree --features test-hooks [--release] first (cargo test leaves one in debug), or set GPUFREE" >&2
     exit 2
 fi
 lib="$("$gpufree" sim lib)/libnvidia-ml.so.1"

@@ -21,6 +21,8 @@
 //!   through a directory reached without links.
 //! - [`demo`] (its holder processes and their retitling inside), [`sim`]: the
 //!   reference incident on the simulator.
+//! - [`test_hooks`]: where the test suite steers gpufree (pause points,
+//!   the in-kernel walk's hooks); no-ops without the `test-hooks` feature.
 //! - [`cli`]: clap arguments to one command's run, its typed errors and
 //!   their exit codes.
 
@@ -36,7 +38,6 @@ pub mod kubelet;
 pub mod model;
 pub mod nvml;
 pub mod paths;
-pub mod pause;
 pub mod pipeline;
 pub mod present;
 pub mod proc;
@@ -45,5 +46,6 @@ pub mod serve;
 pub mod sim;
 pub mod snapshot;
 pub mod sysfs;
+pub mod test_hooks;
 pub mod units;
 pub mod watch;

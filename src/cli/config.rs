@@ -8,7 +8,7 @@
 //! anything is collected. Read elsewhere, each in one place: the
 //! simulator's own variables (`sim`: `GPUFREE_SIM_LIBRARY`,
 //! `XDG_CACHE_HOME`; its commands are refused in secure mode), the test
-//! hooks (`pause.rs`: never in secure mode), the holder mode (`main.rs`:
+//! hooks (`test_hooks/`: never in secure mode), the holder mode (`main.rs`:
 //! never in secure mode), `NO_COLOR` (`cli::run`, into the one
 //! `present::Printer`), and the invoker's
 //! origin for the audit record (`proc/me.rs`: `SSH_CONNECTION`,

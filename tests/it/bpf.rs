@@ -8,6 +8,7 @@
 //! in the PID-reuse harness, tests/it/reuse.rs.)
 
 use crate::harness::*;
+use crate::hooks::hook;
 use gpufree::demo::holder::{HoldSpec, Spawned};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -290,6 +291,9 @@ fn every_walk_finds(d: &TestDir, pids: &[u32], want: &Holders) -> Vec<Value> {
     KERNEL_WALKS
         .iter()
         .map(|env| {
+            for (k, _) in *env {
+                hook(k);
+            }
             let doc = status(&d.dev, "bpf", env);
             let v = &doc["visibility"];
             assert_eq!(v["scan"], "bpf", "{env:?}: {v}");
@@ -349,7 +353,7 @@ fn another_directorys_node_of_the_same_device_is_that_node() {
     let pids = [h.pid()];
     // /dev/full's major (1) registered as the NVIDIA frontend's (the tests'
     // hook): a node of another driver's major is no GPU node.
-    let env = [("GPUFREE_TEST_GPU_MAJORS", "nvidia-frontend=1")];
+    let env = [(hook("GPUFREE_TEST_GPU_MAJORS"), "nvidia-frontend=1")];
     let procfs = holders(&status(&d.dev, "procfs", &env), &pids);
     let bpf = holders(&status(&d.dev, "bpf", &env), &pids);
     let want = Holders::from([(
@@ -370,7 +374,7 @@ fn where_bpf_cannot_run_procfs_answers_and_says_why() {
         return;
     }
     let h = d.mapper("nvidia0");
-    let env = [("GPUFREE_TEST_BPF_BREAK_VERIFIER", "1")];
+    let env = [(hook("GPUFREE_TEST_BPF_BREAK_VERIFIER"), "1")];
     let doc = status(&d.dev, "bpf", &env);
     let v = &doc["visibility"];
     assert_eq!(v["scan"], "procfs", "{v}");
@@ -410,7 +414,7 @@ fn a_walk_that_does_not_finish_in_time_falls_back() {
     }
     let h = d.mapper("nvidia0");
     let env = [
-        ("GPUFREE_TEST_BPF_SLOW_WALK_MS", "20000"),
+        (hook("GPUFREE_TEST_BPF_SLOW_WALK_MS"), "20000"),
         ("GPUFREE_READ_TIMEOUT", "300ms"),
     ];
     let started = std::time::Instant::now();

@@ -7,6 +7,7 @@
 
 use crate::bpf::{holders, per_process_walk_runs, status};
 use crate::harness::*;
+use crate::hooks::hook;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::PermissionsExt;
@@ -118,7 +119,7 @@ fn auto_loads_the_kept_relocation_from_a_lower_count_of_open_files() {
     status(&d.dev, "bpf", &[("GPUFREE_BPF_CACHE", cache)]); // keeps the relocation
     let auto = |files: &str, dir: &str| {
         let env = [
-            ("GPUFREE_TEST_OPEN_FILES", files),
+            (hook("GPUFREE_TEST_OPEN_FILES"), files),
             ("GPUFREE_BPF_CACHE", dir),
         ];
         let doc = status(&d.dev, "auto", &env);

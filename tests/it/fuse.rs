@@ -10,6 +10,7 @@
 //! server dies with its test, unmounting its mount point.
 
 use crate::harness::*;
+use crate::hooks::hook;
 use gpufree::demo::holder::HoldSpec;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
@@ -600,7 +601,7 @@ fn a_boot_cache_on_a_stuck_fuse_mount_is_never_asked() {
             ];
             let env = [
                 ("GPUFREE_BPF_CACHE", dir.to_str().unwrap()),
-                ("GPUFREE_TEST_OPEN_FILES", files),
+                (hook("GPUFREE_TEST_OPEN_FILES"), files),
             ];
             let t = timed(&args, &env, Duration::from_secs(20), Some(&mut fuse));
             let what = format!("--scan {scan} with the cache at {}", dir.display());

@@ -18,6 +18,7 @@ mod evil;
 mod fleet;
 mod fuse;
 mod harness;
+mod hooks;
 mod k8s;
 mod kill;
 mod mig;

@@ -12,6 +12,7 @@
 //! it signals any of them.
 
 use crate::harness::*;
+use crate::hooks::hook;
 use gpufree::demo::holder::{HoldSpec, Spawned};
 use serde_json::Value;
 use std::path::Path;
@@ -168,7 +169,7 @@ fn a_character_node_of_another_driver_makes_no_holder_and_no_kill() {
     let r = no_nvml(
         &d.dev,
         &["status", "--json"],
-        &[("GPUFREE_TEST_GPU_MAJORS", "nvidia-frontend=1")],
+        &[(hook("GPUFREE_TEST_GPU_MAJORS"), "nvidia-frontend=1")],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json();

@@ -6,6 +6,7 @@
 //! `scripts/pid-reuse-trials.sh` runs 10,000 trials.
 
 use crate::harness::*;
+use crate::hooks::hook;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Instant;
@@ -50,6 +51,8 @@ fn trials(scan: &str, n: u32) {
         eprintln!("skipped: the PID-reuse harness needs root (a PID namespace, ns_last_pid)");
         return;
     }
+    // The driver sets it for each gpufree it starts.
+    hook("GPUFREE_TEST_PAUSE");
     let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/reuse/driver.py");
     let started = Instant::now();
     let r = run_cmd(

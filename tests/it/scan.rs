@@ -3,6 +3,7 @@
 //! a container's own node for the same device.
 
 use crate::harness::*;
+use crate::hooks::hook;
 use gpufree::demo::holder::HoldSpec;
 
 #[test]
@@ -306,7 +307,7 @@ fn container_node_with_the_same_device_number_matches() {
             "/nonexistent/libnvidia-ml.so.1",
         ],
         &[(
-            "GPUFREE_TEST_GPU_MAJORS",
+            hook("GPUFREE_TEST_GPU_MAJORS"),
             &format!("nvidia-frontend={}", rustix::fs::major(zero.rdev())),
         )],
     );

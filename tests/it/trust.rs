@@ -4,6 +4,7 @@
 //! same run. Real processes, the simulator, real cgroups where named.
 
 use crate::harness::*;
+use crate::hooks::hook;
 use gpufree::demo::holder::{ChildSpec, HoldSpec, Spawned};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -793,7 +794,7 @@ fn an_interrupted_kill_leaves_no_target_stopped_or_frozen() {
         .arg("--nvml-lib")
         .arg(&lib)
         .env("GPUFREE_SIM_STATE", &state)
-        .env("GPUFREE_TEST_PAUSE", "held")
+        .env(hook("GPUFREE_TEST_PAUSE"), "held")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

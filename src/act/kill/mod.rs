@@ -196,7 +196,7 @@ pub fn execute_reporting(
     opts: &Options,
     progress: &mut dyn FnMut(Event),
 ) -> (Report, Option<Snapshot>) {
-    crate::pause::before_signals();
+    crate::test_hooks::before_signals();
     if let Err(why) = may_signal(c) {
         return (not_ours(plan, why), None);
     }

@@ -28,7 +28,7 @@ pub(super) fn round(
     // while it is checked and signalled.
     let held = quiesce(&pinned, deadlines.act);
     report.frozen_cgroups.extend(held.frozen());
-    crate::pause::while_held();
+    crate::test_hooks::while_held();
     // Check every target, then signal every one still holding, then
     // release them together: none acts on its signal before all have it.
     let checked = still_holding(c, pinned, deadlines.act, report);

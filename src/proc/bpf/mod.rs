@@ -40,7 +40,8 @@ use std::io::Read;
 use std::path::Path;
 use unavailable::failed;
 
-/// What tests make of the programs (the variables in [`crate::pause`]).
+/// What tests make of the programs ([`crate::test_hooks`]; all off in a
+/// build without the `test-hooks` feature).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TestHooks {
     /// The kernel refuses the holder programs of both walks.
@@ -55,9 +56,9 @@ impl TestHooks {
     /// As the environment sets them.
     pub fn from_env() -> TestHooks {
         TestHooks {
-            break_verifier: crate::pause::break_verifier(),
-            iterator_walk: crate::pause::iterator_walk(),
-            report_unread: crate::pause::report_unread(),
+            break_verifier: crate::test_hooks::break_verifier(),
+            iterator_walk: crate::test_hooks::iterator_walk(),
+            report_unread: crate::test_hooks::report_unread(),
         }
     }
 }
@@ -107,8 +108,8 @@ pub struct Started {
 /// Why the iterator walk, not the per-process one, is loaded.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum IteratorsWhy {
-    /// A test asked for it.
-    #[error("{} is set", crate::pause::ITERATOR_WALK_ENV)]
+    /// A test asked for it ([`crate::test_hooks::iterator_walk`]).
+    #[error("a test hook asked for it")]
     TestHook,
     /// The per-process walk's kfunc calls could not be linked.
     #[error(transparent)]

@@ -123,7 +123,7 @@ impl Majors {
 
     /// Reads `devices` under the proc root (`proc_fd`, whose path is
     /// `proc_root`), and adds the majors the tests register
-    /// ([`crate::pause::gpu_majors`]). Opened without blocking: a FIFO
+    /// ([`crate::test_hooks::gpu_majors`]). Opened without blocking: a FIFO
     /// there (a proc root that is no kernel's) reads as empty, no table.
     pub fn read(proc_fd: impl std::os::fd::AsFd, proc_root: &std::path::Path) -> Majors {
         use rustix::fs::{Mode, OFlags};
@@ -143,7 +143,7 @@ impl Majors {
             },
             Err(e) => Majors::unknown(format!("{} could not be read: {e}", path.display())),
         };
-        for (name, major) in crate::pause::gpu_majors() {
+        for (name, major) in crate::test_hooks::gpu_majors() {
             majors.register(major, name);
         }
         majors

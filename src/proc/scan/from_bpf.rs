@@ -186,7 +186,7 @@ fn pin_one(
     at: &[(u64, Matched)],
     buf: &mut Vec<u8>,
 ) -> Outcome {
-    crate::pause::after_holder_scan(pid);
+    crate::test_hooks::after_holder_scan(pid);
     let dir = match open_dir(proc_fd, &pid.to_string()) {
         Ok(d) => d,
         Err(e) if is_gone(e) => return Outcome::Vanished,

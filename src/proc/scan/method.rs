@@ -220,9 +220,9 @@ fn pick(choice: ScanChoice, long_lived: bool, load: Load, open_files: Option<u64
 }
 
 /// The kernel's count of allocated file handles (`fs/file-nr`'s first
-/// field), or the tests' ([`crate::pause::open_files`]).
+/// field), or the tests' ([`crate::test_hooks::open_files`]).
 fn open_files(proc_fd: &OwnedFd) -> Option<u64> {
-    if let Some(n) = crate::pause::open_files() {
+    if let Some(n) = crate::test_hooks::open_files() {
         return Some(n);
     }
     let bytes = read_at(proc_fd, "sys/fs/file-nr").ok()?;

@@ -328,7 +328,7 @@ pub(super) fn scan_process(
     if uses.is_empty() {
         return Outcome::Clean(clean_kin(before));
     }
-    crate::pause::after_holder_scan(pid);
+    crate::test_hooks::after_holder_scan(pid);
     // ... and after them, with the details, through the same fd.
     match read_details(&dir) {
         Ok(details) if details.stat.start_time == before.start_time => {

@@ -57,7 +57,7 @@ fn read_together(
             .name("gpufree-bpf-walk".into())
             .spawn(move || {
                 let reading = Reading(left);
-                crate::pause::slow_walk();
+                crate::test_hooks::slow_walk();
                 let out = bpf::read_walk(f);
                 drop(reading); // before the send: the next walk may start
                 let _ = tx.send((i, out));

@@ -1,21 +1,12 @@
-//! Test pause points: `GPUFREE_TEST_PAUSE` makes gpufree stop itself
-//! (SIGSTOP) at one named moment, so a test harness (its parent, waiting
-//! with `WUNTRACED`) can change the world exactly there — exit a holder and
-//! hand its PID to an innocent process, make a target exec — and then
-//! continue it with SIGCONT. It changes nothing gpufree reads or decides:
-//! the code after the pause sees the real system, as it would after any
-//! slow moment.
+//! The hooks of a build with the `test-hooks` feature (the test suite's):
+//! each reads its variable, never in secure mode.
 //!
-//! Beside the pause points, four test hooks of the in-kernel walk:
-//! [`BREAK_VERIFIER_ENV`], [`ITERATOR_WALK_ENV`], [`REPORT_UNREAD_ENV`] and
-//! [`SLOW_WALK_ENV`]; one of `--scan auto` ([`OPEN_FILES_ENV`]); and one of
-//! device-node discovery ([`GPU_MAJORS_ENV`]).
-//!
-//! Points: `scan:PID` (the scan has read PID's fd table and maps and found
-//! it a holder, and has not yet read its identity and details again),
-//! `signal` (a kill was confirmed; no target has been pinned or stopped yet)
-//! and `held` (the first round's targets are frozen or stopped, not yet
-//! checked or signalled).
+//! A pause point makes gpufree stop itself (SIGSTOP) at one named moment,
+//! so that a test harness (its parent, waiting with `WUNTRACED`) can change
+//! the world exactly there — exit a holder and hand its PID to an innocent
+//! process, make a target exec — and then continue it with SIGCONT. It
+//! changes nothing gpufree reads or decides: the code after the pause sees
+//! the real system, as it would after any slow moment.
 
 use std::sync::OnceLock;
 
@@ -30,12 +21,12 @@ fn var(name: &str) -> Option<String> {
 }
 
 /// The variable that names the pause point.
-pub const ENV: &str = "GPUFREE_TEST_PAUSE";
+pub const PAUSE_ENV: &str = "GPUFREE_TEST_PAUSE";
 
 fn wanted() -> Option<&'static str> {
     static WANTED: OnceLock<Option<String>> = OnceLock::new();
     WANTED
-        .get_or_init(|| var(ENV).filter(|v| !v.is_empty()))
+        .get_or_init(|| var(PAUSE_ENV).filter(|v| !v.is_empty()))
         .as_deref()
 }
 

@@ -1,0 +1,131 @@
+//! The test hooks (src/test_hooks/) live in one feature-gated file, and
+//! the binary under test has them: a test that sets a hook's variable asks
+//! [`hook`] for its name, so that a binary built without the `test-hooks`
+//! feature fails that test loudly instead of letting it pass on a run the
+//! hook never steered.
+
+use super::architecture::sources;
+use super::harness::bin;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// What every test hook's variable begins with.
+const PREFIX: &str = "GPUFREE_TEST_";
+
+/// The one file that names the hooks' variables, built only with the
+/// `test-hooks` feature.
+const GATED: &str = "src/test_hooks/on.rs";
+
+/// The hooks' variable names, as the gated file names them.
+fn names() -> BTreeSet<String> {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = std::fs::read_to_string(top.join(GATED)).unwrap();
+    let re = regex::Regex::new(&format!("\"({PREFIX}[A-Z_]+)\"")).unwrap();
+    re.captures_iter(&source)
+        .map(|c| c[1].to_string())
+        .collect()
+}
+
+/// Those of [`names`] the binary under test holds (read once: a debug
+/// binary is some 200 MB).
+fn in_binary() -> &'static BTreeSet<String> {
+    static FOUND: OnceLock<BTreeSet<String>> = OnceLock::new();
+    FOUND.get_or_init(|| {
+        let bytes = std::fs::read(bin()).unwrap();
+        let any: Vec<String> = names().iter().map(|n| regex::escape(n)).collect();
+        let re = regex::bytes::Regex::new(&any.join("|")).unwrap();
+        re.find_iter(&bytes)
+            .map(|m| String::from_utf8_lossy(m.as_bytes()).into_owned())
+            .collect()
+    })
+}
+
+/// `name`, a test hook's variable, once the binary under test is known to
+/// read it; panics where it was built without the `test-hooks` feature.
+pub fn hook(name: &str) -> &str {
+    assert!(
+        in_binary().contains(name),
+        "{} does not know the test hook {name}: it was built without the \
+         test-hooks feature (cargo test turns it on: gpufree is its own \
+         dev-dependency with it in Cargo.toml)",
+        bin().display()
+    );
+    name
+}
+
+/// `path: line` for each line of a non-test Rust file under `root` that
+/// names a hook's variable, paths relative to `top`, outside `allowed`.
+fn named_outside(top: &Path, root: &Path, allowed: &Path) -> Vec<String> {
+    let mut found: Vec<String> = sources(root)
+        .iter()
+        .filter(|f| f.as_path() != allowed)
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let rel = f.strip_prefix(top).unwrap().display().to_string();
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| l.contains(PREFIX))
+                .map(|(i, _)| format!("{rel}:{}", i + 1))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// No non-test source but the gated file names a hook's variable (code or
+/// comment), and that file is a module only with the feature: a build
+/// without it holds none of their names.
+#[test]
+fn only_the_feature_gated_module_names_the_test_hooks() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let gated = top.join(GATED);
+    let mut outside = Vec::new();
+    for dir in ["src", "sim/src"] {
+        outside.extend(named_outside(top, &top.join(dir), &gated));
+    }
+    assert!(
+        outside.is_empty(),
+        "{PREFIX}* named outside {GATED} (which only a build with the \
+         test-hooks feature compiles):\n{}",
+        outside.join("\n")
+    );
+    assert!(std::fs::read_to_string(&gated).unwrap().contains(PREFIX));
+    let facade = std::fs::read_to_string(top.join("src/test_hooks/mod.rs")).unwrap();
+    assert!(
+        facade.contains("#[cfg(feature = \"test-hooks\")]\nmod on;"),
+        "src/test_hooks/mod.rs must build on.rs only with the feature"
+    );
+    let lib = std::fs::read_to_string(top.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("\npub mod test_hooks;\n"));
+}
+
+/// The check finds a name outside the gated file, in code or a comment,
+/// and passes the gated file and test code.
+#[test]
+fn the_hook_check_flags_names_outside_the_gated_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("hooks")).unwrap();
+    std::fs::create_dir_all(root.join("a/tests")).unwrap();
+    let named = format!("const X: &str = \"{PREFIX}X\";\n");
+    std::fs::write(root.join("hooks/on.rs"), &named).unwrap();
+    std::fs::write(root.join("a/tests.rs"), &named).unwrap();
+    std::fs::write(root.join("a/tests/cases.rs"), &named).unwrap();
+    std::fs::write(root.join("code.rs"), format!("fn f() {{}}\n{named}")).unwrap();
+    std::fs::write(root.join("a/doc.rs"), format!("// {PREFIX}Y\n")).unwrap();
+    let found = named_outside(root, root, &root.join("hooks/on.rs"));
+    assert_eq!(found, ["a/doc.rs:1", "code.rs:2"]);
+}
+
+/// The binary the tests run has every hook the gated file names: cargo
+/// test built it with the feature.
+#[test]
+fn the_binary_under_test_has_the_test_hooks() {
+    let names = names();
+    assert_eq!(names.len(), 7, "{names:?}");
+    for name in &names {
+        hook(name);
+    }
+}
