@@ -28,6 +28,15 @@ pub const DEFAULT_KMSG: &str = "/dev/kmsg";
 /// At most this many bytes of the log are read.
 pub const MAX_BYTES: usize = 16 << 20;
 
+/// Reads of the log by this process so far: see [`reads`].
+static READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many times this process has read the kernel log (tests prove
+/// that a one-shot command reads it once).
+pub fn reads() -> usize {
+    READS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// One record of the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
@@ -161,6 +170,7 @@ pub fn parse_btime(stat: &[u8]) -> Option<u64> {
 /// Reads the log at `path` from the start of its ring, without blocking,
 /// until its end, `MAX_BYTES` or `deadline`.
 pub fn read(path: &Path, deadline: Instant) -> Result<KmsgRead, KmsgError> {
+    READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let fail = |e: std::io::Error| KmsgError {
         path: path.display().to_string(),
         why: describe(&e),
