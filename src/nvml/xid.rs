@@ -213,3 +213,18 @@ fn register(nvml: &Nvml) -> Result<(EventSet<'_>, Vec<u32>), String> {
     }
     Ok((set, gpus))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_library_is_a_reason_never_an_empty_watch() {
+        let mut w = XidWatcher::start(Some(Path::new("/nonexistent/libnvidia-ml.so.1")));
+        let why = w
+            .registered(Duration::from_secs(10))
+            .expect_err("nothing to watch");
+        assert!(why.contains("cannot load the NVML library"), "{why}");
+        assert!(w.events(Instant::now()).is_empty());
+    }
+}

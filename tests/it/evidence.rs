@@ -102,3 +102,76 @@ fn not_supported_everywhere_is_said_and_the_verdict_is_unchanged() {
     );
     assert_eq!(quiet["verdict"]["state"], "busy");
 }
+
+/// pynvml, an NVML client written apart from both the simulator and
+/// gpufree, reads the same evidence through the real ABI: the recovery
+/// action field, remapped rows, retired pages, process utilisation and
+/// Xid events; NOT_SUPPORTED where the state leaves them out. nvitop
+/// still runs on such a host.
+#[test]
+fn pynvml_reads_the_evidence_through_the_real_abi() {
+    let has = std::process::Command::new("python3")
+        .args(["-c", "import pynvml, nvitop"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install nvidia-ml-py and nvitop"
+        );
+        eprintln!("skipped: pip install nvidia-ml-py nvitop");
+        return;
+    }
+    let dir = TestDir::new(2);
+    let me = std::process::id();
+    let mut gpu0 = sim_gpu(0, &[(me, 1024, "while-alive")], 0);
+    gpu0["processes"][0]["sm_util"] = json!(7);
+    gpu0["processes"][0]["mem_util"] = json!(2);
+    gpu0["recovery_action"] = json!("node_reboot");
+    gpu0["remapped_rows"] =
+        json!({"pending": false, "failure": true, "correctable": 3, "uncorrectable": 4});
+    gpu0["retired_pages_pending"] = json!(true);
+    gpu0["xid_events"] = json!([{"xid": 79, "seconds_ago": 1}]);
+    let state = dir.state(&sim_state(vec![gpu0, sim_gpu(1, &[], 0)]));
+    let script = r#"
+import json, pynvml as n
+n.nvmlInit()
+h = n.nvmlDeviceGetHandleByIndex(0)
+out = {}
+out["action"] = n.nvmlDeviceGetFieldValues(h, [230])[0].value.uiVal
+out["rows"] = list(n.nvmlDeviceGetRemappedRows(h))
+out["pending"] = n.nvmlDeviceGetRetiredPagesPendingStatus(h)
+out["util"] = [[s.pid, s.smUtil, s.memUtil] for s in n.nvmlDeviceGetProcessUtilization(h, 0)]
+s = n.nvmlEventSetCreate()
+n.nvmlDeviceRegisterEvents(h, n.nvmlEventTypeXidCriticalError, s)
+out["xid"] = n.nvmlEventSetWait_v2(s, 1000).eventData
+n.nvmlEventSetFree(s)
+g = n.nvmlDeviceGetHandleByIndex(1)
+out["bare"] = []
+for call in (lambda: n.nvmlDeviceGetRemappedRows(g), lambda: n.nvmlDeviceGetRetiredPagesPendingStatus(g)):
+    try:
+        call(); out["bare"].append("answered")
+    except n.NVMLError_NotSupported:
+        out["bare"].append("not supported")
+out["bare_field"] = n.nvmlDeviceGetFieldValues(g, [230])[0].nvmlReturn
+n.nvmlShutdown()
+print(json.dumps(out))
+"#;
+    let st = state.to_str().unwrap();
+    let r = gpufree(
+        &["sim", "exec", "--state", st, "--", "python3", "-c", script],
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let got: Value = serde_json::from_str(r.stdout.trim()).expect("pynvml's JSON");
+    assert_eq!(got["action"], 2, "NODE_REBOOT");
+    assert_eq!(got["rows"], json!([3, 4, 0, 1]));
+    assert_eq!(got["pending"], 1);
+    assert_eq!(got["util"], json!([[me, 7, 2]]));
+    assert_eq!(got["xid"], 79);
+    assert_eq!(got["bare"], json!(["not supported", "not supported"]));
+    assert_eq!(got["bare_field"], 3, "NVML_ERROR_NOT_SUPPORTED per field");
+    let r = gpufree(&["sim", "exec", "--state", st, "--", "nvitop", "-1"], &[]);
+    assert_eq!(r.code, 0, "nvitop: {}", r.stderr);
+}
