@@ -111,7 +111,13 @@ pub(super) fn read_evidence(
 fn recovery_action(dev: &Device<'_>) -> Result<RecoveryAction, NvmlError> {
     let samples = dev.field_values_for(&[FieldId(FI_GPU_RECOVERY_ACTION)])?;
     let sample: FieldValueSample = samples.into_iter().next().ok_or(NvmlError::Unknown)??;
-    let v = match sample.value? {
+    // A driver that does not know the field answers it INVALID_ARGUMENT
+    // (the call itself succeeds): it cannot report it, like NOT_SUPPORTED.
+    let value = sample.value.map_err(|e| match e {
+        NvmlError::InvalidArg => NvmlError::NotSupported,
+        e => e,
+    });
+    let v = match value? {
         SampleValue::U32(v) => v,
         SampleValue::U64(v) => u32::try_from(v).unwrap_or(u32::MAX),
         SampleValue::I64(v) => u32::try_from(v).unwrap_or(u32::MAX),

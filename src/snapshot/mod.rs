@@ -262,15 +262,7 @@ impl Collector {
                 self.cfg.read_timeout,
             ));
         }
-        if let Some(path) = self.cfg.kmsg.as_deref().filter(|_| !self.cfg.long_lived) {
-            kernel::join(
-                snap,
-                path,
-                &self.proc_fd,
-                self.cfg.read_timeout,
-                limits.deadline,
-            );
-        }
+        kernel::join(snap, &self.cfg, &self.proc_fd, limits.deadline);
         if self.cfg.others {
             let (fd, stuck) = (&self.proc_fd, &self.stuck);
             snap.others = others(fd, listed, &snap.processes, limits, stuck);
