@@ -155,8 +155,8 @@ pub struct DriverEvidence {
 }
 
 impl DriverEvidence {
-    /// Nothing was read: every call unsupported, no fault return, no Xid
-    /// (JSON leaves such a GPU's `driver` out).
+    /// The driver said nothing: every call unsupported, no fault return,
+    /// no Xid.
     pub fn is_silent(&self) -> bool {
         self.recovery_action.not_supported()
             && self.remapped_rows.not_supported()
@@ -229,11 +229,6 @@ pub struct KernelLog {
     /// The read stopped at its byte or time limit before the ring's end.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
-}
-
-/// A GPU's evidence JSON leaves out: none read, or nothing said.
-pub(super) fn silent(e: &Option<DriverEvidence>) -> bool {
-    e.as_ref().is_none_or(DriverEvidence::is_silent)
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -48,8 +48,8 @@ pub struct Gpu {
     pub mig_only: bool,
     /// The driver's own evidence of its health (NVML, and the kernel
     /// log's Xids); None where not read (a DRM GPU, NVML unavailable).
-    /// Left out of JSON where the driver said nothing at all.
-    #[serde(default, skip_serializing_if = "super::driver::silent")]
+    /// JSON has it whenever it was read, "not supported" included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_evidence: Option<super::DriverEvidence>,
 }
 

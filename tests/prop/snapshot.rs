@@ -101,8 +101,7 @@ fn gpu() -> impl Strategy<Value = Gpu> {
                     })
                     .collect(),
                 verdict: Default::default(),
-                // Every fifth GPU with the driver's evidence (a silent one
-                // is left out of JSON, so none is generated).
+                // Every fifth GPU with the driver's evidence.
                 driver_evidence: (index % 5 == 3).then(|| gpufree::model::DriverEvidence {
                     recovery_action: gpufree::model::Reading::Value(
                         gpufree::model::RecoveryAction::from_nvml(index % 7),
