@@ -85,10 +85,16 @@ fn not_supported_everywhere_is_said_and_the_verdict_is_unchanged() {
     let holder = dir.mapper("nvidia0");
     let state = dir.one_gpu(&[(holder.pid(), 4096, "while-alive")], 0);
     let quiet = status(&dir, &state, "off");
-    assert!(
-        quiet["gpus"][0].get("driver_evidence").is_none(),
-        "nothing said"
-    );
+    let e = &quiet["gpus"][0]["driver_evidence"];
+    for reading in [
+        "recovery_action",
+        "remapped_rows",
+        "retired_pages_pending",
+        "volatile_uncorrectable_ecc",
+        "process_utilization",
+    ] {
+        assert_eq!(e[reading], "not_supported", "{reading} is said: {e}");
+    }
     assert!(quiet.get("kernel_log").is_none(), "not read");
     let unreadable = status(&dir, &state, "/nonexistent/kmsg");
     let why = unreadable["kernel_log"]["xids"]["failed"]
