@@ -118,5 +118,6 @@ fn refcount_count_protocol_and_version_checks() {
         assert_eq!(nvmlShutdown(), ret::UNINITIALIZED);
         assert_eq!(nvmlDeviceGetFanSpeed(), ret::UNINITIALIZED);
     }
+    crate::abi_health::health_and_events(&dir);
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -10,6 +10,10 @@
 //! It shares no code with gpufree's NVML backend on purpose: a bug in one
 //! cannot hide the same bug in the other.
 //!
+//! The driver's evidence of a GPU's health (NVIDIA's recovery action,
+//! remapped rows, retired pages pending, per-process utilisation, Xid
+//! events) answers from the state file, NOT_SUPPORTED where it is left out.
+//!
 //! Functions for things a simulated GPU has not got (fans, clocks, ECC,
 //! encoders...) are exported and return `NVML_ERROR_NOT_SUPPORTED`, as a
 //! real driver does for a board without them, rather than being left out.
@@ -21,6 +25,8 @@
 pub mod state;
 
 mod device;
+mod events;
+mod health;
 mod memory;
 mod mig;
 mod out;
@@ -33,6 +39,8 @@ mod unsupported;
 mod view;
 
 pub use device::*;
+pub use events::*;
+pub use health::*;
 pub use memory::*;
 pub use mig::*;
 pub use pci::*;
@@ -47,3 +55,6 @@ mod tests;
 
 #[cfg(test)]
 mod abi;
+
+#[cfg(test)]
+mod abi_health;

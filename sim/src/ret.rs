@@ -10,6 +10,11 @@ pub const NOT_SUPPORTED: u32 = 3;
 pub const NOT_FOUND: u32 = 6;
 pub const INSUFFICIENT_SIZE: u32 = 7;
 pub const DRIVER_NOT_LOADED: u32 = 9;
+pub const TIMEOUT: u32 = 10;
+#[cfg(test)]
+pub const GPU_IS_LOST: u32 = 15;
+#[cfg(test)]
+pub const RESET_REQUIRED: u32 = 16;
 pub const ARGUMENT_VERSION_MISMATCH: u32 = 25;
 pub const UNKNOWN: u32 = 999;
 
@@ -25,8 +30,10 @@ pub extern "C" fn nvmlErrorString(result: u32) -> *const c_char {
         6 => c"Not Found",
         7 => c"Insufficient Size",
         9 => c"Driver Not Loaded",
+        10 => c"Timeout",
         13 => c"Function Not Found",
         15 => c"GPU is lost",
+        16 => c"GPU requires restart",
         25 => c"Argument version mismatch",
         _ => c"Unknown Error",
     };

@@ -18,7 +18,7 @@ static HANDLES: [u8; MAX_DEVICES] = [0; MAX_DEVICES];
 
 pub(crate) struct Lib {
     pub(crate) refcount: u32,
-    state: Option<State>,
+    pub(crate) state: Option<State>,
     path: PathBuf,
 }
 

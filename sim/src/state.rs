@@ -93,6 +93,19 @@ pub struct Device {
     /// The MIG devices (compute instances) in MIG index order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mig: Vec<MigDevice>,
+    /// `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`; absent: NOT_SUPPORTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_action: Option<RecoveryAction>,
+    /// `nvmlDeviceGetRemappedRows`; absent: NOT_SUPPORTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remapped_rows: Option<RemappedRows>,
+    /// `nvmlDeviceGetRetiredPagesPendingStatus`; absent: NOT_SUPPORTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_pages_pending: Option<bool>,
+    /// Xid critical errors, delivered in this order by
+    /// `nvmlEventSetWait_v2` to a set registered for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xid_events: Vec<XidEvent>,
 }
 
 impl Device {
@@ -123,6 +136,13 @@ pub struct Process {
     /// process and not a number: a reused PID is not reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time_ticks: Option<u64>,
+    /// SM utilisation, percent (`nvmlDeviceGetProcessUtilization`);
+    /// absent: not sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_util: Option<u32>,
+    /// Memory-bandwidth utilisation, percent; absent: not sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_util: Option<u32>,
 }
 
 /// The NVML list that reports a process.
@@ -293,9 +313,11 @@ pub fn view_device(
 }
 
 mod gone;
+mod health;
 mod mig;
 
 pub use gone::{gone_log_path, replace, GoneLog};
+pub use health::{RecoveryAction, RemappedRows, XidEvent};
 pub use mig::{view_target, MigDevice, Reported, Target, TargetView, MAX_MIG};
 
 #[cfg(test)]

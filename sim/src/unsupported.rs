@@ -35,9 +35,8 @@ not_supported! {
     nvmlDeviceGetDisplayActive nvmlDeviceGetDisplayMode nvmlDeviceGetPersistenceMode
     nvmlDeviceGetTotalEccErrors nvmlDeviceGetDetailedEccErrors nvmlDeviceGetEccMode
     nvmlDeviceGetMemoryErrorCounter nvmlDeviceGetRetiredPages nvmlDeviceGetRetiredPages_v2
-    nvmlDeviceGetRetiredPagesPendingStatus nvmlDeviceGetRemappedRows
     nvmlDeviceGetComputeMode nvmlDeviceGetCudaComputeCapability nvmlDeviceGetArchitecture
-    nvmlDeviceGetProcessUtilization nvmlDeviceGetProcessesUtilizationInfo nvmlDeviceGetSamples
+    nvmlDeviceGetProcessesUtilizationInfo nvmlDeviceGetSamples
     nvmlDeviceGetBrand nvmlDeviceGetSerial nvmlDeviceGetVbiosVersion
     nvmlDeviceGetBoardPartNumber nvmlDeviceGetBoardId nvmlDeviceGetMultiGpuBoard
     nvmlDeviceGetInforomVersion nvmlDeviceGetInforomImageVersion nvmlDeviceGetInforomConfigurationChecksum
@@ -48,7 +47,7 @@ not_supported! {
     nvmlDeviceGetGpuOperationMode nvmlDeviceGetVirtualizationMode nvmlDeviceGetHostVgpuMode
     nvmlDeviceGetSupportedVgpus nvmlDeviceGetCreatableVgpus nvmlDeviceGetActiveVgpus
     nvmlDeviceGetMemoryBusWidth nvmlDeviceGetNumGpuCores nvmlDeviceGetIrqNum
-    nvmlDeviceGetAttributes nvmlDeviceGetAttributes_v2 nvmlDeviceGetFieldValues
+    nvmlDeviceGetAttributes nvmlDeviceGetAttributes_v2
     nvmlDeviceGetTopologyCommonAncestor nvmlDeviceGetTopologyNearestGpus nvmlDeviceGetP2PStatus
     nvmlDeviceGetBridgeChipInfo nvmlDeviceGetAutoBoostedClocksEnabled nvmlDeviceGetAPIRestriction
     nvmlDeviceGetViolationStatus nvmlDeviceGetGspFirmwareMode nvmlDeviceGetGspFirmwareVersion

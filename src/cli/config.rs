@@ -196,6 +196,11 @@ fn collect_config(common: &Common, env: &Env, dev_dir: Option<PathBuf>) -> Resul
             .unwrap_or(d.kubelet_socket),
         scan: scan(common, env)?,
         bpf_cache: crate::proc::bpf::cache_dir_from(env.get(crate::proc::bpf::CACHE_ENV)),
+        kmsg: match env.get("GPUFREE_KMSG") {
+            Some(v) if v.is_empty() || v == "off" => None,
+            Some(_) => env.path("GPUFREE_KMSG"),
+            None => d.kmsg.clone(),
+        },
         ..d
     })
 }
@@ -214,6 +219,7 @@ fn view_socket(
         || collect.nvml_lib.is_some()
         || collect.sys_root != d.sys_root
         || collect.mig_minors.is_some()
+        || collect.kmsg != d.kmsg
         || dev_dir;
     match env.get("GPUFREE_VIEW_SOCKET") {
         Some(v) if v.is_empty() || v == "off" => None,

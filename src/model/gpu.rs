@@ -46,6 +46,11 @@ pub struct Gpu {
     /// and lists are theirs, and so is everything said of it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mig_only: bool,
+    /// The driver's own evidence of its health (NVML, and the kernel
+    /// log's Xids); None where not read (a DRM GPU, NVML unavailable).
+    /// JSON has it whenever it was read, "not supported" included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_evidence: Option<super::DriverEvidence>,
 }
 
 /// One MIG device: a compute instance inside a GPU instance, with memory

@@ -7,6 +7,7 @@
 
 mod audit;
 mod check;
+mod driver;
 mod evidence;
 mod finding;
 mod fleet;
@@ -20,11 +21,16 @@ mod pin;
 mod process;
 mod view;
 mod visibility;
+mod xid;
 
 pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, TargetOutcome};
 pub use check::{
     CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Wait, Window,
     STUCK_SAMPLE_MS, STUCK_WINDOW_MS,
+};
+pub use driver::{
+    same_pci, DriverEvidence, FaultCode, FaultReturn, KernelLog, ProcessUtil, Reading,
+    RecoveryAction, Remap, XidEvent, XidReport,
 };
 pub use evidence::{
     Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,
@@ -53,6 +59,7 @@ pub use view::{
     VIEW_VERSION,
 };
 pub use visibility::{RefusedNode, ScanMethod, Unreadable, UnreadableReason, Visibility};
+pub use xid::{Fault, Xid, XidAction, CATALOG as XID_CATALOG};
 
 /// Everything gpufree knows about the host's GPUs at one moment. JSON
 /// writes it as `present::json::SnapshotDoc` (the findings in words);
@@ -111,6 +118,10 @@ pub struct Snapshot {
     /// What the kubelet allocated, on a Kubernetes node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletView>,
+    /// The kernel log's Xid reports, read once by a one-shot collection
+    /// (None: not read, e.g. `GPUFREE_KMSG=off` or a long-running command).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_log: Option<KernelLog>,
 }
 
 /// A systemd unit's restart policy, as its files say.

@@ -110,7 +110,7 @@ fn read_one(
     let mut nvml_processes = Vec::new();
     for kind in [NvmlProcessKind::Compute, NvmlProcessKind::Graphics] {
         at.step(format!("the {kind:?} process list of MIG device {label}"));
-        nvml_processes.extend(list(m, kind, gpu, unavailable));
+        nvml_processes.extend(list(m, kind, gpu, unavailable, &mut Vec::new()));
     }
     MigDevice {
         index: slot,

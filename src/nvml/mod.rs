@@ -1,7 +1,8 @@
 //! The NVML backend, over nvml-wrapper: per GPU the index, UUID, name, PCI
 //! bus id, minor number, memory (v2), the compute, graphics and MPS
 //! processes with their memory, and in MIG mode each MIG device's
-//! (`mig.rs`).
+//! (`mig.rs`); the driver's evidence of each GPU's health (`health.rs`);
+//! and, for long-running commands, Xid events (`xid.rs`, [`XidWatcher`]).
 //!
 //! Every call that fails becomes an [`Unavailable`] entry saying why
 //! (NOT_SUPPORTED, a missing `_v3` symbol on an old driver, GPU_IS_LOST,
@@ -9,8 +10,13 @@
 //! [`NvmlStatus`] with an error, not a failure of the whole snapshot: the
 //! device-node scan still runs.
 
+mod health;
 mod mig;
 mod read;
+mod xid;
+
+pub use health::{fault_of, FI_GPU_RECOVERY_ACTION};
+pub use xid::XidWatcher;
 
 use read::read_all;
 
@@ -57,6 +63,7 @@ pub fn describe(e: &NvmlError) -> String {
         NvmlError::NotSupported => "NOT_SUPPORTED on this GPU or driver".into(),
         NvmlError::NoPermission => "NO_PERMISSION (run as root to see it)".into(),
         NvmlError::GpuLost => "GPU_IS_LOST: the GPU fell off the bus".into(),
+        NvmlError::ResetRequired => "RESET_REQUIRED: the GPU needs a reset".into(),
         NvmlError::DriverNotLoaded => {
             "DRIVER_NOT_LOADED: the NVIDIA kernel driver is not running".into()
         }
@@ -82,6 +89,7 @@ fn list(
     kind: NvmlProcessKind,
     index: u32,
     unavailable: &mut Vec<Unavailable>,
+    faults: &mut Vec<crate::model::FaultReturn>,
 ) -> Vec<NvmlProcess> {
     let result: Result<Vec<ProcessInfo>, NvmlError> = match kind {
         NvmlProcessKind::Compute => match dev.running_compute_processes() {
@@ -99,8 +107,10 @@ fn list(
         // MPS is absent from most drivers' feature set; not worth a line.
         Err(NvmlError::NotSupported) if kind == NvmlProcessKind::Mps => Vec::new(),
         Err(e) => {
+            let what = format!("{} processes", format!("{kind:?}").to_lowercase());
+            health::note(faults, &what, &e);
             unavailable.push(Unavailable {
-                what: format!("{} processes", format!("{kind:?}").to_lowercase()),
+                what,
                 gpu: Some(index),
                 why: describe(&e),
                 unplaced: None,

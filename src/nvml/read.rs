@@ -2,7 +2,9 @@
 //! lists, names and ids, each failed call kept as unavailable with why.
 
 use super::{describe, list, NvmlReport, Shared, PASSES};
-use crate::model::{Gpu, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable};
+use crate::model::{
+    FaultReturn, Gpu, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable,
+};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
@@ -49,7 +51,9 @@ pub(super) fn read_gpu(
     unavailable: &mut Vec<Unavailable>,
     at: &Shared,
 ) -> Gpu {
+    let mut faults = Vec::new();
     let mut miss = |what: &str, e: NvmlError| {
+        super::health::note(&mut faults, what, &e);
         unavailable.push(Unavailable {
             what: what.into(),
             gpu: Some(index),
@@ -88,7 +92,8 @@ pub(super) fn read_gpu(
             Memory::default()
         }
     };
-    let nvml_processes = lists(dev, index, unavailable, at);
+    let nvml_processes = lists(dev, index, unavailable, &mut faults, at);
+    let driver_evidence = Some(super::health::read_evidence(dev, index, faults, at));
     let mut gpu = Gpu {
         index,
         uuid,
@@ -97,6 +102,7 @@ pub(super) fn read_gpu(
         minor_number,
         memory,
         nvml_processes,
+        driver_evidence,
         ..Gpu::default() // vendor: NVIDIA, the only one NVML knows; no verdict yet
     };
     super::mig::read_mig(dev, &mut gpu, unavailable, at);
@@ -108,6 +114,7 @@ fn lists(
     dev: &Device<'_>,
     index: u32,
     unavailable: &mut Vec<Unavailable>,
+    faults: &mut Vec<FaultReturn>,
     at: &Shared,
 ) -> Vec<NvmlProcess> {
     let mut nvml_processes = Vec::new();
@@ -120,7 +127,7 @@ fn lists(
             "the {} process list of GPU {index}",
             format!("{kind:?}").to_lowercase()
         ));
-        nvml_processes.extend(list(dev, kind, index, unavailable));
+        nvml_processes.extend(list(dev, kind, index, unavailable, faults));
     }
     nvml_processes
 }

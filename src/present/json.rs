@@ -5,8 +5,9 @@
 
 use super::words::words;
 use crate::model::{
-    Brief, Finding, FindingKind, Fleet, FleetNode, Gpu, KubeletView, MigCap, MpsGpu, NvmlStatus,
-    PodName, Process, Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Verdict, Visibility,
+    Brief, Finding, FindingKind, Fleet, FleetNode, Gpu, KernelLog, KubeletView, MigCap, MpsGpu,
+    NvmlStatus, PodName, Process, Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Verdict,
+    Visibility,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -79,6 +80,9 @@ pub struct SnapshotDoc<'a> {
     /// NVIDIA MPS, where any GPU runs under it (an addition to SPEC.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     mps: Option<MpsDoc>,
+    /// The kernel log's Xid reports, where read (an addition to SPEC.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_log: &'a Option<KernelLog>,
 }
 
 /// MPS as JSON has it: the control daemons, and per GPU its servers and
@@ -125,6 +129,7 @@ impl<'a> SnapshotDoc<'a> {
             pods,
             mig_caps,
             kubelet,
+            kernel_log,
         } = s;
         let mps = MpsDoc::of(s);
         SnapshotDoc {
@@ -144,6 +149,7 @@ impl<'a> SnapshotDoc<'a> {
             mig_caps,
             kubelet,
             mps,
+            kernel_log,
         }
     }
 }

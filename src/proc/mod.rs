@@ -11,6 +11,7 @@
 pub mod bpf;
 pub mod caps;
 pub mod drm;
+pub mod kmsg;
 pub mod me;
 pub mod mounts;
 pub mod nodes;

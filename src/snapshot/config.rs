@@ -50,6 +50,9 @@ pub struct Config {
     /// processes ([`crate::model::Snapshot::hide_from`]): a gpufree in
     /// secure mode shows its caller no more than root's view would.
     pub hide_from: Option<u32>,
+    /// The kernel log read for Xid reports by one-shot commands
+    /// (`GPUFREE_KMSG`, default `/dev/kmsg`; `off`: None, not read).
+    pub kmsg: Option<PathBuf>,
 }
 
 /// The read timeout when none is given.
@@ -73,6 +76,7 @@ impl Default for Config {
             long_lived: false,
             bpf_cache: crate::proc::bpf::cache_dir_from(None),
             hide_from: None,
+            kmsg: Some(PathBuf::from(crate::proc::kmsg::DEFAULT_KMSG)),
         }
     }
 }

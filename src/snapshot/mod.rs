@@ -15,6 +15,7 @@ mod assemble;
 mod config;
 mod drm;
 mod fold;
+mod kernel;
 mod launchers;
 mod mig;
 mod orphans;
@@ -246,7 +247,8 @@ impl Collector {
     }
 
     /// What a snapshot learns around its holders: MIG capabilities,
-    /// launchers, restart policies, the kubelet's allocations, and (for
+    /// launchers, restart policies, the kubelet's allocations, the kernel
+    /// log's Xids (one-shot commands), and (for
     /// `why --pattern`) every other process among `listed`.
     fn join_context(&self, snap: &mut Snapshot, listed: Vec<u32>, limits: Limits) {
         let mig_minors = self.cfg.mig_minors.as_deref();
@@ -260,6 +262,7 @@ impl Collector {
                 self.cfg.read_timeout,
             ));
         }
+        kernel::join(snap, &self.cfg, &self.proc_fd, limits.deadline);
         if self.cfg.others {
             let (fd, stuck) = (&self.proc_fd, &self.stuck);
             snap.others = others(fd, listed, &snap.processes, limits, stuck);

@@ -20,6 +20,7 @@ use gpufree::act::kill::{self, Safety, Selectors};
 use gpufree::act::progress::Event;
 use gpufree::nvml::read_passes;
 use gpufree::pipeline::Look;
+use gpufree::proc::kmsg;
 use gpufree::proc::scan::walks;
 use gpufree::snapshot::{Collector, Config};
 use harness::{sim_lib, TestDir};
@@ -27,16 +28,24 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// A kernel log fixture.
+const KMSG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/kmsg/two-gpus.kmsg");
+
 /// The tests of this binary run one at a time: the counters are the
 /// process's, and the simulator's state file is named by its environment.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Runs `gpufree ARGS` in this process: its exit code, and how many walks
-/// of /proc and NVML read passes it made.
-fn collections(args: &[&str]) -> (ExitCode, usize, usize) {
-    let (walks_before, passes_before) = (walks(), read_passes());
+/// of /proc, NVML read passes and reads of the kernel log it made.
+fn collections(args: &[&str]) -> (ExitCode, usize, usize, usize) {
+    let (walks_before, passes_before, kmsg_before) = (walks(), read_passes(), kmsg::reads());
     let code = gpufree::cli::run_from(std::iter::once("gpufree").chain(args.iter().copied()));
-    (code, walks() - walks_before, read_passes() - passes_before)
+    (
+        code,
+        walks() - walks_before,
+        read_passes() - passes_before,
+        kmsg::reads() - kmsg_before,
+    )
 }
 
 #[test]
@@ -58,6 +67,8 @@ fn status_why_and_kill_dry_run_collect_exactly_once() {
     std::env::set_var("GPUFREE_SIM_STATE", &state);
     // This boot's relocation of the in-kernel walk: not the machine's /run.
     std::env::set_var("GPUFREE_BPF_CACHE", harness::bpf_cache());
+    // The kernel log: a fixture, read once per command.
+    std::env::set_var("GPUFREE_KMSG", KMSG);
     let on_sim = [
         "--dev-dir",
         dir.dev.to_str().unwrap(),
@@ -82,12 +93,12 @@ fn status_why_and_kill_dry_run_collect_exactly_once() {
                 .chain(&["--scan", scan])
                 .copied()
                 .collect();
-            let (got, walked, read) = collections(&args);
+            let (got, walked, read, logs) = collections(&args);
             assert_eq!(got, ExitCode::from(code), "gpufree {args:?}: exit code");
             assert_eq!(
-                (walked, read),
-                (1, 1),
-                "gpufree {args:?}: (walks of every process, NVML read passes)"
+                (walked, read, logs),
+                (1, 1, 1),
+                "gpufree {args:?}: (walks of every process, NVML read passes, kernel log reads)"
             );
         }
     }
@@ -163,4 +174,43 @@ fn a_kill_reports_its_steps_in_order() {
         "the driver's 300 ms were not seen: {events:?}"
     );
     assert!(held.windows(2).all(|w| w[0] <= w[1]), "{held:?}");
+}
+
+/// NVML's Xid events, as the long-running commands watch them: one set
+/// registered on every GPU, the simulator's events in order, each with
+/// its GPU, and nothing more until the watcher is dropped.
+#[test]
+fn the_xid_watcher_delivers_the_drivers_events_in_order() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = TestDir::new(2);
+    let mut gpu1 = harness::sim_gpu(1, &[], 0);
+    gpu1["xid_events"] = serde_json::json!([
+        {"xid": 48, "seconds_ago": 20},
+        {"xid": 63, "pid": 4242, "seconds_ago": 10}
+    ]);
+    let mut gpu0 = harness::sim_gpu(0, &[], 0);
+    gpu0["xid_events"] = serde_json::json!([{"xid": 79, "seconds_ago": 15}]);
+    let state = dir.state(&harness::sim_state(vec![gpu0, gpu1]));
+    std::env::set_var("GPUFREE_SIM_STATE", &state);
+    let mut w = gpufree::nvml::XidWatcher::start(Some(&sim_lib()));
+    assert_eq!(w.registered(Duration::from_secs(10)), Ok(vec![0, 1]));
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let mut got = Vec::new();
+    while got.len() < 3 && std::time::Instant::now() < until {
+        got.extend(w.events(until));
+    }
+    let seen: Vec<(u32, Option<u64>, Option<u32>)> =
+        got.iter().map(|e| (e.gpu, e.xid, e.pid)).collect();
+    assert_eq!(
+        seen,
+        [
+            (1, Some(48), None),
+            (0, Some(79), None),
+            (1, Some(63), None)
+        ]
+    );
+    assert!(got.iter().all(|e| e.at_unix_ms > 0));
+    let more = w.events(std::time::Instant::now() + Duration::from_millis(300));
+    assert!(more.is_empty(), "each event once: {more:?}");
+    assert_eq!(w.failed(), None);
 }

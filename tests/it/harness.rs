@@ -143,7 +143,8 @@ pub fn bpf_cache() -> &'static str {
 
 /// Runs the gpufree binary with `args` and extra environment. A kill's
 /// audit record goes nowhere (the journal and syslog sockets set empty)
-/// unless `env` names a socket: tests never write to the machine's logs.
+/// unless `env` names a socket: tests never write to the machine's logs,
+/// and read its kernel log only where `env` names one (`GPUFREE_KMSG`).
 pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Run {
     run_cmd(
         Command::new(bin())
@@ -154,6 +155,8 @@ pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Run {
             .env_remove("GPUFREE_NVML_LIB")
             .env("GPUFREE_JOURNAL_SOCKET", "")
             .env("GPUFREE_SYSLOG_SOCKET", "")
+            // Not the machine's kernel log: a test names its fixture.
+            .env("GPUFREE_KMSG", "off")
             .envs(env.iter().copied()),
     )
 }

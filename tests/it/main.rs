@@ -14,6 +14,7 @@ mod contrib;
 mod daemon;
 mod demo;
 mod drm;
+mod evidence;
 mod evil;
 mod fleet;
 mod fuse;

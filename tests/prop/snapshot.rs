@@ -103,6 +103,14 @@ fn gpu() -> impl Strategy<Value = Gpu> {
                     })
                     .collect(),
                 verdict: Default::default(),
+                // Every fifth GPU with the driver's evidence.
+                driver_evidence: (index % 5 == 3).then(|| gpufree::model::DriverEvidence {
+                    recovery_action: gpufree::model::Reading::Value(
+                        gpufree::model::RecoveryAction::from_nvml(index % 7),
+                    ),
+                    retired_pages_pending: gpufree::model::Reading::Failed("GPU_IS_LOST".into()),
+                    ..Default::default()
+                }),
                 // Every third GPU in MIG mode, with one MIG device.
                 mig_mode: (index % 3 == 2).then_some(true),
                 mig_devices: (0..u32::from(index % 3 == 2))

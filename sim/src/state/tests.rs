@@ -18,6 +18,10 @@ fn dev(delay: u64) -> Device {
         mig_mode: None,
         mig: Vec::new(),
         mps_server_pid: None,
+        recovery_action: None,
+        remapped_rows: None,
+        retired_pages_pending: None,
+        xid_events: Vec::new(),
         processes: vec![
             Process {
                 pid: 7,
@@ -25,6 +29,8 @@ fn dev(delay: u64) -> Device {
                 kind: ProcessKind::Compute,
                 visible: Visibility::WhileAlive,
                 start_time_ticks: None,
+                sm_util: None,
+                mem_util: None,
             },
             Process {
                 pid: 999_999,
@@ -32,6 +38,8 @@ fn dev(delay: u64) -> Device {
                 kind: ProcessKind::Graphics,
                 visible: Visibility::Always,
                 start_time_ticks: None,
+                sm_util: None,
+                mem_util: None,
             },
         ],
     }
@@ -79,6 +87,8 @@ fn mps_clients_are_reported_while_they_and_their_server_live() {
         kind: ProcessKind::Mps,
         visible: Visibility::WhileAlive,
         start_time_ticks: None,
+        sm_util: None,
+        mem_util: None,
     });
     let pids = |v: &DeviceView| v.processes.iter().map(|p| (p.0, p.2)).collect::<Vec<_>>();
     let mut log = GoneLog::default();

@@ -73,6 +73,8 @@ fn a_gpu_out_of_mig_mode_has_no_mig_devices_and_no_instance_ids() {
         kind: ProcessKind::Compute,
         visible: Visibility::WhileAlive,
         start_time_ticks: None,
+        sm_util: None,
+        mem_util: None,
     }];
     assert!(look(&d, Target::Mig(0)).is_none());
     let all = look(&d, Target::Whole).unwrap();
