@@ -32,7 +32,7 @@ pub fn status(dev: &Path, scan: &str, env: &[(&str, &str)]) -> Value {
         ],
         env,
     );
-    assert_eq!(r.code, 0, "status --scan {scan} failed: {}", r.stderr);
+    r.assert_exit_with(0, format_args!("status --scan {scan} failed: {}", r.stderr));
     r.json()
 }
 

@@ -418,9 +418,9 @@ fn a_vfork_parent_in_d_is_a_warning_not_a_drain() {
         r
     };
     let r = check("slurm");
-    assert_eq!(r.code, 2, "not drained: {}{}", r.stdout, r.stderr);
+    r.assert_exit_with(2, format_args!("not drained: {}{}", r.stdout, r.stderr));
     let r = check("json");
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    r.assert_exit(1);
     let doc = r.json();
     assert_eq!(doc["level"], "warning", "{doc}");
     let stuck = stuck_of(&doc);
@@ -450,7 +450,7 @@ fn no_look_at_all_is_unknown_never_ok() {
         ],
         &[],
     );
-    assert_eq!(r.code, 3, "{} {}", r.stdout, r.stderr);
+    r.assert_exit(3);
     assert!(
         r.stdout.starts_with("GPU UNKNOWN - unknown: "),
         "{}",
@@ -523,7 +523,7 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     h.holder(100, "0::/user.slice\n", 'S');
     let (bin, log) = fake_scontrol(h.d.tmp.path());
     let r = health_check(&h, &bin);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(
         calls(&log),
         [
@@ -541,7 +541,7 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     std::fs::remove_dir_all(h.fake.root.join("100")).unwrap();
     std::fs::remove_file(&log).unwrap();
     let r = health_check(&h, &bin);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(
         calls(&log),
         [
@@ -599,7 +599,7 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     // A node that cannot be read is never drained blindly (it could be an
     // admin's drain that gpufree would replace): no update, no mark.
     let r = health_check(&h, Path::new("/nonexistent"));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(
         r.stderr
             .contains("cannot read node n1, not drained by gpufree"),
@@ -684,10 +684,10 @@ fn slurm_scripts_without_gpufree_say_so_as_the_reason() {
             r.stderr
         );
         if script == "healthcheck.sh" {
-            assert_eq!(r.code, 0, "{script}");
+            r.assert_exit_with(0, format_args!("{script}"));
             assert!(calls(&log).is_empty(), "{script}: {:?}", calls(&log));
         } else {
-            assert_eq!(r.code, 1, "{script}");
+            r.assert_exit_with(1, format_args!("{script}"));
             assert_eq!(
                 calls(&log),
                 [

@@ -37,9 +37,9 @@ fn slurm_prolog_passes_free_gpus_and_drains_busy_ones_with_the_reason() {
         sim_gpu(1, &[(h.pid(), 4096, "while-alive")], 0),
     ]));
     let r = slurm("contrib/slurm/prolog.sh", &d, &state, "0");
-    assert_eq!(r.code, 0, "GPU 0 is free: {}", r.stderr);
+    r.assert_exit_with(0, format_args!("GPU 0 is free: {}", r.stderr));
     let r = slurm("contrib/slurm/prolog.sh", &d, &state, "0,1");
-    assert_eq!(r.code, 1, "GPU 1 is busy: the node drains");
+    r.assert_exit_with(1, format_args!("GPU 1 is busy: the node drains"));
     assert!(
         r.stderr.contains("GPUs 0,1 of job 4242 not free"),
         "{}",
@@ -63,11 +63,11 @@ fn slurm_epilog_frees_the_jobs_gpus_only() {
         sim_gpu(1, &[(other.pid(), 4096, "while-alive")], 0),
     ]));
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(!alive(left.pid()), "the job's leftover is gone");
     assert!(alive(other.pid()), "another job's GPU is untouched");
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "");
-    assert_eq!(r.code, 0, "no GPUs: nothing to do");
+    r.assert_exit_with(0, format_args!("no GPUs: nothing to do"));
 }
 
 /// On a node where a root `nvidia-persistenced` holds every GPU node, as
@@ -95,7 +95,7 @@ fn slurm_scripts_leave_a_node_up_where_nvidia_persistenced_holds_the_gpus() {
         sim_gpu(1, &[(left.pid(), 4096, "while-alive")], 0),
     ]));
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0,1");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(!alive(left.pid()), "the job's leftover is freed");
     assert!(alive(daemon.pid()), "and the daemon is not");
 }
@@ -110,7 +110,7 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
         ],
         &[],
     );
-    assert_eq!(r.code, 0, "{}", r.stdout);
+    r.assert_exit(0);
     let text = std::fs::read_to_string(repo("contrib/systemd/gpufree.conf")).unwrap();
     assert!(text.contains("ExecStartPre=/usr/local/bin/gpufree wait"));
     assert!(text.contains("ExecStopPost=-/usr/local/bin/gpufree kill --unit %n --yes"));
@@ -125,7 +125,7 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
         ],
         &[],
     );
-    assert_eq!(r.code, 1);
+    r.assert_exit(1);
     let doc = r.json();
     let messages: Vec<&str> = doc["problems"]
         .as_array()
@@ -142,7 +142,7 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
         "{messages:?}"
     );
     let r = gpufree(&["doctor", "--unit", "/nonexistent/x.service"], &[]);
-    assert_eq!(r.code, 2);
+    r.assert_exit(2);
     assert!(r.stderr.contains("/nonexistent/x.service"));
 }
 
@@ -161,7 +161,7 @@ fn slurm_epilog_never_frees_a_whole_gpu_split_by_mig() {
     let state = d.state(&sim_state(vec![g]));
     // Slurm's "0" is a MIG gres here, not GPU 0: nothing is signalled.
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0");
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_exit(1);
     assert!(
         r.stderr.contains("split by MIG") && r.stderr.contains("nothing signalled"),
         "{}",
@@ -185,7 +185,7 @@ fn slurm_epilog_never_frees_a_whole_gpu_split_by_mig() {
             .env("GPUFREE_NVML_LIB", lib)
             .env("GPUFREE_SIM_STATE", &state),
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(!alive(mine.pid()), "the job's instance is freed");
     assert!(alive(theirs.pid()), "the other job's instance is untouched");
 }
@@ -371,7 +371,7 @@ fn serve_with_only_the_units_capabilities_sees_what_root_sees() {
     let r = run_cmd(&mut nobody);
     let _ = serve.kill();
     let _ = serve.wait();
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(
         r.stderr
             .contains("from gpufree serve (service user uid 4243)"),

@@ -211,7 +211,7 @@ pub fn textfile_exporter(d: &TestDir, state: &Path) -> (Daemon, PathBuf) {
         ],
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let exporter = Daemon::start(
         "node_exporter",
         Command::new("prometheus-node-exporter")

@@ -7,7 +7,7 @@ use gpufree::demo::WORKER_MIB;
 #[test]
 fn demo_json_is_the_incident() {
     let r = gpufree(&["demo", "--json"], &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     let procs = doc["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 10, "8 workers, launcher, tracker");
@@ -31,7 +31,7 @@ fn demo_json_is_the_incident() {
 #[test]
 fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
     let r = gpufree(&["demo"], &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let out = &r.stdout;
     assert!(
         out.contains("would signal 0 of the 10 GPU holders"),
@@ -139,7 +139,7 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
         )
     };
     let r = run(&["sim", "lib"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let cache = home.join(".cache/gpufree");
     assert_eq!(
         r.stdout.trim(),
@@ -152,7 +152,7 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
         .expect("the library written out");
     let written = std::fs::metadata(&lib).unwrap().modified().unwrap();
     let r = run(&["demo"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(
         r.stdout.contains("All 8 GPUs are free again"),
         "{}",
@@ -198,7 +198,7 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
         )
     };
     let r = in_temp(&temp);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let uid = rustix::process::getuid().as_raw();
     assert_eq!(
         r.stdout.trim(),
@@ -208,7 +208,7 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
     );
     std::fs::set_permissions(&temp, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let r = in_temp(&temp);
-    assert_eq!(r.code, 3, "{}", r.stdout);
+    r.assert_exit(3);
     assert!(
         r.stderr
             .contains("no safe directory for the simulated NVML library")

@@ -152,7 +152,7 @@ fn on_host(args: &[&str], fake: &FakeProc, d: &TestDir, sys: &Path) -> Run {
 
 fn status(fake: &FakeProc, d: &TestDir, sys: &Path) -> Value {
     let r = on_host(&["status", "--json"], fake, d, sys);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     r.json()
 }
 
@@ -236,7 +236,7 @@ fn amd_and_intel_holders_show_their_memory_shared_clients_counted_once() {
     // In words: no NVIDIA advice for an AMD GPU, and no NVML missed on a
     // host without NVIDIA GPUs.
     let why = on_host(&["why"], &fake, &d, &sys);
-    assert_eq!(why.code, 1, "{}", why.stderr);
+    why.assert_exit(1);
     assert!(why.stdout.contains("the amdgpu driver"), "{}", why.stdout);
     for wrong in ["nvidia-smi", "NVML is unavailable", "CUDA"] {
         assert!(!why.stdout.contains(wrong), "{wrong}: {}", why.stdout);
@@ -396,7 +396,7 @@ fn metrics_carry_the_amd_and_intel_gpus() {
     fake.add(&holder(100, 1, "python3", &[&r128]));
     fake.fdinfo(100, 0, &amdgpu(7, 8));
     let r = on_host(&["metrics"], &fake, &d, &sys);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let m = &r.stdout;
     // The series of `name` with every label of `with`.
     let series = |name: &str, with: &[&str]| {

@@ -145,7 +145,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
 
     // Text: that node, that PID, the command to run there.
     let r = prom.fleet(&FRESH);
-    assert_eq!(r.code, 1, "{r:?}");
+    r.assert_exit(1);
     let text = &r.stdout;
     assert!(
         text.starts_with("1 of 2 nodes have GPUs that are not free"),
@@ -213,7 +213,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
 
     // A hostile node label: escaped in text, whole in JSON, no command.
     let r = prom.fleet(&[&FRESH[..], &["--node-label", "node"]].concat());
-    assert_eq!(r.code, 1, "{r:?}");
+    r.assert_exit(1);
     assert!(
         !r.stdout.contains('\x1b') && !r.stdout.contains('\u{202e}'),
         "{:?}",
@@ -263,7 +263,7 @@ fn fleet_calls_a_node_stale_when_its_snapshot_ages_then_down_when_its_target_sto
         prom.fleet(&old).json()["stale"][0]["node"] == c_addr.as_str()
     });
     let r = prom.fleet(&old);
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     let stale = r.json()["stale"].clone();
     assert_eq!(stale.as_array().unwrap().len(), 1, "{stale}");
     assert_eq!(stale[0]["reason"], "old", "{stale}");
@@ -273,7 +273,7 @@ fn fleet_calls_a_node_stale_when_its_snapshot_ages_then_down_when_its_target_sto
         "{stale}"
     );
     let r = prom.fleet(&["--max-age", "4s"]);
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     assert!(r.stdout.contains(&format!("  {c_addr} (")), "{}", r.stdout);
 
     // B's exporter stops: its target is down, so the fleet is unknown.
@@ -299,7 +299,7 @@ fn fleet_with_a_selector_prometheus_cannot_parse_is_a_usage_error() {
         return;
     };
     let r = prom.fleet(&["--selector", "job=~\"(\""]);
-    assert_eq!(r.code, 2, "{r:?}");
+    r.assert_exit(2);
     assert!(
         r.stderr.starts_with("gpufree: --selector: ") && r.stderr.lines().count() == 1,
         "{}",
@@ -315,7 +315,7 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     let started = Instant::now();
     let r = gpufree(&["fleet", "--prometheus", &url, "--timeout", "1s"], &[]);
     let took = started.elapsed();
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     assert!(took < Duration::from_millis(2500), "took {took:?}");
     assert!(
         r.stderr.starts_with(&format!(
@@ -331,7 +331,7 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     let started = Instant::now();
     let r = gpufree(&["fleet", "--prometheus", "http://127.0.0.1:0"], &[]);
     let took = started.elapsed();
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     assert!(took < Duration::from_secs(3), "took {took:?}");
     assert!(r.stderr.contains("unreachable"), "{}", r.stderr);
 
@@ -360,7 +360,7 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
         &["fleet", "--prometheus", &url_endless, "--timeout", "30s"],
         &[],
     );
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     assert!(
         r.stderr
             .contains("is unusable: the answers are over 64 MiB together"),
@@ -371,7 +371,7 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
 
     // Not a URL, not a label: usage errors.
     let r = gpufree(&["fleet", "--prometheus", "localhost:9090"], &[]);
-    assert_eq!(r.code, 2, "{r:?}");
+    r.assert_exit(2);
     assert!(
         r.stderr
             .starts_with("gpufree: --prometheus localhost:9090: "),
@@ -382,7 +382,7 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
         &["fleet", "--prometheus", &url, "--node-label", "no-de"],
         &[],
     );
-    assert_eq!(r.code, 2, "{r:?}");
+    r.assert_exit(2);
     assert!(r.stderr.contains("--node-label"), "{}", r.stderr);
     drop(silent);
 }
@@ -403,14 +403,14 @@ fn fleet_calls_a_node_stale_whose_textfile_node_exporter_still_serves_is_old() {
     };
     // Fresh within an hour: its one GPU is free.
     let r = prom.fleet(&["--max-age", "1h"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    r.assert_exit(0);
     // Past a 3s --max-age, however fresh node_exporter's scrapes are.
     let old = ["--max-age", "3s", "--json"];
     prom.until("the textfile's snapshot is 3s old", 30, || {
         prom.fleet(&old).json()["stale"][0]["node"] == addr.as_str()
     });
     let r = prom.fleet(&old);
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     let stale = r.json()["stale"].clone();
     assert_eq!(stale[0]["reason"], "old", "{stale}");
     assert!(stale[0]["age_seconds"].as_f64().unwrap() > 3.0, "{stale}");

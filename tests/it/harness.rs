@@ -4,21 +4,11 @@
 //! command for the built binary. Tests never open the machine's real GPU
 //! nodes and signal only the processes they started.
 
+pub use crate::cmd::{bin, bpf_cache, command_line, run_cmd, scratch, sim_lib, Gpufree, Output};
 use gpufree::demo::holder::{self, ChildSpec, HoldSpec, Spawned};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-/// The gpufree binary under test.
-pub fn bin() -> PathBuf {
-    // Every gpufree a test starts (through any command, tmux, or the demo's
-    // copy) keeps the in-kernel walk's relocation in the build's scratch
-    // directory, never the machine's /run: set for this process before its
-    // first gpufree starts.
-    static CACHE_SET: std::sync::Once = std::sync::Once::new();
-    CACHE_SET.call_once(|| std::env::set_var("GPUFREE_BPF_CACHE", bpf_cache()));
-    PathBuf::from(env!("CARGO_BIN_EXE_gpufree"))
-}
 
 /// A temporary device directory (`dev/`) with nodes for `gpus` GPUs, plus
 /// room for a simulator state.
@@ -115,58 +105,6 @@ pub fn hold(argv: &[&str], spec: HoldSpec) -> Spawned {
     holder::spawn(&bin(), &child).expect("holder starts")
 }
 
-/// What a run of gpufree printed.
-#[derive(Debug)]
-pub struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Run {
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not one JSON document ({e}):\n{}\nstderr: {}",
-                self.stdout, self.stderr
-            )
-        })
-    }
-}
-
-/// The directory where the gpufree the tests run keep this boot's
-/// relocation of the in-kernel walk (`GPUFREE_BPF_CACHE`): in the build's
-/// own scratch directory, never the machine's /run.
-pub fn bpf_cache() -> &'static str {
-    concat!(env!("CARGO_TARGET_TMPDIR"), "/bpf-cache")
-}
-
-/// Runs the gpufree binary with `args` and extra environment. A kill's
-/// audit record goes nowhere (the journal and syslog sockets set empty)
-/// unless `env` names a socket: tests never write to the machine's logs.
-pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Run {
-    run_cmd(
-        Command::new(bin())
-            .args(args)
-            .env("GPUFREE_BPF_CACHE", bpf_cache())
-            .env_remove("NO_COLOR")
-            .env_remove("GPUFREE_DEV_DIR")
-            .env_remove("GPUFREE_NVML_LIB")
-            .env("GPUFREE_JOURNAL_SOCKET", "")
-            .env("GPUFREE_SYSLOG_SOCKET", "")
-            .envs(env.iter().copied()),
-    )
-}
-
-pub fn run_cmd(cmd: &mut Command) -> Run {
-    let out = cmd.stdin(Stdio::null()).output().expect("gpufree runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// `b` as lowercase hex (raw bytes through argv or the environment to a
 /// python3 child that decodes them).
 pub fn hex(b: &[u8]) -> String {
@@ -189,89 +127,6 @@ pub fn spawn_ready(cmd: &mut Command) -> std::process::Child {
     .expect("ready line");
     assert_eq!(line.trim(), "ready");
     child
-}
-
-/// The simulated libnvidia-ml.so.1, as `gpufree sim lib` gives it.
-pub fn sim_lib() -> PathBuf {
-    let r = gpufree(&["sim", "lib"], &[]);
-    assert_eq!(r.code, 0, "sim lib: {}", r.stderr);
-    PathBuf::from(r.stdout.trim()).join("libnvidia-ml.so.1")
-}
-
-/// `gpufree status --json` on `dir` against the simulator state `state`.
-pub fn status_json(dir: &TestDir, state: &Path, extra: &[&str]) -> Value {
-    let lib = sim_lib();
-    let mut args = vec![
-        "status",
-        "--json",
-        "--dev-dir",
-        dir.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    let r = gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
-    assert_eq!(r.code, 0, "status failed: {}", r.stderr);
-    r.json()
-}
-
-/// `gpufree status --json` on `dir` with no NVML library at all.
-pub fn status_json_no_nvml(dir: &TestDir) -> Value {
-    let r = gpufree(
-        &[
-            "status",
-            "--json",
-            "--dev-dir",
-            dir.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 0, "status failed: {}", r.stderr);
-    r.json()
-}
-
-/// `gpufree kill --json ARGS` (stdin not a terminal) against the simulator:
-/// exit code, the JSON document (null when none), stderr.
-pub fn kill_json(
-    dev: &Path,
-    state: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> (i32, Value, String) {
-    sim_json("kill", dev, state, args, env)
-}
-
-/// `gpufree COMMAND --json ARGS` (stdin not a terminal) on the device
-/// directory `dev` against the simulator state `state`: exit code, the JSON
-/// document (null when none), stderr.
-pub fn sim_json(
-    command: &str,
-    dev: &Path,
-    state: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> (i32, Value, String) {
-    let lib = sim_lib();
-    let mut a = vec![
-        command,
-        "--json",
-        "--dev-dir",
-        dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    a.extend(args);
-    let mut e = vec![("GPUFREE_SIM_STATE", state.to_str().unwrap())];
-    e.extend(env);
-    let r = gpufree(&a, &e);
-    let doc = if r.stdout.trim().is_empty() {
-        Value::Null
-    } else {
-        r.json()
-    };
-    (r.code, doc, r.stderr)
 }
 
 /// PIDs of a JSON array.
@@ -447,21 +302,14 @@ impl FakeProc {
 
     /// `gpufree status --json` over this tree and `dev`, without NVML.
     pub fn status(&self, dev: &Path) -> Value {
-        let r = gpufree(
-            &[
-                "status",
-                "--json",
-                "--proc-root",
-                self.root.to_str().unwrap(),
-                "--dev-dir",
-                dev.to_str().unwrap(),
-                "--nvml-lib",
-                "/nonexistent/libnvidia-ml.so.1",
-            ],
-            &[],
-        );
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        r.json()
+        Gpufree::new(["status"])
+            .json()
+            .proc_root(&self.root)
+            .dev(dev)
+            .no_nvml()
+            .run()
+            .assert_exit(0)
+            .json()
     }
 }
 
@@ -517,7 +365,8 @@ pub fn as_nobody(d: &TestDir, args: &[&str]) -> Command {
         }
     }
     let mut c = Command::new("setpriv");
-    c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+    scratch(&mut c)
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
         .arg(kit.join("gpufree"))
         .args(args)
         .env("GPUFREE_NVML_LIB", kit.join("libnvidia-ml.so.1"));
@@ -557,7 +406,7 @@ pub struct Tmux {
 
 impl Tmux {
     pub fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
+        scratch(&mut Command::new("tmux"))
             .arg("-L")
             .arg(&self.socket)
             .args(args)
@@ -692,4 +541,53 @@ pub fn skip_off_ci(needs: &str, why: &dyn std::fmt::Display) {
         "CI must provide {needs}: {why}"
     );
     eprintln!("skipped: {needs}: {why}");
+}
+
+// TEMPORARY: the old helpers, over the builder, until every file is moved.
+pub type Run = Output;
+pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Gpufree::new(args).envs(env.iter().copied()).run()
+}
+pub fn status_json(dir: &TestDir, state: &Path, extra: &[&str]) -> Value {
+    Gpufree::new(["status"])
+        .json()
+        .dev(&dir.dev)
+        .sim(state)
+        .args(extra)
+        .run()
+        .assert_exit(0)
+        .json()
+}
+pub fn status_json_no_nvml(dir: &TestDir) -> Value {
+    Gpufree::new(["status"])
+        .json()
+        .dev(&dir.dev)
+        .no_nvml()
+        .run()
+        .assert_exit(0)
+        .json()
+}
+pub fn kill_json(
+    dev: &Path,
+    state: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, Value, String) {
+    sim_json("kill", dev, state, args, env)
+}
+pub fn sim_json(
+    command: &str,
+    dev: &Path,
+    state: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, Value, String) {
+    let r = Gpufree::new([command])
+        .json()
+        .dev(dev)
+        .sim(state)
+        .args(args)
+        .envs(env.iter().copied())
+        .run();
+    (r.code, r.json_or_null(), r.stderr.clone())
 }

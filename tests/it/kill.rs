@@ -234,7 +234,7 @@ fn protected_daemon_is_refused_unless_forced() {
         ],
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(
         r.stdout
             .contains("Nothing to signal: GPU 0 is free; only protected daemons hold it"),
@@ -298,7 +298,7 @@ fn non_root_may_not_signal_other_users_processes() {
         )
         .env("GPUFREE_SIM_STATE", &state),
     );
-    assert_eq!(r.code, 5, "{}", r.stderr);
+    r.assert_exit(5);
     let doc = r.json();
     assert!(
         doc["kill"]["skipped"][0]["reason"]
@@ -334,7 +334,7 @@ fn without_a_terminal_and_without_yes_nothing_is_signalled() {
         ],
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 0);
+    r.assert_exit(0);
     assert!(
         r.stdout.contains("Plan: signal 1 process") && r.stdout.contains(&h.pid().to_string()),
         "{}",
@@ -407,10 +407,10 @@ fn wait_times_out_with_exit_1_while_held_and_returns_0_once_released() {
     let mut h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 4096, "while-alive")], 500);
     let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--timeout", "400ms"]));
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_exit(1);
     assert!(r.stdout.contains("timeout:"), "{}", r.stdout);
     let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--timeout", "0"]));
-    assert_eq!(r.code, 1, "--timeout 0 checks once");
+    r.assert_exit_with(1, format_args!("--timeout 0 checks once"));
     let waiter = wait_cmd(&d.dev, &state, &["--timeout", "20s", "--json"])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -448,10 +448,10 @@ fn wait_max_used_threshold() {
         &state,
         &["--max-used", "1GiB", "--timeout", "0", "-q"],
     ));
-    assert_eq!(r.code, 1);
+    r.assert_exit(1);
     assert!(r.stdout.is_empty(), "-q prints nothing");
     let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--max-used", "lots"]));
-    assert_eq!(r.code, 2);
+    r.assert_exit(2);
     assert!(r.stderr.contains("lots"));
 }
 
@@ -708,7 +708,7 @@ fn kill_user_nosuch_is_refused_before_any_collection() {
         ],
         &[],
     );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert_eq!(
         r.stderr.trim(),
         "gpufree: --user no-such-user-gpufree: no such user (give a name of this host or a UID)"

@@ -10,6 +10,7 @@ mod blind;
 mod bpf;
 mod bpf_cache;
 mod check;
+mod cmd;
 mod contrib;
 mod daemon;
 mod demo;

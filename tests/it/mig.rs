@@ -59,7 +59,7 @@ fn sim_exec(state: &std::path::Path, cmd: &[&str]) -> String {
     let mut args = vec!["sim", "exec", "--state", state.to_str().unwrap(), "--"];
     args.extend(cmd);
     let r = gpufree(&args, &[("COLUMNS", "140")]);
-    assert_eq!(r.code, 0, "{cmd:?}: {}", r.stderr);
+    r.assert_exit_with(0, format_args!("{cmd:?}: {}", r.stderr));
     r.stdout
 }
 
@@ -312,7 +312,7 @@ fn a_mig_uuid_selects_it_for_wait_and_why() {
     let (code, _, err) = h.json("wait", &["--gpu", "0", "--timeout", "0"]);
     assert_eq!(code, 1, "{err}");
     let out = h.text("wait", &["--gpu", "0:0", "--timeout", "0"]);
-    assert_eq!(out.code, 1, "{}", out.stderr);
+    out.assert_exit(1);
     assert!(out.stdout.contains("GPU 0:0"), "{}", out.stdout);
     let (code, doc, err) = h.json("why", &["--gpu", &mig_uuid(0, 0)[..12]]);
     assert_eq!(code, 1, "{err}");
@@ -341,7 +341,7 @@ fn a_mig_uuid_selects_it_for_wait_and_why() {
         "{reasons:?}"
     );
     let bad = h.text("status", &["--gpu", "0:7"]);
-    assert_eq!(bad.code, 2);
+    bad.assert_exit(2);
     assert!(
         bad.stderr.contains("--gpu 0:7: no such GPU or MIG device"),
         "{}",
@@ -353,7 +353,7 @@ fn a_mig_uuid_selects_it_for_wait_and_why() {
 fn metrics_have_each_mig_device() {
     let h = mixed_host();
     let out = h.text("metrics", &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.assert_exit(0);
     let m = &out.stdout;
     // The first series of `name` for MIG device gpu:mig that has `with`.
     let series = |name: &str, gpu: u32, mig: u32, with: &str| -> String {

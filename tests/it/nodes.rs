@@ -113,7 +113,7 @@ fn refused_and_never_killed(d: &TestDir, h: &Spawned, because: &str) {
         alive(h.pid()),
         "the holder of the refused node's file lives"
     );
-    assert_eq!(r.code, 3, "unknown, not freed: {}", r.stderr);
+    r.assert_exit_with(3, format_args!("unknown, not freed: {}", r.stderr));
     let state = d.one_gpu(&[], 0);
     let (code, doc, err) = kill_json(
         &d.dev,
@@ -170,7 +170,7 @@ fn a_character_node_of_another_driver_makes_no_holder_and_no_kill() {
         &["status", "--json"],
         &[("GPUFREE_TEST_GPU_MAJORS", "nvidia-frontend=1")],
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     assert!(doc["visibility"]["refused_nodes"].is_null(), "{doc}");
     let p = process(&doc, h.pid()).expect("matched by device number");
@@ -215,7 +215,7 @@ fn a_link_to_a_regular_file_is_refused_while_a_plain_file_is_a_node() {
         &["kill", "--holders-only", "--gpu", "1", "--yes"],
         &[],
     );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert!(alive(linked.pid()) && alive(node.pid()));
 }
 

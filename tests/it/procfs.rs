@@ -157,7 +157,7 @@ fn an_empty_proc_root_is_an_error_never_free() {
             "/nonexistent/libnvidia-ml.so.1",
         ]);
         let r = gpufree(&a, &[]);
-        assert_eq!(r.code, 3, "{args:?}: {}{}", r.stdout, r.stderr);
+        r.assert_exit_with(3, format_args!("{args:?}: {}{}", r.stdout, r.stderr));
         assert_eq!(
             r.stderr.trim(),
             format!("gpufree: {root}: lists no process: not a proc file system"),

@@ -114,7 +114,7 @@ fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
         why.stdout
     );
     let wait = run(d, &state, &["wait", "--timeout", "0"]);
-    assert_eq!(wait.code, 1, "{}{}", wait.stdout, wait.stderr);
+    wait.assert_exit(1);
     let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
@@ -218,7 +218,7 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
         )
         .env("GPUFREE_SIM_STATE", &state),
     );
-    assert_eq!(r.code, 5, "{}", r.stderr);
+    r.assert_exit(5);
     let doc = r.json();
     assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
     assert!(
@@ -266,7 +266,7 @@ fn a_users_display_server_under_the_slack_still_makes_the_gpu_busy() {
     assert_eq!(process(&doc, h.pid()).unwrap()["protection"], "user");
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy", "{doc}");
     let wait = run(&d, &state, &["wait", "--timeout", "0"]);
-    assert_eq!(wait.code, 1, "{}{}", wait.stdout, wait.stderr);
+    wait.assert_exit(1);
     let check = run(
         &d,
         &state,

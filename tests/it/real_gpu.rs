@@ -15,7 +15,7 @@ fn real_gpu_status_agrees_with_nvidia_smi() {
         .expect("nvidia-smi runs");
     let smi = String::from_utf8_lossy(&out.stdout);
     let r = gpufree(&["status", "--json", "--dev-dir", "/dev"], &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     assert_eq!(doc["nvml"]["available"], true);
     for (line, g) in smi.lines().zip(doc["gpus"].as_array().unwrap()) {

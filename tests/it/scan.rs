@@ -211,7 +211,7 @@ fn a_non_root_scan_reads_the_threads_of_a_zombie_leader() {
     let r = run_cmd(&mut scan);
     let _ = holder.kill();
     let _ = holder.wait();
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     let p = process(&doc, holder.id()).unwrap_or_else(|| panic!("not listed: {doc}"));
     assert_eq!(via(p, "nvidia0"), ["fd"]);
@@ -242,7 +242,7 @@ fn non_root_scan_counts_what_it_cannot_read_and_sees_its_own() {
             "/nonexistent/libnvidia-ml.so.1",
         ],
     ));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     assert_eq!(doc["visibility"]["root"], false);
     assert!(
@@ -310,7 +310,7 @@ fn container_node_with_the_same_device_number_matches() {
             &format!("nvidia-frontend={}", rustix::fs::major(zero.rdev())),
         )],
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     let p = process(&doc, h.pid()).expect("matched by device number");
     assert_eq!(via(p, "nvidia0"), ["fd"]);

@@ -27,7 +27,7 @@ fn metrics(inc: &Incident, extra: &[&str]) -> Run {
 fn metrics_of_the_incident_name_every_worker_and_write_atomically() {
     let inc = Incident::start(&bin()).unwrap();
     let r = metrics(&inc, &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     for i in 0..8 {
         let pid = inc.pid(&format!("worker{i}")).unwrap();
         let line = r
@@ -71,7 +71,7 @@ fn metrics_of_the_incident_name_every_worker_and_write_atomically() {
         &inc,
         &["--output", file.to_str().unwrap(), "--label-cmdline"],
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(r.stdout.is_empty());
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("cmdline=\"VLLM::Worker_TP0\""));
@@ -643,7 +643,7 @@ fn serve_label_cmdline_is_refused_without_the_flag_that_names_the_exposure() {
             .env("GPUFREE_SIM_STATE", &state)
             .env("GPUFREE_BPF_CACHE", bpf_cache()),
     );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert_eq!(
         r.stderr,
         "gpufree: --label-cmdline: every holder's command line (tokens and passwords included) \
@@ -897,7 +897,7 @@ fn serve_reports_only_the_gpus_of_gpu() {
         ],
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--gpu 7"), "{}", r.stderr);
     // So is an address that is not one; one already taken is the environment's.
@@ -918,7 +918,7 @@ fn serve_reports_only_the_gpus_of_gpu() {
             ],
             &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
         );
-        assert_eq!(r.code, code, "{listen}: {}", r.stderr);
+        r.assert_exit_with(code, format_args!("{listen}: {}", r.stderr));
         assert!(
             r.stderr.contains(&format!("--listen {listen}")),
             "{}",
@@ -981,7 +981,7 @@ fn metrics_output_never_writes_through_a_symlink_planted_at_a_guessable_name() {
             ])
             .env("GPUFREE_SIM_STATE", &state),
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
         "root:secret\n",
@@ -1049,7 +1049,7 @@ fn metrics_output_replaces_only_a_regular_file() {
     for path in &refused {
         let before = std::fs::symlink_metadata(path).unwrap().file_type();
         let r = metrics_in(&d, &state, &["--output", path.to_str().unwrap()]);
-        assert_eq!(r.code, 2, "{}: {}", path.display(), r.stderr);
+        r.assert_exit_with(2, format_args!("{}: {}", path.display(), r.stderr));
         assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
         assert_eq!(std::fs::symlink_metadata(path).unwrap().file_type(), before);
     }
@@ -1059,7 +1059,7 @@ fn metrics_output_replaces_only_a_regular_file() {
     std::fs::write(&file, "old\n").unwrap();
     for _ in 0..2 {
         let r = metrics_in(&d, &state, &["--output", file.to_str().unwrap()]);
-        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.assert_exit(0);
         assert_eq!(mode(&file), 0o644);
         assert!(std::fs::read_to_string(&file)
             .unwrap()
@@ -1067,7 +1067,7 @@ fn metrics_output_replaces_only_a_regular_file() {
     }
     // A directory that does not exist: one line, exit 3.
     let r = metrics_in(&d, &state, &["--output", "/nonexistent/dir/gpufree.prom"]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--output /nonexistent/dir/gpufree.prom"));
 }
@@ -1294,7 +1294,7 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
     let mut args = vec!["metrics"];
     args.extend(common);
     let r = gpufree(&args, &env);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let samples = parse_openmetrics(&r.stdout, false);
     assert!(
         !r.stdout
@@ -1318,7 +1318,7 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
     assert_eq!(name.as_deref(), Some("H200\"} 1\\n# EOF\\"));
     args.push("--label-cmdline");
     let r = gpufree(&args, &env);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let samples = parse_openmetrics(&r.stdout, false);
     assert_eq!(
         label(&samples, "cmdline"),

@@ -65,7 +65,7 @@ fn sim_lib_as_root_never_uses_a_cache_directory_of_another_user() {
                 .env("TMPDIR", &temp)
                 .env(var, value),
         );
-        assert_eq!(r.code, 0, "{var}={}: {}", value.display(), r.stderr);
+        r.assert_exit_with(0, format_args!("{var}={}: {}", value.display(), r.stderr));
         assert!(r.stderr.is_empty(), "said only on error: {}", r.stderr);
         let dir = std::path::PathBuf::from(r.stdout.trim());
         assert_eq!(dir, temp.join("gpufree-sim-0/nvml-sim"), "{var}");
@@ -103,7 +103,7 @@ fn sim_exec_of_a_missing_program_exits_127_naming_it() {
         ],
         &[],
     );
-    assert_eq!(r.code, 127);
+    r.assert_exit(127);
     assert!(r.stderr.contains("/nonexistent/tool"), "{}", r.stderr);
 }
 
@@ -171,7 +171,7 @@ fn simulator_never_writes_its_state_through_a_planted_symlink() {
             .env("GPUFREE_SIM_STATE", &state)
             .env("GPUFREE_BPF_CACHE", bpf_cache()),
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(
         r.json()["gpus"][0]["memory"]["used_bytes"],
         2048u64 << 20,
@@ -233,7 +233,7 @@ fn pynvml_gpustat_and_nvitop_see_what_gpufree_sees() {
         let mut args = vec!["sim", "exec", "--state", st, "--"];
         args.extend(cmd);
         let r = gpufree(&args, &[]);
-        assert_eq!(r.code, 0, "{cmd:?}: {}", r.stderr);
+        r.assert_exit_with(0, format_args!("{cmd:?}: {}", r.stderr));
         r.stdout
     };
     let b = bin();

@@ -24,7 +24,7 @@ fn incident_status(inc: &Incident, extra: &[&str]) -> Run {
 fn seed_incident_eight_renamed_workers_hold_96610_mib_each_and_launcher_and_tracker_hold_nodes() {
     let inc = incident();
     let r = incident_status(&inc, &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     let gpus = doc["gpus"].as_array().unwrap();
     assert_eq!(gpus.len(), 8);
@@ -92,7 +92,7 @@ fn seed_incident_table_reads_like_the_answer() {
         ],
         &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(
         !r.stdout.contains('\x1b'),
         "no colour when stdout is not a terminal"
@@ -150,7 +150,7 @@ fn gpu_selection_by_index_uuid_prefix_and_pci_bus_id() {
 fn unknown_gpu_is_a_usage_error_in_one_line() {
     let inc = incident();
     let r = incident_status(&inc, &["--gpu", "9"]);
-    assert_eq!(r.code, 2);
+    r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--gpu 9: no such GPU"), "{}", r.stderr);
     assert!(r.stdout.is_empty());
@@ -159,10 +159,10 @@ fn unknown_gpu_is_a_usage_error_in_one_line() {
 #[test]
 fn bad_flags_are_usage_errors() {
     let r = gpufree(&["status", "--gpu", "nonsense"], &[]);
-    assert_eq!(r.code, 2);
+    r.assert_exit(2);
     assert!(r.stderr.contains("nonsense"));
     let r = gpufree(&["status", "--dev-dir", "/nonexistent/gpufree-dev"], &[]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert!(
         r.stderr.contains("--dev-dir") && r.stderr.contains("/nonexistent/gpufree-dev"),
         "{}",
@@ -184,7 +184,7 @@ fn no_library_and_no_device_nodes_exits_3_in_one_line() {
         ],
         &[],
     );
-    assert_eq!(r.code, 3);
+    r.assert_exit(3);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(
         r.stderr.contains("no GPU here") && r.stderr.contains("/nonexistent/libnvidia-ml.so.1"),
@@ -213,7 +213,7 @@ fn no_library_still_reports_device_node_holders() {
         ],
         &[],
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(r.stdout.contains("NVML unavailable"), "{}", r.stdout);
     assert!(r.stdout.contains(&h.pid().to_string()));
     let doc = status_json_no_nvml(&d);
@@ -272,7 +272,7 @@ fn corrupt_state_file_is_named_in_one_line() {
         ],
         &[],
     );
-    assert_eq!(r.code, 2);
+    r.assert_exit(2);
     assert!(r.stderr.contains(state.to_str().unwrap()), "{}", r.stderr);
     assert_eq!(r.stderr.trim().lines().count(), 1);
     // Loaded anyway, the simulated library names the file and status
@@ -289,7 +289,7 @@ fn corrupt_state_file_is_named_in_one_line() {
         ],
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 0);
+    r.assert_exit(0);
     assert!(r.stderr.contains(state.to_str().unwrap()), "{}", r.stderr);
     assert_eq!(r.json()["nvml"]["available"], false);
 }
@@ -343,7 +343,7 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
         ],
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 0);
+    r.assert_exit(0);
     assert!(
         r.stdout.contains("GPU 1 memory: unavailable: GPU_IS_LOST"),
         "{}",
@@ -495,14 +495,14 @@ fn status_json_has_every_field_of_the_spec() {
 #[test]
 fn man_page_and_completions_come_from_the_command_definition() {
     let r = gpufree(&["man"], &[]);
-    assert_eq!(r.code, 0);
+    r.assert_exit(0);
     assert!(
         r.stdout.contains(".TH gpufree") && r.stdout.contains("kill"),
         "{}",
         &r.stdout[..200.min(r.stdout.len())]
     );
     let r = gpufree(&["completions", "bash"], &[]);
-    assert_eq!(r.code, 0);
+    r.assert_exit(0);
     assert!(r.stdout.contains("--force-protected") && r.stdout.contains("--max-used"));
     assert_eq!(gpufree(&["completions", "tcsh"], &[]).code, 2);
 }

@@ -70,7 +70,7 @@ fn without_nvml_the_release_is_unknown_exit_3_unless_holders_only() {
     let d = TestDir::new(1);
     let h = d.mapper("nvidia0");
     let r = no_nvml_kill(&d.dev, &["--gpu", "0", "--yes", "--grace", "2s"]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     let last = r.stderr.lines().last().unwrap_or("");
     assert!(
         last.starts_with("gpufree: kill: the release is unknown") && last.contains("NVML"),
@@ -83,7 +83,7 @@ fn without_nvml_the_release_is_unknown_exit_3_unless_holders_only() {
     assert_eq!(doc["kill"]["verdict"], "unknown");
     let h = d.mapper("nvidia0");
     let r = no_nvml_kill(&d.dev, &["--gpu", "0", "--yes", "--holders-only"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(r.json()["kill"]["released"], true);
     assert!(!alive(h.pid()));
 }
@@ -107,7 +107,7 @@ fn wait_without_nvml_exits_3_at_once_naming_why_and_0_with_holders_only() {
     let started = Instant::now();
     let a = args(&[]);
     let r = gpufree(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "no point waiting"
@@ -116,7 +116,7 @@ fn wait_without_nvml_exits_3_at_once_naming_why_and_0_with_holders_only() {
     assert!(r.stderr.contains("NVML is unavailable"), "{}", r.stderr);
     let a = args(&["--holders-only"]);
     let r = gpufree(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn wait_on_a_lost_gpu_is_unknown_exit_3_never_free() {
         ],
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert!(r.stderr.contains("GPU_IS_LOST"), "{}", r.stderr);
     assert!(started.elapsed() < Duration::from_millis(1700));
 }
@@ -172,7 +172,7 @@ fn scan_hitting_emfile_is_unknown_never_free() {
         "never free when the scan could not read: {}",
         r.stdout
     );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert!(r.stderr.contains("Too many open files"), "{}", r.stderr);
 }
 
@@ -974,7 +974,7 @@ fn a_hung_nvml_init_starves_nothing() {
         (r, started.elapsed())
     };
     let (r, took) = wait(&[]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert!(
         r.stderr.contains("nvmlInit"),
         "names the call: {}",
@@ -982,7 +982,7 @@ fn a_hung_nvml_init_starves_nothing() {
     );
     assert!(took < Duration::from_millis(1500), "{took:?}");
     let (r, took) = wait(&["--holders-only"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(r.stdout.contains("memory not checked"), "{}", r.stdout);
     assert!(!r.stdout.contains("NVML accounts"), "{}", r.stdout);
     assert!(took < Duration::from_millis(1500), "{took:?}");
@@ -1012,7 +1012,7 @@ fn kill_where_proc_is_another_namespaces_signals_nothing_exit_5() {
             .args(extra)
             .env("GPUFREE_SIM_STATE", &state);
         let r = run_cmd(&mut cmd);
-        assert_eq!(r.code, 5, "{extra:?}: {}", r.stderr);
+        r.assert_exit_with(5, format_args!("{extra:?}: {}", r.stderr));
         assert_eq!(
             r.stderr.trim(),
             format!("gpufree: kill: {}", gpufree::act::kill::FOREIGN_PROC),

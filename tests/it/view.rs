@@ -129,7 +129,7 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
 
     for (uid, mine, theirs) in [(65534, a, b), (4242, b, a)] {
         let r = as_user(&d, uid, &socket, &["status", "--json"]);
-        assert_eq!(r.code, 0, "uid {uid}: {}", r.stderr);
+        r.assert_exit_with(0, format_args!("uid {uid}: {}", r.stderr));
         assert!(
             r.stderr.contains("from root's gpufree serve at")
                 && r.stderr.contains(&format!("as uid {uid}")),
@@ -175,7 +175,7 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
         }
         // why: the verdict's exit code, the same words, nothing hidden leaks.
         let r = as_user(&d, uid, &socket, &["why", "--no-color"]);
-        assert_eq!(r.code, 1, "busy: {}{}", r.stdout, r.stderr);
+        r.assert_exit_with(1, format_args!("busy: {}{}", r.stdout, r.stderr));
         assert!(
             r.stdout.starts_with("Why GPU 0 is not free:"),
             "{}",
@@ -184,7 +184,7 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
         assert!(!r.stdout.contains("sk-root-secret"), "{}", r.stdout);
         // A bad selector is the view's usage error, said in one line.
         let r = as_user(&d, uid, &socket, &["status", "--gpu", "7"]);
-        assert_eq!(r.code, 2, "{}", r.stderr);
+        r.assert_exit(2);
         assert_eq!(
             r.stderr.trim(),
             "gpufree: --gpu 7: no such GPU (GPUs here: 0)"
@@ -207,7 +207,7 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
     };
     let users_view = || {
         let r = as_user(&d, 4242, &socket, &["status", "--json"]);
-        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.assert_exit(0);
         assert!(
             r.stderr.contains("from root's gpufree serve at"),
             "{}",
@@ -286,7 +286,7 @@ fn serve_never_takes_over_a_live_datagram_socket() {
         ],
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert!(
         r.stderr.contains("a socket in use is there"),
         "{}",

@@ -108,7 +108,7 @@ fn why_text_is_a_short_explanation_with_next_commands() {
         ],
         &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 1);
+    r.assert_exit(1);
     assert!(
         r.stdout
             .starts_with("Why GPUs 0-7 are not free:\n 1. error 8 live processes of launcher"),
@@ -338,7 +338,7 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
         );
         // Other users' processes cannot be read, but NVML accounts for all
         // the memory: free, and what could not be read is said (SPEC.md).
-        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.assert_exit(0);
         let doc = r.json();
         assert_eq!(doc["verdict"]["state"], "free");
         let caveats = doc["verdict"]["caveats"].to_string();
@@ -353,7 +353,7 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
             as_nobody(&d, &["why", "--json", "--dev-dir", d.dev.to_str().unwrap()])
                 .env("GPUFREE_SIM_STATE", &state),
         );
-        assert_eq!(r.code, 3, "{}", r.stderr);
+        r.assert_exit(3);
         assert_eq!(r.json()["verdict"]["state"], "unknown");
         assert!(find(&r.json(), "driver-leak").is_empty());
     }
@@ -362,7 +362,7 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
 #[test]
 fn invalid_pattern_is_a_usage_error_in_one_line() {
     let r = gpufree(&["why", "--pattern", "python3.*(vllm"], &[]);
-    assert_eq!(r.code, 2);
+    r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--pattern"));
 }
@@ -430,7 +430,7 @@ fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
         let _ = py.kill(); // never leave it running, nor hang on it
     }
     let status = py.wait().unwrap();
-    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    r.assert_exit(0);
     assert!(!status.success(), "ended by SIGTERM");
 }
 
@@ -489,11 +489,11 @@ fn hidepid_proc_is_noticed_and_never_called_free_blindly() {
         return;
     }
     // Root sees through hidepid.
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(r.json()["visibility"]["hidepid"], true);
     let nobody = "setpriv --reuid=nobody --regid=nogroup --clear-groups --";
     let r = why(nobody, &state);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     assert!(
         doc["verdict"]["caveats"].to_string().contains("hidepid"),
@@ -508,7 +508,7 @@ fn hidepid_proc_is_noticed_and_never_called_free_blindly() {
     // Memory nobody visible accounts for, behind hidepid: unknown, never
     // free and never a driver leak.
     let r = why(nobody, &leak);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     let doc = r.json();
     assert_eq!(doc["verdict"]["state"], "unknown");
     assert!(find(&doc, "free").is_empty());
@@ -634,7 +634,7 @@ fn ranks_under_a_launcher_that_holds_nothing_are_one_group() {
         lib.to_str().unwrap(),
     ]);
     let r = gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let after = r.json();
     for g in after["gpus"].as_array().unwrap() {
         assert_eq!(g["memory"]["used_bytes"], 0, "{g}");

@@ -58,7 +58,7 @@ fn kill_of_a_user_that_does_not_exist_is_a_usage_error() {
         &state,
         &["kill", "--user", "no-such-user-here", "--yes"],
     );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert!(
         r.stderr.contains("--user no-such-user-here: no such user"),
         "{}",
@@ -93,7 +93,7 @@ fn a_device_directory_without_gpu_nodes_is_a_usage_error() {
         ],
         &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
     );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert!(
         r.stderr.contains("no GPU device node there"),
         "{}",
@@ -111,7 +111,7 @@ fn intervals_that_only_spin_are_refused() {
         &["serve", "--interval", "0"],
     ] {
         let r = gpufree(args, &[]);
-        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_exit_with(2, format_args!("{args:?}: {}", r.stderr));
         assert!(r.stderr.contains("only spins"), "{args:?}: {}", r.stderr);
     }
 }
@@ -121,7 +121,7 @@ fn watch_without_a_terminal_says_so_and_does_not_panic() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
     let r = on(&d, &state, &["watch"]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert!(r.stderr.contains("watch: needs a terminal"), "{}", r.stderr);
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
@@ -145,7 +145,7 @@ fn a_closed_pipe_is_success_but_an_error_naming_one_is_not() {
             "/nonexistent/Broken pipe/metrics.prom",
         ],
     );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert!(r.stderr.contains("--output"), "{}", r.stderr);
 }
 
@@ -169,16 +169,16 @@ fn quiet_leaves_out_everything_but_the_answer() {
     let d = TestDir::new(1);
     let (h, pid, state) = listed_worker(&d);
     let r = on(&d, &state, &["status", "-q"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(r.stdout.contains(&pid.to_string()), "{}", r.stdout);
     assert!(!r.stdout.contains("scanned"), "{}", r.stdout);
     assert!(!r.stdout.contains("next:"), "{}", r.stdout);
     let r = on(&d, &state, &["why", "-q"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_exit(1);
     assert!(!r.stdout.contains("next:"), "{}", r.stdout);
     assert!(r.stdout.contains("holds"), "{}", r.stdout);
     let r = on(&d, &state, &["wait", "-q", "--timeout", "0"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_exit(1);
     assert_eq!(r.stdout, "");
     assert_eq!(r.stderr, "");
     drop(h);
@@ -188,7 +188,7 @@ fn quiet_leaves_out_everything_but_the_answer() {
 fn man_pages_name_only_pages_that_exist() {
     let d = tempfile::tempdir().unwrap();
     let r = gpufree(&["man", "--dir", d.path().to_str().unwrap()], &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let pages: Vec<String> = std::fs::read_dir(d.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -272,7 +272,7 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
     std::fs::create_dir(&man).unwrap();
     std::os::unix::fs::symlink(&victim, man.join("gpufree.1")).unwrap();
     let r = gpufree(&["man", "--dir", man.to_str().unwrap()], &[]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
     // doctor --unit: not a device or a FIFO (neither read forever nor
     // waited on), and a stray byte that is not UTF-8 does not stop the check.
@@ -284,7 +284,7 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
         .success());
     for path in ["/dev/zero", fifo.to_str().unwrap()] {
         let r = gpufree(&["doctor", "--unit", path], &[]);
-        assert_eq!(r.code, 2, "{path}: {}", r.stderr);
+        r.assert_exit_with(2, format_args!("{path}: {}", r.stderr));
         assert!(r.stderr.contains("not a regular file"), "{}", r.stderr);
     }
     let unit = d.path().join("x.service");
@@ -294,7 +294,7 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
     )
     .unwrap();
     let r = gpufree(&["doctor", "--unit", unit.to_str().unwrap()], &[]);
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    r.assert_exit(1);
     assert!(r.stdout.contains("KillMode"), "{}", r.stdout);
 }
 
@@ -344,7 +344,7 @@ fn the_remaining_usage_and_environment_errors_name_their_flag_in_one_line() {
     ];
     for (args, code, names) in cases {
         let r = on(&d, &state, args);
-        assert_eq!(r.code, code, "{args:?}: {}", r.stderr);
+        r.assert_exit_with(code, format_args!("{args:?}: {}", r.stderr));
         assert!(r.stderr.contains(names), "{args:?}: {}", r.stderr);
         if args[1] != "--grace" {
             // clap explains a bad value over several lines; ours are one.

@@ -306,7 +306,10 @@ impl Cluster {
     /// Runs `scontrol ARGS`; its stdout (it must succeed).
     pub fn scontrol(&self, args: &[&str]) -> String {
         let r = run_cmd(self.cmd("scontrol").args(args));
-        assert_eq!(r.code, 0, "scontrol {args:?}: {}{}", r.stdout, r.stderr);
+        r.assert_exit_with(
+            0,
+            format_args!("scontrol {args:?}: {}{}", r.stdout, r.stderr),
+        );
         r.stdout
     }
 
@@ -356,7 +359,7 @@ impl Cluster {
                 .env("GPUFREE_SIM_STATE", &self.sim)
                 .env("SCRATCH", dir),
         );
-        assert_eq!(r.code, 0, "sbatch: {}{}", r.stdout, r.stderr);
+        r.assert_exit_with(0, format_args!("sbatch: {}{}", r.stdout, r.stderr));
         r.stdout.trim().parse().unwrap()
     }
 
