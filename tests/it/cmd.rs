@@ -9,7 +9,7 @@
 use serde_json::Value;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 /// The gpufree binary under test.
@@ -217,6 +217,39 @@ impl Gpufree {
     /// Runs it to the end.
     pub fn run(&self) -> Output {
         run_cmd(&mut self.command())
+    }
+
+    /// Starts it, stdout and stderr piped, for a test that acts while it
+    /// runs; [`Running::finish`] gives its [`Output`].
+    #[track_caller]
+    pub fn spawn(&self) -> Running {
+        let mut command = self.command();
+        let child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} does not start: {e}", command_line(&command)));
+        Running { child, command }
+    }
+}
+
+/// A gpufree the test started and has not waited for.
+#[derive(Debug)]
+pub struct Running {
+    pub child: Child,
+    command: Command,
+}
+
+impl Running {
+    /// Waits for it to end; what it printed and how it ended.
+    pub fn finish(self) -> Output {
+        let out = self.child.wait_with_output().expect("waiting for gpufree");
+        Output::of(
+            &self.command,
+            out.status.code().unwrap_or(-1),
+            out.stdout,
+            out.stderr,
+        )
     }
 }
 

@@ -4,7 +4,9 @@
 //! command for the built binary. Tests never open the machine's real GPU
 //! nodes and signal only the processes they started.
 
-pub use crate::cmd::{bin, bpf_cache, command_line, run_cmd, scratch, sim_lib, Gpufree, Output};
+pub use crate::cmd::{
+    bin, bpf_cache, command_line, run_cmd, scratch, sim_lib, Gpufree, Output, Running,
+};
 use gpufree::demo::holder::{self, ChildSpec, HoldSpec, Spawned};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
