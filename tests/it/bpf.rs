@@ -19,19 +19,13 @@ use std::process::Command;
 pub type Holders = BTreeMap<u32, BTreeMap<String, Vec<String>>>;
 
 pub fn status(dev: &Path, scan: &str, env: &[(&str, &str)]) -> Value {
-    let r = gpufree(
-        &[
-            "status",
-            "--json",
-            "--scan",
-            scan,
-            "--dev-dir",
-            dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        env,
-    );
+    let r = Gpufree::new(["status"])
+        .json()
+        .dev(&dev)
+        .no_nvml()
+        .args(["--scan", scan])
+        .envs(env.iter().copied())
+        .run();
     r.assert_exit_with(0, format_args!("status --scan {scan} failed: {}", r.stderr));
     r.json()
 }
@@ -439,21 +433,17 @@ fn auto_walks_in_the_kernel_for_a_long_running_command() {
         return;
     }
     let h = d.mapper("nvidia0");
-    let r = gpufree(
-        &[
-            "wait",
-            "--json",
+    let r = Gpufree::new(["wait"])
+        .json()
+        .dev(&d.dev)
+        .no_nvml()
+        .args([
             // Long enough for a debug build's load and walk on a loaded
             // machine: a walk the deadline cuts short falls back to /proc.
             "--timeout",
             "2s",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[],
-    );
+        ])
+        .run();
     let doc = r.json();
     let v = &doc["visibility"];
     assert_eq!(v["scan"], "bpf", "{v}");

@@ -397,23 +397,13 @@ fn a_vfork_parent_in_d_is_a_warning_not_a_drain() {
     );
     let pid = holder.pid();
     wait_state(pid, 'D');
-    let lib = sim_lib();
     let memory = d.tmp.path().join("check.json");
     let check = |format: &str| {
-        let r = gpufree(
-            &[
-                "check",
-                "--format",
-                format,
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-                "--state",
-                memory.to_str().unwrap(),
-            ],
-            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-        );
+        let r = Gpufree::new(["check"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--format", format, "--state", memory.to_str().unwrap()])
+            .run();
         assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
         r
     };
@@ -436,20 +426,11 @@ fn a_vfork_parent_in_d_is_a_warning_not_a_drain() {
 #[test]
 fn no_look_at_all_is_unknown_never_ok() {
     let h = Host::new(gpu(&[], 0));
-    let r = gpufree(
-        &[
-            "check",
-            "--format",
-            "nagios",
-            "--dev-dir",
-            "/nonexistent-gpufree-dev",
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-            "--state",
-            h.memory.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let r = Gpufree::new(["check"])
+        .dev("/nonexistent-gpufree-dev")
+        .no_nvml()
+        .args(["--format", "nagios", "--state", h.memory.to_str().unwrap()])
+        .run();
     r.assert_exit(3);
     assert!(
         r.stdout.starts_with("GPU UNKNOWN - unknown: "),

@@ -102,29 +102,25 @@ fn slurm_scripts_leave_a_node_up_where_nvidia_persistenced_holds_the_gpus() {
 
 #[test]
 fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
-    let r = gpufree(
-        &[
-            "doctor",
+    let r = Gpufree::new(["doctor"])
+        .args([
             "--unit",
             repo("contrib/systemd/gpufree.conf").to_str().unwrap(),
-        ],
-        &[],
-    );
+        ])
+        .run();
     r.assert_exit(0);
     let text = std::fs::read_to_string(repo("contrib/systemd/gpufree.conf")).unwrap();
     assert!(text.contains("ExecStartPre=/usr/local/bin/gpufree wait"));
     assert!(text.contains("ExecStopPost=-/usr/local/bin/gpufree kill --unit %n --yes"));
-    let r = gpufree(
-        &[
-            "doctor",
-            "--json",
+    let r = Gpufree::new(["doctor"])
+        .json()
+        .args([
             "--unit",
             repo("fixtures/seed-incident/vllm.service")
                 .to_str()
                 .unwrap(),
-        ],
-        &[],
-    );
+        ])
+        .run();
     r.assert_exit(1);
     let doc = r.json();
     let messages: Vec<&str> = doc["problems"]
@@ -141,7 +137,9 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
         messages.iter().any(|m| m.contains("nvidia-smi")),
         "{messages:?}"
     );
-    let r = gpufree(&["doctor", "--unit", "/nonexistent/x.service"], &[]);
+    let r = Gpufree::new(["doctor"])
+        .args(["--unit", "/nonexistent/x.service"])
+        .run();
     r.assert_exit(2);
     assert!(r.stderr.contains("/nonexistent/x.service"));
 }

@@ -5,6 +5,7 @@
 //! fleet share: `serve` on a simulated node, a `prometheus` scraping them,
 //! its HTTP API (`get`, `query`).
 
+use crate::cmd::Gpufree;
 use crate::harness::{bin, bpf_cache, sim_lib, skip_off_ci, TestDir};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -199,18 +200,11 @@ pub fn textfile_exporter(d: &TestDir, state: &Path) -> (Daemon, PathBuf) {
     let textfiles = d.tmp.path().join("textfile");
     std::fs::create_dir(&textfiles).unwrap();
     let file = textfiles.join("gpufree.prom");
-    let r = crate::harness::gpufree(
-        &[
-            "metrics",
-            "--output",
-            file.to_str().unwrap(),
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            sim_lib().to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["metrics"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--output", file.to_str().unwrap()])
+        .run();
     r.assert_exit(0);
     let exporter = Daemon::start(
         "node_exporter",

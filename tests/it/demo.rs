@@ -6,7 +6,7 @@ use gpufree::demo::WORKER_MIB;
 
 #[test]
 fn demo_json_is_the_incident() {
-    let r = gpufree(&["demo", "--json"], &[]);
+    let r = Gpufree::new(["demo"]).json().run();
     r.assert_exit(0);
     let doc = r.json();
     let procs = doc["processes"].as_array().unwrap();
@@ -30,7 +30,7 @@ fn demo_json_is_the_incident() {
 
 #[test]
 fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
-    let r = gpufree(&["demo"], &[]);
+    let r = Gpufree::new(["demo"]).run();
     r.assert_exit(0);
     let out = &r.stdout;
     assert!(

@@ -332,8 +332,14 @@ fn kill_by_pci_slot_frees_the_amd_holder_only_and_sees_its_clients_gone() {
     );
     let state = d.one_gpu(&[], 0);
     let sys_env = [("GPUFREE_SYS_ROOT", sys.to_str().unwrap())];
-    let (code, doc, err) = sim_json("status", &d.dev, &state, &[], &sys_env);
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .envs(sys_env.iter().copied())
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     // NVML's GPU first, then the DRM cards in card order.
     let order: Vec<(u64, &str)> = doc["gpus"]
         .as_array()
@@ -345,8 +351,15 @@ fn kill_by_pci_slot_frees_the_amd_holder_only_and_sees_its_clients_gone() {
     let on = &process(&doc, desktop.pid()).unwrap()["devices"][0];
     assert_eq!(on["gpu"], 0, "an NVIDIA render node is NVML's GPU's: {on}");
 
-    let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", AMD, "--yes"], &sys_env);
-    assert_eq!(code, 0, "{err}\n{doc}");
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", AMD, "--yes"])
+        .envs(sys_env.iter().copied())
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit_with(0, format_args!("{doc}"));
     let k = &doc["kill"];
     assert_eq!(u32s(&k["targets"]), [amd.pid()]);
     assert_eq!(k["released"], true, "{doc}");

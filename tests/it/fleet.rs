@@ -313,7 +313,9 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", silent.local_addr().unwrap());
     let started = Instant::now();
-    let r = gpufree(&["fleet", "--prometheus", &url, "--timeout", "1s"], &[]);
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", &url, "--timeout", "1s"])
+        .run();
     let took = started.elapsed();
     r.assert_exit(3);
     assert!(took < Duration::from_millis(2500), "took {took:?}");
@@ -329,7 +331,9 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     // Nothing listens (port 0 is no one's): refused at once, long
     // before the default --timeout (10s).
     let started = Instant::now();
-    let r = gpufree(&["fleet", "--prometheus", "http://127.0.0.1:0"], &[]);
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", "http://127.0.0.1:0"])
+        .run();
     let took = started.elapsed();
     r.assert_exit(3);
     assert!(took < Duration::from_secs(3), "took {took:?}");
@@ -356,10 +360,9 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
             });
         }
     });
-    let r = gpufree(
-        &["fleet", "--prometheus", &url_endless, "--timeout", "30s"],
-        &[],
-    );
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", &url_endless, "--timeout", "30s"])
+        .run();
     r.assert_exit(3);
     assert!(
         r.stderr
@@ -370,7 +373,9 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
 
     // Not a URL, not a label: usage errors.
-    let r = gpufree(&["fleet", "--prometheus", "localhost:9090"], &[]);
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", "localhost:9090"])
+        .run();
     r.assert_exit(2);
     assert!(
         r.stderr
@@ -378,10 +383,9 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
         "{}",
         r.stderr
     );
-    let r = gpufree(
-        &["fleet", "--prometheus", &url, "--node-label", "no-de"],
-        &[],
-    );
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", &url, "--node-label", "no-de"])
+        .run();
     r.assert_exit(2);
     assert!(r.stderr.contains("--node-label"), "{}", r.stderr);
     drop(silent);

@@ -456,8 +456,14 @@ fn a_process_holding_a_mig_capability_holds_that_instance() {
     assert_eq!(code, 3);
 
     let env = [("GPUFREE_MIG_MINORS", table.to_str().unwrap())];
-    let (code, doc, err) = sim_json("status", &h.d.dev, &h.state, &[], &env);
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["status"])
+        .json()
+        .dev(&h.d.dev)
+        .sim(&h.state)
+        .envs(env.iter().copied())
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     let cap21 = caps.join("nvidia-cap21").display().to_string();
     assert_eq!(
         doc["mig_caps"][&cap21],
@@ -486,14 +492,15 @@ fn a_process_holding_a_mig_capability_holds_that_instance() {
     assert!(m["devices"][0]["gpu"].is_null(), "{m}");
 
     // why on 0:1 names both of its holders; kill 0:1 ends exactly them.
-    let (code, doc, err) = sim_json(
-        "kill",
-        &h.d.dev,
-        &h.state,
-        &["--gpu", "0:1", "--yes", "--grace", "2s"],
-        &env,
-    );
-    assert_eq!(code, 0, "{err}");
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&h.d.dev)
+        .sim(&h.state)
+        .args(["--gpu", "0:1", "--yes", "--grace", "2s"])
+        .envs(env.iter().copied())
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit(0);
     let mut want = vec![h.b.pid(), opener.pid()];
     want.sort_unstable();
     let mut targets = u32s(&doc["kill"]["targets"]);

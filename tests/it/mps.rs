@@ -106,9 +106,20 @@ impl MpsHost {
 
 /// `gpufree CMD --json ...` on the host; the document and the exit code.
 fn json(h: &MpsHost, cmd: &str, extra: &[&str]) -> (i32, Value) {
-    let (code, doc, err) = sim_json(cmd, h.dev(), &h.state, extra, &[]);
-    assert!(code != 2 && code != 3, "{cmd}: {code} {err}");
-    (code, doc)
+    let r = Gpufree::new([cmd])
+        .json()
+        .dev(h.dev())
+        .sim(&h.state)
+        .args(extra)
+        .run();
+    let doc = r.json_or_null();
+    assert!(
+        r.code != 2 && r.code != 3,
+        "{cmd}: {code} {err}",
+        code = r.code,
+        err = r.stderr
+    );
+    (r.code, doc)
 }
 
 fn text(h: &MpsHost, cmd: &str, extra: &[&str]) -> String {

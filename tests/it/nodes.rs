@@ -115,17 +115,18 @@ fn refused_and_never_killed(d: &TestDir, h: &Spawned, because: &str) {
     );
     r.assert_exit_with(3, format_args!("unknown, not freed: {}", r.stderr));
     let state = d.one_gpu(&[], 0);
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--holders-only", "--gpu", "0", "--yes", "--timeout", "5s"],
-        &[],
-    );
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--holders-only", "--gpu", "0", "--yes", "--timeout", "5s"])
+        .run();
+    let doc = out.json_or_null();
     assert!(
         alive(h.pid()),
         "the holder of the refused node's file lives"
     );
-    assert_eq!(code, 3, "unknown, not freed: {err}\n{doc}");
+    out.assert_exit_with(3, format_args!("unknown, not freed: {doc}"));
 }
 
 /// `dev/nvidia0` linked to /dev/null (what anyone can put in a directory
@@ -241,14 +242,13 @@ fn a_refused_shared_node_leaves_every_nvidia_gpu_unknown() {
     for gpu in [0, 1] {
         assert_eq!(verdict(&doc, gpu)["state"], "unknown", "{doc}");
     }
-    let (code, _, err) = sim_json(
-        "wait",
-        &d.dev,
-        &state,
-        &["--gpu", "1", "--timeout", "0", "--holders-only"],
-        &[],
-    );
-    assert_eq!(code, 3, "{err}");
+    let out = Gpufree::new(["wait"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "1", "--timeout", "0", "--holders-only"])
+        .run();
+    out.assert_exit(3);
     // Without it, both are free.
     std::fs::remove_file(d.node("nvidia-uvm")).unwrap();
     let doc = status_json(&d, &state, &[]);

@@ -323,18 +323,11 @@ fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     std::fs::write(&theirs, "nobody's\n").unwrap();
     nobodys(&theirs);
     let metrics = |output: &Path| {
-        gpufree(
-            &[
-                "metrics",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-                "--output",
-                output.to_str().unwrap(),
-            ],
-            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-        )
+        Gpufree::new(["metrics"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--output", output.to_str().unwrap()])
+            .run()
     };
     let r = metrics(&link.join("gpufree.prom"));
     r.assert_exit(2);
@@ -345,18 +338,11 @@ fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     assert!(r.stderr.contains("another user's file"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "nobody's\n");
     // check's state: not written (said), the check still answers.
-    let r = gpufree(
-        &[
-            "check",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-            "--state",
-            theirs.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["check"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--state", theirs.to_str().unwrap()])
+        .run();
     r.assert_exit(0);
     assert!(r.stderr.contains("another user's file"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "nobody's\n");
@@ -364,10 +350,10 @@ fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     let theirs_lib = dir.join("libnvidia-ml.so.1");
     std::fs::copy(std::fs::canonicalize(&lib).unwrap(), &theirs_lib).unwrap();
     nobodys(&theirs_lib);
-    let r = gpufree(
-        &["status", "--nvml-lib", theirs_lib.to_str().unwrap()],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["status"])
+        .nvml_lib(&theirs_lib)
+        .sim_state(&state)
+        .run();
     r.assert_exit(2);
     assert!(r.stderr.starts_with("gpufree: --nvml-lib "), "{}", r.stderr);
     assert!(

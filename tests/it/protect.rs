@@ -4,6 +4,7 @@
 //! elsewhere, is any holder (busy, not free, a kill target); a person's
 //! display server is protected only in that person's own kills.
 
+use crate::cmd::Gpufree;
 use crate::harness::{
     alive, as_nobody, bin, gpufree, kill_json, process, run_cmd, sim_lib, status_json, u32s,
     TestDir,
@@ -115,8 +116,14 @@ fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
     );
     let wait = run(d, &state, &["wait", "--timeout", "0"]);
     wait.assert_exit(1);
-    let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     assert_eq!(
         u32s(&doc["kill"]["targets"]),
         vec![h.pid()],
@@ -230,8 +237,14 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
         doc["kill"]
     );
     assert!(alive(h.pid()));
-    let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
-    assert_eq!(code, 0, "{err}");
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes"])
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit(0);
     assert_eq!(
         u32s(&doc["kill"]["targets"]),
         vec![h.pid()],

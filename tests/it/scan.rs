@@ -296,20 +296,15 @@ fn container_node_with_the_same_device_number_matches() {
     );
     // /dev/zero's major registered as the NVIDIA frontend's (the tests'
     // hook): a node of another driver's major is no GPU node.
-    let r = gpufree(
-        &[
-            "status",
-            "--json",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[(
+    let r = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .no_nvml()
+        .env(
             "GPUFREE_TEST_GPU_MAJORS",
             &format!("nvidia-frontend={}", rustix::fs::major(zero.rdev())),
-        )],
-    );
+        )
+        .run();
     r.assert_exit(0);
     let doc = r.json();
     let p = process(&doc, h.pid()).expect("matched by device number");

@@ -363,7 +363,7 @@ fn kubernetes_and_prometheus_files_parse_and_name_real_metrics() {
         "the port it listens on"
     );
     // serve's own default is loopback.
-    let help = gpufree(&["serve", "--help"], &[]).stdout;
+    let help = Gpufree::new(["serve"]).args(["--help"]).run().stdout;
     assert!(help.contains("[default: 127.0.0.1:9835]"), "{help}");
     assert_eq!(c["securityContext"]["privileged"].as_bool(), Some(false));
     let caps: Vec<&str> = c["securityContext"]["capabilities"]["add"]
@@ -882,21 +882,11 @@ fn serve_reports_only_the_gpus_of_gpu() {
     let body = scrape(&srv.addr).unwrap();
     assert!(body.contains("gpu=\"0\"") && body.contains("gpu=\"1\""));
     // A selector that names no GPU is a usage error, in one line.
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--gpu",
-            "7",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["serve"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--listen", "127.0.0.1:0", "--gpu", "7"])
+        .run();
     r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--gpu 7"), "{}", r.stderr);
@@ -906,18 +896,11 @@ fn serve_reports_only_the_gpus_of_gpu() {
         ("nonsense".to_string(), 2),
         (taken.local_addr().unwrap().to_string(), 3),
     ] {
-        let r = gpufree(
-            &[
-                "serve",
-                "--listen",
-                &listen,
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-            ],
-            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-        );
+        let r = Gpufree::new(["serve"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--listen", &listen])
+            .run();
         r.assert_exit_with(code, format_args!("{listen}: {}", r.stderr));
         assert!(
             r.stderr.contains(&format!("--listen {listen}")),

@@ -92,17 +92,14 @@ fn sim_lib_as_root_never_uses_a_cache_directory_of_another_user() {
 fn sim_exec_of_a_missing_program_exits_127_naming_it() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let r = gpufree(
-        &[
-            "sim",
-            "exec",
+    let r = Gpufree::new(["sim", "exec"])
+        .args([
             "--state",
             state.to_str().unwrap(),
             "--",
             "/nonexistent/tool",
-        ],
-        &[],
-    );
+        ])
+        .run();
     r.assert_exit(127);
     assert!(r.stderr.contains("/nonexistent/tool"), "{}", r.stderr);
 }

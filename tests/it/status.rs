@@ -81,17 +81,7 @@ fn seed_incident_eight_renamed_workers_hold_96610_mib_each_and_launcher_and_trac
 #[test]
 fn seed_incident_table_reads_like_the_answer() {
     let inc = incident();
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            inc.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["status"]).dev(&inc.dev).sim(&inc.state).run();
     r.assert_exit(0);
     assert!(
         !r.stdout.contains('\x1b'),
@@ -158,32 +148,25 @@ fn unknown_gpu_is_a_usage_error_in_one_line() {
 
 #[test]
 fn bad_flags_are_usage_errors() {
-    let r = gpufree(&["status", "--gpu", "nonsense"], &[]);
+    let r = Gpufree::new(["status"]).args(["--gpu", "nonsense"]).run();
     r.assert_exit(2);
     assert!(r.stderr.contains("nonsense"));
-    let r = gpufree(&["status", "--dev-dir", "/nonexistent/gpufree-dev"], &[]);
+    let r = Gpufree::new(["status"])
+        .dev("/nonexistent/gpufree-dev")
+        .run();
     r.assert_exit(2);
     assert!(
         r.stderr.contains("--dev-dir") && r.stderr.contains("/nonexistent/gpufree-dev"),
         "{}",
         r.stderr
     );
-    assert_eq!(gpufree(&["frobnicate"], &[]).code, 2);
+    assert_eq!(Gpufree::new(["frobnicate"]).run().code, 2);
 }
 
 #[test]
 fn no_library_and_no_device_nodes_exits_3_in_one_line() {
     let d = tempfile::tempdir().unwrap();
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            d.path().to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[],
-    );
+    let r = Gpufree::new(["status"]).dev(d.path()).no_nvml().run();
     r.assert_exit(3);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(
@@ -203,16 +186,7 @@ fn no_library_still_reports_device_node_holders() {
             ..HoldSpec::default()
         },
     );
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[],
-    );
+    let r = Gpufree::new(["status"]).dev(&d.dev).no_nvml().run();
     r.assert_exit(0);
     assert!(r.stdout.contains("NVML unavailable"), "{}", r.stdout);
     assert!(r.stdout.contains(&h.pid().to_string()));
@@ -261,34 +235,19 @@ fn corrupt_state_file_is_named_in_one_line() {
     let d = TestDir::new(1);
     let state = d.tmp.path().join("state.json");
     std::fs::write(&state, b"{\"devices\": [ {").unwrap();
-    let r = gpufree(
-        &[
-            "sim",
-            "exec",
-            "--state",
-            state.to_str().unwrap(),
-            "--",
-            "true",
-        ],
-        &[],
-    );
+    let r = Gpufree::new(["sim", "exec"])
+        .args(["--state", state.to_str().unwrap(), "--", "true"])
+        .run();
     r.assert_exit(2);
     assert!(r.stderr.contains(state.to_str().unwrap()), "{}", r.stderr);
     assert_eq!(r.stderr.trim().lines().count(), 1);
     // Loaded anyway, the simulated library names the file and status
     // still reports the device nodes.
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "status",
-            "--json",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .run();
     r.assert_exit(0);
     assert!(r.stderr.contains(state.to_str().unwrap()), "{}", r.stderr);
     assert_eq!(r.json()["nvml"]["available"], false);
@@ -332,17 +291,7 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
     assert!(has(1, "name", "GPU_IS_LOST"), "{un:?}");
     assert_eq!(doc["gpus"][1]["memory"]["known"], false);
     assert_eq!(doc["gpus"][0]["memory"]["known"], true);
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["status"]).dev(&d.dev).sim(&state).run();
     r.assert_exit(0);
     assert!(
         r.stdout.contains("GPU 1 memory: unavailable: GPU_IS_LOST"),
@@ -494,17 +443,17 @@ fn status_json_has_every_field_of_the_spec() {
 
 #[test]
 fn man_page_and_completions_come_from_the_command_definition() {
-    let r = gpufree(&["man"], &[]);
+    let r = Gpufree::new(["man"]).run();
     r.assert_exit(0);
     assert!(
         r.stdout.contains(".TH gpufree") && r.stdout.contains("kill"),
         "{}",
         &r.stdout[..200.min(r.stdout.len())]
     );
-    let r = gpufree(&["completions", "bash"], &[]);
+    let r = Gpufree::new(["completions", "bash"]).run();
     r.assert_exit(0);
     assert!(r.stdout.contains("--force-protected") && r.stdout.contains("--max-used"));
-    assert_eq!(gpufree(&["completions", "tcsh"], &[]).code, 2);
+    assert_eq!(Gpufree::new(["completions", "tcsh"]).run().code, 2);
 }
 
 /// Colour on a terminal; none with NO_COLOR, with --no-color, or when piped.

@@ -9,8 +9,14 @@ use std::path::Path;
 
 /// `why --json` on the simulator: a finding is expected (exit 1).
 fn why(d: &TestDir, state: &Path, env: &[(&str, &str)]) -> Value {
-    let (code, doc, err) = sim_json("why", &d.dev, state, &[], env);
-    assert_eq!(code, 1, "{err}");
+    let r = Gpufree::new(["why"])
+        .json()
+        .dev(&d.dev)
+        .sim(state)
+        .envs(env.iter().copied())
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(1);
     doc
 }
 
@@ -206,24 +212,12 @@ fn a_unit_that_restarts_is_stopped_with_systemctl() {
         format!("systemctl stop {unit} && gpufree wait --gpu 0")
     );
     // kill's plan says so before anything is signalled.
-    let lib = sim_lib();
-    let plan = gpufree(
-        &[
-            "kill",
-            "--pid",
-            &h.pid().to_string(),
-            "--dry-run",
-            "--no-color",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[
-            ("GPUFREE_SIM_STATE", state.to_str().unwrap()),
-            ("GPUFREE_UNIT_PATH", units.to_str().unwrap()),
-        ],
-    );
+    let plan = Gpufree::new(["kill"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &h.pid().to_string(), "--dry-run", "--no-color"])
+        .env("GPUFREE_UNIT_PATH", units.to_str().unwrap())
+        .run();
     assert!(
         plan.stdout.contains(&format!(
             "restarts: systemd starts {unit} again when it dies (Restart=always, RestartSec=2): stop the unit"

@@ -210,17 +210,11 @@ fn check(v: View) {
         eprintln!("skipped: the matrix runs gpufree as nobody and mounts proc");
         return;
     }
-    let probe = gpufree(
-        &[
-            "status",
-            "--json",
-            "--nvml-lib",
-            "/nonexistent",
-            "--dev-dir",
-            TestDir::new(1).dev.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let probe = Gpufree::new(["status"])
+        .json()
+        .nvml_lib("/nonexistent")
+        .dev(TestDir::new(1).dev)
+        .run();
     let root_blind = !probe.json()["visibility"]["unreadable"]
         .as_array()
         .unwrap()

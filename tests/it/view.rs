@@ -272,20 +272,16 @@ fn serve_never_takes_over_a_live_datagram_socket() {
     let path = d.tmp.path().join("journal.sock");
     let live = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
     let state = d.one_gpu(&[], 0);
-    let r = gpufree(
-        &[
-            "serve",
+    let r = Gpufree::new(["serve"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args([
             "--listen",
             "127.0.0.1:0",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            sim_lib().to_str().unwrap(),
             "--view-socket",
             path.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+        ])
+        .run();
     r.assert_exit(3);
     assert!(
         r.stderr.contains("a socket in use is there"),

@@ -97,17 +97,7 @@ fn seed_incident_why_names_the_live_renamed_workers_not_a_driver_bug() {
 #[test]
 fn why_text_is_a_short_explanation_with_next_commands() {
     let inc = Incident::start(&bin()).unwrap();
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "why",
-            "--dev-dir",
-            inc.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["why"]).dev(&inc.dev).sim(&inc.state).run();
     r.assert_exit(1);
     assert!(
         r.stdout
@@ -361,7 +351,9 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
 
 #[test]
 fn invalid_pattern_is_a_usage_error_in_one_line() {
-    let r = gpufree(&["why", "--pattern", "python3.*(vllm"], &[]);
+    let r = Gpufree::new(["why"])
+        .args(["--pattern", "python3.*(vllm"])
+        .run();
     r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--pattern"));
@@ -412,20 +404,11 @@ fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
             .contains("would hit 0 of 1 holders"),
         "{pattern}"
     );
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "kill",
-            "--pid",
-            &pid.to_string(),
-            "--yes",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["kill"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid.to_string(), "--yes"])
+        .run();
     if r.code != 0 {
         let _ = py.kill(); // never leave it running, nor hang on it
     }

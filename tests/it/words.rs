@@ -4,6 +4,7 @@
 //! error that merely mentions one, `watch` without a terminal, `-q`, and
 //! the man pages.
 
+use crate::cmd::Gpufree;
 use crate::harness::{bin, gpufree, hold, sim_lib, TestDir};
 use gpufree::demo::holder::HoldSpec;
 use std::process::{Command, Stdio};
@@ -82,17 +83,7 @@ fn a_device_directory_without_gpu_nodes_is_a_usage_error() {
     let state = d.one_gpu(&[], 0);
     let empty = d.tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            empty.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["status"]).dev(&empty).sim(&state).run();
     r.assert_exit(2);
     assert!(
         r.stderr.contains("no GPU device node there"),
@@ -187,7 +178,9 @@ fn quiet_leaves_out_everything_but_the_answer() {
 #[test]
 fn man_pages_name_only_pages_that_exist() {
     let d = tempfile::tempdir().unwrap();
-    let r = gpufree(&["man", "--dir", d.path().to_str().unwrap()], &[]);
+    let r = Gpufree::new(["man"])
+        .args(["--dir", d.path().to_str().unwrap()])
+        .run();
     r.assert_exit(0);
     let pages: Vec<String> = std::fs::read_dir(d.path())
         .unwrap()
@@ -204,7 +197,7 @@ fn man_pages_name_only_pages_that_exist() {
             )
         })
         .collect();
-    texts.push(("gpufree man".into(), gpufree(&["man"], &[]).stdout));
+    texts.push(("gpufree man".into(), Gpufree::new(["man"]).run().stdout));
     let mut seen = 0;
     for (page, text) in &texts {
         for c in refs.captures_iter(text) {
@@ -271,7 +264,9 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
     let man = d.path().join("man");
     std::fs::create_dir(&man).unwrap();
     std::os::unix::fs::symlink(&victim, man.join("gpufree.1")).unwrap();
-    let r = gpufree(&["man", "--dir", man.to_str().unwrap()], &[]);
+    let r = Gpufree::new(["man"])
+        .args(["--dir", man.to_str().unwrap()])
+        .run();
     r.assert_exit(2);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
     // doctor --unit: not a device or a FIFO (neither read forever nor
@@ -283,7 +278,7 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
         .unwrap()
         .success());
     for path in ["/dev/zero", fifo.to_str().unwrap()] {
-        let r = gpufree(&["doctor", "--unit", path], &[]);
+        let r = Gpufree::new(["doctor"]).args(["--unit", path]).run();
         r.assert_exit_with(2, format_args!("{path}: {}", r.stderr));
         assert!(r.stderr.contains("not a regular file"), "{}", r.stderr);
     }
@@ -293,7 +288,9 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
         b"[Service]\nExecStart=/usr/bin/serve \xff\nKillMode=process\n",
     )
     .unwrap();
-    let r = gpufree(&["doctor", "--unit", unit.to_str().unwrap()], &[]);
+    let r = Gpufree::new(["doctor"])
+        .args(["--unit", unit.to_str().unwrap()])
+        .run();
     r.assert_exit(1);
     assert!(r.stdout.contains("KillMode"), "{}", r.stdout);
 }
