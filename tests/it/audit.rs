@@ -104,7 +104,11 @@ fn kill_sends_one_journal_record_naming_the_target_its_signals_and_the_release()
     let d = TestDir::new(1);
     let (h, state) = listed(&d, &["python3", "serve.py", "--port=8000"], None);
     let pid = h.pid();
-    let before = status_json(&d, &state, &[]);
+    let before = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let seen = process(&before, pid).unwrap().clone();
     let journal = Socket::bind(d.tmp.path(), "journal.sock");
     let r = Gpufree::new(["kill"])
@@ -174,7 +178,11 @@ fn hostile_comm_and_cmdline_cannot_inject_a_journal_field() {
     ];
     let (h, state) = listed(&d, &argv, Some("c\nPRIORITY=1"));
     let pid = h.pid();
-    let before = status_json(&d, &state, &[]);
+    let before = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let comm = process(&before, pid).unwrap()["comm"].clone();
     assert!(comm.as_str().unwrap().contains('\n'), "{comm}");
     let journal = Socket::bind(d.tmp.path(), "journal.sock");

@@ -219,6 +219,13 @@ impl Gpufree {
         run_cmd(&mut self.command())
     }
 
+    /// Runs it, asserts exit code 0 ([`Output::assert_exit`]) and gives
+    /// stdout's JSON document.
+    #[track_caller]
+    pub fn doc(&self) -> Value {
+        self.run().assert_exit(0).json()
+    }
+
     /// Starts it, stdout and stderr piped, for a test that acts while it
     /// runs; [`Running::finish`] gives its [`Output`].
     #[track_caller]

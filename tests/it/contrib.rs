@@ -267,39 +267,24 @@ fn serve_as_the_unit(
     socket: &Path,
     state: &Path,
 ) -> std::process::Child {
-    let kit = as_nobody(d, &[]);
-    let exe = kit.get_args().nth(4).unwrap().to_owned();
-    let lib = kit
-        .get_envs()
-        .find(|(k, _)| *k == "GPUFREE_NVML_LIB")
-        .unwrap()
-        .1
-        .unwrap()
-        .to_owned();
+    let Kit { gpufree: exe, lib } = nobody_kit(d);
     let caps = caps.join(",");
-    serve_listening(
-        std::process::Command::new("setpriv")
-            .args(["--reuid=4243", "--regid=4243", "--clear-groups"])
-            .arg(format!("--inh-caps=-all,{caps}"))
-            .arg(format!("--ambient-caps=-all,{caps}"))
-            .arg(format!("--bounding-set=-all,{caps}"))
-            .args(["--no-new-privs", "--"])
-            .arg(exe)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--interval",
-                "200ms",
-                "--dev-dir",
-            ])
-            .arg(&d.dev)
-            .arg("--nvml-lib")
-            .arg(lib)
-            .arg("--view-socket")
-            .arg(socket)
-            .env("GPUFREE_SIM_STATE", state),
-    )
+    let inh = format!("--inh-caps=-all,{caps}");
+    let ambient = format!("--ambient-caps=-all,{caps}");
+    let bounding = format!("--bounding-set=-all,{caps}");
+    let setpriv = ["setpriv", "--reuid=4243", "--regid=4243", "--clear-groups"];
+    let serve = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .program(exe)
+        .wrapped(
+            setpriv
+                .into_iter()
+                .chain([&*inh, &ambient, &bounding, "--no-new-privs", "--"]),
+        )
+        .dev(&d.dev)
+        .nvml_lib(lib)
+        .opt_value("--view-socket", socket)
+        .sim_state(state);
+    serve_listening(&mut serve.command())
 }
 
 /// Root's look through the view at `socket`: the JSON document of status.
@@ -362,11 +347,11 @@ fn serve_with_only_the_units_capabilities_sees_what_root_sees() {
     // A user asks the same view: trusted (the service user's socket in a
     // directory no one else may write), every holder there.
     let mut serve = serve_as_the_unit(&d, &caps, &socket, &state);
-    let mut nobody = as_nobody(&d, &["status", "--json"]);
-    nobody
+    let r = as_nobody(&d, &["status"])
+        .json()
         .env_remove("GPUFREE_NVML_LIB")
-        .env("GPUFREE_VIEW_SOCKET", &socket);
-    let r = run_cmd(&mut nobody);
+        .env("GPUFREE_VIEW_SOCKET", &socket)
+        .run();
     let _ = serve.kill();
     let _ = serve.wait();
     r.assert_exit(0);

@@ -197,7 +197,11 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
         "{held}"
     );
     // Who the holder is, as the node itself says.
-    let own = status_json(&a.dir, &a.dir.tmp.path().join("state.json"), &[]);
+    let own = Gpufree::new(["status"])
+        .json()
+        .dev(&a.dir.dev)
+        .sim(&a.dir.tmp.path().join("state.json"))
+        .doc();
     let p = process(&own, pid).unwrap();
     for field in ["user", "orphaned", "renamed"] {
         assert_eq!(h[0][field], p[field], "{field}");

@@ -309,9 +309,7 @@ impl FakeProc {
             .proc_root(&self.root)
             .dev(dev)
             .no_nvml()
-            .run()
-            .assert_exit(0)
-            .json()
+            .doc()
     }
 }
 
@@ -338,12 +336,17 @@ pub fn wait_state(pid: u32, want: char) {
     panic!("{pid} never reached state {want}");
 }
 
-/// The gpufree binary with `args`, run as nobody through setpriv (tests
-/// that need it check for root first). The checkout may sit below a
-/// directory only root may enter (a clone in `mktemp -d`), so nobody runs a
-/// copy of gpufree placed in the test's own directory, opened to others,
-/// with the simulated NVML library beside it as `GPUFREE_NVML_LIB`.
-pub fn as_nobody(d: &TestDir, args: &[&str]) -> Command {
+/// A copy of gpufree and of the simulated NVML library that any user may
+/// run: the checkout may sit below a directory only root may enter (a
+/// clone in `mktemp -d`), so they are placed in the test's own directory
+/// (`kit/`), opened to others.
+pub struct Kit {
+    pub gpufree: PathBuf,
+    pub lib: PathBuf,
+}
+
+/// The [`Kit`] in `d`, placed there on first use.
+pub fn nobody_kit(d: &TestDir) -> Kit {
     use std::os::unix::fs::PermissionsExt;
     let open =
         |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -366,21 +369,34 @@ pub fn as_nobody(d: &TestDir, args: &[&str]) -> Command {
             open(&to);
         }
     }
-    let mut c = Command::new("setpriv");
-    scratch(&mut c)
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-        .arg(kit.join("gpufree"))
-        .args(args)
-        .env("GPUFREE_NVML_LIB", kit.join("libnvidia-ml.so.1"));
-    c
+    Kit {
+        gpufree: kit.join("gpufree"),
+        lib: kit.join("libnvidia-ml.so.1"),
+    }
+}
+
+/// `gpufree WORDS` run as nobody through setpriv (tests that need it check
+/// for root first): the [`Kit`]'s gpufree, with its simulated NVML library
+/// as `GPUFREE_NVML_LIB`.
+pub fn as_nobody(d: &TestDir, words: &[&str]) -> Gpufree {
+    let kit = nobody_kit(d);
+    Gpufree::new(words)
+        .program(&kit.gpufree)
+        .wrapped([
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+        ])
+        .env("GPUFREE_NVML_LIB", &kit.lib)
 }
 
 /// A holder (opening and mapping `node`) run as nobody: setpriv execs the
-/// copy of gpufree [`as_nobody`] places in the test's directory in the same
-/// process, so it is the test's child and dies with it as every holder.
+/// [`Kit`]'s gpufree in the same process, so it is the test's child and
+/// dies with it as every holder.
 pub fn mapper_as_nobody(d: &TestDir, node: &str) -> Spawned {
-    let _kit = as_nobody(d, &[]);
-    let copy = d.tmp.path().join("kit").join("gpufree");
+    let copy = nobody_kit(d).gpufree;
     let child = ChildSpec {
         argv: [
             "setpriv",
@@ -556,18 +572,14 @@ pub fn status_json(dir: &TestDir, state: &Path, extra: &[&str]) -> Value {
         .dev(&dir.dev)
         .sim(state)
         .args(extra)
-        .run()
-        .assert_exit(0)
-        .json()
+        .doc()
 }
 pub fn status_json_no_nvml(dir: &TestDir) -> Value {
     Gpufree::new(["status"])
         .json()
         .dev(&dir.dev)
         .no_nvml()
-        .run()
-        .assert_exit(0)
-        .json()
+        .doc()
 }
 pub fn kill_json(
     dev: &Path,

@@ -281,21 +281,11 @@ fn non_root_may_not_signal_other_users_processes() {
     // NVML lists root's process, so nobody sees it as a holder.
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let r = run_cmd(
-        as_nobody(
-            &d,
-            &[
-                "kill",
-                "--json",
-                "--gpu",
-                "0",
-                "--yes",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-            ],
-        )
-        .env("GPUFREE_SIM_STATE", &state),
-    );
+    let r = as_nobody(&d, &["kill", "--gpu", "0", "--yes"])
+        .json()
+        .dev(&d.dev)
+        .env("GPUFREE_SIM_STATE", &state)
+        .run();
     r.assert_exit(5);
     let doc = r.json();
     assert!(

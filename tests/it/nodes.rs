@@ -67,7 +67,7 @@ fn no_nvml(dev: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
 /// dry run plans nothing, and `kill --holders-only --gpu 0 --yes` (without
 /// NVML and on the simulator) signals nothing.
 fn refused_and_never_killed(d: &TestDir, h: &Spawned, because: &str) {
-    let doc = status_json_no_nvml(d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     assert!(
         process(&doc, h.pid()).is_none(),
         "not a holder: {}",
@@ -189,7 +189,7 @@ fn a_link_to_a_regular_file_is_refused_while_a_plain_file_is_a_node() {
     std::os::unix::fs::symlink(&elsewhere, d.node("nvidia1")).unwrap();
     let node = d.mapper("nvidia0");
     let linked = holding(&elsewhere);
-    let doc = status_json_no_nvml(&d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     assert_eq!(
         via(process(&doc, node.pid()).unwrap(), "nvidia0"),
         ["fd", "mmap"]
@@ -229,7 +229,11 @@ fn a_refused_shared_node_leaves_every_nvidia_gpu_unknown() {
     std::fs::remove_file(d.node("nvidia-uvm")).unwrap();
     std::os::unix::fs::symlink("/dev/null", d.node("nvidia-uvm")).unwrap();
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let r = refused(&doc, "nvidia-uvm");
     assert!(
         r["why"]
@@ -251,7 +255,11 @@ fn a_refused_shared_node_leaves_every_nvidia_gpu_unknown() {
     out.assert_exit(3);
     // Without it, both are free.
     std::fs::remove_file(d.node("nvidia-uvm")).unwrap();
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     assert!(doc["visibility"]["refused_nodes"].is_null(), "{doc}");
     assert_eq!(verdict(&doc, 1)["state"], "free", "{doc}");
 }

@@ -98,7 +98,11 @@ fn run(d: &TestDir, state: &Path, args: &[&str]) -> crate::harness::Run {
 /// free, and root's `kill --gpu` signals it.
 fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
     let state = d.one_gpu(&[(h.pid(), 100, "while-alive")], 0);
-    let doc = status_json(d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["protected"], false, "{p}");
     assert_eq!(p["not_protected"]["reason"], reason, "{p}");
@@ -141,7 +145,11 @@ fn a_display_server_run_by_a_user_with_ld_preload_makes_the_gpu_busy_not_free() 
     let d = TestDir::new(1);
     let exe = daemon_copy(&d, "Xorg");
     let h = start(&d, &exe, Some(NOBODY), preload());
-    let doc = status_json(&d, &d.one_gpu(&[], 0), &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&d.one_gpu(&[], 0))
+        .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["not_protected"]["variable"], "LD_PRELOAD", "{p}");
     assert_eq!(p["not_protected"]["value"], libm().as_str(), "{p}");
@@ -169,7 +177,11 @@ fn a_display_server_run_by_a_user_mapping_code_from_elsewhere_is_not_protected()
             ..HoldSpec::default()
         },
     );
-    let doc = status_json(&d, &d.one_gpu(&[], 0), &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&d.one_gpu(&[], 0))
+        .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["not_protected"]["path"], lib.to_str().unwrap(), "{p}");
     is_any_holder(&d, &h, "foreign-code", "it runs code mapped from");
@@ -198,7 +210,11 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
     // something to free and refuses.
     let state = d.one_gpu(&[(h.pid(), 600, "while-alive")], 0);
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["protected"], true, "{p}");
     assert_eq!(p["protection"], "user", "{p}");
@@ -210,21 +226,11 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
         "{}",
         why.stdout
     );
-    let r = run_cmd(
-        as_nobody(
-            &d,
-            &[
-                "kill",
-                "--json",
-                "--gpu",
-                "0",
-                "--yes",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-            ],
-        )
-        .env("GPUFREE_SIM_STATE", &state),
-    );
+    let r = as_nobody(&d, &["kill", "--gpu", "0", "--yes"])
+        .json()
+        .dev(&d.dev)
+        .env("GPUFREE_SIM_STATE", &state)
+        .run();
     r.assert_exit(5);
     let doc = r.json();
     assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
@@ -275,7 +281,11 @@ fn a_users_display_server_under_the_slack_still_makes_the_gpu_busy() {
     let exe = daemon_copy(&d, "Xorg");
     let h = start(&d, &exe, Some(NOBODY), HoldSpec::default());
     let state = d.one_gpu(&[(h.pid(), 100, "while-alive")], 0);
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     assert_eq!(process(&doc, h.pid()).unwrap()["protection"], "user");
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy", "{doc}");
     let wait = run(&d, &state, &["wait", "--timeout", "0"]);
@@ -328,7 +338,11 @@ fn a_renamed_system_account_process_whose_exe_root_cannot_read_is_not_protected(
     );
     crate::harness::wait_state(fake.id(), 'Z');
     let state = d.one_gpu(&[(fake.id(), 100, "while-alive")], 0);
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let _ = fake.kill();
     let _ = fake.wait();
     let p = process(&doc, fake.id()).unwrap_or_else(|| panic!("not listed: {doc}"));

@@ -117,39 +117,27 @@ fn serve_with(
     nvml_lib: &Path,
     extra: &[&str],
 ) -> Server {
-    let cmd = match wrapper.split_first() {
-        Some((first, rest)) => {
-            let mut c = Command::new(first);
-            c.args(rest).arg(bin());
-            c
-        }
-        None => Command::new(bin()),
-    };
-    spawn_serve(cmd, dev, state, nvml_lib, extra)
+    let serve = Gpufree::new(SERVE).wrapped(wrapper);
+    spawn_serve(serve, dev, state, nvml_lib, extra)
 }
 
-/// `cmd` (gpufree, or what runs it) with serve's arguments.
+/// serve's words: an ephemeral port on loopback, a short interval.
+const SERVE: [&str; 5] = ["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"];
+
+/// `serve` (gpufree serve, or what runs it) on `dev` and the simulator.
 fn spawn_serve(
-    mut cmd: Command,
+    serve: Gpufree,
     dev: &Path,
     state: &Path,
     nvml_lib: &Path,
     extra: &[&str],
 ) -> Server {
-    let mut child = cmd
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--interval",
-            "200ms",
-            "--dev-dir",
-            dev.to_str().unwrap(),
-            "--nvml-lib",
-            nvml_lib.to_str().unwrap(),
-        ])
+    let mut child = serve
+        .dev(dev)
+        .nvml_lib(nvml_lib)
+        .sim_state(state)
         .args(extra)
-        .env("GPUFREE_SIM_STATE", state)
+        .command()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -811,7 +799,7 @@ fn serve_healthz_is_ok_while_snapshots_are_fresh_and_503_once_they_fail() {
     ];
     let srv = if rustix::process::geteuid().is_root() {
         let lib = d.tmp.path().join("kit/libnvidia-ml.so.1");
-        spawn_serve(as_nobody(&d, &[]), &d.dev, &state, &lib, &extra)
+        spawn_serve(as_nobody(&d, &SERVE), &d.dev, &state, &lib, &extra)
     } else {
         serve_with(&[], &d.dev, &state, &sim_lib(), &extra)
     };

@@ -190,7 +190,7 @@ fn no_library_still_reports_device_node_holders() {
     r.assert_exit(0);
     assert!(r.stdout.contains("NVML unavailable"), "{}", r.stdout);
     assert!(r.stdout.contains(&h.pid().to_string()));
-    let doc = status_json_no_nvml(&d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     assert_eq!(doc["nvml"]["available"], false);
     assert_eq!(
         doc["gpus"].as_array().unwrap().len(),
@@ -214,7 +214,11 @@ fn pid_from_another_namespace_is_not_visible_and_its_memory_unaccounted() {
         &[(h.pid(), 1000, "while-alive"), (4_194_304, 5000, "always")],
         0,
     );
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let m = &doc["gpus"][0]["memory"];
     assert_eq!(m["used_bytes"], 6000u64 << 20);
     assert_eq!(m["accounted_bytes"], 1000u64 << 20);
@@ -268,7 +272,11 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
     let mut g1 = sim_gpu(1, &[], 0);
     g1["errors"] = serde_json::json!({"memory_info": 15, "name": 15});
     let state = d.state(&sim_state(vec![g0, g1]));
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let un: Vec<(Option<u64>, String, String)> = doc["unavailable"]
         .as_array()
         .unwrap()

@@ -466,7 +466,11 @@ fn a_users_delegated_cgroup_named_like_roots_container_only_claims_it() {
         0,
     );
 
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let owner = |pid: u32| process(&doc, pid).unwrap()["owner"].clone();
     let (mine, theirs) = (owner(root.pid()), owner(nobody.pid()));
     assert_eq!(process(&doc, nobody.pid()).unwrap()["uid"], 65534);
@@ -584,7 +588,11 @@ fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
             ],
             0,
         );
-        let doc = status_json(&d, &state, &[]);
+        let doc = Gpufree::new(["status"])
+            .json()
+            .dev(&d.dev)
+            .sim(&state)
+            .doc();
         let owner = |pid: u32| process(&doc, pid).unwrap()["owner"].clone();
         let (theirs, mine) = (owner(nobody.pid()), owner(root.pid()));
         assert_eq!(
@@ -737,7 +745,11 @@ fn nvml_listing_a_pid_that_now_names_an_innocent_never_makes_it_a_target() {
     let innocent = hold(&["gpufree", "innocent"], HoldSpec::default());
     let pid = innocent.pid();
     let state = d.one_gpu(&[(pid, 2048, "always")], 0);
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     assert!(process(&doc, pid).is_none(), "not a holder: {doc}");
     assert_eq!(doc["visibility"]["nvml_pids_stale"], json!([pid]));
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy");

@@ -31,14 +31,14 @@ fn user_holder(uid: u32, node: &Path, secret: &str) -> Child {
 /// `gpufree ARGS` as `uid`, asking the view at `socket` (and naming no
 /// library or directory of its own).
 fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Run {
-    // as_nobody's command (setpriv, the kit's gpufree), as `uid`.
-    let c = as_nobody(d, args);
-    let mut argv: Vec<std::ffi::OsString> = c.get_args().map(ToOwned::to_owned).collect();
-    argv[0] = format!("--reuid={uid}").into();
-    argv[1] = format!("--regid={uid}").into();
+    // The kit's gpufree, as `uid`, in an environment of its own.
     run_cmd(
         Command::new("setpriv")
-            .args(argv)
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .args(["--clear-groups", "--"])
+            .arg(nobody_kit(d).gpufree)
+            .args(args)
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("GPUFREE_VIEW_SOCKET", socket),

@@ -322,10 +322,11 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
     if rustix::process::geteuid().is_root() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let r = run_cmd(
-            as_nobody(&d, &["why", "--json", "--dev-dir", d.dev.to_str().unwrap()])
-                .env("GPUFREE_SIM_STATE", &state),
-        );
+        let r = as_nobody(&d, &["why"])
+            .json()
+            .dev(&d.dev)
+            .env("GPUFREE_SIM_STATE", &state)
+            .run();
         // Other users' processes cannot be read, but NVML accounts for all
         // the memory: free, and what could not be read is said (SPEC.md).
         r.assert_exit(0);
@@ -339,10 +340,11 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
         let mut g = sim_gpu(0, &[], 0);
         g["leaked_bytes"] = serde_json::json!(4u64 << 30);
         std::fs::write(&state, sim_state(vec![g]).to_string()).unwrap();
-        let r = run_cmd(
-            as_nobody(&d, &["why", "--json", "--dev-dir", d.dev.to_str().unwrap()])
-                .env("GPUFREE_SIM_STATE", &state),
-        );
+        let r = as_nobody(&d, &["why"])
+            .json()
+            .dev(&d.dev)
+            .env("GPUFREE_SIM_STATE", &state)
+            .run();
         r.assert_exit(3);
         assert_eq!(r.json()["verdict"]["state"], "unknown");
         assert!(find(&r.json(), "driver-leak").is_empty());
