@@ -6,7 +6,7 @@
 //! its HTTP API (`get`, `query`).
 
 use crate::cmd::Gpufree;
-use crate::harness::{bin, bpf_cache, sim_lib, skip_off_ci, TestDir};
+use crate::harness::{skip_off_ci, TestDir};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -141,15 +141,11 @@ pub fn serve(
     interval: &str,
     extra: &[&str],
 ) -> (Daemon, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
-        .arg("--dev-dir")
-        .arg(&d.dev)
-        .arg("--nvml-lib")
-        .arg(sim_lib())
+    let mut cmd = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
+        .dev(&d.dev)
+        .sim(state)
         .args(extra)
-        .env("GPUFREE_SIM_STATE", state)
-        .env("GPUFREE_BPF_CACHE", bpf_cache());
+        .command();
     let daemon = Daemon::start(name, &mut cmd, d.tmp.path());
     let addr = daemon.read_log("serve says where it listens", 10, |log| {
         let url = log.split_whitespace().find(|w| w.starts_with("http://"))?;
@@ -202,7 +198,7 @@ pub fn textfile_exporter(d: &TestDir, state: &Path) -> (Daemon, PathBuf) {
     let file = textfiles.join("gpufree.prom");
     let r = Gpufree::new(["metrics"])
         .dev(&d.dev)
-        .sim(&state)
+        .sim(state)
         .args(["--output", file.to_str().unwrap()])
         .run();
     r.assert_exit(0);

@@ -62,8 +62,8 @@ fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
 #[test]
 fn ctrl_c_ends_the_demo_and_everything_it_started() {
     use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(bin())
-        .args(["demo", "--hold"])
+    let mut child = Gpufree::new(["demo", "--hold"])
+        .command()
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -134,6 +134,7 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
             std::process::Command::new(&installed)
                 .args(args)
                 .env_clear()
+                .env("GPUFREE_BPF_CACHE", bpf_cache())
                 .env("PATH", "/usr/bin:/bin")
                 .env("HOME", &home),
         )

@@ -92,10 +92,11 @@ impl Prometheus {
         Some(p)
     }
 
-    fn fleet(&self, extra: &[&str]) -> Run {
-        let mut args = vec!["fleet", "--prometheus", &self.url, "--no-color"];
-        args.extend(extra);
-        gpufree(&args, &[])
+    /// `gpufree fleet` asking this Prometheus.
+    fn fleet(&self, extra: &[&str]) -> Output {
+        Gpufree::new(["fleet", "--prometheus", &self.url, "--no-color"])
+            .args(extra)
+            .run()
     }
 
     /// Polls `ok` every 200 ms until it holds or `secs` pass (then fails,
@@ -212,7 +213,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     let leftover = matches!(p["owner"]["kind"].as_str(), Some("none" | "session"));
     assert_eq!(h[0]["leftover"], leftover);
     let r = prom.fleet(&[&FRESH[..], &["--leftovers"]].concat());
-    assert_eq!(r.code, if leftover { 1 } else { 0 }, "{r:?}");
+    r.assert_exit(if leftover { 1 } else { 0 });
     assert_eq!(r.stdout.contains(&a_addr), leftover, "{}", r.stdout);
 
     // A hostile node label: escaped in text, whole in JSON, no command.
@@ -444,5 +445,5 @@ fn fleet_calls_a_node_stale_whose_textfile_node_exporter_still_serves_is_old() {
             .as_f64()
             .is_some_and(|a| a > 2.0 * 86400.0)
     });
-    assert_eq!(prom.fleet(&hour).code, 3);
+    prom.fleet(&hour).assert_exit(3);
 }

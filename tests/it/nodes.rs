@@ -48,18 +48,6 @@ fn verdict(doc: &Value, index: u64) -> &Value {
         .unwrap_or_else(|| panic!("no GPU {index}: {}", doc["gpus"]))["verdict"]
 }
 
-/// `gpufree kill ARGS` on `dev` without NVML.
-fn no_nvml(dev: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut a = vec![
-        "--dev-dir",
-        dev.to_str().unwrap(),
-        "--nvml-lib",
-        "/nonexistent/libnvidia-ml.so.1",
-    ];
-    a.extend(args);
-    gpufree(&a, env)
-}
-
 /// What gpufree sees on `d` (its `nvidia0` refused: `why` contains
 /// `because` and names the NVIDIA frontend's driver, which this machine
 /// may not have registered) and what the kill of GPU 0 does: the holder `h` of the file
@@ -89,26 +77,24 @@ fn refused_and_never_killed(d: &TestDir, h: &Spawned, because: &str) {
         "{v}"
     );
 
-    let dry = no_nvml(
-        &d.dev,
-        &[
-            "kill",
-            "--json",
-            "--dry-run",
-            "--holders-only",
-            "--gpu",
-            "0",
-        ],
-        &[],
-    );
+    let dry = Gpufree::new([
+        "kill",
+        "--json",
+        "--dry-run",
+        "--holders-only",
+        "--gpu",
+        "0",
+    ])
+    .dev(&d.dev)
+    .no_nvml()
+    .run();
     assert!(process(&dry.json(), h.pid()).is_none(), "{}", dry.stdout);
 
     // The measured attack: nothing is signalled, the verdict is unknown.
-    let r = no_nvml(
-        &d.dev,
-        &["kill", "--holders-only", "--gpu", "0", "--yes"],
-        &[],
-    );
+    let r = Gpufree::new(["kill", "--holders-only", "--gpu", "0", "--yes"])
+        .dev(&d.dev)
+        .no_nvml()
+        .run();
     assert!(
         alive(h.pid()),
         "the holder of the refused node's file lives"
@@ -166,11 +152,11 @@ fn a_character_node_of_another_driver_makes_no_holder_and_no_kill() {
     refused_and_never_killed(&d, &h, "a character device of major 1 (mem), ");
     // As if the frontend's major were 1: the node is /dev/null's device,
     // and the holder is its holder (status only: nothing is killed here).
-    let r = no_nvml(
-        &d.dev,
-        &["status", "--json"],
-        &[("GPUFREE_TEST_GPU_MAJORS", "nvidia-frontend=1")],
-    );
+    let r = Gpufree::new(["status", "--json"])
+        .dev(&d.dev)
+        .no_nvml()
+        .envs([("GPUFREE_TEST_GPU_MAJORS", "nvidia-frontend=1")])
+        .run();
     r.assert_exit(0);
     let doc = r.json();
     assert!(doc["visibility"]["refused_nodes"].is_null(), "{doc}");
@@ -211,11 +197,10 @@ fn a_link_to_a_regular_file_is_refused_while_a_plain_file_is_a_node() {
     assert!(!verdict(&doc, 0)["reasons"]
         .to_string()
         .contains("not a GPU node"));
-    let r = no_nvml(
-        &d.dev,
-        &["kill", "--holders-only", "--gpu", "1", "--yes"],
-        &[],
-    );
+    let r = Gpufree::new(["kill", "--holders-only", "--gpu", "1", "--yes"])
+        .dev(&d.dev)
+        .no_nvml()
+        .run();
     r.assert_exit(3);
     assert!(alive(linked.pid()) && alive(node.pid()));
 }

@@ -5,10 +5,7 @@
 //! display server is protected only in that person's own kills.
 
 use crate::cmd::Gpufree;
-use crate::harness::{
-    alive, as_nobody, bin, gpufree, kill_json, process, run_cmd, sim_lib, status_json, u32s,
-    TestDir,
-};
+use crate::harness::{alive, as_nobody, bin, process, u32s, TestDir};
 use gpufree::demo::holder::{self, ChildSpec, HoldSpec, Spawned};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -84,15 +81,6 @@ fn preload() -> HoldSpec {
     }
 }
 
-/// `gpufree COMMAND ARGS` as root on the simulator: the run.
-fn run(d: &TestDir, state: &Path, args: &[&str]) -> crate::harness::Run {
-    let lib = sim_lib();
-    let mut a = args.to_vec();
-    a.extend(["--dev-dir", d.dev.to_str().unwrap()]);
-    a.extend(["--nvml-lib", lib.to_str().unwrap()]);
-    gpufree(&a, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
-}
-
 /// A disqualified copy: not protected (and why, in JSON and in `why`), its
 /// memory under the idle slack makes the GPU busy, `wait` does not call it
 /// free, and root's `kill --gpu` signals it.
@@ -112,13 +100,16 @@ fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
         "{}",
         doc["gpus"][0]["verdict"]
     );
-    let why = run(d, &state, &["why"]);
+    let why = Gpufree::new(["why"]).dev(&d.dev).sim(&state).run();
     assert!(
         why.stdout.contains(&format!("[not protected: {words}")),
         "{}",
         why.stdout
     );
-    let wait = run(d, &state, &["wait", "--timeout", "0"]);
+    let wait = Gpufree::new(["wait", "--timeout", "0"])
+        .dev(&d.dev)
+        .sim(&state)
+        .run();
     wait.assert_exit(1);
     let r = Gpufree::new(["kill"])
         .json()
@@ -219,7 +210,7 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
     assert_eq!(p["protected"], true, "{p}");
     assert_eq!(p["protection"], "user", "{p}");
     assert!(p.get("not_protected").is_none(), "{p}");
-    let why = run(&d, &state, &["why"]);
+    let why = Gpufree::new(["why"]).dev(&d.dev).sim(&state).run();
     assert!(
         why.stdout
             .contains("nobody's own, protected only in nobody's kills"),
@@ -288,19 +279,17 @@ fn a_users_display_server_under_the_slack_still_makes_the_gpu_busy() {
         .doc();
     assert_eq!(process(&doc, h.pid()).unwrap()["protection"], "user");
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy", "{doc}");
-    let wait = run(&d, &state, &["wait", "--timeout", "0"]);
+    let wait = Gpufree::new(["wait", "--timeout", "0"])
+        .dev(&d.dev)
+        .sim(&state)
+        .run();
     wait.assert_exit(1);
-    let check = run(
-        &d,
-        &state,
-        &[
-            "check",
-            "--format",
-            "json",
-            "--state",
-            d.tmp.path().join("check.json").to_str().unwrap(),
-        ],
-    );
+    let check = Gpufree::new(["check", "--format", "json"])
+        .arg("--state")
+        .arg(d.tmp.path().join("check.json"))
+        .dev(&d.dev)
+        .sim(&state)
+        .run();
     let doc: serde_json::Value = serde_json::from_str(&check.stdout).unwrap();
     assert!(
         doc["problems"]
