@@ -7,26 +7,16 @@ use crate::harness::*;
 use gpufree::demo::Incident;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-fn metrics(inc: &Incident, extra: &[&str]) -> Run {
-    let lib = sim_lib();
-    let mut args = vec![
-        "metrics",
-        "--dev-dir",
-        inc.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    gpufree(&args, &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())])
-}
 
 #[test]
 fn metrics_of_the_incident_name_every_worker_and_write_atomically() {
     let inc = Incident::start(&bin()).unwrap();
-    let r = metrics(&inc, &[]);
+    let r = Gpufree::new(["metrics"])
+        .dev(&inc.dev)
+        .sim(&inc.state)
+        .run();
     r.assert_exit(0);
     for i in 0..8 {
         let pid = inc.pid(&format!("worker{i}")).unwrap();
@@ -67,10 +57,11 @@ fn metrics_of_the_incident_name_every_worker_and_write_atomically() {
     assert!(!r.stdout.contains("cmdline="));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("gpufree.prom");
-    let r = metrics(
-        &inc,
-        &["--output", file.to_str().unwrap(), "--label-cmdline"],
-    );
+    let r = Gpufree::new(["metrics"])
+        .dev(&inc.dev)
+        .sim(&inc.state)
+        .args(["--output", file.to_str().unwrap(), "--label-cmdline"])
+        .run();
     r.assert_exit(0);
     assert!(r.stdout.is_empty());
     let text = std::fs::read_to_string(&file).unwrap();
@@ -621,16 +612,11 @@ fn serve_label_cmdline_is_refused_without_the_flag_that_names_the_exposure() {
     let state = d.one_gpu(&[(h.pid(), 512, "while-alive")], 0);
     let lib = sim_lib();
     // Under timeout: a serve that starts anyway is stopped, not waited on.
-    let r = run_cmd(
-        Command::new("timeout")
-            .args(["20"])
-            .arg(bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--label-cmdline"])
-            .args(["--dev-dir", d.dev.to_str().unwrap()])
-            .args(["--nvml-lib", lib.to_str().unwrap()])
-            .env("GPUFREE_SIM_STATE", &state)
-            .env("GPUFREE_BPF_CACHE", bpf_cache()),
-    );
+    let r = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--label-cmdline"])
+        .dev(&d.dev)
+        .sim(&state)
+        .wrapped(["timeout", "20"])
+        .run();
     r.assert_exit(2);
     assert_eq!(
         r.stderr,
@@ -913,7 +899,6 @@ fn mode(path: &Path) -> u32 {
 fn metrics_output_never_writes_through_a_symlink_planted_at_a_guessable_name() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let lib = sim_lib();
     let out = tempfile::tempdir().unwrap();
     let victim_dir = tempfile::tempdir().unwrap();
     let victim = victim_dir.path().join("shadow");
@@ -937,21 +922,11 @@ fn metrics_output_never_writes_through_a_symlink_planted_at_a_guessable_name() {
         names = planted.map(|n| format!("\"{n}\"")).join(" "),
         victim = victim.display(),
     );
-    let r = run_cmd(
-        Command::new("sh")
-            .args(["-c", &script, "sh"])
-            .arg(bin())
-            .args([
-                "metrics",
-                "--output",
-                file.to_str().unwrap(),
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-            ])
-            .env("GPUFREE_SIM_STATE", &state),
-    );
+    let r = Gpufree::new(["metrics", "--output", file.to_str().unwrap()])
+        .dev(&d.dev)
+        .sim(&state)
+        .wrapped(["sh", "-c", &script, "sh"])
+        .run();
     r.assert_exit(0);
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
@@ -1019,7 +994,11 @@ fn metrics_output_replaces_only_a_regular_file() {
     }
     for path in &refused {
         let before = std::fs::symlink_metadata(path).unwrap().file_type();
-        let r = metrics_in(&d, &state, &["--output", path.to_str().unwrap()]);
+        let r = Gpufree::new(["metrics"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--output", path.to_str().unwrap()])
+            .run();
         r.assert_exit_with(2, format_args!("{}: {}", path.display(), r.stderr));
         assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
         assert_eq!(std::fs::symlink_metadata(path).unwrap().file_type(), before);
@@ -1029,7 +1008,11 @@ fn metrics_output_replaces_only_a_regular_file() {
     let file = out.path().join("gpufree.prom");
     std::fs::write(&file, "old\n").unwrap();
     for _ in 0..2 {
-        let r = metrics_in(&d, &state, &["--output", file.to_str().unwrap()]);
+        let r = Gpufree::new(["metrics"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--output", file.to_str().unwrap()])
+            .run();
         r.assert_exit(0);
         assert_eq!(mode(&file), 0o644);
         assert!(std::fs::read_to_string(&file)
@@ -1037,23 +1020,14 @@ fn metrics_output_replaces_only_a_regular_file() {
             .contains("gpufree_nvml_up 1"));
     }
     // A directory that does not exist: one line, exit 3.
-    let r = metrics_in(&d, &state, &["--output", "/nonexistent/dir/gpufree.prom"]);
+    let r = Gpufree::new(["metrics"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--output", "/nonexistent/dir/gpufree.prom"])
+        .run();
     r.assert_exit(3);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--output /nonexistent/dir/gpufree.prom"));
-}
-
-fn metrics_in(d: &TestDir, state: &Path, extra: &[&str]) -> Run {
-    let lib = sim_lib();
-    let mut args = vec![
-        "metrics",
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
 }
 
 /// One sample of an OpenMetrics text: name, labels (unescaped), value.
@@ -1219,19 +1193,13 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
     let mut gpu = sim_gpu(0, &[(pid, 4096, "always")], 0);
     gpu["name"] = serde_json::json!("H200\"} 1\n# EOF\\");
     let state = d.state(&sim_state(vec![gpu]));
-    let lib = sim_lib();
-    let common = [
-        "--proc-root",
-        fake.root.to_str().unwrap(),
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    let env = [("GPUFREE_SIM_STATE", state.to_str().unwrap())];
-    let mut args = vec!["status", "--json"];
-    args.extend(common);
-    let doc = gpufree(&args, &env).json();
+    let on_host = |words: &[&str]| {
+        Gpufree::new(words)
+            .proc_root(&fake.root)
+            .dev(&d.dev)
+            .sim(&state)
+    };
+    let doc = on_host(&["status", "--json"]).run().json();
     let p = process(&doc, pid).unwrap_or_else(|| panic!("{doc}"));
     let want_comm = p["comm"].as_str().unwrap().to_string();
     let want_cmdline: Vec<&str> = p["cmdline"]
@@ -1262,9 +1230,8 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
     };
 
     // metrics (the textfile: no # EOF), without and with --label-cmdline.
-    let mut args = vec!["metrics"];
-    args.extend(common);
-    let r = gpufree(&args, &env);
+    let metrics = on_host(&["metrics"]);
+    let r = metrics.run();
     r.assert_exit(0);
     let samples = parse_openmetrics(&r.stdout, false);
     assert!(
@@ -1287,8 +1254,8 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
         .and_then(|(_, l, _)| l.iter().find(|(k, _)| k == "name"))
         .map(|(_, v)| v.clone());
     assert_eq!(name.as_deref(), Some("H200\"} 1\\n# EOF\\"));
-    args.push("--label-cmdline");
-    let r = gpufree(&args, &env);
+    let metrics = metrics.arg("--label-cmdline");
+    let r = metrics.run();
     r.assert_exit(0);
     let samples = parse_openmetrics(&r.stdout, false);
     assert_eq!(
@@ -1306,7 +1273,7 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
         &[],
         &d.dev,
         &state,
-        &lib,
+        sim_lib(),
         &["--proc-root", fake.root.to_str().unwrap()],
     );
     let body = scrape(&srv.addr).unwrap();
