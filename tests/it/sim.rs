@@ -235,11 +235,11 @@ fn pynvml_gpustat_and_nvitop_see_what_gpufree_sees() {
     let inc = Incident::start(&bin()).unwrap();
     let st = inc.state.to_str().unwrap();
     let exec = |cmd: &[&str]| {
-        let mut args = vec!["sim", "exec", "--state", st, "--"];
-        args.extend(cmd);
-        let r = gpufree(&args, &[]);
-        r.assert_exit_with(0, format_args!("{cmd:?}: {}", r.stderr));
-        r.stdout
+        let r = Gpufree::new(["sim", "exec", "--state", st, "--"])
+            .args(cmd)
+            .run();
+        r.assert_exit(0);
+        r.stdout.clone()
     };
     let b = bin();
     let ours: serde_json::Value = serde_json::from_str(&exec(&[

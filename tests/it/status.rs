@@ -10,20 +10,23 @@ fn incident() -> Incident {
     Incident::start(&bin()).expect("incident starts")
 }
 
-/// `gpufree sim exec --state S -- gpufree status --json --dev-dir D ARGS`.
-fn incident_status(inc: &Incident, extra: &[&str]) -> Run {
-    let mut args = vec!["sim", "exec", "--state", inc.state.to_str().unwrap(), "--"];
-    let b = bin();
-    args.push(b.to_str().unwrap());
-    args.extend(["status", "--json", "--dev-dir", inc.dev.to_str().unwrap()]);
-    args.extend(extra);
-    gpufree(&args, &[])
+/// `gpufree sim exec --state S -- gpufree status --json --dev-dir D`:
+/// the incident's status as a program on the simulator sees it (more
+/// arguments follow).
+fn incident_status(inc: &Incident) -> Gpufree {
+    Gpufree::new(["sim", "exec"])
+        .arg("--state")
+        .arg(&inc.state)
+        .arg("--")
+        .arg(bin())
+        .args(["status", "--json", "--dev-dir"])
+        .arg(&inc.dev)
 }
 
 #[test]
 fn seed_incident_eight_renamed_workers_hold_96610_mib_each_and_launcher_and_tracker_hold_nodes() {
     let inc = incident();
-    let r = incident_status(&inc, &[]);
+    let r = incident_status(&inc).run();
     r.assert_exit(0);
     let doc = r.json();
     let gpus = doc["gpus"].as_array().unwrap();
@@ -111,7 +114,7 @@ fn gpu_selection_by_index_uuid_prefix_and_pci_bus_id() {
     let inc = incident();
     let w3 = inc.pid("worker3").unwrap();
     for sel in ["3", "GPU-7f3a0003", "61:00.0", "00000000:61:00.0"] {
-        let doc = incident_status(&inc, &["--gpu", sel]).json();
+        let doc = incident_status(&inc).args(["--gpu", sel]).run().json();
         let gpus: Vec<&Value> = doc["gpus"].as_array().unwrap().iter().collect();
         assert_eq!(gpus.len(), 1, "--gpu {sel}");
         assert_eq!(gpus[0]["index"], 3);
@@ -127,7 +130,10 @@ fn gpu_selection_by_index_uuid_prefix_and_pci_bus_id() {
             "--gpu {sel}: only worker 3 touches GPU 3"
         );
     }
-    let doc = incident_status(&inc, &["--gpu", "0", "--gpu", "1"]).json();
+    let doc = incident_status(&inc)
+        .args(["--gpu", "0", "--gpu", "1"])
+        .run()
+        .json();
     assert_eq!(doc["gpus"].as_array().unwrap().len(), 2);
     assert_eq!(
         doc["processes"].as_array().unwrap().len(),
@@ -139,7 +145,7 @@ fn gpu_selection_by_index_uuid_prefix_and_pci_bus_id() {
 #[test]
 fn unknown_gpu_is_a_usage_error_in_one_line() {
     let inc = incident();
-    let r = incident_status(&inc, &["--gpu", "9"]);
+    let r = incident_status(&inc).args(["--gpu", "9"]).run();
     r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--gpu 9: no such GPU"), "{}", r.stderr);
@@ -312,7 +318,7 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
 #[test]
 fn status_json_has_every_field_of_the_spec() {
     let inc = incident();
-    let doc = incident_status(&inc, &[]).json();
+    let doc = incident_status(&inc).run().json();
     let is = |v: &Value, t: &str| match t {
         "n" => v.is_u64(),
         "s" => v.is_string(),
