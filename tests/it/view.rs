@@ -30,7 +30,7 @@ fn user_holder(uid: u32, node: &Path, secret: &str) -> Child {
 
 /// `gpufree ARGS` as `uid`, asking the view at `socket` (and naming no
 /// library or directory of its own).
-fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Run {
+fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Output {
     // The kit's gpufree, as `uid`, in an environment of its own.
     run_cmd(
         Command::new("setpriv")
@@ -48,23 +48,11 @@ fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Run {
 /// Root's serve with the view's socket at `socket`; ready once the socket
 /// answers.
 fn serve_view(d: &TestDir, state: &Path, socket: &Path) -> Child {
-    let child = serve_listening(
-        Command::new(bin())
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--interval",
-                "200ms",
-                "--dev-dir",
-            ])
-            .arg(&d.dev)
-            .arg("--nvml-lib")
-            .arg(sim_lib())
-            .arg("--view-socket")
-            .arg(socket)
-            .env("GPUFREE_SIM_STATE", state),
-    );
+    let serve = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .dev(&d.dev)
+        .sim(state)
+        .opt_value("--view-socket", socket);
+    let child = serve_listening(&mut serve.command());
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::os::unix::net::UnixStream::connect(socket).is_err() {
         assert!(
