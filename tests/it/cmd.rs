@@ -226,6 +226,40 @@ impl Gpufree {
         self.run().assert_exit(0).json()
     }
 
+    /// Runs it with its stdout going to `stdout` (a file, `/dev/full`).
+    pub fn run_stdout_to(&self, stdout: impl Into<Stdio>) -> Output {
+        let mut command = self.command();
+        command.stdout(stdout);
+        let out = command
+            .output()
+            .unwrap_or_else(|e| panic!("{} does not start: {e}", command_line(&command)));
+        Output::of(
+            &command,
+            out.status.code().unwrap_or(-1),
+            out.stdout,
+            out.stderr,
+        )
+    }
+
+    /// Runs it with its stdout a pipe nobody reads (closed before it
+    /// writes).
+    pub fn run_stdout_closed(&self) -> Output {
+        let mut command = self.command();
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} does not start: {e}", command_line(&command)));
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("waiting for gpufree");
+        Output::of(
+            &command,
+            out.status.code().unwrap_or(-1),
+            out.stdout,
+            out.stderr,
+        )
+    }
+
     /// Starts it, stdout and stderr piped, for a test that acts while it
     /// runs; [`Running::finish`] gives its [`Output`].
     #[track_caller]

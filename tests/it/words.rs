@@ -5,49 +5,14 @@
 //! the man pages.
 
 use crate::cmd::Gpufree;
-use crate::harness::{bin, gpufree, hold, sim_lib, TestDir};
+use crate::harness::{hold, TestDir};
 use gpufree::demo::holder::HoldSpec;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-/// gpufree against the simulator on `d` (one GPU, `holder` listed).
-fn on(d: &TestDir, state: &std::path::Path, args: &[&str]) -> crate::harness::Run {
-    let lib = sim_lib();
-    let mut a: Vec<&str> = args.to_vec();
-    a.extend([
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ]);
-    gpufree(&a, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
-}
-
-/// gpufree on `d` whose stdout is closed before it writes: exit code and
-/// stderr.
-fn closed_stdout(d: &TestDir, state: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(args)
-        .args(["--dev-dir", d.dev.to_str().unwrap()])
-        .args(["--nvml-lib", sim_lib().to_str().unwrap()])
-        .env("GPUFREE_SIM_STATE", state);
-    with_stdout_closed(&mut cmd)
-}
-
-/// Runs `cmd` with its stdout a pipe nobody reads (closed at once): its
-/// exit code and stderr.
-fn with_stdout_closed(cmd: &mut Command) -> (Option<i32>, String) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// gpufree `words` against the simulator on `d` (one GPU, `holder`
+/// listed).
+fn on(d: &TestDir, state: &std::path::Path, words: &[&str]) -> Gpufree {
+    Gpufree::new(words).dev(&d.dev).sim(state)
 }
 
 #[test]
@@ -58,7 +23,8 @@ fn kill_of_a_user_that_does_not_exist_is_a_usage_error() {
         &d,
         &state,
         &["kill", "--user", "no-such-user-here", "--yes"],
-    );
+    )
+    .run();
     r.assert_exit(2);
     assert!(
         r.stderr.contains("--user no-such-user-here: no such user"),
@@ -67,14 +33,12 @@ fn kill_of_a_user_that_does_not_exist_is_a_usage_error() {
     );
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     // A UID is taken as it is, and a real name resolves.
-    assert_eq!(
-        on(&d, &state, &["kill", "--user", "4242", "--dry-run"]).code,
-        0
-    );
-    assert_eq!(
-        on(&d, &state, &["kill", "--user", "root", "--dry-run"]).code,
-        0
-    );
+    on(&d, &state, &["kill", "--user", "4242", "--dry-run"])
+        .run()
+        .assert_exit(0);
+    on(&d, &state, &["kill", "--user", "root", "--dry-run"])
+        .run()
+        .assert_exit(0);
 }
 
 #[test]
@@ -101,7 +65,7 @@ fn intervals_that_only_spin_are_refused() {
         &["watch", "--scan-every", "10ms"],
         &["serve", "--interval", "0"],
     ] {
-        let r = gpufree(args, &[]);
+        let r = Gpufree::new(args).run();
         r.assert_exit_with(2, format_args!("{args:?}: {}", r.stderr));
         assert!(r.stderr.contains("only spins"), "{args:?}: {}", r.stderr);
     }
@@ -111,7 +75,7 @@ fn intervals_that_only_spin_are_refused() {
 fn watch_without_a_terminal_says_so_and_does_not_panic() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let r = on(&d, &state, &["watch"]);
+    let r = on(&d, &state, &["watch"]).run();
     r.assert_exit(3);
     assert!(r.stderr.contains("watch: needs a terminal"), "{}", r.stderr);
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
@@ -123,9 +87,9 @@ fn a_closed_pipe_is_success_but_an_error_naming_one_is_not() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
     // The reader goes away before gpufree writes.
-    let (code, err) = closed_stdout(&d, &state, &["status"]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(err.is_empty(), "{err}");
+    let r = on(&d, &state, &["status"]).run_stdout_closed();
+    r.assert_exit(0);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
     // An error whose text says "Broken pipe" is still an error.
     let r = on(
         &d,
@@ -135,7 +99,8 @@ fn a_closed_pipe_is_success_but_an_error_naming_one_is_not() {
             "--output",
             "/nonexistent/Broken pipe/metrics.prom",
         ],
-    );
+    )
+    .run();
     r.assert_exit(3);
     assert!(r.stderr.contains("--output"), "{}", r.stderr);
 }
@@ -159,16 +124,16 @@ fn listed_worker(d: &TestDir) -> (gpufree::demo::holder::Spawned, u32, std::path
 fn quiet_leaves_out_everything_but_the_answer() {
     let d = TestDir::new(1);
     let (h, pid, state) = listed_worker(&d);
-    let r = on(&d, &state, &["status", "-q"]);
+    let r = on(&d, &state, &["status", "-q"]).run();
     r.assert_exit(0);
     assert!(r.stdout.contains(&pid.to_string()), "{}", r.stdout);
     assert!(!r.stdout.contains("scanned"), "{}", r.stdout);
     assert!(!r.stdout.contains("next:"), "{}", r.stdout);
-    let r = on(&d, &state, &["why", "-q"]);
+    let r = on(&d, &state, &["why", "-q"]).run();
     r.assert_exit(1);
     assert!(!r.stdout.contains("next:"), "{}", r.stdout);
     assert!(r.stdout.contains("holds"), "{}", r.stdout);
-    let r = on(&d, &state, &["wait", "-q", "--timeout", "0"]);
+    let r = on(&d, &state, &["wait", "-q", "--timeout", "0"]).run();
     r.assert_exit(1);
     assert_eq!(r.stdout, "");
     assert_eq!(r.stderr, "");
@@ -216,17 +181,17 @@ fn man_pages_name_only_pages_that_exist() {
 fn a_closed_pipe_keeps_the_outcome_and_never_signals_an_unseen_plan() {
     let d = TestDir::new(1);
     let (h, pid, state) = listed_worker(&d);
-    let closed = |args: &[&str]| closed_stdout(&d, &state, args);
+    let closed = |words: &[&str]| on(&d, &state, words).run_stdout_closed();
     // Busy stays busy, whoever stopped reading.
-    assert_eq!(closed(&["why"]).0, Some(1));
-    assert_eq!(closed(&["why", "--json"]).0, Some(1));
-    assert_eq!(closed(&["status", "--json"]).0, Some(0));
-    assert_eq!(closed(&["wait", "--timeout", "0"]).0, Some(1));
+    closed(&["why"]).assert_exit(1);
+    closed(&["why", "--json"]).assert_exit(1);
+    closed(&["status", "--json"]).assert_exit(0);
+    closed(&["wait", "--timeout", "0"]).assert_exit(1);
     // A plan nobody could read is not carried out.
     let p = pid.to_string();
-    let (code, err) = closed(&["kill", "--pid", &p, "--yes"]);
-    assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("nothing signalled"), "{err}");
+    let r = closed(&["kill", "--pid", &p, "--yes"]);
+    r.assert_exit(3);
+    assert!(r.stderr.contains("nothing signalled"), "{}", r.stderr);
     assert!(
         crate::harness::alive(pid),
         "signalled without showing the plan"
@@ -243,16 +208,12 @@ fn completions_into_a_full_disk_fail_in_one_line_without_a_panic() {
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let out = Command::new(bin())
-        .args(["completions", "bash"])
-        .stdout(full)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    let (code, err) = with_stdout_closed(Command::new(bin()).args(["completions", "fish"]));
-    assert_eq!(code, Some(0), "{err}");
+    let r = Gpufree::new(["completions", "bash"]).run_stdout_to(full);
+    r.assert_exit(3);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    Gpufree::new(["completions", "fish"])
+        .run_stdout_closed()
+        .assert_exit(0);
 }
 
 #[test]
@@ -299,13 +260,11 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
 fn a_pid_that_holds_nothing_is_left_out_the_same_with_or_without_dry_run() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let mut codes = Vec::new();
     for extra in ["--dry-run", "--yes"] {
-        let r = on(&d, &state, &["kill", "--pid", "4194000", extra]);
+        let r = on(&d, &state, &["kill", "--pid", "4194000", extra]).run();
         assert!(r.stdout.contains("never a target"), "{}", r.stdout);
-        codes.push(r.code);
+        r.assert_exit(0);
     }
-    assert_eq!(codes, vec![0, 0]);
 }
 
 #[test]
@@ -340,7 +299,7 @@ fn the_remaining_usage_and_environment_errors_name_their_flag_in_one_line() {
         ),
     ];
     for (args, code, names) in cases {
-        let r = on(&d, &state, args);
+        let r = on(&d, &state, args).run();
         r.assert_exit_with(code, format_args!("{args:?}: {}", r.stderr));
         assert!(r.stderr.contains(names), "{args:?}: {}", r.stderr);
         if args[1] != "--grace" {
