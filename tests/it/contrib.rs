@@ -81,13 +81,11 @@ fn slurm_scripts_leave_a_node_up_where_nvidia_persistenced_holds_the_gpus() {
     let daemon = persistenced(&d, &["nvidia0", "nvidia1", "nvidiactl"]);
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
     let r = slurm("contrib/slurm/prolog.sh", &d, &state, "0,1");
-    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "prolog");
+    r.assert_exit_with(0, "prolog");
+    assert_eq!(r.stderr, "", "prolog");
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0,1");
-    assert_eq!(
-        (r.code, r.stderr.as_str()),
-        (0, ""),
-        "epilog after a clean job"
-    );
+    r.assert_exit_with(0, "epilog after a clean job");
+    assert_eq!(r.stderr, "", "epilog after a clean job");
     assert!(alive(daemon.pid()), "the daemon is never signalled");
     let left = d.mapper("nvidia1");
     let state = d.state(&sim_state(vec![

@@ -347,7 +347,7 @@ impl Cluster {
         let file = dir.join(format!("{name}.sh"));
         std::fs::write(&file, format!("#!/bin/bash\n{script}")).unwrap();
         let r = run_cmd(
-            self.cmd("sbatch")
+            scratch(&mut self.cmd("sbatch"))
                 .arg("--parsable")
                 .arg(format!("--gres=gpu:{gpus}"))
                 .arg(format!("--job-name={name}"))
