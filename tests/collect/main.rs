@@ -12,6 +12,9 @@
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 #![allow(clippy::too_many_lines)] // A test reads as one story; its length is exempt.
 
+#[allow(dead_code)] // The integration tests' command builder, which the harness uses.
+#[path = "../it/cmd.rs"]
+mod cmd;
 #[allow(dead_code)] // The integration tests' harness; this binary uses a part.
 #[path = "../it/harness.rs"]
 mod harness;
@@ -120,7 +123,7 @@ fn a_kill_reports_its_steps_in_order() {
     let c = Collector::new(
         Config {
             dev_dir: dir.dev.clone(),
-            nvml_lib: Some(sim_lib()),
+            nvml_lib: Some(sim_lib().to_path_buf()),
             // This boot's relocation of the in-kernel walk: not the
             // machine's /run.
             bpf_cache: Some(harness::bpf_cache().into()),

@@ -465,7 +465,7 @@ esac
 }
 
 /// The contrib health check, run as Slurm would, on `h`.
-fn health_check(h: &Host, bin: &Path) -> Run {
+fn health_check(h: &Host, bin: &Path) -> Output {
     run_cmd(
         std::process::Command::new("bash")
             .arg(repo("contrib/slurm/healthcheck.sh"))

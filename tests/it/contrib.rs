@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// Runs a contrib script as Slurm would, pointed at the simulator, with
 /// no `scontrol` (never the machine's: draining the node is tested on a
 /// real cluster, tests/it/slurm).
-fn slurm(script: &str, d: &TestDir, state: &Path, job_gpus: &str) -> Run {
+fn slurm(script: &str, d: &TestDir, state: &Path, job_gpus: &str) -> Output {
     let lib = sim_lib();
     run_cmd(
         std::process::Command::new("bash")

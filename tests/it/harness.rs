@@ -4,9 +4,8 @@
 //! command for the built binary. Tests never open the machine's real GPU
 //! nodes and signal only the processes they started.
 
-pub use crate::cmd::{
-    bin, bpf_cache, command_line, run_cmd, scratch, sim_lib, Gpufree, Output, Running,
-};
+#[allow(unused_imports)] // Re-exported for the tests; tests/collect uses a part.
+pub use crate::cmd::{bin, bpf_cache, command_line, run_cmd, scratch, sim_lib, Gpufree, Output};
 use gpufree::demo::holder::{self, ChildSpec, HoldSpec, Spawned};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -559,49 +558,4 @@ pub fn skip_off_ci(needs: &str, why: &dyn std::fmt::Display) {
         "CI must provide {needs}: {why}"
     );
     eprintln!("skipped: {needs}: {why}");
-}
-
-// TEMPORARY: the old helpers, over the builder, until every file is moved.
-pub type Run = Output;
-pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Gpufree::new(args).envs(env.iter().copied()).run()
-}
-pub fn status_json(dir: &TestDir, state: &Path, extra: &[&str]) -> Value {
-    Gpufree::new(["status"])
-        .json()
-        .dev(&dir.dev)
-        .sim(state)
-        .args(extra)
-        .doc()
-}
-pub fn status_json_no_nvml(dir: &TestDir) -> Value {
-    Gpufree::new(["status"])
-        .json()
-        .dev(&dir.dev)
-        .no_nvml()
-        .doc()
-}
-pub fn kill_json(
-    dev: &Path,
-    state: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> (i32, Value, String) {
-    sim_json("kill", dev, state, args, env)
-}
-pub fn sim_json(
-    command: &str,
-    dev: &Path,
-    state: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> (i32, Value, String) {
-    let r = Gpufree::new([command])
-        .json()
-        .dev(dev)
-        .sim(state)
-        .args(args)
-        .envs(env.iter().copied())
-        .run();
-    (r.code, r.json_or_null(), r.stderr.clone())
 }

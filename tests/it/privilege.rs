@@ -62,7 +62,7 @@ impl Privileged {
 
     /// Runs the copy as nobody with only `env` (and PATH): the /proc walk,
     /// so that no run here touches the machine's BPF cache.
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         run_cmd(
             Command::new("setpriv")
                 .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])

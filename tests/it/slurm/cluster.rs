@@ -395,7 +395,7 @@ impl Cluster {
 
     /// Runs the wrapper `name` as slurmd runs its programs: as root, with
     /// an empty environment.
-    pub fn run_as_slurmd(&self, name: &str) -> Run {
+    pub fn run_as_slurmd(&self, name: &str) -> Output {
         run_cmd(Command::new(self.d.tmp.path().join(name)).env_clear())
     }
 
