@@ -201,7 +201,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     let own = Gpufree::new(["status"])
         .json()
         .dev(&a.dir.dev)
-        .sim(&a.dir.tmp.path().join("state.json"))
+        .sim(a.dir.tmp.path().join("state.json"))
         .doc();
     let p = process(&own, pid).unwrap();
     for field in ["user", "orphaned", "renamed"] {

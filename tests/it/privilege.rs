@@ -348,7 +348,7 @@ fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "nobody's\n");
     // A library of another user's: root never loads it.
     let theirs_lib = dir.join("libnvidia-ml.so.1");
-    std::fs::copy(std::fs::canonicalize(&lib).unwrap(), &theirs_lib).unwrap();
+    std::fs::copy(std::fs::canonicalize(lib).unwrap(), &theirs_lib).unwrap();
     nobodys(&theirs_lib);
     let r = Gpufree::new(["status"])
         .nvml_lib(&theirs_lib)

@@ -139,7 +139,7 @@ fn a_display_server_run_by_a_user_with_ld_preload_makes_the_gpu_busy_not_free() 
     let doc = Gpufree::new(["status"])
         .json()
         .dev(&d.dev)
-        .sim(&d.one_gpu(&[], 0))
+        .sim(d.one_gpu(&[], 0))
         .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["not_protected"]["variable"], "LD_PRELOAD", "{p}");
@@ -171,7 +171,7 @@ fn a_display_server_run_by_a_user_mapping_code_from_elsewhere_is_not_protected()
     let doc = Gpufree::new(["status"])
         .json()
         .dev(&d.dev)
-        .sim(&d.one_gpu(&[], 0))
+        .sim(d.one_gpu(&[], 0))
         .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["not_protected"]["path"], lib.to_str().unwrap(), "{p}");

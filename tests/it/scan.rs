@@ -288,7 +288,7 @@ fn container_node_with_the_same_device_number_matches() {
         .no_nvml()
         .env(
             "GPUFREE_TEST_GPU_MAJORS",
-            &format!("nvidia-frontend={}", rustix::fs::major(zero.rdev())),
+            format!("nvidia-frontend={}", rustix::fs::major(zero.rdev())),
         )
         .run();
     r.assert_exit(0);

@@ -163,7 +163,7 @@ fn spawn_serve(
 #[test]
 fn serve_answers_a_thousand_scrapes_and_refuses_what_is_not_a_scrape() {
     let inc = Incident::start(&bin()).unwrap();
-    let srv = serve(&inc.dev, &inc.state, &sim_lib());
+    let srv = serve(&inc.dev, &inc.state, sim_lib());
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -278,7 +278,7 @@ fn serve_stays_up_without_nvml_and_with_failing_calls() {
     let mut g1 = sim_gpu(1, &[], 0);
     g1["errors"] = serde_json::json!({"memory_info": 15});
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), g1]));
-    let srv = serve(&d.dev, &state, &sim_lib());
+    let srv = serve(&d.dev, &state, sim_lib());
     let mut r = ureq::get(format!("{}/metrics", srv.base)).call().unwrap();
     let body = r.body_mut().read_to_string().unwrap();
     assert!(body.contains("gpufree_nvml_up 1"));
@@ -438,7 +438,7 @@ fn closed_by_server(s: &mut std::net::TcpStream) -> bool {
 fn serve_answers_only_get_of_metrics_and_healthz_and_refuses_big_heads_and_bodies() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let srv = serve(&d.dev, &state, &sim_lib());
+    let srv = serve(&d.dev, &state, sim_lib());
     let a = srv.addr.as_str();
     let close = "Host: x\r\nConnection: close\r\n\r\n";
 
@@ -521,7 +521,7 @@ fn serve_closes_silent_connections_slow_heads_and_idle_keepalives() {
         &[],
         &d.dev,
         &state,
-        &sim_lib(),
+        sim_lib(),
         &["--header-timeout", "1s", "--idle-timeout", "1s"],
     );
     let a = srv.addr.as_str();
@@ -573,7 +573,7 @@ fn serve_times_a_partial_second_head_sent_with_the_first_request_by_the_header_t
         &[],
         &d.dev,
         &state,
-        &sim_lib(),
+        sim_lib(),
         &["--header-timeout", "500ms", "--idle-timeout", "30s"],
     );
     let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
@@ -628,7 +628,7 @@ fn serve_label_cmdline_is_refused_without_the_flag_that_names_the_exposure() {
         &[],
         &d.dev,
         &state,
-        &lib,
+        lib,
         &["--label-cmdline", "--expose-cmdlines-over-http"],
     );
     let body = scrape(&srv.addr).unwrap();
@@ -646,13 +646,7 @@ fn serve_label_cmdline_is_refused_without_the_flag_that_names_the_exposure() {
 fn serve_at_its_connection_cap_lets_a_scrape_displace_the_longest_idle_connection() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let srv = serve_with(
-        &[],
-        &d.dev,
-        &state,
-        &sim_lib(),
-        &["--max-connections", "20"],
-    );
+    let srv = serve_with(&[], &d.dev, &state, sim_lib(), &["--max-connections", "20"]);
     let a = srv.addr.as_str();
     let mut idle: Vec<std::net::TcpStream> = Vec::new();
     for i in 0..20 {
@@ -680,7 +674,7 @@ fn serve_under_idle_connections_and_a_header_flood_still_answers_scrapes() {
     let d = TestDir::new(1);
     let h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 4096, "while-alive")], 0);
-    let srv = serve(&d.dev, &state, &sim_lib());
+    let srv = serve(&d.dev, &state, sim_lib());
     let a = srv.addr.clone();
     let mut idle = Vec::new();
     for i in 0..300 {
@@ -751,7 +745,7 @@ fn serve_keeps_serving_after_accept_runs_out_of_file_descriptors() {
         &["prlimit", "--nofile=48:48", "--"],
         &d.dev,
         &state,
-        &sim_lib(),
+        sim_lib(),
         &["--max-connections", "1000"],
     );
     let a = srv.addr.clone();
@@ -787,7 +781,7 @@ fn serve_healthz_is_ok_while_snapshots_are_fresh_and_503_once_they_fail() {
         let lib = d.tmp.path().join("kit/libnvidia-ml.so.1");
         spawn_serve(as_nobody(&d, &SERVE), &d.dev, &state, &lib, &extra)
     } else {
-        serve_with(&[], &d.dev, &state, &sim_lib(), &extra)
+        serve_with(&[], &d.dev, &state, sim_lib(), &extra)
     };
     let a = srv.addr.as_str();
     let get = |path: &str| {
@@ -836,7 +830,7 @@ fn serve_reports_only_the_gpus_of_gpu() {
     ]));
     let uuid1 = "GPU-aa01bb00-1111-2222-3333-444455556666";
     for sel in ["1", uuid1, "00000000:19:00.0"] {
-        let srv = serve_with(&[], &d.dev, &state, &sim_lib(), &["--gpu", sel]);
+        let srv = serve_with(&[], &d.dev, &state, sim_lib(), &["--gpu", sel]);
         let body = scrape(&srv.addr).unwrap();
         assert!(
             body.contains(&format!(
@@ -852,7 +846,7 @@ fn serve_reports_only_the_gpus_of_gpu() {
         assert!(!body.contains(&format!("pid=\"{}\"", h0.pid())), "{body}");
     }
     // All of them without --gpu.
-    let srv = serve(&d.dev, &state, &sim_lib());
+    let srv = serve(&d.dev, &state, sim_lib());
     let body = scrape(&srv.addr).unwrap();
     assert!(body.contains("gpu=\"0\"") && body.contains("gpu=\"1\""));
     // A selector that names no GPU is a usage error, in one line.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 fn sim_lib_is_a_directory_holding_libnvidia_ml() {
     let lib = sim_lib();
     assert!(lib.exists(), "{}", lib.display());
-    assert!(std::fs::canonicalize(&lib)
+    assert!(std::fs::canonicalize(lib)
         .unwrap()
         .ends_with("libgpufree_nvml_sim.so"));
 }
@@ -168,7 +168,7 @@ fn simulator_never_writes_its_state_through_a_planted_symlink() {
             .arg(&state)
             .arg(bin())
             .arg(&d.dev)
-            .arg(&lib)
+            .arg(lib)
             .env("GPUFREE_SIM_STATE", &state)
             .env("GPUFREE_BPF_CACHE", bpf_cache()),
     );

@@ -641,7 +641,7 @@ fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
 fn check_leftovers(d: &TestDir, state: &Path) -> (Value, Vec<Value>) {
     let r = Gpufree::new(["check"])
         .dev(&d.dev)
-        .sim(&state)
+        .sim(state)
         .args([
             "--format",
             "json",
