@@ -9,6 +9,7 @@ mod audit;
 mod blind;
 mod bpf;
 mod bpf_cache;
+mod builder;
 mod check;
 mod cmd;
 mod contrib;

@@ -166,7 +166,7 @@ fn bad_flags_are_usage_errors() {
         "{}",
         r.stderr
     );
-    assert_eq!(Gpufree::new(["frobnicate"]).run().code, 2);
+    Gpufree::new(["frobnicate"]).run().assert_exit(2);
 }
 
 #[test]
@@ -467,7 +467,7 @@ fn man_page_and_completions_come_from_the_command_definition() {
     let r = Gpufree::new(["completions", "bash"]).run();
     r.assert_exit(0);
     assert!(r.stdout.contains("--force-protected") && r.stdout.contains("--max-used"));
-    assert_eq!(Gpufree::new(["completions", "tcsh"]).run().code, 2);
+    Gpufree::new(["completions", "tcsh"]).run().assert_exit(2);
 }
 
 /// Colour on a terminal; none with NO_COLOR, with --no-color, or when piped.
