@@ -62,10 +62,11 @@ pub struct Gpufree {
 
 impl Gpufree {
     /// `gpufree WORDS...` with the tests' environment: the build's BPF
-    /// cache, no `NO_COLOR`, `GPUFREE_DEV_DIR`, `GPUFREE_NVML_LIB`,
-    /// `GPUFREE_PROC_ROOT` or `GPUFREE_READ_TIMEOUT` from the caller, and a kill's audit record going nowhere (the journal and
-    /// syslog sockets set empty) unless a test names a socket: tests never
-    /// write to the machine's logs.
+    /// cache; no `NO_COLOR`, `GPUFREE_DEV_DIR`, `GPUFREE_NVML_LIB`,
+    /// `GPUFREE_PROC_ROOT` or `GPUFREE_READ_TIMEOUT` from the caller; and
+    /// a kill's audit record going nowhere (the journal and syslog sockets
+    /// set empty) unless a test names a socket: tests never write to the
+    /// machine's logs.
     pub fn new<I, S>(words: I) -> Gpufree
     where
         I: IntoIterator<Item = S>,
@@ -233,12 +234,7 @@ impl Gpufree {
         let out = command
             .output()
             .unwrap_or_else(|e| panic!("{} does not start: {e}", command_line(&command)));
-        Output::of(
-            &command,
-            out.status.code().unwrap_or(-1),
-            out.stdout,
-            out.stderr,
-        )
+        Output::ended(&command, out)
     }
 
     /// Runs it with its stdout a pipe nobody reads (closed before it
@@ -252,12 +248,7 @@ impl Gpufree {
             .unwrap_or_else(|e| panic!("{} does not start: {e}", command_line(&command)));
         drop(child.stdout.take());
         let out = child.wait_with_output().expect("waiting for gpufree");
-        Output::of(
-            &command,
-            out.status.code().unwrap_or(-1),
-            out.stdout,
-            out.stderr,
-        )
+        Output::ended(&command, out)
     }
 
     /// Starts it, stdout and stderr piped, for a test that acts while it
@@ -285,12 +276,7 @@ impl Running {
     /// Waits for it to end; what it printed and how it ended.
     pub fn finish(self) -> Output {
         let out = self.child.wait_with_output().expect("waiting for gpufree");
-        Output::of(
-            &self.command,
-            out.status.code().unwrap_or(-1),
-            out.stdout,
-            out.stderr,
-        )
+        Output::ended(&self.command, out)
     }
 }
 
@@ -313,7 +299,7 @@ pub fn run_cmd(cmd: &mut Command) -> Output {
     let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| {
         panic!("{} does not start: {e}", command_line(cmd));
     });
-    Output::of(cmd, out.status.code().unwrap_or(-1), out.stdout, out.stderr)
+    Output::ended(cmd, out)
 }
 
 /// `cmd`'s program and arguments, as a shell would read them back.
@@ -339,6 +325,12 @@ fn shell_word(word: &OsStr) -> String {
 }
 
 impl Output {
+    /// What `cmd` printed and how it ended, from the standard library's
+    /// record of it.
+    pub fn ended(cmd: &Command, out: std::process::Output) -> Output {
+        Output::of(cmd, out.status.code().unwrap_or(-1), out.stdout, out.stderr)
+    }
+
     /// What `cmd` (spawned by the test itself) printed and how it ended.
     pub fn of(cmd: &Command, code: i32, stdout: Vec<u8>, stderr: Vec<u8>) -> Output {
         let command = command_line(cmd);
