@@ -1,8 +1,9 @@
 //! The integration harness: a temporary device directory with plain-file
-//! GPU nodes, a simulator state beside it, real holder processes started
-//! from the gpufree binary (renamed, holding and mapping the nodes), and a
-//! command for the built binary. Tests never open the machine's real GPU
-//! nodes and signal only the processes they started.
+//! GPU nodes, a simulator state beside it, and real holder processes
+//! started from the gpufree binary (renamed, holding and mapping the
+//! nodes); gpufree itself runs through the command builder (cmd.rs). Tests
+//! never open the machine's real GPU nodes and signal only the processes
+//! they started.
 
 #[allow(unused_imports)] // Re-exported for the tests; tests/collect uses a part.
 pub use crate::cmd::{bin, bpf_cache, command_line, run_cmd, scratch, sim_lib, Gpufree, Output};
