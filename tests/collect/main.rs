@@ -12,6 +12,9 @@
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 #![allow(clippy::too_many_lines)] // A test reads as one story; its length is exempt.
 
+#[allow(dead_code)] // The integration tests' command builder, which the harness uses.
+#[path = "../it/cmd.rs"]
+mod cmd;
 #[allow(dead_code)] // The integration tests' harness; this binary uses a part.
 #[path = "../it/harness.rs"]
 mod harness;
@@ -131,7 +134,7 @@ fn a_kill_reports_its_steps_in_order() {
     let c = Collector::new(
         Config {
             dev_dir: dir.dev.clone(),
-            nvml_lib: Some(sim_lib()),
+            nvml_lib: Some(sim_lib().to_path_buf()),
             // This boot's relocation of the in-kernel walk: not the
             // machine's /run.
             bpf_cache: Some(harness::bpf_cache().into()),
@@ -192,7 +195,7 @@ fn the_xid_watcher_delivers_the_drivers_events_in_order() {
     gpu0["xid_events"] = serde_json::json!([{"xid": 79, "seconds_ago": 15}]);
     let state = dir.state(&harness::sim_state(vec![gpu0, gpu1]));
     std::env::set_var("GPUFREE_SIM_STATE", &state);
-    let mut w = gpufree::nvml::XidWatcher::start(Some(&sim_lib()));
+    let mut w = gpufree::nvml::XidWatcher::start(Some(sim_lib()));
     assert_eq!(w.registered(Duration::from_secs(10)), Ok(vec![0, 1]));
     let until = std::time::Instant::now() + Duration::from_secs(10);
     let mut got = Vec::new();

@@ -104,17 +104,23 @@ fn kill_sends_one_journal_record_naming_the_target_its_signals_and_the_release()
     let d = TestDir::new(1);
     let (h, state) = listed(&d, &["python3", "serve.py", "--port=8000"], None);
     let pid = h.pid();
-    let before = status_json(&d, &state, &[]);
+    let before = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let seen = process(&before, pid).unwrap().clone();
     let journal = Socket::bind(d.tmp.path(), "journal.sock");
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &pid.to_string(), "--yes"],
-        &[("GPUFREE_JOURNAL_SOCKET", journal.path())],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert!(!err.contains("audit"), "{err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid.to_string(), "--yes"])
+        .envs([("GPUFREE_JOURNAL_SOCKET", journal.path())])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
+    assert!(!r.stderr.contains("audit"), "{}", r.stderr);
     assert!(!alive(pid));
     let f = parse_native(&journal.next().expect("a journal record"));
     assert!(journal.empty(), "one record per kill");
@@ -172,17 +178,22 @@ fn hostile_comm_and_cmdline_cannot_inject_a_journal_field() {
     ];
     let (h, state) = listed(&d, &argv, Some("c\nPRIORITY=1"));
     let pid = h.pid();
-    let before = status_json(&d, &state, &[]);
+    let before = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let comm = process(&before, pid).unwrap()["comm"].clone();
     assert!(comm.as_str().unwrap().contains('\n'), "{comm}");
     let journal = Socket::bind(d.tmp.path(), "journal.sock");
-    let (code, _, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &pid.to_string(), "--yes"],
-        &[("GPUFREE_JOURNAL_SOCKET", journal.path())],
-    );
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid.to_string(), "--yes"])
+        .envs([("GPUFREE_JOURNAL_SOCKET", journal.path())])
+        .run();
+    r.assert_exit(0);
     let f = parse_native(&journal.next().expect("a journal record"));
     for (k, _) in &f {
         assert!(
@@ -210,17 +221,18 @@ fn without_a_journal_the_record_goes_to_syslog_and_without_either_the_kill_still
     let pid = h.pid();
     let syslog = Socket::bind(d.tmp.path(), "log.sock");
     let absent = d.tmp.path().join("no-journal.sock");
-    let (code, _, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &pid.to_string(), "--yes"],
-        &[
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid.to_string(), "--yes"])
+        .envs([
             ("GPUFREE_JOURNAL_SOCKET", absent.to_str().unwrap()),
             ("GPUFREE_SYSLOG_SOCKET", syslog.path()),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert!(!err.contains("audit"), "{err}");
+        ])
+        .run();
+    r.assert_exit(0);
+    assert!(!r.stderr.contains("audit"), "{}", r.stderr);
     let line = String::from_utf8(syslog.next().expect("a syslog line")).unwrap();
     assert!(line.starts_with("<85>gpufree["), "{line}");
     assert!(!line.contains('\n'), "{line}");
@@ -229,23 +241,26 @@ fn without_a_journal_the_record_goes_to_syslog_and_without_either_the_kill_still
     assert_eq!(rec["targets"][0]["pid"], pid);
     // Neither socket: one line on stderr, and the kill's outcome as ever.
     let (h, state) = listed(&d, &["worker"], None);
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &h.pid().to_string(), "--yes"],
-        &[
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &h.pid().to_string(), "--yes"])
+        .envs([
             ("GPUFREE_JOURNAL_SOCKET", absent.to_str().unwrap()),
             ("GPUFREE_SYSLOG_SOCKET", absent.to_str().unwrap()),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
+        ])
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit(0);
     assert_eq!(doc["kill"]["released"], true);
     assert!(!alive(h.pid()));
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("audit")).collect();
-    assert_eq!(lines.len(), 1, "{err}");
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("audit")).collect();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
     assert!(
         lines[0].contains("journal") && lines[0].contains("syslog"),
-        "{err}"
+        "{}",
+        out.stderr
     );
 }
 
@@ -257,20 +272,20 @@ fn audit_log_gets_one_json_line_per_kill_appended_mode_0600() {
     let mut pids = Vec::new();
     for _ in 0..2 {
         let (h, state) = listed(&d, &["worker"], None);
-        let (code, _, err) = kill_json(
-            &d.dev,
-            &state,
-            &[
+        let r = Gpufree::new(["kill"])
+            .json()
+            .dev(&d.dev)
+            .sim(&state)
+            .args([
                 "--pid",
                 &h.pid().to_string(),
                 "--yes",
                 "--audit-log",
                 log.to_str().unwrap(),
-            ],
-            &[],
-        );
-        assert_eq!(code, 0, "{err}");
-        assert!(!err.contains("audit"), "{err}");
+            ])
+            .run();
+        r.assert_exit(0);
+        assert!(!r.stderr.contains("audit"), "{}", r.stderr);
         pids.push(h.pid());
     }
     let text = std::fs::read_to_string(&log).unwrap();
@@ -301,24 +316,26 @@ fn a_symlinked_audit_log_is_refused_without_blocking_the_kill() {
     let link = d.tmp.path().join("link.jsonl");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let journal = Socket::bind(d.tmp.path(), "journal.sock");
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &[
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args([
             "--pid",
             &h.pid().to_string(),
             "--yes",
             "--audit-log",
             link.to_str().unwrap(),
-        ],
-        &[("GPUFREE_JOURNAL_SOCKET", journal.path())],
-    );
-    assert_eq!(code, 0, "{err}");
+        ])
+        .envs([("GPUFREE_JOURNAL_SOCKET", journal.path())])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     assert_eq!(doc["kill"]["released"], true);
     assert!(!alive(h.pid()));
-    let lines: Vec<&str> = err.lines().filter(|l| l.contains("audit")).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains("symlink"), "{err}");
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("audit")).collect();
+    assert_eq!(lines.len(), 1, "{}", r.stderr);
+    assert!(lines[0].contains("symlink"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&real).unwrap(), "keep\n");
     // The journal has the record all the same.
     assert!(journal.next().is_some());
@@ -330,19 +347,20 @@ fn a_dry_run_writes_no_audit_record() {
     let (h, state) = listed(&d, &["worker"], None);
     let log = d.tmp.path().join("kills.jsonl");
     let journal = Socket::bind(d.tmp.path(), "journal.sock");
-    let (code, _, err) = kill_json(
-        &d.dev,
-        &state,
-        &[
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args([
             "--pid",
             &h.pid().to_string(),
             "--dry-run",
             "--audit-log",
             log.to_str().unwrap(),
-        ],
-        &[("GPUFREE_JOURNAL_SOCKET", journal.path())],
-    );
-    assert_eq!(code, 0, "{err}");
+        ])
+        .envs([("GPUFREE_JOURNAL_SOCKET", journal.path())])
+        .run();
+    r.assert_exit(0);
     assert!(alive(h.pid()));
     assert!(journal.empty());
     assert!(!log.exists());

@@ -10,7 +10,7 @@
 use crate::harness::*;
 use serde_json::Value;
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -124,14 +124,22 @@ impl Namespace {
     /// `PROGRAM ARGS` run inside the namespace (its PID and mount
     /// namespaces) as root of a new child user namespace.
     fn inside(&self, program: &Path, args: &[&str]) -> Command {
-        let mut c = Command::new("nsenter");
-        c.arg("--target")
-            .arg(self.init_pid().to_string())
-            .args(["--pid", "--mount", "--"])
-            .args(["unshare", "--user", "--map-root-user", "--"])
-            .arg(program)
-            .args(args);
+        let [first, rest @ ..] = &self.wrapper()[..] else {
+            unreachable!()
+        };
+        let mut c = Command::new(first);
+        c.args(rest).arg(program).args(args);
         c
+    }
+
+    /// The command line that runs a program inside (see [`Self::inside`]).
+    fn wrapper(&self) -> Vec<String> {
+        let init = self.init_pid().to_string();
+        ["nsenter", "--target", &init, "--pid", "--mount", "--"]
+            .into_iter()
+            .chain(["unshare", "--user", "--map-root-user", "--"])
+            .map(String::from)
+            .collect()
     }
 }
 
@@ -163,23 +171,12 @@ fn child_of(parent: u32) -> Option<u32> {
 }
 
 /// gpufree `args` inside the namespace, against the simulator.
-fn gpufree_inside(ns: &Namespace, d: &TestDir, state: &Path, args: &[&str]) -> Run {
-    let lib: PathBuf = sim_lib();
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend([
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ]);
-    run_cmd(
-        ns.inside(&bin(), &all)
-            .env_remove("NO_COLOR")
-            .env_remove("GPUFREE_DEV_DIR")
-            .env_remove("GPUFREE_NVML_LIB")
-            .env("GPUFREE_SIM_STATE", state)
-            .env("GPUFREE_READ_TIMEOUT", "2s"),
-    )
+fn gpufree_inside(ns: &Namespace, d: &TestDir, state: &Path, args: &[&str]) -> Gpufree {
+    Gpufree::new(args)
+        .dev(&d.dev)
+        .sim(state)
+        .env("GPUFREE_READ_TIMEOUT", "2s")
+        .wrapped(ns.wrapper())
 }
 
 #[test]
@@ -208,8 +205,8 @@ fn unreadable_pid_1_with_leaked_memory_gives_the_driver_verdict_first() {
 
     // What the scan makes of it: PID 1 unreadable for lack of permission,
     // as root, in a namespace that is not taken for a nested one.
-    let status = gpufree_inside(&ns, &d, &state, &["status", "--json"]);
-    assert_eq!(status.code, 0, "status: {status:?}");
+    let status = gpufree_inside(&ns, &d, &state, &["status", "--json"]).run();
+    status.assert_exit(0);
     let vis = status.json()["visibility"].clone();
     let unreadable = vis["unreadable"].as_array().expect("visibility.unreadable");
     assert!(
@@ -222,9 +219,9 @@ fn unreadable_pid_1_with_leaked_memory_gives_the_driver_verdict_first() {
 
     // why --json: unknown (SPEC.md: memory NVML attributes to nobody while
     // a process could not be read), exit 3; the driver's verdict first.
-    let why = gpufree_inside(&ns, &d, &state, &["why", "--json"]);
+    let why = gpufree_inside(&ns, &d, &state, &["why", "--json"]).run();
     let doc: Value = why.json();
-    assert_eq!(why.code, 3, "why --json: {why:?}");
+    why.assert_exit(3);
     assert_eq!(doc["verdict"]["state"], "unknown", "{}", doc["verdict"]);
     let first = &doc["findings"][0];
     assert_eq!(
@@ -267,8 +264,8 @@ fn unreadable_pid_1_with_leaked_memory_gives_the_driver_verdict_first() {
     assert!(!why.stderr.contains("sudo"), "{}", why.stderr);
 
     // The same as text.
-    let text = gpufree_inside(&ns, &d, &state, &["why", "--no-color"]);
-    assert_eq!(text.code, 3, "why: {text:?}");
+    let text = gpufree_inside(&ns, &d, &state, &["why", "--no-color"]).run();
+    text.assert_exit(3);
     let first_line = text
         .stdout
         .lines()

@@ -8,7 +8,6 @@
 //! in the PID-reuse harness, tests/it/reuse.rs.)
 
 use crate::harness::*;
-use crate::hooks::hook;
 use gpufree::demo::holder::{HoldSpec, Spawned};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -18,24 +17,6 @@ use std::process::Command;
 
 /// pid -> node -> how.
 pub type Holders = BTreeMap<u32, BTreeMap<String, Vec<String>>>;
-
-pub fn status(dev: &Path, scan: &str, env: &[(&str, &str)]) -> Value {
-    let r = gpufree(
-        &[
-            "status",
-            "--json",
-            "--scan",
-            scan,
-            "--dev-dir",
-            dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        env,
-    );
-    assert_eq!(r.code, 0, "status --scan {scan} failed: {}", r.stderr);
-    r.json()
-}
 
 /// The holders among `pids`, with what they hold and how.
 pub fn holders(doc: &Value, pids: &[u32]) -> Holders {
@@ -65,7 +46,10 @@ pub fn holders(doc: &Value, pids: &[u32]) -> Holders {
 /// Whether the in-kernel walk runs here; else says why (and fails under
 /// CI, whose machine has root, BPF and kernel BTF).
 pub fn bpf_runs(d: &TestDir) -> bool {
-    let doc = status(&d.dev, "bpf", &[]);
+    let doc = Gpufree::new(["status", "--json", "--scan", "bpf"])
+        .dev(&d.dev)
+        .no_nvml()
+        .doc();
     let v = &doc["visibility"];
     if v["scan"] == "bpf" {
         return true;
@@ -257,14 +241,14 @@ proptest! {
         } else {
             None
         };
-        let procfs = status(&d.dev, "procfs", &[]);
+        let procfs = Gpufree::new(["status", "--json", "--scan", "procfs"]).dev(&d.dev).no_nvml().doc();
         prop_assert_eq!(&procfs["visibility"]["scan"], "procfs");
         let by_proc = holders(&procfs, &pids);
         prop_assert_eq!(&by_proc, &expect, "the /proc walk misses or invents a holding");
         // The walk the kernel takes, the iterator walk, and the per-process
         // walk with every process to be read again through /proc.
         for env in KERNEL_WALKS {
-            let bpf = status(&d.dev, "bpf", env);
+            let bpf = Gpufree::new(["status", "--json", "--scan", "bpf"]).dev(&d.dev).no_nvml().envs(env.iter().copied()).doc();
             let v = &bpf["visibility"];
             prop_assert_eq!(&v["scan"], "bpf");
             prop_assert_eq!(iterator_walk(v), iterators_expected(env), "{}", v);
@@ -284,17 +268,27 @@ const KERNEL_WALKS: [&[(&str, &str)]; 3] = [
 /// `want` as the holdings of `pids`; the kernel walks' documents (none
 /// where BPF does not run).
 fn every_walk_finds(d: &TestDir, pids: &[u32], want: &Holders) -> Vec<Value> {
-    assert_eq!(&holders(&status(&d.dev, "procfs", &[]), pids), want);
+    assert_eq!(
+        &holders(
+            &Gpufree::new(["status", "--json", "--scan", "procfs"])
+                .dev(&d.dev)
+                .no_nvml()
+                .doc(),
+            pids
+        ),
+        want
+    );
     if !bpf_runs(d) {
         return Vec::new();
     }
     KERNEL_WALKS
         .iter()
         .map(|env| {
-            for (k, _) in *env {
-                hook(k);
-            }
-            let doc = status(&d.dev, "bpf", env);
+            let doc = Gpufree::new(["status", "--json", "--scan", "bpf"])
+                .dev(&d.dev)
+                .no_nvml()
+                .envs(env.iter().copied())
+                .doc();
             let v = &doc["visibility"];
             assert_eq!(v["scan"], "bpf", "{env:?}: {v}");
             assert_eq!(&holders(&doc, pids), want, "{env:?}");
@@ -353,9 +347,23 @@ fn another_directorys_node_of_the_same_device_is_that_node() {
     let pids = [h.pid()];
     // /dev/full's major (1) registered as the NVIDIA frontend's (the tests'
     // hook): a node of another driver's major is no GPU node.
-    let env = [(hook("GPUFREE_TEST_GPU_MAJORS"), "nvidia-frontend=1")];
-    let procfs = holders(&status(&d.dev, "procfs", &env), &pids);
-    let bpf = holders(&status(&d.dev, "bpf", &env), &pids);
+    let env = [("GPUFREE_TEST_GPU_MAJORS", "nvidia-frontend=1")];
+    let procfs = holders(
+        &Gpufree::new(["status", "--json", "--scan", "procfs"])
+            .dev(&d.dev)
+            .no_nvml()
+            .envs(env.iter().copied())
+            .doc(),
+        &pids,
+    );
+    let bpf = holders(
+        &Gpufree::new(["status", "--json", "--scan", "bpf"])
+            .dev(&d.dev)
+            .no_nvml()
+            .envs(env.iter().copied())
+            .doc(),
+        &pids,
+    );
     let want = Holders::from([(
         h.pid(),
         BTreeMap::from([("nvidia7".to_string(), vec!["fd".to_string()])]),
@@ -374,8 +382,12 @@ fn where_bpf_cannot_run_procfs_answers_and_says_why() {
         return;
     }
     let h = d.mapper("nvidia0");
-    let env = [(hook("GPUFREE_TEST_BPF_BREAK_VERIFIER"), "1")];
-    let doc = status(&d.dev, "bpf", &env);
+    let env = [("GPUFREE_TEST_BPF_BREAK_VERIFIER", "1")];
+    let doc = Gpufree::new(["status", "--json", "--scan", "bpf"])
+        .dev(&d.dev)
+        .no_nvml()
+        .envs(env.iter().copied())
+        .doc();
     let v = &doc["visibility"];
     assert_eq!(v["scan"], "procfs", "{v}");
     let reason = v["scan_reason"].as_str().unwrap();
@@ -385,17 +397,10 @@ fn where_bpf_cannot_run_procfs_answers_and_says_why() {
         ["fd", "mmap"]
     );
 
-    let r = run_cmd(&mut as_nobody(
-        &d,
-        &[
-            "status",
-            "--json",
-            "--scan",
-            "bpf",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-        ],
-    ));
+    let r = as_nobody(&d, &["status", "--scan", "bpf"])
+        .json()
+        .dev(&d.dev)
+        .run();
     let doc = r.json();
     let v = &doc["visibility"];
     assert_eq!(v["scan"], "procfs", "{v}");
@@ -414,11 +419,15 @@ fn a_walk_that_does_not_finish_in_time_falls_back() {
     }
     let h = d.mapper("nvidia0");
     let env = [
-        (hook("GPUFREE_TEST_BPF_SLOW_WALK_MS"), "20000"),
+        ("GPUFREE_TEST_BPF_SLOW_WALK_MS", "20000"),
         ("GPUFREE_READ_TIMEOUT", "300ms"),
     ];
     let started = std::time::Instant::now();
-    let doc = status(&d.dev, "bpf", &env);
+    let doc = Gpufree::new(["status", "--json", "--scan", "bpf"])
+        .dev(&d.dev)
+        .no_nvml()
+        .envs(env.iter().copied())
+        .doc();
     let took = started.elapsed();
     let v = &doc["visibility"];
     assert_eq!(v["scan"], "procfs", "{v}");
@@ -443,21 +452,17 @@ fn auto_walks_in_the_kernel_for_a_long_running_command() {
         return;
     }
     let h = d.mapper("nvidia0");
-    let r = gpufree(
-        &[
-            "wait",
-            "--json",
+    let r = Gpufree::new(["wait"])
+        .json()
+        .dev(&d.dev)
+        .no_nvml()
+        .args([
             // Long enough for a debug build's load and walk on a loaded
             // machine: a walk the deadline cuts short falls back to /proc.
             "--timeout",
             "2s",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[],
-    );
+        ])
+        .run();
     let doc = r.json();
     let v = &doc["visibility"];
     assert_eq!(v["scan"], "bpf", "{v}");
@@ -476,10 +481,17 @@ fn auto_walks_in_the_kernel_for_a_long_running_command() {
 #[test]
 fn auto_keeps_procfs_for_a_one_shot_look_at_a_small_host() {
     let d = TestDir::new(1);
-    let doc = status(&d.dev, "procfs", &[]);
+    let doc = Gpufree::new(["status", "--json", "--scan", "procfs"])
+        .dev(&d.dev)
+        .no_nvml()
+        .doc();
     assert_eq!(doc["visibility"]["scan_reason"], "--scan procfs");
     // Without this boot's relocation kept, whatever the test cache holds.
-    let doc = status(&d.dev, "auto", &[("GPUFREE_BPF_CACHE", "off")]);
+    let doc = Gpufree::new(["status", "--json", "--scan", "auto"])
+        .dev(&d.dev)
+        .no_nvml()
+        .envs([("GPUFREE_BPF_CACHE", "off")])
+        .doc();
     let v = &doc["visibility"];
     let open: u64 = std::fs::read_to_string("/proc/sys/fs/file-nr")
         .unwrap()

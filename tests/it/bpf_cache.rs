@@ -5,9 +5,9 @@
 //! used (the relocation is made again, and the reason says why); `off`
 //! keeps none.
 
-use crate::bpf::{holders, per_process_walk_runs, status};
+use crate::bpf::{holders, per_process_walk_runs};
+use crate::cmd::hook;
 use crate::harness::*;
-use crate::hooks::hook;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::PermissionsExt;
@@ -44,12 +44,22 @@ fn the_boot_cache_is_used_only_where_sound_and_finds_the_same_holders() {
     }
     let holder = d.mapper("nvidia0");
     let pid = holder.pids[0].0;
-    let truth = holders(&status(&d.dev, "procfs", &[]), &[pid]);
+    let truth = holders(
+        &Gpufree::new(["status", "--json", "--scan", "procfs"])
+            .dev(&d.dev)
+            .no_nvml()
+            .doc(),
+        &[pid],
+    );
     assert!(!truth.is_empty(), "the holder holds nvidia0");
     let cache = d.tmp.path().join("cache");
     let env = [("GPUFREE_BPF_CACHE", cache.to_str().unwrap())];
     let run = |want: &str| {
-        let doc = status(&d.dev, "bpf", &env);
+        let doc = Gpufree::new(["status", "--json", "--scan", "bpf"])
+            .dev(&d.dev)
+            .no_nvml()
+            .envs(env.iter().copied())
+            .doc();
         assert!(
             reason(&doc).contains(want),
             "want {want:?}: {}",
@@ -98,7 +108,11 @@ fn the_boot_cache_is_used_only_where_sound_and_finds_the_same_holders() {
 
     // off: none kept.
     for _ in 0..2 {
-        let doc = status(&d.dev, "bpf", &[("GPUFREE_BPF_CACHE", "off")]);
+        let doc = Gpufree::new(["status", "--json", "--scan", "bpf"])
+            .dev(&d.dev)
+            .no_nvml()
+            .envs([("GPUFREE_BPF_CACHE", "off")])
+            .doc();
         assert!(reason(&doc).contains(FROM_BTF), "{}", reason(&doc));
     }
     assert!(!file.exists());
@@ -116,13 +130,21 @@ fn auto_loads_the_kept_relocation_from_a_lower_count_of_open_files() {
     }
     let cache = d.tmp.path().join("cache");
     let cache = cache.to_str().unwrap();
-    status(&d.dev, "bpf", &[("GPUFREE_BPF_CACHE", cache)]); // keeps the relocation
+    Gpufree::new(["status", "--json", "--scan", "bpf"])
+        .dev(&d.dev)
+        .no_nvml()
+        .envs([("GPUFREE_BPF_CACHE", cache)])
+        .doc(); // keeps the relocation
     let auto = |files: &str, dir: &str| {
         let env = [
             (hook("GPUFREE_TEST_OPEN_FILES"), files),
             ("GPUFREE_BPF_CACHE", dir),
         ];
-        let doc = status(&d.dev, "auto", &env);
+        let doc = Gpufree::new(["status", "--json", "--scan", "auto"])
+            .dev(&d.dev)
+            .no_nvml()
+            .envs(env.iter().copied())
+            .doc();
         (
             doc["visibility"]["scan"].as_str().unwrap().to_string(),
             reason(&doc),

@@ -51,31 +51,28 @@ impl Host {
         });
     }
 
-    /// `gpufree check --format FORMAT ARGS`: exit code and stdout.
-    fn check(&self, format: &str, args: &[&str]) -> (i32, String) {
-        let lib = sim_lib();
-        let mut a = vec![
-            "check",
-            "--format",
-            format,
-            "--proc-root",
-            self.fake.root.to_str().unwrap(),
-            "--dev-dir",
-            self.d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-            "--state",
-            self.memory.to_str().unwrap(),
-        ];
-        a.extend(args);
-        let r = gpufree(&a, &[("GPUFREE_SIM_STATE", self.state.to_str().unwrap())]);
+    /// `gpufree check --format FORMAT ARGS` (which never panics).
+    fn check(&self, format: &str, args: &[&str]) -> Output {
+        let r = Gpufree::new(["check", "--format", format])
+            .proc_root(&self.fake.root)
+            .dev(&self.d.dev)
+            .sim(&self.state)
+            .arg("--state")
+            .arg(&self.memory)
+            .args(args)
+            .run();
         assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
-        (r.code, r.stdout)
+        r
     }
 
-    /// Exit codes of text, npd, nagios and slurm, in that order.
-    fn codes(&self, args: &[&str]) -> [i32; 4] {
-        ["text", "npd", "nagios", "slurm"].map(|f| self.check(f, args).0)
+    /// Asserts the exit codes of text, npd, nagios and slurm, in that
+    /// order.
+    #[track_caller]
+    fn assert_codes(&self, args: &[&str], codes: [i32; 4]) {
+        for (format, code) in ["text", "npd", "nagios", "slurm"].into_iter().zip(codes) {
+            self.check(format, args)
+                .assert_exit_with(code, format_args!("--format {format}"));
+        }
     }
 }
 
@@ -92,27 +89,27 @@ fn gpu(procs: &[(u32, u64)], leaked: u64) -> Value {
 /// Every line a format prints obeys its consumer: npd's one line fits in
 /// 80 characters, nagios's carries performance data per GPU.
 fn lines_obey(h: &Host, args: &[&str]) {
-    let (_, npd) = h.check("npd", args);
+    let npd = h.check("npd", args).stdout;
     assert_eq!(npd.lines().count(), 1, "{npd}");
     // NPD's max_output_length counts bytes.
     assert!(npd.trim_end().len() <= 80, "{npd}");
-    let (_, nagios) = h.check("nagios", args);
+    let nagios = h.check("nagios", args).stdout;
     assert_eq!(nagios.lines().count(), 1, "{nagios}");
     let (_, perf) = nagios.split_once(" | ").unwrap();
     assert!(
         perf.starts_with("gpu0_used=") && perf.contains(";0;150754820096"),
         "{perf}"
     );
-    let (_, slurm) = h.check("slurm", args);
+    let slurm = h.check("slurm", args).stdout;
     assert!(slurm.trim_end().len() <= 100, "{slurm}");
 }
 
 #[test]
 fn a_free_host_is_ok_in_every_format() {
     let h = Host::new(gpu(&[], 0));
-    assert_eq!(h.codes(&[]), [0, 0, 0, 0]);
-    assert_eq!(h.check("npd", &[]).1, "1 GPU fine\n");
-    let (_, nagios) = h.check("nagios", &[]);
+    h.assert_codes(&[], [0, 0, 0, 0]);
+    assert_eq!(h.check("npd", &[]).stdout, "1 GPU fine\n");
+    let nagios = h.check("nagios", &[]).stdout;
     assert!(nagios.starts_with("GPU OK - 1 GPU fine | gpu0_used=0B;;;0;150754820096 gpu0_unaccounted=0B;1073741824;1073741824;0;150754820096"), "{nagios}");
     lines_obey(&h, &[]);
 }
@@ -138,8 +135,9 @@ fn a_users_process_claiming_a_container_pod_or_job_is_a_leftover() {
     );
     // Root's container of the same id is one.
     h.holder(200, &format!("0::/system.slice/docker-{id}.scope\n"), 'S');
-    let (code, json) = h.check("json", &[]);
-    assert_eq!(code, 1, "critical: {json}");
+    let r = h.check("json", &[]);
+    r.assert_exit_with(1, "critical");
+    let json = r.stdout;
     let doc: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["problems"].as_array().unwrap().len(), 1, "{doc}");
     assert_eq!(doc["problems"][0]["condition"], "leftover");
@@ -161,18 +159,18 @@ fn leftover_holders_are_critical_and_a_running_job_s_are_not() {
         "0::/system.slice/slurmstepd.scope/job_42/step_0\n",
         'S',
     );
-    assert_eq!(h.codes(&[]), [1, 1, 2, 1]);
-    let (_, npd) = h.check("npd", &[]);
+    h.assert_codes(&[], [1, 1, 2, 1]);
+    let npd = h.check("npd", &[]).stdout;
     assert_eq!(
         npd,
         "GPU 0: 8.0 GiB held by 1 leftover process (PID 100 python3)\n"
     );
-    let (_, slurm) = h.check("slurm", &[]);
+    let slurm = h.check("slurm", &[]).stdout;
     assert!(
         slurm.starts_with("gpufree: GPU 0: 8.0 GiB held by 1 leftover"),
         "{slurm}"
     );
-    let (_, json) = h.check("json", &[]);
+    let json = h.check("json", &[]).stdout;
     let doc: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["level"], "critical");
     assert_eq!(
@@ -184,25 +182,25 @@ fn leftover_holders_are_critical_and_a_running_job_s_are_not() {
     assert_eq!(doc["problems"][0]["processes"], json!([[100, "python3"]]));
     lines_obey(&h, &[]);
     // Left out on request.
-    assert_eq!(h.codes(&["--ignore", "leftover"]), [0, 0, 0, 0]);
+    h.assert_codes(&["--ignore", "leftover"], [0, 0, 0, 0]);
     // Only device nodes held: a warning, which Slurm neither drains nor
     // resumes on (2); and what could not be seen outranks a warning.
     let h = Host::new(gpu(&[], 0));
     h.holder(100, "0::/user.slice\n", 'S');
-    assert_eq!(h.codes(&[]), [1, 1, 1, 2]);
+    h.assert_codes(&[], [1, 1, 1, 2]);
     let mut g = gpu(&[], 4 * GIB);
     g["errors"] = json!({"compute_processes": 999});
     let h = Host::new(g);
     h.holder(100, "0::/user.slice\n", 'S');
-    assert_eq!(h.codes(&[]), [3, 2, 3, 3]);
+    h.assert_codes(&[], [3, 2, 3, 3]);
 }
 
 #[test]
 fn a_leak_counts_once_it_has_lasted_its_grace_period() {
     let h = Host::new(gpu(&[], 4 * GIB));
     // First seen now: within the 5 minutes, OK, and remembered.
-    assert_eq!(h.codes(&[]), [0, 0, 0, 0]);
-    let (_, npd) = h.check("npd", &[]);
+    h.assert_codes(&[], [0, 0, 0, 0]);
+    let npd = h.check("npd", &[]).stdout;
     assert!(
         npd.starts_with("1 GPU fine; GPU 0: 4.0 GiB unaccounted for"),
         "{npd}"
@@ -215,10 +213,10 @@ fn a_leak_counts_once_it_has_lasted_its_grace_period() {
     let earlier =
         json!({"unaccounted_since": {"GPU-aa00bb00-1111-2222-3333-444455556666": since - 720}});
     std::fs::write(&h.memory, earlier.to_string()).unwrap();
-    assert_eq!(h.codes(&[]), [1, 1, 2, 1]);
-    let (_, npd) = h.check("npd", &[]);
+    h.assert_codes(&[], [1, 1, 2, 1]);
+    let npd = h.check("npd", &[]).stdout;
     assert_eq!(npd, "GPU 0: 4.0 GiB unaccounted for 12 min\n");
-    let (_, nagios) = h.check("nagios", &[]);
+    let nagios = h.check("nagios", &[]).stdout;
     assert!(
         nagios.starts_with("GPU CRITICAL - GPU 0: 4.0 GiB unaccounted for 12 min | "),
         "{nagios}"
@@ -228,7 +226,7 @@ fn a_leak_counts_once_it_has_lasted_its_grace_period() {
         "{nagios}"
     );
     // Below the threshold it is none, and forgotten.
-    assert_eq!(h.codes(&["--leak-min", "8GiB"]), [0, 0, 0, 0]);
+    h.assert_codes(&["--leak-min", "8GiB"], [0, 0, 0, 0]);
     let kept: Value = serde_json::from_slice(&std::fs::read(&h.memory).unwrap()).unwrap();
     assert_eq!(kept["unaccounted_since"], json!({}));
     // An unwritable state cannot time a leak: it counts at once.
@@ -236,11 +234,9 @@ fn a_leak_counts_once_it_has_lasted_its_grace_period() {
     let blocked = h2.d.tmp.path().join("file");
     std::fs::write(&blocked, "x").unwrap();
     h2.memory = blocked.join("check.json");
-    let (code, npd) = h2.check("npd", &[]);
-    assert_eq!(
-        (code, npd.as_str()),
-        (1, "GPU 0: 4.0 GiB unaccounted for 0 min\n")
-    );
+    let r = h2.check("npd", &[]);
+    r.assert_exit(1);
+    assert_eq!(r.stdout, "GPU 0: 4.0 GiB unaccounted for 0 min\n");
     // A FIFO at the state's path is never waited on (nor a symlink
     // followed): the leak counts at once.
     let mut h3 = Host::new(gpu(&[], 4 * GIB));
@@ -250,7 +246,7 @@ fn a_leak_counts_once_it_has_lasted_its_grace_period() {
         .status()
         .unwrap();
     assert!(made.success());
-    assert_eq!(h3.check("npd", &[]).0, 1);
+    h3.check("npd", &[]).assert_exit(1);
 }
 
 #[test]
@@ -259,8 +255,8 @@ fn an_unknown_verdict_a_lost_gpu_and_a_stuck_holder() {
     let mut g = gpu(&[], 4 * GIB);
     g["errors"] = json!({"compute_processes": 999});
     let h = Host::new(g);
-    assert_eq!(h.codes(&[]), [3, 2, 3, 3]);
-    let (_, npd) = h.check("npd", &[]);
+    h.assert_codes(&[], [3, 2, 3, 3]);
+    let npd = h.check("npd", &[]).stdout;
     assert!(npd.starts_with("GPU 0: unknown: "), "{npd}");
     lines_obey(&h, &[]);
 
@@ -268,15 +264,15 @@ fn an_unknown_verdict_a_lost_gpu_and_a_stuck_holder() {
     let mut g = gpu(&[], 0);
     g["errors"] = json!({"memory_info": 15});
     let h = Host::new(g);
-    assert_eq!(h.codes(&[]), [1, 1, 2, 1]);
-    let (_, npd) = h.check("npd", &[]);
+    h.assert_codes(&[], [1, 1, 2, 1]);
+    let npd = h.check("npd", &[]).stdout;
     assert!(npd.starts_with("GPU 0: NVML: memory: GPU_IS_LOST"), "{npd}");
 
     // A holder stuck in the driver, in a job: not leftover, but stuck.
     let h = Host::new(gpu(&[(300, 2)], 0));
     h.holder(300, "0::/system.slice/slurmstepd.scope/job_7/step_0\n", 'D');
-    assert_eq!(h.codes(&[]), [1, 1, 2, 1]);
-    let (_, npd) = h.check("npd", &[]);
+    h.assert_codes(&[], [1, 1, 2, 1]);
+    let npd = h.check("npd", &[]).stdout;
     assert_eq!(
         npd,
         "1 holder stuck in the driver (D state): PID 300 python3\n"
@@ -334,8 +330,9 @@ fn in_d_across_the_window_in_the_gpu_driver_drains_and_in_an_nfs_read_does_not()
         h
     };
     let h = host(&[300, 301, 302, 303]);
-    let (code, json) = h.check("json", &[]);
-    assert_eq!(code, 1, "{json}");
+    let r = h.check("json", &[]);
+    r.assert_exit(1);
+    let json = r.stdout;
     let doc: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["level"], "critical", "{doc}");
     // The window spans 1 s or a little more (its reads take time).
@@ -372,8 +369,9 @@ fn in_d_across_the_window_in_the_gpu_driver_drains_and_in_an_nfs_read_does_not()
     );
 
     let h = host(&[302, 303]);
-    let (code, slurm) = h.check("slurm", &[]);
-    assert_eq!(code, 2, "a warning neither drains nor resumes: {slurm}");
+    let r = h.check("slurm", &[]);
+    r.assert_exit_with(2, "a warning neither drains nor resumes");
+    let slurm = r.stdout;
     assert!(
         slurm.starts_with("gpufree: 1 holder in D state, not stuck in the driver: PID 302"),
         "{slurm}"
@@ -397,30 +395,20 @@ fn a_vfork_parent_in_d_is_a_warning_not_a_drain() {
     );
     let pid = holder.pid();
     wait_state(pid, 'D');
-    let lib = sim_lib();
     let memory = d.tmp.path().join("check.json");
     let check = |format: &str| {
-        let r = gpufree(
-            &[
-                "check",
-                "--format",
-                format,
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-                "--state",
-                memory.to_str().unwrap(),
-            ],
-            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-        );
+        let r = Gpufree::new(["check"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--format", format, "--state", memory.to_str().unwrap()])
+            .run();
         assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
         r
     };
     let r = check("slurm");
-    assert_eq!(r.code, 2, "not drained: {}{}", r.stdout, r.stderr);
+    r.assert_exit_with(2, format_args!("not drained: {}{}", r.stdout, r.stderr));
     let r = check("json");
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    r.assert_exit(1);
     let doc = r.json();
     assert_eq!(doc["level"], "warning", "{doc}");
     let stuck = stuck_of(&doc);
@@ -436,21 +424,12 @@ fn a_vfork_parent_in_d_is_a_warning_not_a_drain() {
 #[test]
 fn no_look_at_all_is_unknown_never_ok() {
     let h = Host::new(gpu(&[], 0));
-    let r = gpufree(
-        &[
-            "check",
-            "--format",
-            "nagios",
-            "--dev-dir",
-            "/nonexistent-gpufree-dev",
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-            "--state",
-            h.memory.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 3, "{} {}", r.stdout, r.stderr);
+    let r = Gpufree::new(["check"])
+        .dev("/nonexistent-gpufree-dev")
+        .no_nvml()
+        .args(["--format", "nagios", "--state", h.memory.to_str().unwrap()])
+        .run();
+    r.assert_exit(3);
     assert!(
         r.stdout.starts_with("GPU UNKNOWN - unknown: "),
         "{}",
@@ -486,7 +465,7 @@ esac
 }
 
 /// The contrib health check, run as Slurm would, on `h`.
-fn health_check(h: &Host, bin: &Path) -> Run {
+fn health_check(h: &Host, bin: &Path) -> Output {
     run_cmd(
         std::process::Command::new("bash")
             .arg(repo("contrib/slurm/healthcheck.sh"))
@@ -523,7 +502,7 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     h.holder(100, "0::/user.slice\n", 'S');
     let (bin, log) = fake_scontrol(h.d.tmp.path());
     let r = health_check(&h, &bin);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(
         calls(&log),
         [
@@ -541,7 +520,7 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     std::fs::remove_dir_all(h.fake.root.join("100")).unwrap();
     std::fs::remove_file(&log).unwrap();
     let r = health_check(&h, &bin);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(
         calls(&log),
         [
@@ -599,7 +578,7 @@ fn slurm_health_check_drains_with_gpufree_s_reason_and_resumes_only_its_own_drai
     // A node that cannot be read is never drained blindly (it could be an
     // admin's drain that gpufree would replace): no update, no mark.
     let r = health_check(&h, Path::new("/nonexistent"));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(
         r.stderr
             .contains("cannot read node n1, not drained by gpufree"),
@@ -684,10 +663,10 @@ fn slurm_scripts_without_gpufree_say_so_as_the_reason() {
             r.stderr
         );
         if script == "healthcheck.sh" {
-            assert_eq!(r.code, 0, "{script}");
+            r.assert_exit_with(0, format_args!("{script}"));
             assert!(calls(&log).is_empty(), "{script}: {:?}", calls(&log));
         } else {
-            assert_eq!(r.code, 1, "{script}");
+            r.assert_exit_with(1, format_args!("{script}"));
             assert_eq!(
                 calls(&log),
                 [

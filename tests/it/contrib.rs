@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// Runs a contrib script as Slurm would, pointed at the simulator, with
 /// no `scontrol` (never the machine's: draining the node is tested on a
 /// real cluster, tests/it/slurm).
-fn slurm(script: &str, d: &TestDir, state: &Path, job_gpus: &str) -> Run {
+fn slurm(script: &str, d: &TestDir, state: &Path, job_gpus: &str) -> Output {
     let lib = sim_lib();
     run_cmd(
         std::process::Command::new("bash")
@@ -37,9 +37,9 @@ fn slurm_prolog_passes_free_gpus_and_drains_busy_ones_with_the_reason() {
         sim_gpu(1, &[(h.pid(), 4096, "while-alive")], 0),
     ]));
     let r = slurm("contrib/slurm/prolog.sh", &d, &state, "0");
-    assert_eq!(r.code, 0, "GPU 0 is free: {}", r.stderr);
+    r.assert_exit_with(0, format_args!("GPU 0 is free: {}", r.stderr));
     let r = slurm("contrib/slurm/prolog.sh", &d, &state, "0,1");
-    assert_eq!(r.code, 1, "GPU 1 is busy: the node drains");
+    r.assert_exit_with(1, format_args!("GPU 1 is busy: the node drains"));
     assert!(
         r.stderr.contains("GPUs 0,1 of job 4242 not free"),
         "{}",
@@ -63,11 +63,11 @@ fn slurm_epilog_frees_the_jobs_gpus_only() {
         sim_gpu(1, &[(other.pid(), 4096, "while-alive")], 0),
     ]));
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(!alive(left.pid()), "the job's leftover is gone");
     assert!(alive(other.pid()), "another job's GPU is untouched");
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "");
-    assert_eq!(r.code, 0, "no GPUs: nothing to do");
+    r.assert_exit_with(0, format_args!("no GPUs: nothing to do"));
 }
 
 /// On a node where a root `nvidia-persistenced` holds every GPU node, as
@@ -81,13 +81,11 @@ fn slurm_scripts_leave_a_node_up_where_nvidia_persistenced_holds_the_gpus() {
     let daemon = persistenced(&d, &["nvidia0", "nvidia1", "nvidiactl"]);
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
     let r = slurm("contrib/slurm/prolog.sh", &d, &state, "0,1");
-    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "prolog");
+    r.assert_exit_with(0, "prolog");
+    assert_eq!(r.stderr, "", "prolog");
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0,1");
-    assert_eq!(
-        (r.code, r.stderr.as_str()),
-        (0, ""),
-        "epilog after a clean job"
-    );
+    r.assert_exit_with(0, "epilog after a clean job");
+    assert_eq!(r.stderr, "", "epilog after a clean job");
     assert!(alive(daemon.pid()), "the daemon is never signalled");
     let left = d.mapper("nvidia1");
     let state = d.state(&sim_state(vec![
@@ -95,37 +93,33 @@ fn slurm_scripts_leave_a_node_up_where_nvidia_persistenced_holds_the_gpus() {
         sim_gpu(1, &[(left.pid(), 4096, "while-alive")], 0),
     ]));
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0,1");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(!alive(left.pid()), "the job's leftover is freed");
     assert!(alive(daemon.pid()), "and the daemon is not");
 }
 
 #[test]
 fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
-    let r = gpufree(
-        &[
-            "doctor",
+    let r = Gpufree::new(["doctor"])
+        .args([
             "--unit",
             repo("contrib/systemd/gpufree.conf").to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 0, "{}", r.stdout);
+        ])
+        .run();
+    r.assert_exit(0);
     let text = std::fs::read_to_string(repo("contrib/systemd/gpufree.conf")).unwrap();
     assert!(text.contains("ExecStartPre=/usr/local/bin/gpufree wait"));
     assert!(text.contains("ExecStopPost=-/usr/local/bin/gpufree kill --unit %n --yes"));
-    let r = gpufree(
-        &[
-            "doctor",
-            "--json",
+    let r = Gpufree::new(["doctor"])
+        .json()
+        .args([
             "--unit",
             repo("fixtures/seed-incident/vllm.service")
                 .to_str()
                 .unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 1);
+        ])
+        .run();
+    r.assert_exit(1);
     let doc = r.json();
     let messages: Vec<&str> = doc["problems"]
         .as_array()
@@ -141,8 +135,10 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
         messages.iter().any(|m| m.contains("nvidia-smi")),
         "{messages:?}"
     );
-    let r = gpufree(&["doctor", "--unit", "/nonexistent/x.service"], &[]);
-    assert_eq!(r.code, 2);
+    let r = Gpufree::new(["doctor"])
+        .args(["--unit", "/nonexistent/x.service"])
+        .run();
+    r.assert_exit(2);
     assert!(r.stderr.contains("/nonexistent/x.service"));
 }
 
@@ -161,7 +157,7 @@ fn slurm_epilog_never_frees_a_whole_gpu_split_by_mig() {
     let state = d.state(&sim_state(vec![g]));
     // Slurm's "0" is a MIG gres here, not GPU 0: nothing is signalled.
     let r = slurm("contrib/slurm/epilog.sh", &d, &state, "0");
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_exit(1);
     assert!(
         r.stderr.contains("split by MIG") && r.stderr.contains("nothing signalled"),
         "{}",
@@ -185,7 +181,7 @@ fn slurm_epilog_never_frees_a_whole_gpu_split_by_mig() {
             .env("GPUFREE_NVML_LIB", lib)
             .env("GPUFREE_SIM_STATE", &state),
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(!alive(mine.pid()), "the job's instance is freed");
     assert!(alive(theirs.pid()), "the other job's instance is untouched");
 }
@@ -269,39 +265,24 @@ fn serve_as_the_unit(
     socket: &Path,
     state: &Path,
 ) -> std::process::Child {
-    let kit = as_nobody(d, &[]);
-    let exe = kit.get_args().nth(4).unwrap().to_owned();
-    let lib = kit
-        .get_envs()
-        .find(|(k, _)| *k == "GPUFREE_NVML_LIB")
-        .unwrap()
-        .1
-        .unwrap()
-        .to_owned();
+    let Kit { gpufree: exe, lib } = nobody_kit(d);
     let caps = caps.join(",");
-    serve_listening(
-        std::process::Command::new("setpriv")
-            .args(["--reuid=4243", "--regid=4243", "--clear-groups"])
-            .arg(format!("--inh-caps=-all,{caps}"))
-            .arg(format!("--ambient-caps=-all,{caps}"))
-            .arg(format!("--bounding-set=-all,{caps}"))
-            .args(["--no-new-privs", "--"])
-            .arg(exe)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--interval",
-                "200ms",
-                "--dev-dir",
-            ])
-            .arg(&d.dev)
-            .arg("--nvml-lib")
-            .arg(lib)
-            .arg("--view-socket")
-            .arg(socket)
-            .env("GPUFREE_SIM_STATE", state),
-    )
+    let inh = format!("--inh-caps=-all,{caps}");
+    let ambient = format!("--ambient-caps=-all,{caps}");
+    let bounding = format!("--bounding-set=-all,{caps}");
+    let setpriv = ["setpriv", "--reuid=4243", "--regid=4243", "--clear-groups"];
+    let serve = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .program(exe)
+        .wrapped(
+            setpriv
+                .into_iter()
+                .chain([&*inh, &ambient, &bounding, "--no-new-privs", "--"]),
+        )
+        .dev(&d.dev)
+        .nvml_lib(lib)
+        .opt_value("--view-socket", socket)
+        .sim_state(state);
+    serve_listening(&mut serve.command())
 }
 
 /// Root's look through the view at `socket`: the JSON document of status.
@@ -364,14 +345,14 @@ fn serve_with_only_the_units_capabilities_sees_what_root_sees() {
     // A user asks the same view: trusted (the service user's socket in a
     // directory no one else may write), every holder there.
     let mut serve = serve_as_the_unit(&d, &caps, &socket, &state);
-    let mut nobody = as_nobody(&d, &["status", "--json"]);
-    nobody
+    let r = as_nobody(&d, &["status"])
+        .json()
         .env_remove("GPUFREE_NVML_LIB")
-        .env("GPUFREE_VIEW_SOCKET", &socket);
-    let r = run_cmd(&mut nobody);
+        .env("GPUFREE_VIEW_SOCKET", &socket)
+        .run();
     let _ = serve.kill();
     let _ = serve.wait();
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(
         r.stderr
             .contains("from gpufree serve (service user uid 4243)"),

@@ -5,7 +5,8 @@
 //! fleet share: `serve` on a simulated node, a `prometheus` scraping them,
 //! its HTTP API (`get`, `query`).
 
-use crate::harness::{bin, bpf_cache, sim_lib, skip_off_ci, TestDir};
+use crate::cmd::Gpufree;
+use crate::harness::{skip_off_ci, TestDir};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -140,15 +141,11 @@ pub fn serve(
     interval: &str,
     extra: &[&str],
 ) -> (Daemon, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
-        .arg("--dev-dir")
-        .arg(&d.dev)
-        .arg("--nvml-lib")
-        .arg(sim_lib())
+    let mut cmd = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
+        .dev(&d.dev)
+        .sim(state)
         .args(extra)
-        .env("GPUFREE_SIM_STATE", state)
-        .env("GPUFREE_BPF_CACHE", bpf_cache());
+        .command();
     let daemon = Daemon::start(name, &mut cmd, d.tmp.path());
     let addr = daemon.read_log("serve says where it listens", 10, |log| {
         let url = log.split_whitespace().find(|w| w.starts_with("http://"))?;
@@ -199,19 +196,12 @@ pub fn textfile_exporter(d: &TestDir, state: &Path) -> (Daemon, PathBuf) {
     let textfiles = d.tmp.path().join("textfile");
     std::fs::create_dir(&textfiles).unwrap();
     let file = textfiles.join("gpufree.prom");
-    let r = crate::harness::gpufree(
-        &[
-            "metrics",
-            "--output",
-            file.to_str().unwrap(),
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            sim_lib().to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["metrics"])
+        .dev(&d.dev)
+        .sim(state)
+        .args(["--output", file.to_str().unwrap()])
+        .run();
+    r.assert_exit(0);
     let exporter = Daemon::start(
         "node_exporter",
         Command::new("prometheus-node-exporter")

@@ -6,8 +6,8 @@ use gpufree::demo::WORKER_MIB;
 
 #[test]
 fn demo_json_is_the_incident() {
-    let r = gpufree(&["demo", "--json"], &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["demo"]).json().run();
+    r.assert_exit(0);
     let doc = r.json();
     let procs = doc["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 10, "8 workers, launcher, tracker");
@@ -30,8 +30,8 @@ fn demo_json_is_the_incident() {
 
 #[test]
 fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
-    let r = gpufree(&["demo"], &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["demo"]).run();
+    r.assert_exit(0);
     let out = &r.stdout;
     assert!(
         out.contains("would signal 0 of the 10 GPU holders"),
@@ -62,8 +62,8 @@ fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
 #[test]
 fn ctrl_c_ends_the_demo_and_everything_it_started() {
     use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(bin())
-        .args(["demo", "--hold"])
+    let mut demo = Gpufree::new(["demo", "--hold"]).command();
+    let mut child = demo
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -100,7 +100,8 @@ fn ctrl_c_ends_the_demo_and_everything_it_started() {
     )
     .unwrap();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
+    // (Its stdout was read above; its stderr went to the test's.)
+    Output::of(&demo, status.code().unwrap_or(-1), vec![], vec![]).assert_exit(130);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while pids.iter().any(|p| alive(*p)) {
         assert!(
@@ -134,12 +135,13 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
             std::process::Command::new(&installed)
                 .args(args)
                 .env_clear()
+                .env("GPUFREE_BPF_CACHE", bpf_cache())
                 .env("PATH", "/usr/bin:/bin")
                 .env("HOME", &home),
         )
     };
     let r = run(&["sim", "lib"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let cache = home.join(".cache/gpufree");
     assert_eq!(
         r.stdout.trim(),
@@ -152,7 +154,7 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
         .expect("the library written out");
     let written = std::fs::metadata(&lib).unwrap().modified().unwrap();
     let r = run(&["demo"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(
         r.stdout.contains("All 8 GPUs are free again"),
         "{}",
@@ -198,7 +200,7 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
         )
     };
     let r = in_temp(&temp);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let uid = rustix::process::getuid().as_raw();
     assert_eq!(
         r.stdout.trim(),
@@ -208,7 +210,7 @@ fn an_installed_gpufree_runs_the_demo_from_the_library_it_carries() {
     );
     std::fs::set_permissions(&temp, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let r = in_temp(&temp);
-    assert_eq!(r.code, 3, "{}", r.stdout);
+    r.assert_exit(3);
     assert!(
         r.stderr
             .contains("no safe directory for the simulated NVML library")

@@ -133,27 +133,14 @@ fn memory_on(doc: &Value, pid: u32, gpu: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// `gpufree ARGS` on the fixture host: its /proc, devices and sysfs, no
-/// NVML library.
-fn on_host(args: &[&str], fake: &FakeProc, d: &TestDir, sys: &Path) -> Run {
-    let roots = [
-        "--proc-root",
-        fake.root.to_str().unwrap(),
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        "/nonexistent/libnvidia-ml.so.1",
-    ];
-    gpufree(
-        &[args, &roots[..]].concat(),
-        &[("GPUFREE_SYS_ROOT", sys.to_str().unwrap())],
-    )
-}
-
-fn status(fake: &FakeProc, d: &TestDir, sys: &Path) -> Value {
-    let r = on_host(&["status", "--json"], fake, d, sys);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    r.json()
+/// `gpufree WORDS` on the fixture host: its /proc, devices and sysfs,
+/// no NVML library.
+fn on_host(words: &[&str], fake: &FakeProc, d: &TestDir, sys: &Path) -> Gpufree {
+    Gpufree::new(words)
+        .proc_root(&fake.root)
+        .dev(&d.dev)
+        .no_nvml()
+        .env("GPUFREE_SYS_ROOT", sys)
 }
 
 #[test]
@@ -191,7 +178,7 @@ fn amd_and_intel_holders_show_their_memory_shared_clients_counted_once() {
              drm-total-gtt:\t256 KiB\ndrm-cycles-rcs:\t1500000\n"
         ),
     );
-    let doc = status(&fake, &d, &sys);
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
     let gpus = doc["gpus"].as_array().unwrap();
     assert_eq!(
         gpus.len(),
@@ -235,13 +222,13 @@ fn amd_and_intel_holders_show_their_memory_shared_clients_counted_once() {
 
     // In words: no NVIDIA advice for an AMD GPU, and no NVML missed on a
     // host without NVIDIA GPUs.
-    let why = on_host(&["why"], &fake, &d, &sys);
-    assert_eq!(why.code, 1, "{}", why.stderr);
+    let why = on_host(&["why"], &fake, &d, &sys).run();
+    why.assert_exit(1);
     assert!(why.stdout.contains("the amdgpu driver"), "{}", why.stdout);
     for wrong in ["nvidia-smi", "NVML is unavailable", "CUDA"] {
         assert!(!why.stdout.contains(wrong), "{wrong}: {}", why.stdout);
     }
-    let status = on_host(&["status"], &fake, &d, &sys);
+    let status = on_host(&["status"], &fake, &d, &sys).run();
     assert!(
         !status.stdout.contains("NVML unavailable"),
         "{}",
@@ -273,7 +260,7 @@ fn an_idle_amd_gpu_is_free_and_an_unreadable_memory_file_is_unknown() {
         &format!("devices/pci0000:00/{AMD}/mem_info_vram_used"),
         &format!("{}\n", 200u64 << 20),
     );
-    let doc = status(&fake, &d, &sys);
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
     assert_eq!(gpu(&doc, "amd")["verdict"]["state"], "free", "{doc}");
     let intel = gpu(&doc, "intel");
     assert_eq!(intel["verdict"]["state"], "free", "{doc}");
@@ -281,7 +268,7 @@ fn an_idle_amd_gpu_is_free_and_an_unreadable_memory_file_is_unknown() {
     assert!(caveats.contains("xe publishes no used memory"), "{caveats}");
 
     std::fs::remove_file(sys.join(format!("devices/pci0000:00/{AMD}/mem_info_vram_used"))).unwrap();
-    let doc = status(&fake, &d, &sys);
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
     let amd = gpu(&doc, "amd");
     assert_eq!(amd["verdict"]["state"], "unknown", "{doc}");
     assert!(amd["verdict"]["reasons"]
@@ -332,8 +319,14 @@ fn kill_by_pci_slot_frees_the_amd_holder_only_and_sees_its_clients_gone() {
     );
     let state = d.one_gpu(&[], 0);
     let sys_env = [("GPUFREE_SYS_ROOT", sys.to_str().unwrap())];
-    let (code, doc, err) = sim_json("status", &d.dev, &state, &[], &sys_env);
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .envs(sys_env.iter().copied())
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     // NVML's GPU first, then the DRM cards in card order.
     let order: Vec<(u64, &str)> = doc["gpus"]
         .as_array()
@@ -345,8 +338,15 @@ fn kill_by_pci_slot_frees_the_amd_holder_only_and_sees_its_clients_gone() {
     let on = &process(&doc, desktop.pid()).unwrap()["devices"][0];
     assert_eq!(on["gpu"], 0, "an NVIDIA render node is NVML's GPU's: {on}");
 
-    let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", AMD, "--yes"], &sys_env);
-    assert_eq!(code, 0, "{err}\n{doc}");
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", AMD, "--yes"])
+        .envs(sys_env.iter().copied())
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit_with(0, format_args!("{doc}"));
     let k = &doc["kill"];
     assert_eq!(u32s(&k["targets"]), [amd.pid()]);
     assert_eq!(k["released"], true, "{doc}");
@@ -368,7 +368,7 @@ fn kfd_memory_on_a_gpu_id_the_topology_cannot_place_is_never_called_the_driver_s
     fake.add(&holder(102, 1, "rocm_job", &[&kfd]));
     let vram = "class/kfd/kfd/proc/102/vram_777";
     write(&sys, vram, &format!("{}\n", 6 * GIB));
-    let doc = status(&fake, &d, &sys);
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
     let amd = gpu(&doc, "amd");
     assert_eq!(amd["verdict"]["state"], "unknown", "{doc}");
     let reasons = amd["verdict"]["reasons"].to_string();
@@ -378,12 +378,12 @@ fn kfd_memory_on_a_gpu_id_the_topology_cannot_place_is_never_called_the_driver_s
         "{reasons}"
     );
     // Placed nowhere, it is not the driver's either.
-    let why = on_host(&["why"], &fake, &d, &sys);
+    let why = on_host(&["why"], &fake, &d, &sys).run();
     assert!(!why.stdout.contains("the amdgpu driver"), "{}", why.stdout);
     assert!(why.stdout.contains("KFD GPU id 777"), "{}", why.stdout);
     // Without it, the same 30 GiB is the driver's: busy.
     std::fs::remove_file(sys.join(vram)).unwrap();
-    let doc = status(&fake, &d, &sys);
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
     assert_eq!(gpu(&doc, "amd")["verdict"]["state"], "busy", "{doc}");
 }
 
@@ -395,8 +395,8 @@ fn metrics_carry_the_amd_and_intel_gpus() {
     let r128 = d.node("dri/renderD128");
     fake.add(&holder(100, 1, "python3", &[&r128]));
     fake.fdinfo(100, 0, &amdgpu(7, 8));
-    let r = on_host(&["metrics"], &fake, &d, &sys);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = on_host(&["metrics"], &fake, &d, &sys).run();
+    r.assert_exit(0);
     let m = &r.stdout;
     // The series of `name` with every label of `with`.
     let series = |name: &str, with: &[&str]| {

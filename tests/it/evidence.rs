@@ -3,23 +3,20 @@
 //! pages, utilisation and the kernel log's Xids on the GPU they belong to,
 //! and says "not supported" where the driver does, never "no fault".
 
+use crate::cmd::Gpufree;
 use crate::harness::*;
 use serde_json::{json, Value};
 
 const KMSG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/kmsg/two-gpus.kmsg");
 
 fn status(dir: &TestDir, state: &std::path::Path, kmsg: &str) -> Value {
-    let lib = sim_lib();
-    let r = gpufree(
-        &["status", "--json", "--dev-dir", dir.dev.to_str().unwrap()],
-        &[
-            ("GPUFREE_NVML_LIB", lib.to_str().unwrap()),
-            ("GPUFREE_SIM_STATE", state.to_str().unwrap()),
-            ("GPUFREE_KMSG", kmsg),
-        ],
-    );
-    assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
-    r.json()
+    Gpufree::new(["status", "--json"])
+        .dev(&dir.dev)
+        .sim(state)
+        .env("GPUFREE_KMSG", kmsg)
+        .run()
+        .assert_exit_in(&[0, 1])
+        .json()
 }
 
 #[test]
@@ -165,11 +162,8 @@ n.nvmlShutdown()
 print(json.dumps(out))
 "#;
     let st = state.to_str().unwrap();
-    let r = gpufree(
-        &["sim", "exec", "--state", st, "--", "python3", "-c", script],
-        &[],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["sim", "exec", "--state", st, "--", "python3", "-c", script]).run();
+    r.assert_exit(0);
     let got: Value = serde_json::from_str(r.stdout.trim()).expect("pynvml's JSON");
     assert_eq!(got["action"], 2, "NODE_REBOOT");
     assert_eq!(got["rows"], json!([3, 4, 0, 1]));
@@ -178,6 +172,7 @@ print(json.dumps(out))
     assert_eq!(got["xid"], 79);
     assert_eq!(got["bare"], json!(["not supported", "not supported"]));
     assert_eq!(got["bare_field"], 3, "NVML_ERROR_NOT_SUPPORTED per field");
-    let r = gpufree(&["sim", "exec", "--state", st, "--", "nvitop", "-1"], &[]);
-    assert_eq!(r.code, 0, "nvitop: {}", r.stderr);
+    Gpufree::new(["sim", "exec", "--state", st, "--", "nvitop", "-1"])
+        .run()
+        .assert_exit_with(0, "nvitop");
 }

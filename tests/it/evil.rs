@@ -8,11 +8,11 @@
 //! Golden outputs come from a fake /proc tree (fixed PIDs) and the
 //! simulator; `GPUFREE_BLESS=1` rewrites them after a deliberate change.
 
-use crate::harness::{bin, hex, sim_gpu, sim_lib, sim_state, spawn_ready, TestDir};
+use crate::harness::{bin, hex, sim_gpu, sim_state, spawn_ready, Gpufree, Output, TestDir};
 use clap::Parser;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 #[path = "../corpus/evil.rs"]
 mod names;
@@ -131,31 +131,13 @@ fn scene() -> Scene {
     }
 }
 
-struct Out {
-    code: i32,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-}
-
 impl Scene {
-    fn run(&self, args: &[&str]) -> Out {
-        let out = Command::new(bin())
-            .args(args)
-            .args(["--proc-root", self.proc_root.to_str().unwrap()])
-            .args(["--dev-dir", self.d.dev.to_str().unwrap()])
-            .args(["--nvml-lib", sim_lib().to_str().unwrap()])
-            .env("GPUFREE_SIM_STATE", &self.state)
-            .env_remove("NO_COLOR")
-            .env_remove("GPUFREE_DEV_DIR")
-            .env_remove("GPUFREE_NVML_LIB")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: out.stdout,
-            stderr: out.stderr,
-        }
+    fn run(&self, args: &[&str]) -> Output {
+        Gpufree::new(args)
+            .proc_root(&self.proc_root)
+            .dev(&self.d.dev)
+            .sim(&self.state)
+            .run()
     }
 
     /// Output with the temporary directory written as `$TMP` and the
@@ -205,15 +187,10 @@ fn hostile_names_reach_no_terminal_and_match_the_golden_outputs() {
         ("evil-wait.txt", &["wait", "--timeout", "0"][..], 1),
     ] {
         let out = s.run(args);
-        assert_eq!(
-            out.code,
-            code,
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_inert(&format!("{args:?} stdout"), &out.stdout);
-        assert_inert(&format!("{args:?} stderr"), &out.stderr);
-        let text = s.normalized(&out.stdout);
+        out.assert_exit(code);
+        assert_inert(&format!("{args:?} stdout"), &out.stdout_bytes);
+        assert_inert(&format!("{args:?} stderr"), &out.stderr_bytes);
+        let text = s.normalized(&out.stdout_bytes);
         // The 64 KiB name is cut in text output.
         assert!(
             text.lines().all(|l| l.len() < 4096),
@@ -228,9 +205,9 @@ fn hostile_names_reach_no_terminal_and_match_the_golden_outputs() {
 fn json_keeps_hostile_names_whole_and_escaped() {
     let s = scene();
     let out = s.run(&["status", "--json"]);
-    assert_eq!(out.code, 0, "{}", String::from_utf8_lossy(&out.stderr));
-    assert_inert("status --json", &out.stdout);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    out.assert_exit(0);
+    assert_inert("status --json", &out.stdout_bytes);
+    let doc: Value = serde_json::from_slice(&out.stdout_bytes).unwrap();
     for (i, evil) in corpus().iter().enumerate() {
         let pid = FIRST_PID + i as u32;
         let p = doc["processes"]
@@ -326,9 +303,9 @@ fn every_next_line_pastes_as_the_argv_it_was_built_from() {
     let fakebin = recorders(s.d.tmp.path());
     let record = s.d.tmp.path().join("record");
     let out = s.run(&["why", "--json"]);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout_bytes).unwrap();
     let text_out = s.run(&["why"]);
-    let text = String::from_utf8(text_out.stdout).unwrap();
+    let text = String::from_utf8(text_out.stdout_bytes).unwrap();
     let text_nexts: Vec<&str> = text
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix("next: "))
@@ -392,8 +369,8 @@ fn every_next_line_pastes_as_the_argv_it_was_built_from() {
     // holder, so the next line kills by it) comes back as the same pattern.
     let pat = "--serve|it's \"q";
     let out = s.run(&["why", "--json", &format!("--pattern={pat}")]);
-    let doc: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let doc: Value =
+        serde_json::from_slice(&out.stdout_bytes).unwrap_or_else(|e| panic!("{e}: {}", out.stderr));
     let f = doc["findings"]
         .as_array()
         .unwrap()
@@ -460,31 +437,17 @@ fn kill_plan_and_report_on_real_hostile_processes_are_inert() {
     children.push(evil_holder(&node, b"big", &[b"big:65536", b"x"]));
     let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
     let state = d.one_gpu(&[], 0);
-    let base = |extra: &[&str]| {
-        let mut c = Command::new(bin());
-        c.args(extra)
-            .args(["--dev-dir", d.dev.to_str().unwrap()])
-            .args(["--nvml-lib", sim_lib().to_str().unwrap()])
-            .env("GPUFREE_SIM_STATE", &state)
-            .env_remove("NO_COLOR")
-            .stdin(Stdio::null());
-        c
-    };
+    let base = |extra: &[&str]| Gpufree::new(extra).dev(&d.dev).sim(&state).run();
     let mut args = vec!["kill", "--dry-run"];
     let pid_args: Vec<String> = pids.iter().map(u32::to_string).collect();
     for p in &pid_args {
         args.extend(["--pid", p.as_str()]);
     }
-    let plan = base(&args).output().unwrap();
-    assert_eq!(
-        plan.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&plan.stderr)
-    );
-    assert_inert("kill --dry-run", &plan.stdout);
-    assert_inert("kill --dry-run stderr", &plan.stderr);
-    let text = String::from_utf8_lossy(&plan.stdout);
+    let plan = base(&args);
+    plan.assert_exit(0);
+    assert_inert("kill --dry-run", &plan.stdout_bytes);
+    assert_inert("kill --dry-run stderr", &plan.stderr_bytes);
+    let text = String::from_utf8_lossy(&plan.stdout_bytes);
     assert!(text.contains("\\e]0;pwned\\atitle"), "{text}");
     assert!(text.contains("\\u{202e}gnp.exe"), "{text}");
     assert!(
@@ -498,15 +461,10 @@ fn kill_plan_and_report_on_real_hostile_processes_are_inert() {
         );
     }
     args[1] = "--yes";
-    let done = base(&args).output().unwrap();
-    assert_inert("kill --yes", &done.stdout);
-    assert_inert("kill --yes stderr", &done.stderr);
-    assert_eq!(
-        done.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    let done = base(&args);
+    assert_inert("kill --yes", &done.stdout_bytes);
+    assert_inert("kill --yes stderr", &done.stderr_bytes);
+    done.assert_exit(0);
     for c in &mut children {
         let st = c.wait().unwrap();
         assert!(!st.success(), "{} was not signalled", c.id());
@@ -549,12 +507,22 @@ fn a_daemon_name_is_believed_only_from_a_file_only_root_could_place() {
     };
     let fake = spawn(&d.tmp.path().join("user-bin"), Some(65534));
     let state = d.one_gpu(&[(fake.pid(), 80 * 1024, "while-alive")], 0);
-    let doc = crate::harness::status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let p = crate::harness::process(&doc, fake.pid()).unwrap();
     assert_eq!(p["protected"], false, "a user's file named like a daemon");
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy");
-    let (code, doc, err) = crate::harness::kill_json(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes"])
+        .run();
+    r.assert_exit(0);
+    let doc = r.json_or_null();
     assert_eq!(
         crate::harness::u32s(&doc["kill"]["targets"]),
         vec![fake.pid()]
@@ -563,7 +531,11 @@ fn a_daemon_name_is_believed_only_from_a_file_only_root_could_place() {
     // The real thing: protected, never a target, but its memory is busy.
     let real = spawn(&d.tmp.path().join("sbin"), None);
     let state = d.one_gpu(&[(real.pid(), 80 * 1024, "while-alive")], 0);
-    let doc = crate::harness::status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let p = crate::harness::process(&doc, real.pid()).unwrap();
     assert_eq!(p["protected"], true);
     assert_eq!(
@@ -571,18 +543,10 @@ fn a_daemon_name_is_believed_only_from_a_file_only_root_could_place() {
         "{}",
         doc["gpus"][0]["verdict"]
     );
-    let r = crate::harness::gpufree(
-        &[
-            "wait",
-            "--timeout",
-            "0",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            sim_lib().to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 1, "{}", r.stdout);
+    let r = Gpufree::new(["wait", "--timeout", "0"])
+        .dev(&d.dev)
+        .sim(&state)
+        .run();
+    r.assert_exit(1);
     assert!(r.stdout.contains("driver daemon"), "{}", r.stdout);
 }

@@ -92,10 +92,11 @@ impl Prometheus {
         Some(p)
     }
 
-    fn fleet(&self, extra: &[&str]) -> Run {
-        let mut args = vec!["fleet", "--prometheus", &self.url, "--no-color"];
-        args.extend(extra);
-        gpufree(&args, &[])
+    /// `gpufree fleet` asking this Prometheus.
+    fn fleet(&self, extra: &[&str]) -> Output {
+        Gpufree::new(["fleet", "--prometheus", &self.url, "--no-color"])
+            .args(extra)
+            .run()
     }
 
     /// Polls `ok` every 200 ms until it holds or `secs` pass (then fails,
@@ -145,7 +146,7 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
 
     // Text: that node, that PID, the command to run there.
     let r = prom.fleet(&FRESH);
-    assert_eq!(r.code, 1, "{r:?}");
+    r.assert_exit(1);
     let text = &r.stdout;
     assert!(
         text.starts_with("1 of 2 nodes have GPUs that are not free"),
@@ -197,7 +198,11 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
         "{held}"
     );
     // Who the holder is, as the node itself says.
-    let own = status_json(&a.dir, &a.dir.tmp.path().join("state.json"), &[]);
+    let own = Gpufree::new(["status"])
+        .json()
+        .dev(&a.dir.dev)
+        .sim(a.dir.tmp.path().join("state.json"))
+        .doc();
     let p = process(&own, pid).unwrap();
     for field in ["user", "orphaned", "renamed"] {
         assert_eq!(h[0][field], p[field], "{field}");
@@ -208,12 +213,12 @@ fn fleet_finds_the_one_node_with_a_leftover_and_its_pid_then_calls_the_fleet_fre
     let leftover = matches!(p["owner"]["kind"].as_str(), Some("none" | "session"));
     assert_eq!(h[0]["leftover"], leftover);
     let r = prom.fleet(&[&FRESH[..], &["--leftovers"]].concat());
-    assert_eq!(r.code, if leftover { 1 } else { 0 }, "{r:?}");
+    r.assert_exit(if leftover { 1 } else { 0 });
     assert_eq!(r.stdout.contains(&a_addr), leftover, "{}", r.stdout);
 
     // A hostile node label: escaped in text, whole in JSON, no command.
     let r = prom.fleet(&[&FRESH[..], &["--node-label", "node"]].concat());
-    assert_eq!(r.code, 1, "{r:?}");
+    r.assert_exit(1);
     assert!(
         !r.stdout.contains('\x1b') && !r.stdout.contains('\u{202e}'),
         "{:?}",
@@ -263,7 +268,7 @@ fn fleet_calls_a_node_stale_when_its_snapshot_ages_then_down_when_its_target_sto
         prom.fleet(&old).json()["stale"][0]["node"] == c_addr.as_str()
     });
     let r = prom.fleet(&old);
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     let stale = r.json()["stale"].clone();
     assert_eq!(stale.as_array().unwrap().len(), 1, "{stale}");
     assert_eq!(stale[0]["reason"], "old", "{stale}");
@@ -273,7 +278,7 @@ fn fleet_calls_a_node_stale_when_its_snapshot_ages_then_down_when_its_target_sto
         "{stale}"
     );
     let r = prom.fleet(&["--max-age", "4s"]);
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     assert!(r.stdout.contains(&format!("  {c_addr} (")), "{}", r.stdout);
 
     // B's exporter stops: its target is down, so the fleet is unknown.
@@ -299,7 +304,7 @@ fn fleet_with_a_selector_prometheus_cannot_parse_is_a_usage_error() {
         return;
     };
     let r = prom.fleet(&["--selector", "job=~\"(\""]);
-    assert_eq!(r.code, 2, "{r:?}");
+    r.assert_exit(2);
     assert!(
         r.stderr.starts_with("gpufree: --selector: ") && r.stderr.lines().count() == 1,
         "{}",
@@ -313,9 +318,11 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", silent.local_addr().unwrap());
     let started = Instant::now();
-    let r = gpufree(&["fleet", "--prometheus", &url, "--timeout", "1s"], &[]);
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", &url, "--timeout", "1s"])
+        .run();
     let took = started.elapsed();
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     assert!(took < Duration::from_millis(2500), "took {took:?}");
     assert!(
         r.stderr.starts_with(&format!(
@@ -329,9 +336,11 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     // Nothing listens (port 0 is no one's): refused at once, long
     // before the default --timeout (10s).
     let started = Instant::now();
-    let r = gpufree(&["fleet", "--prometheus", "http://127.0.0.1:0"], &[]);
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", "http://127.0.0.1:0"])
+        .run();
     let took = started.elapsed();
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     assert!(took < Duration::from_secs(3), "took {took:?}");
     assert!(r.stderr.contains("unreachable"), "{}", r.stderr);
 
@@ -356,11 +365,10 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
             });
         }
     });
-    let r = gpufree(
-        &["fleet", "--prometheus", &url_endless, "--timeout", "30s"],
-        &[],
-    );
-    assert_eq!(r.code, 3, "{r:?}");
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", &url_endless, "--timeout", "30s"])
+        .run();
+    r.assert_exit(3);
     assert!(
         r.stderr
             .contains("is unusable: the answers are over 64 MiB together"),
@@ -370,19 +378,20 @@ fn fleet_without_an_answer_exits_3_within_its_timeout() {
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
 
     // Not a URL, not a label: usage errors.
-    let r = gpufree(&["fleet", "--prometheus", "localhost:9090"], &[]);
-    assert_eq!(r.code, 2, "{r:?}");
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", "localhost:9090"])
+        .run();
+    r.assert_exit(2);
     assert!(
         r.stderr
             .starts_with("gpufree: --prometheus localhost:9090: "),
         "{}",
         r.stderr
     );
-    let r = gpufree(
-        &["fleet", "--prometheus", &url, "--node-label", "no-de"],
-        &[],
-    );
-    assert_eq!(r.code, 2, "{r:?}");
+    let r = Gpufree::new(["fleet"])
+        .args(["--prometheus", &url, "--node-label", "no-de"])
+        .run();
+    r.assert_exit(2);
     assert!(r.stderr.contains("--node-label"), "{}", r.stderr);
     drop(silent);
 }
@@ -403,14 +412,14 @@ fn fleet_calls_a_node_stale_whose_textfile_node_exporter_still_serves_is_old() {
     };
     // Fresh within an hour: its one GPU is free.
     let r = prom.fleet(&["--max-age", "1h"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    r.assert_exit(0);
     // Past a 3s --max-age, however fresh node_exporter's scrapes are.
     let old = ["--max-age", "3s", "--json"];
     prom.until("the textfile's snapshot is 3s old", 30, || {
         prom.fleet(&old).json()["stale"][0]["node"] == addr.as_str()
     });
     let r = prom.fleet(&old);
-    assert_eq!(r.code, 3, "{r:?}");
+    r.assert_exit(3);
     let stale = r.json()["stale"].clone();
     assert_eq!(stale[0]["reason"], "old", "{stale}");
     assert!(stale[0]["age_seconds"].as_f64().unwrap() > 3.0, "{stale}");
@@ -436,5 +445,5 @@ fn fleet_calls_a_node_stale_whose_textfile_node_exporter_still_serves_is_old() {
             .as_f64()
             .is_some_and(|a| a > 2.0 * 86400.0)
     });
-    assert_eq!(prom.fleet(&hour).code, 3);
+    prom.fleet(&hour).assert_exit(3);
 }

@@ -10,7 +10,6 @@
 //! server dies with its test, unmounting its mount point.
 
 use crate::harness::*;
-use crate::hooks::hook;
 use gpufree::demo::holder::HoldSpec;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
@@ -123,31 +122,25 @@ impl Drop for Fuse {
 /// A gpufree run under a watchdog.
 struct Timed {
     /// None when the watchdog had to kill it.
-    run: Option<Run>,
+    run: Option<Output>,
     took: Duration,
 }
 
-/// Runs gpufree with `args` and `env`; past `limit` kills it, stops
-/// `fuse` (only then can a process stuck on it die) and reaps it.
-fn timed(args: &[&str], env: &[(&str, &str)], limit: Duration, fuse: Option<&mut Fuse>) -> Timed {
+/// Runs `gpufree`; past `limit` kills it, stops `fuse` (only then can a
+/// process stuck on it die) and reaps it.
+fn timed(gpufree: &Gpufree, limit: Duration, fuse: Option<&mut Fuse>) -> Timed {
     let started = Instant::now();
-    let mut child = Command::new(bin())
-        .args(args)
-        .env_remove("NO_COLOR")
-        .env_remove("GPUFREE_DEV_DIR")
-        .env_remove("GPUFREE_NVML_LIB")
-        .env_remove("GPUFREE_PROC_ROOT")
-        .env_remove("GPUFREE_READ_TIMEOUT")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
+    let mut cmd = gpufree.command();
+    let line = command_line(&cmd);
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("gpufree starts");
     let drain = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
+            let mut s = Vec::new();
+            let _ = r.read_to_end(&mut s);
             s
         })
     };
@@ -156,17 +149,14 @@ fn timed(args: &[&str], env: &[(&str, &str)], limit: Duration, fuse: Option<&mut
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             let took = started.elapsed();
-            eprintln!(
-                "gpufree {}: exit {:?} after {took:?}",
-                args.join(" "),
-                status.code()
-            );
+            eprintln!("{line}: exit {:?} after {took:?}", status.code());
             return Timed {
-                run: Some(Run {
-                    code: status.code().unwrap_or(-1),
-                    stdout: stdout.join().unwrap(),
-                    stderr: stderr.join().unwrap(),
-                }),
+                run: Some(Output::of(
+                    &cmd,
+                    status.code().unwrap_or(-1),
+                    stdout.join().unwrap(),
+                    stderr.join().unwrap(),
+                )),
                 took,
             };
         }
@@ -176,7 +166,7 @@ fn timed(args: &[&str], env: &[(&str, &str)], limit: Duration, fuse: Option<&mut
                 f.stop();
             }
             let _ = child.wait();
-            eprintln!("gpufree {}: killed after {limit:?}", args.join(" "));
+            eprintln!("{line}: killed after {limit:?}");
             return Timed {
                 run: None,
                 took: started.elapsed(),
@@ -201,36 +191,28 @@ fn holder_with(d: &TestDir, extra: &[PathBuf]) -> gpufree::demo::holder::Spawned
     )
 }
 
-/// The simulator's arguments and environment for `d` with an idle GPU.
+/// The device directory of `d` and the simulator with an idle GPU.
 struct Sim {
-    dev: String,
-    lib: String,
-    state: String,
+    dev: PathBuf,
+    state: PathBuf,
 }
 
 impl Sim {
     fn new(d: &TestDir) -> Sim {
         Sim {
-            dev: d.dev.to_str().unwrap().into(),
-            lib: sim_lib().to_str().unwrap().into(),
-            state: d.one_gpu(&[], 0).to_str().unwrap().into(),
+            dev: d.dev.clone(),
+            state: d.one_gpu(&[], 0),
         }
     }
 
     /// `gpufree CMD... --dev-dir D --nvml-lib L` under the watchdog.
     fn run(&self, cmd: &[&str], fuse: &mut Fuse) -> Timed {
-        let mut args = cmd.to_vec();
-        args.extend(["--dev-dir", &self.dev, "--nvml-lib", &self.lib]);
-        timed(
-            &args,
-            &[("GPUFREE_SIM_STATE", &self.state)],
-            WATCHDOG,
-            Some(fuse),
-        )
+        let gpufree = Gpufree::new(cmd).dev(&self.dev).sim(&self.state);
+        timed(&gpufree, WATCHDOG, Some(fuse))
     }
 }
 
-fn finished(t: Timed, what: &str) -> Run {
+fn finished(t: Timed, what: &str) -> Output {
     t.run
         .unwrap_or_else(|| panic!("{what} hung: killed by the watchdog after {WATCHDOG:?}"))
 }
@@ -267,7 +249,7 @@ fn holder_with_a_fuse_file_whose_getattr_blocks_hangs_neither_status_nor_wait() 
     let t = sim.run(&["status", "--json"], &mut fuse);
     let took = t.took;
     let r = finished(t, "status");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     let p = process(&doc, holder.pid())
         .unwrap_or_else(|| panic!("the holder is listed: {doc}\nstatus took {took:?}"));
@@ -290,7 +272,7 @@ fn holder_with_a_fuse_file_whose_getattr_blocks_hangs_neither_status_nor_wait() 
     let t = sim.run(&["wait", "--timeout", "2s"], &mut fuse);
     let took = t.took;
     let r = finished(t, "wait --timeout 2s");
-    assert_eq!(r.code, 1, "busy at the timeout: {}", r.stderr);
+    r.assert_exit_with(1, format_args!("busy at the timeout: {}", r.stderr));
     assert!(
         took <= Duration::from_millis(2500),
         "wait --timeout 2s took {took:?}"
@@ -366,7 +348,7 @@ fn a_holder_in_d_on_a_fuse_read_is_a_warning_not_a_drain() {
         ),
         "check --format slurm",
     );
-    assert_eq!(r.code, 2, "not drained: {}{}", r.stdout, r.stderr);
+    r.assert_exit_with(2, format_args!("not drained: {}{}", r.stdout, r.stderr));
     let r = finished(
         sim.run(
             &[&["check", "--format", "json"][..], &state].concat(),
@@ -374,7 +356,7 @@ fn a_holder_in_d_on_a_fuse_read_is_a_warning_not_a_drain() {
         ),
         "check --format json",
     );
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    r.assert_exit(1);
     let doc = r.json();
     assert_eq!(doc["level"], "warning", "{doc}");
     let stuck: Vec<&Value> = doc["problems"]
@@ -406,14 +388,14 @@ fn holder_with_a_fuse_file_whose_getattr_fails_eio_is_not_dropped() {
     let holder = holder_with(&d, &[fuse.file()]);
 
     let r = finished(sim.run(&["status", "--json"], &mut fuse), "status");
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     let p = process(&doc, holder.pid()).unwrap_or_else(|| panic!("the holder is listed: {doc}"));
     assert_eq!(via(p, "nvidia0"), ["fd"]);
     assert_eq!(doc["verdict"]["state"], "busy", "{}", doc["verdict"]);
 
     let r = finished(sim.run(&["why", "--no-color"], &mut fuse), "why");
-    assert_eq!(r.code, 1, "busy: {}{}", r.stdout, r.stderr);
+    r.assert_exit_with(1, format_args!("busy: {}{}", r.stdout, r.stderr));
     assert!(
         r.stdout.contains(&holder.pid().to_string()),
         "why names the holder {}:\n{}",
@@ -421,7 +403,7 @@ fn holder_with_a_fuse_file_whose_getattr_fails_eio_is_not_dropped() {
         r.stdout
     );
     let r = finished(sim.run(&["why", "--json"], &mut fuse), "why --json");
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.assert_exit(1);
     let doc = r.json();
     assert!(
         doc["findings"].as_array().unwrap().iter().any(|f| f["pids"]
@@ -448,7 +430,7 @@ fn process_holding_only_a_fuse_file_that_blocks_or_fails_getattr_is_no_holder() 
             },
         );
         let r = finished(sim.run(&["status", "--json"], &mut fuse), "status");
-        assert_eq!(r.code, 0, "{mode}: {}", r.stderr);
+        r.assert_exit_with(0, format_args!("{mode}: {}", r.stderr));
         let doc = r.json();
         assert!(
             process(&doc, other.pid()).is_none(),
@@ -460,7 +442,7 @@ fn process_holding_only_a_fuse_file_that_blocks_or_fails_getattr_is_no_holder() 
             doc["gpus"][0]["verdict"]
         );
         let r = finished(sim.run(&["why"], &mut fuse), "why");
-        assert_eq!(r.code, 0, "{mode}: free: {}{}", r.stdout, r.stderr);
+        r.assert_exit_with(0, format_args!("{mode}: free: {}{}", r.stdout, r.stderr));
     }
 }
 
@@ -497,37 +479,21 @@ fn read_that_blocks_in_a_fake_proc_times_out_and_makes_the_verdict_unknown() {
         0,
     )
     .unwrap();
-    let lib = sim_lib();
     let state = d.one_gpu(&[], 0);
-    let args = |cmd: &[&'static str]| -> Vec<String> {
-        let mut a: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
-        for s in [
-            "--proc-root",
-            fake.root.to_str().unwrap(),
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ] {
-            a.push(s.into());
-        }
-        a
-    };
-    let env = [
-        ("GPUFREE_SIM_STATE", state.to_str().unwrap()),
-        ("GPUFREE_READ_TIMEOUT", "500ms"),
-    ];
     let run = |cmd: &[&'static str]| {
-        let a = args(cmd);
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let t = timed(&a, &env, WATCHDOG, None);
+        let gpufree = Gpufree::new(cmd)
+            .proc_root(&fake.root)
+            .dev(&d.dev)
+            .sim(&state)
+            .env("GPUFREE_READ_TIMEOUT", "500ms");
+        let t = timed(&gpufree, WATCHDOG, None);
         let took = t.took;
         (finished(t, &cmd.join(" ")), took)
     };
     let limit = Duration::from_millis(1500);
 
     let (r, took) = run(&["status", "--json"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(took <= limit, "status took {took:?}");
     let doc = r.json();
     let unreadable = doc["visibility"]["unreadable"].as_array().unwrap();
@@ -548,11 +514,11 @@ fn read_that_blocks_in_a_fake_proc_times_out_and_makes_the_verdict_unknown() {
     assert!(verdict["reasons"].to_string().contains("200"), "{verdict}");
 
     let (r, took) = run(&["why"]);
-    assert_eq!(r.code, 3, "unknown: {}{}", r.stdout, r.stderr);
+    r.assert_exit_with(3, format_args!("unknown: {}{}", r.stdout, r.stderr));
     assert!(took <= limit, "why took {took:?}");
 
     let (r, took) = run(&["wait", "--timeout", "1s"]);
-    assert_eq!(r.code, 3, "unknown at the timeout: {}", r.stderr);
+    r.assert_exit_with(3, format_args!("unknown at the timeout: {}", r.stderr));
     assert!(took <= limit, "wait --timeout 1s took {took:?}");
 
     // The same tree with an ordinary maps file: free, so the FIFO alone
@@ -560,7 +526,10 @@ fn read_that_blocks_in_a_fake_proc_times_out_and_makes_the_verdict_unknown() {
     std::fs::remove_file(&maps).unwrap();
     std::fs::write(&maps, file_maps).unwrap();
     let (r, _) = run(&["why"]);
-    assert_eq!(r.code, 0, "free without the FIFO: {}{}", r.stdout, r.stderr);
+    r.assert_exit_with(
+        0,
+        format_args!("free without the FIFO: {}{}", r.stdout, r.stderr),
+    );
 }
 
 /// The in-kernel walk's boot cache named on a FUSE mount that answers
@@ -579,7 +548,6 @@ fn a_boot_cache_on_a_stuck_fuse_mount_is_never_asked() {
     };
     let link = d.tmp.path().join("to-fuse");
     std::os::unix::fs::symlink(&fuse.mnt, &link).unwrap();
-    let dev = d.dev.to_str().unwrap().to_string();
     let cases = [
         (fuse.mnt.join("cache"), "on a fuse"),
         (fuse.mnt.clone(), "on a fuse"),
@@ -589,24 +557,15 @@ fn a_boot_cache_on_a_stuck_fuse_mount_is_never_asked() {
     for (dir, why) in cases {
         // auto looks at the cache between its crossovers (the tests' count).
         for (scan, files) in [("bpf", "100"), ("auto", "12000")] {
-            let args = [
-                "status",
-                "--json",
-                "--scan",
-                scan,
-                "--dev-dir",
-                &dev,
-                "--nvml-lib",
-                "/nonexistent/libnvidia-ml.so.1",
-            ];
-            let env = [
-                ("GPUFREE_BPF_CACHE", dir.to_str().unwrap()),
-                (hook("GPUFREE_TEST_OPEN_FILES"), files),
-            ];
-            let t = timed(&args, &env, Duration::from_secs(20), Some(&mut fuse));
+            let gpufree = Gpufree::new(["status", "--json", "--scan", scan])
+                .dev(&d.dev)
+                .no_nvml()
+                .env("GPUFREE_BPF_CACHE", &dir)
+                .env("GPUFREE_TEST_OPEN_FILES", files);
+            let t = timed(&gpufree, Duration::from_secs(20), Some(&mut fuse));
             let what = format!("--scan {scan} with the cache at {}", dir.display());
             let run = finished(t, &what);
-            assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+            run.assert_exit_with(0, format_args!("{what}: {}", run.stderr));
             let v = &run.json()["visibility"];
             let reason = v["scan_reason"].as_str().unwrap();
             let want = if scan == "bpf" { "bpf" } else { "procfs" };

@@ -1,24 +1,16 @@
 //! The integration harness: a temporary device directory with plain-file
-//! GPU nodes, a simulator state beside it, real holder processes started
-//! from the gpufree binary (renamed, holding and mapping the nodes), and a
-//! command for the built binary. Tests never open the machine's real GPU
-//! nodes and signal only the processes they started.
+//! GPU nodes, a simulator state beside it, and real holder processes
+//! started from the gpufree binary (renamed, holding and mapping the
+//! nodes); gpufree itself runs through the command builder (cmd.rs). Tests
+//! never open the machine's real GPU nodes and signal only the processes
+//! they started.
 
+#[allow(unused_imports)] // Re-exported for the tests; tests/collect uses a part.
+pub use crate::cmd::{bin, bpf_cache, command_line, run_cmd, scratch, sim_lib, Gpufree, Output};
 use gpufree::demo::holder::{self, ChildSpec, HoldSpec, Spawned};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-/// The gpufree binary under test.
-pub fn bin() -> PathBuf {
-    // Every gpufree a test starts (through any command, tmux, or the demo's
-    // copy) keeps the in-kernel walk's relocation in the build's scratch
-    // directory, never the machine's /run: set for this process before its
-    // first gpufree starts.
-    static CACHE_SET: std::sync::Once = std::sync::Once::new();
-    CACHE_SET.call_once(|| std::env::set_var("GPUFREE_BPF_CACHE", bpf_cache()));
-    PathBuf::from(env!("CARGO_BIN_EXE_gpufree"))
-}
 
 /// A temporary device directory (`dev/`) with nodes for `gpus` GPUs, plus
 /// room for a simulator state.
@@ -115,61 +107,6 @@ pub fn hold(argv: &[&str], spec: HoldSpec) -> Spawned {
     holder::spawn(&bin(), &child).expect("holder starts")
 }
 
-/// What a run of gpufree printed.
-#[derive(Debug)]
-pub struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Run {
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not one JSON document ({e}):\n{}\nstderr: {}",
-                self.stdout, self.stderr
-            )
-        })
-    }
-}
-
-/// The directory where the gpufree the tests run keep this boot's
-/// relocation of the in-kernel walk (`GPUFREE_BPF_CACHE`): in the build's
-/// own scratch directory, never the machine's /run.
-pub fn bpf_cache() -> &'static str {
-    concat!(env!("CARGO_TARGET_TMPDIR"), "/bpf-cache")
-}
-
-/// Runs the gpufree binary with `args` and extra environment. A kill's
-/// audit record goes nowhere (the journal and syslog sockets set empty)
-/// unless `env` names a socket: tests never write to the machine's logs,
-/// and read its kernel log only where `env` names one (`GPUFREE_KMSG`).
-pub fn gpufree(args: &[&str], env: &[(&str, &str)]) -> Run {
-    run_cmd(
-        Command::new(bin())
-            .args(args)
-            .env("GPUFREE_BPF_CACHE", bpf_cache())
-            .env_remove("NO_COLOR")
-            .env_remove("GPUFREE_DEV_DIR")
-            .env_remove("GPUFREE_NVML_LIB")
-            .env("GPUFREE_JOURNAL_SOCKET", "")
-            .env("GPUFREE_SYSLOG_SOCKET", "")
-            // Not the machine's kernel log: a test names its fixture.
-            .env("GPUFREE_KMSG", "off")
-            .envs(env.iter().copied()),
-    )
-}
-
-pub fn run_cmd(cmd: &mut Command) -> Run {
-    let out = cmd.stdin(Stdio::null()).output().expect("gpufree runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// `b` as lowercase hex (raw bytes through argv or the environment to a
 /// python3 child that decodes them).
 pub fn hex(b: &[u8]) -> String {
@@ -192,89 +129,6 @@ pub fn spawn_ready(cmd: &mut Command) -> std::process::Child {
     .expect("ready line");
     assert_eq!(line.trim(), "ready");
     child
-}
-
-/// The simulated libnvidia-ml.so.1, as `gpufree sim lib` gives it.
-pub fn sim_lib() -> PathBuf {
-    let r = gpufree(&["sim", "lib"], &[]);
-    assert_eq!(r.code, 0, "sim lib: {}", r.stderr);
-    PathBuf::from(r.stdout.trim()).join("libnvidia-ml.so.1")
-}
-
-/// `gpufree status --json` on `dir` against the simulator state `state`.
-pub fn status_json(dir: &TestDir, state: &Path, extra: &[&str]) -> Value {
-    let lib = sim_lib();
-    let mut args = vec![
-        "status",
-        "--json",
-        "--dev-dir",
-        dir.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    let r = gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
-    assert_eq!(r.code, 0, "status failed: {}", r.stderr);
-    r.json()
-}
-
-/// `gpufree status --json` on `dir` with no NVML library at all.
-pub fn status_json_no_nvml(dir: &TestDir) -> Value {
-    let r = gpufree(
-        &[
-            "status",
-            "--json",
-            "--dev-dir",
-            dir.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 0, "status failed: {}", r.stderr);
-    r.json()
-}
-
-/// `gpufree kill --json ARGS` (stdin not a terminal) against the simulator:
-/// exit code, the JSON document (null when none), stderr.
-pub fn kill_json(
-    dev: &Path,
-    state: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> (i32, Value, String) {
-    sim_json("kill", dev, state, args, env)
-}
-
-/// `gpufree COMMAND --json ARGS` (stdin not a terminal) on the device
-/// directory `dev` against the simulator state `state`: exit code, the JSON
-/// document (null when none), stderr.
-pub fn sim_json(
-    command: &str,
-    dev: &Path,
-    state: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> (i32, Value, String) {
-    let lib = sim_lib();
-    let mut a = vec![
-        command,
-        "--json",
-        "--dev-dir",
-        dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    a.extend(args);
-    let mut e = vec![("GPUFREE_SIM_STATE", state.to_str().unwrap())];
-    e.extend(env);
-    let r = gpufree(&a, &e);
-    let doc = if r.stdout.trim().is_empty() {
-        Value::Null
-    } else {
-        r.json()
-    };
-    (r.code, doc, r.stderr)
 }
 
 /// PIDs of a JSON array.
@@ -450,21 +304,12 @@ impl FakeProc {
 
     /// `gpufree status --json` over this tree and `dev`, without NVML.
     pub fn status(&self, dev: &Path) -> Value {
-        let r = gpufree(
-            &[
-                "status",
-                "--json",
-                "--proc-root",
-                self.root.to_str().unwrap(),
-                "--dev-dir",
-                dev.to_str().unwrap(),
-                "--nvml-lib",
-                "/nonexistent/libnvidia-ml.so.1",
-            ],
-            &[],
-        );
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        r.json()
+        Gpufree::new(["status"])
+            .json()
+            .proc_root(&self.root)
+            .dev(dev)
+            .no_nvml()
+            .doc()
     }
 }
 
@@ -491,12 +336,17 @@ pub fn wait_state(pid: u32, want: char) {
     panic!("{pid} never reached state {want}");
 }
 
-/// The gpufree binary with `args`, run as nobody through setpriv (tests
-/// that need it check for root first). The checkout may sit below a
-/// directory only root may enter (a clone in `mktemp -d`), so nobody runs a
-/// copy of gpufree placed in the test's own directory, opened to others,
-/// with the simulated NVML library beside it as `GPUFREE_NVML_LIB`.
-pub fn as_nobody(d: &TestDir, args: &[&str]) -> Command {
+/// A copy of gpufree and of the simulated NVML library that any user may
+/// run: the checkout may sit below a directory only root may enter (a
+/// clone in `mktemp -d`), so they are placed in the test's own directory
+/// (`kit/`), opened to others.
+pub struct Kit {
+    pub gpufree: PathBuf,
+    pub lib: PathBuf,
+}
+
+/// The [`Kit`] in `d`, placed there on first use.
+pub fn nobody_kit(d: &TestDir) -> Kit {
     use std::os::unix::fs::PermissionsExt;
     let open =
         |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -519,20 +369,34 @@ pub fn as_nobody(d: &TestDir, args: &[&str]) -> Command {
             open(&to);
         }
     }
-    let mut c = Command::new("setpriv");
-    c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-        .arg(kit.join("gpufree"))
-        .args(args)
-        .env("GPUFREE_NVML_LIB", kit.join("libnvidia-ml.so.1"));
-    c
+    Kit {
+        gpufree: kit.join("gpufree"),
+        lib: kit.join("libnvidia-ml.so.1"),
+    }
+}
+
+/// `gpufree WORDS` run as nobody through setpriv (tests that need it check
+/// for root first): the [`Kit`]'s gpufree, with its simulated NVML library
+/// as `GPUFREE_NVML_LIB`.
+pub fn as_nobody(d: &TestDir, words: &[&str]) -> Gpufree {
+    let kit = nobody_kit(d);
+    Gpufree::new(words)
+        .program(&kit.gpufree)
+        .wrapped([
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+        ])
+        .env("GPUFREE_NVML_LIB", &kit.lib)
 }
 
 /// A holder (opening and mapping `node`) run as nobody: setpriv execs the
-/// copy of gpufree [`as_nobody`] places in the test's directory in the same
-/// process, so it is the test's child and dies with it as every holder.
+/// [`Kit`]'s gpufree in the same process, so it is the test's child and
+/// dies with it as every holder.
 pub fn mapper_as_nobody(d: &TestDir, node: &str) -> Spawned {
-    let _kit = as_nobody(d, &[]);
-    let copy = d.tmp.path().join("kit").join("gpufree");
+    let copy = nobody_kit(d).gpufree;
     let child = ChildSpec {
         argv: [
             "setpriv",
@@ -560,7 +424,7 @@ pub struct Tmux {
 
 impl Tmux {
     pub fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
+        scratch(&mut Command::new("tmux"))
             .arg("-L")
             .arg(&self.socket)
             .args(args)

@@ -5,54 +5,8 @@
 //! hook never steered.
 
 use super::architecture::sources;
-use super::harness::bin;
-use std::collections::BTreeSet;
+use super::cmd::{hook, hook_names as names, HOOKS_GATED as GATED, HOOK_PREFIX as PREFIX};
 use std::path::Path;
-use std::sync::OnceLock;
-
-/// What every test hook's variable begins with.
-const PREFIX: &str = "GPUFREE_TEST_";
-
-/// The one file that names the hooks' variables, built only with the
-/// `test-hooks` feature.
-const GATED: &str = "src/test_hooks/on.rs";
-
-/// The hooks' variable names, as the gated file names them.
-fn names() -> BTreeSet<String> {
-    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let source = std::fs::read_to_string(top.join(GATED)).unwrap();
-    let re = regex::Regex::new(&format!("\"({PREFIX}[A-Z_]+)\"")).unwrap();
-    re.captures_iter(&source)
-        .map(|c| c[1].to_string())
-        .collect()
-}
-
-/// Those of [`names`] the binary under test holds (read once: a debug
-/// binary is some 200 MB).
-fn in_binary() -> &'static BTreeSet<String> {
-    static FOUND: OnceLock<BTreeSet<String>> = OnceLock::new();
-    FOUND.get_or_init(|| {
-        let bytes = std::fs::read(bin()).unwrap();
-        let any: Vec<String> = names().iter().map(|n| regex::escape(n)).collect();
-        let re = regex::bytes::Regex::new(&any.join("|")).unwrap();
-        re.find_iter(&bytes)
-            .map(|m| String::from_utf8_lossy(m.as_bytes()).into_owned())
-            .collect()
-    })
-}
-
-/// `name`, a test hook's variable, once the binary under test is known to
-/// read it; panics where it was built without the `test-hooks` feature.
-pub fn hook(name: &str) -> &str {
-    assert!(
-        in_binary().contains(name),
-        "{} does not know the test hook {name}: it was built without the \
-         test-hooks feature (cargo test turns it on: gpufree is its own \
-         dev-dependency with it in Cargo.toml)",
-        bin().display()
-    );
-    name
-}
 
 /// `path: line` for each line of a non-test Rust file under `root` that
 /// names a hook's variable, paths relative to `top`, outside `allowed`.

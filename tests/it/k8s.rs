@@ -192,20 +192,20 @@ fn cluster(d: &TestDir, fake: &FakeProc) -> (PathBuf, PathBuf, PathBuf) {
     (state, logs, socket)
 }
 
-fn run(d: &TestDir, fake: &FakeProc, state: &Path, env: &[(&str, &Path)], args: &[&str]) -> Run {
-    let lib = sim_lib();
-    let mut a = vec![
-        "--proc-root",
-        fake.root.to_str().unwrap(),
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    a.extend(args);
-    let mut e: Vec<(&str, &str)> = vec![("GPUFREE_SIM_STATE", state.to_str().unwrap())];
-    e.extend(env.iter().map(|(k, v)| (*k, v.to_str().unwrap())));
-    gpufree(&a, &e)
+/// `gpufree WORDS` on the cluster's node: its /proc and devices, the
+/// simulator, and the kubelet's files and socket in `env`.
+fn on_node(
+    words: &[&str],
+    d: &TestDir,
+    fake: &FakeProc,
+    state: &Path,
+    env: &[(&str, &Path)],
+) -> Gpufree {
+    Gpufree::new(words)
+        .proc_root(&fake.root)
+        .dev(&d.dev)
+        .sim(state)
+        .envs(env.iter().copied())
 }
 
 fn finding<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
@@ -226,7 +226,7 @@ fn allocations_are_joined_with_the_holders() {
         ("GPUFREE_POD_LOG_DIR", logs.as_path()),
         ("GPUFREE_KUBELET_SOCKET", socket.as_path()),
     ];
-    let r = run(&d, &fake, &state, &env, &["why", "--json"]);
+    let r = on_node(&["why", "--json"], &d, &fake, &state, &env).run();
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     let doc = r.json();
     assert!(doc["kubelet"]["error"].is_null(), "{}", doc["kubelet"]);
@@ -267,7 +267,7 @@ fn allocations_are_joined_with_the_holders() {
         }
     }
 
-    let metrics = run(&d, &fake, &state, &env, &["metrics"]).stdout;
+    let metrics = on_node(&["metrics"], &d, &fake, &state, &env).run().stdout;
     let series = |gpu: u32| {
         metrics
             .lines()
@@ -293,11 +293,7 @@ fn allocations_are_joined_with_the_holders() {
 
     // A monitor hears of them too: `check` counts them (condition pod).
     let state_file = d.tmp.path().join("check.json");
-    let r = run(
-        &d,
-        &fake,
-        &state,
-        &env,
+    let r = on_node(
         &[
             "check",
             "--format",
@@ -305,7 +301,12 @@ fn allocations_are_joined_with_the_holders() {
             "--state",
             state_file.to_str().unwrap(),
         ],
-    );
+        &d,
+        &fake,
+        &state,
+        &env,
+    )
+    .run();
     let doc = r.json();
     assert_eq!(doc["level"], "critical", "{doc}");
     let pods: Vec<&Value> = doc["problems"]
@@ -333,7 +334,9 @@ fn a_kubelet_that_does_not_answer_is_said_not_guessed() {
         ("GPUFREE_POD_LOG_DIR", logs.as_path()),
         ("GPUFREE_KUBELET_SOCKET", dead.as_path()),
     ];
-    let doc = run(&d, &fake, &state, &env, &["status", "--json"]).json();
+    let doc = on_node(&["status", "--json"], &d, &fake, &state, &env)
+        .run()
+        .json();
     assert!(
         doc["kubelet"]["error"]
             .as_str()

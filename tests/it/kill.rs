@@ -6,21 +6,21 @@
 use crate::harness::*;
 use gpufree::demo::holder::{ChildSpec, HoldSpec};
 use gpufree::demo::Incident;
-use serde_json::Value;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn kill(dev: &Path, state: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
-    kill_json(dev, state, args, env)
-}
 
 #[test]
 fn seed_incident_kill_frees_exactly_the_ten_and_confirms_the_release() {
     let inc = Incident::start(&bin()).unwrap();
     let ours: Vec<u32> = inc.spawned.pids.iter().map(|(p, _)| *p).collect();
     let started = Instant::now();
-    let (code, doc, err) = kill(&inc.dev, &inc.state, &["--yes"], &[]);
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&inc.dev)
+        .sim(&inc.state)
+        .args(["--yes"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     let k = &doc["kill"];
     let mut targets = u32s(&k["targets"]);
     targets.sort_unstable();
@@ -66,10 +66,11 @@ fn term_ignoring_target_gets_sigkill_after_the_grace_period() {
     );
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     let pid = h.pid().to_string();
-    let (code, doc, err) = kill(
-        &d.dev,
-        &state,
-        &[
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args([
             "--pid",
             &pid,
             "--pid",
@@ -77,10 +78,10 @@ fn term_ignoring_target_gets_sigkill_after_the_grace_period() {
             "--grace",
             "300ms",
             "--yes",
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
+        ])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     assert_eq!(
         u32s(&doc["kill"]["killed_hard"]),
         vec![h.pid()],
@@ -101,13 +102,14 @@ fn stopped_target_is_continued_and_handles_term() {
     .unwrap();
     wait_state(h.pid(), 'T');
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
-    let (code, doc, err) = kill(
-        &d.dev,
-        &state,
-        &["--gpu", "0", "--grace", "5s", "--yes"],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--grace", "5s", "--yes"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     assert_eq!(
         doc["kill"]["killed_hard"],
         serde_json::json!([]),
@@ -137,16 +139,17 @@ fn target_forking_a_holder_during_the_grace_period_is_handled_in_the_same_run() 
         },
     );
     let state = d.one_gpu(&[], 0);
-    let (code, doc, err) = kill(
-        &d.dev,
-        &state,
-        &["--gpu", "0", "--grace", "2s", "--yes"],
-        &[],
-    );
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--grace", "2s", "--yes"])
+        .run();
+    let doc = r.json_or_null();
     let rescued = u32s(&doc["kill"]["found_by_rescan"]);
     // Clean up by identity if gpufree failed to (the forked child is not ours).
     let survivors = survivors_reaped(&rescued, "forked-worker");
-    assert_eq!(code, 0, "{err}\n{doc}");
+    r.assert_exit_with(0, format_args!("{doc}"));
     assert_eq!(
         rescued.len(),
         1,
@@ -167,13 +170,14 @@ fn zombie_holder_is_not_killed_and_its_parent_is_named() {
     let z = d.zombie("nvidia0");
     // NVML still lists it (as a driver may while it tears down).
     let state = d.one_gpu(&[(z.pid(), 1024, "always")], 0);
-    let (code, doc, err) = kill(
-        &d.dev,
-        &state,
-        &["--pid", &z.pid().to_string(), "--yes", "--no-wait"],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &z.pid().to_string(), "--yes", "--no-wait"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     let skipped = &doc["kill"]["skipped"][0];
     assert_eq!(skipped["pid"], z.pid());
     assert!(
@@ -207,8 +211,14 @@ fn protected_daemon_is_refused_unless_forced() {
     let state = d.one_gpu(&[], 0);
     // Asked for by PID: refused for safety.
     let pid = pd.pid().to_string();
-    let (code, doc, _) = kill(&d.dev, &state, &["--pid", &pid, "--yes"], &[]);
-    assert_eq!(code, 5, "refused for safety");
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid, "--yes"])
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit_with(5, format_args!("refused for safety"));
     assert!(doc["kill"]["skipped"][0]["reason"]
         .as_str()
         .unwrap()
@@ -217,56 +227,44 @@ fn protected_daemon_is_refused_unless_forced() {
     // Freeing the GPU it alone holds (as on every node running
     // nvidia-persistenced): nothing to free, done (exit 0, a Slurm epilog
     // stays quiet), and the daemon untouched.
-    let (code, doc, err) = kill(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
-    assert_eq!(code, 0, "{err}");
+    let ran = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes"])
+        .run();
+    let doc = ran.json_or_null();
+    ran.assert_exit(0);
     assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
     assert!(alive(pd.pid()));
-    let r = gpufree(
-        &[
-            "kill",
-            "--gpu",
-            "0",
-            "--yes",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            sim_lib().to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["kill"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes"])
+        .run();
+    r.assert_exit(0);
     assert!(
         r.stdout
             .contains("Nothing to signal: GPU 0 is free; only protected daemons hold it"),
         "{}",
         r.stdout
     );
-    let quiet = gpufree(
-        &[
-            "kill",
-            "--gpu",
-            "0",
-            "--yes",
-            "--quiet",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            sim_lib().to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(
-        (quiet.code, quiet.stdout.as_str(), quiet.stderr.as_str()),
-        (0, "", "")
-    );
+    let quiet = Gpufree::new(["kill"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes", "--quiet"])
+        .run();
+    quiet.assert_exit(0);
+    assert_eq!((quiet.stdout.as_str(), quiet.stderr.as_str()), ("", ""));
     assert!(alive(pd.pid()));
-    let (code, doc, err) = kill(
-        &d.dev,
-        &state,
-        &["--gpu", "0", "--yes", "--force-protected"],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
+    let res = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes", "--force-protected"])
+        .run();
+    let doc = res.json_or_null();
+    res.assert_exit(0);
     assert_eq!(u32s(&doc["kill"]["targets"]), vec![pd.pid()]);
     assert!(!alive(pd.pid()));
 }
@@ -283,22 +281,12 @@ fn non_root_may_not_signal_other_users_processes() {
     // NVML lists root's process, so nobody sees it as a holder.
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let r = run_cmd(
-        as_nobody(
-            &d,
-            &[
-                "kill",
-                "--json",
-                "--gpu",
-                "0",
-                "--yes",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-            ],
-        )
-        .env("GPUFREE_SIM_STATE", &state),
-    );
-    assert_eq!(r.code, 5, "{}", r.stderr);
+    let r = as_nobody(&d, &["kill", "--gpu", "0", "--yes"])
+        .json()
+        .dev(&d.dev)
+        .env("GPUFREE_SIM_STATE", &state)
+        .run();
+    r.assert_exit(5);
     let doc = r.json();
     assert!(
         doc["kill"]["skipped"][0]["reason"]
@@ -316,25 +304,21 @@ fn without_a_terminal_and_without_yes_nothing_is_signalled() {
     let d = TestDir::new(1);
     let h = d.mapper("nvidia0");
     let state = d.one_gpu(&[], 0);
-    let (code, _, err) = kill(&d.dev, &state, &["--gpu", "0"], &[]);
-    assert_eq!(code, 5);
-    assert!(err.contains("--yes"), "{err}");
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0"])
+        .run();
+    out.assert_exit(5);
+    assert!(out.stderr.contains("--yes"), "{}", out.stderr);
     assert!(alive(h.pid()));
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "kill",
-            "--dry-run",
-            "--gpu",
-            "0",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0);
+    let r = Gpufree::new(["kill"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--dry-run", "--gpu", "0"])
+        .run();
+    r.assert_exit(0);
     assert!(
         r.stdout.contains("Plan: signal 1 process") && r.stdout.contains(&h.pid().to_string()),
         "{}",
@@ -348,8 +332,14 @@ fn release_without_a_delay_is_seen_at_once() {
     let d = TestDir::new(1);
     let h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 8192, "while-alive")], 0);
-    let (code, doc, err) = kill(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     assert!(
         doc["kill"]["seconds_to_release"].as_f64().unwrap() < 1.5,
         "{}",
@@ -367,13 +357,14 @@ fn memory_that_never_comes_back_exits_4_and_says_what_holds_it() {
         &[(h.pid(), 8192, "while-alive")],
         60_000,
     )]));
-    let (code, doc, _) = kill(
-        &d.dev,
-        &state,
-        &["--gpu", "0", "--yes", "--timeout", "500ms"],
-        &[],
-    );
-    assert_eq!(code, 4);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes", "--timeout", "500ms"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(4);
     assert_eq!(doc["kill"]["released"], false);
     assert!(
         doc["kill"]["still_holding"][0]
@@ -385,42 +376,35 @@ fn memory_that_never_comes_back_exits_4_and_says_what_holds_it() {
     );
 }
 
-fn wait_cmd(dev: &Path, state: &Path, args: &[&str]) -> std::process::Command {
-    let lib = sim_lib();
-    let mut c = std::process::Command::new(bin());
-    c.args([
-        "wait",
-        "--dev-dir",
-        dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ])
-    .args(args)
-    .env("GPUFREE_SIM_STATE", state)
-    .env_remove("NO_COLOR");
-    c
-}
-
 #[test]
 fn wait_times_out_with_exit_1_while_held_and_returns_0_once_released() {
     let d = TestDir::new(1);
     let mut h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 4096, "while-alive")], 500);
-    let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--timeout", "400ms"]));
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    let r = Gpufree::new(["wait"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--timeout", "400ms"])
+        .run();
+    r.assert_exit(1);
     assert!(r.stdout.contains("timeout:"), "{}", r.stdout);
-    let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--timeout", "0"]));
-    assert_eq!(r.code, 1, "--timeout 0 checks once");
-    let waiter = wait_cmd(&d.dev, &state, &["--timeout", "20s", "--json"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let r = Gpufree::new(["wait"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--timeout", "0"])
+        .run();
+    r.assert_exit_with(1, format_args!("--timeout 0 checks once"));
+    let waiter = Gpufree::new(["wait"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--timeout", "20s", "--json"])
+        .spawn();
     std::thread::sleep(Duration::from_millis(300));
     h.kill();
     let gone = Instant::now();
-    let out = waiter.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = waiter.finish();
+    out.assert_exit(0);
+    let doc = out.json();
     assert_eq!(doc["wait"]["free"], true);
     let after = gone.elapsed();
     assert!(
@@ -434,24 +418,25 @@ fn wait_max_used_threshold() {
     let d = TestDir::new(1);
     let h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 0);
-    assert_eq!(
-        run_cmd(&mut wait_cmd(
-            &d.dev,
-            &state,
-            &["--max-used", "4GiB", "--timeout", "0", "-q"]
-        ))
-        .code,
-        0
-    );
-    let r = run_cmd(&mut wait_cmd(
-        &d.dev,
-        &state,
-        &["--max-used", "1GiB", "--timeout", "0", "-q"],
-    ));
-    assert_eq!(r.code, 1);
+    Gpufree::new(["wait"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--max-used", "4GiB", "--timeout", "0", "-q"])
+        .run()
+        .assert_exit(0);
+    let r = Gpufree::new(["wait"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--max-used", "1GiB", "--timeout", "0", "-q"])
+        .run();
+    r.assert_exit(1);
     assert!(r.stdout.is_empty(), "-q prints nothing");
-    let r = run_cmd(&mut wait_cmd(&d.dev, &state, &["--max-used", "lots"]));
-    assert_eq!(r.code, 2);
+    let r = Gpufree::new(["wait"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--max-used", "lots"])
+        .run();
+    r.assert_exit(2);
     assert!(r.stderr.contains("lots"));
 }
 
@@ -539,11 +524,17 @@ fn tree_selects_the_holders_below_a_launcher_and_nothing_else() {
         sim_gpu(1, &[(w1, 1024, "while-alive")], 0),
     ]));
     let root = launcher.pid().to_string();
-    let (code, doc, err) = kill(&d.dev, &state, &["--tree", &root, "--yes"], &[]);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--tree", &root, "--yes"])
+        .run();
+    let doc = r.json_or_null();
     // Released: what the tree held is back (the outsider's memory was not
     // part of the ask). The report says which target survived, or which
     // memory stayed, where it is not (once seen under CI's load: exit 4).
-    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    r.assert_exit_with(0, format_args!("{}", doc["kill"]));
     let mut targets = u32s(&doc["kill"]["targets"]);
     targets.sort_unstable();
     let mut want = vec![w0, w1];
@@ -587,13 +578,14 @@ fn supervised_kill_fails(respawn_delay_ms: u64, open_delay_ms: u64) {
     let w = sup.pid_of("worker");
     let state = d.one_gpu(&[], 0);
     let p = w.to_string();
-    let (code, doc, err) = kill(
-        &d.dev,
-        &state,
-        &["--pid", &p, "--yes", "--grace", "1s", "--timeout", "20s"],
-        &[],
-    );
-    assert_eq!(code, 4, "{err}\n{}", doc["kill"]);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &p, "--yes", "--grace", "1s", "--timeout", "20s"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit_with(4, format_args!("{}", doc["kill"]));
     assert_eq!(u32s(&doc["kill"]["targets"]), vec![w]);
     let reasons = doc["kill"]["reasons"].to_string();
     let sup_pid = sup.pid();
@@ -650,15 +642,16 @@ fn a_monitor_polling_the_node_during_the_settle_watch_is_no_restart() {
         .unwrap();
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     let p = h.pid().to_string();
-    let (code, doc, err) = kill(
-        &d.dev,
-        &state,
-        &["--pid", &p, "--yes", "--settle", "1500ms"],
-        &[],
-    );
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &p, "--yes", "--settle", "1500ms"])
+        .run();
+    let doc = r.json_or_null();
     let _ = monitor.kill();
     let _ = monitor.wait();
-    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    r.assert_exit_with(0, format_args!("{}", doc["kill"]));
     assert!(!alive(h.pid()));
 }
 
@@ -672,13 +665,14 @@ fn the_drivers_teardown_time_is_reported() {
     let h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 400);
     let p = h.pid().to_string();
-    let (code, doc, err) = kill(
-        &d.dev,
-        &state,
-        &["--pid", &p, "--yes", "--settle", "300ms"],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &p, "--yes", "--settle", "300ms"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     let k = &doc["kill"];
     let after_exit = k["seconds_after_exit"].as_f64().unwrap();
     assert!(after_exit >= 0.35, "{k}");
@@ -697,18 +691,11 @@ fn the_drivers_teardown_time_is_reported() {
 /// does not exist would be the first error of a collection.
 #[test]
 fn kill_user_nosuch_is_refused_before_any_collection() {
-    let r = gpufree(
-        &[
-            "kill",
-            "--user",
-            "no-such-user-gpufree",
-            "--dev-dir",
-            "/nonexistent/gpufree-dev",
-            "--dry-run",
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = Gpufree::new(["kill"])
+        .dev("/nonexistent/gpufree-dev")
+        .args(["--user", "no-such-user-gpufree", "--dry-run"])
+        .run();
+    r.assert_exit(2);
     assert_eq!(
         r.stderr.trim(),
         "gpufree: --user no-such-user-gpufree: no such user (give a name of this host or a UID)"

@@ -56,10 +56,11 @@ fn python_has(modules: &str) -> bool {
 }
 
 fn sim_exec(state: &std::path::Path, cmd: &[&str]) -> String {
-    let mut args = vec!["sim", "exec", "--state", state.to_str().unwrap(), "--"];
-    args.extend(cmd);
-    let r = gpufree(&args, &[("COLUMNS", "140")]);
-    assert_eq!(r.code, 0, "{cmd:?}: {}", r.stderr);
+    let r = Gpufree::new(["sim", "exec", "--state", state.to_str().unwrap(), "--"])
+        .args(cmd)
+        .env("COLUMNS", "140")
+        .run();
+    r.assert_exit_with(0, format_args!("{cmd:?}: {}", r.stderr));
     r.stdout
 }
 
@@ -194,29 +195,18 @@ fn mixed_host() -> Mixed {
 }
 
 impl Mixed {
-    fn json(&self, cmd: &str, args: &[&str]) -> (i32, Value, String) {
-        sim_json(cmd, &self.d.dev, &self.state, args, &[])
-    }
-
-    fn text(&self, cmd: &str, args: &[&str]) -> Run {
-        let lib = sim_lib();
-        let mut a = vec![
-            cmd,
-            "--dev-dir",
-            self.d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ];
-        a.extend(args);
-        gpufree(&a, &[("GPUFREE_SIM_STATE", self.state.to_str().unwrap())])
+    /// `gpufree WORDS` on this host and the simulator.
+    fn on(&self, words: &[&str]) -> Gpufree {
+        Gpufree::new(words).dev(&self.d.dev).sim(&self.state)
     }
 }
 
 #[test]
 fn status_shows_each_mig_device_its_memory_holders_and_verdict() {
     let h = mixed_host();
-    let (code, doc, err) = h.json("status", &[]);
-    assert_eq!(code, 0, "{err}");
+    let r = h.on(&["status"]).json().run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     let gpus = doc["gpus"].as_array().unwrap();
     let counts: Vec<usize> = gpus
         .iter()
@@ -263,7 +253,7 @@ fn status_shows_each_mig_device_its_memory_holders_and_verdict() {
     let a = process(&doc, h.a.pid()).unwrap();
     assert_eq!(a["gpu_memory"], json!([{"gpu": 0, "used_bytes": 5 * GIB}]));
 
-    let out = h.text("status", &["--no-color"]).stdout;
+    let out = h.on(&["status"]).args(["--no-color"]).run().stdout;
     let row = |label: &str| {
         out.lines()
             .find(|l| l.starts_with(label))
@@ -287,8 +277,13 @@ fn status_shows_each_mig_device_its_memory_holders_and_verdict() {
 #[test]
 fn kill_one_mig_device_frees_it_and_nothing_else() {
     let h = mixed_host();
-    let (code, doc, err) = h.json("kill", &["--gpu", "0:1", "--yes", "--grace", "2s"]);
-    assert_eq!(code, 0, "{err}");
+    let r = h
+        .on(&["kill"])
+        .json()
+        .args(["--gpu", "0:1", "--yes", "--grace", "2s"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     // b and a both map the GPU's node; only b is on instance 0:1.
     assert_eq!(u32s(&doc["kill"]["targets"]), [h.b.pid()], "{doc}");
     assert_eq!(doc["kill"]["released"], true, "{doc}");
@@ -307,15 +302,31 @@ fn kill_one_mig_device_frees_it_and_nothing_else() {
 fn a_mig_uuid_selects_it_for_wait_and_why() {
     let h = mixed_host();
     // GPU 0 is busy (0:0 and 0:1), its instance 0:2 is free.
-    let (code, _, err) = h.json("wait", &["--gpu", &mig_uuid(0, 2), "--timeout", "0"]);
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) = h.json("wait", &["--gpu", "0", "--timeout", "0"]);
-    assert_eq!(code, 1, "{err}");
-    let out = h.text("wait", &["--gpu", "0:0", "--timeout", "0"]);
-    assert_eq!(out.code, 1, "{}", out.stderr);
+    let ran = h
+        .on(&["wait"])
+        .json()
+        .args(["--gpu", &mig_uuid(0, 2), "--timeout", "0"])
+        .run();
+    ran.assert_exit(0);
+    let res = h
+        .on(&["wait"])
+        .json()
+        .args(["--gpu", "0", "--timeout", "0"])
+        .run();
+    res.assert_exit(1);
+    let out = h
+        .on(&["wait"])
+        .args(["--gpu", "0:0", "--timeout", "0"])
+        .run();
+    out.assert_exit(1);
     assert!(out.stdout.contains("GPU 0:0"), "{}", out.stdout);
-    let (code, doc, err) = h.json("why", &["--gpu", &mig_uuid(0, 0)[..12]]);
-    assert_eq!(code, 1, "{err}");
+    let got = h
+        .on(&["why"])
+        .json()
+        .args(["--gpu", &mig_uuid(0, 0)[..12]])
+        .run();
+    let doc = got.json_or_null();
+    got.assert_exit(1);
     let pids: Vec<u32> = doc["processes"]
         .as_array()
         .unwrap()
@@ -324,9 +335,18 @@ fn a_mig_uuid_selects_it_for_wait_and_why() {
         .collect();
     assert_eq!(pids, [h.a.pid()], "{doc}");
     // Said of the instance, as --gpu names it, never of the whole GPU.
-    let why = h.text("why", &["--gpu", "0:0", "--no-color"]).stdout;
+    let why = h
+        .on(&["why"])
+        .args(["--gpu", "0:0", "--no-color"])
+        .run()
+        .stdout;
     assert!(why.starts_with("Why GPU 0:0 is not free"), "{why}");
-    let (_, doc, _) = h.json("wait", &["--gpu", "0:0", "--gpu", "1:2", "--timeout", "0"]);
+    let run2 = h
+        .on(&["wait"])
+        .json()
+        .args(["--gpu", "0:0", "--gpu", "1:2", "--timeout", "0"])
+        .run();
+    let doc = run2.json_or_null();
     let reasons = doc["verdict"]["reasons"].as_array().unwrap();
     assert!(
         reasons
@@ -340,8 +360,8 @@ fn a_mig_uuid_selects_it_for_wait_and_why() {
             .any(|r| r.as_str().unwrap().starts_with("GPU 1:2: ")),
         "{reasons:?}"
     );
-    let bad = h.text("status", &["--gpu", "0:7"]);
-    assert_eq!(bad.code, 2);
+    let bad = h.on(&["status"]).args(["--gpu", "0:7"]).run();
+    bad.assert_exit(2);
     assert!(
         bad.stderr.contains("--gpu 0:7: no such GPU or MIG device"),
         "{}",
@@ -352,8 +372,8 @@ fn a_mig_uuid_selects_it_for_wait_and_why() {
 #[test]
 fn metrics_have_each_mig_device() {
     let h = mixed_host();
-    let out = h.text("metrics", &[]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = h.on(&["metrics"]).run();
+    out.assert_exit(0);
     let m = &out.stdout;
     // The first series of `name` for MIG device gpu:mig that has `with`.
     let series = |name: &str, gpu: u32, mig: u32, with: &str| -> String {
@@ -383,7 +403,7 @@ fn metrics_have_each_mig_device() {
         "{m}"
     );
     // Narrowed to 0:1, the instance's numbers never pass for GPU 0's.
-    let one = h.text("metrics", &["--gpu", "0:1"]).stdout;
+    let one = h.on(&["metrics"]).args(["--gpu", "0:1"]).run().stdout;
     assert!(
         !one.contains("gpufree_gpu_memory_used_bytes{gpu=\"0\""),
         "{one}"
@@ -443,7 +463,8 @@ fn a_process_holding_a_mig_capability_holds_that_instance() {
     );
     // Without the driver's table nothing places the capabilities: any
     // instance may be theirs, so no instance is free; a wait says unknown.
-    let (_, doc, _) = h.json("status", &[]);
+    let ran = h.on(&["status"]).json().run();
+    let doc = ran.json_or_null();
     let m03 = &doc["gpus"][0]["mig_devices"][3]["verdict"];
     assert_eq!(m03["state"], "unknown", "{m03}");
     assert!(
@@ -452,12 +473,22 @@ fn a_process_holding_a_mig_capability_holds_that_instance() {
             .contains("mig-minors table could not be read"),
         "{m03}"
     );
-    let (code, _, _) = h.json("wait", &["--gpu", "0:3", "--timeout", "0"]);
-    assert_eq!(code, 3);
+    let res = h
+        .on(&["wait"])
+        .json()
+        .args(["--gpu", "0:3", "--timeout", "0"])
+        .run();
+    res.assert_exit(3);
 
     let env = [("GPUFREE_MIG_MINORS", table.to_str().unwrap())];
-    let (code, doc, err) = sim_json("status", &h.d.dev, &h.state, &[], &env);
-    assert_eq!(code, 0, "{err}");
+    let r = Gpufree::new(["status"])
+        .json()
+        .dev(&h.d.dev)
+        .sim(&h.state)
+        .envs(env.iter().copied())
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     let cap21 = caps.join("nvidia-cap21").display().to_string();
     assert_eq!(
         doc["mig_caps"][&cap21],
@@ -486,14 +517,15 @@ fn a_process_holding_a_mig_capability_holds_that_instance() {
     assert!(m["devices"][0]["gpu"].is_null(), "{m}");
 
     // why on 0:1 names both of its holders; kill 0:1 ends exactly them.
-    let (code, doc, err) = sim_json(
-        "kill",
-        &h.d.dev,
-        &h.state,
-        &["--gpu", "0:1", "--yes", "--grace", "2s"],
-        &env,
-    );
-    assert_eq!(code, 0, "{err}");
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&h.d.dev)
+        .sim(&h.state)
+        .args(["--gpu", "0:1", "--yes", "--grace", "2s"])
+        .envs(env.iter().copied())
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit(0);
     let mut want = vec![h.b.pid(), opener.pid()];
     want.sort_unstable();
     let mut targets = u32s(&doc["kill"]["targets"]);

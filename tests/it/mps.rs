@@ -104,24 +104,29 @@ impl MpsHost {
     }
 }
 
-/// `gpufree CMD --json ...` on the host; the document and the exit code.
-fn json(h: &MpsHost, cmd: &str, extra: &[&str]) -> (i32, Value) {
-    let (code, doc, err) = sim_json(cmd, h.dev(), &h.state, extra, &[]);
-    assert!(code != 2 && code != 3, "{cmd}: {code} {err}");
-    (code, doc)
-}
+impl MpsHost {
+    /// `gpufree CMD --json EXTRA` on the host, which neither fails (2) nor
+    /// is unknown (3).
+    fn json(&self, cmd: &str, extra: &[&str]) -> Output {
+        let r = Gpufree::new([cmd])
+            .json()
+            .dev(self.dev())
+            .sim(&self.state)
+            .args(extra)
+            .run();
+        r.assert_exit_not(2).assert_exit_not(3);
+        r
+    }
 
-fn text(h: &MpsHost, cmd: &str, extra: &[&str]) -> String {
-    let lib = sim_lib();
-    let mut args = vec![
-        cmd,
-        "--dev-dir",
-        h.dev().to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    gpufree(&args, &[("GPUFREE_SIM_STATE", h.state.to_str().unwrap())]).stdout
+    /// `gpufree CMD EXTRA` on the host: its stdout.
+    fn text(&self, cmd: &str, extra: &[&str]) -> String {
+        Gpufree::new([cmd])
+            .dev(self.dev())
+            .sim(&self.state)
+            .args(extra)
+            .run()
+            .stdout
+    }
 }
 
 fn finding<'a>(doc: &'a Value, kind: &str) -> &'a Value {
@@ -137,7 +142,8 @@ fn finding<'a>(doc: &'a Value, kind: &str) -> &'a Value {
 fn status_shows_the_clients_as_the_server_s_and_protects_the_daemons() {
     let h = MpsHost::start();
     let (control, server) = (h.control.pid(), h.server.pid());
-    let (_, doc) = json(&h, "status", &[]);
+    let r = h.json("status", &[]);
+    let doc = r.json_or_null();
     let mps = &doc["mps"];
     assert_eq!(u32s(&mps["controls"]), [control]);
     let g = &mps["gpus"][0];
@@ -165,7 +171,7 @@ fn status_shows_the_clients_as_the_server_s_and_protects_the_daemons() {
     for c in h.client_pids() {
         assert_eq!(process(&doc, c).unwrap()["protected"], false);
     }
-    let out = text(&h, "status", &[]);
+    let out = h.text("status", &[]);
     assert_eq!(
         out.matches(&format!("mps: client of server {server} on GPU 0"))
             .count(),
@@ -180,8 +186,9 @@ fn status_shows_the_clients_as_the_server_s_and_protects_the_daemons() {
 fn why_says_the_server_holds_the_clients_memory_stop_them_first_then_quit_mps() {
     let h = MpsHost::start();
     let server = h.server.pid();
-    let (code, doc) = json(&h, "why", &[]);
-    assert_eq!(code, 1, "the clients hold the GPU");
+    let r = h.json("why", &[]);
+    let doc = r.json_or_null();
+    r.assert_exit_with(1, format_args!("the clients hold the GPU"));
     let f = finding(&doc, "mps");
     assert_eq!(f["gpus"], json!([0]));
     let msg = f["message"].as_str().unwrap();
@@ -213,8 +220,9 @@ fn why_says_the_server_holds_the_clients_memory_stop_them_first_then_quit_mps() 
 fn kill_gpu_targets_the_clients_not_the_server_and_says_so() {
     let h = MpsHost::start();
     let server = h.server.pid();
-    let (code, doc) = json(&h, "kill", &["--gpu", "0", "--dry-run"]);
-    assert_eq!(code, 0);
+    let r = h.json("kill", &["--gpu", "0", "--dry-run"]);
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     let planned = doc["plan"]["targets"].as_array().unwrap();
     let mut targets: Vec<u32> = planned
         .iter()
@@ -239,7 +247,7 @@ fn kill_gpu_targets_the_clients_not_the_server_and_says_so() {
         "{why}"
     );
     assert!(why.contains("echo quit | nvidia-cuda-mps-control"), "{why}");
-    let plan = text(&h, "kill", &["--gpu", "0", "--dry-run"]);
+    let plan = h.text("kill", &["--gpu", "0", "--dry-run"]);
     assert_eq!(
         plan.matches(&format!("an MPS client of server {server}"))
             .count(),
@@ -247,8 +255,7 @@ fn kill_gpu_targets_the_clients_not_the_server_and_says_so() {
         "{plan}"
     );
     // Forcing the server alone says what it does to the clients.
-    let (_, doc) = json(
-        &h,
+    let out = h.json(
         "kill",
         &[
             "--pid",
@@ -257,6 +264,7 @@ fn kill_gpu_targets_the_clients_not_the_server_and_says_so() {
             "--dry-run",
         ],
     );
+    let doc = out.json_or_null();
     assert_eq!(doc["plan"]["targets"][0]["pid"], server);
     let why = doc["plan"]["targets"][0]["reason"].as_str().unwrap();
     let clients = h.client_pids();
@@ -272,8 +280,9 @@ fn kill_gpu_targets_the_clients_not_the_server_and_says_so() {
 #[test]
 fn kill_gpu_kills_exactly_the_clients_and_the_memory_is_released() {
     let h = MpsHost::start();
-    let (code, doc) = json(&h, "kill", &["--gpu", "0", "--yes", "--timeout", "30s"]);
-    assert_eq!(code, 0, "{doc}");
+    let r = h.json("kill", &["--gpu", "0", "--yes", "--timeout", "30s"]);
+    let doc = r.json_or_null();
+    r.assert_exit_with(0, format_args!("{doc}"));
     let mut targets = u32s(&doc["kill"]["targets"]);
     targets.sort_unstable();
     assert_eq!(targets, h.client_pids());
@@ -284,7 +293,8 @@ fn kill_gpu_kills_exactly_the_clients_and_the_memory_is_released() {
     assert!(alive(h.server.pid()), "the server is left running");
     assert!(alive(h.control.pid()), "the control daemon is left running");
     // What is left on the GPU is the server's own context.
-    let (_, doc) = json(&h, "status", &[]);
+    let out = h.json("status", &[]);
+    let doc = out.json_or_null();
     assert_eq!(doc["gpus"][0]["memory"]["used_bytes"], 64u64 << 20);
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "free");
     assert_eq!(
@@ -299,8 +309,7 @@ fn the_clients_memory_goes_with_the_server() {
     // clients' contexts while the client processes run on.
     let h = MpsHost::start();
     let server = h.server.pid();
-    let (code, doc) = json(
-        &h,
+    let r = h.json(
         "kill",
         &[
             "--pid",
@@ -311,9 +320,11 @@ fn the_clients_memory_goes_with_the_server() {
             "30s",
         ],
     );
-    assert_eq!(code, 0, "{doc}");
+    let doc = r.json_or_null();
+    r.assert_exit_with(0, format_args!("{doc}"));
     assert!(!alive(server));
-    let (_, doc) = json(&h, "status", &[]);
+    let out = h.json("status", &[]);
+    let doc = out.json_or_null();
     assert_eq!(doc["gpus"][0]["memory"]["used_bytes"], 0);
     for c in h.client_pids() {
         assert!(alive(c), "client {c} runs on, without its GPU context");

@@ -12,7 +12,6 @@
 //! it signals any of them.
 
 use crate::harness::*;
-use crate::hooks::hook;
 use gpufree::demo::holder::{HoldSpec, Spawned};
 use serde_json::Value;
 use std::path::Path;
@@ -49,18 +48,6 @@ fn verdict(doc: &Value, index: u64) -> &Value {
         .unwrap_or_else(|| panic!("no GPU {index}: {}", doc["gpus"]))["verdict"]
 }
 
-/// `gpufree kill ARGS` on `dev` without NVML.
-fn no_nvml(dev: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut a = vec![
-        "--dev-dir",
-        dev.to_str().unwrap(),
-        "--nvml-lib",
-        "/nonexistent/libnvidia-ml.so.1",
-    ];
-    a.extend(args);
-    gpufree(&a, env)
-}
-
 /// What gpufree sees on `d` (its `nvidia0` refused: `why` contains
 /// `because` and names the NVIDIA frontend's driver, which this machine
 /// may not have registered) and what the kill of GPU 0 does: the holder `h` of the file
@@ -68,7 +55,7 @@ fn no_nvml(dev: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
 /// dry run plans nothing, and `kill --holders-only --gpu 0 --yes` (without
 /// NVML and on the simulator) signals nothing.
 fn refused_and_never_killed(d: &TestDir, h: &Spawned, because: &str) {
-    let doc = status_json_no_nvml(d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     assert!(
         process(&doc, h.pid()).is_none(),
         "not a holder: {}",
@@ -90,43 +77,42 @@ fn refused_and_never_killed(d: &TestDir, h: &Spawned, because: &str) {
         "{v}"
     );
 
-    let dry = no_nvml(
-        &d.dev,
-        &[
-            "kill",
-            "--json",
-            "--dry-run",
-            "--holders-only",
-            "--gpu",
-            "0",
-        ],
-        &[],
-    );
+    let dry = Gpufree::new([
+        "kill",
+        "--json",
+        "--dry-run",
+        "--holders-only",
+        "--gpu",
+        "0",
+    ])
+    .dev(&d.dev)
+    .no_nvml()
+    .run();
     assert!(process(&dry.json(), h.pid()).is_none(), "{}", dry.stdout);
 
     // The measured attack: nothing is signalled, the verdict is unknown.
-    let r = no_nvml(
-        &d.dev,
-        &["kill", "--holders-only", "--gpu", "0", "--yes"],
-        &[],
-    );
+    let r = Gpufree::new(["kill", "--holders-only", "--gpu", "0", "--yes"])
+        .dev(&d.dev)
+        .no_nvml()
+        .run();
     assert!(
         alive(h.pid()),
         "the holder of the refused node's file lives"
     );
-    assert_eq!(r.code, 3, "unknown, not freed: {}", r.stderr);
+    r.assert_exit_with(3, format_args!("unknown, not freed: {}", r.stderr));
     let state = d.one_gpu(&[], 0);
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--holders-only", "--gpu", "0", "--yes", "--timeout", "5s"],
-        &[],
-    );
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--holders-only", "--gpu", "0", "--yes", "--timeout", "5s"])
+        .run();
+    let doc = out.json_or_null();
     assert!(
         alive(h.pid()),
         "the holder of the refused node's file lives"
     );
-    assert_eq!(code, 3, "unknown, not freed: {err}\n{doc}");
+    out.assert_exit_with(3, format_args!("unknown, not freed: {doc}"));
 }
 
 /// `dev/nvidia0` linked to /dev/null (what anyone can put in a directory
@@ -166,12 +152,12 @@ fn a_character_node_of_another_driver_makes_no_holder_and_no_kill() {
     refused_and_never_killed(&d, &h, "a character device of major 1 (mem), ");
     // As if the frontend's major were 1: the node is /dev/null's device,
     // and the holder is its holder (status only: nothing is killed here).
-    let r = no_nvml(
-        &d.dev,
-        &["status", "--json"],
-        &[(hook("GPUFREE_TEST_GPU_MAJORS"), "nvidia-frontend=1")],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["status", "--json"])
+        .dev(&d.dev)
+        .no_nvml()
+        .envs([("GPUFREE_TEST_GPU_MAJORS", "nvidia-frontend=1")])
+        .run();
+    r.assert_exit(0);
     let doc = r.json();
     assert!(doc["visibility"]["refused_nodes"].is_null(), "{doc}");
     let p = process(&doc, h.pid()).expect("matched by device number");
@@ -189,7 +175,7 @@ fn a_link_to_a_regular_file_is_refused_while_a_plain_file_is_a_node() {
     std::os::unix::fs::symlink(&elsewhere, d.node("nvidia1")).unwrap();
     let node = d.mapper("nvidia0");
     let linked = holding(&elsewhere);
-    let doc = status_json_no_nvml(&d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     assert_eq!(
         via(process(&doc, node.pid()).unwrap(), "nvidia0"),
         ["fd", "mmap"]
@@ -211,12 +197,11 @@ fn a_link_to_a_regular_file_is_refused_while_a_plain_file_is_a_node() {
     assert!(!verdict(&doc, 0)["reasons"]
         .to_string()
         .contains("not a GPU node"));
-    let r = no_nvml(
-        &d.dev,
-        &["kill", "--holders-only", "--gpu", "1", "--yes"],
-        &[],
-    );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    let r = Gpufree::new(["kill", "--holders-only", "--gpu", "1", "--yes"])
+        .dev(&d.dev)
+        .no_nvml()
+        .run();
+    r.assert_exit(3);
     assert!(alive(linked.pid()) && alive(node.pid()));
 }
 
@@ -229,7 +214,11 @@ fn a_refused_shared_node_leaves_every_nvidia_gpu_unknown() {
     std::fs::remove_file(d.node("nvidia-uvm")).unwrap();
     std::os::unix::fs::symlink("/dev/null", d.node("nvidia-uvm")).unwrap();
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let r = refused(&doc, "nvidia-uvm");
     assert!(
         r["why"]
@@ -242,17 +231,20 @@ fn a_refused_shared_node_leaves_every_nvidia_gpu_unknown() {
     for gpu in [0, 1] {
         assert_eq!(verdict(&doc, gpu)["state"], "unknown", "{doc}");
     }
-    let (code, _, err) = sim_json(
-        "wait",
-        &d.dev,
-        &state,
-        &["--gpu", "1", "--timeout", "0", "--holders-only"],
-        &[],
-    );
-    assert_eq!(code, 3, "{err}");
+    let out = Gpufree::new(["wait"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "1", "--timeout", "0", "--holders-only"])
+        .run();
+    out.assert_exit(3);
     // Without it, both are free.
     std::fs::remove_file(d.node("nvidia-uvm")).unwrap();
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     assert!(doc["visibility"]["refused_nodes"].is_null(), "{doc}");
     assert_eq!(verdict(&doc, 1)["state"], "free", "{doc}");
 }

@@ -62,7 +62,7 @@ impl Privileged {
 
     /// Runs the copy as nobody with only `env` (and PATH): the /proc walk,
     /// so that no run here touches the machine's BPF cache.
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         run_cmd(
             Command::new("setpriv")
                 .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
@@ -132,7 +132,7 @@ fn a_setcap_copy_never_loads_the_callers_nvml_library() {
         r.stderr
     );
     let r = copy.run(&["status", "--nvml-lib", lib.to_str().unwrap()], &[]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(
         r.stderr.starts_with("gpufree: --nvml-lib: refused"),
@@ -171,7 +171,7 @@ fn a_setuid_copy_takes_no_paths_from_its_caller() {
         ],
         &[],
     );
-    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    r.assert_exit(2);
     assert!(r.stdout.is_empty(), "the command ran: {}", r.stdout);
     assert!(
         r.stderr.starts_with("gpufree: sim: refused"),
@@ -216,7 +216,7 @@ fn a_setuid_copy_takes_no_paths_from_its_caller() {
         ],
         &[],
     );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert!(alive(victim.pid()));
 
     // Files: none written, appended to or read.
@@ -253,7 +253,7 @@ fn a_setuid_copy_takes_no_paths_from_its_caller() {
     ];
     for (args, flag) in refused {
         let r = copy.run(args, &[]);
-        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        r.assert_exit_with(2, format_args!("{args:?}: {}", r.stderr));
         assert!(
             r.stderr.starts_with(&format!("gpufree: {flag}: refused")),
             "{args:?}: {}",
@@ -323,52 +323,38 @@ fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     std::fs::write(&theirs, "nobody's\n").unwrap();
     nobodys(&theirs);
     let metrics = |output: &Path| {
-        gpufree(
-            &[
-                "metrics",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-                "--output",
-                output.to_str().unwrap(),
-            ],
-            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-        )
+        Gpufree::new(["metrics"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--output", output.to_str().unwrap()])
+            .run()
     };
     let r = metrics(&link.join("gpufree.prom"));
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert!(r.stderr.contains("a symlink is on the way"), "{}", r.stderr);
     assert!(!dir.join("gpufree.prom").exists());
     let r = metrics(&theirs);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    r.assert_exit(2);
     assert!(r.stderr.contains("another user's file"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "nobody's\n");
     // check's state: not written (said), the check still answers.
-    let r = gpufree(
-        &[
-            "check",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-            "--state",
-            theirs.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let r = Gpufree::new(["check"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--state", theirs.to_str().unwrap()])
+        .run();
+    r.assert_exit(0);
     assert!(r.stderr.contains("another user's file"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "nobody's\n");
     // A library of another user's: root never loads it.
     let theirs_lib = dir.join("libnvidia-ml.so.1");
-    std::fs::copy(std::fs::canonicalize(&lib).unwrap(), &theirs_lib).unwrap();
+    std::fs::copy(std::fs::canonicalize(lib).unwrap(), &theirs_lib).unwrap();
     nobodys(&theirs_lib);
-    let r = gpufree(
-        &["status", "--nvml-lib", theirs_lib.to_str().unwrap()],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let r = Gpufree::new(["status"])
+        .nvml_lib(&theirs_lib)
+        .sim_state(&state)
+        .run();
+    r.assert_exit(2);
     assert!(r.stderr.starts_with("gpufree: --nvml-lib "), "{}", r.stderr);
     assert!(
         r.stderr.contains("root runs no code someone else chose"),
@@ -377,7 +363,7 @@ fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     );
     // Its own file, reached without links: written.
     let r = metrics(&dir.join("gpufree.prom"));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(std::fs::read_to_string(dir.join("gpufree.prom"))
         .unwrap()
         .contains("gpufree_nvml_up 1"));

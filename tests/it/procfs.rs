@@ -145,22 +145,19 @@ fn an_empty_proc_root_is_an_error_never_free() {
     let d = TestDir::new(1);
     let h = d.mapper("nvidia0");
     let empty = tempfile::tempdir().unwrap();
-    let root = empty.path().to_str().unwrap();
     for args in [&["status"][..], &["why"], &["wait", "--timeout", "0"]] {
-        let mut a = args.to_vec();
-        a.extend([
-            "--proc-root",
-            root,
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ]);
-        let r = gpufree(&a, &[]);
-        assert_eq!(r.code, 3, "{args:?}: {}{}", r.stdout, r.stderr);
+        let r = Gpufree::new(args)
+            .proc_root(empty.path())
+            .dev(&d.dev)
+            .no_nvml()
+            .run();
+        r.assert_exit(3);
         assert_eq!(
             r.stderr.trim(),
-            format!("gpufree: {root}: lists no process: not a proc file system"),
+            format!(
+                "gpufree: {}: lists no process: not a proc file system",
+                empty.path().display()
+            ),
             "{args:?}"
         );
     }

@@ -29,7 +29,10 @@ fn promtool_accepts_the_rules_and_their_unit_tests_pass() {
                 .args(args)
                 .current_dir(env!("CARGO_MANIFEST_DIR")),
         );
-        assert_eq!(r.code, 0, "promtool {args:?}:\n{}{}", r.stdout, r.stderr);
+        r.assert_exit_with(
+            0,
+            format_args!("promtool {args:?}:\n{}{}", r.stdout, r.stderr),
+        );
         assert!(r.stdout.contains("SUCCESS"), "{}", r.stdout);
     }
     eprintln!("promtool: {:?}", started.elapsed());

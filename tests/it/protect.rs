@@ -4,10 +4,8 @@
 //! elsewhere, is any holder (busy, not free, a kill target); a person's
 //! display server is protected only in that person's own kills.
 
-use crate::harness::{
-    alive, as_nobody, bin, gpufree, kill_json, process, run_cmd, sim_lib, status_json, u32s,
-    TestDir,
-};
+use crate::cmd::Gpufree;
+use crate::harness::{alive, as_nobody, bin, process, u32s, TestDir};
 use gpufree::demo::holder::{self, ChildSpec, HoldSpec, Spawned};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -83,21 +81,16 @@ fn preload() -> HoldSpec {
     }
 }
 
-/// `gpufree COMMAND ARGS` as root on the simulator: the run.
-fn run(d: &TestDir, state: &Path, args: &[&str]) -> crate::harness::Run {
-    let lib = sim_lib();
-    let mut a = args.to_vec();
-    a.extend(["--dev-dir", d.dev.to_str().unwrap()]);
-    a.extend(["--nvml-lib", lib.to_str().unwrap()]);
-    gpufree(&a, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
-}
-
 /// A disqualified copy: not protected (and why, in JSON and in `why`), its
 /// memory under the idle slack makes the GPU busy, `wait` does not call it
 /// free, and root's `kill --gpu` signals it.
 fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
     let state = d.one_gpu(&[(h.pid(), 100, "while-alive")], 0);
-    let doc = status_json(d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["protected"], false, "{p}");
     assert_eq!(p["not_protected"]["reason"], reason, "{p}");
@@ -107,16 +100,25 @@ fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
         "{}",
         doc["gpus"][0]["verdict"]
     );
-    let why = run(d, &state, &["why"]);
+    let why = Gpufree::new(["why"]).dev(&d.dev).sim(&state).run();
     assert!(
         why.stdout.contains(&format!("[not protected: {words}")),
         "{}",
         why.stdout
     );
-    let wait = run(d, &state, &["wait", "--timeout", "0"]);
-    assert_eq!(wait.code, 1, "{}{}", wait.stdout, wait.stderr);
-    let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
-    assert_eq!(code, 0, "{err}");
+    let wait = Gpufree::new(["wait", "--timeout", "0"])
+        .dev(&d.dev)
+        .sim(&state)
+        .run();
+    wait.assert_exit(1);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit(0);
     assert_eq!(
         u32s(&doc["kill"]["targets"]),
         vec![h.pid()],
@@ -134,7 +136,11 @@ fn a_display_server_run_by_a_user_with_ld_preload_makes_the_gpu_busy_not_free() 
     let d = TestDir::new(1);
     let exe = daemon_copy(&d, "Xorg");
     let h = start(&d, &exe, Some(NOBODY), preload());
-    let doc = status_json(&d, &d.one_gpu(&[], 0), &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(d.one_gpu(&[], 0))
+        .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["not_protected"]["variable"], "LD_PRELOAD", "{p}");
     assert_eq!(p["not_protected"]["value"], libm().as_str(), "{p}");
@@ -162,7 +168,11 @@ fn a_display_server_run_by_a_user_mapping_code_from_elsewhere_is_not_protected()
             ..HoldSpec::default()
         },
     );
-    let doc = status_json(&d, &d.one_gpu(&[], 0), &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(d.one_gpu(&[], 0))
+        .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["not_protected"]["path"], lib.to_str().unwrap(), "{p}");
     is_any_holder(&d, &h, "foreign-code", "it runs code mapped from");
@@ -191,34 +201,28 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
     // something to free and refuses.
     let state = d.one_gpu(&[(h.pid(), 600, "while-alive")], 0);
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["protected"], true, "{p}");
     assert_eq!(p["protection"], "user", "{p}");
     assert!(p.get("not_protected").is_none(), "{p}");
-    let why = run(&d, &state, &["why"]);
+    let why = Gpufree::new(["why"]).dev(&d.dev).sim(&state).run();
     assert!(
         why.stdout
             .contains("nobody's own, protected only in nobody's kills"),
         "{}",
         why.stdout
     );
-    let r = run_cmd(
-        as_nobody(
-            &d,
-            &[
-                "kill",
-                "--json",
-                "--gpu",
-                "0",
-                "--yes",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-            ],
-        )
-        .env("GPUFREE_SIM_STATE", &state),
-    );
-    assert_eq!(r.code, 5, "{}", r.stderr);
+    let r = as_nobody(&d, &["kill", "--gpu", "0", "--yes"])
+        .json()
+        .dev(&d.dev)
+        .env("GPUFREE_SIM_STATE", &state)
+        .run();
+    r.assert_exit(5);
     let doc = r.json();
     assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
     assert!(
@@ -230,8 +234,14 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
         doc["kill"]
     );
     assert!(alive(h.pid()));
-    let (code, doc, err) = kill_json(&d.dev, &state, &["--gpu", "0", "--yes"], &[]);
-    assert_eq!(code, 0, "{err}");
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes"])
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit(0);
     assert_eq!(
         u32s(&doc["kill"]["targets"]),
         vec![h.pid()],
@@ -262,22 +272,24 @@ fn a_users_display_server_under_the_slack_still_makes_the_gpu_busy() {
     let exe = daemon_copy(&d, "Xorg");
     let h = start(&d, &exe, Some(NOBODY), HoldSpec::default());
     let state = d.one_gpu(&[(h.pid(), 100, "while-alive")], 0);
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     assert_eq!(process(&doc, h.pid()).unwrap()["protection"], "user");
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy", "{doc}");
-    let wait = run(&d, &state, &["wait", "--timeout", "0"]);
-    assert_eq!(wait.code, 1, "{}{}", wait.stdout, wait.stderr);
-    let check = run(
-        &d,
-        &state,
-        &[
-            "check",
-            "--format",
-            "json",
-            "--state",
-            d.tmp.path().join("check.json").to_str().unwrap(),
-        ],
-    );
+    let wait = Gpufree::new(["wait", "--timeout", "0"])
+        .dev(&d.dev)
+        .sim(&state)
+        .run();
+    wait.assert_exit(1);
+    let check = Gpufree::new(["check", "--format", "json"])
+        .arg("--state")
+        .arg(d.tmp.path().join("check.json"))
+        .dev(&d.dev)
+        .sim(&state)
+        .run();
     let doc: serde_json::Value = serde_json::from_str(&check.stdout).unwrap();
     assert!(
         doc["problems"]
@@ -315,7 +327,11 @@ fn a_renamed_system_account_process_whose_exe_root_cannot_read_is_not_protected(
     );
     crate::harness::wait_state(fake.id(), 'Z');
     let state = d.one_gpu(&[(fake.id(), 100, "while-alive")], 0);
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let _ = fake.kill();
     let _ = fake.wait();
     let p = process(&doc, fake.id()).unwrap_or_else(|| panic!("not listed: {doc}"));

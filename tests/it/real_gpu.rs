@@ -14,8 +14,8 @@ fn real_gpu_status_agrees_with_nvidia_smi() {
         .output()
         .expect("nvidia-smi runs");
     let smi = String::from_utf8_lossy(&out.stdout);
-    let r = gpufree(&["status", "--json", "--dev-dir", "/dev"], &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["status"]).json().dev("/dev").run();
+    r.assert_exit(0);
     let doc = r.json();
     assert_eq!(doc["nvml"]["available"], true);
     for (line, g) in smi.lines().zip(doc["gpus"].as_array().unwrap()) {

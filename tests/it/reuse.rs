@@ -5,8 +5,8 @@
 //! gpufree must neither list nor signal the wrong process.
 //! `scripts/pid-reuse-trials.sh` runs 10,000 trials.
 
+use crate::cmd::hook;
 use crate::harness::*;
-use crate::hooks::hook;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Instant;
@@ -67,7 +67,7 @@ fn trials(scan: &str, n: u32) {
             .env("GPUFREE_BPF_CACHE", bpf_cache()),
     );
     let took = started.elapsed();
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    r.assert_exit(0);
     let s = summary(&r.stdout);
     eprintln!("--scan {scan}: {} ({took:.1?})", r.stdout.trim_end());
     assert_eq!(s["trials"], f64::from(n));

@@ -3,7 +3,6 @@
 //! a container's own node for the same device.
 
 use crate::harness::*;
-use crate::hooks::hook;
 use gpufree::demo::holder::HoldSpec;
 
 #[test]
@@ -24,7 +23,7 @@ fn fd_only_mmap_and_maps_only_holders_are_found_with_how_they_hold() {
             ..HoldSpec::default()
         },
     );
-    let doc = status_json_no_nvml(&d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     let p = process(&doc, fd_only.pid()).expect("fd-only holder found");
     assert_eq!(via(p, "nvidia0"), ["fd"]);
     assert_eq!(p["devices"][0]["gpu"], 0);
@@ -71,7 +70,7 @@ fn renamed_holders_are_flagged_and_plain_ones_are_not() {
             ..HoldSpec::default()
         },
     );
-    let doc = status_json_no_nvml(&d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     let p = process(&doc, plain.pid()).unwrap();
     assert_eq!(p["renamed"], false, "{p}");
     assert_eq!(
@@ -112,7 +111,7 @@ fn non_utf8_command_line_is_escaped_not_lost() {
         .spawn()
         .unwrap();
     assert!(first_line(&mut child).starts_with("ready"));
-    let doc = status_json_no_nvml(&d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     let p = process(&doc, child.id()).expect("holder found");
     assert_eq!(p["cmdline"][1], "model-\\xff\\xfe.bin");
     child.kill().unwrap();
@@ -135,7 +134,7 @@ fn holders_exiting_mid_scan_are_gone_not_errors() {
     }
     let mut seen_some = false;
     for _ in 0..40 {
-        let doc = status_json_no_nvml(&d); // asserts exit 0 and valid JSON each time
+        let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc(); // asserts exit 0 and valid JSON each time
         seen_some |= !doc["processes"].as_array().unwrap().is_empty();
         for p in doc["processes"].as_array().unwrap() {
             assert!(
@@ -146,7 +145,7 @@ fn holders_exiting_mid_scan_are_gone_not_errors() {
     }
     assert!(seen_some, "the holders were seen before they exited");
     std::thread::sleep(std::time::Duration::from_millis(400));
-    let doc = status_json_no_nvml(&d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     assert!(
         doc["processes"]
             .as_array()
@@ -170,7 +169,7 @@ fn dead_thread_group_leader_with_live_threads_still_holds() {
     );
     // Wait until the leader is a zombie while its thread lives on.
     wait_state(h.pid(), 'Z');
-    let doc = status_json_no_nvml(&d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     let p = process(&doc, h.pid()).expect("found through task/*/");
     assert_eq!(p["state"], "Z");
     assert_eq!(via(p, "nvidia0"), ["fd", "mmap"]);
@@ -187,17 +186,9 @@ fn a_non_root_scan_reads_the_threads_of_a_zombie_leader() {
         return;
     }
     let d = TestDir::new(1);
-    let mut scan = as_nobody(
-        &d,
-        &[
-            "status",
-            "--json",
-            "--scan",
-            "procfs",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-        ],
-    );
+    let scan = as_nobody(&d, &["status", "--scan", "procfs"])
+        .json()
+        .dev(&d.dev);
     let script = format!(
         "import ctypes,os,threading,time\nlibc=ctypes.CDLL(None)\nf=os.open({:?},os.O_RDONLY)\nfor _ in range(3):\n    threading.Thread(target=time.sleep,args=(120,),daemon=True).start()\nprint('ready',flush=True)\nlibc.syscall({{'x86_64':60,'aarch64':93}}[os.uname().machine],0)",
         d.node("nvidia0").to_str().unwrap()
@@ -209,10 +200,10 @@ fn a_non_root_scan_reads_the_threads_of_a_zombie_leader() {
             .args(["-c", &script]),
     );
     wait_state(holder.id(), 'Z');
-    let r = run_cmd(&mut scan);
+    let r = scan.run();
     let _ = holder.kill();
     let _ = holder.wait();
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     let p = process(&doc, holder.id()).unwrap_or_else(|| panic!("not listed: {doc}"));
     assert_eq!(via(p, "nvidia0"), ["fd"]);
@@ -232,18 +223,12 @@ fn non_root_scan_counts_what_it_cannot_read_and_sees_its_own() {
             ..HoldSpec::default()
         },
     );
-    let r = run_cmd(&mut as_nobody(
-        &d,
-        &[
-            "status",
-            "--json",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-    ));
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = as_nobody(&d, &["status"])
+        .json()
+        .dev(&d.dev)
+        .no_nvml()
+        .run();
+    r.assert_exit(0);
     let doc = r.json();
     assert_eq!(doc["visibility"]["root"], false);
     assert!(
@@ -297,21 +282,16 @@ fn container_node_with_the_same_device_number_matches() {
     );
     // /dev/zero's major registered as the NVIDIA frontend's (the tests'
     // hook): a node of another driver's major is no GPU node.
-    let r = gpufree(
-        &[
-            "status",
-            "--json",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[(
-            hook("GPUFREE_TEST_GPU_MAJORS"),
-            &format!("nvidia-frontend={}", rustix::fs::major(zero.rdev())),
-        )],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .no_nvml()
+        .env(
+            "GPUFREE_TEST_GPU_MAJORS",
+            format!("nvidia-frontend={}", rustix::fs::major(zero.rdev())),
+        )
+        .run();
+    r.assert_exit(0);
     let doc = r.json();
     let p = process(&doc, h.pid()).expect("matched by device number");
     assert_eq!(via(p, "nvidia0"), ["fd"]);

@@ -7,27 +7,17 @@ use crate::harness::*;
 use gpufree::demo::Incident;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-fn metrics(inc: &Incident, extra: &[&str]) -> Run {
-    let lib = sim_lib();
-    let mut args = vec![
-        "metrics",
-        "--dev-dir",
-        inc.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    gpufree(&args, &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())])
-}
 
 #[test]
 fn metrics_of_the_incident_name_every_worker_and_write_atomically() {
     let inc = Incident::start(&bin()).unwrap();
-    let r = metrics(&inc, &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["metrics"])
+        .dev(&inc.dev)
+        .sim(&inc.state)
+        .run();
+    r.assert_exit(0);
     for i in 0..8 {
         let pid = inc.pid(&format!("worker{i}")).unwrap();
         let line = r
@@ -67,11 +57,12 @@ fn metrics_of_the_incident_name_every_worker_and_write_atomically() {
     assert!(!r.stdout.contains("cmdline="));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("gpufree.prom");
-    let r = metrics(
-        &inc,
-        &["--output", file.to_str().unwrap(), "--label-cmdline"],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["metrics"])
+        .dev(&inc.dev)
+        .sim(&inc.state)
+        .args(["--output", file.to_str().unwrap(), "--label-cmdline"])
+        .run();
+    r.assert_exit(0);
     assert!(r.stdout.is_empty());
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("cmdline=\"VLLM::Worker_TP0\""));
@@ -117,39 +108,27 @@ fn serve_with(
     nvml_lib: &Path,
     extra: &[&str],
 ) -> Server {
-    let cmd = match wrapper.split_first() {
-        Some((first, rest)) => {
-            let mut c = Command::new(first);
-            c.args(rest).arg(bin());
-            c
-        }
-        None => Command::new(bin()),
-    };
-    spawn_serve(cmd, dev, state, nvml_lib, extra)
+    let serve = Gpufree::new(SERVE).wrapped(wrapper);
+    spawn_serve(serve, dev, state, nvml_lib, extra)
 }
 
-/// `cmd` (gpufree, or what runs it) with serve's arguments.
+/// serve's words: an ephemeral port on loopback, a short interval.
+const SERVE: [&str; 5] = ["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"];
+
+/// `serve` (gpufree serve, or what runs it) on `dev` and the simulator.
 fn spawn_serve(
-    mut cmd: Command,
+    serve: Gpufree,
     dev: &Path,
     state: &Path,
     nvml_lib: &Path,
     extra: &[&str],
 ) -> Server {
-    let mut child = cmd
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--interval",
-            "200ms",
-            "--dev-dir",
-            dev.to_str().unwrap(),
-            "--nvml-lib",
-            nvml_lib.to_str().unwrap(),
-        ])
+    let mut child = serve
+        .dev(dev)
+        .nvml_lib(nvml_lib)
+        .sim_state(state)
         .args(extra)
-        .env("GPUFREE_SIM_STATE", state)
+        .command()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -184,7 +163,7 @@ fn spawn_serve(
 #[test]
 fn serve_answers_a_thousand_scrapes_and_refuses_what_is_not_a_scrape() {
     let inc = Incident::start(&bin()).unwrap();
-    let srv = serve(&inc.dev, &inc.state, &sim_lib());
+    let srv = serve(&inc.dev, &inc.state, sim_lib());
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -299,7 +278,7 @@ fn serve_stays_up_without_nvml_and_with_failing_calls() {
     let mut g1 = sim_gpu(1, &[], 0);
     g1["errors"] = serde_json::json!({"memory_info": 15});
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), g1]));
-    let srv = serve(&d.dev, &state, &sim_lib());
+    let srv = serve(&d.dev, &state, sim_lib());
     let mut r = ureq::get(format!("{}/metrics", srv.base)).call().unwrap();
     let body = r.body_mut().read_to_string().unwrap();
     assert!(body.contains("gpufree_nvml_up 1"));
@@ -363,7 +342,7 @@ fn kubernetes_and_prometheus_files_parse_and_name_real_metrics() {
         "the port it listens on"
     );
     // serve's own default is loopback.
-    let help = gpufree(&["serve", "--help"], &[]).stdout;
+    let help = Gpufree::new(["serve"]).args(["--help"]).run().stdout;
     assert!(help.contains("[default: 127.0.0.1:9835]"), "{help}");
     assert_eq!(c["securityContext"]["privileged"].as_bool(), Some(false));
     let caps: Vec<&str> = c["securityContext"]["capabilities"]["add"]
@@ -459,7 +438,7 @@ fn closed_by_server(s: &mut std::net::TcpStream) -> bool {
 fn serve_answers_only_get_of_metrics_and_healthz_and_refuses_big_heads_and_bodies() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let srv = serve(&d.dev, &state, &sim_lib());
+    let srv = serve(&d.dev, &state, sim_lib());
     let a = srv.addr.as_str();
     let close = "Host: x\r\nConnection: close\r\n\r\n";
 
@@ -542,7 +521,7 @@ fn serve_closes_silent_connections_slow_heads_and_idle_keepalives() {
         &[],
         &d.dev,
         &state,
-        &sim_lib(),
+        sim_lib(),
         &["--header-timeout", "1s", "--idle-timeout", "1s"],
     );
     let a = srv.addr.as_str();
@@ -594,7 +573,7 @@ fn serve_times_a_partial_second_head_sent_with_the_first_request_by_the_header_t
         &[],
         &d.dev,
         &state,
-        &sim_lib(),
+        sim_lib(),
         &["--header-timeout", "500ms", "--idle-timeout", "30s"],
     );
     let mut s = std::net::TcpStream::connect(&srv.addr).unwrap();
@@ -633,17 +612,12 @@ fn serve_label_cmdline_is_refused_without_the_flag_that_names_the_exposure() {
     let state = d.one_gpu(&[(h.pid(), 512, "while-alive")], 0);
     let lib = sim_lib();
     // Under timeout: a serve that starts anyway is stopped, not waited on.
-    let r = run_cmd(
-        Command::new("timeout")
-            .args(["20"])
-            .arg(bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--label-cmdline"])
-            .args(["--dev-dir", d.dev.to_str().unwrap()])
-            .args(["--nvml-lib", lib.to_str().unwrap()])
-            .env("GPUFREE_SIM_STATE", &state)
-            .env("GPUFREE_BPF_CACHE", bpf_cache()),
-    );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--label-cmdline"])
+        .dev(&d.dev)
+        .sim(&state)
+        .wrapped(["timeout", "20"])
+        .run();
+    r.assert_exit(2);
     assert_eq!(
         r.stderr,
         "gpufree: --label-cmdline: every holder's command line (tokens and passwords included) \
@@ -654,7 +628,7 @@ fn serve_label_cmdline_is_refused_without_the_flag_that_names_the_exposure() {
         &[],
         &d.dev,
         &state,
-        &lib,
+        lib,
         &["--label-cmdline", "--expose-cmdlines-over-http"],
     );
     let body = scrape(&srv.addr).unwrap();
@@ -672,13 +646,7 @@ fn serve_label_cmdline_is_refused_without_the_flag_that_names_the_exposure() {
 fn serve_at_its_connection_cap_lets_a_scrape_displace_the_longest_idle_connection() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let srv = serve_with(
-        &[],
-        &d.dev,
-        &state,
-        &sim_lib(),
-        &["--max-connections", "20"],
-    );
+    let srv = serve_with(&[], &d.dev, &state, sim_lib(), &["--max-connections", "20"]);
     let a = srv.addr.as_str();
     let mut idle: Vec<std::net::TcpStream> = Vec::new();
     for i in 0..20 {
@@ -706,7 +674,7 @@ fn serve_under_idle_connections_and_a_header_flood_still_answers_scrapes() {
     let d = TestDir::new(1);
     let h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 4096, "while-alive")], 0);
-    let srv = serve(&d.dev, &state, &sim_lib());
+    let srv = serve(&d.dev, &state, sim_lib());
     let a = srv.addr.clone();
     let mut idle = Vec::new();
     for i in 0..300 {
@@ -777,7 +745,7 @@ fn serve_keeps_serving_after_accept_runs_out_of_file_descriptors() {
         &["prlimit", "--nofile=48:48", "--"],
         &d.dev,
         &state,
-        &sim_lib(),
+        sim_lib(),
         &["--max-connections", "1000"],
     );
     let a = srv.addr.clone();
@@ -811,9 +779,9 @@ fn serve_healthz_is_ok_while_snapshots_are_fresh_and_503_once_they_fail() {
     ];
     let srv = if rustix::process::geteuid().is_root() {
         let lib = d.tmp.path().join("kit/libnvidia-ml.so.1");
-        spawn_serve(as_nobody(&d, &[]), &d.dev, &state, &lib, &extra)
+        spawn_serve(as_nobody(&d, &SERVE), &d.dev, &state, &lib, &extra)
     } else {
-        serve_with(&[], &d.dev, &state, &sim_lib(), &extra)
+        serve_with(&[], &d.dev, &state, sim_lib(), &extra)
     };
     let a = srv.addr.as_str();
     let get = |path: &str| {
@@ -862,7 +830,7 @@ fn serve_reports_only_the_gpus_of_gpu() {
     ]));
     let uuid1 = "GPU-aa01bb00-1111-2222-3333-444455556666";
     for sel in ["1", uuid1, "00000000:19:00.0"] {
-        let srv = serve_with(&[], &d.dev, &state, &sim_lib(), &["--gpu", sel]);
+        let srv = serve_with(&[], &d.dev, &state, sim_lib(), &["--gpu", sel]);
         let body = scrape(&srv.addr).unwrap();
         assert!(
             body.contains(&format!(
@@ -878,26 +846,16 @@ fn serve_reports_only_the_gpus_of_gpu() {
         assert!(!body.contains(&format!("pid=\"{}\"", h0.pid())), "{body}");
     }
     // All of them without --gpu.
-    let srv = serve(&d.dev, &state, &sim_lib());
+    let srv = serve(&d.dev, &state, sim_lib());
     let body = scrape(&srv.addr).unwrap();
     assert!(body.contains("gpu=\"0\"") && body.contains("gpu=\"1\""));
     // A selector that names no GPU is a usage error, in one line.
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--gpu",
-            "7",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = Gpufree::new(["serve"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--listen", "127.0.0.1:0", "--gpu", "7"])
+        .run();
+    r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--gpu 7"), "{}", r.stderr);
     // So is an address that is not one; one already taken is the environment's.
@@ -906,19 +864,12 @@ fn serve_reports_only_the_gpus_of_gpu() {
         ("nonsense".to_string(), 2),
         (taken.local_addr().unwrap().to_string(), 3),
     ] {
-        let r = gpufree(
-            &[
-                "serve",
-                "--listen",
-                &listen,
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-            ],
-            &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-        );
-        assert_eq!(r.code, code, "{listen}: {}", r.stderr);
+        let r = Gpufree::new(["serve"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--listen", &listen])
+            .run();
+        r.assert_exit_with(code, format_args!("{listen}: {}", r.stderr));
         assert!(
             r.stderr.contains(&format!("--listen {listen}")),
             "{}",
@@ -942,7 +893,6 @@ fn mode(path: &Path) -> u32 {
 fn metrics_output_never_writes_through_a_symlink_planted_at_a_guessable_name() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let lib = sim_lib();
     let out = tempfile::tempdir().unwrap();
     let victim_dir = tempfile::tempdir().unwrap();
     let victim = victim_dir.path().join("shadow");
@@ -966,22 +916,12 @@ fn metrics_output_never_writes_through_a_symlink_planted_at_a_guessable_name() {
         names = planted.map(|n| format!("\"{n}\"")).join(" "),
         victim = victim.display(),
     );
-    let r = run_cmd(
-        Command::new("sh")
-            .args(["-c", &script, "sh"])
-            .arg(bin())
-            .args([
-                "metrics",
-                "--output",
-                file.to_str().unwrap(),
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-            ])
-            .env("GPUFREE_SIM_STATE", &state),
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["metrics", "--output", file.to_str().unwrap()])
+        .dev(&d.dev)
+        .sim(&state)
+        .wrapped(["sh", "-c", &script, "sh"])
+        .run();
+    r.assert_exit(0);
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
         "root:secret\n",
@@ -1048,8 +988,12 @@ fn metrics_output_replaces_only_a_regular_file() {
     }
     for path in &refused {
         let before = std::fs::symlink_metadata(path).unwrap().file_type();
-        let r = metrics_in(&d, &state, &["--output", path.to_str().unwrap()]);
-        assert_eq!(r.code, 2, "{}: {}", path.display(), r.stderr);
+        let r = Gpufree::new(["metrics"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--output", path.to_str().unwrap()])
+            .run();
+        r.assert_exit_with(2, format_args!("{}: {}", path.display(), r.stderr));
         assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
         assert_eq!(std::fs::symlink_metadata(path).unwrap().file_type(), before);
     }
@@ -1058,31 +1002,26 @@ fn metrics_output_replaces_only_a_regular_file() {
     let file = out.path().join("gpufree.prom");
     std::fs::write(&file, "old\n").unwrap();
     for _ in 0..2 {
-        let r = metrics_in(&d, &state, &["--output", file.to_str().unwrap()]);
-        assert_eq!(r.code, 0, "{}", r.stderr);
+        let r = Gpufree::new(["metrics"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--output", file.to_str().unwrap()])
+            .run();
+        r.assert_exit(0);
         assert_eq!(mode(&file), 0o644);
         assert!(std::fs::read_to_string(&file)
             .unwrap()
             .contains("gpufree_nvml_up 1"));
     }
     // A directory that does not exist: one line, exit 3.
-    let r = metrics_in(&d, &state, &["--output", "/nonexistent/dir/gpufree.prom"]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    let r = Gpufree::new(["metrics"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--output", "/nonexistent/dir/gpufree.prom"])
+        .run();
+    r.assert_exit(3);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--output /nonexistent/dir/gpufree.prom"));
-}
-
-fn metrics_in(d: &TestDir, state: &Path, extra: &[&str]) -> Run {
-    let lib = sim_lib();
-    let mut args = vec![
-        "metrics",
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
 }
 
 /// One sample of an OpenMetrics text: name, labels (unescaped), value.
@@ -1248,19 +1187,13 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
     let mut gpu = sim_gpu(0, &[(pid, 4096, "always")], 0);
     gpu["name"] = serde_json::json!("H200\"} 1\n# EOF\\");
     let state = d.state(&sim_state(vec![gpu]));
-    let lib = sim_lib();
-    let common = [
-        "--proc-root",
-        fake.root.to_str().unwrap(),
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    let env = [("GPUFREE_SIM_STATE", state.to_str().unwrap())];
-    let mut args = vec!["status", "--json"];
-    args.extend(common);
-    let doc = gpufree(&args, &env).json();
+    let on_host = |words: &[&str]| {
+        Gpufree::new(words)
+            .proc_root(&fake.root)
+            .dev(&d.dev)
+            .sim(&state)
+    };
+    let doc = on_host(&["status", "--json"]).run().json();
     let p = process(&doc, pid).unwrap_or_else(|| panic!("{doc}"));
     let want_comm = p["comm"].as_str().unwrap().to_string();
     let want_cmdline: Vec<&str> = p["cmdline"]
@@ -1291,10 +1224,9 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
     };
 
     // metrics (the textfile: no # EOF), without and with --label-cmdline.
-    let mut args = vec!["metrics"];
-    args.extend(common);
-    let r = gpufree(&args, &env);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let metrics = on_host(&["metrics"]);
+    let r = metrics.run();
+    r.assert_exit(0);
     let samples = parse_openmetrics(&r.stdout, false);
     assert!(
         !r.stdout
@@ -1316,9 +1248,9 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
         .and_then(|(_, l, _)| l.iter().find(|(k, _)| k == "name"))
         .map(|(_, v)| v.clone());
     assert_eq!(name.as_deref(), Some("H200\"} 1\\n# EOF\\"));
-    args.push("--label-cmdline");
-    let r = gpufree(&args, &env);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let metrics = metrics.arg("--label-cmdline");
+    let r = metrics.run();
+    r.assert_exit(0);
     let samples = parse_openmetrics(&r.stdout, false);
     assert_eq!(
         label(&samples, "cmdline"),
@@ -1335,7 +1267,7 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
         &[],
         &d.dev,
         &state,
-        &lib,
+        sim_lib(),
         &["--proc-root", fake.root.to_str().unwrap()],
     );
     let body = scrape(&srv.addr).unwrap();

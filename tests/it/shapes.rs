@@ -224,14 +224,22 @@ fn run(shape: Shape) {
             .collect(),
     ));
 
-    let (code, doc, stderr) = sim_json("why", &d.dev, &state, &[], &[]);
+    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    let doc = r.json_or_null();
     let mut problems = Vec::new();
     let mut check = |ok: bool, what: String| {
         if !ok {
             problems.push(what);
         }
     };
-    check(code == 1, format!("why exits {code}, not 1: {stderr}"));
+    check(
+        r.code == 1,
+        format!(
+            "why exits {code}, not 1: {stderr}",
+            code = r.code,
+            stderr = r.stderr
+        ),
+    );
     let root = rustix::process::getuid().is_root();
     check(
         !(root && doc.to_string().contains("sudo")),
@@ -292,10 +300,23 @@ fn run(shape: Shape) {
     let killed = if words.get(..2) == Some(&["gpufree".to_string(), "kill".to_string()][..]) {
         let mut args: Vec<&str> = words[2..].iter().map(String::as_str).collect();
         args.push("--yes");
-        let (code, after, stderr) = kill_json(&d.dev, &state, &args, &[]);
-        check(code == 0, format!("{next:?} exits {code}: {stderr}"));
+        let ran = Gpufree::new(["kill"])
+            .json()
+            .dev(&d.dev)
+            .sim(&state)
+            .args(&args)
+            .run();
+        let after = ran.json_or_null();
         check(
-            !(root && (after.to_string().contains("sudo") || stderr.contains("sudo"))),
+            ran.code == 0,
+            format!(
+                "{next:?} exits {code}: {stderr}",
+                code = ran.code,
+                stderr = ran.stderr
+            ),
+        );
+        check(
+            !(root && (after.to_string().contains("sudo") || ran.stderr.contains("sudo"))),
             "kill suggests sudo to root".into(),
         );
         for g in after["gpus"].as_array().cloned().unwrap_or_default() {

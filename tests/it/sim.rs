@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 fn sim_lib_is_a_directory_holding_libnvidia_ml() {
     let lib = sim_lib();
     assert!(lib.exists(), "{}", lib.display());
-    assert!(std::fs::canonicalize(&lib)
+    assert!(std::fs::canonicalize(lib)
         .unwrap()
         .ends_with("libgpufree_nvml_sim.so"));
 }
@@ -65,7 +65,7 @@ fn sim_lib_as_root_never_uses_a_cache_directory_of_another_user() {
                 .env("TMPDIR", &temp)
                 .env(var, value),
         );
-        assert_eq!(r.code, 0, "{var}={}: {}", value.display(), r.stderr);
+        r.assert_exit_with(0, format_args!("{var}={}: {}", value.display(), r.stderr));
         assert!(r.stderr.is_empty(), "said only on error: {}", r.stderr);
         let dir = std::path::PathBuf::from(r.stdout.trim());
         assert_eq!(dir, temp.join("gpufree-sim-0/nvml-sim"), "{var}");
@@ -92,18 +92,15 @@ fn sim_lib_as_root_never_uses_a_cache_directory_of_another_user() {
 fn sim_exec_of_a_missing_program_exits_127_naming_it() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let r = gpufree(
-        &[
-            "sim",
-            "exec",
+    let r = Gpufree::new(["sim", "exec"])
+        .args([
             "--state",
             state.to_str().unwrap(),
             "--",
             "/nonexistent/tool",
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 127);
+        ])
+        .run();
+    r.assert_exit(127);
     assert!(r.stderr.contains("/nonexistent/tool"), "{}", r.stderr);
 }
 
@@ -113,7 +110,11 @@ fn memory_of_an_exited_process_is_released_after_the_delay() {
     let mut h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 1500);
     let used = || {
-        status_json(&d, &state, &[])["gpus"][0]["memory"]["used_bytes"]
+        Gpufree::new(["status"])
+            .json()
+            .dev(&d.dev)
+            .sim(&state)
+            .doc()["gpus"][0]["memory"]["used_bytes"]
             .as_u64()
             .unwrap()
     };
@@ -167,11 +168,11 @@ fn simulator_never_writes_its_state_through_a_planted_symlink() {
             .arg(&state)
             .arg(bin())
             .arg(&d.dev)
-            .arg(&lib)
+            .arg(lib)
             .env("GPUFREE_SIM_STATE", &state)
             .env("GPUFREE_BPF_CACHE", bpf_cache()),
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(
         r.json()["gpus"][0]["memory"]["used_bytes"],
         2048u64 << 20,
@@ -200,7 +201,11 @@ fn zombie_holder_memory_is_released_by_the_simulator() {
     let d = TestDir::new(1);
     let z = d.zombie("nvidia0");
     let state = d.one_gpu(&[(z.pid(), 512, "while-alive")], 0);
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     assert_eq!(
         doc["gpus"][0]["memory"]["used_bytes"], 0,
         "a zombie is not alive: {doc}"
@@ -230,11 +235,11 @@ fn pynvml_gpustat_and_nvitop_see_what_gpufree_sees() {
     let inc = Incident::start(&bin()).unwrap();
     let st = inc.state.to_str().unwrap();
     let exec = |cmd: &[&str]| {
-        let mut args = vec!["sim", "exec", "--state", st, "--"];
-        args.extend(cmd);
-        let r = gpufree(&args, &[]);
-        assert_eq!(r.code, 0, "{cmd:?}: {}", r.stderr);
-        r.stdout
+        let r = Gpufree::new(["sim", "exec", "--state", st, "--"])
+            .args(cmd)
+            .run();
+        r.assert_exit(0);
+        r.stdout.clone()
     };
     let b = bin();
     let ours: serde_json::Value = serde_json::from_str(&exec(&[

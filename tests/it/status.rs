@@ -10,21 +10,24 @@ fn incident() -> Incident {
     Incident::start(&bin()).expect("incident starts")
 }
 
-/// `gpufree sim exec --state S -- gpufree status --json --dev-dir D ARGS`.
-fn incident_status(inc: &Incident, extra: &[&str]) -> Run {
-    let mut args = vec!["sim", "exec", "--state", inc.state.to_str().unwrap(), "--"];
-    let b = bin();
-    args.push(b.to_str().unwrap());
-    args.extend(["status", "--json", "--dev-dir", inc.dev.to_str().unwrap()]);
-    args.extend(extra);
-    gpufree(&args, &[])
+/// `gpufree sim exec --state S -- gpufree status --json --dev-dir D`:
+/// the incident's status as a program on the simulator sees it (more
+/// arguments follow).
+fn incident_status(inc: &Incident) -> Gpufree {
+    Gpufree::new(["sim", "exec"])
+        .arg("--state")
+        .arg(&inc.state)
+        .arg("--")
+        .arg(bin())
+        .args(["status", "--json", "--dev-dir"])
+        .arg(&inc.dev)
 }
 
 #[test]
 fn seed_incident_eight_renamed_workers_hold_96610_mib_each_and_launcher_and_tracker_hold_nodes() {
     let inc = incident();
-    let r = incident_status(&inc, &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = incident_status(&inc).run();
+    r.assert_exit(0);
     let doc = r.json();
     let gpus = doc["gpus"].as_array().unwrap();
     assert_eq!(gpus.len(), 8);
@@ -81,18 +84,8 @@ fn seed_incident_eight_renamed_workers_hold_96610_mib_each_and_launcher_and_trac
 #[test]
 fn seed_incident_table_reads_like_the_answer() {
     let inc = incident();
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            inc.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["status"]).dev(&inc.dev).sim(&inc.state).run();
+    r.assert_exit(0);
     assert!(
         !r.stdout.contains('\x1b'),
         "no colour when stdout is not a terminal"
@@ -121,7 +114,7 @@ fn gpu_selection_by_index_uuid_prefix_and_pci_bus_id() {
     let inc = incident();
     let w3 = inc.pid("worker3").unwrap();
     for sel in ["3", "GPU-7f3a0003", "61:00.0", "00000000:61:00.0"] {
-        let doc = incident_status(&inc, &["--gpu", sel]).json();
+        let doc = incident_status(&inc).args(["--gpu", sel]).run().json();
         let gpus: Vec<&Value> = doc["gpus"].as_array().unwrap().iter().collect();
         assert_eq!(gpus.len(), 1, "--gpu {sel}");
         assert_eq!(gpus[0]["index"], 3);
@@ -137,7 +130,10 @@ fn gpu_selection_by_index_uuid_prefix_and_pci_bus_id() {
             "--gpu {sel}: only worker 3 touches GPU 3"
         );
     }
-    let doc = incident_status(&inc, &["--gpu", "0", "--gpu", "1"]).json();
+    let doc = incident_status(&inc)
+        .args(["--gpu", "0", "--gpu", "1"])
+        .run()
+        .json();
     assert_eq!(doc["gpus"].as_array().unwrap().len(), 2);
     assert_eq!(
         doc["processes"].as_array().unwrap().len(),
@@ -149,8 +145,8 @@ fn gpu_selection_by_index_uuid_prefix_and_pci_bus_id() {
 #[test]
 fn unknown_gpu_is_a_usage_error_in_one_line() {
     let inc = incident();
-    let r = incident_status(&inc, &["--gpu", "9"]);
-    assert_eq!(r.code, 2);
+    let r = incident_status(&inc).args(["--gpu", "9"]).run();
+    r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--gpu 9: no such GPU"), "{}", r.stderr);
     assert!(r.stdout.is_empty());
@@ -158,33 +154,26 @@ fn unknown_gpu_is_a_usage_error_in_one_line() {
 
 #[test]
 fn bad_flags_are_usage_errors() {
-    let r = gpufree(&["status", "--gpu", "nonsense"], &[]);
-    assert_eq!(r.code, 2);
+    let r = Gpufree::new(["status"]).args(["--gpu", "nonsense"]).run();
+    r.assert_exit(2);
     assert!(r.stderr.contains("nonsense"));
-    let r = gpufree(&["status", "--dev-dir", "/nonexistent/gpufree-dev"], &[]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = Gpufree::new(["status"])
+        .dev("/nonexistent/gpufree-dev")
+        .run();
+    r.assert_exit(2);
     assert!(
         r.stderr.contains("--dev-dir") && r.stderr.contains("/nonexistent/gpufree-dev"),
         "{}",
         r.stderr
     );
-    assert_eq!(gpufree(&["frobnicate"], &[]).code, 2);
+    Gpufree::new(["frobnicate"]).run().assert_exit(2);
 }
 
 #[test]
 fn no_library_and_no_device_nodes_exits_3_in_one_line() {
     let d = tempfile::tempdir().unwrap();
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            d.path().to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 3);
+    let r = Gpufree::new(["status"]).dev(d.path()).no_nvml().run();
+    r.assert_exit(3);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(
         r.stderr.contains("no GPU here") && r.stderr.contains("/nonexistent/libnvidia-ml.so.1"),
@@ -203,20 +192,11 @@ fn no_library_still_reports_device_node_holders() {
             ..HoldSpec::default()
         },
     );
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            "/nonexistent/libnvidia-ml.so.1",
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["status"]).dev(&d.dev).no_nvml().run();
+    r.assert_exit(0);
     assert!(r.stdout.contains("NVML unavailable"), "{}", r.stdout);
     assert!(r.stdout.contains(&h.pid().to_string()));
-    let doc = status_json_no_nvml(&d);
+    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
     assert_eq!(doc["nvml"]["available"], false);
     assert_eq!(
         doc["gpus"].as_array().unwrap().len(),
@@ -240,7 +220,11 @@ fn pid_from_another_namespace_is_not_visible_and_its_memory_unaccounted() {
         &[(h.pid(), 1000, "while-alive"), (4_194_304, 5000, "always")],
         0,
     );
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let m = &doc["gpus"][0]["memory"];
     assert_eq!(m["used_bytes"], 6000u64 << 20);
     assert_eq!(m["accounted_bytes"], 1000u64 << 20);
@@ -261,35 +245,20 @@ fn corrupt_state_file_is_named_in_one_line() {
     let d = TestDir::new(1);
     let state = d.tmp.path().join("state.json");
     std::fs::write(&state, b"{\"devices\": [ {").unwrap();
-    let r = gpufree(
-        &[
-            "sim",
-            "exec",
-            "--state",
-            state.to_str().unwrap(),
-            "--",
-            "true",
-        ],
-        &[],
-    );
-    assert_eq!(r.code, 2);
+    let r = Gpufree::new(["sim", "exec"])
+        .args(["--state", state.to_str().unwrap(), "--", "true"])
+        .run();
+    r.assert_exit(2);
     assert!(r.stderr.contains(state.to_str().unwrap()), "{}", r.stderr);
     assert_eq!(r.stderr.trim().lines().count(), 1);
     // Loaded anyway, the simulated library names the file and status
     // still reports the device nodes.
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "status",
-            "--json",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0);
+    let r = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .run();
+    r.assert_exit(0);
     assert!(r.stderr.contains(state.to_str().unwrap()), "{}", r.stderr);
     assert_eq!(r.json()["nvml"]["available"], false);
 }
@@ -309,7 +278,11 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
     let mut g1 = sim_gpu(1, &[], 0);
     g1["errors"] = serde_json::json!({"memory_info": 15, "name": 15});
     let state = d.state(&sim_state(vec![g0, g1]));
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let un: Vec<(Option<u64>, String, String)> = doc["unavailable"]
         .as_array()
         .unwrap()
@@ -332,18 +305,8 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
     assert!(has(1, "name", "GPU_IS_LOST"), "{un:?}");
     assert_eq!(doc["gpus"][1]["memory"]["known"], false);
     assert_eq!(doc["gpus"][0]["memory"]["known"], true);
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 0);
+    let r = Gpufree::new(["status"]).dev(&d.dev).sim(&state).run();
+    r.assert_exit(0);
     assert!(
         r.stdout.contains("GPU 1 memory: unavailable: GPU_IS_LOST"),
         "{}",
@@ -355,7 +318,7 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
 #[test]
 fn status_json_has_every_field_of_the_spec() {
     let inc = incident();
-    let doc = incident_status(&inc, &[]).json();
+    let doc = incident_status(&inc).run().json();
     let is = |v: &Value, t: &str| match t {
         "n" => v.is_u64(),
         "s" => v.is_string(),
@@ -494,17 +457,17 @@ fn status_json_has_every_field_of_the_spec() {
 
 #[test]
 fn man_page_and_completions_come_from_the_command_definition() {
-    let r = gpufree(&["man"], &[]);
-    assert_eq!(r.code, 0);
+    let r = Gpufree::new(["man"]).run();
+    r.assert_exit(0);
     assert!(
         r.stdout.contains(".TH gpufree") && r.stdout.contains("kill"),
         "{}",
         &r.stdout[..200.min(r.stdout.len())]
     );
-    let r = gpufree(&["completions", "bash"], &[]);
-    assert_eq!(r.code, 0);
+    let r = Gpufree::new(["completions", "bash"]).run();
+    r.assert_exit(0);
     assert!(r.stdout.contains("--force-protected") && r.stdout.contains("--max-used"));
-    assert_eq!(gpufree(&["completions", "tcsh"], &[]).code, 2);
+    Gpufree::new(["completions", "tcsh"]).run().assert_exit(2);
 }
 
 /// Colour on a terminal; none with NO_COLOR, with --no-color, or when piped.

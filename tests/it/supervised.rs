@@ -7,16 +7,9 @@ use gpufree::demo::holder::{ChildSpec, HoldSpec};
 use serde_json::Value;
 use std::path::Path;
 
-/// `why --json` on the simulator: a finding is expected (exit 1).
-fn why(d: &TestDir, state: &Path, env: &[(&str, &str)]) -> Value {
-    let (code, doc, err) = sim_json("why", &d.dev, state, &[], env);
-    assert_eq!(code, 1, "{err}");
-    doc
-}
-
 /// Runs `next` with `sh -c`, gpufree and `bin` first on PATH, aimed at the
-/// simulator; returns its exit code.
-fn run_next(next: &str, d: &TestDir, state: &Path, bin_dir: &Path) -> i32 {
+/// simulator (with the tests' BPF cache).
+fn run_next(next: &str, d: &TestDir, state: &Path, bin_dir: &Path) -> Output {
     let gpufree_dir = bin().parent().unwrap().to_path_buf();
     let path = format!(
         "{}:{}:{}",
@@ -24,16 +17,14 @@ fn run_next(next: &str, d: &TestDir, state: &Path, bin_dir: &Path) -> i32 {
         gpufree_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    std::process::Command::new("sh")
-        .args(["-c", next])
-        .env("PATH", path)
-        .env("GPUFREE_SIM_STATE", state)
-        .env("GPUFREE_DEV_DIR", &d.dev)
-        .env("GPUFREE_NVML_LIB", sim_lib())
-        .status()
-        .unwrap()
-        .code()
-        .unwrap_or(-1)
+    run_cmd(
+        scratch(&mut std::process::Command::new("sh"))
+            .args(["-c", next])
+            .env("PATH", path)
+            .env("GPUFREE_SIM_STATE", state)
+            .env("GPUFREE_DEV_DIR", &d.dev)
+            .env("GPUFREE_NVML_LIB", sim_lib()),
+    )
 }
 
 /// A worker that maps GPU `i`'s node, with `env`.
@@ -76,7 +67,9 @@ fn a_torchrun_agent_with_restarts_left_is_stopped_first() {
         .map(|i| sim_gpu(i, &[(ranks[i as usize], 1024, "while-alive")], 0))
         .collect();
     let state = d.state(&sim_state(gpus));
-    let doc = why(&d, &state, &[]);
+    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    r.assert_exit(1);
+    let doc = r.json();
     let f = &doc["findings"][0];
     let a = agent.pid();
     assert!(
@@ -90,7 +83,7 @@ fn a_torchrun_agent_with_restarts_left_is_stopped_first() {
         next,
         format!("kill -s TERM {a} && gpufree wait --gpu 0 --gpu 1")
     );
-    assert_eq!(run_next(next, &d, &state, d.tmp.path()), 0);
+    run_next(next, &d, &state, d.tmp.path()).assert_exit(0);
     assert!(ranks.iter().all(|p| !alive(*p)));
 }
 
@@ -187,11 +180,14 @@ fn a_unit_that_restarts_is_stopped_with_systemctl() {
     .unwrap();
     let (h, state) = held_in(&d, &cg);
     let (bin_dir, log) = fake_tool(&d, "systemctl", "stop", &cg);
-    let doc = why(
-        &d,
-        &state,
-        &[("GPUFREE_UNIT_PATH", units.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["why"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .envs([("GPUFREE_UNIT_PATH", units.to_str().unwrap())])
+        .run();
+    r.assert_exit(1);
+    let doc = r.json();
     let f = &doc["findings"][0];
     assert_eq!(f["pids"], serde_json::json!([h.pid()]), "{doc}");
     assert!(
@@ -206,24 +202,12 @@ fn a_unit_that_restarts_is_stopped_with_systemctl() {
         format!("systemctl stop {unit} && gpufree wait --gpu 0")
     );
     // kill's plan says so before anything is signalled.
-    let lib = sim_lib();
-    let plan = gpufree(
-        &[
-            "kill",
-            "--pid",
-            &h.pid().to_string(),
-            "--dry-run",
-            "--no-color",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[
-            ("GPUFREE_SIM_STATE", state.to_str().unwrap()),
-            ("GPUFREE_UNIT_PATH", units.to_str().unwrap()),
-        ],
-    );
+    let plan = Gpufree::new(["kill"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &h.pid().to_string(), "--dry-run", "--no-color"])
+        .env("GPUFREE_UNIT_PATH", units.to_str().unwrap())
+        .run();
     assert!(
         plan.stdout.contains(&format!(
             "restarts: systemd starts {unit} again when it dies (Restart=always, RestartSec=2): stop the unit"
@@ -232,7 +216,7 @@ fn a_unit_that_restarts_is_stopped_with_systemctl() {
         plan.stdout
     );
     assert!(alive(h.pid()), "a dry run signals nothing");
-    assert_eq!(run_next(next, &d, &state, &bin_dir), 0);
+    run_next(next, &d, &state, &bin_dir).assert_exit(0);
     assert!(!alive(h.pid()));
     assert_eq!(
         std::fs::read_to_string(&log).unwrap().trim(),
@@ -259,11 +243,14 @@ fn a_deployments_pod_is_scaled_down() {
     std::fs::create_dir_all(logs.join(format!("ml_vllm-7d9c5b6f4-x2x9k_{uid}"))).unwrap();
     let (h, state) = held_in(&d, &cg);
     let (bin_dir, log) = fake_tool(&d, "kubectl", "scale", &cg);
-    let doc = why(
-        &d,
-        &state,
-        &[("GPUFREE_POD_LOG_DIR", logs.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["why"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .envs([("GPUFREE_POD_LOG_DIR", logs.to_str().unwrap())])
+        .run();
+    r.assert_exit(1);
+    let doc = r.json();
     let f = &doc["findings"][0];
     assert_eq!(f["pids"], serde_json::json!([h.pid()]), "{doc}");
     let next = f["next"].as_str().unwrap();
@@ -271,7 +258,7 @@ fn a_deployments_pod_is_scaled_down() {
         next,
         "kubectl -n ml scale deployment/vllm --replicas 0 && gpufree wait --gpu 0"
     );
-    assert_eq!(run_next(next, &d, &state, &bin_dir), 0);
+    run_next(next, &d, &state, &bin_dir).assert_exit(0);
     assert!(!alive(h.pid()));
     assert_eq!(
         std::fs::read_to_string(&log).unwrap().trim(),
@@ -421,7 +408,14 @@ fn systemd_over_d_bus_answers_for_its_units() {
         ("GPUFREE_UNIT_PATH", units.to_str().unwrap()),
         ("GPUFREE_SYSTEMD_BUS", bus.address.as_str()),
     ];
-    let doc = why(&d, &state, &env);
+    let r = Gpufree::new(["why"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .envs(env.iter().copied())
+        .run();
+    r.assert_exit(1);
+    let doc = r.json();
     let f = &doc["findings"][0];
     assert_eq!(f["pids"], serde_json::json!([h.pid()]), "{doc}");
     assert!(
@@ -445,14 +439,17 @@ fn systemd_over_d_bus_answers_for_its_units() {
     // is named.
     drop(bus);
     let gone = d.tmp.path().join("bus").display().to_string();
-    let doc = why(
-        &d,
-        &state,
-        &[
+    let r = Gpufree::new(["why"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .envs([
             ("GPUFREE_UNIT_PATH", units.to_str().unwrap()),
             ("GPUFREE_SYSTEMD_BUS", &format!("unix:path={gone}")),
-        ],
-    );
+        ])
+        .run();
+    r.assert_exit(1);
+    let doc = r.json();
     let f = &doc["findings"][0];
     assert_eq!(
         f["next"],

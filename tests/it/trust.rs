@@ -4,7 +4,6 @@
 //! same run. Real processes, the simulator, real cgroups where named.
 
 use crate::harness::*;
-use crate::hooks::hook;
 use gpufree::demo::holder::{ChildSpec, HoldSpec, Spawned};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -23,32 +22,20 @@ fn need_root(what: &str) -> bool {
     false
 }
 
-fn no_nvml_kill(dev: &Path, args: &[&str]) -> Run {
-    let mut a = vec![
-        "kill",
-        "--json",
-        "--dev-dir",
-        dev.to_str().unwrap(),
-        "--nvml-lib",
-        "/nonexistent/libnvidia-ml.so.1",
-    ];
-    a.extend(args);
-    gpufree(&a, &[])
-}
-
 #[test]
 fn zombie_still_listed_by_nvml_is_not_released_exit_4_naming_the_parent() {
     let d = TestDir::new(1);
     let z = d.zombie("nvidia0");
     let state = d.one_gpu(&[(z.pid(), 1024, "always")], 0);
     let pid = z.pid().to_string();
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &pid, "--yes", "--timeout", "1s"],
-        &[],
-    );
-    assert_eq!(code, 4, "{err}\n{}", doc["kill"]);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid, "--yes", "--timeout", "1s"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit_with(4, format_args!("{}", doc["kill"]));
     assert_eq!(doc["kill"]["released"], false);
     let reasons = doc["kill"]["reasons"].to_string();
     assert!(
@@ -56,13 +43,14 @@ fn zombie_still_listed_by_nvml_is_not_released_exit_4_naming_the_parent() {
         "{reasons}"
     );
     // The same GPU-wide: the verdict of GPU 0 names the zombie.
-    let (code, doc, _) = kill_json(
-        &d.dev,
-        &state,
-        &["--gpu", "0", "--yes", "--timeout", "1s"],
-        &[],
-    );
-    assert_eq!(code, 4, "{}", doc["kill"]);
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes", "--timeout", "1s"])
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit_with(4, format_args!("{}", doc["kill"]));
     assert!(doc["kill"]["reasons"].to_string().contains("zombie"));
 }
 
@@ -70,8 +58,13 @@ fn zombie_still_listed_by_nvml_is_not_released_exit_4_naming_the_parent() {
 fn without_nvml_the_release_is_unknown_exit_3_unless_holders_only() {
     let d = TestDir::new(1);
     let h = d.mapper("nvidia0");
-    let r = no_nvml_kill(&d.dev, &["--gpu", "0", "--yes", "--grace", "2s"]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .no_nvml()
+        .args(["--gpu", "0", "--yes", "--grace", "2s"])
+        .run();
+    r.assert_exit(3);
     let last = r.stderr.lines().last().unwrap_or("");
     assert!(
         last.starts_with("gpufree: kill: the release is unknown") && last.contains("NVML"),
@@ -83,8 +76,13 @@ fn without_nvml_the_release_is_unknown_exit_3_unless_holders_only() {
     assert_eq!(doc["kill"]["released"], false);
     assert_eq!(doc["kill"]["verdict"], "unknown");
     let h = d.mapper("nvidia0");
-    let r = no_nvml_kill(&d.dev, &["--gpu", "0", "--yes", "--holders-only"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .no_nvml()
+        .args(["--gpu", "0", "--yes", "--holders-only"])
+        .run();
+    r.assert_exit(0);
     assert_eq!(r.json()["kill"]["released"], true);
     assert!(!alive(h.pid()));
 }
@@ -92,32 +90,21 @@ fn without_nvml_the_release_is_unknown_exit_3_unless_holders_only() {
 #[test]
 fn wait_without_nvml_exits_3_at_once_naming_why_and_0_with_holders_only() {
     let d = TestDir::new(1);
-    let args = |extra: &[&str]| {
-        let mut a = vec![
-            "wait".to_string(),
-            "--dev-dir".into(),
-            d.dev.to_str().unwrap().into(),
-            "--nvml-lib".into(),
-            "/nonexistent/libnvidia-ml.so.1".into(),
-            "--timeout".into(),
-            "30s".into(),
-        ];
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
-    };
+    let wait = Gpufree::new(["wait"])
+        .dev(&d.dev)
+        .no_nvml()
+        .args(["--timeout", "30s"]);
     let started = Instant::now();
-    let a = args(&[]);
-    let r = gpufree(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    let r = wait.run();
+    r.assert_exit(3);
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "no point waiting"
     );
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("NVML is unavailable"), "{}", r.stderr);
-    let a = args(&["--holders-only"]);
-    let r = gpufree(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = wait.arg("--holders-only").run();
+    r.assert_exit(0);
 }
 
 #[test]
@@ -126,21 +113,13 @@ fn wait_on_a_lost_gpu_is_unknown_exit_3_never_free() {
     let mut g = sim_gpu(0, &[], 0);
     g["errors"] = json!({"memory_info": 15, "compute_processes": 15, "graphics_processes": 15});
     let state = d.state(&sim_state(vec![g]));
-    let lib = sim_lib();
     let started = Instant::now();
-    let r = gpufree(
-        &[
-            "wait",
-            "--timeout",
-            "1s",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    let r = Gpufree::new(["wait"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--timeout", "1s"])
+        .run();
+    r.assert_exit(3);
     assert!(r.stderr.contains("GPU_IS_LOST"), "{}", r.stderr);
     assert!(started.elapsed() < Duration::from_millis(1700));
 }
@@ -151,29 +130,13 @@ fn scan_hitting_emfile_is_unknown_never_free() {
     // directories for most processes. That is "could not see", not "gone".
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let lib = sim_lib();
-    let r = run_cmd(
-        std::process::Command::new("prlimit")
-            .args(["--nofile=8:8", "--"])
-            .arg(bin())
-            .args([
-                "wait",
-                "--json",
-                "--timeout",
-                "0",
-                "--dev-dir",
-                d.dev.to_str().unwrap(),
-                "--nvml-lib",
-                lib.to_str().unwrap(),
-            ])
-            .env("GPUFREE_SIM_STATE", &state),
-    );
-    assert_ne!(
-        r.code, 0,
-        "never free when the scan could not read: {}",
-        r.stdout
-    );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    let r = Gpufree::new(["wait", "--json", "--timeout", "0"])
+        .dev(&d.dev)
+        .sim(&state)
+        .wrapped(["prlimit", "--nofile=8:8", "--"])
+        .run();
+    r.assert_exit_not(0); // never free when the scan could not read
+    r.assert_exit(3);
     assert!(r.stderr.contains("Too many open files"), "{}", r.stderr);
 }
 
@@ -190,18 +153,19 @@ fn kill_timeout_bounds_the_whole_kill_grace_included() {
     );
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     let started = Instant::now();
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--gpu", "0", "--yes", "--grace", "30s", "--timeout", "2s"],
-        &[],
-    );
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes", "--grace", "30s", "--timeout", "2s"])
+        .run();
+    let doc = r.json_or_null();
     let took = started.elapsed();
     assert!(
         took < Duration::from_millis(2500 + 300),
         "--timeout 2s took {took:?} (the kill's own start included)"
     );
-    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    r.assert_exit_with(0, format_args!("{}", doc["kill"]));
     assert_eq!(u32s(&doc["kill"]["killed_hard"]), vec![h.pid()]);
     assert!(!alive(h.pid()));
 }
@@ -240,15 +204,16 @@ fn fork_on_term_chain_is_followed_to_the_end_in_one_run() {
     let state = d.one_gpu(&[], 0);
     let pid = a.pid().to_string();
     // --pid names A only: B and C join because A forked them.
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "20s"],
-        &[],
-    );
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "20s"])
+        .run();
+    let doc = r.json_or_null();
     let found = u32s(&doc["kill"]["found_by_rescan"]);
     let survivors = survivors_reaped(&found, "link-");
-    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    r.assert_exit_with(0, format_args!("{}", doc["kill"]));
     assert_eq!(found.len(), 2, "B and C: {}", doc["kill"]);
     assert_eq!(survivors, Vec::<u32>::new(), "forked holders survived");
     assert!(!alive(a.pid()));
@@ -280,10 +245,11 @@ fn term_ignoring_child_that_reforks_is_killed_and_its_copies_too() {
     );
     let reforker = parent.pids[0].0;
     let state = d.one_gpu(&[(reforker, 2048, "while-alive")], 0);
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &[
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args([
             "--gpu",
             "0",
             "--yes",
@@ -291,14 +257,14 @@ fn term_ignoring_child_that_reforks_is_killed_and_its_copies_too() {
             "500ms",
             "--timeout",
             "20s",
-        ],
-        &[],
-    );
+        ])
+        .run();
+    let doc = r.json_or_null();
     let found = u32s(&doc["kill"]["found_by_rescan"]);
     let mut all = found.clone();
     all.push(reforker);
     let survivors = survivors_reaped(&all, "reforker");
-    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    r.assert_exit_with(0, format_args!("{}", doc["kill"]));
     assert!(!found.is_empty(), "its copies were found: {}", doc["kill"]);
     assert!(u32s(&doc["kill"]["killed_hard"]).contains(&reforker));
     assert_eq!(
@@ -393,23 +359,25 @@ fn kill_unit_matches_exactly_not_by_prefix() {
     let h1 = in_cgroup(&d, &one);
     let h10 = in_cgroup(&d, &ten);
     let state = d.one_gpu(&[], 0);
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--unit", "audit-vllm-1", "--yes", "--grace", "2s"],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--unit", "audit-vllm-1", "--yes", "--grace", "2s"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit_with(0, format_args!("{}", doc["kill"]));
     assert_eq!(u32s(&doc["kill"]["targets"]), vec![h1.pid()]);
     assert!(!alive(h1.pid()));
     assert!(alive(h10.pid()), "audit-vllm-10 is another unit");
-    let (code, doc, _) = kill_json(
-        &d.dev,
-        &state,
-        &["--unit", "audit-vllm-10.service", "--yes", "--grace", "2s"],
-        &[],
-    );
-    assert_eq!(code, 0);
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--unit", "audit-vllm-10.service", "--yes", "--grace", "2s"])
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit(0);
     assert_eq!(u32s(&doc["kill"]["targets"]), vec![h10.pid()]);
 }
 
@@ -430,23 +398,36 @@ fn kill_unit_container_prefix_must_be_unique_and_12_hex_digits() {
     let ha = in_cgroup(&d, &a);
     let hb = in_cgroup(&d, &b);
     let state = d.one_gpu(&[], 0);
-    let (code, _, err) = kill_json(&d.dev, &state, &["--unit", "abcdef012345", "--yes"], &[]);
-    assert_eq!(code, 2, "ambiguous: {err}");
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--unit", "abcdef012345", "--yes"])
+        .run();
+    r.assert_exit_with(2, format_args!("ambiguous"));
     assert!(
-        err.contains("ambiguous") && err.contains(&id_a) && err.contains(&id_b),
-        "{err}"
+        r.stderr.contains("ambiguous") && r.stderr.contains(&id_a) && r.stderr.contains(&id_b),
+        "{}",
+        r.stderr
     );
-    assert_eq!(err.lines().count(), 1, "{err}");
-    let (code, doc, _) = kill_json(&d.dev, &state, &["--unit", "abcdef01234", "--yes"], &[]);
-    assert_eq!(code, 0, "11 hex digits name nothing");
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--unit", "abcdef01234", "--yes"])
+        .run();
+    let doc = out.json_or_null();
+    out.assert_exit_with(0, format_args!("11 hex digits name nothing"));
     assert_eq!(u32s(&doc["kill"]["targets"]), Vec::<u32>::new());
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--unit", "abcdef0123451", "--yes", "--grace", "2s"],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
+    let ran = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--unit", "abcdef0123451", "--yes", "--grace", "2s"])
+        .run();
+    let doc = ran.json_or_null();
+    ran.assert_exit(0);
     assert_eq!(u32s(&doc["kill"]["targets"]), vec![hb.pid()]);
     assert!(alive(ha.pid()));
     let _ = Value::Null;
@@ -485,7 +466,11 @@ fn a_users_delegated_cgroup_named_like_roots_container_only_claims_it() {
         0,
     );
 
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     let owner = |pid: u32| process(&doc, pid).unwrap()["owner"].clone();
     let (mine, theirs) = (owner(root.pid()), owner(nobody.pid()));
     assert_eq!(process(&doc, nobody.pid()).unwrap()["uid"], 65534);
@@ -522,8 +507,14 @@ fn a_users_delegated_cgroup_named_like_roots_container_only_claims_it() {
     );
 
     for unit in [id, &id[..12]] {
-        let (code, doc, err) = kill_json(&d.dev, &state, &["--unit", unit, "--dry-run"], &[]);
-        assert_eq!(code, 0, "{err}");
+        let r = Gpufree::new(["kill"])
+            .json()
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--unit", unit, "--dry-run"])
+            .run();
+        let doc = r.json_or_null();
+        r.assert_exit(0);
         let planned: Vec<u64> = doc["plan"]["targets"]
             .as_array()
             .unwrap()
@@ -597,7 +588,11 @@ fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
             ],
             0,
         );
-        let doc = status_json(&d, &state, &[]);
+        let doc = Gpufree::new(["status"])
+            .json()
+            .dev(&d.dev)
+            .sim(&state)
+            .doc();
         let owner = |pid: u32| process(&doc, pid).unwrap()["owner"].clone();
         let (theirs, mine) = (owner(nobody.pid()), owner(root.pid()));
         assert_eq!(
@@ -614,8 +609,14 @@ fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
             "{hand}: {theirs}"
         );
         assert_eq!(theirs["claims"]["id"], id, "{hand}: {theirs}");
-        let (code, doc, err) = kill_json(&d.dev, &state, &["--unit", id, "--dry-run"], &[]);
-        assert_eq!(code, 0, "{err}");
+        let r = Gpufree::new(["kill"])
+            .json()
+            .dev(&d.dev)
+            .sim(&state)
+            .args(["--unit", id, "--dry-run"])
+            .run();
+        let doc = r.json_or_null();
+        r.assert_exit(0);
         let planned: Vec<u64> = doc["plan"]["targets"]
             .as_array()
             .unwrap()
@@ -638,21 +639,16 @@ fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
 /// `check --format json` on the simulator: its document and its
 /// `leftover` problems.
 fn check_leftovers(d: &TestDir, state: &Path) -> (Value, Vec<Value>) {
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "check",
+    let r = Gpufree::new(["check"])
+        .dev(&d.dev)
+        .sim(state)
+        .args([
             "--format",
             "json",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
             "--state",
             d.tmp.path().join("check.json").to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+        ])
+        .run();
     let doc: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
     let left = doc["problems"]
         .as_array()
@@ -673,8 +669,14 @@ fn kill_in(d: &TestDir, holders: &[&Spawned]) -> Value {
     for p in &pids {
         args.extend(["--pid", p.as_str()]);
     }
-    let (code, doc, err) = kill_json(&d.dev, &state, &args, &[]);
-    assert_eq!(code, 0, "{err}\n{}", doc["kill"]);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(&args)
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit_with(0, format_args!("{}", doc["kill"]));
     for h in holders {
         assert!(!alive(h.pid()), "{} survived", h.pid());
     }
@@ -743,7 +745,11 @@ fn nvml_listing_a_pid_that_now_names_an_innocent_never_makes_it_a_target() {
     let innocent = hold(&["gpufree", "innocent"], HoldSpec::default());
     let pid = innocent.pid();
     let state = d.one_gpu(&[(pid, 2048, "always")], 0);
-    let doc = status_json(&d, &state, &[]);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .doc();
     assert!(process(&doc, pid).is_none(), "not a holder: {doc}");
     assert_eq!(doc["visibility"]["nvml_pids_stale"], json!([pid]));
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy");
@@ -755,18 +761,25 @@ fn nvml_listing_a_pid_that_now_names_an_innocent_never_makes_it_a_target() {
         .unwrap()
         .iter()
         .any(|f| f["kind"] == "stale-nvml-pid" && f["pids"] == json!([pid])));
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--gpu", "0", "--yes", "--timeout", "1s"],
-        &[],
-    );
-    assert_eq!(code, 4, "the memory is not back: {err}\n{}", doc["kill"]);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--gpu", "0", "--yes", "--timeout", "1s"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit_with(4, format_args!("the memory is not back: {}", doc["kill"]));
     assert_eq!(u32s(&doc["kill"]["targets"]), Vec::<u32>::new());
     let p = pid.to_string();
-    let (code, doc, _) = kill_json(&d.dev, &state, &["--pid", &p, "--yes"], &[]);
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &p, "--yes"])
+        .run();
+    let doc = out.json_or_null();
     // Named by PID: refused for safety, at once.
-    assert_eq!(code, 5, "{}", doc["kill"]);
+    out.assert_exit_with(5, format_args!("{}", doc["kill"]));
     assert_eq!(u32s(&doc["kill"]["targets"]), Vec::<u32>::new());
     assert!(alive(pid), "the innocent was never signalled");
 }
@@ -786,20 +799,14 @@ fn an_interrupted_kill_leaves_no_target_stopped_or_frozen() {
     let frozen = in_cgroup(&d, &cg);
     let stopped = d.mapper("nvidia0");
     let state = d.one_gpu(&[], 0);
-    let lib = sim_lib();
     let (a, b) = (frozen.pid().to_string(), stopped.pid().to_string());
-    let mut child = std::process::Command::new(bin())
-        .args(["kill", "--yes", "--pid", &a, "--pid", &b, "--dev-dir"])
-        .arg(&d.dev)
-        .arg("--nvml-lib")
-        .arg(&lib)
-        .env("GPUFREE_SIM_STATE", &state)
-        .env(hook("GPUFREE_TEST_PAUSE"), "held")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = rustix::process::Pid::from_child(&child);
+    let kill = Gpufree::new(["kill"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--yes", "--pid", &a, "--pid", &b])
+        .env("GPUFREE_TEST_PAUSE", "held")
+        .spawn();
+    let pid = rustix::process::Pid::from_child(&kill.child);
     // gpufree stops itself once both targets are held.
     let status = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::UNTRACED)
         .unwrap()
@@ -812,8 +819,7 @@ fn an_interrupted_kill_leaves_no_target_stopped_or_frozen() {
     // Ctrl-C (it acts once gpufree runs again).
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
-    let code = child.wait().unwrap().code();
-    assert_eq!(code, Some(130));
+    kill.finish().assert_exit(130);
     let events = std::fs::read_to_string(cg.path.join("cgroup.events")).unwrap();
     assert!(events.contains("frozen 0"), "left frozen: {events}");
     assert!(
@@ -845,13 +851,14 @@ fn kill_by_pid_on_a_gpu_whose_memory_cannot_be_read_is_unknown_not_released() {
     g["errors"] = json!({"memory_info": 15});
     let state = d.state(&sim_state(vec![g]));
     let pid = h.pid().to_string();
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &pid, "--yes", "--timeout", "1s"],
-        &[],
-    );
-    assert_eq!(code, 3, "{err}\n{}", doc["kill"]);
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid, "--yes", "--timeout", "1s"])
+        .run();
+    let doc = r.json_or_null();
+    r.assert_exit_with(3, format_args!("{}", doc["kill"]));
     assert_eq!(doc["kill"]["released"], false);
     assert!(doc["kill"]["reasons"]
         .to_string()
@@ -884,12 +891,13 @@ fn children_left_holding_make_the_release_busy_not_free() {
     );
     let state = d.one_gpu(&[], 0);
     let pid = a.pid().to_string();
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "10s"],
-        &[],
-    );
+    let r = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "10s"])
+        .run();
+    let doc = r.json_or_null();
     let reasons = doc["kill"]["reasons"].to_string();
     let left: Vec<u32> = doc["processes"]
         .as_array()
@@ -898,7 +906,7 @@ fn children_left_holding_make_the_release_busy_not_free() {
         .map(|p| p["pid"].as_u64().unwrap() as u32)
         .collect();
     let survivors = survivors_reaped(&left, "escaper");
-    assert_eq!(code, 4, "{err}\n{}", doc["kill"]);
+    r.assert_exit_with(4, format_args!("{}", doc["kill"]));
     assert!(reasons.contains("started during the kill"), "{reasons}");
     assert_eq!(
         survivors.len(),
@@ -927,14 +935,15 @@ fn children_left_holding_make_the_release_busy_not_free() {
     // during it (and joins the targets).
     std::thread::sleep(std::time::Duration::from_millis(25));
     let pid = b.pid().to_string();
-    let (code, doc, err) = kill_json(
-        &d.dev,
-        &state,
-        &["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "10s"],
-        &[],
-    );
+    let out = Gpufree::new(["kill"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "10s"])
+        .run();
+    let doc = out.json_or_null();
     let survivors = survivors_reaped(&[child], "older-child");
-    assert_eq!(code, 4, "{err}\n{}", doc["kill"]);
+    out.assert_exit_with(4, format_args!("{}", doc["kill"]));
     assert!(
         doc["kill"]["reasons"]
             .to_string()
@@ -958,24 +967,17 @@ fn a_hung_nvml_init_starves_nothing() {
     let mut state = sim_state(vec![sim_gpu(0, &[], 0)]);
     state["hang_ms"] = json!({"init": 60_000});
     let state = d.state(&state);
-    let lib = sim_lib();
     let wait = |extra: &[&str]| {
-        let mut a = vec![
-            "wait",
-            "--timeout",
-            "1s",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ];
-        a.extend(extra);
         let started = Instant::now();
-        let r = gpufree(&a, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
+        let r = Gpufree::new(["wait", "--timeout", "1s"])
+            .dev(&d.dev)
+            .sim(&state)
+            .args(extra)
+            .run();
         (r, started.elapsed())
     };
     let (r, took) = wait(&[]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     assert!(
         r.stderr.contains("nvmlInit"),
         "names the call: {}",
@@ -983,7 +985,7 @@ fn a_hung_nvml_init_starves_nothing() {
     );
     assert!(took < Duration::from_millis(1500), "{took:?}");
     let (r, took) = wait(&["--holders-only"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert!(r.stdout.contains("memory not checked"), "{}", r.stdout);
     assert!(!r.stdout.contains("NVML accounts"), "{}", r.stdout);
     assert!(took < Duration::from_millis(1500), "{took:?}");
@@ -1001,19 +1003,14 @@ fn kill_where_proc_is_another_namespaces_signals_nothing_exit_5() {
     let d = TestDir::new(1);
     let h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
-    let lib = sim_lib();
     for extra in [&["--yes"][..], &["--dry-run"][..]] {
-        let mut cmd = std::process::Command::new("unshare");
-        cmd.args(["--pid", "--fork", "--"])
-            .arg(bin())
-            .args(["kill", "--gpu", "0", "--dev-dir"])
-            .arg(&d.dev)
-            .arg("--nvml-lib")
-            .arg(&lib)
+        let r = Gpufree::new(["kill", "--gpu", "0"])
+            .dev(&d.dev)
+            .sim(&state)
             .args(extra)
-            .env("GPUFREE_SIM_STATE", &state);
-        let r = run_cmd(&mut cmd);
-        assert_eq!(r.code, 5, "{extra:?}: {}", r.stderr);
+            .wrapped(["unshare", "--pid", "--fork", "--"])
+            .run();
+        r.assert_exit_with(5, format_args!("{extra:?}: {}", r.stderr));
         assert_eq!(
             r.stderr.trim(),
             format!("gpufree: kill: {}", gpufree::act::kill::FOREIGN_PROC),

@@ -8,7 +8,6 @@
 use crate::harness::*;
 use gpufree::demo::holder::Spawned;
 use serde_json::{json, Value};
-use std::process::Command;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum View {
@@ -144,51 +143,37 @@ fn scene(v: View, n: Nvml, h: Held) -> Scene {
     }
 }
 
-/// Runs gpufree `args` as `v` sees the machine.
-fn run(sc: &Scene, v: View, n: Nvml, args: &[&str]) -> Run {
+/// Runs gpufree `words` as `v` sees the machine.
+fn run(sc: &Scene, v: View, n: Nvml, words: &[&str]) -> Output {
     // The kit: gpufree and the simulated library where nobody may run them.
-    let _ = as_nobody(&sc.d, &[]);
-    let kit = sc.d.tmp.path().join("kit");
-    let lib = match n {
-        Nvml::NoLibrary => "/nonexistent/libnvidia-ml.so.1".to_string(),
-        _ => kit.join("libnvidia-ml.so.1").display().to_string(),
+    let kit = nobody_kit(&sc.d);
+    let gpufree = Gpufree::new(words).json().dev(&sc.d.dev);
+    let gpufree = match n {
+        Nvml::NoLibrary => gpufree.no_nvml(),
+        _ => gpufree.nvml_lib(&kit.lib),
     };
-    let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    all.extend([
-        "--json".into(),
-        "--dev-dir".into(),
-        sc.d.dev.display().to_string(),
-        "--nvml-lib".into(),
-        lib,
-    ]);
     let nobody = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"];
-    let mut cmd = match v {
-        View::Root => Command::new(bin()),
-        View::Nobody => {
-            let mut c = Command::new("setpriv");
-            c.args(nobody).arg(kit.join("gpufree"));
-            c
-        }
-        View::Hidepid => {
-            let mut c = Command::new("unshare");
-            c.args(["--mount", "--fork", "--", "sh", "-c"])
-                .arg(format!(
-                    "mount -t proc -o hidepid=2 proc /proc && exec setpriv {} \"$0\" \"$@\"",
-                    nobody.join(" ")
-                ))
-                .arg(kit.join("gpufree"));
-            c
-        }
+    let hidepid = format!(
+        "mount -t proc -o hidepid=2 proc /proc && exec setpriv {} \"$0\" \"$@\"",
+        nobody.join(" ")
+    );
+    let gpufree = match v {
+        View::Root => gpufree,
+        View::Nobody => gpufree
+            .program(&kit.gpufree)
+            .wrapped(std::iter::once("setpriv").chain(nobody)),
+        View::Hidepid => gpufree
+            .program(&kit.gpufree)
+            .wrapped(["unshare", "--mount", "--fork", "--", "sh", "-c", &hidepid]),
     };
-    cmd.args(&all)
-        .env("GPUFREE_SIM_STATE", &sc.state)
+    gpufree
+        .sim_state(&sc.state)
         .env("GPUFREE_READ_TIMEOUT", "300ms")
         // The matrix's views are /proc's (what root, nobody and hidepid
         // may read there); the in-kernel walk sees every process and is
         // compared with it in tests/it/bpf.rs.
         .env("GPUFREE_SCAN", "procfs")
-        .env_remove("GPUFREE_NVML_LIB");
-    run_cmd(&mut cmd)
+        .run()
 }
 
 fn state_name(code: i32) -> &'static str {
@@ -200,7 +185,7 @@ fn state_name(code: i32) -> &'static str {
 }
 
 /// The last line of stderr: gpufree's one-line error, after any plan.
-fn last_line(r: &Run) -> &str {
+fn last_line(r: &Output) -> &str {
     r.stderr.lines().last().unwrap_or("")
 }
 
@@ -210,17 +195,12 @@ fn check(v: View) {
         eprintln!("skipped: the matrix runs gpufree as nobody and mounts proc");
         return;
     }
-    let probe = gpufree(
-        &[
-            "status",
-            "--json",
-            "--nvml-lib",
-            "/nonexistent",
-            "--dev-dir",
-            TestDir::new(1).dev.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let probe_dir = TestDir::new(1);
+    let probe = Gpufree::new(["status"])
+        .json()
+        .nvml_lib("/nonexistent")
+        .dev(&probe_dir.dev)
+        .run();
     let root_blind = !probe.json()["visibility"]["unreadable"]
         .as_array()
         .unwrap()

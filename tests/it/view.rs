@@ -30,15 +30,15 @@ fn user_holder(uid: u32, node: &Path, secret: &str) -> Child {
 
 /// `gpufree ARGS` as `uid`, asking the view at `socket` (and naming no
 /// library or directory of its own).
-fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Run {
-    // as_nobody's command (setpriv, the kit's gpufree), as `uid`.
-    let c = as_nobody(d, args);
-    let mut argv: Vec<std::ffi::OsString> = c.get_args().map(ToOwned::to_owned).collect();
-    argv[0] = format!("--reuid={uid}").into();
-    argv[1] = format!("--regid={uid}").into();
+fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Output {
+    // The kit's gpufree, as `uid`, in an environment of its own.
     run_cmd(
         Command::new("setpriv")
-            .args(argv)
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .args(["--clear-groups", "--"])
+            .arg(nobody_kit(d).gpufree)
+            .args(args)
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("GPUFREE_VIEW_SOCKET", socket),
@@ -48,23 +48,11 @@ fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Run {
 /// Root's serve with the view's socket at `socket`; ready once the socket
 /// answers.
 fn serve_view(d: &TestDir, state: &Path, socket: &Path) -> Child {
-    let child = serve_listening(
-        Command::new(bin())
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--interval",
-                "200ms",
-                "--dev-dir",
-            ])
-            .arg(&d.dev)
-            .arg("--nvml-lib")
-            .arg(sim_lib())
-            .arg("--view-socket")
-            .arg(socket)
-            .env("GPUFREE_SIM_STATE", state),
-    );
+    let serve = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .dev(&d.dev)
+        .sim(state)
+        .opt_value("--view-socket", socket);
+    let child = serve_listening(&mut serve.command());
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::os::unix::net::UnixStream::connect(socket).is_err() {
         assert!(
@@ -129,7 +117,7 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
 
     for (uid, mine, theirs) in [(65534, a, b), (4242, b, a)] {
         let r = as_user(&d, uid, &socket, &["status", "--json"]);
-        assert_eq!(r.code, 0, "uid {uid}: {}", r.stderr);
+        r.assert_exit_with(0, format_args!("uid {uid}: {}", r.stderr));
         assert!(
             r.stderr.contains("from root's gpufree serve at")
                 && r.stderr.contains(&format!("as uid {uid}")),
@@ -175,7 +163,7 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
         }
         // why: the verdict's exit code, the same words, nothing hidden leaks.
         let r = as_user(&d, uid, &socket, &["why", "--no-color"]);
-        assert_eq!(r.code, 1, "busy: {}{}", r.stdout, r.stderr);
+        r.assert_exit_with(1, format_args!("busy: {}{}", r.stdout, r.stderr));
         assert!(
             r.stdout.starts_with("Why GPU 0 is not free:"),
             "{}",
@@ -184,7 +172,7 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
         assert!(!r.stdout.contains("sk-root-secret"), "{}", r.stdout);
         // A bad selector is the view's usage error, said in one line.
         let r = as_user(&d, uid, &socket, &["status", "--gpu", "7"]);
-        assert_eq!(r.code, 2, "{}", r.stderr);
+        r.assert_exit(2);
         assert_eq!(
             r.stderr.trim(),
             "gpufree: --gpu 7: no such GPU (GPUs here: 0)"
@@ -207,7 +195,7 @@ fn users_see_every_holder_through_roots_view_but_only_their_own_command_lines() 
     };
     let users_view = || {
         let r = as_user(&d, 4242, &socket, &["status", "--json"]);
-        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.assert_exit(0);
         assert!(
             r.stderr.contains("from root's gpufree serve at"),
             "{}",
@@ -272,21 +260,17 @@ fn serve_never_takes_over_a_live_datagram_socket() {
     let path = d.tmp.path().join("journal.sock");
     let live = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
     let state = d.one_gpu(&[], 0);
-    let r = gpufree(
-        &[
-            "serve",
+    let r = Gpufree::new(["serve"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args([
             "--listen",
             "127.0.0.1:0",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            sim_lib().to_str().unwrap(),
             "--view-socket",
             path.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+        ])
+        .run();
+    r.assert_exit(3);
     assert!(
         r.stderr.contains("a socket in use is there"),
         "{}",

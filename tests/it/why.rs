@@ -7,29 +7,6 @@ use gpufree::demo::Incident;
 use serde_json::Value;
 use std::path::Path;
 
-/// `gpufree why --json ARGS` on `dir` with the simulator state `state`;
-/// returns (exit code, document).
-fn why(dev: &Path, state: &Path, extra: &[&str]) -> (i32, Value) {
-    let lib = sim_lib();
-    let mut args = vec![
-        "why",
-        "--json",
-        "--dev-dir",
-        dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    let r = gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
-    assert!(
-        r.code == 0 || r.code == 1,
-        "why failed: {} {}",
-        r.code,
-        r.stderr
-    );
-    (r.code, r.json())
-}
-
 fn find<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
     doc["findings"]
         .as_array()
@@ -51,8 +28,14 @@ fn pids(f: &Value) -> Vec<u32> {
 #[test]
 fn seed_incident_why_names_the_live_renamed_workers_not_a_driver_bug() {
     let inc = Incident::start(&bin()).unwrap();
-    let (code, doc) = why(&inc.dev, &inc.state, &["--pattern", "python3.*vllm"]);
-    assert_eq!(code, 1, "something holds the GPUs");
+    let r = Gpufree::new(["why"])
+        .json()
+        .dev(&inc.dev)
+        .sim(&inc.state)
+        .args(["--pattern", "python3.*vllm"])
+        .run();
+    let doc = r.json();
+    r.assert_exit_with(1, format_args!("something holds the GPUs"));
     let first = &doc["findings"][0];
     assert_eq!(first["kind"], "live-holders");
     assert_eq!(first["severity"], "error");
@@ -97,18 +80,8 @@ fn seed_incident_why_names_the_live_renamed_workers_not_a_driver_bug() {
 #[test]
 fn why_text_is_a_short_explanation_with_next_commands() {
     let inc = Incident::start(&bin()).unwrap();
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "why",
-            "--dev-dir",
-            inc.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", inc.state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 1);
+    let r = Gpufree::new(["why"]).dev(&inc.dev).sim(&inc.state).run();
+    r.assert_exit(1);
     assert!(
         r.stdout
             .starts_with("Why GPUs 0-7 are not free:\n 1. error 8 live processes of launcher"),
@@ -123,7 +96,9 @@ fn zombie_holder_is_named_with_the_parent_that_must_reap_it() {
     let d = TestDir::new(1);
     let z = d.zombie("nvidia0"); // exited, never reaped
     let state = d.one_gpu(&[(z.pid(), 4096, "while-alive")], 0);
-    let (_, doc) = why(&d.dev, &state, &[]);
+    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    r.assert_exit_in(&[0, 1]);
+    let doc = r.json();
     // A zombie has no fds or maps left: only NVML could list it, and the
     // simulator, like the driver, releases a zombie's memory.
     assert!(process(&doc, z.pid()).is_none() || process(&doc, z.pid()).unwrap()["state"] == "Z");
@@ -147,8 +122,9 @@ fn zombie_leader_with_live_threads_is_a_live_holder() {
     );
     wait_state(h.pid(), 'Z');
     let state = d.one_gpu(&[(h.pid(), 4096, "always")], 0);
-    let (code, doc) = why(&d.dev, &state, &[]);
-    assert_eq!(code, 1);
+    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    let doc = r.json();
+    r.assert_exit(1);
     let z = &find(&doc, "zombies")[0];
     assert_eq!(z["severity"], "error");
     assert!(
@@ -173,7 +149,9 @@ fn stopped_holder_needs_sigcont() {
     .unwrap();
     wait_state(h.pid(), 'T');
     let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 0);
-    let (_, doc) = why(&d.dev, &state, &[]);
+    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    r.assert_exit_in(&[0, 1]);
+    let doc = r.json();
     let t = &find(&doc, "stopped")[0];
     assert_eq!(pids(t), vec![h.pid()]);
     assert!(t["message"].as_str().unwrap().contains("SIGCONT"));
@@ -221,7 +199,9 @@ fn orphaned_holder_is_named() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let state = d.one_gpu(&[(orphan, 1024, "while-alive")], 0);
-    let (_, doc) = why(&d.dev, &state, &[]);
+    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    r.assert_exit_in(&[0, 1]);
+    let doc = r.json();
     let p = process(&doc, orphan).unwrap();
     let reaper_is_init = p["ppid"] == 1;
     if reaper_is_init {
@@ -255,7 +235,9 @@ fn protected_daemon_is_named_and_left_out_of_the_kill() {
     let pd = gpufree::demo::holder::spawn(&daemon, &child).unwrap();
     let w = d.mapper("nvidia0");
     let state = d.one_gpu(&[(w.pid(), 2048, "while-alive")], 0);
-    let (_, doc) = why(&d.dev, &state, &[]);
+    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    r.assert_exit_in(&[0, 1]);
+    let doc = r.json();
     assert_eq!(process(&doc, pd.pid()).unwrap()["protected"], true);
     let p = &find(&doc, "protected-holders")[0];
     assert_eq!(p["next"], "systemctl stop nvidia-persistenced");
@@ -276,8 +258,9 @@ fn protected_daemon_is_named_and_left_out_of_the_kill() {
 fn memory_of_another_namespace_says_run_on_the_host() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[(4_194_304, 8192, "always")], 0);
-    let (code, doc) = why(&d.dev, &state, &[]);
-    assert_eq!(code, 1);
+    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    let doc = r.json();
+    r.assert_exit(1);
     assert_eq!(doc["findings"][0]["kind"], "outside-namespace");
     assert!(find(&doc, "driver-leak").is_empty());
 }
@@ -295,12 +278,14 @@ fn leaked_memory_with_no_holder_and_a_complete_view_is_a_driver_leak_with_a_prin
     g["leaked_bytes"] = serde_json::json!(20u64 << 30);
     let state = d.state(&sim_state(vec![g]));
     let proc_root = empty_proc(d.tmp.path());
-    let (code, doc) = why(
-        &d.dev,
-        &state,
-        &["--proc-root", proc_root.to_str().unwrap()],
-    );
-    assert_eq!(code, 1);
+    let r = Gpufree::new(["why"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--proc-root", proc_root.to_str().unwrap()])
+        .run();
+    let doc = r.json();
+    r.assert_exit(1);
     let f = &doc["findings"][0];
     assert_eq!(f["kind"], "driver-leak");
     assert_eq!(f["next"], "nvidia-smi --gpu-reset -i 0");
@@ -312,7 +297,9 @@ fn leaked_memory_with_no_holder_and_a_complete_view_is_a_driver_leak_with_a_prin
             ..HoldSpec::default()
         },
     );
-    let (_, doc) = why(&d.dev, &state, &[]);
+    let out = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    out.assert_exit_in(&[0, 1]);
+    let doc = out.json();
     assert!(find(&doc, "driver-leak").is_empty(), "{doc}");
     assert!(process(&doc, h.pid()).is_some());
 }
@@ -322,23 +309,26 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
     let d = TestDir::new(2);
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
     let proc_root = empty_proc(d.tmp.path());
-    let (code, doc) = why(
-        &d.dev,
-        &state,
-        &["--proc-root", proc_root.to_str().unwrap()],
-    );
-    assert_eq!(code, 0, "{doc}");
+    let out = Gpufree::new(["why"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--proc-root", proc_root.to_str().unwrap()])
+        .run();
+    let doc = out.json();
+    out.assert_exit_with(0, format_args!("{doc}"));
     assert_eq!(doc["findings"][0]["kind"], "free");
     if rustix::process::geteuid().is_root() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let r = run_cmd(
-            as_nobody(&d, &["why", "--json", "--dev-dir", d.dev.to_str().unwrap()])
-                .env("GPUFREE_SIM_STATE", &state),
-        );
+        let r = as_nobody(&d, &["why"])
+            .json()
+            .dev(&d.dev)
+            .env("GPUFREE_SIM_STATE", &state)
+            .run();
         // Other users' processes cannot be read, but NVML accounts for all
         // the memory: free, and what could not be read is said (SPEC.md).
-        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.assert_exit(0);
         let doc = r.json();
         assert_eq!(doc["verdict"]["state"], "free");
         let caveats = doc["verdict"]["caveats"].to_string();
@@ -349,11 +339,12 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
         let mut g = sim_gpu(0, &[], 0);
         g["leaked_bytes"] = serde_json::json!(4u64 << 30);
         std::fs::write(&state, sim_state(vec![g]).to_string()).unwrap();
-        let r = run_cmd(
-            as_nobody(&d, &["why", "--json", "--dev-dir", d.dev.to_str().unwrap()])
-                .env("GPUFREE_SIM_STATE", &state),
-        );
-        assert_eq!(r.code, 3, "{}", r.stderr);
+        let r = as_nobody(&d, &["why"])
+            .json()
+            .dev(&d.dev)
+            .env("GPUFREE_SIM_STATE", &state)
+            .run();
+        r.assert_exit(3);
         assert_eq!(r.json()["verdict"]["state"], "unknown");
         assert!(find(&r.json(), "driver-leak").is_empty());
     }
@@ -361,8 +352,10 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
 
 #[test]
 fn invalid_pattern_is_a_usage_error_in_one_line() {
-    let r = gpufree(&["why", "--pattern", "python3.*(vllm"], &[]);
-    assert_eq!(r.code, 2);
+    let r = Gpufree::new(["why"])
+        .args(["--pattern", "python3.*(vllm"])
+        .run();
+    r.assert_exit(2);
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("--pattern"));
 }
@@ -392,8 +385,14 @@ fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
     let pid: u32 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
     assert_eq!(pid, py.id());
     let state = d.one_gpu(&[(pid, 8192, "while-alive")], 0);
-    let (code, doc) = why(&d.dev, &state, &["--pattern", "python3.*vllm"]);
-    assert_eq!(code, 1);
+    let out = Gpufree::new(["why"])
+        .json()
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pattern", "python3.*vllm"])
+        .run();
+    let doc = out.json();
+    out.assert_exit(1);
     let p = process(&doc, pid).expect("the renamed interpreter is a holder");
     assert_eq!(p["renamed"], true);
     assert_eq!(p["comm"], "VLLM::Worker_TP");
@@ -412,25 +411,16 @@ fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
             .contains("would hit 0 of 1 holders"),
         "{pattern}"
     );
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "kill",
-            "--pid",
-            &pid.to_string(),
-            "--yes",
-            "--dev-dir",
-            d.dev.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
+    let r = Gpufree::new(["kill"])
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--pid", &pid.to_string(), "--yes"])
+        .run();
     if r.code != 0 {
         let _ = py.kill(); // never leave it running, nor hang on it
     }
     let status = py.wait().unwrap();
-    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    r.assert_exit(0);
     assert!(!status.success(), "ended by SIGTERM");
 }
 
@@ -452,32 +442,26 @@ fn hidepid_proc_is_noticed_and_never_called_free_blindly() {
     let state = d.one_gpu(&[], 0);
     let proc_dir = d.tmp.path().join("proc");
     std::fs::create_dir(&proc_dir).unwrap();
-    let lib = sim_lib();
     // The kit as_nobody uses: a copy of gpufree and the library others may run.
-    let _ = as_nobody(&d, &[]);
-    let kit = d.tmp.path().join("kit");
+    let kit = nobody_kit(&d);
     use std::os::unix::fs::PermissionsExt;
     for f in [&state, &leak] {
         std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
     let why = |who: &str, state: &std::path::Path| {
-        let run = format!(
-            "{who} {kit}/gpufree why --json --proc-root {p} --dev-dir {dev} --nvml-lib {kit}/libnvidia-ml.so.1",
-            kit = kit.display(),
-            p = proc_dir.display(),
-            dev = d.dev.display(),
-        );
         let script = format!(
-            "mount -t proc -o hidepid=2 proc {p} && exec {run}",
+            "mount -t proc -o hidepid=2 proc {p} && exec {who} \"$0\" \"$@\"",
             p = proc_dir.display()
         );
-        run_cmd(
-            std::process::Command::new("unshare")
-                .args(["--mount", "--fork", "--", "sh", "-c", &script])
-                .env("GPUFREE_SIM_STATE", state),
-        )
+        Gpufree::new(["why", "--json"])
+            .program(&kit.gpufree)
+            .wrapped(["unshare", "--mount", "--fork", "--", "sh", "-c", &script])
+            .proc_root(&proc_dir)
+            .dev(&d.dev)
+            .nvml_lib(&kit.lib)
+            .sim_state(state)
+            .run()
     };
-    let _ = lib;
     let r = why("", &state);
     if r.stderr.contains("Operation not permitted") || r.stderr.contains("unshare failed") {
         assert!(
@@ -489,11 +473,11 @@ fn hidepid_proc_is_noticed_and_never_called_free_blindly() {
         return;
     }
     // Root sees through hidepid.
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     assert_eq!(r.json()["visibility"]["hidepid"], true);
     let nobody = "setpriv --reuid=nobody --regid=nogroup --clear-groups --";
     let r = why(nobody, &state);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.assert_exit(0);
     let doc = r.json();
     assert!(
         doc["verdict"]["caveats"].to_string().contains("hidepid"),
@@ -508,7 +492,7 @@ fn hidepid_proc_is_noticed_and_never_called_free_blindly() {
     // Memory nobody visible accounts for, behind hidepid: unknown, never
     // free and never a driver leak.
     let r = why(nobody, &leak);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.assert_exit(3);
     let doc = r.json();
     assert_eq!(doc["verdict"]["state"], "unknown");
     assert!(find(&doc, "free").is_empty());
@@ -544,7 +528,9 @@ fn holder_in_another_pid_namespace_is_mapped_through_nspid() {
         .unwrap();
     assert_eq!(line.trim(), "ready 1", "PID 1 inside its namespace");
     let state = d.one_gpu(&[], 0);
-    let (_, doc) = why(&d.dev, &state, &[]);
+    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    r.assert_exit_in(&[0, 1]);
+    let doc = r.json();
     let p = doc["processes"]
         .as_array()
         .unwrap()
@@ -605,8 +591,9 @@ fn ranks_under_a_launcher_that_holds_nothing_are_one_group() {
         .map(|(i, p)| sim_gpu(i as u32, &[(*p, 20 * 1024, "while-alive")], 0))
         .collect();
     let state = d.state(&sim_state(gpus));
-    let (code, doc) = why(&d.dev, &state, &[]);
-    assert_eq!(code, 1);
+    let out = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    let doc = out.json();
+    out.assert_exit(1);
     let first = &doc["findings"][0];
     assert_eq!(first["kind"], "live-holders", "{doc}");
     let mut want = ranks.clone();
@@ -624,17 +611,12 @@ fn ranks_under_a_launcher_that_holds_nothing_are_one_group() {
     assert_eq!(find(&doc, "live-holders").len(), 1, "one group, not four");
     // Its next line frees the GPUs.
     let next = first["next"].as_str().unwrap();
-    let mut args: Vec<&str> = next.split(' ').skip(1).collect();
-    args.extend(["--yes", "--json"]);
-    let lib = sim_lib();
-    args.extend([
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ]);
-    let r = gpufree(&args, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(next.split(' ').skip(1))
+        .dev(&d.dev)
+        .sim(&state)
+        .args(["--yes", "--json"])
+        .run();
+    r.assert_exit(0);
     let after = r.json();
     for g in after["gpus"].as_array().unwrap() {
         assert_eq!(g["memory"]["used_bytes"], 0, "{g}");

@@ -4,49 +4,15 @@
 //! error that merely mentions one, `watch` without a terminal, `-q`, and
 //! the man pages.
 
-use crate::harness::{bin, gpufree, hold, sim_lib, TestDir};
+use crate::cmd::Gpufree;
+use crate::harness::{hold, TestDir};
 use gpufree::demo::holder::HoldSpec;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-/// gpufree against the simulator on `d` (one GPU, `holder` listed).
-fn on(d: &TestDir, state: &std::path::Path, args: &[&str]) -> crate::harness::Run {
-    let lib = sim_lib();
-    let mut a: Vec<&str> = args.to_vec();
-    a.extend([
-        "--dev-dir",
-        d.dev.to_str().unwrap(),
-        "--nvml-lib",
-        lib.to_str().unwrap(),
-    ]);
-    gpufree(&a, &[("GPUFREE_SIM_STATE", state.to_str().unwrap())])
-}
-
-/// gpufree on `d` whose stdout is closed before it writes: exit code and
-/// stderr.
-fn closed_stdout(d: &TestDir, state: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(args)
-        .args(["--dev-dir", d.dev.to_str().unwrap()])
-        .args(["--nvml-lib", sim_lib().to_str().unwrap()])
-        .env("GPUFREE_SIM_STATE", state);
-    with_stdout_closed(&mut cmd)
-}
-
-/// Runs `cmd` with its stdout a pipe nobody reads (closed at once): its
-/// exit code and stderr.
-fn with_stdout_closed(cmd: &mut Command) -> (Option<i32>, String) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// gpufree `words` against the simulator on `d` (one GPU, `holder`
+/// listed).
+fn on(d: &TestDir, state: &std::path::Path, words: &[&str]) -> Gpufree {
+    Gpufree::new(words).dev(&d.dev).sim(state)
 }
 
 #[test]
@@ -57,8 +23,9 @@ fn kill_of_a_user_that_does_not_exist_is_a_usage_error() {
         &d,
         &state,
         &["kill", "--user", "no-such-user-here", "--yes"],
-    );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    )
+    .run();
+    r.assert_exit(2);
     assert!(
         r.stderr.contains("--user no-such-user-here: no such user"),
         "{}",
@@ -66,14 +33,12 @@ fn kill_of_a_user_that_does_not_exist_is_a_usage_error() {
     );
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     // A UID is taken as it is, and a real name resolves.
-    assert_eq!(
-        on(&d, &state, &["kill", "--user", "4242", "--dry-run"]).code,
-        0
-    );
-    assert_eq!(
-        on(&d, &state, &["kill", "--user", "root", "--dry-run"]).code,
-        0
-    );
+    on(&d, &state, &["kill", "--user", "4242", "--dry-run"])
+        .run()
+        .assert_exit(0);
+    on(&d, &state, &["kill", "--user", "root", "--dry-run"])
+        .run()
+        .assert_exit(0);
 }
 
 #[test]
@@ -82,18 +47,8 @@ fn a_device_directory_without_gpu_nodes_is_a_usage_error() {
     let state = d.one_gpu(&[], 0);
     let empty = d.tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let lib = sim_lib();
-    let r = gpufree(
-        &[
-            "status",
-            "--dev-dir",
-            empty.to_str().unwrap(),
-            "--nvml-lib",
-            lib.to_str().unwrap(),
-        ],
-        &[("GPUFREE_SIM_STATE", state.to_str().unwrap())],
-    );
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = Gpufree::new(["status"]).dev(&empty).sim(&state).run();
+    r.assert_exit(2);
     assert!(
         r.stderr.contains("no GPU device node there"),
         "{}",
@@ -110,8 +65,8 @@ fn intervals_that_only_spin_are_refused() {
         &["watch", "--scan-every", "10ms"],
         &["serve", "--interval", "0"],
     ] {
-        let r = gpufree(args, &[]);
-        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        let r = Gpufree::new(args).run();
+        r.assert_exit_with(2, format_args!("{args:?}: {}", r.stderr));
         assert!(r.stderr.contains("only spins"), "{args:?}: {}", r.stderr);
     }
 }
@@ -120,8 +75,8 @@ fn intervals_that_only_spin_are_refused() {
 fn watch_without_a_terminal_says_so_and_does_not_panic() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let r = on(&d, &state, &["watch"]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    let r = on(&d, &state, &["watch"]).run();
+    r.assert_exit(3);
     assert!(r.stderr.contains("watch: needs a terminal"), "{}", r.stderr);
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
@@ -132,9 +87,9 @@ fn a_closed_pipe_is_success_but_an_error_naming_one_is_not() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
     // The reader goes away before gpufree writes.
-    let (code, err) = closed_stdout(&d, &state, &["status"]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(err.is_empty(), "{err}");
+    let r = on(&d, &state, &["status"]).run_stdout_closed();
+    r.assert_exit(0);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
     // An error whose text says "Broken pipe" is still an error.
     let r = on(
         &d,
@@ -144,8 +99,9 @@ fn a_closed_pipe_is_success_but_an_error_naming_one_is_not() {
             "--output",
             "/nonexistent/Broken pipe/metrics.prom",
         ],
-    );
-    assert_eq!(r.code, 3, "{}", r.stderr);
+    )
+    .run();
+    r.assert_exit(3);
     assert!(r.stderr.contains("--output"), "{}", r.stderr);
 }
 
@@ -168,17 +124,17 @@ fn listed_worker(d: &TestDir) -> (gpufree::demo::holder::Spawned, u32, std::path
 fn quiet_leaves_out_everything_but_the_answer() {
     let d = TestDir::new(1);
     let (h, pid, state) = listed_worker(&d);
-    let r = on(&d, &state, &["status", "-q"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = on(&d, &state, &["status", "-q"]).run();
+    r.assert_exit(0);
     assert!(r.stdout.contains(&pid.to_string()), "{}", r.stdout);
     assert!(!r.stdout.contains("scanned"), "{}", r.stdout);
     assert!(!r.stdout.contains("next:"), "{}", r.stdout);
-    let r = on(&d, &state, &["why", "-q"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    let r = on(&d, &state, &["why", "-q"]).run();
+    r.assert_exit(1);
     assert!(!r.stdout.contains("next:"), "{}", r.stdout);
     assert!(r.stdout.contains("holds"), "{}", r.stdout);
-    let r = on(&d, &state, &["wait", "-q", "--timeout", "0"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    let r = on(&d, &state, &["wait", "-q", "--timeout", "0"]).run();
+    r.assert_exit(1);
     assert_eq!(r.stdout, "");
     assert_eq!(r.stderr, "");
     drop(h);
@@ -187,8 +143,10 @@ fn quiet_leaves_out_everything_but_the_answer() {
 #[test]
 fn man_pages_name_only_pages_that_exist() {
     let d = tempfile::tempdir().unwrap();
-    let r = gpufree(&["man", "--dir", d.path().to_str().unwrap()], &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = Gpufree::new(["man"])
+        .args(["--dir", d.path().to_str().unwrap()])
+        .run();
+    r.assert_exit(0);
     let pages: Vec<String> = std::fs::read_dir(d.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -204,7 +162,7 @@ fn man_pages_name_only_pages_that_exist() {
             )
         })
         .collect();
-    texts.push(("gpufree man".into(), gpufree(&["man"], &[]).stdout));
+    texts.push(("gpufree man".into(), Gpufree::new(["man"]).run().stdout));
     let mut seen = 0;
     for (page, text) in &texts {
         for c in refs.captures_iter(text) {
@@ -223,17 +181,17 @@ fn man_pages_name_only_pages_that_exist() {
 fn a_closed_pipe_keeps_the_outcome_and_never_signals_an_unseen_plan() {
     let d = TestDir::new(1);
     let (h, pid, state) = listed_worker(&d);
-    let closed = |args: &[&str]| closed_stdout(&d, &state, args);
+    let closed = |words: &[&str]| on(&d, &state, words).run_stdout_closed();
     // Busy stays busy, whoever stopped reading.
-    assert_eq!(closed(&["why"]).0, Some(1));
-    assert_eq!(closed(&["why", "--json"]).0, Some(1));
-    assert_eq!(closed(&["status", "--json"]).0, Some(0));
-    assert_eq!(closed(&["wait", "--timeout", "0"]).0, Some(1));
+    closed(&["why"]).assert_exit(1);
+    closed(&["why", "--json"]).assert_exit(1);
+    closed(&["status", "--json"]).assert_exit(0);
+    closed(&["wait", "--timeout", "0"]).assert_exit(1);
     // A plan nobody could read is not carried out.
     let p = pid.to_string();
-    let (code, err) = closed(&["kill", "--pid", &p, "--yes"]);
-    assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("nothing signalled"), "{err}");
+    let r = closed(&["kill", "--pid", &p, "--yes"]);
+    r.assert_exit(3);
+    assert!(r.stderr.contains("nothing signalled"), "{}", r.stderr);
     assert!(
         crate::harness::alive(pid),
         "signalled without showing the plan"
@@ -250,16 +208,12 @@ fn completions_into_a_full_disk_fail_in_one_line_without_a_panic() {
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let out = Command::new(bin())
-        .args(["completions", "bash"])
-        .stdout(full)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    let (code, err) = with_stdout_closed(Command::new(bin()).args(["completions", "fish"]));
-    assert_eq!(code, Some(0), "{err}");
+    let r = Gpufree::new(["completions", "bash"]).run_stdout_to(full);
+    r.assert_exit(3);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    Gpufree::new(["completions", "fish"])
+        .run_stdout_closed()
+        .assert_exit(0);
 }
 
 #[test]
@@ -271,8 +225,10 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
     let man = d.path().join("man");
     std::fs::create_dir(&man).unwrap();
     std::os::unix::fs::symlink(&victim, man.join("gpufree.1")).unwrap();
-    let r = gpufree(&["man", "--dir", man.to_str().unwrap()], &[]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = Gpufree::new(["man"])
+        .args(["--dir", man.to_str().unwrap()])
+        .run();
+    r.assert_exit(2);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
     // doctor --unit: not a device or a FIFO (neither read forever nor
     // waited on), and a stray byte that is not UTF-8 does not stop the check.
@@ -283,8 +239,8 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
         .unwrap()
         .success());
     for path in ["/dev/zero", fifo.to_str().unwrap()] {
-        let r = gpufree(&["doctor", "--unit", path], &[]);
-        assert_eq!(r.code, 2, "{path}: {}", r.stderr);
+        let r = Gpufree::new(["doctor"]).args(["--unit", path]).run();
+        r.assert_exit_with(2, format_args!("{path}: {}", r.stderr));
         assert!(r.stderr.contains("not a regular file"), "{}", r.stderr);
     }
     let unit = d.path().join("x.service");
@@ -293,8 +249,10 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
         b"[Service]\nExecStart=/usr/bin/serve \xff\nKillMode=process\n",
     )
     .unwrap();
-    let r = gpufree(&["doctor", "--unit", unit.to_str().unwrap()], &[]);
-    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let r = Gpufree::new(["doctor"])
+        .args(["--unit", unit.to_str().unwrap()])
+        .run();
+    r.assert_exit(1);
     assert!(r.stdout.contains("KillMode"), "{}", r.stdout);
 }
 
@@ -302,13 +260,11 @@ fn files_gpufree_reads_or_writes_are_checked_for_what_they_are() {
 fn a_pid_that_holds_nothing_is_left_out_the_same_with_or_without_dry_run() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
-    let mut codes = Vec::new();
     for extra in ["--dry-run", "--yes"] {
-        let r = on(&d, &state, &["kill", "--pid", "4194000", extra]);
+        let r = on(&d, &state, &["kill", "--pid", "4194000", extra]).run();
         assert!(r.stdout.contains("never a target"), "{}", r.stdout);
-        codes.push(r.code);
+        r.assert_exit(0);
     }
-    assert_eq!(codes, vec![0, 0]);
 }
 
 #[test]
@@ -343,8 +299,8 @@ fn the_remaining_usage_and_environment_errors_name_their_flag_in_one_line() {
         ),
     ];
     for (args, code, names) in cases {
-        let r = on(&d, &state, args);
-        assert_eq!(r.code, code, "{args:?}: {}", r.stderr);
+        let r = on(&d, &state, args).run();
+        r.assert_exit_with(code, format_args!("{args:?}: {}", r.stderr));
         assert!(r.stderr.contains(names), "{args:?}: {}", r.stderr);
         if args[1] != "--grace" {
             // clap explains a bad value over several lines; ours are one.

@@ -169,25 +169,17 @@ fn read_timeout_from_the_environment() {
         ("", false),
     ] {
         // clap reads the environment of the process: a child's, not ours.
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufree"))
-            .args(["completions", "bash"])
+        let out = crate::cmd::Gpufree::new(["completions", "bash"])
             .env("GPUFREE_READ_TIMEOUT", v)
-            .output()
-            .unwrap();
-        let code = out.status.code();
+            .run();
         if ok {
-            assert_eq!(
-                code,
-                Some(0),
-                "{v}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            out.assert_exit(0);
         } else {
-            assert_eq!(code, Some(2), "{v}");
-            let err = String::from_utf8_lossy(&out.stderr);
+            out.assert_exit(2);
             assert!(
-                err.starts_with("gpufree: GPUFREE_READ_TIMEOUT: "),
-                "{v}: {err}"
+                out.stderr.starts_with("gpufree: GPUFREE_READ_TIMEOUT: "),
+                "{v}: {}",
+                out.stderr
             );
         }
     }

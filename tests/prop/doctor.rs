@@ -77,13 +77,10 @@ fn inference_server_units_give_exactly_what_they_expect() {
     assert!(names.iter().any(|n| n.contains("@.service")), "a template");
     for (name, text) in &files {
         let path = corpus_dir().join(name);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufree"))
-            .args(["doctor", "--json", "--unit"])
+        let out = crate::cmd::Gpufree::new(["doctor", "--json", "--unit"])
             .arg(&path)
-            .output()
-            .unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{name}: not JSON ({e})"));
+            .run();
+        let doc = out.json();
         let problems = doc["problems"].as_array().unwrap();
         assert_eq!(
             serde_json::to_value(check(text)).unwrap(),
@@ -93,7 +90,7 @@ fn inference_server_units_give_exactly_what_they_expect() {
         match expectation(name, text) {
             Expect::Clean => {
                 assert!(problems.is_empty(), "{name}: {problems:#?}");
-                assert_eq!(out.status.code(), Some(0), "{name}");
+                out.assert_exit_with(0, name);
             }
             Expect::One {
                 line,
@@ -106,7 +103,7 @@ fn inference_server_units_give_exactly_what_they_expect() {
                 assert_eq!(p["severity"], severity.as_str(), "{name}: {p:#?}");
                 let message = p["message"].as_str().unwrap();
                 assert!(message.contains(&text), "{name}: {message}");
-                assert_eq!(out.status.code(), Some(1), "{name}");
+                out.assert_exit_with(1, name);
             }
         }
     }

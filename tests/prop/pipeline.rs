@@ -12,6 +12,7 @@
 //! scanner documents: a file that is missing means the process is gone, one
 //! that cannot be read means it is unreadable.
 
+use crate::cmd::{Gpufree, Output};
 use crate::parsers::{stat_fields, StatFields};
 use crate::snapshot::present_all;
 use crate::{cases, hostile_bytes};
@@ -685,21 +686,14 @@ proptest! {
 }
 
 /// `gpufree ARGS` over a fake tree, against the simulator when it has GPUs.
-fn run_binary(root: &Path, t: &Tree, w: &World, args: &[&str]) -> std::process::Output {
+fn run_binary(root: &Path, t: &Tree, w: &World, args: &[&str]) -> Output {
     let cfg = config(root, t, w);
-    std::process::Command::new(env!("CARGO_BIN_EXE_gpufree"))
-        .args(args)
-        .arg("--proc-root")
-        .arg(&cfg.proc_root)
-        .arg("--dev-dir")
-        .arg(&cfg.dev_dir)
-        .arg("--nvml-lib")
-        .arg(cfg.nvml_lib.unwrap())
-        .env("GPUFREE_SIM_STATE", &w.state)
-        .env_remove("NO_COLOR")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
+    Gpufree::new(args)
+        .proc_root(&cfg.proc_root)
+        .dev(&cfg.dev_dir)
+        .nvml_lib(cfg.nvml_lib.unwrap())
+        .sim_state(&w.state)
+        .run()
 }
 
 proptest! {
@@ -711,19 +705,17 @@ proptest! {
         let w = world();
         let (_dir, root) = written(&t, w);
         let out = run_binary(&root, &t, w, &["status", "--json"]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        prop_assert_eq!(out.status.code(), Some(0), "{}", stderr);
-        let s: Snapshot = serde_json::from_slice(&out.stdout)
+        prop_assert_eq!(out.code, 0, "{}", out.report());
+        let s: Snapshot = serde_json::from_slice(&out.stdout_bytes)
             .map_err(|e| TestCaseError::fail(format!("not JSON: {e}")))?;
         check_snapshot(&t, &s)?;
         for args in [&["status"][..], &["why"], &["why", "--json"]] {
             let out = run_binary(&root, &t, w, args);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            prop_assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+            prop_assert!(!out.stderr.contains("panicked"), "{}", out.report());
             // why: 0 free, 1 busy, 3 unknown.
-            prop_assert!(matches!(out.status.code(), Some(0 | 1 | 3)), "{args:?}: {:?} {stderr}", out.status);
+            prop_assert!(matches!(out.code, 0 | 1 | 3), "{}", out.report());
             if args.contains(&"--json") {
-                prop_assert!(serde_json::from_slice::<Value>(&out.stdout).is_ok(), "{args:?}");
+                prop_assert!(serde_json::from_slice::<Value>(&out.stdout_bytes).is_ok(), "{args:?}");
             }
         }
     }

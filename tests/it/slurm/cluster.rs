@@ -306,7 +306,10 @@ impl Cluster {
     /// Runs `scontrol ARGS`; its stdout (it must succeed).
     pub fn scontrol(&self, args: &[&str]) -> String {
         let r = run_cmd(self.cmd("scontrol").args(args));
-        assert_eq!(r.code, 0, "scontrol {args:?}: {}{}", r.stdout, r.stderr);
+        r.assert_exit_with(
+            0,
+            format_args!("scontrol {args:?}: {}{}", r.stdout, r.stderr),
+        );
         r.stdout
     }
 
@@ -344,7 +347,7 @@ impl Cluster {
         let file = dir.join(format!("{name}.sh"));
         std::fs::write(&file, format!("#!/bin/bash\n{script}")).unwrap();
         let r = run_cmd(
-            self.cmd("sbatch")
+            scratch(&mut self.cmd("sbatch"))
                 .arg("--parsable")
                 .arg(format!("--gres=gpu:{gpus}"))
                 .arg(format!("--job-name={name}"))
@@ -356,7 +359,7 @@ impl Cluster {
                 .env("GPUFREE_SIM_STATE", &self.sim)
                 .env("SCRATCH", dir),
         );
-        assert_eq!(r.code, 0, "sbatch: {}{}", r.stdout, r.stderr);
+        r.assert_exit_with(0, format_args!("sbatch: {}{}", r.stdout, r.stderr));
         r.stdout.trim().parse().unwrap()
     }
 
@@ -392,7 +395,7 @@ impl Cluster {
 
     /// Runs the wrapper `name` as slurmd runs its programs: as root, with
     /// an empty environment.
-    pub fn run_as_slurmd(&self, name: &str) -> Run {
+    pub fn run_as_slurmd(&self, name: &str) -> Output {
         run_cmd(Command::new(self.d.tmp.path().join(name)).env_clear())
     }
 

@@ -15,7 +15,7 @@ fn slurm_health_check_drains_on_a_leftover_resumes_its_own_drain_and_keeps_an_ad
     let node = format!("nodename={}", c.node);
     let check = || {
         let r = c.run_as_slurmd("healthcheck");
-        assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+        r.assert_exit(0);
         r
     };
 

@@ -67,7 +67,7 @@ impl Stuck {
     /// scancel: slurmstepd signals the process, which stays in D.
     fn cancel(&self) {
         let r = run_cmd(self.c.cmd("scancel").arg(self.job.to_string()));
-        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.assert_exit(0);
     }
 
     /// Stops the FUSE server and waits until the step's slurmstepd has
