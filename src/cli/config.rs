@@ -219,7 +219,8 @@ fn view_socket(
         || collect.nvml_lib.is_some()
         || collect.sys_root != d.sys_root
         || collect.mig_minors.is_some()
-        || collect.kmsg != d.kmsg
+        // A kernel log of their own (not `off`, which names none).
+        || (collect.kmsg.is_some() && collect.kmsg != d.kmsg)
         || dev_dir;
     match env.get("GPUFREE_VIEW_SOCKET") {
         Some(v) if v.is_empty() || v == "off" => None,
