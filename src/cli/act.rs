@@ -89,7 +89,8 @@ pub(super) fn run_kill(s: &Settings, args: &KillArgs, printer: &Printer) -> Resu
 /// else.
 fn audit(s: &Settings, args: &KillArgs, report: &kill::Report) {
     use crate::act::audit;
-    let ctx = audit::Context::now("kill", args.signal, args.no_wait);
+    let reasons = crate::present::words::verdict::reasons(&report.reasons);
+    let ctx = audit::Context::now("kill", args.signal, args.no_wait, reasons);
     if let Err(e) = audit::log(&s.audit, &ctx, report) {
         eprintln!(
             "gpufree: {}",

@@ -96,6 +96,7 @@ fn could_not_look(e: &Error) -> CheckOutcome {
             bytes: 0,
             seconds: None,
             why: Some(e.to_string()),
+            causes: Vec::new(),
             finding: None,
         }],
         pending: Vec::new(),

@@ -4,8 +4,9 @@
 //! nowhere else is an exit code chosen.
 
 use super::files::WriteError;
-use crate::model::Level;
+use crate::model::{Level, Reason};
 use crate::present::check::Format;
+use crate::present::words::verdict::reasons_line;
 use crate::serve::ServeError;
 use crate::sim::SimError;
 use crate::snapshot::SnapshotError;
@@ -159,17 +160,17 @@ pub enum Error {
     #[error("not confirmed; nothing signalled")]
     NotConfirmed,
     /// `kill`: whether the memory came back cannot be told.
-    #[error("kill: the release is unknown: {}", .0.join("; "))]
-    ReleaseUnknown(Vec<String>),
+    #[error("kill: the release is unknown: {}", reasons_line(.0))]
+    ReleaseUnknown(Vec<Reason>),
     /// `wait`: whether the GPUs are free cannot be told.
-    #[error("wait: cannot tell whether {which} {} free: {}", if *.several { "are" } else { "is" }, .reasons.join("; "))]
+    #[error("wait: cannot tell whether {which} {} free: {}", if *.several { "are" } else { "is" }, reasons_line(.reasons))]
     WaitUnknown {
         /// "GPU 0", "GPUs 0-3".
         which: String,
         /// More than one GPU.
         several: bool,
         /// What could not be seen.
-        reasons: Vec<String>,
+        reasons: Vec<Reason>,
     },
     /// Reading or writing the terminal or stdout failed.
     #[error(transparent)]
@@ -310,6 +311,7 @@ pub fn finish(end: Result<Outcome, Error>) -> std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Why;
 
     #[test]
     fn outcomes_map_to_spec_codes() {
@@ -349,7 +351,7 @@ mod tests {
             3
         );
         assert_eq!(code(Error::NoTerminal), 3);
-        assert_eq!(code(Error::ReleaseUnknown(vec!["no NVML".into()])), 3);
+        assert_eq!(code(Error::ReleaseUnknown(vec![Why::NoGpu.into()])), 3);
         assert_eq!(code(Error::NoConfirmation), 5);
         assert_eq!(code(Error::NotConfirmed), 5);
     }

@@ -7,7 +7,7 @@
 use super::verdict::{blind_spots, unexplained_bytes};
 use crate::model::{
     CheckMemory, CheckOutcome, Condition, Gpu, Level, Owner, OwnerKind, Pending, Problem, Process,
-    Snapshot, Vendor, VerdictState, Window,
+    Snapshot, Unavailable, Vendor, VerdictState, Why, Window,
 };
 use std::collections::BTreeMap;
 
@@ -75,6 +75,7 @@ fn problem(condition: Condition, level: Level, gpu: Option<u32>) -> Problem {
         bytes: 0,
         seconds: None,
         why: None,
+        causes: Vec::new(),
         finding: None,
     }
 }
@@ -138,17 +139,17 @@ fn nvml(s: &Snapshot) -> Vec<Problem> {
             break;
         }
         let mut p = problem(Condition::Nvml, Level::Critical, Some(g.index));
-        let why: Vec<String> = s
+        let calls: Vec<Unavailable> = s
             .unavailable
             .iter()
             .filter(|u| u.gpu == Some(g.index))
-            .map(|u| format!("{}: {}", u.what, u.why))
+            .cloned()
             .collect();
-        p.why = Some(if why.is_empty() {
-            "memory not reported".into()
+        if calls.is_empty() {
+            p.why = Some("memory not reported".into());
         } else {
-            why.join("; ")
-        });
+            p.causes = vec![Why::Calls { calls }.into()];
+        }
         out.push(p);
     }
     out
@@ -309,21 +310,21 @@ fn unknown(s: &Snapshot) -> Vec<Problem> {
         .iter()
         .filter_map(|g| {
             let blind = blind_spots(s, g.index);
-            let why = match g.verdict.state {
-                VerdictState::Unknown => g.verdict.reasons.join("; "),
+            let causes = match g.verdict.state {
+                VerdictState::Unknown => g.verdict.reasons.clone(),
                 VerdictState::Busy
                     if !blind.is_empty() && unexplained_bytes(s, g) > super::IDLE_SLACK_BYTES =>
                 {
-                    format!(
-                        "{} unaccounted, and {}",
-                        crate::units::mib(unexplained_bytes(s, g)),
-                        blind.join("; ")
-                    )
+                    vec![Why::PartlyUnaccounted {
+                        bytes: unexplained_bytes(s, g),
+                        blind,
+                    }
+                    .into()]
                 }
                 _ => return None,
             };
             let mut p = problem(Condition::Unknown, Level::Unknown, Some(g.index));
-            p.why = Some(why);
+            p.causes = causes;
             Some(p)
         })
         .collect()

@@ -43,17 +43,6 @@ pub struct Options {
     pub pattern: Option<(String, Regex)>,
 }
 
-/// GPU indexes as `0-7` or `0, 2, 5`.
-pub fn gpu_list(gpus: &[u32]) -> String {
-    let mut g = gpus.to_vec();
-    g.sort_unstable();
-    g.dedup();
-    if g.len() > 2 && g.windows(2).all(|w| w[1] == w[0] + 1) {
-        return format!("{}-{}", g[0], g[g.len() - 1]);
-    }
-    g.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
-}
-
 /// Whether every word of a command prints safely as a shell word (a
 /// name from outside may not: the caller then suggests another command).
 fn printable(words: &[&str]) -> bool {

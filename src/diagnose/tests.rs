@@ -723,13 +723,6 @@ fn findings_are_ordered_by_severity_then_memory() {
     }
 }
 
-#[test]
-fn gpu_lists_read_as_ranges() {
-    assert_eq!(gpu_list(&[3, 1, 2, 0]), "0-3");
-    assert_eq!(gpu_list(&[0, 2]), "0, 2");
-    assert_eq!(gpu_list(&[5]), "5");
-}
-
 /// Root's Docker container and a user's process whose delegated cgroup
 /// (`user@65534.service/app.slice/docker-<id>.scope`) names the same id,
 /// as the owner reading gives them.

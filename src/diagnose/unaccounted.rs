@@ -61,11 +61,7 @@ fn unseen(s: &Snapshot) -> Vec<Unseen> {
         });
     }
     for u in &s.unavailable {
-        why.push(Unseen::Call {
-            gpu: u.gpu,
-            what: u.what.clone(),
-            why: u.why.clone(),
-        });
+        why.push(Unseen::Call(u.clone()));
     }
     why
 }

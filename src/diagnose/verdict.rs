@@ -18,8 +18,10 @@
 //! - **free**: neither. Processes gpufree may not read are named as caveats
 //!   even then: NVML accounts for all the memory, so they cannot change it.
 
-use crate::model::{Gpu, Process, Snapshot, Unplaced, UnreadableReason, Verdict, VerdictState};
-use crate::units::mib;
+use crate::model::{
+    Caveat, Failed, Gpu, GpuName, MemoryUnknown, Named, Reason, Snapshot, Unplaced,
+    UnreadableReason, Verdict, VerdictState, Why,
+};
 
 /// Unaccounted memory up to this much, with no holder, counts as the GPU's
 /// idle baseline (driver reservations), not as a leak.
@@ -36,25 +38,6 @@ pub struct Policy {
     pub holders_only: bool,
 }
 
-/// How many PIDs a sentence names before "and N more".
-const NAMED: usize = 6;
-
-fn pid_list(pids: &[String]) -> String {
-    if pids.len() <= NAMED {
-        pids.join(", ")
-    } else {
-        format!(
-            "{} and {} more",
-            pids[..NAMED].join(", "),
-            pids.len() - NAMED
-        )
-    }
-}
-
-fn label(p: &Process) -> String {
-    format!("PID {} ({})", p.pid, p.comm)
-}
-
 /// The verdict for one GPU of `s`.
 pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
     let memory = memory_unknown(s, g);
@@ -65,18 +48,22 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
     busy.extend(listed(s, g));
     let mut unknown = Vec::new();
     let mut caveats = Vec::new();
-    if let Some(driver) = holders_only_driver(g) {
-        caveats.push(format!(
-            "{driver} publishes no used memory: free means that no process holds the GPU"
-        ));
+    if holders_only_driver(g).is_some() {
+        caveats.push(Caveat::HoldersOnly {
+            driver: g.driver.clone(),
+        });
     }
     match &memory {
         Some(why) if policy.holders_only => {
             // The user accepts the holders as the answer; what could not be
             // read for lack of permission stays a caveat, named below.
-            caveats.push(format!("memory not checked (--holders-only): {why}"));
+            caveats.push(Caveat::MemoryNotChecked {
+                memory: why.clone(),
+            });
         }
-        Some(why) => unknown.push(why.clone()),
+        Some(why) => unknown.push(Why::MemoryUnknown {
+            memory: why.clone(),
+        }),
         None => match unexplained(s, g) {
             Some((VerdictState::Busy, why)) => busy.push(why),
             Some((_, why)) => unknown.push(why),
@@ -91,35 +78,26 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
             .unavailable
             .iter()
             .filter(|u| u.unplaced == Some(Unplaced::MigCaps));
-        unknown
-            .extend(unplaced.map(|u| format!("{}: {}; any of them may be on it", u.what, u.why)));
+        unknown.extend(unplaced.map(|u| Why::UnplacedMigCaps {
+            unavailable: u.clone(),
+        }));
     }
     let accounted = unknown.is_empty() && memory.is_none();
     caveats.extend(unread(s, accounted));
     finish(busy, unknown, caveats)
 }
 
-/// `1 process`, `N processes`.
-fn processes(n: usize) -> String {
-    if n == 1 {
-        "1 process".to_string()
-    } else {
-        format!("{n} processes")
-    }
-}
-
 /// `wait --max-used`: busy above it, unknown where the memory cannot be
 /// read, whoever holds it.
-fn within(g: &Gpu, max: u64, memory: Option<String>) -> Verdict {
+fn within(g: &Gpu, max: u64, memory: Option<MemoryUnknown>) -> Verdict {
     let mut busy = Vec::new();
     let mut unknown = Vec::new();
     match memory {
-        Some(why) => unknown.push(why),
-        None if g.memory.used_bytes > max => busy.push(format!(
-            "{} used, more than the {} allowed",
-            mib(g.memory.used_bytes),
-            mib(max)
-        )),
+        Some(memory) => unknown.push(Why::MemoryUnknown { memory }),
+        None if g.memory.used_bytes > max => busy.push(Why::OverMaxUsed {
+            used: g.memory.used_bytes,
+            max,
+        }),
         None => {}
     }
     finish(busy, unknown, Vec::new())
@@ -128,21 +106,16 @@ fn within(g: &Gpu, max: u64, memory: Option<String>) -> Verdict {
 /// Why `g` is busy for its holders: the live, unprotected ones; and a
 /// driver daemon or display server only for GPU memory beyond the idle
 /// slack (an MPS server's clients, a desktop's), not for its nodes.
-fn holding(s: &Snapshot, g: &Gpu) -> Vec<String> {
+fn holding(s: &Snapshot, g: &Gpu) -> Vec<Why> {
     let mut busy = Vec::new();
-    let holders: Vec<String> = s
+    let holders: Vec<Named> = s
         .processes
         .iter()
         .filter(|p| p.is_live() && !p.protected_for_all() && p.touches_gpu(g.index))
-        .map(label)
+        .map(Named::of)
         .collect();
     if !holders.is_empty() {
-        busy.push(format!(
-            "{} {} it: {}",
-            processes(holders.len()),
-            if holders.len() == 1 { "holds" } else { "hold" },
-            pid_list(&holders)
-        ));
+        busy.push(Why::Holders { holders });
     }
     for p in s
         .processes
@@ -156,11 +129,10 @@ fn holding(s: &Snapshot, g: &Gpu) -> Vec<String> {
                 .filter_map(|m| m.used_bytes),
         );
         if used > IDLE_SLACK_BYTES {
-            busy.push(format!(
-                "driver daemon or display server {} holds {} on it",
-                label(p),
-                mib(used)
-            ));
+            busy.push(Why::Daemon {
+                holder: Named::of(p),
+                bytes: used,
+            });
         }
     }
     busy
@@ -168,25 +140,22 @@ fn holding(s: &Snapshot, g: &Gpu) -> Vec<String> {
 
 /// Why `g` is busy for what NVML lists on it: a zombie not yet reaped, a
 /// PID of another namespace, a PID that now names another process.
-fn listed(s: &Snapshot, g: &Gpu) -> Vec<String> {
+fn listed(s: &Snapshot, g: &Gpu) -> Vec<Why> {
     let v = &s.visibility;
     let mut busy = Vec::new();
     for n in &g.nvml_processes {
-        let bytes = n.used_bytes.map_or("memory".into(), mib);
+        let (pid, bytes) = (n.pid, n.used_bytes);
         match s.processes.iter().find(|p| p.pid == n.pid) {
-            Some(p) if !p.is_live() && !p.protected_for_all() => busy.push(format!(
-                "zombie PID {} is still listed by NVML with {bytes}: its parent PID {} must reap it",
-                p.pid, p.ppid
-            )),
+            Some(p) if !p.is_live() && !p.protected_for_all() => busy.push(Why::Zombie {
+                pid,
+                ppid: p.ppid,
+                bytes,
+            }),
             Some(_) => {}
-            None if v.nvml_pids_not_visible.contains(&n.pid) => busy.push(format!(
-                "NVML lists PID {} with {bytes}, which this /proc does not have (another PID namespace)",
-                n.pid
-            )),
-            None if v.nvml_pids_stale.contains(&n.pid) => busy.push(format!(
-                "NVML lists PID {} with {bytes}, but that PID here names a process that holds no GPU device node: the memory is kept by a process that had this PID before, or one that inherited its GPU files",
-                n.pid
-            )),
+            None if v.nvml_pids_not_visible.contains(&pid) => {
+                busy.push(Why::OtherNamespace { pid, bytes });
+            }
+            None if v.nvml_pids_stale.contains(&pid) => busy.push(Why::StalePid { pid, bytes }),
             None => {}
         }
     }
@@ -195,53 +164,32 @@ fn listed(s: &Snapshot, g: &Gpu) -> Vec<String> {
 
 /// Memory above the idle slack that no process accounts for: busy (the
 /// driver's) when the view is complete, else unknown, with what is missing.
-fn unexplained(s: &Snapshot, g: &Gpu) -> Option<(VerdictState, String)> {
-    let unexplained = unexplained_bytes(s, g);
-    if unexplained <= IDLE_SLACK_BYTES {
+fn unexplained(s: &Snapshot, g: &Gpu) -> Option<(VerdictState, Why)> {
+    let bytes = unexplained_bytes(s, g);
+    if bytes <= IDLE_SLACK_BYTES {
         return None;
     }
     let blind = blind_spots(s, g.index);
     Some(if blind.is_empty() {
-        (
-            VerdictState::Busy,
-            format!(
-                "{} used that no process holds: the driver has not released it",
-                mib(unexplained)
-            ),
-        )
+        (VerdictState::Busy, Why::DriverHeld { bytes })
     } else {
-        (
-            VerdictState::Unknown,
-            format!(
-                "{} used that NVML attributes to no process gpufree can see, and {}",
-                mib(unexplained),
-                blind.join("; ")
-            ),
-        )
+        (VerdictState::Unknown, Why::Unaccounted { bytes, blind })
     })
 }
 
 /// Processes whose read failed or timed out: what they hold is unknown.
-fn failed(s: &Snapshot) -> Option<String> {
-    let failed: Vec<String> = s
+fn failed(s: &Snapshot) -> Option<Why> {
+    let processes: Vec<Failed> = s
         .visibility
         .unreadable
         .iter()
         .filter(|u| u.reason != UnreadableReason::Permission)
-        .map(|u| format!("PID {}: {}", u.pid, u.why))
+        .map(|u| Failed {
+            pid: u.pid,
+            error: u.why.clone(),
+        })
         .collect();
-    (!failed.is_empty()).then(|| {
-        format!(
-            "{} could not be read, so what {} hold is unknown: {}",
-            processes(failed.len()),
-            if failed.len() == 1 {
-                "it may"
-            } else {
-                "they may"
-            },
-            pid_list(&failed)
-        )
-    })
+    (!processes.is_empty()).then_some(Why::Unreadable { processes })
 }
 
 /// Entries of the device directory named as this GPU's nodes that are
@@ -249,59 +197,45 @@ fn failed(s: &Snapshot) -> Option<String> {
 /// of the real node is matched by nothing, so it may be unseen, and a
 /// GPU without holders is not free but unknown. This holds under
 /// `--holders-only` too: the holders themselves are what may be unseen.
-fn refused(s: &Snapshot, g: &Gpu) -> Vec<String> {
+fn refused(s: &Snapshot, g: &Gpu) -> Vec<Why> {
     s.visibility
         .refused_nodes
         .iter()
         .filter(|r| r.gpus.contains(&g.index))
-        .map(|r| {
-            format!(
-                "{} is not a GPU node ({}): holders of the real node may be unseen",
-                r.path, r.why
-            )
+        .map(|r| Why::RefusedNode {
+            path: r.path.clone(),
+            what: r.why.clone(),
         })
         .collect()
 }
 
 /// What gpufree may not read (permission, hidepid), as caveats; whether
 /// NVML accounts for the memory all the same is said with them.
-fn unread(s: &Snapshot, accounted: bool) -> Vec<String> {
+fn unread(s: &Snapshot, accounted: bool) -> Vec<Caveat> {
     let v = &s.visibility;
-    let accounted = if accounted {
-        "; NVML accounts for the memory"
-    } else {
-        ""
-    };
-    let denied: Vec<String> = v
+    let pids: Vec<u32> = v
         .unreadable
         .iter()
         .filter(|u| u.reason == UnreadableReason::Permission)
-        .map(|u| u.pid.to_string())
+        .map(|u| u.pid)
         .collect();
     let mut caveats = Vec::new();
-    if !denied.is_empty() {
-        caveats.push(format!(
-            "{} could not be read (permission denied: PID {}){}{accounted}",
-            processes(denied.len()),
-            pid_list(&denied),
-            if v.root {
-                ""
-            } else {
-                "; run as root to read them"
-            }
-        ));
+    if !pids.is_empty() {
+        caveats.push(Caveat::PermissionDenied {
+            pids,
+            root: v.root,
+            accounted,
+        });
     }
     if v.hidepid && !v.root {
-        caveats.push(format!(
-            "/proc is mounted with hidepid: other users' processes are hidden{accounted}"
-        ));
+        caveats.push(Caveat::Hidepid { accounted });
     }
     caveats
 }
 
 /// The verdict from its reasons: busy if any says busy, else unknown if any
 /// says unknown, else free.
-pub fn finish(busy: Vec<String>, unknown: Vec<String>, caveats: Vec<String>) -> Verdict {
+pub fn finish<R: Into<Reason>>(busy: Vec<R>, unknown: Vec<R>, caveats: Vec<Caveat>) -> Verdict {
     let state = if !busy.is_empty() {
         VerdictState::Busy
     } else if !unknown.is_empty() {
@@ -311,7 +245,7 @@ pub fn finish(busy: Vec<String>, unknown: Vec<String>, caveats: Vec<String>) -> 
     };
     Verdict {
         state,
-        reasons: busy.into_iter().chain(unknown).collect(),
+        reasons: busy.into_iter().chain(unknown).map(Into::into).collect(),
         caveats,
     }
 }
@@ -319,7 +253,7 @@ pub fn finish(busy: Vec<String>, unknown: Vec<String>, caveats: Vec<String>) -> 
 /// The verdict over every GPU of `s`: busy if one is busy, else unknown if
 /// one is unknown, else free. Reasons name their GPU.
 pub fn overall(s: &Snapshot, policy: &Policy) -> Verdict {
-    let each: Vec<(String, Verdict)> = s
+    let each: Vec<(GpuName, Verdict)> = s
         .gpus
         .iter()
         .map(|g| (gpu_name(s, g), gpu(s, g, policy)))
@@ -327,17 +261,25 @@ pub fn overall(s: &Snapshot, policy: &Policy) -> Verdict {
     combine(&each)
 }
 
-/// `GPU 0`, or `GPU 0:1` for a GPU narrowed to its MIG device 1: how the
+/// GPU 0, or GPU 0:1 for a GPU narrowed to its MIG device 1: how the
 /// reasons name it.
-fn gpu_name(s: &Snapshot, g: &Gpu) -> String {
-    format!("GPU {}", s.selection_of(&[g.index]).names().join(", "))
+fn gpu_name(s: &Snapshot, g: &Gpu) -> GpuName {
+    GpuName {
+        index: g.index,
+        mig: s
+            .selection_of(&[g.index])
+            .mig
+            .get(&g.index)
+            .map(|m| m.iter().copied().collect())
+            .unwrap_or_default(),
+    }
 }
 
-fn combine(each: &[(String, Verdict)]) -> Verdict {
+fn combine(each: &[(GpuName, Verdict)]) -> Verdict {
     if each.is_empty() {
         return Verdict {
             state: VerdictState::Unknown,
-            reasons: vec!["no GPU to look at".into()],
+            reasons: vec![Why::NoGpu.into()],
             caveats: Vec::new(),
         };
     }
@@ -352,7 +294,7 @@ fn combine(each: &[(String, Verdict)]) -> Verdict {
             _ => VerdictState::Free,
         };
         all.reasons
-            .extend(v.reasons.iter().map(|r| format!("{name}: {r}")));
+            .extend(v.reasons.iter().map(|r| r.clone().on(name.clone())));
         for c in &v.caveats {
             if !all.caveats.contains(c) {
                 all.caveats.push(c.clone());
@@ -365,7 +307,7 @@ fn combine(each: &[(String, Verdict)]) -> Verdict {
 /// Sets every GPU's verdict and the snapshot's, with the default policy.
 pub fn apply(s: &mut Snapshot) {
     let policy = Policy::default();
-    let each: Vec<(String, Verdict)> = s
+    let each: Vec<(GpuName, Verdict)> = s
         .gpus
         .iter()
         .map(|g| (gpu_name(s, g), gpu(s, g, &policy)))

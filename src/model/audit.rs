@@ -3,7 +3,7 @@
 //! values: `act::audit` builds one from the plan's report and writes it
 //! to the journal, syslog and `--audit-log`.
 
-use super::{Owner, VerdictState};
+use super::{Owner, Reason, VerdictState};
 use serde::Serialize;
 
 /// One kill, as the audit log keeps it (the JSON line of `--audit-log`,
@@ -162,8 +162,12 @@ pub struct KillOutcome {
     pub released: bool,
     /// The end verdict on the GPUs freed.
     pub verdict: VerdictState,
-    /// Why not released, or why unknown.
+    /// Why not released, or why unknown, in words (made by the command
+    /// that killed: act makes no words).
     pub reasons: Vec<String>,
+    /// The same, typed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<Reason>,
     /// From the first signal to the release (0 when not released).
     pub seconds_to_release: f64,
     /// From the moment every target had exited to the release.

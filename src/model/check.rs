@@ -137,6 +137,10 @@ pub struct Problem {
     /// verdict's reasons).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// Why it is unknown, typed (the verdict's reasons): `why` is these
+    /// in words where it has none of its own.
+    #[serde(skip)]
+    pub causes: Vec<super::Reason>,
     /// The finding of the diagnosis it comes from, where it is one (the
     /// Kubernetes findings).
     #[serde(skip_serializing_if = "Option::is_none")]

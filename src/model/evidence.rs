@@ -3,7 +3,7 @@
 //! person reads are made from these by `present::words`; nothing here is
 //! text for a person.
 
-use super::{DeviceUse, Next, UnitRestart, Unreadable, VerdictState};
+use super::{BlindSpot, Caveat, DeviceUse, Next, UnitRestart, Unreadable, VerdictState};
 
 /// A process as a finding names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,14 +206,7 @@ pub enum Unseen {
         why: String,
     },
     /// A call that failed.
-    Call {
-        /// The GPU, when per GPU.
-        gpu: Option<u32>,
-        /// What.
-        what: String,
-        /// Why.
-        why: String,
-    },
+    Call(super::Unavailable),
 }
 
 /// Why memory no visible process accounts for is there.
@@ -231,7 +224,7 @@ pub enum Cause {
     /// gpufree runs in a nested PID namespace.
     NestedNamespace,
     /// Not root, and part of the view is missing (the verdict's words).
-    Partial(Vec<String>),
+    Partial(Vec<BlindSpot>),
     /// Root, and still processes could not be read.
     DriverHeld {
         /// The first six processes even root could not read.
@@ -239,7 +232,7 @@ pub enum Cause {
         /// How many could not be read in all.
         total: usize,
         /// The verdict's blind spots, when no process is named.
-        blind: Vec<String>,
+        blind: Vec<BlindSpot>,
         /// What must stop before a reset.
         reset: Vec<(Who, Next)>,
     },
@@ -329,7 +322,7 @@ pub enum Evidence {
     /// A GPU under NVIDIA MPS: its server holds its clients' memory.
     Mps(Box<MpsServed>),
     /// The GPUs are free, with the verdict's caveats.
-    Free(Vec<String>),
+    Free(Vec<Caveat>),
 }
 
 /// One GPU under MPS: who holds what, and in which order to stop them.

@@ -1,7 +1,7 @@
 //! What `kill` plans and reports: plain values, shared by the action
 //! that makes them and the presenters that show them.
 
-use super::{Owner, VerdictState};
+use super::{Owner, Reason, VerdictState};
 use serde::Serialize;
 
 /// One process the plan will signal.
@@ -56,8 +56,10 @@ pub struct Report {
     /// free (released), busy (not released) or unknown (it could not be
     /// proven either way).
     pub verdict: VerdictState,
-    /// Why not released, or why that is unknown.
-    pub reasons: Vec<String>,
+    /// Why not released, or why that is unknown (JSON's `causes`; the
+    /// `reasons` of `kill --json` are these in words).
+    #[serde(rename = "causes")]
+    pub reasons: Vec<Reason>,
     /// From the first signal to the release.
     pub seconds_to_release: f64,
     /// From the moment every signalled target had exited to the release

@@ -116,7 +116,7 @@ impl Snapshot {
 
 /// What `--gpu` selected: GPUs by index, and of some of them only some MIG
 /// devices (`--gpu 0:1`, `--gpu MIG-...`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Selection {
     /// The selected GPUs (a GPU selected in part too), by index, in order.
     pub gpus: Vec<u32>,

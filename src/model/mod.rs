@@ -19,6 +19,9 @@ mod mps;
 mod next;
 mod pin;
 mod process;
+mod release;
+mod unavailable;
+mod verdict;
 mod view;
 mod visibility;
 mod xid;
@@ -52,8 +55,13 @@ pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,
 };
+pub use release::{Holds, OnGpu, Restart};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
+pub use verdict::{
+    BlindSpot, Caveat, Failed, GpuName, MemoryUnknown, Named, Reason, Verdict, VerdictState, Why,
+};
 pub use view::{
     seen_by_another, ViewAnswer, ViewCommand, ViewError, ViewErrorKind, ViewFrom, ViewRequest,
     VIEW_VERSION,
@@ -202,44 +210,6 @@ impl Snapshot {
     }
 }
 
-/// Whether GPUs are free: the one answer `wait`, `kill`, `why`, `watch`
-/// and the metrics give (SPEC.md). Unknown is never free.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Verdict {
-    /// free, busy or unknown.
-    pub state: VerdictState,
-    /// Why it is busy or unknown, one sentence each (empty when free).
-    pub reasons: Vec<String>,
-    /// What gpufree could not see but that does not change the answer
-    /// (processes it may not read while NVML accounts for all memory).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub caveats: Vec<String>,
-}
-
-/// The three verdicts.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum VerdictState {
-    /// Nothing holds the GPU and its memory is at the idle baseline.
-    Free,
-    /// Something holds it (or its memory is used), and gpufree says what.
-    Busy,
-    /// What gpufree could not see could change the answer.
-    #[default]
-    Unknown,
-}
-
-impl VerdictState {
-    /// The SPEC.md spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerdictState::Free => "free",
-            VerdictState::Busy => "busy",
-            VerdictState::Unknown => "unknown",
-        }
-    }
-}
-
 /// A process that holds nothing, as `pkill` sees it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Brief {
@@ -262,32 +232,4 @@ pub struct NvmlStatus {
     pub driver_version: Option<String>,
     /// Why NVML is unavailable, when it is.
     pub error: Option<String>,
-}
-
-/// A call that failed, with why.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Unavailable {
-    /// What could not be read, e.g. `memory_info`, `compute processes`.
-    pub what: String,
-    /// The GPU, when the call was per GPU.
-    pub gpu: Option<u32>,
-    /// Why, e.g. "NOT_SUPPORTED", "missing symbol nvmlX_v3 (driver too old)".
-    pub why: String,
-    /// What the missing part holds when it is memory or devices gpufree
-    /// cannot place on a GPU (an addition to SPEC.md): the verdict reads
-    /// this, never the words.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unplaced: Option<Unplaced>,
-}
-
-/// Something held that gpufree cannot place on a GPU.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Unplaced {
-    /// The KFD's VRAM on a GPU id its topology maps to no PCI device: it
-    /// may be on any AMD GPU.
-    KfdVram,
-    /// MIG capability nodes no table places: their holders may be on any
-    /// MIG device.
-    MigCaps,
 }

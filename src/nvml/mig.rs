@@ -1,9 +1,9 @@
 //! MIG through NVML: a GPU's mode and, in MIG mode, each MIG device with
 //! its GPU and compute instance ids, memory and processes.
 
-use super::{describe, list, Shared};
+use super::{failure, list, Shared};
 use crate::model::MigDevice;
-use crate::model::{Gpu, Memory, NvmlProcessKind, Unavailable};
+use crate::model::{Call, Gpu, Memory, MigCall, NvmlProcessKind, Unavailable};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::error::{nvml_sym, nvml_try};
 use nvml_wrapper::Device;
@@ -21,11 +21,11 @@ pub(super) fn read_mig(
     at: &Shared,
 ) {
     let index = gpu.index;
-    let miss = |unavailable: &mut Vec<Unavailable>, what: String, e: NvmlError| {
+    let miss = |unavailable: &mut Vec<Unavailable>, what: Call, e: NvmlError| {
         unavailable.push(Unavailable {
             what,
             gpu: Some(index),
-            why: describe(&e),
+            why: failure(&e),
             unplaced: None,
         })
     };
@@ -33,7 +33,7 @@ pub(super) fn read_mig(
     match dev.mig_mode() {
         Ok(mode) => gpu.mig_mode = Some(mode.current == MIG_ENABLE),
         Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => return,
-        Err(e) => return miss(unavailable, "MIG mode".into(), e),
+        Err(e) => return miss(unavailable, Call::MigMode, e),
     }
     if gpu.mig_mode != Some(true) {
         return;
@@ -41,7 +41,7 @@ pub(super) fn read_mig(
     at.step(format!("nvmlDeviceGetMaxMigDeviceCount on GPU {index}"));
     let slots = match dev.mig_device_count() {
         Ok(n) => n,
-        Err(e) => return miss(unavailable, "MIG device count".into(), e),
+        Err(e) => return miss(unavailable, Call::MigDeviceCount, e),
     };
     for slot in 0..slots {
         at.step(format!(
@@ -53,11 +53,7 @@ pub(super) fn read_mig(
                 .push(read_one(&m, index, slot, unavailable, at)),
             // An empty slot: fewer instances than the GPU could hold.
             Err(NvmlError::NotFound) => {}
-            Err(e) => miss(
-                unavailable,
-                format!("MIG device {}", crate::model::mig_label(index, slot)),
-                e,
-            ),
+            Err(e) => miss(unavailable, Call::MigDevice { mig: slot }, e),
         }
     }
     // Accounted to what NVML lists (what is visible here is the
@@ -74,25 +70,25 @@ fn read_one(
     at: &Shared,
 ) -> MigDevice {
     let label = crate::model::mig_label(gpu, slot);
-    let mut miss = |what: &str, e: NvmlError| {
+    let mut miss = |call: MigCall, e: NvmlError| {
         unavailable.push(Unavailable {
-            what: format!("MIG device {label} {what}"),
+            what: Call::OfMigDevice { mig: slot, call },
             gpu: Some(gpu),
-            why: describe(&e),
+            why: failure(&e),
             unplaced: None,
         })
     };
     at.step(format!("the ids of MIG device {label}"));
     let uuid = m.uuid().unwrap_or_else(|e| {
-        miss("uuid", e);
+        miss(MigCall::Uuid, e);
         String::new()
     });
     let name = m.name().unwrap_or_default();
     let gpu_instance_id = instance_id(m, Instance::Gpu)
-        .map_err(|e| miss("GPU instance id", e))
+        .map_err(|e| miss(MigCall::GpuInstanceId, e))
         .ok();
     let compute_instance_id = instance_id(m, Instance::Compute)
-        .map_err(|e| miss("compute instance id", e))
+        .map_err(|e| miss(MigCall::ComputeInstanceId, e))
         .ok();
     at.step(format!("nvmlDeviceGetMemoryInfo on MIG device {label}"));
     let memory = match m.memory_info() {
@@ -103,7 +99,7 @@ fn read_one(
             ..Memory::default()
         },
         Err(e) => {
-            miss("memory", e);
+            miss(MigCall::Memory, e);
             Memory::default()
         }
     };

@@ -20,7 +20,7 @@ pub use xid::XidWatcher;
 
 use read::read_all;
 
-use crate::model::{Gpu, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable};
+use crate::model::{Call, Failure, Gpu, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
@@ -53,7 +53,30 @@ pub struct NvmlReport {
     pub unavailable: Vec<Unavailable>,
 }
 
-/// A person-readable reason for an NVML error.
+/// An NVML error as the snapshot keeps it: one value per return gpufree
+/// tells apart (its words are present's).
+pub fn failure(e: &NvmlError) -> Failure {
+    match e {
+        NvmlError::FailedToLoadSymbol(s) => Failure::MissingSymbol { symbol: s.clone() },
+        NvmlError::LibloadingError(e) => Failure::CannotLoad {
+            error: e.to_string(),
+        },
+        NvmlError::NotSupported => Failure::NotSupported,
+        NvmlError::NoPermission => Failure::NoPermission,
+        NvmlError::GpuLost => Failure::GpuIsLost,
+        NvmlError::DriverNotLoaded => Failure::DriverNotLoaded,
+        NvmlError::Uninitialized => Failure::Uninitialized,
+        NvmlError::Timeout => Failure::Timeout,
+        NvmlError::ResetRequired => Failure::ResetRequired,
+        other => Failure::Nvml {
+            error: other.to_string(),
+        },
+    }
+}
+
+/// A person-readable reason for an NVML error, where the snapshot still
+/// keeps words (`NvmlStatus.error`, a driver reading that failed, the Xid
+/// watcher); `Unavailable` keeps a [`failure`] instead.
 pub fn describe(e: &NvmlError) -> String {
     match e {
         NvmlError::FailedToLoadSymbol(s) => {
@@ -110,9 +133,9 @@ fn list(
             let what = format!("{} processes", format!("{kind:?}").to_lowercase());
             health::note(faults, &what, &e);
             unavailable.push(Unavailable {
-                what,
+                what: Call::Processes { kind },
                 gpu: Some(index),
-                why: describe(&e),
+                why: failure(&e),
                 unplaced: None,
             });
             Vec::new()

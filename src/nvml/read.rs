@@ -1,9 +1,9 @@
 //! One read of every GPU through an initialised NVML: memory, the process
 //! lists, names and ids, each failed call kept as unavailable with why.
 
-use super::{describe, list, NvmlReport, Shared, PASSES};
+use super::{failure, list, NvmlReport, Shared, PASSES};
 use crate::model::{
-    FaultReturn, Gpu, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable,
+    Call, FaultReturn, Gpu, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable,
 };
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -19,9 +19,9 @@ pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlRep
         Ok(c) => c,
         Err(e) => {
             report.unavailable.push(Unavailable {
-                what: "device count".into(),
+                what: Call::DeviceCount,
                 gpu: None,
-                why: describe(&e),
+                why: failure(&e),
                 unplaced: None,
             });
             0
@@ -35,9 +35,9 @@ pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlRep
                 report.gpus.push(gpu);
             }
             Err(e) => report.unavailable.push(Unavailable {
-                what: "device handle".into(),
+                what: Call::DeviceHandle,
                 gpu: Some(index),
-                why: describe(&e),
+                why: failure(&e),
                 unplaced: None,
             }),
         }
@@ -52,32 +52,36 @@ pub(super) fn read_gpu(
     at: &Shared,
 ) -> Gpu {
     let mut faults = Vec::new();
-    let mut miss = |what: &str, e: NvmlError| {
-        super::health::note(&mut faults, what, &e);
+    // The fault is noted under the call's name, the snapshot keeps the call.
+    let mut miss = |what: Call, name: &str, e: NvmlError| {
+        super::health::note(&mut faults, name, &e);
         unavailable.push(Unavailable {
-            what: what.into(),
+            what,
             gpu: Some(index),
-            why: describe(&e),
+            why: failure(&e),
             unplaced: None,
         })
     };
     at.step(format!("nvmlDeviceGetName on GPU {index}"));
     let name = dev.name().unwrap_or_else(|e| {
-        miss("name", e);
+        miss(Call::Name, "name", e);
         String::new()
     });
     at.step(format!("nvmlDeviceGetUUID on GPU {index}"));
     let uuid = dev.uuid().unwrap_or_else(|e| {
-        miss("uuid", e);
+        miss(Call::Uuid, "uuid", e);
         String::new()
     });
     at.step(format!("nvmlDeviceGetPciInfo on GPU {index}"));
     let pci_bus_id = dev.pci_info().map(|p| p.bus_id).unwrap_or_else(|e| {
-        miss("pci info", e);
+        miss(Call::PciInfo, "pci info", e);
         String::new()
     });
     at.step(format!("nvmlDeviceGetMinorNumber on GPU {index}"));
-    let minor_number = dev.minor_number().map_err(|e| miss("minor number", e)).ok();
+    let minor_number = dev
+        .minor_number()
+        .map_err(|e| miss(Call::MinorNumber, "minor number", e))
+        .ok();
     at.step(format!("nvmlDeviceGetMemoryInfo on GPU {index}"));
     let memory = match dev.memory_info() {
         Ok(m) => Memory {
@@ -88,7 +92,7 @@ pub(super) fn read_gpu(
             ..Memory::default()
         },
         Err(e) => {
-            miss("memory", e);
+            miss(Call::Memory, "memory", e);
             Memory::default()
         }
     };

@@ -38,6 +38,7 @@ pub fn write<W: Write>(
     s: &Snapshot,
     leak_min: u64,
 ) -> io::Result<()> {
+    let o = &worded(o);
     let head = headline(o, s);
     match format {
         Format::Npd => writeln!(w, "{}", fit_bytes(&head, NPD_MAX)),
@@ -93,6 +94,18 @@ fn problems<S: serde::Serializer>(ps: &[(&Problem, String)], s: S) -> Result<S::
         .map(|(problem, message)| One { problem, message })
         .collect();
     all.serialize(s)
+}
+
+/// `o` with each problem's typed causes in words where it has no `why`
+/// of its own.
+fn worded(o: &CheckOutcome) -> CheckOutcome {
+    let mut o = o.clone();
+    for p in o.problems.iter_mut().filter(|p| p.why.is_none()) {
+        if !p.causes.is_empty() {
+            p.why = Some(super::words::verdict::reasons_line(&p.causes));
+        }
+    }
+    o
 }
 
 /// A drain reason for Slurm: `gpufree: ` and `text`, escaped and cut to
@@ -209,9 +222,11 @@ pub fn said(p: &Problem, snap: &Snapshot) -> String {
             .unwrap_or_else(|| format!("{on}a pod's allocation does not match its holders")),
         Condition::Unknown => format!(
             "{on}unknown: {}",
-            p.why
-                .as_deref()
-                .unwrap_or("part of the state could not be seen")
+            match (&p.why, p.causes.is_empty()) {
+                (Some(why), _) => why.clone(),
+                (None, false) => super::words::verdict::reasons_line(&p.causes),
+                (None, true) => "part of the state could not be seen".into(),
+            }
         ),
     }
 }

@@ -3,11 +3,13 @@
 //! `wait --json` that is the status); the fleet view with its commands
 //! and reasons in words (`fleet --json`).
 
+use super::words::verdict::{caveats, reasons};
 use super::words::words;
 use crate::model::{
-    Brief, Finding, FindingKind, Fleet, FleetNode, Gpu, KernelLog, KubeletView, MigCap, MpsGpu,
-    NvmlStatus, PodName, Process, Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Verdict,
-    Visibility,
+    Brief, Call, Caveat, DriverEvidence, Failure, Finding, FindingKind, Fleet, FleetNode, Gpu,
+    KernelLog, KubeletView, Memory, MigCap, MigDevice, MpsGpu, NvmlProcess, NvmlStatus, PodName,
+    Process, Reason, Report, Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Unplaced,
+    Vendor, Verdict, VerdictState, Visibility,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -55,18 +57,18 @@ impl FindingDoc {
 /// with the findings in words.
 #[derive(Debug, Serialize)]
 pub struct SnapshotDoc<'a> {
-    gpus: &'a [Gpu],
+    gpus: Vec<GpuDoc<'a>>,
     processes: &'a [Process],
     findings: Vec<FindingDoc>,
     visibility: &'a Visibility,
     nvml: &'a NvmlStatus,
-    unavailable: &'a [Unavailable],
+    unavailable: Vec<UnavailableDoc<'a>>,
     dev_dir: &'a str,
     uptime_ticks: u64,
     ticks_per_second: u64,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     others: &'a [Brief],
-    verdict: &'a Verdict,
+    verdict: VerdictDoc<'a>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     units: &'a BTreeMap<String, UnitRestart>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -133,17 +135,17 @@ impl<'a> SnapshotDoc<'a> {
         } = s;
         let mps = MpsDoc::of(s);
         SnapshotDoc {
-            gpus,
+            gpus: gpus.iter().map(GpuDoc::new).collect(),
             processes,
             findings: findings.iter().map(FindingDoc::new).collect(),
             visibility,
             nvml,
-            unavailable,
+            unavailable: unavailable.iter().map(UnavailableDoc::new).collect(),
             dev_dir,
             uptime_ticks: *uptime_ticks,
             ticks_per_second: *ticks_per_second,
             others,
-            verdict,
+            verdict: VerdictDoc::new(verdict),
             units,
             pods,
             mig_caps,
@@ -214,6 +216,181 @@ impl<'a> FleetDoc<'a> {
                     why: super::fleet::stale_why(stale, f.max_age_seconds),
                 })
                 .collect(),
+        }
+    }
+}
+
+/// A verdict as JSON has it: SPEC.md's `reasons` and `caveats` in words,
+/// and the same typed beside them (`causes`, `caveat_causes`).
+#[derive(Debug, Serialize)]
+pub struct VerdictDoc<'a> {
+    state: VerdictState,
+    reasons: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    caveats: Vec<String>,
+    causes: &'a [Reason],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    caveat_causes: &'a [Caveat],
+}
+
+impl<'a> VerdictDoc<'a> {
+    /// The document of `v`.
+    pub fn new(v: &'a Verdict) -> VerdictDoc<'a> {
+        VerdictDoc {
+            state: v.state,
+            reasons: reasons(&v.reasons),
+            caveats: caveats(&v.caveats),
+            causes: &v.reasons,
+            caveat_causes: &v.caveats,
+        }
+    }
+}
+
+/// A GPU as JSON has it: its fields in their order, its verdict (and its
+/// MIG devices') in words.
+#[derive(Debug, Serialize)]
+pub struct GpuDoc<'a> {
+    index: u32,
+    uuid: &'a str,
+    name: &'a str,
+    pci_bus_id: &'a str,
+    vendor: Vendor,
+    minor_number: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    driver: &'a Option<String>,
+    memory: &'a Memory,
+    nvml_processes: &'a [NvmlProcess],
+    verdict: VerdictDoc<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mig_mode: Option<bool>,
+    mig_devices: Vec<MigDoc<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    mig_only: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    driver_evidence: &'a Option<DriverEvidence>,
+}
+
+impl<'a> GpuDoc<'a> {
+    /// The document of `g`.
+    pub fn new(g: &'a Gpu) -> GpuDoc<'a> {
+        // Every field named: a field added to the GPU fails to compile
+        // here until the document says whether JSON has it.
+        let Gpu {
+            index,
+            uuid,
+            name,
+            pci_bus_id,
+            vendor,
+            minor_number,
+            driver,
+            memory,
+            nvml_processes,
+            verdict,
+            mig_mode,
+            mig_devices,
+            mig_only,
+            driver_evidence,
+        } = g;
+        GpuDoc {
+            index: *index,
+            uuid,
+            name,
+            pci_bus_id,
+            vendor: *vendor,
+            minor_number: *minor_number,
+            driver,
+            memory,
+            nvml_processes,
+            verdict: VerdictDoc::new(verdict),
+            mig_mode: *mig_mode,
+            mig_devices: mig_devices.iter().map(MigDoc::new).collect(),
+            mig_only: *mig_only,
+            driver_evidence,
+        }
+    }
+}
+
+/// A MIG device as JSON has it, its verdict in words.
+#[derive(Debug, Serialize)]
+pub struct MigDoc<'a> {
+    index: u32,
+    uuid: &'a str,
+    name: &'a str,
+    gpu_instance_id: Option<u32>,
+    compute_instance_id: Option<u32>,
+    memory: &'a Memory,
+    nvml_processes: &'a [NvmlProcess],
+    verdict: VerdictDoc<'a>,
+}
+
+impl<'a> MigDoc<'a> {
+    /// The document of `m`.
+    pub fn new(m: &'a MigDevice) -> MigDoc<'a> {
+        let MigDevice {
+            index,
+            uuid,
+            name,
+            gpu_instance_id,
+            compute_instance_id,
+            memory,
+            nvml_processes,
+            verdict,
+        } = m;
+        MigDoc {
+            index: *index,
+            uuid,
+            name,
+            gpu_instance_id: *gpu_instance_id,
+            compute_instance_id: *compute_instance_id,
+            memory,
+            nvml_processes,
+            verdict: VerdictDoc::new(verdict),
+        }
+    }
+}
+
+/// `kill --json`'s `kill` object: the report, its `reasons` in words
+/// beside their typed `causes`.
+#[derive(Debug, Serialize)]
+pub struct ReportDoc<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    reasons: Vec<String>,
+}
+
+impl<'a> ReportDoc<'a> {
+    /// The document of `r`.
+    pub fn new(r: &'a Report) -> ReportDoc<'a> {
+        ReportDoc {
+            report: r,
+            reasons: reasons(&r.reasons),
+        }
+    }
+}
+
+/// A call that failed as JSON has it: SPEC.md's `what` and `why` in
+/// words, `call` and `cause` typed beside them.
+#[derive(Debug, Serialize)]
+pub struct UnavailableDoc<'a> {
+    what: String,
+    gpu: Option<u32>,
+    why: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unplaced: Option<Unplaced>,
+    call: &'a Call,
+    cause: &'a Failure,
+}
+
+impl<'a> UnavailableDoc<'a> {
+    /// The document of `u`.
+    pub fn new(u: &'a Unavailable) -> UnavailableDoc<'a> {
+        UnavailableDoc {
+            what: super::words::unavailable::what(u),
+            gpu: u.gpu,
+            why: super::words::unavailable::why(u),
+            unplaced: u.unplaced,
+            call: &u.what,
+            cause: &u.why,
         }
     }
 }

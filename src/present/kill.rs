@@ -3,6 +3,7 @@
 
 use super::next::next_line;
 use super::words::restarter;
+use super::words::verdict::reasons_line;
 use super::Printer;
 use crate::model::{Evidence, Snapshot};
 use crate::model::{Plan, PlanEntry, Report};
@@ -40,7 +41,7 @@ struct KillDoc<'a> {
     #[serde(flatten)]
     snapshot: super::json::SnapshotDoc<'a>,
     plan: &'a Plan,
-    kill: &'a Report,
+    kill: super::json::ReportDoc<'a>,
 }
 
 /// Writes `kill --json`'s document: the snapshot the verdict was made
@@ -54,7 +55,7 @@ pub fn write_kill_json<W: Write>(
     let doc = KillDoc {
         snapshot: super::json::SnapshotDoc::new(snap),
         plan,
-        kill: report,
+        kill: super::json::ReportDoc::new(report),
     };
     super::write_json(w, &doc)
 }
@@ -325,9 +326,9 @@ fn write_not_released<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io:
     } else {
         printer.error("GPU memory not released:")
     };
-    writeln!(w, "{head} {}", fit(&r.reasons.join("; "), MESSAGE_MAX))?;
+    writeln!(w, "{head} {}", fit(&reasons_line(&r.reasons), MESSAGE_MAX))?;
     // Only when nothing but the memory is left (no holder named).
-    let only_memory = r.reasons.iter().all(|x| x.starts_with("GPU "));
+    let only_memory = r.reasons.iter().all(|x| x.gpu.is_some());
     if let (Some(t), false, true) = (
         r.seconds_after_exit,
         r.still_holding.is_empty(),
@@ -381,12 +382,18 @@ mod tests {
         r.released = false;
         r.verdict = crate::model::VerdictState::Busy;
         r.still_holding = vec!["GPU 0: 900 MiB used".into()];
-        r.reasons = vec!["GPU 0: 900 MiB used (expected at most 0 MiB)".into()];
+        use crate::model::{GpuName, Reason, Why};
+        let (used, limit, listed) = (900 << 20, 0, Vec::new());
+        let over = Why::MemoryOver {
+            used,
+            limit,
+            listed,
+        };
+        r.reasons = vec![Reason::new(over).on(GpuName::default())];
         assert!(text(&r).contains("a teardown takes seconds"));
-        r.reasons.push(
-            "PID 9 (python3) holds nvidia0: target 7's parent, PID 2 (sup), started it again"
-                .into(),
-        );
+        let text_ =
+            "PID 9 (python3) holds nvidia0: target 7's parent, PID 2 (sup), started it again";
+        r.reasons.push(Why::Said { text: text_.into() }.into());
         assert!(!text(&r).contains("a teardown takes seconds"));
     }
 }

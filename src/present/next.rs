@@ -2,7 +2,7 @@
 //! a process as a finding names it, memory and nodes, counts and GPU
 //! lists.
 
-use crate::diagnose::gpu_list;
+use super::words::gpu_list;
 use crate::diagnose::supervisors::{stop_unit, wait_for};
 use crate::model::{DeviceUse, FleetNode, Next, NotProtected, Who};
 use crate::safe::{shell_command, shell_word};

@@ -2,8 +2,8 @@
 //! visible processes, unaccounted), then the holders grouped by GPU, then
 //! the findings with their next commands.
 
+use super::words::gpu_list;
 use super::{flags, Printer};
-use crate::diagnose::gpu_list;
 use crate::model::{DeviceUse, MpsRole, Process, Severity, Snapshot, Via};
 use crate::safe::{escape, fit, pad, MESSAGE_MAX, TEXT_MAX};
 use crate::units::mib;
@@ -228,8 +228,8 @@ fn write_unavailable<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io
             "{}",
             printer.dim(&format!(
                 "{gpu}{}: unavailable: {}",
-                fit(&u.what, TEXT_MAX),
-                fit(&u.why, TEXT_MAX)
+                fit(&super::words::unavailable::what(u), TEXT_MAX),
+                fit(&super::words::unavailable::why(u), TEXT_MAX)
             ))
         )?;
     }

@@ -24,7 +24,7 @@ use super::{write_json, Printer, PrinterBuilder};
 use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
 use crate::model::FindingKind;
-use crate::model::{Changed, Report, Selection, Snapshot, VerdictState};
+use crate::model::{Changed, GpuName, Reason, Report, Selection, Snapshot, VerdictState, Why};
 use cases::{blind_cases, groups, mps, states, unaccounted_cases};
 use evil::{corpus, evil, FIRST_EVIL};
 use fixtures::judged;
@@ -253,7 +253,13 @@ fn kill_reports_of_a_rescan_an_unknown_release_and_nothing_to_do() {
         }],
         rounds: 1,
         verdict: VerdictState::Unknown,
-        reasons: vec!["GPU 3: memory unknown (NVML timed out)".into()],
+        reasons: vec![Reason::new(Why::Said {
+            text: "memory unknown (NVML timed out)".into(),
+        })
+        .on(GpuName {
+            index: 3,
+            mig: Vec::new(),
+        })],
         seconds_after_exit: Some(12.5),
         still_holding: vec!["GPU 3: memory unknown".into()],
         ..Report::default()
@@ -324,7 +330,10 @@ fn evil_names_kill_report() {
         survivors: vec![FIRST_EVIL + 3],
         rounds: 1,
         verdict: VerdictState::Busy,
-        reasons: vec![format!("PID {} ({}) holds nvidia0", FIRST_EVIL, name(0))],
+        reasons: vec![Why::Said {
+            text: format!("PID {} ({}) holds nvidia0", FIRST_EVIL, name(0)),
+        }
+        .into()],
         identity_changed: vec![FIRST_EVIL + 5],
         changed: vec![Changed {
             pid: FIRST_EVIL + 4,
@@ -512,4 +521,55 @@ fn evil_names_fleet() {
     insta::assert_snapshot!("evil_fleet", folded(&text));
     insta::assert_snapshot!("evil_fleet_quiet", folded(&quiet));
     insta::assert_snapshot!("evil_fleet_json", folded(&doc));
+}
+
+/// The verdict's JSON: `reasons` and `caveats` in words, `causes` and
+/// `caveat_causes` typed, and the snapshot reads back with them.
+#[test]
+fn verdict_json_has_words_beside_causes_and_reads_back_typed() {
+    use super::words::verdict::{caveats, reasons};
+    let mut seen_caveat = false;
+    let mut cases = blind_cases();
+    let mut hidden = cases[0].1.clone();
+    hidden.verdict.caveats = vec![crate::model::Caveat::Hidepid { accounted: true }];
+    cases.push(("a caveat", hidden));
+    for (name, s) in cases.into_iter().chain(unaccounted_cases()) {
+        let mut json = Vec::new();
+        write_json(&mut json, &SnapshotDoc::new(&s)).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let v = &doc["verdict"];
+        assert_eq!(
+            v["reasons"],
+            serde_json::json!(reasons(&s.verdict.reasons)),
+            "{name}"
+        );
+        let words = caveats(&s.verdict.caveats);
+        seen_caveat |= !words.is_empty();
+        if !words.is_empty() {
+            assert_eq!(v["caveats"], serde_json::json!(words), "{name}");
+        }
+        for (g, d) in s.gpus.iter().zip(doc["gpus"].as_array().unwrap()) {
+            assert_eq!(
+                d["verdict"]["reasons"],
+                serde_json::json!(reasons(&g.verdict.reasons))
+            );
+        }
+        let back: Snapshot = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.verdict, s.verdict, "{name}");
+        let gpus: Vec<_> = back.gpus.iter().map(|g| &g.verdict).collect();
+        assert_eq!(
+            gpus,
+            s.gpus.iter().map(|g| &g.verdict).collect::<Vec<_>>(),
+            "{name}"
+        );
+    }
+    assert!(seen_caveat, "a case with a caveat");
+}
+
+#[test]
+fn gpu_lists_read_as_ranges() {
+    use super::words::gpu_list;
+    assert_eq!(gpu_list(&[3, 1, 2, 0]), "0-3");
+    assert_eq!(gpu_list(&[0, 2]), "0, 2");
+    assert_eq!(gpu_list(&[5]), "5");
 }

@@ -77,7 +77,8 @@ fn write_wait<W: Write>(out: &mut W, waited: &Waited<'_>, printer: &Printer) -> 
         VerdictState::Free => {
             writeln!(out, "{which} free after {:.2} s", waited.seconds)?;
             for c in &verdict.caveats {
-                writeln!(out, "  {} {}", printer.warn("caveat:"), fit(c, max))?;
+                let c = super::words::verdict::caveat(c);
+                writeln!(out, "  {} {}", printer.warn("caveat:"), fit(&c, max))?;
             }
         }
         VerdictState::Busy => writeln!(
@@ -85,7 +86,7 @@ fn write_wait<W: Write>(out: &mut W, waited: &Waited<'_>, printer: &Printer) -> 
             "{} {which} not free after {:.1} s: {}",
             printer.error("timeout:"),
             waited.seconds,
-            fit(&verdict.reasons.join("; "), max)
+            fit(&super::words::verdict::reasons_line(&verdict.reasons), max)
         )?,
         VerdictState::Unknown => {}
     }

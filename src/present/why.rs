@@ -1,9 +1,10 @@
 //! The `gpufree why` explanation: the findings in order, each with its
 //! evidence and the exact next command.
 
+use super::words::gpu_list;
+use super::words::verdict::reasons_line;
 use super::words::words;
 use super::Printer;
-use crate::diagnose::gpu_list;
 use crate::model::{FindingKind, Selection, Severity, Snapshot, VerdictState};
 use crate::safe::{escape, fit, MESSAGE_MAX, TEXT_MAX};
 use std::io::{self, Write};
@@ -43,7 +44,7 @@ pub fn write_slurm<W: Write>(w: &mut W, s: &Snapshot) -> io::Result<()> {
         (None, VerdictState::Busy) => format!("{which} {is} not free"),
         (None, VerdictState::Unknown) => format!(
             "whether {which} {is} free is unknown: {}",
-            s.verdict.reasons.join("; ")
+            reasons_line(&s.verdict.reasons)
         ),
     };
     writeln!(w, "{}", super::check::slurm_reason(&text))
@@ -62,7 +63,7 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Re
             printer.bold(&format!(
                 "Whether {which} {} free is unknown: {}",
                 if one { "is" } else { "are" },
-                fit(&s.verdict.reasons.join("; "), MESSAGE_MAX)
+                fit(&reasons_line(&s.verdict.reasons), MESSAGE_MAX)
             ))
         )?;
     } else {

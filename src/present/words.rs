@@ -9,9 +9,22 @@ use crate::model::{Evidence, Finding};
 mod holders;
 mod k8s;
 mod mps;
+pub mod unavailable;
 mod unseen;
+pub mod verdict;
 
 pub use holders::restarter;
+
+/// GPU indexes as `0-7` or `0, 2, 5`.
+pub fn gpu_list(gpus: &[u32]) -> String {
+    let mut g = gpus.to_vec();
+    g.sort_unstable();
+    g.dedup();
+    if g.len() > 2 && g.windows(2).all(|w| w[1] == w[0] + 1) {
+        return format!("{}-{}", g[0], g[g.len() - 1]);
+    }
+    g.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+}
 
 /// A finding in words.
 #[derive(Debug, Clone, PartialEq, Eq)]

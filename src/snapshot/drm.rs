@@ -12,7 +12,7 @@
 
 use super::select::normalize_pci;
 use crate::model::Gpu;
-use crate::model::{DrmClient, Memory, Unavailable, Unplaced, Vendor};
+use crate::model::{Call, DrmClient, Failure, Memory, Unavailable, Unplaced, Vendor};
 use crate::nvml::NvmlReport;
 use crate::proc::drm;
 use crate::proc::nodes::{NodeKind, NodeSet};
@@ -54,12 +54,15 @@ impl DrmHost {
             .iter()
             .flat_map(|(pid, ids)| {
                 ids.iter().map(move |(id, bytes)| Unavailable {
-                    what: format!("KFD VRAM of PID {pid} on KFD GPU id {id}"),
+                    what: Call::KfdVram {
+                        pid: *pid,
+                        gpu_id: *id,
+                    },
                     gpu: None,
-                    why: format!(
-                        "the KFD topology maps GPU id {id} to no PCI device: {} cannot be placed on a GPU",
-                        crate::units::mib(*bytes)
-                    ),
+                    why: Failure::KfdUnmapped {
+                        gpu_id: *id,
+                        bytes: *bytes,
+                    },
                     unplaced: Some(Unplaced::KfdVram),
                 })
             })

@@ -4,7 +4,7 @@
 //! GPU and instance.
 
 use crate::model::Snapshot;
-use crate::model::{MigCap, Unavailable, Unplaced};
+use crate::model::{Call, Failure, MigCap, Unavailable, Unplaced};
 use crate::proc::caps::{listed_minors, parse_mig_minors, MigMinor};
 use crate::proc::nodes::{NodeKind, NodeSet};
 use crate::proc::scan;
@@ -79,22 +79,22 @@ fn note_unplaced(snap: &mut Snapshot, unplaced: &BTreeSet<String>, table_read: b
     if !snap.gpus.iter().any(|g| g.mig_mode == Some(true)) {
         return;
     }
-    let holders: Vec<String> = snap
+    let holders: Vec<u32> = snap
         .processes
         .iter()
         .filter(|p| p.devices.iter().any(|d| unplaced.contains(&d.path)))
-        .map(|p| p.pid.to_string())
+        .map(|p| p.pid)
         .collect();
     if holders.is_empty() {
         return;
     }
     snap.unavailable.push(Unavailable {
-        what: format!("MIG capability nodes held by PID {}", holders.join(", ")),
+        what: Call::MigCaps { pids: holders },
         gpu: None,
         why: if table_read {
-            "the driver's mig-minors table does not name them".into()
+            Failure::MigMinorsSilent
         } else {
-            "the driver's mig-minors table could not be read (GPUFREE_MIG_MINORS, or driver/nvidia-caps/mig-minors under the proc root)".into()
+            Failure::MigMinorsUnread
         },
         unplaced: Some(Unplaced::MigCaps),
     });

@@ -70,7 +70,8 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
     let safety = Safety::current();
     let opts = kill::Options::default();
     let (r, _) = kill::execute(&c, &snap, plan, sel, &safety, &opts);
-    let ctx = crate::act::audit::Context::now("watch", opts.signal, opts.no_wait);
+    let reasons = crate::present::words::verdict::reasons(&r.reasons);
+    let ctx = crate::act::audit::Context::now("watch", opts.signal, opts.no_wait, reasons);
     let audited = match crate::act::audit::log(audit, &ctx, &r) {
         Ok(()) => String::new(),
         Err(e) => format!("; {e}"),
@@ -85,7 +86,7 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
             format!(
                 "memory not released ({}): {}",
                 r.verdict.as_str(),
-                r.reasons.join("; ")
+                crate::present::words::verdict::reasons_line(&r.reasons)
             )
         }
     )

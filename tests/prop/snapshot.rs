@@ -11,7 +11,7 @@ use gpufree::act::kill::{plan, Safety, Selectors};
 use gpufree::diagnose::{diagnose, diagnose_with, verdict, Options};
 use gpufree::model::FindingKind;
 use gpufree::model::{
-    Claim, DeviceUse, DrmClient, Gpu, GpuMemory, Memory, NotProtected, NvmlProcess,
+    Call, Claim, DeviceUse, DrmClient, Failure, Gpu, GpuMemory, Memory, NotProtected, NvmlProcess,
     NvmlProcessKind, NvmlStatus, Owner, OwnerKind, Process, Protection, Snapshot, Unavailable,
     Unreadable, UnreadableReason, Vendor, VerdictState, Via, Visibility,
 };
@@ -359,10 +359,10 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
                     },
                     unavailable: unavailable
                         .into_iter()
-                        .map(|(why, gpu)| Unavailable {
-                            what: "memory".into(),
+                        .map(|(error, gpu)| Unavailable {
+                            what: Call::Memory,
                             gpu,
-                            why,
+                            why: Failure::Nvml { error },
                             unplaced: None,
                         })
                         .collect(),

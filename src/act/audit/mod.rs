@@ -59,11 +59,16 @@ pub struct Context {
     pub no_wait: bool,
     /// When the kill ended.
     pub time: SystemTime,
+    /// The report's reasons in words, made by the command that killed
+    /// (act makes no words): the record's `reasons` and the journal's
+    /// `GPUFREE_REASONS`.
+    pub reasons: Vec<String>,
 }
 
 impl Context {
-    /// The context of this process's kill, now.
-    pub fn now(command: &str, signal: Signal, no_wait: bool) -> Context {
+    /// The context of this process's kill, now, with the report's reasons
+    /// in words.
+    pub fn now(command: &str, signal: Signal, no_wait: bool, reasons: Vec<String>) -> Context {
         Context {
             command: command.into(),
             invoker: crate::proc::me::invoker(),
@@ -71,6 +76,7 @@ impl Context {
             signal,
             no_wait,
             time: SystemTime::now(),
+            reasons,
         }
     }
 }
@@ -98,7 +104,7 @@ pub fn record(ctx: &Context, report: &Report) -> Option<AuditRecord> {
         invoker: ctx.invoker.clone(),
         signal: signal_name(ctx.signal).into(),
         targets: report.handled.iter().map(|h| target(h, report)).collect(),
-        outcome: outcome(report, ctx.no_wait),
+        outcome: outcome(report, ctx),
     })
 }
 
@@ -194,8 +200,8 @@ fn target_outcome(h: &Handled, r: &Report) -> (TargetOutcome, Option<String>) {
 }
 
 /// The kill's outcome.
-fn outcome(r: &Report, no_wait: bool) -> KillOutcome {
-    let result = match (no_wait, r.verdict) {
+fn outcome(r: &Report, ctx: &Context) -> KillOutcome {
+    let result = match (ctx.no_wait, r.verdict) {
         (true, _) => KillResult::NotWaited,
         (false, VerdictState::Free) => KillResult::Released,
         (false, VerdictState::Busy) => KillResult::NotReleased,
@@ -205,7 +211,8 @@ fn outcome(r: &Report, no_wait: bool) -> KillOutcome {
         result,
         released: r.released,
         verdict: r.verdict,
-        reasons: r.reasons.clone(),
+        reasons: ctx.reasons.clone(),
+        causes: r.reasons.clone(),
         seconds_to_release: r.seconds_to_release,
         seconds_after_exit: r.seconds_after_exit,
         signalled: r.targets.clone(),

@@ -64,6 +64,7 @@ fn ctx() -> Context {
         signal: Signal::TERM,
         no_wait: false,
         time: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        reasons: vec!["11 still holds GPU 0".into()],
     }
 }
 
@@ -84,7 +85,10 @@ fn report() -> Report {
             refused: true,
         }],
         verdict: VerdictState::Busy,
-        reasons: vec!["11 still holds GPU 0".into()],
+        reasons: vec![crate::model::Why::Said {
+            text: "11 still holds GPU 0".into(),
+        }
+        .into()],
         rounds: 1,
         handled: vec![
             handled(10, "python3", &["TERM"]),
@@ -133,6 +137,12 @@ fn each_target_has_its_identity_signals_and_outcome() {
     assert_eq!(rec.outcome.result.as_str(), "not-released");
     assert_eq!(rec.time, "2023-11-14T22:13:20.000Z");
     assert_eq!(rec.signal, "TERM");
+    // The reasons in the words the command made, and typed beside them.
+    assert_eq!(
+        rec.outcome.reasons,
+        vec!["11 still holds GPU 0".to_string()]
+    );
+    assert_eq!(rec.outcome.causes, report().reasons);
     let mut no_wait = ctx();
     no_wait.no_wait = true;
     assert_eq!(

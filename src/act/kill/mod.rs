@@ -39,7 +39,7 @@ use run::{finish, survivors, Rounds, Run, Times};
 pub use signals::signal_name;
 
 use super::progress::Event;
-use crate::model::{Selection, Snapshot, VerdictState};
+use crate::model::{Selection, Snapshot, VerdictState, Why};
 use crate::pipeline::select;
 use crate::snapshot::Collector;
 use rustix::process::Signal;
@@ -127,7 +127,10 @@ pub fn may_signal(c: &Collector) -> Result<(), NotOurProc> {
 fn not_ours(plan: Plan, why: NotOurProc) -> Report {
     let mut report = Report {
         verdict: VerdictState::Unknown,
-        reasons: vec![why.to_string()],
+        reasons: vec![Why::Said {
+            text: why.to_string(),
+        }
+        .into()],
         ..Report::default()
     };
     report.skipped = plan
@@ -219,7 +222,7 @@ pub fn execute_reporting(
     if opts.no_wait {
         report.survivors = survivors(&targets);
         report.verdict = VerdictState::Unknown;
-        report.reasons = vec!["not waited for (--no-wait)".into()];
+        report.reasons = vec![Why::NotWaited.into()];
         return (report, None);
     }
     let release = Release::new(initial, &signalled, &report, sel, handled);

@@ -2,12 +2,15 @@
 //! targets' memory back, no target or what started again holding.
 
 use crate::act::kill::held::Held;
-use crate::act::kill::plan::{reason, Selectors};
+use crate::act::kill::plan::Selectors;
 use crate::diagnose::verdict::holders_only_driver;
 use crate::diagnose::verdict::Policy;
 use crate::diagnose::{verdict, IDLE_SLACK_BYTES};
 use crate::model::Vendor;
-use crate::model::{OwnerKind, Process, Report, Selection, Snapshot, VerdictState};
+use crate::model::{
+    GpuName, Holds, Named, OwnerKind, Process, Reason, Report, Restart, Selection, Snapshot,
+    VerdictState, Why,
+};
 use crate::pipeline::select;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -214,54 +217,44 @@ impl Release {
         })
     }
 
-    /// Why `p`, not a target, keeps the release from counting, in words
-    /// with what stops its supervisor; None when it does not.
+    /// Why `p`, not a target, keeps the release from counting, with what
+    /// stops its supervisor; None when it does not.
     pub(super) fn restarted(
         &self,
         end: &Snapshot,
         p: &Process,
         signalled: &[Process],
         first_tick: u64,
-    ) -> Option<String> {
-        let holds = reason(p);
-        let holds = holds.trim_start_matches("holds ");
+    ) -> Option<Why> {
         // What the command freed: the selected MIG devices where it
         // selected some, else the GPUs this process holds.
-        let gpus = match &self.gpus {
+        let free = match &self.gpus {
             Some(sel) if !sel.mig.is_empty() => sel.clone(),
             _ => Selection::whole(crate::diagnose::gpus_of(p)),
         };
-        let by_parent = |parent: u32| {
-            format!(
-                "stop PID {parent} first, then free the GPU: `gpufree kill {}`",
-                gpus.args().join(" ")
-            )
-        };
-        Some(match self.stranger(end, p, signalled, first_tick)? {
-            Stranger::Child { parent } => format!(
-                "PID {} ({}), a child of target {parent}, still holds {holds}; it was not a target (free the GPU with --gpu, or name it)",
-                p.pid, p.comm
-            ),
+        let how = match self.stranger(end, p, signalled, first_tick)? {
+            Stranger::Child { parent } => Restart::Child { parent },
             // A supervisor goes first; its workers, orphaned then, are
             // freed by GPU.
-            Stranger::ByParent { target, parent } => format!(
-                "PID {} ({}) holds {holds}: target {target}'s parent, PID {parent} ({}), started it again during the kill; a supervisor restarts what dies: {}",
-                p.pid,
-                p.comm,
-                end.comm_of(parent).unwrap_or("?"),
-                by_parent(parent)
-            ),
-            Stranger::ByUnit { target, unit } => format!(
-                "PID {} ({}) holds {holds}: target {target}'s unit {unit} started it again during the kill; a supervisor restarts what dies: {}",
-                p.pid,
-                p.comm,
-                crate::diagnose::supervisors::stop_unit(unit, &gpus)
-                    .map_or_else(|| by_parent(p.ppid), |cmd| format!("`{cmd}`"))
-            ),
-            Stranger::Beside { target } => format!(
-                "PID {} ({}), started during the kill beside target {target}, holds {holds}",
-                p.pid, p.comm
-            ),
+            Stranger::ByParent { target, parent } => Restart::ByParent {
+                target,
+                parent,
+                parent_comm: end.comm_of(parent).map(str::to_string),
+                free,
+            },
+            Stranger::ByUnit { target, unit } => Restart::ByUnit {
+                target,
+                unit: unit.to_string(),
+                stop: crate::diagnose::supervisors::stop_unit(unit, &free),
+                parent: p.ppid,
+                free,
+            },
+            Stranger::Beside { target } => Restart::Beside { target },
+        };
+        Some(Why::Restarted {
+            holder: Named::of(p),
+            holds: Holds::of(p),
+            how,
         })
     }
 
@@ -274,10 +267,15 @@ impl Release {
         first_tick: u64,
         holders_only: bool,
     ) -> crate::model::Verdict {
-        let unchecked: Vec<String> = report
+        let unchecked: Vec<Reason> = report
             .unchecked
             .iter()
-            .map(|u| format!("PID {} {}; it was not signalled", u.pid, u.why))
+            .map(|u| {
+                Reason::new(Why::Unchecked {
+                    pid: u.pid,
+                    why: u.why.clone(),
+                })
+            })
             .collect();
         if let Some(gpus) = &self.gpus {
             let policy = Policy {
@@ -286,26 +284,43 @@ impl Release {
             };
             return self.judge_gpus(end, gpus, &policy, unchecked, signalled, first_tick);
         }
-        let mut busy: Vec<String> = end
+        let mut busy: Vec<Reason> = end
             .processes
             .iter()
             .filter_map(|p| self.still_held_by(end, p, report, signalled, first_tick))
+            .map(Reason::new)
             .collect();
         let mut unknown = unchecked;
         // The targets' memory, from the end snapshot's NVML: what cannot be
         // read leaves the release unknown, unless the holders alone count.
         for held in self.memory_held(&end.gpus, end.nvml.available) {
-            if let Held::Over { .. } = held {
-                busy.push(held.to_string());
-            } else if !holders_only {
-                unknown.push(format!(
-                    "the release cannot be proven: {held}{}; --holders-only accepts the holders alone",
-                    end.nvml
-                        .error
-                        .as_deref()
-                        .map(|e| format!(" ({e})"))
-                        .unwrap_or_default()
-                ));
+            let (gpu, reported) = match held {
+                Held::Over {
+                    gpu,
+                    used,
+                    limit,
+                    listed,
+                } => {
+                    let why = Why::MemoryOver {
+                        used,
+                        limit,
+                        listed,
+                    };
+                    busy.push(Reason::new(why).on(GpuName {
+                        index: gpu,
+                        mig: Vec::new(),
+                    }));
+                    continue;
+                }
+                Held::NotReported { gpu } => (gpu, false),
+                Held::Unreadable { gpu } => (gpu, true),
+            };
+            if !holders_only {
+                unknown.push(Reason::new(Why::ReleaseUnproven {
+                    gpu,
+                    reported,
+                    error: end.nvml.error.clone(),
+                }));
             }
         }
         verdict::finish(busy, unknown, Vec::new())
@@ -318,7 +333,7 @@ impl Release {
         end: &Snapshot,
         gpus: &Selection,
         policy: &Policy,
-        unchecked: Vec<String>,
+        unchecked: Vec<Reason>,
         signalled: &[Process],
         first_tick: u64,
     ) -> crate::model::Verdict {
@@ -329,6 +344,7 @@ impl Release {
                     .iter()
                     .filter(|p| end.in_selection(p, gpus))
                     .filter_map(|p| self.restarted(end, p, signalled, first_tick))
+                    .map(Reason::new)
                     .chain(v.reasons)
                     .collect(),
                 unchecked,
@@ -348,7 +364,7 @@ impl Release {
         report: &Report,
         signalled: &[Process],
         first_tick: u64,
-    ) -> Option<String> {
+    ) -> Option<Why> {
         let listed = |pid: u32| {
             end.gpus
                 .iter()
@@ -356,38 +372,21 @@ impl Release {
         };
         let meant = self.meant.contains(&(p.pid, p.start_time_ticks));
         if report.changed.iter().any(|c| c.pid == p.pid) && listed(p.pid) {
-            Some(format!(
-                "PID {} changed before the signal (it exec'd or let go) and was not signalled, but NVML still lists it with memory",
-                p.pid
-            ))
+            Some(Why::ChangedListed { pid: p.pid })
         } else if meant && p.is_live() {
-            Some(still_holds(p))
+            Some(Why::StillHolds {
+                holder: Named::of(p),
+                holds: Holds::of(p),
+                asleep: p.state == "D",
+                wchan: p.wchan.clone().filter(|_| p.state == "D"),
+            })
         } else if self.watched.contains(&p.pid) && !p.is_live() && listed(p.pid) {
-            Some(format!(
-                "zombie PID {} is still listed by NVML with its memory: its parent PID {} must reap it",
-                p.pid, p.ppid
-            ))
+            Some(Why::ZombieStillListed {
+                pid: p.pid,
+                ppid: p.ppid,
+            })
         } else {
             self.restarted(end, p, signalled, first_tick)
         }
     }
-}
-
-/// A target that still holds what it held, in words; one in uninterruptible
-/// sleep with what ends it.
-fn still_holds(p: &Process) -> String {
-    format!(
-        "PID {} ({}) still holds {}{}",
-        p.pid,
-        p.comm,
-        reason(p).trim_start_matches("holds "),
-        if p.state == "D" {
-            format!(
-                ", in uninterruptible sleep{}: SIGKILL acts when that kernel wait ends (usually seconds); one that lasts minutes is a hung driver call, which only a reset ends (`gpufree why` prints the plan)",
-                p.wchan.as_deref().map(|w| format!(" in {w}")).unwrap_or_default()
-            )
-        } else {
-            String::new()
-        }
-    )
 }

@@ -199,7 +199,9 @@ impl Run<'_> {
             Ok(end) => judge(end),
             Err(e) => verdict::finish(
                 Vec::new(),
-                vec![format!("no final snapshot: {e}")],
+                vec![crate::model::Why::NoFinalSnapshot {
+                    error: e.to_string(),
+                }],
                 Vec::new(),
             ),
         };

@@ -2,35 +2,31 @@
 //! sysfs for DRM GPUs), what no process accounts for, and what part of
 //! the view is missing.
 
-use super::{pid_list, processes};
-use crate::model::{Gpu, Snapshot, Vendor};
+use crate::model::{BlindSpot, Call, Gpu, MemoryUnknown, Snapshot, Unplaced, Vendor};
 
 /// Why this GPU's memory cannot be read, if it cannot: NVML's for
 /// NVIDIA's, sysfs's for the others (only amdgpu publishes its use there;
 /// see [`holders_only_driver`]).
-pub(super) fn memory_unknown(s: &Snapshot, g: &Gpu) -> Option<String> {
+pub(super) fn memory_unknown(s: &Snapshot, g: &Gpu) -> Option<MemoryUnknown> {
     if g.vendor != Vendor::Nvidia {
         return (!g.memory.known && holders_only_driver(g).is_none()).then(|| {
-            format!(
-                "its memory could not be read from sysfs (mem_info_vram_total and \
-                 mem_info_vram_used of {})",
-                g.pci_bus_id
-            )
+            MemoryUnknown::Sysfs {
+                pci_bus_id: g.pci_bus_id.clone(),
+            }
         });
     }
     if !s.nvml.available {
-        return Some(format!(
-            "NVML is unavailable, so its memory cannot be read ({})",
-            s.nvml.error.as_deref().unwrap_or("unknown error")
-        ));
+        return Some(MemoryUnknown::NoNvml {
+            error: s.nvml.error.clone(),
+        });
     }
     if !g.memory.known {
-        let why = s
+        let error = s
             .unavailable
             .iter()
-            .find(|u| u.gpu == Some(g.index) && u.what == "memory")
-            .map_or("NVML did not report it".to_string(), |u| u.why.clone());
-        return Some(format!("its memory could not be read: {why}"));
+            .find(|u| u.gpu == Some(g.index) && u.what == Call::Memory)
+            .map(|u| u.why.clone());
+        return Some(MemoryUnknown::Nvml { failure: error });
     }
     None
 }
@@ -63,14 +59,16 @@ pub fn unexplained_bytes(s: &Snapshot, g: &Gpu) -> u64 {
 /// Why memory that NVML attributes to no visible process cannot be called
 /// a driver leak: the parts of the view that are missing. Empty when the
 /// view is complete.
-pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<String> {
+pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<BlindSpot> {
     let mut why = Vec::new();
     if let Some(u) = s
         .unavailable
         .iter()
-        .find(|u| u.gpu == Some(gpu) && u.what.ends_with("processes"))
+        .find(|u| u.gpu == Some(gpu) && matches!(u.what, Call::Processes { .. }))
     {
-        why.push(format!("NVML's {} list is unavailable ({})", u.what, u.why));
+        why.push(BlindSpot::ProcessList {
+            unavailable: u.clone(),
+        });
     }
     let amd = s
         .gpus
@@ -79,25 +77,18 @@ pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<String> {
     for u in s
         .unavailable
         .iter()
-        .filter(|u| amd && u.unplaced == Some(crate::model::Unplaced::KfdVram))
+        .filter(|u| amd && u.unplaced == Some(Unplaced::KfdVram))
     {
-        why.push(format!("{}: {}", u.what, u.why));
+        why.push(BlindSpot::KfdVram {
+            unavailable: u.clone(),
+        });
     }
-    let denied: Vec<String> = s
-        .visibility
-        .unreadable
-        .iter()
-        .map(|u| u.pid.to_string())
-        .collect();
-    if !denied.is_empty() {
-        why.push(format!(
-            "{} could not be read (PID {})",
-            processes(denied.len()),
-            pid_list(&denied)
-        ));
+    let pids: Vec<u32> = s.visibility.unreadable.iter().map(|u| u.pid).collect();
+    if !pids.is_empty() {
+        why.push(BlindSpot::Unreadable { pids });
     }
     if s.visibility.hidepid && !s.visibility.root {
-        why.push("/proc is mounted with hidepid: other users' processes are hidden".into());
+        why.push(BlindSpot::Hidepid);
     }
     why
 }

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::model::{
-    DeviceUse, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, Unavailable, Unreadable, Via,
+    BlindSpot, Call, DeviceUse, Failure, GpuMemory, Memory, NvmlProcess, NvmlProcessKind, Process,
+    Unavailable, Unreadable, Via,
 };
 
 const GIB: u64 = 1 << 30;
@@ -77,7 +78,15 @@ fn holders_make_a_gpu_busy_and_protected_daemons_do_not() {
     g.nvml_processes = vec![listed(10, GIB)];
     let v = judge(&snap(g, vec![holder(10, Some(GIB))]));
     assert_eq!(v.state, VerdictState::Busy);
-    assert!(v.reasons[0].contains("PID 10 (python3)"), "{v:?}");
+    assert_eq!(
+        v.reasons[0].why,
+        Why::Holders {
+            holders: vec![Named {
+                pid: 10,
+                comm: "python3".into()
+            }]
+        }
+    );
     let mut daemon = holder(11, None);
     daemon.protected = true;
     assert_eq!(
@@ -96,12 +105,25 @@ fn a_listed_zombie_or_a_pid_of_another_namespace_is_busy() {
     z.devices.clear();
     let v = judge(&snap(g.clone(), vec![z]));
     assert_eq!(v.state, VerdictState::Busy);
-    assert!(v.reasons[0].contains("parent PID 7 must reap it"), "{v:?}");
+    assert_eq!(
+        v.reasons[0].why,
+        Why::Zombie {
+            pid: 20,
+            ppid: 7,
+            bytes: Some(GIB)
+        }
+    );
     let mut s = snap(g, vec![]);
     s.visibility.nvml_pids_not_visible = vec![20];
     let v = judge(&s);
     assert_eq!(v.state, VerdictState::Busy);
-    assert!(v.reasons[0].contains("another PID namespace"), "{v:?}");
+    assert_eq!(
+        v.reasons[0].why,
+        Why::OtherNamespace {
+            pid: 20,
+            bytes: Some(GIB)
+        }
+    );
 }
 
 #[test]
@@ -111,28 +133,46 @@ fn no_nvml_or_unknown_memory_is_unknown_unless_holders_only() {
     s.nvml.error = Some("no NVIDIA library".into());
     let v = judge(&s);
     assert_eq!(v.state, VerdictState::Unknown);
-    assert!(v.reasons[0].contains("no NVIDIA library"));
+    let no_nvml = MemoryUnknown::NoNvml {
+        error: Some("no NVIDIA library".into()),
+    };
+    assert_eq!(
+        v.reasons,
+        vec![Reason::new(Why::MemoryUnknown {
+            memory: no_nvml.clone()
+        })]
+    );
     let only = Policy {
         holders_only: true,
         ..Policy::default()
     };
     let v = gpu(&s, &s.gpus[0], &only);
     assert_eq!(v.state, VerdictState::Free);
-    assert!(v.caveats[0].contains("--holders-only"));
+    assert_eq!(
+        v.caveats,
+        vec![Caveat::MemoryNotChecked { memory: no_nvml }]
+    );
     s.processes.push(holder(5, None));
     assert_eq!(gpu(&s, &s.gpus[0], &only).state, VerdictState::Busy);
     // A lost GPU: NVML answers, but not for its memory.
     let mut lost = snap(a_gpu(0, 0), vec![]);
     lost.gpus[0].memory.known = false;
     lost.unavailable.push(Unavailable {
-        what: "memory".into(),
+        what: Call::Memory,
         gpu: Some(0),
-        why: "GPU_IS_LOST".into(),
+        why: Failure::GpuIsLost,
         unplaced: None,
     });
     let v = judge(&lost);
     assert_eq!(v.state, VerdictState::Unknown);
-    assert!(v.reasons[0].contains("GPU_IS_LOST"), "{v:?}");
+    assert_eq!(
+        v.reasons[0].why,
+        Why::MemoryUnknown {
+            memory: MemoryUnknown::Nvml {
+                failure: Some(Failure::GpuIsLost)
+            }
+        }
+    );
 }
 
 #[test]
@@ -140,17 +180,25 @@ fn memory_nobody_holds_is_a_leak_only_when_everything_was_seen() {
     let leak = snap(a_gpu(4 * GIB, 0), vec![]);
     let v = judge(&leak);
     assert_eq!(v.state, VerdictState::Busy);
-    assert!(v.reasons[0].contains("driver has not released"), "{v:?}");
+    assert_eq!(v.reasons[0].why, Why::DriverHeld { bytes: 4 * GIB });
     let mut denied = leak.clone();
     denied.visibility.unreadable = vec![unreadable(1, UnreadableReason::Permission)];
     let v = judge(&denied);
     assert_eq!(v.state, VerdictState::Unknown);
-    assert!(v.reasons[0].contains("could not be read (PID 1)"), "{v:?}");
+    assert_eq!(
+        v.reasons[0].why,
+        Why::Unaccounted {
+            bytes: 4 * GIB,
+            blind: vec![BlindSpot::Unreadable { pids: vec![1] }]
+        }
+    );
     let mut no_lists = leak.clone();
     no_lists.unavailable.push(Unavailable {
-        what: "compute processes".into(),
+        what: Call::Processes {
+            kind: NvmlProcessKind::Compute,
+        },
         gpu: Some(0),
-        why: "NOT_SUPPORTED".into(),
+        why: Failure::NotSupported,
         unplaced: None,
     });
     assert_eq!(judge(&no_lists).state, VerdictState::Unknown);
@@ -167,20 +215,34 @@ fn unreadable_processes_are_caveats_but_failed_reads_make_it_unknown() {
     s.visibility.unreadable = vec![unreadable(1, UnreadableReason::Permission)];
     let v = judge(&s);
     assert_eq!(v.state, VerdictState::Free);
-    assert!(v.caveats[0].contains("permission denied: PID 1"), "{v:?}");
-    assert!(v.caveats[0].contains("NVML accounts for the memory"));
+    assert_eq!(
+        v.caveats,
+        vec![Caveat::PermissionDenied {
+            pids: vec![1],
+            root: true,
+            accounted: true
+        }]
+    );
     s.visibility
         .unreadable
         .push(unreadable(99, UnreadableReason::Timeout));
     let v = judge(&s);
     assert_eq!(v.state, VerdictState::Unknown);
-    assert!(v.reasons[0].contains("PID 99"), "{v:?}");
+    assert_eq!(
+        v.reasons[0].why,
+        Why::Unreadable {
+            processes: vec![Failed {
+                pid: 99,
+                error: "Timeout".into()
+            }]
+        }
+    );
     let mut hidden = snap(a_gpu(0, 0), vec![]);
     hidden.visibility.hidepid = true;
     hidden.visibility.root = false;
     let v = judge(&hidden);
     assert_eq!(v.state, VerdictState::Free);
-    assert!(v.caveats[0].contains("hidepid"));
+    assert_eq!(v.caveats, vec![Caveat::Hidepid { accounted: true }]);
 }
 
 #[test]
@@ -209,7 +271,13 @@ fn overall_busy_beats_unknown_beats_free_and_no_gpu_is_unknown() {
     s.gpus.push(lost);
     let v = overall(&s, &Policy::default());
     assert_eq!(v.state, VerdictState::Unknown);
-    assert!(v.reasons[0].starts_with("GPU 1: "));
+    assert_eq!(
+        v.reasons[0].gpu,
+        Some(GpuName {
+            index: 1,
+            mig: Vec::new()
+        })
+    );
     s.processes.push(holder(3, None));
     assert_eq!(overall(&s, &Policy::default()).state, VerdictState::Busy);
     s.gpus.clear();
@@ -234,9 +302,12 @@ fn a_refused_node_makes_the_gpus_it_names_unknown_even_holders_only() {
     for policy in [Policy::default(), only] {
         let v = gpu(&s, &s.gpus[0], &policy);
         assert_eq!(v.state, VerdictState::Unknown, "{v:?}");
-        assert!(
-            v.reasons[0].starts_with("/test-dev/nvidia0 is not a GPU node (a link to /dev/null)"),
-            "{v:?}"
+        assert_eq!(
+            v.reasons[0].why,
+            Why::RefusedNode {
+                path: "/test-dev/nvidia0".into(),
+                what: "a link to /dev/null".into()
+            }
         );
         assert_eq!(gpu(&s, &s.gpus[1], &policy).state, VerdictState::Free);
     }

@@ -4,8 +4,8 @@
 
 use super::fixtures::{base, gpu, node};
 use crate::model::{
-    DeviceUse, Gpu, GpuMemory, Kin, Memory, NvmlStatus, Owner, OwnerKind, PodName, Process,
-    Snapshot, Unavailable, Unreadable, UnreadableReason, Via,
+    Call, DeviceUse, Failure, Gpu, GpuMemory, Kin, Memory, NvmlProcessKind, NvmlStatus, Owner,
+    OwnerKind, PodName, Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Via,
 };
 
 /// A process of `comm` run from `exe` by root, holding `devices`.
@@ -163,15 +163,19 @@ pub(super) fn blind_cases() -> Vec<(&'static str, Snapshot)> {
     partial.visibility.processes_unreadable = 1;
     partial.unavailable = vec![
         Unavailable {
-            what: "memory".into(),
+            what: Call::Memory,
             gpu: Some(1),
-            why: "GPU_IS_LOST".into(),
+            why: Failure::GpuIsLost,
             unplaced: None,
         },
         Unavailable {
-            what: "compute processes".into(),
+            what: Call::Processes {
+                kind: NvmlProcessKind::Compute,
+            },
             gpu: Some(0),
-            why: "missing symbol nvmlDeviceGetComputeRunningProcesses_v3 (driver too old)".into(),
+            why: Failure::MissingSymbol {
+                symbol: "nvmlDeviceGetComputeRunningProcesses_v3".into(),
+            },
             unplaced: None,
         },
     ];

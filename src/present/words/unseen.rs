@@ -56,9 +56,13 @@ fn unseen_words(u: &Unseen) -> String {
         Unseen::RefusedNode { path, why } => {
             format!("{path} is not a GPU node ({why}), so its holders are not seen")
         }
-        Unseen::Call { gpu, what, why } => {
-            let gpu = gpu.map(|g| format!("GPU {g} ")).unwrap_or_default();
-            format!("{gpu}{what}: {why}")
+        Unseen::Call(u) => {
+            let gpu = u.gpu.map(|g| format!("GPU {g} ")).unwrap_or_default();
+            format!(
+                "{gpu}{}: {}",
+                super::unavailable::what(u),
+                super::unavailable::why(u)
+            )
         }
     }
 }
@@ -85,7 +89,7 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
         ),
         Cause::NestedNamespace => (format!("{head} {nobody}; gpufree runs in a nested PID namespace: new drivers hide other namespaces' processes but count their memory"), Vec::new()),
         Cause::Partial(blind) => (
-            format!("{head} {nobody}; the view is partial: {}", blind.join("; ")),
+            format!("{head} {nobody}; the view is partial: {}", super::verdict::blind_spots(blind)),
             Vec::new(),
         ),
         Cause::DriverHeld { unreadable, total, blind, reset } => {
@@ -100,7 +104,7 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
                 plan.push(format!("caveat: and {} more processes could not be read", total - 6));
             }
             if plan.is_empty() {
-                plan.push(format!("caveat: {}", blind.join("; ")));
+                plan.push(format!("caveat: {}", super::verdict::blind_spots(blind)));
             }
             plan.extend(reset_plan(gpu, reset));
             (format!("{head} with no process listed by NVML and no readable holder of any GPU device node: memory the driver holds, unless a process even root cannot read holds it"), plan)
@@ -139,13 +143,13 @@ fn reset_plan(gpu: u32, blockers: &[(Who, Next)]) -> Vec<String> {
 }
 
 /// The GPUs are free, with the verdict's caveats.
-pub(super) fn free(gpus: &[u32], caveats: &[String]) -> String {
+pub(super) fn free(gpus: &[u32], caveats: &[crate::model::Caveat]) -> String {
     if caveats.is_empty() {
         format!(
             "{} free: no process holds memory or a device node, used memory at the idle baseline",
             gpus_phrase(gpus)
         )
     } else {
-        format!("{} free: NVML shows no process with memory and the memory at the idle baseline; processes gpufree could not read may still hold device nodes ({})", gpus_phrase(gpus), caveats.join("; "))
+        format!("{} free: NVML shows no process with memory and the memory at the idle baseline; processes gpufree could not read may still hold device nodes ({})", gpus_phrase(gpus), super::verdict::caveats(caveats).join("; "))
     }
 }
