@@ -11,29 +11,31 @@ use crate::snapshot::{self, fold_memory, narrow, Collector, Config, SnapshotErro
 use std::time::Instant;
 
 /// A judged snapshot from a [`Collector`]: one collection, then the
-/// diagnosis.
-pub trait Look {
+/// diagnosis. The collector's own `collect_until` gives the snapshot
+/// unjudged (no verdicts, no findings); these give it judged, and are the
+/// only way a command gets one from a collector.
+pub trait Judged {
     /// A judged snapshot.
-    fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
-        self.snapshot_until(None)
+    fn judged(&self) -> Result<Snapshot, SnapshotError> {
+        self.judged_until(None)
     }
 
     /// A judged snapshot whose reads end by `deadline` (what is not read
     /// by then is reported as timed out).
-    fn snapshot_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
-        self.snapshot_with(deadline, &Options::default())
+    fn judged_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
+        self.judged_with(deadline, &Options::default())
     }
 
-    /// [`Look::snapshot_until`], diagnosed with `opts` (`why --pattern`).
-    fn snapshot_with(
+    /// [`Judged::judged_until`], diagnosed with `opts` (`why --pattern`).
+    fn judged_with(
         &self,
         deadline: Option<Instant>,
         opts: &Options,
     ) -> Result<Snapshot, SnapshotError>;
 }
 
-impl Look for Collector {
-    fn snapshot_with(
+impl Judged for Collector {
+    fn judged_with(
         &self,
         deadline: Option<Instant>,
         opts: &Options,
@@ -45,8 +47,8 @@ impl Look for Collector {
 }
 
 /// A judged snapshot of every GPU and every holder, with a collector of
-/// its own.
-pub fn take(cfg: &Config) -> Result<Snapshot, SnapshotError> {
+/// its own (made and dropped here).
+pub fn take_judged(cfg: &Config) -> Result<Snapshot, SnapshotError> {
     let mut snap = snapshot::collect(cfg)?;
     judge(&mut snap);
     Ok(snap)

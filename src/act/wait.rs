@@ -13,7 +13,7 @@ use super::identity::Target;
 use super::monitor::{self, Ended, Tick, Watch};
 use crate::diagnose::verdict::{self, Policy};
 use crate::model::{Selection, Snapshot, Verdict, VerdictState};
-use crate::pipeline::{select, Look};
+use crate::pipeline::{select, Judged};
 use crate::snapshot::{Collector, SnapshotError};
 use std::ops::ControlFlow;
 use std::os::fd::BorrowedFd;
@@ -128,7 +128,7 @@ impl Waiting<'_> {
     /// Takes the next full snapshot.
     fn take(&mut self) -> Result<(), SnapshotError> {
         let deadline = self.opts.deadline + LAST_LOOK;
-        self.snap = select(self.c.snapshot_until(Some(deadline))?, &self.opts.gpus);
+        self.snap = select(self.c.judged_until(Some(deadline))?, &self.opts.gpus);
         self.snapshots += 1;
         Ok(())
     }

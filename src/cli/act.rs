@@ -9,7 +9,7 @@ use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::model::VerdictState;
 use crate::model::{Selection, Snapshot};
-use crate::pipeline::Look;
+use crate::pipeline::Judged;
 use crate::present::kill::{write_kill_json, write_plan_json, write_question};
 use crate::present::wait::{write_wait_command, Waited};
 use crate::present::Printer;
@@ -22,7 +22,7 @@ use std::io::Write;
 pub(super) fn run_kill(s: &Settings, args: &KillArgs, printer: &Printer) -> Result<Outcome, Error> {
     let c = collector(s, s.collect.clone(), None)?;
     kill::may_signal(&c).map_err(Error::KillRefused)?;
-    let snap = c.snapshot().map_err(|e| snapshot_error(s, e))?;
+    let snap = c.judged().map_err(|e| snapshot_error(s, e))?;
     let (sel, indexes) = selectors(s, args, &snap)?;
     let safety = kill::Safety {
         force_protected: args.force_protected,
@@ -264,7 +264,7 @@ pub(super) fn run_wait(s: &Settings, args: &WaitArgs, printer: &Printer) -> Resu
     };
     let c = collector(s, cfg, Some(deadline + LAST_LOOK))?;
     let first = c
-        .snapshot_until(Some(deadline + LAST_LOOK))
+        .judged_until(Some(deadline + LAST_LOOK))
         .map_err(|e| snapshot_error(s, e))?;
     let gpus = snapshot::resolve(&first.gpus, &common.gpu).map_err(Error::Selector)?;
     let opts = crate::act::wait::Options {

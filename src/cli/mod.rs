@@ -30,7 +30,7 @@ pub use error::{exit_code, finish, Error, Outcome};
 pub use files::WriteError;
 
 use crate::model::VerdictState;
-use crate::pipeline::{self, Look};
+use crate::pipeline::{self, Judged};
 use crate::present::notice::write_scanned;
 use crate::present::{Printer, PrinterBuilder};
 use crate::snapshot::{self, Config, SnapshotError};
@@ -107,7 +107,7 @@ fn take_selected_by(
     };
     let c = collector(s, cfg, None)?;
     let snap = c
-        .snapshot_with(None, opts)
+        .judged_with(None, opts)
         .map_err(|e| snapshot_error(s, e))?;
     if common.verbose > 0 {
         let millis = started.elapsed().as_secs_f64() * 1000.0;

@@ -208,7 +208,7 @@ fn a_node_label_becomes_a_host_and_a_safe_command() {
     }
     let f = join::join(&source(), "http://p", a);
     let n = f.nodes.iter().find(|n| n.host.starts_with('-')).unwrap();
-    // `present::next` writes no ssh command for it (present/tests.rs).
+    // `present::next` writes no ssh command for it (present/tests/).
     assert_eq!(n.host, "-oProxyCommand=x");
     assert_eq!(n.node, "-oProxyCommand=x:1");
 }

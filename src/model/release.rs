@@ -1,6 +1,6 @@
 //! What keeps a kill's release from counting, as values: what a process
 //! still holds ([`Holds`]) and what started one again ([`Restart`]). The
-//! sentences are made in `present/words/verdict.rs`.
+//! sentences are made in `present/words/verdict/`.
 
 use super::{Process, Selection};
 use serde::{Deserialize, Serialize};

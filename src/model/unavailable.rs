@@ -1,7 +1,7 @@
 //! What collection could not read, as values: the call ([`Call`]) and why
 //! it failed ([`Failure`], one variant per NVML return gpufree tells
 //! apart, as nvml-wrapper types them). The words are made in
-//! `present/words/unavailable.rs`; JSON's `unavailable[].what` and `.why`
+//! `present/words/unavailable/`; JSON's `unavailable[].what` and `.why`
 //! are those words, `call` and `cause` these values.
 
 use super::NvmlProcessKind;

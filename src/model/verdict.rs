@@ -1,7 +1,7 @@
 //! The verdict as values: free, busy or unknown, with why ([`Reason`]) and
 //! what it could not see that does not change it ([`Caveat`]). Numbers stay
 //! numbers and PIDs stay PIDs; the sentences are made in
-//! `present/words/verdict.rs`, and JSON carries both (SPEC.md's
+//! `present/words/verdict/`, and JSON carries both (SPEC.md's
 //! `reasons`/`caveats` in words, `causes`/`caveat_causes` typed).
 
 use super::{Failure, Holds, Restart, Unavailable};

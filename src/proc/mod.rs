@@ -1,6 +1,6 @@
 //! Collection from /proc and the device directory: pure parsers
 //! ([`parse`], [`owner`]), device-node discovery ([`nodes`]), the holder
-//! scan ([`scan`]), where a task in D waits ([`wait`]), and the
+//! scan ([`scan`]), where a task in D waits ([`wchan`]), and the
 //! heuristics that read a process's identity ([`looks_renamed`];
 //! [`protect`]: whether it is a driver daemon or display server no kill
 //! includes by default).
@@ -20,7 +20,7 @@ pub mod parse;
 pub mod protect;
 pub mod restart;
 pub mod scan;
-pub mod wait;
+pub mod wchan;
 
 /// Whether `st` is owned by root and writable by no one else.
 pub(crate) fn root_only(st: &rustix::fs::Stat) -> bool {

@@ -62,7 +62,7 @@ pub enum SnapshotError {
 }
 
 /// Collects every GPU and every holder once (no verdicts, no findings:
-/// `crate::pipeline::take` adds them).
+/// `crate::pipeline::take_judged` adds them).
 pub fn collect(cfg: &Config) -> Result<Snapshot, SnapshotError> {
     Collector::new(cfg.clone(), None)?.collect_until(None)
 }
@@ -189,7 +189,7 @@ impl Collector {
     /// the pins, details, owners, launchers and restart policies, its
     /// reads ending by `deadline` (what is not
     /// read by then is reported as timed out). It judges nothing: verdicts
-    /// and findings are the diagnosis's (`crate::pipeline::Look`).
+    /// and findings are the diagnosis's (`crate::pipeline::Judged`).
     pub fn collect_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
         let limits = Limits {
             read_timeout: self.cfg.read_timeout,

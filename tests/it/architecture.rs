@@ -512,3 +512,47 @@ fn the_command_line_writes_no_document_itself() {
         in_cli.join("\n")
     );
 }
+
+/// Modules with children of their own, in `dir`: each `foo/mod.rs`, never a
+/// `foo.rs` beside a `foo/` (one layout convention, so a module's children
+/// are where its file is).
+fn split_modules(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            if path.with_extension("rs").is_file() {
+                found.push(path.with_extension("rs").display().to_string());
+            }
+            found.extend(split_modules(&path));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn a_module_with_children_is_a_directory_with_its_mod_rs() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let split: Vec<String> = ["src", "sim/src", "tests"]
+        .iter()
+        .flat_map(|d| split_modules(&top.join(d)))
+        .collect();
+    assert!(
+        split.is_empty(),
+        "move each to its directory's mod.rs:\n{}",
+        split.join("\n")
+    );
+}
+
+#[test]
+fn the_layout_check_finds_a_file_beside_its_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    std::fs::create_dir_all(root.join("c")).unwrap();
+    std::fs::write(root.join("a/b.rs"), "").unwrap();
+    std::fs::write(root.join("c/mod.rs"), "").unwrap();
+    let found = split_modules(root);
+    assert_eq!(found, [root.join("a/b.rs").display().to_string()]);
+}

@@ -18,7 +18,7 @@ use crate::snapshot::present_all;
 use crate::{cases, hostile_bytes};
 use gpufree::diagnose::{diagnose_with, Options};
 use gpufree::model::{Snapshot, VerdictState, Via};
-use gpufree::pipeline::take;
+use gpufree::pipeline::take_judged;
 use gpufree::proc::parse::parse_stat;
 use gpufree::snapshot::Config;
 use proptest::prelude::*;
@@ -676,7 +676,7 @@ proptest! {
         let _one = one_at_a_time();
         let w = world();
         let (_dir, root) = written(&t, w);
-        let s = take(&config(&root, &t, w)).unwrap();
+        let s = take_judged(&config(&root, &t, w)).unwrap();
         check_snapshot(&t, &s)?;
         if let Ok(re) = regex::Regex::new(&pattern) {
             diagnose_with(&s, &Options { pattern: Some((pattern.clone(), re)) });
@@ -767,7 +767,7 @@ fn a_pid_nvml_lists_twice_is_counted_once_even_with_huge_memory() {
     };
     std::fs::create_dir(&root).unwrap();
     write_tree(&root, &t, w);
-    let s = take(&config(&root, &t, w)).unwrap();
+    let s = take_judged(&config(&root, &t, w)).unwrap();
     assert!(s.nvml.available, "{:?}", s.nvml);
     assert_eq!(s.processes.len(), 1, "{s:#?}");
     assert_eq!(s.processes[0].gpu_memory[0].used_bytes, Some(u64::MAX - 1));

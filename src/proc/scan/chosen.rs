@@ -110,7 +110,7 @@ pub fn titles(
 }
 
 /// One sample of each pinned process (its `/proc/PID` fd): its state
-/// (`stat`) and, for one in D, where it waits ([`crate::proc::wait`]:
+/// (`stat`) and, for one in D, where it waits ([`crate::proc::wchan`]:
 /// `stack` where readable, else `wchan`), each read under `limits`. The
 /// stacks are read apart, under their own `stacks` set of stuck reads: a
 /// stack read that hangs (it takes the task's exec lock) costs that
@@ -154,7 +154,10 @@ pub fn waits(
                 Ok(Ok((state, wchan))) => Sampled::State {
                     state,
                     wait: if state == 'D' {
-                        crate::proc::wait::classify(stack.remove(&pid).as_deref(), wchan.as_deref())
+                        crate::proc::wchan::classify(
+                            stack.remove(&pid).as_deref(),
+                            wchan.as_deref(),
+                        )
                     } else {
                         Wait::Unsaid
                     },
