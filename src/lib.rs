@@ -6,7 +6,8 @@
 //!
 //! - [`model`]: the [`model::Snapshot`] every presenter reads (serde).
 //! - collection: [`proc`] (/proc and device-node scanning, pure parsers),
-//!   [`nvml`] (the NVML backend over nvml-wrapper), [`kubelet`] (the
+//!   [`nvml`] (the NVML backend over nvml-wrapper), [`sysfs`] (GPUs NVML
+//!   does not see: DRM cards, their memory, the KFD's), [`kubelet`] (the
 //!   kubelet's pod-resources API), [`snapshot`] (one
 //!   collection joined into a snapshot); [`fleet`] (every node's series,
 //!   read from Prometheus's HTTP API, for `gpufree fleet`).
@@ -18,7 +19,8 @@
 //!   server), [`doctor`] (the checks of a systemd unit).
 //! - [`safe`]: hostile strings made harmless: escaped for a terminal,
 //!   quoted for a shell; [`paths`]: files a caller names, written only
-//!   through a directory reached without links.
+//!   through a directory reached without links; [`units`]: sizes and
+//!   durations.
 //! - [`demo`] (its holder processes and their retitling inside), [`sim`]: the
 //!   reference incident on the simulator.
 //! - [`test_hooks`]: where the test suite steers gpufree (pause points,

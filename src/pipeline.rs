@@ -10,40 +10,29 @@ use crate::nvml::NvmlReport;
 use crate::snapshot::{self, fold_memory, narrow, Collector, Config, SnapshotError};
 use std::time::Instant;
 
-/// A judged snapshot from a [`Collector`]: one collection, then the
-/// diagnosis. The collector's own `collect_until` gives the snapshot
-/// unjudged (no verdicts, no findings); these give it judged, and are the
-/// only way a command gets one from a collector.
-pub trait Judged {
-    /// A judged snapshot.
-    fn judged(&self) -> Result<Snapshot, SnapshotError> {
-        self.judged_until(None)
-    }
-
-    /// A judged snapshot whose reads end by `deadline` (what is not read
-    /// by then is reported as timed out).
-    fn judged_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
-        self.judged_with(deadline, &Options::default())
-    }
-
-    /// [`Judged::judged_until`], diagnosed with `opts` (`why --pattern`).
-    fn judged_with(
-        &self,
-        deadline: Option<Instant>,
-        opts: &Options,
-    ) -> Result<Snapshot, SnapshotError>;
+/// A judged snapshot from `c`: one collection, then the diagnosis. The
+/// collector's own `collect_until` gives the snapshot unjudged (no
+/// verdicts, no findings); these three give it judged, and are the only
+/// way a command gets a judged snapshot from a collector.
+pub fn judged(c: &Collector) -> Result<Snapshot, SnapshotError> {
+    judged_until(c, None)
 }
 
-impl Judged for Collector {
-    fn judged_with(
-        &self,
-        deadline: Option<Instant>,
-        opts: &Options,
-    ) -> Result<Snapshot, SnapshotError> {
-        let mut snap = self.collect_until(deadline)?;
-        judge_with(&mut snap, opts);
-        Ok(snap)
-    }
+/// [`judged`], with reads that end by `deadline` (what is not read by then
+/// is reported as timed out).
+pub fn judged_until(c: &Collector, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
+    judged_with(c, deadline, &Options::default())
+}
+
+/// [`judged_until`], diagnosed with `opts` (`why --pattern`).
+pub fn judged_with(
+    c: &Collector,
+    deadline: Option<Instant>,
+    opts: &Options,
+) -> Result<Snapshot, SnapshotError> {
+    let mut snap = c.collect_until(deadline)?;
+    judge_with(&mut snap, opts);
+    Ok(snap)
 }
 
 /// A judged snapshot of every GPU and every holder, with a collector of

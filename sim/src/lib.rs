@@ -52,9 +52,3 @@ pub use unsupported::*;
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod abi;
-
-#[cfg(test)]
-mod abi_health;

@@ -13,7 +13,7 @@ use super::identity::Target;
 use super::monitor::{self, Ended, Tick, Watch};
 use crate::diagnose::verdict::{self, Policy};
 use crate::model::{Selection, Snapshot, Verdict, VerdictState};
-use crate::pipeline::{select, Judged};
+use crate::pipeline::{self, select};
 use crate::snapshot::{Collector, SnapshotError};
 use std::ops::ControlFlow;
 use std::os::fd::BorrowedFd;
@@ -128,7 +128,10 @@ impl Waiting<'_> {
     /// Takes the next full snapshot.
     fn take(&mut self) -> Result<(), SnapshotError> {
         let deadline = self.opts.deadline + LAST_LOOK;
-        self.snap = select(self.c.judged_until(Some(deadline))?, &self.opts.gpus);
+        self.snap = select(
+            pipeline::judged_until(self.c, Some(deadline))?,
+            &self.opts.gpus,
+        );
         self.snapshots += 1;
         Ok(())
     }

@@ -9,7 +9,6 @@ use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::model::VerdictState;
 use crate::model::{Selection, Snapshot};
-use crate::pipeline::Judged;
 use crate::present::kill::{write_kill_json, write_plan_json, write_question};
 use crate::present::wait::{write_wait_command, Waited};
 use crate::present::Printer;
@@ -22,7 +21,7 @@ use std::io::Write;
 pub(super) fn run_kill(s: &Settings, args: &KillArgs, printer: &Printer) -> Result<Outcome, Error> {
     let c = collector(s, s.collect.clone(), None)?;
     kill::may_signal(&c).map_err(Error::KillRefused)?;
-    let snap = c.judged().map_err(|e| snapshot_error(s, e))?;
+    let snap = pipeline::judged(&c).map_err(|e| snapshot_error(s, e))?;
     let (sel, indexes) = selectors(s, args, &snap)?;
     let safety = kill::Safety {
         force_protected: args.force_protected,
@@ -263,9 +262,8 @@ pub(super) fn run_wait(s: &Settings, args: &WaitArgs, printer: &Printer) -> Resu
         ..s.collect.clone()
     };
     let c = collector(s, cfg, Some(deadline + LAST_LOOK))?;
-    let first = c
-        .judged_until(Some(deadline + LAST_LOOK))
-        .map_err(|e| snapshot_error(s, e))?;
+    let first =
+        pipeline::judged_until(&c, Some(deadline + LAST_LOOK)).map_err(|e| snapshot_error(s, e))?;
     let gpus = snapshot::resolve(&first.gpus, &common.gpu).map_err(Error::Selector)?;
     let opts = crate::act::wait::Options {
         gpus: gpus.clone(),

@@ -30,7 +30,7 @@ pub use error::{exit_code, finish, Error, Outcome};
 pub use files::WriteError;
 
 use crate::model::VerdictState;
-use crate::pipeline::{self, Judged};
+use crate::pipeline;
 use crate::present::notice::write_scanned;
 use crate::present::{Printer, PrinterBuilder};
 use crate::snapshot::{self, Config, SnapshotError};
@@ -106,9 +106,7 @@ fn take_selected_by(
         ..s.collect.clone()
     };
     let c = collector(s, cfg, None)?;
-    let snap = c
-        .judged_with(None, opts)
-        .map_err(|e| snapshot_error(s, e))?;
+    let snap = pipeline::judged_with(&c, None, opts).map_err(|e| snapshot_error(s, e))?;
     if common.verbose > 0 {
         let millis = started.elapsed().as_secs_f64() * 1000.0;
         let _ = write_scanned(&mut std::io::stderr(), &snap.visibility, millis);

@@ -15,7 +15,7 @@ pub mod title;
 
 use narrate::{free_it, narrate};
 
-use crate::pipeline::Judged;
+use crate::pipeline;
 use crate::present::{write_json, Printer};
 use crate::snapshot::{self, Config};
 use holder::{ChildSpec, HoldSpec, Spawned};
@@ -301,7 +301,7 @@ pub fn run(opts: &Options) -> Result<bool, Error> {
         ..opts.config.clone()
     };
     let collector = snapshot::Collector::new(cfg, None)?;
-    let snap = collector.judged()?;
+    let snap = pipeline::judged(&collector)?;
     let mut out = std::io::stdout().lock();
     if opts.printer.json() {
         write_json(&mut out, &crate::present::json::SnapshotDoc::new(&snap))?;

@@ -4,7 +4,7 @@
 
 use super::{Error, Incident, PKILL_PATTERN};
 use crate::model::Snapshot;
-use crate::pipeline::Judged;
+use crate::pipeline;
 use crate::present::{table, why, Printer};
 use crate::snapshot;
 use regex::Regex;
@@ -45,7 +45,7 @@ pub(super) fn free_it<W: Write>(
     };
     let (report, _) = kill::execute(c, snap, plan, &sel, &safety, &opts);
     crate::present::kill::write_report(w, &report, true, printer)?;
-    let after = c.judged()?;
+    let after = pipeline::judged(c)?;
     writeln!(w)?;
     writeln!(w, "{}", printer.bold("$ gpufree status --quiet"))?;
     table::write_status(

@@ -1,8 +1,9 @@
 //! How every writer prints: one [`Printer`], built once per command (the
 //! command line's flags, `NO_COLOR`, whether stdout is a terminal) with a
 //! [`PrinterBuilder`] and passed to each writer, as ripgrep's printer is
-//! one value built from its `StandardBuilder`. Colour is decided here
-//! alone: the printer paints the writers' strings and makes the
+//! one value built from its `StandardBuilder`. Whether to colour is
+//! decided once, where the command builds its printer (`cli::run`); the
+//! printer alone applies it: it paints the writers' strings and makes the
 //! [`Guard`] that lets exactly those colours through.
 
 use crate::safe::Guard;

@@ -24,7 +24,7 @@ pub mod view;
 use connections::{admit, is_out_of_resources, is_transient, sweep, Registry};
 
 use crate::act::monitor::{self, Tick, Watch};
-use crate::pipeline::{self, Judged};
+use crate::pipeline;
 use crate::present::metrics::{render_snapshot_part, Extra};
 use crate::snapshot::{self, Collector, GpuSelector};
 use hyper::body::Bytes;
@@ -141,9 +141,7 @@ fn collect(
 ) -> Result<(Bytes, crate::model::Snapshot), CollectError> {
     let started = Instant::now();
     let taken = crate::units::unix_now();
-    let snap = c
-        .judged()
-        .map_err(|e| CollectError::Snapshot(e.to_string()))?;
+    let snap = pipeline::judged(c).map_err(|e| CollectError::Snapshot(e.to_string()))?;
     let indexes = snapshot::resolve(&snap.gpus, gpus).map_err(CollectError::Gpu)?;
     let snap = pipeline::select(snap, &indexes);
     let extra = Extra {

@@ -189,7 +189,7 @@ impl Collector {
     /// the pins, details, owners, launchers and restart policies, its
     /// reads ending by `deadline` (what is not
     /// read by then is reported as timed out). It judges nothing: verdicts
-    /// and findings are the diagnosis's (`crate::pipeline::Judged`).
+    /// and findings are the diagnosis's (`crate::pipeline::judged`).
     pub fn collect_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
         let limits = Limits {
             read_timeout: self.cfg.read_timeout,

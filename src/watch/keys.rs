@@ -6,7 +6,7 @@ use super::{cycle, App, Msg, Popup, Sort};
 use crate::act::audit::Sinks;
 use crate::act::kill::{self, Plan, Safety, Selectors};
 use crate::model::{Process, Snapshot};
-use crate::pipeline::Judged;
+use crate::pipeline;
 use crate::snapshot::{Collector, Config};
 use crossterm::event::KeyCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,7 +63,7 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
     if let Err(why) = kill::may_signal(&c) {
         return format!("nothing signalled: {why}");
     }
-    let snap = match c.judged() {
+    let snap = match pipeline::judged(&c) {
         Ok(snap) => snap,
         Err(e) => return e.to_string(),
     };

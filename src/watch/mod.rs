@@ -23,7 +23,7 @@ use crate::act::identity::Target;
 use crate::act::kill::{Plan, Selectors};
 use crate::act::monitor::{self, Tick, Watch};
 use crate::model::{Process, Selection, Snapshot};
-use crate::pipeline::{refresh_memory, select, Judged};
+use crate::pipeline::{self, refresh_memory, select};
 use crate::snapshot::{Collector, Config};
 use crossterm::event::{self, Event, KeyEventKind};
 use ratatui::widgets::TableState;
@@ -105,7 +105,7 @@ impl Refresh {
 
     /// Takes a full snapshot and sends it (or its error).
     fn full(&mut self) -> Result<(), Gone> {
-        let snap = match self.c.judged() {
+        let snap = match pipeline::judged(&self.c) {
             Ok(s) => match &self.opts.gpus {
                 Some(sel) => select(s, sel),
                 None => s,

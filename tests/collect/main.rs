@@ -22,7 +22,7 @@ mod harness;
 use gpufree::act::kill::{self, Safety, Selectors};
 use gpufree::act::progress::Event;
 use gpufree::nvml::read_passes;
-use gpufree::pipeline::Judged;
+use gpufree::pipeline;
 use gpufree::proc::kmsg;
 use gpufree::proc::scan::walks;
 use gpufree::snapshot::{Collector, Config};
@@ -143,7 +143,7 @@ fn a_kill_reports_its_steps_in_order() {
         None,
     )
     .unwrap();
-    let snap = c.judged().unwrap();
+    let snap = pipeline::judged(&c).unwrap();
     let sel = Selectors {
         pids: vec![holder.pid()],
         ..Selectors::default()

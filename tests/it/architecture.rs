@@ -556,3 +556,124 @@ fn the_layout_check_finds_a_file_beside_its_directory() {
     let found = split_modules(root);
     assert_eq!(found, [root.join("a/b.rs").display().to_string()]);
 }
+
+/// The code map's rows (docs/ARCHITECTURE.md, "Code map"): the rooms each
+/// row names in its first cell, and the rest of the row.
+fn code_map(doc: &str) -> Vec<(Vec<String>, String)> {
+    let tick = regex::Regex::new(r"`([^`]+)`").unwrap();
+    let start = doc.find("## Code map").expect("a Code map section");
+    doc[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| room"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').collect();
+            let rooms = tick
+                .captures_iter(cells[1])
+                .map(|c| c[1].to_string())
+                .collect();
+            (rooms, cells[2..].join("|"))
+        })
+        .collect()
+}
+
+/// What the code map gets wrong about `src`: an entry of `src` no row
+/// names, a room no entry is, and a file or directory a row names
+/// (`` `name.rs` ``, `` `dir/` ``) that is nowhere under `src`.
+fn code_map_errors(doc: &str, src: &Path) -> Vec<String> {
+    let rows = code_map(doc);
+    let rooms: Vec<&String> = rows.iter().flat_map(|(r, _)| r).collect();
+    let mut errors = Vec::new();
+    for e in std::fs::read_dir(src).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let room = if e.path().is_dir() {
+            format!("{name}/")
+        } else {
+            name.clone()
+        };
+        if name != "lib.rs" && name != "main.rs" && !rooms.contains(&&room) {
+            errors.push(format!("src/{room} is in no row of the code map"));
+        }
+    }
+    for room in &rooms {
+        if !src.join(room.trim_end_matches('/')).exists() {
+            errors.push(format!("the code map's room {room} is not in src/"));
+        }
+    }
+    let named = regex::Regex::new(r"`([a-z_/]+(?:\.rs|/))`").unwrap();
+    let everything: Vec<String> = all_paths(src);
+    for (_, rest) in &rows {
+        for c in named.captures_iter(rest) {
+            let path = c[1].trim_end_matches('/');
+            if !everything.iter().any(|p| p.ends_with(&format!("/{path}"))) {
+                errors.push(format!("the code map names {}, which src/ has not", &c[1]));
+            }
+        }
+    }
+    errors
+}
+
+/// Every file and directory under `dir`, as paths.
+fn all_paths(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        out.push(p.display().to_string());
+        if p.is_dir() {
+            out.extend(all_paths(&p));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_code_map_is_the_source_tree() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(top.join("docs/ARCHITECTURE.md")).unwrap();
+    let errors = code_map_errors(&doc, &top.join("src"));
+    assert!(
+        errors.is_empty(),
+        "docs/ARCHITECTURE.md:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn the_code_map_check_finds_what_is_missing_either_way() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path();
+    std::fs::create_dir_all(src.join("model")).unwrap();
+    std::fs::create_dir_all(src.join("extra")).unwrap();
+    std::fs::write(src.join("model/gpu.rs"), "").unwrap();
+    std::fs::write(src.join("lib.rs"), "").unwrap();
+    let doc = "## Code map\n\n| room | its one job | must never reach |\n|---|---|---|\n\
+               | `model/` | values (`gpu.rs`, `gone.rs`) | any |\n| `ghost/` | nothing | — |\n";
+    assert_eq!(
+        code_map_errors(doc, src),
+        [
+            "src/extra/ is in no row of the code map",
+            "the code map's room ghost/ is not in src/",
+            "the code map names gone.rs, which src/ has not",
+        ]
+    );
+}
+
+/// No source file outside tests begins its imports with `use super::*`:
+/// each file names what it takes from its parent.
+#[test]
+fn no_source_file_imports_its_parent_whole() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found: Vec<String> = ["src", "sim/src"]
+        .iter()
+        .flat_map(|d| sources(&top.join(d)))
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .any(|l| l == "use super::*;")
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(found.is_empty(), "name the imports:\n{}", found.join("\n"));
+}

@@ -12,7 +12,7 @@ use crate::act::monitor::{self, Tick, Watch};
 use crate::act::progress::Event;
 use crate::diagnose::verdict;
 use crate::model::{Plan, PlanEntry, Process, Report, Snapshot, VerdictState};
-use crate::pipeline::Judged;
+use crate::pipeline;
 use crate::snapshot::Collector;
 use rustix::process::Signal;
 use std::collections::BTreeSet;
@@ -91,7 +91,7 @@ impl Run<'_> {
             if Instant::now() >= self.deadlines.act {
                 break;
             }
-            let Ok(next) = self.c.judged_until(Some(self.deadlines.act)) else {
+            let Ok(next) = pipeline::judged_until(self.c, Some(self.deadlines.act)) else {
                 break;
             };
             snap = next;
@@ -184,7 +184,7 @@ impl Run<'_> {
         signalled: &[Process],
         report: &mut Report,
     ) -> (crate::model::Verdict, Option<Snapshot>, Instant) {
-        let end = self.c.judged_until(Some(self.deadlines.end));
+        let end = pipeline::judged_until(self.c, Some(self.deadlines.end));
         let judged: &Report = report;
         let judge = |end: &Snapshot| {
             release.judge(

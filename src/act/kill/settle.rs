@@ -3,7 +3,7 @@
 
 use crate::act::monitor::{self, Ended, Tick, Watch};
 use crate::model::{OwnerKind, Process, Snapshot, VerdictState};
-use crate::pipeline::Judged;
+use crate::pipeline;
 use crate::snapshot::Collector;
 use crate::snapshot::SnapshotError;
 use std::ops::ControlFlow;
@@ -64,7 +64,7 @@ impl Watch for Settling<'_> {
     /// (or in the first) extends the watch once.
     fn look(&mut self, tick: Tick) -> ControlFlow<Self::Out> {
         if !tick.first() {
-            let snap = match self.c.judged_until(Some(self.until)) {
+            let snap = match pipeline::judged_until(self.c, Some(self.until)) {
                 Ok(snap) => snap,
                 Err(e) => return ControlFlow::Break(Err(e)),
             };

@@ -1,9 +1,9 @@
 //! The exported ABI called as a C client would. One test function: the
 //! library's state is process-global.
 
-use super::*;
 use crate::memory::MEMORY_V2_VERSION;
 use crate::ret;
+use crate::*;
 use std::ffi::{c_char, c_uint, CStr};
 
 #[test]
@@ -118,6 +118,6 @@ fn refcount_count_protocol_and_version_checks() {
         assert_eq!(nvmlShutdown(), ret::UNINITIALIZED);
         assert_eq!(nvmlDeviceGetFanSpeed(), ret::UNINITIALIZED);
     }
-    crate::abi_health::health_and_events(&dir);
+    super::abi_health::health_and_events(&dir);
     std::fs::remove_dir_all(dir).unwrap();
 }

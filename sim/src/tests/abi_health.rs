@@ -1,8 +1,8 @@
 //! The health calls and the event API called as a C client would; run
 //! from `abi`'s one test (the library's state is process-global).
 
-use super::*;
 use crate::ret;
+use crate::*;
 use std::ffi::{c_uint, c_ulonglong};
 
 fn field_value(id: c_uint) -> FieldValue {

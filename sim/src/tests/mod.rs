@@ -1,4 +1,8 @@
-//! The simulator's tests tests.
+//! The simulator's tests; `abi` and `abi_health` call the exported ABI
+//! as a C client would.
+
+mod abi;
+mod abi_health;
 
 use crate::memory::{Memory, MemoryV2};
 use crate::pci::{Pci, PciInfo};
