@@ -91,10 +91,7 @@ fn audit(s: &Settings, args: &KillArgs, report: &kill::Report) {
     let reasons = crate::present::words::verdict::reasons(&report.reasons);
     let ctx = audit::Context::now("kill", args.signal, args.no_wait, reasons);
     if let Err(e) = audit::log(&s.audit, &ctx, report) {
-        eprintln!(
-            "gpufree: {}",
-            crate::safe::fit(&e.to_string(), crate::safe::MESSAGE_MAX)
-        );
+        let _ = crate::present::notice::write_error(&mut std::io::stderr(), &e.to_string());
     }
 }
 

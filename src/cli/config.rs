@@ -102,7 +102,7 @@ impl Env {
             .into_iter()
             .partition(|(k, _)| VALUES.contains(&k.as_str()));
         for (k, _) in ignored {
-            eprintln!("gpufree: {k} ignored: {}", why.why());
+            let _ = crate::present::notice::write_ignored(&mut std::io::stderr(), &k, why.why());
         }
         Env { vars: kept }
     }

@@ -299,9 +299,7 @@ pub fn finish(end: Result<Outcome, Error>) -> std::process::ExitCode {
             let _ = e.print();
         }
         Err(e) if code != 0 => {
-            // One line, whatever names it carries.
-            let line = crate::safe::fit(&e.to_string(), crate::safe::MESSAGE_MAX);
-            eprintln!("gpufree: {line}");
+            let _ = crate::present::notice::write_error(&mut io::stderr(), &e.to_string());
         }
         _ => {}
     }

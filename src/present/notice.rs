@@ -1,6 +1,7 @@
 //! The one-line notices a command writes on stderr beside its output:
 //! what `-v` measured, where a user's answer came from or why it was not
-//! asked, what `check` could not keep, where `serve` listens. Each is one
+//! asked, what `check` could not keep, where `serve` listens, a variable
+//! not obeyed, a command's error, serve's failures it lives through. Each is one
 //! line, `gpufree: ` (or `gpufree serve: `) first.
 
 use crate::model::Visibility;
@@ -93,4 +94,42 @@ pub fn write_listening<W: Write>(
         writeln!(w, "gpufree serve: answering users' status and why on {v}")?;
     }
     Ok(())
+}
+
+/// A command's error or a failure beside its answer (the audit record not
+/// written): one line, whatever names it carries.
+pub fn write_error<W: Write>(w: &mut W, message: &str) -> io::Result<()> {
+    writeln!(w, "gpufree: {}", fit(message, crate::safe::MESSAGE_MAX))
+}
+
+/// A variable gpufree does not obey here (secure mode), and why.
+pub fn write_ignored<W: Write>(w: &mut W, var: &str, why: &str) -> io::Result<()> {
+    writeln!(w, "gpufree: {} ignored: {why}", escape(var))
+}
+
+/// `serve` could not take a snapshot and keeps serving its last good one.
+pub fn write_serving_last<W: Write>(w: &mut W, message: &str) -> io::Result<()> {
+    writeln!(
+        w,
+        "gpufree serve: snapshot failed, serving the last good one: {}",
+        fit(message, crate::safe::MESSAGE_MAX)
+    )
+}
+
+/// `serve` ran out of descriptors accepting a connection (said at most once
+/// a minute) and retries every `backoff_ms`, closing an idle connection.
+pub fn write_accept_starved<W: Write>(
+    w: &mut W,
+    error: &io::Error,
+    backoff_ms: u128,
+) -> io::Result<()> {
+    writeln!(
+        w,
+        "gpufree serve: accept: {error}; closing the longest idle connection and retrying every {backoff_ms} ms (said at most once a minute)"
+    )
+}
+
+/// `serve` could not accept a connection and retries.
+pub fn write_accept_failed<W: Write>(w: &mut W, error: &io::Error) -> io::Result<()> {
+    writeln!(w, "gpufree serve: accept: {error}; retrying")
 }

@@ -179,10 +179,7 @@ fn store(cache: &Mutex<Cache>, result: Result<(Bytes, crate::model::Snapshot), C
         }
         Err(e) => {
             cache.errors += 1;
-            eprintln!(
-                "gpufree serve: snapshot failed, serving the last good one: {}",
-                crate::safe::fit(e.message(), crate::safe::MESSAGE_MAX)
-            );
+            let _ = crate::present::notice::write_serving_last(&mut std::io::stderr(), e.message());
         }
     }
 }
@@ -353,9 +350,10 @@ async fn run(
             }
             Err(e) if is_out_of_resources(&e) => {
                 if logged.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
-                    eprintln!(
-                        "gpufree serve: accept: {e}; closing the longest idle connection and retrying every {} ms (said at most once a minute)",
-                        ACCEPT_BACKOFF.as_millis()
+                    let _ = crate::present::notice::write_accept_starved(
+                        &mut std::io::stderr(),
+                        &e,
+                        ACCEPT_BACKOFF.as_millis(),
                     );
                     logged = Some(Instant::now());
                 }
@@ -373,7 +371,7 @@ async fn run(
             // that one is gone, the next may come.
             Err(e) if is_transient(&e) => {}
             Err(e) => {
-                eprintln!("gpufree serve: accept: {e}; retrying");
+                let _ = crate::present::notice::write_accept_failed(&mut std::io::stderr(), &e);
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
             }
         }
