@@ -186,6 +186,11 @@ pub struct XidReport {
     /// `'N/A'` or none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// What the PID the line names is now among the holders (set where
+    /// the report is joined into a snapshot): an Xid names a process only
+    /// while the PID still belongs to one that started before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_now: Option<XidPid>,
     /// The comm the line names (`name=...`), raw: chosen by the process
     /// itself, never trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -198,6 +203,20 @@ pub struct XidReport {
     /// record's timestamp); None where the boot time is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_unix_ms: Option<u64>,
+}
+
+/// What an Xid's PID is now, among the snapshot's holders.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum XidPid {
+    /// A holder has the PID and started before the Xid (by more than a
+    /// clock tick): the process the Xid names.
+    Holder,
+    /// A holder has the PID but started after the Xid (or in its clock
+    /// tick): the PID was reused, the process the Xid names is gone.
+    Reused,
+    /// No holder has the PID now.
+    NotHolding,
 }
 
 /// An Xid delivered by NVML's event API (`nvmlEventSetWait_v2`).

@@ -33,7 +33,7 @@ pub use check::{
 };
 pub use driver::{
     same_pci, DriverEvidence, FaultCode, FaultReturn, KernelLog, ProcessUtil, Reading,
-    RecoveryAction, Remap, XidEvent, XidReport,
+    RecoveryAction, Remap, XidEvent, XidPid, XidReport,
 };
 pub use evidence::{
     Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,

@@ -7,7 +7,7 @@
 //! names: the kernel log is root's to read (`dmesg_restrict`).
 
 use super::Config;
-use crate::model::{same_pci, KernelLog, Reading, Snapshot};
+use crate::model::{same_pci, KernelLog, Reading, Snapshot, XidPid, XidReport};
 use crate::proc::{kmsg, scan};
 use std::os::fd::OwnedFd;
 use std::time::Instant;
@@ -41,6 +41,7 @@ pub(super) fn join(
                 if hide {
                     (x.pid, x.comm, x.text) = (None, None, String::new());
                 }
+                x.pid_now = x.pid.map(|pid| pid_now(snap, x, pid));
                 let gpu = snap
                     .gpus
                     .iter_mut()
@@ -60,6 +61,26 @@ pub(super) fn join(
         Err(e) => log.xids = Reading::Failed(e.why),
     }
     snap.kernel_log = Some(log);
+}
+
+/// What `pid`, named by Xid `x`, is now among `snap`'s holders: the
+/// process the Xid names only if it started before the Xid by more than a
+/// clock tick (start times are in ticks, the log in microseconds).
+fn pid_now(snap: &Snapshot, x: &XidReport, pid: u32) -> XidPid {
+    let Some(p) = snap.processes.iter().find(|p| p.pid == pid) else {
+        return XidPid::NotHolding;
+    };
+    let tps = snap.ticks_per_second.max(1);
+    let started_us = p
+        .start_time_ticks
+        .saturating_add(1)
+        .saturating_mul(1_000_000)
+        / tps;
+    if started_us < x.since_boot_us {
+        XidPid::Holder
+    } else {
+        XidPid::Reused
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +111,49 @@ mod tests {
             ))),
             ..Config::default()
         }
+    }
+
+    /// Xid 31 of the fixture names PID 4242 at 7,200.4 s after boot: a
+    /// holder with that PID that started at 100 s is the process it
+    /// names; one that started at 7,300 s has the PID reused.
+    #[test]
+    fn an_xid_names_a_holder_only_if_it_started_before_the_xid() {
+        let with = |start_s: u64| {
+            let proc_fd = OwnedFd::from(std::fs::File::open("/proc").expect("/proc"));
+            let mut snap = Snapshot {
+                ticks_per_second: 100,
+                processes: vec![crate::model::Process {
+                    pid: 4242,
+                    start_time_ticks: start_s * 100,
+                    ..Default::default()
+                }],
+                ..Snapshot::default()
+            };
+            join(&mut snap, &fixture(), &proc_fd, None);
+            let log = snap.kernel_log.expect("read");
+            let all = log.xids.value().expect("readable").clone();
+            all.iter().map(|x| (x.xid, x.pid_now)).collect::<Vec<_>>()
+        };
+        let none = None;
+        assert_eq!(
+            with(100),
+            [(48, none), (31, Some(XidPid::Holder)), (79, none)]
+        );
+        assert_eq!(with(7_300)[1], (31, Some(XidPid::Reused)));
+        let nobody = Snapshot::default();
+        let report = XidReport {
+            xid: 31,
+            pci: String::new(),
+            gpu: None,
+            gpu_instance: None,
+            pid: Some(4242),
+            pid_now: None,
+            comm: None,
+            text: String::new(),
+            since_boot_us: 1,
+            at_unix_ms: None,
+        };
+        assert_eq!(pid_now(&nobody, &report, 4242), XidPid::NotHolding);
     }
 
     #[test]

@@ -10,6 +10,14 @@
 //! `(PCI:0000:01:00 GPU-I:05)`). A name in such a line is the process's
 //! own comm, chosen by it: it is kept raw and never trusted.
 //!
+//! Only the kernel writes an Xid: a record counts only when its facility
+//! is the kernel's (0; userspace writes to `/dev/kmsg` are LOG_USER at
+//! least, the kernel refuses facility 0 from them) and its message BEGINS
+//! with `NVRM: Xid (PCI:` and a hexadecimal address. Other kernel lines
+//! quote text a user chooses (a segfault line names the crashing file, a
+//! USB line a device's product string, many begin with a comm of up to 15
+//! bytes, exactly `NVRM: Xid (PCI:` at most): none of them is an Xid.
+//!
 //! Reading: `O_NONBLOCK`, stop at EAGAIN (the ring's end) or end of file
 //! (a fixture); EPIPE means records were overwritten while read: they are
 //! counted as lost and the read goes on. A byte and a time limit bound
@@ -25,8 +33,21 @@ use std::time::Instant;
 /// The kernel log's usual place.
 pub const DEFAULT_KMSG: &str = "/dev/kmsg";
 
-/// At most this many bytes of the log are read.
-pub const MAX_BYTES: usize = 16 << 20;
+/// At most this many bytes of the log are scanned (only Xid records are
+/// kept, so what is kept stays small); the kernel's ring is at most 32 MiB
+/// unless booted with a larger `log_buf_len`.
+pub const MAX_BYTES: usize = 64 << 20;
+
+/// A `name=` longer than a kernel comm can be (15 bytes; 64 allows for
+/// kernels with longer names) is no comm: not kept.
+const MAX_COMM: usize = 64;
+
+/// The kernel's syslog facility (`pri >> 3`); everything from userspace
+/// has another.
+const KERNEL_FACILITY: u32 = 0;
+
+/// What an Xid record's message begins with.
+const XID_PREFIX: &str = "NVRM: Xid (";
 
 /// Reads of the log by this process so far: see [`reads`].
 static READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -40,6 +61,8 @@ pub fn reads() -> usize {
 /// One record of the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// Syslog facility (`pri >> 3`): 0 for the kernel's own records.
+    pub facility: u32,
     /// Sequence number.
     pub seq: u64,
     /// Microseconds since boot.
@@ -61,7 +84,8 @@ pub struct KmsgError {
 /// What one read of the log gave.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KmsgRead {
-    /// The records, in order.
+    /// The driver's Xid records, in order (every other record is scanned
+    /// and dropped).
     pub records: Vec<Record>,
     /// Records overwritten while they were read (EPIPE).
     pub lost: u64,
@@ -84,21 +108,30 @@ pub fn parse_record(line: &[u8]) -> Option<Record> {
     let semi = line.iter().position(|&b| b == b';')?;
     let head = std::str::from_utf8(&line[..semi]).ok()?;
     let mut fields = head.split(',');
-    let _pri: u32 = fields.next()?.parse().ok()?;
+    let pri: u32 = fields.next()?.parse().ok()?;
     let seq = fields.next()?.parse().ok()?;
     let ts_usec = fields.next()?.parse().ok()?;
     Some(Record {
+        facility: pri >> 3,
         seq,
         ts_usec,
         message: String::from_utf8_lossy(&line[semi + 1..]).into_owned(),
     })
 }
 
+/// Whether `r` may be an Xid report: the kernel's own record whose
+/// message begins with the driver's prefix (see the module's doc).
+fn from_the_driver(r: &Record) -> bool {
+    r.facility == KERNEL_FACILITY && r.message.starts_with(XID_PREFIX)
+}
+
 /// The Xid report in one record's message, if it is one. `btime`: the
 /// boot time in seconds since the epoch, when known.
 pub fn parse_xid(r: &Record, btime: Option<u64>) -> Option<XidReport> {
-    let at = r.message.find("NVRM: Xid (")?;
-    let rest = &r.message[at + "NVRM: Xid (".len()..];
+    if !from_the_driver(r) {
+        return None;
+    }
+    let rest = &r.message[XID_PREFIX.len()..];
     let close = rest.find(')')?;
     let (pci, gpu_instance) = location(&rest[..close])?;
     let rest = rest[close + 1..].strip_prefix(':')?.trim_start();
@@ -115,7 +148,8 @@ pub fn parse_xid(r: &Record, btime: Option<u64>) -> Option<XidReport> {
     let mut comm = None;
     if let Some(after) = rest.strip_prefix("name=") {
         let (value, tail) = field(after);
-        comm = Some(value.to_string());
+        comm = (value != "<unknown>" && !value.is_empty() && value.len() <= MAX_COMM)
+            .then(|| value.to_string());
         rest = tail;
     }
     Some(XidReport {
@@ -124,6 +158,7 @@ pub fn parse_xid(r: &Record, btime: Option<u64>) -> Option<XidReport> {
         gpu: None,
         gpu_instance,
         pid,
+        pid_now: None,
         comm,
         text: rest.to_string(),
         since_boot_us: r.ts_usec,
@@ -131,12 +166,11 @@ pub fn parse_xid(r: &Record, btime: Option<u64>) -> Option<XidReport> {
     })
 }
 
-/// `PCI:0000:01:00`, `0000:01:00` or `PCI:0000:01:00 GPU-I:05`.
+/// `PCI:0000:01:00` or `PCI:0000:01:00 GPU-I:05`.
 fn location(s: &str) -> Option<(String, Option<u32>)> {
     let mut words = s.split_whitespace();
-    let addr = words.next()?;
-    let addr = addr.strip_prefix("PCI:").unwrap_or(addr);
-    if addr.is_empty()
+    let addr = words.next()?.strip_prefix("PCI:")?;
+    if !addr.starts_with(|c: char| c.is_ascii_hexdigit())
         || !addr
             .bytes()
             .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
@@ -168,7 +202,9 @@ pub fn parse_btime(stat: &[u8]) -> Option<u64> {
 }
 
 /// Reads the log at `path` from the start of its ring, without blocking,
-/// until its end, `MAX_BYTES` or `deadline`.
+/// until its end, `MAX_BYTES` or `deadline`, keeping the driver's Xid
+/// records only (so a long log's newest Xids are never the ones dropped
+/// for room).
 pub fn read(path: &Path, deadline: Instant) -> Result<KmsgRead, KmsgError> {
     READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let fail = |e: std::io::Error| KmsgError {
@@ -181,30 +217,63 @@ pub fn read(path: &Path, deadline: Instant) -> Result<KmsgRead, KmsgError> {
         .open(path)
         .map_err(fail)?;
     let mut out = KmsgRead::default();
-    let mut bytes = Vec::new();
-    // /dev/kmsg answers one record a read, and refuses a buffer too
-    // small for it (EINVAL): room for the largest.
+    // /dev/kmsg answers one whole record a read, and refuses a buffer too
+    // small for it (EINVAL): room for the largest. A file (a fixture) may
+    // end a read mid-line: the part after the last newline waits for the
+    // next read.
     let mut buf = vec![0u8; 16 << 10];
+    let (mut scanned, mut pending, mut skipping) = (0usize, Vec::new(), false);
     loop {
-        if bytes.len() >= MAX_BYTES || Instant::now() >= deadline {
+        if scanned >= MAX_BYTES || Instant::now() >= deadline {
             out.truncated = true;
             break;
         }
         match file.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+            Ok(n) => {
+                scanned += n;
+                pending.extend_from_slice(&buf[..n]);
+                keep_whole_lines(&mut pending, &mut out.records, buf.len(), &mut skipping);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) if e.raw_os_error() == Some(libc::EPIPE) => out.lost += 1,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if bytes.is_empty() && out.lost == 0 => return Err(fail(e)),
+            Err(e) if scanned == 0 && out.lost == 0 => return Err(fail(e)),
             Err(_) => {
                 out.truncated = true;
                 break;
             }
         }
     }
-    out.records = parse_records(&bytes);
+    pending.push(b'\n');
+    keep_whole_lines(&mut pending, &mut out.records, 0, &mut skipping);
     Ok(out)
+}
+
+/// Moves the driver's records among the whole lines of `pending` into
+/// `records`, leaving the unfinished last line; a line longer than `max`
+/// bytes (no record is) is dropped whole (`skipping` until its end).
+fn keep_whole_lines(
+    pending: &mut Vec<u8>,
+    records: &mut Vec<Record>,
+    max: usize,
+    skipping: &mut bool,
+) {
+    if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
+        let rest = pending.split_off(end + 1);
+        let mut lines = &pending[..];
+        if *skipping {
+            let first = lines.iter().position(|&b| b == b'\n').unwrap_or(0);
+            lines = &lines[first + 1..];
+            *skipping = false;
+        }
+        records.extend(parse_records(lines).into_iter().filter(from_the_driver));
+        *pending = rest;
+    }
+    if max > 0 && pending.len() > max {
+        pending.clear();
+        *skipping = true;
+    }
 }
 
 fn describe(e: &std::io::Error) -> String {

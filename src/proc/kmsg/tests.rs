@@ -5,6 +5,7 @@ use std::time::Duration;
 
 fn rec(message: &str) -> Record {
     Record {
+        facility: 0,
         seq: 1,
         ts_usec: 2_500_000,
         message: message.to_string(),
@@ -64,18 +65,18 @@ fn an_xid_without_pid_or_with_an_unknown_one() {
         None,
     )
     .expect("an Xid");
-    assert_eq!(
-        (u.xid, u.pid, u.comm.as_deref()),
-        (48, None, Some("<unknown>"))
-    );
+    assert_eq!((u.xid, u.pid, u.comm.as_deref()), (48, None, None));
     let na = parse_xid(
         &rec("NVRM: Xid (PCI:0000:65:00): 64, pid='N/A', Row Remapper"),
         None,
     )
     .expect("an Xid");
     assert_eq!((na.pid, na.text.as_str()), (None, "Row Remapper"));
-    let old = parse_xid(&rec("NVRM: Xid (0000:01:00): 3, C 00000005"), None).expect("an Xid");
-    assert_eq!((old.xid, old.pci.as_str()), (3, "0000:01:00"));
+    // Drivers before R352 wrote the address without `PCI:`: too loose a
+    // form to tell from a comm that spells it (see the module's doc), and
+    // older than any NVML gpufree reads.
+    let old = parse_xid(&rec("NVRM: Xid (0000:01:00): 3, C 00000005"), None);
+    assert_eq!(old, None);
     let bare = parse_xid(&rec("NVRM: Xid (PCI:0000:01:00): 13"), None).expect("an Xid");
     assert_eq!((bare.xid, bare.text.as_str()), (13, ""));
 }
@@ -156,4 +157,76 @@ fn an_unreadable_log_is_an_error_and_a_past_deadline_truncates() {
     assert!(!dir_err.why.is_empty());
     let eperm = describe(&std::io::Error::from_raw_os_error(libc::EPERM));
     assert!(eperm.contains("CAP_SYSLOG"), "{eperm}");
+}
+
+/// What a user can put in the kernel's log is never an Xid: a record of
+/// another facility (userspace's writes to /dev/kmsg), a kernel line
+/// quoting a crashing file's name or a device's product string (the
+/// prefix not at the start), a comm of 15 bytes that spells the prefix
+/// (the address after it is not hexadecimal), an address without `PCI:`.
+#[test]
+fn only_the_kernels_own_driver_lines_are_xids() {
+    let forged = "NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=systemd, GPU has fallen off the bus.";
+    let user = Record {
+        facility: 1,
+        ..rec(forged)
+    };
+    assert_eq!(parse_xid(&user, None), None, "userspace's record");
+    let segv = format!("a.out[4242]: segfault at 0 ip 0 sp 0 error 4 in {forged}[55d0,1000]");
+    assert_eq!(
+        parse_xid(&rec(&segv), None),
+        None,
+        "quoted in a kernel line"
+    );
+    let comm = "NVRM: Xid (PCI:[4242]: segfault at 0 ip 0 sp 0 error 4";
+    assert_eq!(
+        parse_xid(&rec(comm), None),
+        None,
+        "a comm spelling the prefix"
+    );
+    let bare = "NVRM: Xid (0000:01:00): 79, GPU has fallen off the bus.";
+    assert_eq!(
+        parse_xid(&rec(bare), None),
+        None,
+        "no PCI: before the address"
+    );
+    assert!(
+        parse_xid(&rec(forged), None).is_some(),
+        "the driver's own line"
+    );
+}
+
+/// A `name=` that is the driver's placeholder, or longer than a comm can
+/// be, names no process.
+#[test]
+fn a_placeholder_or_overlong_name_is_no_comm() {
+    let unknown = "NVRM: Xid (PCI:0000:01:00): 48, pid='<unknown>', name=<unknown>, DBE.";
+    let x = parse_xid(&rec(unknown), None).expect("an Xid");
+    assert_eq!((x.pid, x.comm), (None, None));
+    let long = format!(
+        "NVRM: Xid (PCI:0000:01:00): 31, pid=7, name={}, MMU Fault.",
+        "x".repeat(65)
+    );
+    let x = parse_xid(&rec(&long), None).expect("an Xid");
+    assert_eq!((x.pid, x.comm), (Some(7), None));
+}
+
+/// The reader keeps the driver's records of a log far larger than what it
+/// keeps, the newest included, and only those.
+#[test]
+fn a_long_log_keeps_its_newest_xids() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kmsg");
+    let mut log = String::new();
+    for i in 0..200_000u64 {
+        log.push_str(&format!("6,{i},{i},-;usb 1-1: noise line number {i}\n"));
+    }
+    log.push_str("4,200000,200000,-;NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.\n");
+    log.push_str("12,200001,200001,-;NVRM: Xid (PCI:0000:01:00): 48, forged by a user.\n");
+    std::fs::write(&path, &log).unwrap();
+    let read = read(&path, Instant::now() + Duration::from_secs(30)).unwrap();
+    assert!(!read.truncated);
+    let xids = xids(&read, None);
+    assert_eq!(xids.len(), 1, "{xids:?}");
+    assert_eq!(xids[0].xid, 79);
 }
