@@ -170,17 +170,27 @@ pub fn parse_xid(r: &Record, btime: Option<u64>) -> Option<XidReport> {
 fn location(s: &str) -> Option<(String, Option<u32>)> {
     let mut words = s.split_whitespace();
     let addr = words.next()?.strip_prefix("PCI:")?;
-    if !addr.starts_with(|c: char| c.is_ascii_hexdigit())
-        || !addr
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
-    {
+    if !is_pci_address(addr) {
         return None;
     }
     let instance = words
         .find_map(|w| w.strip_prefix("GPU-I:"))
         .and_then(|n| n.parse().ok());
     Some((addr.to_string(), instance))
+}
+
+/// `DOMAIN:BUS:DEVICE` in hexadecimal (4 to 8, 2 and 2 digits), with an
+/// optional `.FUNCTION`: the driver's form, and more than a 15-byte comm
+/// that spells the prefix can carry after it.
+fn is_pci_address(s: &str) -> bool {
+    let s = s
+        .split_once('.')
+        .map_or(s, |(a, f)| if f.len() == 1 { a } else { "" });
+    let parts: Vec<&str> = s.split(':').collect();
+    let hex = |p: &str, lens: std::ops::RangeInclusive<usize>| {
+        lens.contains(&p.len()) && p.bytes().all(|b| b.is_ascii_hexdigit())
+    };
+    parts.len() == 3 && hex(parts[0], 4..=8) && hex(parts[1], 2..=2) && hex(parts[2], 2..=2)
 }
 
 /// A `key=value, ` field's value (quotes around it dropped) and what
