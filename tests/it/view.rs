@@ -31,18 +31,24 @@ fn user_holder(uid: u32, node: &Path, secret: &str) -> Child {
 /// `gpufree ARGS` as `uid`, asking the view at `socket` (and naming no
 /// library or directory of its own).
 fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Output {
-    // The kit's gpufree, as `uid`, in an environment of its own.
-    run_cmd(
-        Command::new("setpriv")
-            .arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={uid}"))
-            .args(["--clear-groups", "--"])
-            .arg(nobody_kit(d).gpufree)
-            .args(args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("GPUFREE_VIEW_SOCKET", socket),
-    )
+    // The kit's gpufree, as `uid`, in an environment of its own: `env -i`
+    // drops the test's and the builder's variables.
+    let mut view = std::ffi::OsString::from("GPUFREE_VIEW_SOCKET=");
+    view.push(socket);
+    Gpufree::new(args)
+        .program(nobody_kit(d).gpufree)
+        .wrapped([
+            "setpriv".into(),
+            format!("--reuid={uid}").into(),
+            format!("--regid={uid}").into(),
+            "--clear-groups".into(),
+            "--".into(),
+            "env".into(),
+            "-i".into(),
+            "PATH=/usr/bin:/bin".into(),
+            view,
+        ])
+        .run()
 }
 
 /// Root's serve with the view's socket at `socket`; ready once the socket
