@@ -24,8 +24,7 @@ fn a_gpu_reset_recovery_action_and_kernel_xids_show_on_the_right_gpu() {
     let state = dir.state(&sim_state(vec![sim_gpu(0, &[], 0), gpu1]));
     let doc = Gpufree::new(["status"])
         .json()
-        .dev(&dir.dev)
-        .sim(&state)
+        .on(&dir, &state)
         .kmsg(KMSG)
         .run()
         .assert_exit(0)
@@ -80,8 +79,7 @@ fn not_supported_everywhere_is_said_and_the_verdict_is_unchanged() {
     let state = dir.one_gpu(&[(holder.pid(), 4096, "while-alive")], 0);
     let quiet = Gpufree::new(["status"])
         .json()
-        .dev(&dir.dev)
-        .sim(&state)
+        .on(&dir, &state)
         .kmsg("off")
         .run()
         .assert_exit(0)
@@ -99,8 +97,7 @@ fn not_supported_everywhere_is_said_and_the_verdict_is_unchanged() {
     assert!(quiet.get("kernel_log").is_none(), "not read");
     let unreadable = Gpufree::new(["status"])
         .json()
-        .dev(&dir.dev)
-        .sim(&state)
+        .on(&dir, &state)
         .kmsg("/nonexistent/kmsg")
         .run()
         .assert_exit(0)

@@ -224,7 +224,7 @@ fn run(shape: Shape) {
             .collect(),
     ));
 
-    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    let r = Gpufree::new(["why"]).json().on(&d, &state).run();
     // Live holders are an error finding: why exits 1.
     let doc = r.assert_exit(1).json();
     let mut problems = Vec::new();
@@ -295,8 +295,7 @@ fn run(shape: Shape) {
         args.push("--yes");
         let ran = Gpufree::new(["kill"])
             .json()
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(&args)
             .run();
         let after = ran.assert_exit(0).json();

@@ -55,8 +55,7 @@ fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Output {
 /// answers.
 fn serve_view(d: &TestDir, state: &Path, socket: &Path) -> Child {
     let serve = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
-        .dev(&d.dev)
-        .sim(state)
+        .on(d, state)
         .opt_value("--view-socket", socket);
     let child = serve_listening(&mut serve.command());
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -267,8 +266,7 @@ fn serve_never_takes_over_a_live_datagram_socket() {
     let live = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
     let state = d.one_gpu(&[], 0);
     let r = Gpufree::new(["serve"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args([
             "--listen",
             "127.0.0.1:0",
