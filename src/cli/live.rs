@@ -10,11 +10,12 @@ use crate::present::Printer;
 use crate::snapshot::Config;
 use std::io::Write;
 
-/// `gpufree watch`: the live view, on a terminal only.
+/// `gpufree watch`: the live view, on a terminal only; in colour as the
+/// printer decided (`--no-color`, `NO_COLOR`).
 pub(super) fn watch(
     s: &Settings,
-    interval: std::time::Duration,
-    scan_every: std::time::Duration,
+    (interval, scan_every): (std::time::Duration, std::time::Duration),
+    printer: &Printer,
 ) -> Result<Outcome, Error> {
     use std::io::IsTerminal;
     let common = &s.common;
@@ -32,6 +33,7 @@ pub(super) fn watch(
             Some(crate::snapshot::resolve(&first.gpus, &common.gpu).map_err(Error::Selector)?)
         },
         audit: s.audit.clone(),
+        color: printer.color(),
     };
     let cfg = Config {
         long_lived: true,

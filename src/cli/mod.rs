@@ -131,7 +131,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
             interval,
             scan_every,
             ..
-        } => live::watch(s, interval, scan_every),
+        } => live::watch(s, (interval, scan_every), &printer),
         Command::Serve(args) => live::serve(s, &args),
         Command::Metrics {
             output,

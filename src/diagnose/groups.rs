@@ -6,7 +6,7 @@
 use super::{gpus_of_all, printable, supervisors, unprotected, who};
 use crate::diagnose::shapes::{role, shape};
 use crate::model::{Evidence, Finding, Next, OwnerKind, Process, Severity, Snapshot};
-use crate::model::{GroupName, Holding, LaunchGroup};
+use crate::model::{GroupName, Holding, LaunchGroup, Role};
 use std::collections::{BTreeMap, HashMap};
 
 /// What started a group of holders.
@@ -210,18 +210,26 @@ fn launch_groups<'a>(ctx: &Ctx<'a>) -> BTreeMap<Group, Vec<&'a Process>> {
     groups
 }
 
+/// What makes sibling trees one launcher's: their tops' framework role
+/// (Ray's busy and idle workers differ in comm), else their comm.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Role(Role),
+    Comm(String),
+}
+
 /// Trees whose tops share a parent that holds nothing (the ranks of a
 /// torchrun agent, the workers of a Python launcher) become one group:
 /// that launcher's. A single tree keeps its own top. Only siblings of one
 /// kind (the same comm: ranks and workers look alike) count as one
 /// launcher's: two different programs under one parent are two jobs.
 fn merge_siblings<'a>(ctx: &Ctx<'a>, groups: &mut BTreeMap<Group, Vec<&'a Process>>) {
-    let mut by_launcher: BTreeMap<(u32, String), Vec<Group>> = BTreeMap::new();
+    let mut by_launcher: BTreeMap<(u32, Kind), Vec<Group>> = BTreeMap::new();
     for g in groups.keys() {
         if let Group::Tree(root) = g {
             if let (Some(l), Some(top)) = (ctx.launcher_of(*root), ctx.by_pid.get(root)) {
                 // Ray's busy and idle workers, vLLM's workers: one kind.
-                let kind = role(top).map_or_else(|| top.comm.clone(), str::to_string);
+                let kind = role(top).map_or_else(|| Kind::Comm(top.comm.clone()), Kind::Role);
                 by_launcher.entry((l, kind)).or_default().push(g.clone());
             }
         }

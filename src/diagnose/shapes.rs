@@ -2,54 +2,54 @@
 //! SGLang, Ray, torchrun, DeepSpeed, accelerate, MPI, Slurm, multiprocessing,
 //! DataLoader, Jupyter), from its title and command line.
 
-use crate::model::Process;
+use crate::model::{Process, Role};
 
 /// Well-known helper processes, named for the operator.
-pub(super) fn role(p: &Process) -> Option<&'static str> {
+pub(super) fn role(p: &Process) -> Option<Role> {
     shape(&p.comm, &p.cmdline_joined())
 }
 
 /// What a process is in the common frameworks' process trees, by its comm
 /// (what a title sets) and command line.
-pub(super) fn shape(comm: &str, cmd: &str) -> Option<&'static str> {
+pub(super) fn shape(comm: &str, cmd: &str) -> Option<Role> {
     let has = |s: &str| cmd.contains(s);
     let starts = |s: &str| comm.starts_with(s) || cmd.starts_with(s);
     Some(if has("multiprocessing.resource_tracker") {
-        "multiprocessing resource tracker"
+        Role::ResourceTracker
     } else if has("torch/utils/data") || comm.starts_with("pt_data_worker") {
-        "DataLoader worker"
+        Role::DataLoaderWorker
     } else if has("multiprocessing.forkserver") || has("from multiprocessing.spawn") {
-        "multiprocessing spawn child"
+        Role::SpawnChild
     } else if starts("VLLM::Worker") {
-        "vLLM worker"
+        Role::VllmWorker
     } else if starts("VLLM::EngineCor") {
         // (comm keeps 15 bytes: "VLLM::EngineCore" loses its last letter)
-        "vLLM engine core"
+        Role::VllmEngineCore
     } else if has("vllm.entrypoints") || cmd.starts_with("vllm serve") || has("bin/vllm serve") {
-        "vLLM API server"
+        Role::VllmApiServer
     } else if has("sglang.launch_server") {
-        "SGLang server"
+        Role::SglangServer
     } else if starts("sglang::") {
-        "SGLang process"
+        Role::SglangProcess
     } else if starts("ray::") {
-        "Ray worker"
+        Role::RayWorker
     } else if comm == "raylet" || has("/raylet") {
-        "Ray raylet"
+        Role::RayRaylet
     } else if comm == "torchrun" || has("torch.distributed.run") || has("bin/torchrun") {
-        "torchrun elastic agent"
+        Role::TorchrunAgent
     } else if comm == "deepspeed" || has("deepspeed.launcher") {
-        "DeepSpeed launcher"
+        Role::DeepspeedLauncher
     } else if has("accelerate launch") || has("accelerate/commands/launch") {
-        "accelerate launcher"
+        Role::AccelerateLauncher
     } else if matches!(
         comm,
         "mpirun" | "mpiexec" | "orterun" | "prterun" | "hydra_pmi_proxy"
     ) {
-        "MPI launcher"
+        Role::MpiLauncher
     } else if comm == "srun" {
-        "Slurm step launcher"
+        Role::SlurmStep
     } else if has("ipykernel_launcher") || has("ipykernel") {
-        "Jupyter kernel"
+        Role::JupyterKernel
     } else {
         return None;
     })

@@ -4,7 +4,7 @@
 //! restarts left — and the command that stops it first.
 
 use super::{printable, Group};
-use crate::model::{Next, OwnerKind, Process, Restarter, Selection, Snapshot};
+use crate::model::{Next, OwnerKind, Process, Restarter, Role, Selection, Snapshot};
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -133,7 +133,7 @@ fn torchrun(
 ) -> Option<(Restarter, Next)> {
     let kin = s.parents.get(&agent)?;
     let cmd = kin.cmdline.join(" ");
-    if super::shape(&kin.comm, &cmd) != Some("torchrun elastic agent") {
+    if super::shape(&kin.comm, &cmd) != Some(Role::TorchrunAgent) {
         return None;
     }
     // Each rank's environment says how many restarts the agent has made

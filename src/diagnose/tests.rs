@@ -4,6 +4,7 @@
 use super::*;
 use crate::model::FindingKind;
 use crate::model::OwnerKind;
+use crate::model::Role;
 use crate::present::json::FindingDoc as Finding;
 use crate::present::next::kill_command;
 
@@ -462,37 +463,41 @@ fn a_launcher_groups_siblings_of_one_kind_only() {
 #[test]
 fn framework_shapes_are_named() {
     for (comm, cmd, want) in [
-        ("VLLM::Worker_TP", "VLLM::Worker_TP3", "vLLM worker"),
-        ("VLLM::EngineCor", "VLLM::EngineCore", "vLLM engine core"),
+        ("VLLM::Worker_TP", "VLLM::Worker_TP3", Role::VllmWorker),
+        ("VLLM::EngineCor", "VLLM::EngineCore", Role::VllmEngineCore),
         (
             "python3",
             "/usr/bin/python3 -c from multiprocessing.resource_tracker import main;main(25)",
-            "multiprocessing resource tracker",
+            Role::ResourceTracker,
         ),
-        ("pt_data_worker", "python3 train.py", "DataLoader worker"),
-        ("sglang::schedu", "sglang::scheduler_TP0", "SGLang process"),
-        ("ray::IDLE", "ray::IDLE", "Ray worker"),
+        ("pt_data_worker", "python3 train.py", Role::DataLoaderWorker),
+        (
+            "sglang::schedu",
+            "sglang::scheduler_TP0",
+            Role::SglangProcess,
+        ),
+        ("ray::IDLE", "ray::IDLE", Role::RayWorker),
         (
             "raylet",
             "/usr/lib/python3/site-packages/ray/core/src/ray/raylet/raylet --node",
-            "Ray raylet",
+            Role::RayRaylet,
         ),
         (
             "python3",
             "/usr/bin/python3 -m torch.distributed.run --nproc-per-node 8 train.py",
-            "torchrun elastic agent",
+            Role::TorchrunAgent,
         ),
-        ("torchrun", "", "torchrun elastic agent"),
+        ("torchrun", "", Role::TorchrunAgent),
         (
             "python3",
             "python3 -m deepspeed.launcher.launch --world_info=x",
-            "DeepSpeed launcher",
+            Role::DeepspeedLauncher,
         ),
-        ("mpirun", "mpirun -np 8 python3 train.py", "MPI launcher"),
+        ("mpirun", "mpirun -np 8 python3 train.py", Role::MpiLauncher),
         (
             "python3",
             "python3 -m ipykernel_launcher -f kernel.json",
-            "Jupyter kernel",
+            Role::JupyterKernel,
         ),
     ] {
         assert_eq!(shape(comm, cmd), Some(want), "{comm} {cmd}");

@@ -16,8 +16,8 @@ pub struct Who {
     pub program: String,
     /// Its command line, joined by spaces.
     pub cmdline: String,
-    /// What it is in a framework's process tree (`vLLM worker`).
-    pub role: Option<&'static str>,
+    /// What it is in a framework's process tree.
+    pub role: Option<super::Role>,
     /// Its PID in its own (innermost) PID namespace, when that differs.
     pub container_pid: Option<u32>,
     /// Why it is not protected though it runs (or is named like) a
@@ -49,8 +49,8 @@ pub enum GroupName {
         pid: u32,
         /// Its comm.
         comm: Option<String>,
-        /// What it is (`torchrun elastic agent`).
-        role: Option<&'static str>,
+        /// What it is (torchrun's elastic agent).
+        role: Option<super::Role>,
     },
     /// A single holder, its own group.
     Process {

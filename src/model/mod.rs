@@ -20,6 +20,7 @@ mod next;
 mod pin;
 mod process;
 mod release;
+mod role;
 mod unavailable;
 mod verdict;
 mod view;
@@ -56,6 +57,7 @@ pub use process::{
     Process, Protection, Via,
 };
 pub use release::{Holds, OnGpu, Restart};
+pub use role::Role;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};

@@ -136,7 +136,7 @@ pub fn who(w: &Who) -> String {
         format!("{} {} ('{}')", w.pid, w.comm, shorten(cmd, 60))
     };
     if let Some(role) = w.role {
-        s.push_str(&format!(" [{role}]"));
+        s.push_str(&format!(" [{}]", super::words::role(role)));
     }
     if let Some(pid) = w.container_pid {
         s.push_str(&format!(" = PID {pid} in its container"));

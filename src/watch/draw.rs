@@ -11,17 +11,28 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
-/// The bars of `g`: its own, then one per MIG device (`0:1`), indented.
-pub(super) fn bars(width: usize, g: &crate::model::Gpu) -> Vec<Line<'static>> {
+/// A foreground colour, or the terminal's own when `color` is off
+/// (`--no-color`, `NO_COLOR`, as the printer decided).
+fn fg(color: bool, c: Color) -> Style {
+    if color {
+        Style::new().fg(c)
+    } else {
+        Style::new()
+    }
+}
+
+/// The bars of `g`: its own, then one per MIG device (`0:1`), indented;
+/// coloured when `color`.
+pub(super) fn bars(width: usize, g: &crate::model::Gpu, color: bool) -> Vec<Line<'static>> {
+    let bar = |label, m, state| bar(width, label, m, state, color);
     let mut lines = vec![bar(
-        width,
         format!("GPU {:<2} ", g.index),
         &g.memory,
         g.verdict.state,
     )];
     for m in &g.mig_devices {
         let label = format!("  {:<4} ", m.label(g.index));
-        lines.push(bar(width, label, &m.memory, m.verdict.state));
+        lines.push(bar(label, &m.memory, m.verdict.state));
     }
     lines
 }
@@ -33,17 +44,18 @@ fn bar(
     label: String,
     m: &crate::model::Memory,
     state: crate::model::VerdictState,
+    color: bool,
 ) -> Line<'static> {
     use crate::model::VerdictState;
     let m = *m;
-    let color = match state {
+    let state_color = match state {
         VerdictState::Free => Color::Green,
         VerdictState::Busy => Color::Red,
         VerdictState::Unknown => Color::Yellow,
     };
     let mut spans = vec![
         Span::styled(label, Style::new().add_modifier(Modifier::BOLD)),
-        Span::styled(format!("{:<8}", state.as_str()), Style::new().fg(color)),
+        Span::styled(format!("{:<8}", state.as_str()), fg(color, state_color)),
     ];
     if !m.known || m.total_bytes == 0 {
         spans.push(Span::raw("memory unknown"));
@@ -52,11 +64,11 @@ fn bar(
     let cells = |b: u64| ((b as f64 / m.total_bytes as f64) * width as f64).round() as usize;
     let acc = cells(m.accounted_bytes).min(width);
     let unacc = cells(m.unaccounted_bytes).min(width - acc);
-    spans.push(Span::styled("█".repeat(acc), Style::new().fg(Color::Green)));
-    spans.push(Span::styled("█".repeat(unacc), Style::new().fg(Color::Red)));
+    spans.push(Span::styled("█".repeat(acc), fg(color, Color::Green)));
+    spans.push(Span::styled("█".repeat(unacc), fg(color, Color::Red)));
     spans.push(Span::styled(
         "░".repeat(width - acc - unacc),
-        Style::new().fg(Color::DarkGray),
+        fg(color, Color::DarkGray),
     ));
     spans.push(Span::raw(format!(
         " {} / {}  accounted {}  unaccounted {}",
@@ -122,7 +134,7 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
             area,
         );
     }
-    draw_footer(f, s, chunks[2]);
+    draw_footer(f, s, chunks[2], app.color);
     if let Some(popup) = &app.popup {
         draw_popup(f, popup, area);
     }
@@ -131,7 +143,11 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
 /// The memory bar of every GPU, under a title that counts what is shown.
 fn draw_gpus(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
     let width = (area.width as usize).saturating_sub(70).clamp(10, 60);
-    let lines: Vec<Line<'_>> = s.gpus.iter().flat_map(|g| bars(width, g)).collect();
+    let lines: Vec<Line<'_>> = s
+        .gpus
+        .iter()
+        .flat_map(|g| bars(width, g, app.color))
+        .collect();
     let title = format!(
         " gpufree watch: {} GPUs, {} holders, {} processes scanned{} ",
         s.gpus.len(),
@@ -166,7 +182,7 @@ fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
     .collect::<Vec<_>>()
     .join(" ");
     let table = holders_table(
-        rows.iter().map(|p| holder_row(s, p)).collect(),
+        rows.iter().map(|p| holder_row(s, p, app.color)).collect(),
         format!(" holders, sorted by {sort} {filter} "),
     );
     let n_rows = rows.len();
@@ -180,8 +196,8 @@ fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
     f.render_stateful_widget(table, area, &mut app.table);
 }
 
-/// One holder's row: renamed or orphaned ones in yellow.
-fn holder_row<'a>(s: &Snapshot, p: &Process) -> Row<'a> {
+/// One holder's row: renamed or orphaned ones in yellow (when `color`).
+fn holder_row<'a>(s: &Snapshot, p: &Process, color: bool) -> Row<'a> {
     let gpus: Vec<String> = {
         let mut g: Vec<u32> = p
             .gpu_memory
@@ -194,7 +210,7 @@ fn holder_row<'a>(s: &Snapshot, p: &Process) -> Row<'a> {
         g.iter().map(u32::to_string).collect()
     };
     let style = if p.renamed || p.orphaned {
-        Style::new().fg(Color::Yellow)
+        fg(color, Color::Yellow)
     } else {
         Style::new()
     };
@@ -296,8 +312,8 @@ fn detail(p: &Process) -> Vec<Line<'static>> {
     text
 }
 
-/// The top finding, coloured by its severity, and the keys.
-fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect) {
+/// The top finding, coloured by its severity (when `color`), and the keys.
+fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect, color: bool) {
     let top = s.findings.first();
     let finding = top.map_or(String::new(), |f| {
         let sev = match f.severity {
@@ -308,15 +324,15 @@ fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect) {
         format!("{sev}: {}", cell(&crate::present::words::words(f).message))
     });
     let help = "q quit  ↑/↓ select  Enter detail  m/p/a sort  g/u/o filter  k kill  r rescan";
-    let color = match top.map(|f| f.severity) {
+    let severity = match top.map(|f| f.severity) {
         Some(Severity::Error) => Color::Red,
         Some(Severity::Warning) => Color::Yellow,
         _ => Color::Green,
     };
     f.render_widget(
         Paragraph::new(vec![
-            Line::styled(finding, Style::new().fg(color)),
-            Line::styled(help, Style::new().fg(Color::DarkGray)),
+            Line::styled(finding, fg(color, severity)),
+            Line::styled(help, fg(color, Color::DarkGray)),
         ])
         .block(Block::default().borders(Borders::TOP)),
         area,

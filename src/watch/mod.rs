@@ -15,6 +15,8 @@
 
 mod draw;
 mod keys;
+#[cfg(test)]
+mod tests;
 
 use draw::draw;
 use keys::{on_key, on_popup_key, Flow};
@@ -51,6 +53,9 @@ pub struct Options {
     pub gpus: Option<Selection>,
     /// Where the audit record of a kill goes.
     pub audit: crate::act::audit::Sinks,
+    /// Whether the view is drawn in colour ([`crate::present::Printer::color`]:
+    /// off under `--no-color` and `NO_COLOR`).
+    pub color: bool,
 }
 
 enum Msg {
@@ -196,6 +201,8 @@ struct App {
     detail: bool,
     popup: Option<Popup>,
     updated: Option<Instant>,
+    /// Colours on (the printer's choice).
+    color: bool,
 }
 
 /// The next value after `cur` in `all`, then back to none (cycling filters).
@@ -211,7 +218,7 @@ fn cycle<T: Clone + PartialEq>(all: &[T], cur: &Option<T>) -> Option<T> {
 }
 
 impl App {
-    fn new() -> App {
+    fn new(color: bool) -> App {
         App {
             snap: None,
             error: None,
@@ -223,6 +230,7 @@ impl App {
             detail: false,
             popup: None,
             updated: None,
+            color,
         }
     }
 
@@ -283,19 +291,20 @@ pub fn run(cfg: Config, opts: Options) -> Result<(), Error> {
     }
     // try_init: a terminal that cannot be set up is an error, not a panic.
     let mut terminal = ratatui::try_init().map_err(Error::Terminal)?;
-    let result = ui(&mut terminal, (&cfg, &opts.audit), &rx, &tx, &rescan);
+    let result = ui(&mut terminal, (&cfg, &opts), &rx, &tx, &rescan);
     ratatui::restore();
     result
 }
 
 fn ui(
     terminal: &mut ratatui::DefaultTerminal,
-    cfg: (&Config, &crate::act::audit::Sinks),
+    (cfg, opts): (&Config, &Options),
     rx: &Receiver<Msg>,
     tx: &Sender<Msg>,
     rescan: &Arc<AtomicBool>,
 ) -> Result<(), Error> {
-    let mut app = App::new();
+    let mut app = App::new(opts.color);
+    let cfg = (cfg, &opts.audit);
     let mut dirty = true;
     let mut drawn = Instant::now();
     loop {

@@ -104,17 +104,12 @@ fn kill_sends_one_journal_record_naming_the_target_its_signals_and_the_release()
     let d = TestDir::new(1);
     let (h, state) = listed(&d, &["python3", "serve.py", "--port=8000"], None);
     let pid = h.pid();
-    let before = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let before = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let seen = process(&before, pid).unwrap().clone();
     let journal = Socket::bind(d.tmp.path(), "journal.sock");
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid.to_string(), "--yes"])
         .envs([("GPUFREE_JOURNAL_SOCKET", journal.path())])
         .run();
@@ -178,18 +173,13 @@ fn hostile_comm_and_cmdline_cannot_inject_a_journal_field() {
     ];
     let (h, state) = listed(&d, &argv, Some("c\nPRIORITY=1"));
     let pid = h.pid();
-    let before = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let before = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let comm = process(&before, pid).unwrap()["comm"].clone();
     assert!(comm.as_str().unwrap().contains('\n'), "{comm}");
     let journal = Socket::bind(d.tmp.path(), "journal.sock");
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid.to_string(), "--yes"])
         .envs([("GPUFREE_JOURNAL_SOCKET", journal.path())])
         .run();
@@ -223,8 +213,7 @@ fn without_a_journal_the_record_goes_to_syslog_and_without_either_the_kill_still
     let absent = d.tmp.path().join("no-journal.sock");
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid.to_string(), "--yes"])
         .envs([
             ("GPUFREE_JOURNAL_SOCKET", absent.to_str().unwrap()),
@@ -243,8 +232,7 @@ fn without_a_journal_the_record_goes_to_syslog_and_without_either_the_kill_still
     let (h, state) = listed(&d, &["worker"], None);
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &h.pid().to_string(), "--yes"])
         .envs([
             ("GPUFREE_JOURNAL_SOCKET", absent.to_str().unwrap()),
@@ -274,8 +262,7 @@ fn audit_log_gets_one_json_line_per_kill_appended_mode_0600() {
         let (h, state) = listed(&d, &["worker"], None);
         let r = Gpufree::new(["kill"])
             .json()
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args([
                 "--pid",
                 &h.pid().to_string(),
@@ -318,8 +305,7 @@ fn a_symlinked_audit_log_is_refused_without_blocking_the_kill() {
     let journal = Socket::bind(d.tmp.path(), "journal.sock");
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args([
             "--pid",
             &h.pid().to_string(),
@@ -349,8 +335,7 @@ fn a_dry_run_writes_no_audit_record() {
     let journal = Socket::bind(d.tmp.path(), "journal.sock");
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args([
             "--pid",
             &h.pid().to_string(),

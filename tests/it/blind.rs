@@ -173,8 +173,7 @@ fn child_of(parent: u32) -> Option<u32> {
 /// gpufree `args` inside the namespace, against the simulator.
 fn gpufree_inside(ns: &Namespace, d: &TestDir, state: &Path, args: &[&str]) -> Gpufree {
     Gpufree::new(args)
-        .dev(&d.dev)
-        .sim(state)
+        .on(d, state)
         .env("GPUFREE_READ_TIMEOUT", "2s")
         .wrapped(ns.wrapper())
 }

@@ -398,8 +398,7 @@ fn a_vfork_parent_in_d_is_a_warning_not_a_drain() {
     let memory = d.tmp.path().join("check.json");
     let check = |format: &str| {
         let r = Gpufree::new(["check"])
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(["--format", format, "--state", memory.to_str().unwrap()])
             .run();
         assert!(!r.stderr.contains("panicked"), "{}", r.stderr);

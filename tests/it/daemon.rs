@@ -142,8 +142,7 @@ pub fn serve(
     extra: &[&str],
 ) -> (Daemon, String) {
     let mut cmd = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
-        .dev(&d.dev)
-        .sim(state)
+        .on(d, state)
         .args(extra)
         .command();
     let daemon = Daemon::start(name, &mut cmd, d.tmp.path());
@@ -197,8 +196,7 @@ pub fn textfile_exporter(d: &TestDir, state: &Path) -> (Daemon, PathBuf) {
     std::fs::create_dir(&textfiles).unwrap();
     let file = textfiles.join("gpufree.prom");
     let r = Gpufree::new(["metrics"])
-        .dev(&d.dev)
-        .sim(state)
+        .on(d, state)
         .args(["--output", file.to_str().unwrap()])
         .run();
     r.assert_exit(0);

@@ -321,8 +321,7 @@ fn kill_by_pci_slot_frees_the_amd_holder_only_and_sees_its_clients_gone() {
     let sys_env = [("GPUFREE_SYS_ROOT", sys.to_str().unwrap())];
     let r = Gpufree::new(["status"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .envs(sys_env.iter().copied())
         .run();
     let doc = r.json_or_null();
@@ -340,8 +339,7 @@ fn kill_by_pci_slot_frees_the_amd_holder_only_and_sees_its_clients_gone() {
 
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", AMD, "--yes"])
         .envs(sys_env.iter().copied())
         .run();

@@ -9,16 +9,6 @@ use serde_json::{json, Value};
 
 const KMSG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/kmsg/two-gpus.kmsg");
 
-fn status(dir: &TestDir, state: &std::path::Path, kmsg: &str) -> Value {
-    Gpufree::new(["status", "--json"])
-        .dev(&dir.dev)
-        .sim(state)
-        .env("GPUFREE_KMSG", kmsg)
-        .run()
-        .assert_exit_in(&[0, 1])
-        .json()
-}
-
 #[test]
 fn a_gpu_reset_recovery_action_and_kernel_xids_show_on_the_right_gpu() {
     let dir = TestDir::new(2);
@@ -32,7 +22,13 @@ fn a_gpu_reset_recovery_action_and_kernel_xids_show_on_the_right_gpu() {
     gpu1["retired_pages_pending"] = json!(false);
     gpu1["xid_events"] = json!([{"xid": 48, "seconds_ago": 30}]);
     let state = dir.state(&sim_state(vec![sim_gpu(0, &[], 0), gpu1]));
-    let doc = status(&dir, &state, KMSG);
+    let doc = Gpufree::new(["status"])
+        .json()
+        .on(&dir, &state)
+        .kmsg(KMSG)
+        .run()
+        .assert_exit(0)
+        .json();
     let e = &doc["gpus"][1]["driver_evidence"];
     assert_eq!(
         e["recovery_action"],
@@ -81,7 +77,13 @@ fn not_supported_everywhere_is_said_and_the_verdict_is_unchanged() {
     let dir = TestDir::new(1);
     let holder = dir.mapper("nvidia0");
     let state = dir.one_gpu(&[(holder.pid(), 4096, "while-alive")], 0);
-    let quiet = status(&dir, &state, "off");
+    let quiet = Gpufree::new(["status"])
+        .json()
+        .on(&dir, &state)
+        .kmsg("off")
+        .run()
+        .assert_exit(0)
+        .json();
     let e = &quiet["gpus"][0]["driver_evidence"];
     for reading in [
         "recovery_action",
@@ -93,7 +95,13 @@ fn not_supported_everywhere_is_said_and_the_verdict_is_unchanged() {
         assert_eq!(e[reading], "not_supported", "{reading} is said: {e}");
     }
     assert!(quiet.get("kernel_log").is_none(), "not read");
-    let unreadable = status(&dir, &state, "/nonexistent/kmsg");
+    let unreadable = Gpufree::new(["status"])
+        .json()
+        .on(&dir, &state)
+        .kmsg("/nonexistent/kmsg")
+        .run()
+        .assert_exit(0)
+        .json();
     let why = unreadable["kernel_log"]["xids"]["failed"]
         .as_str()
         .expect("a failure");

@@ -437,7 +437,7 @@ fn kill_plan_and_report_on_real_hostile_processes_are_inert() {
     children.push(evil_holder(&node, b"big", &[b"big:65536", b"x"]));
     let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
     let state = d.one_gpu(&[], 0);
-    let base = |extra: &[&str]| Gpufree::new(extra).dev(&d.dev).sim(&state).run();
+    let base = |extra: &[&str]| Gpufree::new(extra).on(&d, &state).run();
     let mut args = vec!["kill", "--dry-run"];
     let pid_args: Vec<String> = pids.iter().map(u32::to_string).collect();
     for p in &pid_args {
@@ -507,18 +507,13 @@ fn a_daemon_name_is_believed_only_from_a_file_only_root_could_place() {
     };
     let fake = spawn(&d.tmp.path().join("user-bin"), Some(65534));
     let state = d.one_gpu(&[(fake.pid(), 80 * 1024, "while-alive")], 0);
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let p = crate::harness::process(&doc, fake.pid()).unwrap();
     assert_eq!(p["protected"], false, "a user's file named like a daemon");
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy");
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes"])
         .run();
     r.assert_exit(0);
@@ -531,11 +526,7 @@ fn a_daemon_name_is_believed_only_from_a_file_only_root_could_place() {
     // The real thing: protected, never a target, but its memory is busy.
     let real = spawn(&d.tmp.path().join("sbin"), None);
     let state = d.one_gpu(&[(real.pid(), 80 * 1024, "while-alive")], 0);
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let p = crate::harness::process(&doc, real.pid()).unwrap();
     assert_eq!(p["protected"], true);
     assert_eq!(
@@ -544,8 +535,7 @@ fn a_daemon_name_is_believed_only_from_a_file_only_root_could_place() {
         doc["gpus"][0]["verdict"]
     );
     let r = Gpufree::new(["wait", "--timeout", "0"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .run();
     r.assert_exit(1);
     assert!(r.stdout.contains("driver daemon"), "{}", r.stdout);

@@ -483,8 +483,7 @@ fn read_that_blocks_in_a_fake_proc_times_out_and_makes_the_verdict_unknown() {
     let run = |cmd: &[&'static str]| {
         let gpufree = Gpufree::new(cmd)
             .proc_root(&fake.root)
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .env("GPUFREE_READ_TIMEOUT", "500ms");
         let t = timed(&gpufree, WATCHDOG, None);
         let took = t.took;

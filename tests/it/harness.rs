@@ -19,6 +19,16 @@ pub struct TestDir {
     pub dev: PathBuf,
 }
 
+/// The builder's step for a [`TestDir`] (here, not in `cmd.rs`, which the
+/// property tests share without the harness).
+impl Gpufree {
+    /// On a test's machine: its device directory (`--dev-dir`) and the
+    /// simulated NVML over `state` ([`Gpufree::sim`]).
+    pub fn on(self, dir: &TestDir, state: impl AsRef<Path>) -> Gpufree {
+        self.dev(&dir.dev).sim(state)
+    }
+}
+
 impl TestDir {
     pub fn new(gpus: u32) -> TestDir {
         let tmp = tempfile::tempdir().expect("tempdir");

@@ -203,8 +203,7 @@ fn on_node(
 ) -> Gpufree {
     Gpufree::new(words)
         .proc_root(&fake.root)
-        .dev(&d.dev)
-        .sim(state)
+        .on(d, state)
         .envs(env.iter().copied())
 }
 

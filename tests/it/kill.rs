@@ -68,8 +68,7 @@ fn term_ignoring_target_gets_sigkill_after_the_grace_period() {
     let pid = h.pid().to_string();
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args([
             "--pid",
             &pid,
@@ -104,8 +103,7 @@ fn stopped_target_is_continued_and_handles_term() {
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--grace", "5s", "--yes"])
         .run();
     let doc = r.json_or_null();
@@ -141,8 +139,7 @@ fn target_forking_a_holder_during_the_grace_period_is_handled_in_the_same_run() 
     let state = d.one_gpu(&[], 0);
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--grace", "2s", "--yes"])
         .run();
     let doc = r.json_or_null();
@@ -172,8 +169,7 @@ fn zombie_holder_is_not_killed_and_its_parent_is_named() {
     let state = d.one_gpu(&[(z.pid(), 1024, "always")], 0);
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &z.pid().to_string(), "--yes", "--no-wait"])
         .run();
     let doc = r.json_or_null();
@@ -213,8 +209,7 @@ fn protected_daemon_is_refused_unless_forced() {
     let pid = pd.pid().to_string();
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid, "--yes"])
         .run();
     let doc = out.json_or_null();
@@ -229,8 +224,7 @@ fn protected_daemon_is_refused_unless_forced() {
     // stays quiet), and the daemon untouched.
     let ran = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes"])
         .run();
     let doc = ran.json_or_null();
@@ -238,8 +232,7 @@ fn protected_daemon_is_refused_unless_forced() {
     assert_eq!(doc["kill"]["targets"], serde_json::json!([]));
     assert!(alive(pd.pid()));
     let r = Gpufree::new(["kill"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes"])
         .run();
     r.assert_exit(0);
@@ -250,8 +243,7 @@ fn protected_daemon_is_refused_unless_forced() {
         r.stdout
     );
     let quiet = Gpufree::new(["kill"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes", "--quiet"])
         .run();
     quiet.assert_exit(0);
@@ -259,8 +251,7 @@ fn protected_daemon_is_refused_unless_forced() {
     assert!(alive(pd.pid()));
     let res = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes", "--force-protected"])
         .run();
     let doc = res.json_or_null();
@@ -306,16 +297,14 @@ fn without_a_terminal_and_without_yes_nothing_is_signalled() {
     let state = d.one_gpu(&[], 0);
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0"])
         .run();
     out.assert_exit(5);
     assert!(out.stderr.contains("--yes"), "{}", out.stderr);
     assert!(alive(h.pid()));
     let r = Gpufree::new(["kill"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--dry-run", "--gpu", "0"])
         .run();
     r.assert_exit(0);
@@ -334,8 +323,7 @@ fn release_without_a_delay_is_seen_at_once() {
     let state = d.one_gpu(&[(h.pid(), 8192, "while-alive")], 0);
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes"])
         .run();
     let doc = r.json_or_null();
@@ -359,8 +347,7 @@ fn memory_that_never_comes_back_exits_4_and_says_what_holds_it() {
     )]));
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes", "--timeout", "500ms"])
         .run();
     let doc = r.json_or_null();
@@ -382,21 +369,18 @@ fn wait_times_out_with_exit_1_while_held_and_returns_0_once_released() {
     let mut h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 4096, "while-alive")], 500);
     let r = Gpufree::new(["wait"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--timeout", "400ms"])
         .run();
     r.assert_exit(1);
     assert!(r.stdout.contains("timeout:"), "{}", r.stdout);
     let r = Gpufree::new(["wait"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--timeout", "0"])
         .run();
     r.assert_exit_with(1, format_args!("--timeout 0 checks once"));
     let waiter = Gpufree::new(["wait"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--timeout", "20s", "--json"])
         .spawn();
     std::thread::sleep(Duration::from_millis(300));
@@ -419,21 +403,18 @@ fn wait_max_used_threshold() {
     let h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 0);
     Gpufree::new(["wait"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--max-used", "4GiB", "--timeout", "0", "-q"])
         .run()
         .assert_exit(0);
     let r = Gpufree::new(["wait"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--max-used", "1GiB", "--timeout", "0", "-q"])
         .run();
     r.assert_exit(1);
     assert!(r.stdout.is_empty(), "-q prints nothing");
     let r = Gpufree::new(["wait"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--max-used", "lots"])
         .run();
     r.assert_exit(2);
@@ -526,8 +507,7 @@ fn tree_selects_the_holders_below_a_launcher_and_nothing_else() {
     let root = launcher.pid().to_string();
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--tree", &root, "--yes"])
         .run();
     let doc = r.json_or_null();
@@ -580,8 +560,7 @@ fn supervised_kill_fails(respawn_delay_ms: u64, open_delay_ms: u64) {
     let p = w.to_string();
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &p, "--yes", "--grace", "1s", "--timeout", "20s"])
         .run();
     let doc = r.json_or_null();
@@ -644,8 +623,7 @@ fn a_monitor_polling_the_node_during_the_settle_watch_is_no_restart() {
     let p = h.pid().to_string();
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &p, "--yes", "--settle", "1500ms"])
         .run();
     let doc = r.json_or_null();
@@ -667,8 +645,7 @@ fn the_drivers_teardown_time_is_reported() {
     let p = h.pid().to_string();
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &p, "--yes", "--settle", "300ms"])
         .run();
     let doc = r.json_or_null();

@@ -103,8 +103,7 @@ fn refused_and_never_killed(d: &TestDir, h: &Spawned, because: &str) {
     let state = d.one_gpu(&[], 0);
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(d, &state)
         .args(["--holders-only", "--gpu", "0", "--yes", "--timeout", "5s"])
         .run();
     let doc = out.json_or_null();
@@ -214,11 +213,7 @@ fn a_refused_shared_node_leaves_every_nvidia_gpu_unknown() {
     std::fs::remove_file(d.node("nvidia-uvm")).unwrap();
     std::os::unix::fs::symlink("/dev/null", d.node("nvidia-uvm")).unwrap();
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let r = refused(&doc, "nvidia-uvm");
     assert!(
         r["why"]
@@ -233,18 +228,13 @@ fn a_refused_shared_node_leaves_every_nvidia_gpu_unknown() {
     }
     let out = Gpufree::new(["wait"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "1", "--timeout", "0", "--holders-only"])
         .run();
     out.assert_exit(3);
     // Without it, both are free.
     std::fs::remove_file(d.node("nvidia-uvm")).unwrap();
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     assert!(doc["visibility"]["refused_nodes"].is_null(), "{doc}");
     assert_eq!(verdict(&doc, 1)["state"], "free", "{doc}");
 }

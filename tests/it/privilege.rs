@@ -324,8 +324,7 @@ fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     nobodys(&theirs);
     let metrics = |output: &Path| {
         Gpufree::new(["metrics"])
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(["--output", output.to_str().unwrap()])
             .run()
     };
@@ -339,8 +338,7 @@ fn root_given_a_path_writes_only_its_own_file_reached_without_links() {
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "nobody's\n");
     // check's state: not written (said), the check still answers.
     let r = Gpufree::new(["check"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--state", theirs.to_str().unwrap()])
         .run();
     r.assert_exit(0);

@@ -86,11 +86,7 @@ fn preload() -> HoldSpec {
 /// free, and root's `kill --gpu` signals it.
 fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
     let state = d.one_gpu(&[(h.pid(), 100, "while-alive")], 0);
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(d, &state).doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["protected"], false, "{p}");
     assert_eq!(p["not_protected"]["reason"], reason, "{p}");
@@ -100,21 +96,17 @@ fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
         "{}",
         doc["gpus"][0]["verdict"]
     );
-    let why = Gpufree::new(["why"]).dev(&d.dev).sim(&state).run();
+    let why = Gpufree::new(["why"]).on(d, &state).run();
     assert!(
         why.stdout.contains(&format!("[not protected: {words}")),
         "{}",
         why.stdout
     );
-    let wait = Gpufree::new(["wait", "--timeout", "0"])
-        .dev(&d.dev)
-        .sim(&state)
-        .run();
+    let wait = Gpufree::new(["wait", "--timeout", "0"]).on(d, &state).run();
     wait.assert_exit(1);
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(d, &state)
         .args(["--gpu", "0", "--yes"])
         .run();
     let doc = r.json_or_null();
@@ -201,16 +193,12 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
     // something to free and refuses.
     let state = d.one_gpu(&[(h.pid(), 600, "while-alive")], 0);
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let p = process(&doc, h.pid()).unwrap();
     assert_eq!(p["protected"], true, "{p}");
     assert_eq!(p["protection"], "user", "{p}");
     assert!(p.get("not_protected").is_none(), "{p}");
-    let why = Gpufree::new(["why"]).dev(&d.dev).sim(&state).run();
+    let why = Gpufree::new(["why"]).on(&d, &state).run();
     assert!(
         why.stdout
             .contains("nobody's own, protected only in nobody's kills"),
@@ -236,8 +224,7 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
     assert!(alive(h.pid()));
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes"])
         .run();
     let doc = out.json_or_null();
@@ -272,23 +259,17 @@ fn a_users_display_server_under_the_slack_still_makes_the_gpu_busy() {
     let exe = daemon_copy(&d, "Xorg");
     let h = start(&d, &exe, Some(NOBODY), HoldSpec::default());
     let state = d.one_gpu(&[(h.pid(), 100, "while-alive")], 0);
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     assert_eq!(process(&doc, h.pid()).unwrap()["protection"], "user");
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy", "{doc}");
     let wait = Gpufree::new(["wait", "--timeout", "0"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .run();
     wait.assert_exit(1);
     let check = Gpufree::new(["check", "--format", "json"])
         .arg("--state")
         .arg(d.tmp.path().join("check.json"))
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .run();
     let doc: serde_json::Value = serde_json::from_str(&check.stdout).unwrap();
     assert!(
@@ -327,11 +308,7 @@ fn a_renamed_system_account_process_whose_exe_root_cannot_read_is_not_protected(
     );
     crate::harness::wait_state(fake.id(), 'Z');
     let state = d.one_gpu(&[(fake.id(), 100, "while-alive")], 0);
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let _ = fake.kill();
     let _ = fake.wait();
     let p = process(&doc, fake.id()).unwrap_or_else(|| panic!("not listed: {doc}"));

@@ -613,8 +613,7 @@ fn serve_label_cmdline_is_refused_without_the_flag_that_names_the_exposure() {
     let lib = sim_lib();
     // Under timeout: a serve that starts anyway is stopped, not waited on.
     let r = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--label-cmdline"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .wrapped(["timeout", "20"])
         .run();
     r.assert_exit(2);
@@ -851,8 +850,7 @@ fn serve_reports_only_the_gpus_of_gpu() {
     assert!(body.contains("gpu=\"0\"") && body.contains("gpu=\"1\""));
     // A selector that names no GPU is a usage error, in one line.
     let r = Gpufree::new(["serve"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--listen", "127.0.0.1:0", "--gpu", "7"])
         .run();
     r.assert_exit(2);
@@ -865,8 +863,7 @@ fn serve_reports_only_the_gpus_of_gpu() {
         (taken.local_addr().unwrap().to_string(), 3),
     ] {
         let r = Gpufree::new(["serve"])
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(["--listen", &listen])
             .run();
         r.assert_exit_with(code, format_args!("{listen}: {}", r.stderr));
@@ -917,8 +914,7 @@ fn metrics_output_never_writes_through_a_symlink_planted_at_a_guessable_name() {
         victim = victim.display(),
     );
     let r = Gpufree::new(["metrics", "--output", file.to_str().unwrap()])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .wrapped(["sh", "-c", &script, "sh"])
         .run();
     r.assert_exit(0);
@@ -989,8 +985,7 @@ fn metrics_output_replaces_only_a_regular_file() {
     for path in &refused {
         let before = std::fs::symlink_metadata(path).unwrap().file_type();
         let r = Gpufree::new(["metrics"])
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(["--output", path.to_str().unwrap()])
             .run();
         r.assert_exit_with(2, format_args!("{}: {}", path.display(), r.stderr));
@@ -1003,8 +998,7 @@ fn metrics_output_replaces_only_a_regular_file() {
     std::fs::write(&file, "old\n").unwrap();
     for _ in 0..2 {
         let r = Gpufree::new(["metrics"])
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(["--output", file.to_str().unwrap()])
             .run();
         r.assert_exit(0);
@@ -1015,8 +1009,7 @@ fn metrics_output_replaces_only_a_regular_file() {
     }
     // A directory that does not exist: one line, exit 3.
     let r = Gpufree::new(["metrics"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--output", "/nonexistent/dir/gpufree.prom"])
         .run();
     r.assert_exit(3);
@@ -1187,12 +1180,7 @@ fn metrics_of_hostile_names_stay_valid_openmetrics_and_keep_command_lines_out() 
     let mut gpu = sim_gpu(0, &[(pid, 4096, "always")], 0);
     gpu["name"] = serde_json::json!("H200\"} 1\n# EOF\\");
     let state = d.state(&sim_state(vec![gpu]));
-    let on_host = |words: &[&str]| {
-        Gpufree::new(words)
-            .proc_root(&fake.root)
-            .dev(&d.dev)
-            .sim(&state)
-    };
+    let on_host = |words: &[&str]| Gpufree::new(words).proc_root(&fake.root).on(&d, &state);
     let doc = on_host(&["status", "--json"]).run().json();
     let p = process(&doc, pid).unwrap_or_else(|| panic!("{doc}"));
     let want_comm = p["comm"].as_str().unwrap().to_string();

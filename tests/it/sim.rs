@@ -110,11 +110,7 @@ fn memory_of_an_exited_process_is_released_after_the_delay() {
     let mut h = d.mapper("nvidia0");
     let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 1500);
     let used = || {
-        Gpufree::new(["status"])
-            .json()
-            .dev(&d.dev)
-            .sim(&state)
-            .doc()["gpus"][0]["memory"]["used_bytes"]
+        Gpufree::new(["status"]).json().on(&d, &state).doc()["gpus"][0]["memory"]["used_bytes"]
             .as_u64()
             .unwrap()
     };
@@ -201,11 +197,7 @@ fn zombie_holder_memory_is_released_by_the_simulator() {
     let d = TestDir::new(1);
     let z = d.zombie("nvidia0");
     let state = d.one_gpu(&[(z.pid(), 512, "while-alive")], 0);
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     assert_eq!(
         doc["gpus"][0]["memory"]["used_bytes"], 0,
         "a zombie is not alive: {doc}"

@@ -220,11 +220,7 @@ fn pid_from_another_namespace_is_not_visible_and_its_memory_unaccounted() {
         &[(h.pid(), 1000, "while-alive"), (4_194_304, 5000, "always")],
         0,
     );
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let m = &doc["gpus"][0]["memory"];
     assert_eq!(m["used_bytes"], 6000u64 << 20);
     assert_eq!(m["accounted_bytes"], 1000u64 << 20);
@@ -253,11 +249,7 @@ fn corrupt_state_file_is_named_in_one_line() {
     assert_eq!(r.stderr.trim().lines().count(), 1);
     // Loaded anyway, the simulated library names the file and status
     // still reports the device nodes.
-    let r = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .run();
+    let r = Gpufree::new(["status"]).json().on(&d, &state).run();
     r.assert_exit(0);
     assert!(r.stderr.contains(state.to_str().unwrap()), "{}", r.stderr);
     assert_eq!(r.json()["nvml"]["available"], false);
@@ -278,11 +270,7 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
     let mut g1 = sim_gpu(1, &[], 0);
     g1["errors"] = serde_json::json!({"memory_info": 15, "name": 15});
     let state = d.state(&sim_state(vec![g0, g1]));
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let un: Vec<(Option<u64>, String, String)> = doc["unavailable"]
         .as_array()
         .unwrap()
@@ -305,7 +293,7 @@ fn failing_nvml_calls_are_reported_unavailable_with_why() {
     assert!(has(1, "name", "GPU_IS_LOST"), "{un:?}");
     assert_eq!(doc["gpus"][1]["memory"]["known"], false);
     assert_eq!(doc["gpus"][0]["memory"]["known"], true);
-    let r = Gpufree::new(["status"]).dev(&d.dev).sim(&state).run();
+    let r = Gpufree::new(["status"]).on(&d, &state).run();
     r.assert_exit(0);
     assert!(
         r.stdout.contains("GPU 1 memory: unavailable: GPU_IS_LOST"),

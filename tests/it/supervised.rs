@@ -67,7 +67,7 @@ fn a_torchrun_agent_with_restarts_left_is_stopped_first() {
         .map(|i| sim_gpu(i, &[(ranks[i as usize], 1024, "while-alive")], 0))
         .collect();
     let state = d.state(&sim_state(gpus));
-    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    let r = Gpufree::new(["why"]).json().on(&d, &state).run();
     r.assert_exit(1);
     let doc = r.json();
     let f = &doc["findings"][0];
@@ -182,8 +182,7 @@ fn a_unit_that_restarts_is_stopped_with_systemctl() {
     let (bin_dir, log) = fake_tool(&d, "systemctl", "stop", &cg);
     let r = Gpufree::new(["why"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .envs([("GPUFREE_UNIT_PATH", units.to_str().unwrap())])
         .run();
     r.assert_exit(1);
@@ -203,8 +202,7 @@ fn a_unit_that_restarts_is_stopped_with_systemctl() {
     );
     // kill's plan says so before anything is signalled.
     let plan = Gpufree::new(["kill"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &h.pid().to_string(), "--dry-run", "--no-color"])
         .env("GPUFREE_UNIT_PATH", units.to_str().unwrap())
         .run();
@@ -245,8 +243,7 @@ fn a_deployments_pod_is_scaled_down() {
     let (bin_dir, log) = fake_tool(&d, "kubectl", "scale", &cg);
     let r = Gpufree::new(["why"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .envs([("GPUFREE_POD_LOG_DIR", logs.to_str().unwrap())])
         .run();
     r.assert_exit(1);
@@ -410,8 +407,7 @@ fn systemd_over_d_bus_answers_for_its_units() {
     ];
     let r = Gpufree::new(["why"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .envs(env.iter().copied())
         .run();
     r.assert_exit(1);
@@ -441,8 +437,7 @@ fn systemd_over_d_bus_answers_for_its_units() {
     let gone = d.tmp.path().join("bus").display().to_string();
     let r = Gpufree::new(["why"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .envs([
             ("GPUFREE_UNIT_PATH", units.to_str().unwrap()),
             ("GPUFREE_SYSTEMD_BUS", &format!("unix:path={gone}")),

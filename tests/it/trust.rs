@@ -30,8 +30,7 @@ fn zombie_still_listed_by_nvml_is_not_released_exit_4_naming_the_parent() {
     let pid = z.pid().to_string();
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid, "--yes", "--timeout", "1s"])
         .run();
     let doc = r.json_or_null();
@@ -45,8 +44,7 @@ fn zombie_still_listed_by_nvml_is_not_released_exit_4_naming_the_parent() {
     // The same GPU-wide: the verdict of GPU 0 names the zombie.
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes", "--timeout", "1s"])
         .run();
     let doc = out.json_or_null();
@@ -115,8 +113,7 @@ fn wait_on_a_lost_gpu_is_unknown_exit_3_never_free() {
     let state = d.state(&sim_state(vec![g]));
     let started = Instant::now();
     let r = Gpufree::new(["wait"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--timeout", "1s"])
         .run();
     r.assert_exit(3);
@@ -131,8 +128,7 @@ fn scan_hitting_emfile_is_unknown_never_free() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
     let r = Gpufree::new(["wait", "--json", "--timeout", "0"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .wrapped(["prlimit", "--nofile=8:8", "--"])
         .run();
     r.assert_exit_not(0); // never free when the scan could not read
@@ -155,8 +151,7 @@ fn kill_timeout_bounds_the_whole_kill_grace_included() {
     let started = Instant::now();
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes", "--grace", "30s", "--timeout", "2s"])
         .run();
     let doc = r.json_or_null();
@@ -206,8 +201,7 @@ fn fork_on_term_chain_is_followed_to_the_end_in_one_run() {
     // --pid names A only: B and C join because A forked them.
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "20s"])
         .run();
     let doc = r.json_or_null();
@@ -247,8 +241,7 @@ fn term_ignoring_child_that_reforks_is_killed_and_its_copies_too() {
     let state = d.one_gpu(&[(reforker, 2048, "while-alive")], 0);
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args([
             "--gpu",
             "0",
@@ -361,8 +354,7 @@ fn kill_unit_matches_exactly_not_by_prefix() {
     let state = d.one_gpu(&[], 0);
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--unit", "audit-vllm-1", "--yes", "--grace", "2s"])
         .run();
     let doc = r.json_or_null();
@@ -372,8 +364,7 @@ fn kill_unit_matches_exactly_not_by_prefix() {
     assert!(alive(h10.pid()), "audit-vllm-10 is another unit");
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--unit", "audit-vllm-10.service", "--yes", "--grace", "2s"])
         .run();
     let doc = out.json_or_null();
@@ -400,8 +391,7 @@ fn kill_unit_container_prefix_must_be_unique_and_12_hex_digits() {
     let state = d.one_gpu(&[], 0);
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--unit", "abcdef012345", "--yes"])
         .run();
     r.assert_exit_with(2, format_args!("ambiguous"));
@@ -413,8 +403,7 @@ fn kill_unit_container_prefix_must_be_unique_and_12_hex_digits() {
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--unit", "abcdef01234", "--yes"])
         .run();
     let doc = out.json_or_null();
@@ -422,8 +411,7 @@ fn kill_unit_container_prefix_must_be_unique_and_12_hex_digits() {
     assert_eq!(u32s(&doc["kill"]["targets"]), Vec::<u32>::new());
     let ran = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--unit", "abcdef0123451", "--yes", "--grace", "2s"])
         .run();
     let doc = ran.json_or_null();
@@ -466,11 +454,7 @@ fn a_users_delegated_cgroup_named_like_roots_container_only_claims_it() {
         0,
     );
 
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     let owner = |pid: u32| process(&doc, pid).unwrap()["owner"].clone();
     let (mine, theirs) = (owner(root.pid()), owner(nobody.pid()));
     assert_eq!(process(&doc, nobody.pid()).unwrap()["uid"], 65534);
@@ -509,8 +493,7 @@ fn a_users_delegated_cgroup_named_like_roots_container_only_claims_it() {
     for unit in [id, &id[..12]] {
         let r = Gpufree::new(["kill"])
             .json()
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(["--unit", unit, "--dry-run"])
             .run();
         let doc = r.json_or_null();
@@ -588,11 +571,7 @@ fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
             ],
             0,
         );
-        let doc = Gpufree::new(["status"])
-            .json()
-            .dev(&d.dev)
-            .sim(&state)
-            .doc();
+        let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
         let owner = |pid: u32| process(&doc, pid).unwrap()["owner"].clone();
         let (theirs, mine) = (owner(nobody.pid()), owner(root.pid()));
         assert_eq!(
@@ -611,8 +590,7 @@ fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
         assert_eq!(theirs["claims"]["id"], id, "{hand}: {theirs}");
         let r = Gpufree::new(["kill"])
             .json()
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(["--unit", id, "--dry-run"])
             .run();
         let doc = r.json_or_null();
@@ -640,8 +618,7 @@ fn a_cgroup_handed_to_a_user_is_theirs_whatever_it_names_below() {
 /// `leftover` problems.
 fn check_leftovers(d: &TestDir, state: &Path) -> (Value, Vec<Value>) {
     let r = Gpufree::new(["check"])
-        .dev(&d.dev)
-        .sim(state)
+        .on(d, state)
         .args([
             "--format",
             "json",
@@ -671,8 +648,7 @@ fn kill_in(d: &TestDir, holders: &[&Spawned]) -> Value {
     }
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(d, &state)
         .args(&args)
         .run();
     let doc = r.json_or_null();
@@ -745,11 +721,7 @@ fn nvml_listing_a_pid_that_now_names_an_innocent_never_makes_it_a_target() {
     let innocent = hold(&["gpufree", "innocent"], HoldSpec::default());
     let pid = innocent.pid();
     let state = d.one_gpu(&[(pid, 2048, "always")], 0);
-    let doc = Gpufree::new(["status"])
-        .json()
-        .dev(&d.dev)
-        .sim(&state)
-        .doc();
+    let doc = Gpufree::new(["status"]).json().on(&d, &state).doc();
     assert!(process(&doc, pid).is_none(), "not a holder: {doc}");
     assert_eq!(doc["visibility"]["nvml_pids_stale"], json!([pid]));
     assert_eq!(doc["gpus"][0]["verdict"]["state"], "busy");
@@ -763,8 +735,7 @@ fn nvml_listing_a_pid_that_now_names_an_innocent_never_makes_it_a_target() {
         .any(|f| f["kind"] == "stale-nvml-pid" && f["pids"] == json!([pid])));
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--gpu", "0", "--yes", "--timeout", "1s"])
         .run();
     let doc = r.json_or_null();
@@ -773,8 +744,7 @@ fn nvml_listing_a_pid_that_now_names_an_innocent_never_makes_it_a_target() {
     let p = pid.to_string();
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &p, "--yes"])
         .run();
     let doc = out.json_or_null();
@@ -801,8 +771,7 @@ fn an_interrupted_kill_leaves_no_target_stopped_or_frozen() {
     let state = d.one_gpu(&[], 0);
     let (a, b) = (frozen.pid().to_string(), stopped.pid().to_string());
     let kill = Gpufree::new(["kill"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--yes", "--pid", &a, "--pid", &b])
         .env("GPUFREE_TEST_PAUSE", "held")
         .spawn();
@@ -853,8 +822,7 @@ fn kill_by_pid_on_a_gpu_whose_memory_cannot_be_read_is_unknown_not_released() {
     let pid = h.pid().to_string();
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid, "--yes", "--timeout", "1s"])
         .run();
     let doc = r.json_or_null();
@@ -893,8 +861,7 @@ fn children_left_holding_make_the_release_busy_not_free() {
     let pid = a.pid().to_string();
     let r = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "10s"])
         .run();
     let doc = r.json_or_null();
@@ -937,8 +904,7 @@ fn children_left_holding_make_the_release_busy_not_free() {
     let pid = b.pid().to_string();
     let out = Gpufree::new(["kill"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid, "--yes", "--grace", "3s", "--timeout", "10s"])
         .run();
     let doc = out.json_or_null();
@@ -970,8 +936,7 @@ fn a_hung_nvml_init_starves_nothing() {
     let wait = |extra: &[&str]| {
         let started = Instant::now();
         let r = Gpufree::new(["wait", "--timeout", "1s"])
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(extra)
             .run();
         (r, started.elapsed())
@@ -1005,8 +970,7 @@ fn kill_where_proc_is_another_namespaces_signals_nothing_exit_5() {
     let state = d.one_gpu(&[(h.pid(), 1024, "while-alive")], 0);
     for extra in [&["--yes"][..], &["--dry-run"][..]] {
         let r = Gpufree::new(["kill", "--gpu", "0"])
-            .dev(&d.dev)
-            .sim(&state)
+            .on(&d, &state)
             .args(extra)
             .wrapped(["unshare", "--pid", "--fork", "--"])
             .run();

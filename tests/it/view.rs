@@ -31,26 +31,31 @@ fn user_holder(uid: u32, node: &Path, secret: &str) -> Child {
 /// `gpufree ARGS` as `uid`, asking the view at `socket` (and naming no
 /// library or directory of its own).
 fn as_user(d: &TestDir, uid: u32, socket: &Path, args: &[&str]) -> Output {
-    // The kit's gpufree, as `uid`, in an environment of its own.
-    run_cmd(
-        Command::new("setpriv")
-            .arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={uid}"))
-            .args(["--clear-groups", "--"])
-            .arg(nobody_kit(d).gpufree)
-            .args(args)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("GPUFREE_VIEW_SOCKET", socket),
-    )
+    // The kit's gpufree, as `uid`, in an environment of its own: `env -i`
+    // drops the test's and the builder's variables.
+    let mut view = std::ffi::OsString::from("GPUFREE_VIEW_SOCKET=");
+    view.push(socket);
+    Gpufree::new(args)
+        .program(nobody_kit(d).gpufree)
+        .wrapped([
+            "setpriv".into(),
+            format!("--reuid={uid}").into(),
+            format!("--regid={uid}").into(),
+            "--clear-groups".into(),
+            "--".into(),
+            "env".into(),
+            "-i".into(),
+            "PATH=/usr/bin:/bin".into(),
+            view,
+        ])
+        .run()
 }
 
 /// Root's serve with the view's socket at `socket`; ready once the socket
 /// answers.
 fn serve_view(d: &TestDir, state: &Path, socket: &Path) -> Child {
     let serve = Gpufree::new(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
-        .dev(&d.dev)
-        .sim(state)
+        .on(d, state)
         .opt_value("--view-socket", socket);
     let child = serve_listening(&mut serve.command());
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -261,8 +266,7 @@ fn serve_never_takes_over_a_live_datagram_socket() {
     let live = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
     let state = d.one_gpu(&[], 0);
     let r = Gpufree::new(["serve"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args([
             "--listen",
             "127.0.0.1:0",

@@ -96,8 +96,9 @@ fn zombie_holder_is_named_with_the_parent_that_must_reap_it() {
     let d = TestDir::new(1);
     let z = d.zombie("nvidia0"); // exited, never reaped
     let state = d.one_gpu(&[(z.pid(), 4096, "while-alive")], 0);
-    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
-    r.assert_exit_in(&[0, 1]);
+    let r = Gpufree::new(["why"]).json().on(&d, &state).run();
+    // The simulator releases a zombie's memory: the GPU is free.
+    r.assert_exit(0);
     let doc = r.json();
     // A zombie has no fds or maps left: only NVML could list it, and the
     // simulator, like the driver, releases a zombie's memory.
@@ -122,7 +123,7 @@ fn zombie_leader_with_live_threads_is_a_live_holder() {
     );
     wait_state(h.pid(), 'Z');
     let state = d.one_gpu(&[(h.pid(), 4096, "always")], 0);
-    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    let r = Gpufree::new(["why"]).json().on(&d, &state).run();
     let doc = r.json();
     r.assert_exit(1);
     let z = &find(&doc, "zombies")[0];
@@ -149,8 +150,8 @@ fn stopped_holder_needs_sigcont() {
     .unwrap();
     wait_state(h.pid(), 'T');
     let state = d.one_gpu(&[(h.pid(), 2048, "while-alive")], 0);
-    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
-    r.assert_exit_in(&[0, 1]);
+    let r = Gpufree::new(["why"]).json().on(&d, &state).run();
+    r.assert_exit(1);
     let doc = r.json();
     let t = &find(&doc, "stopped")[0];
     assert_eq!(pids(t), vec![h.pid()]);
@@ -199,8 +200,8 @@ fn orphaned_holder_is_named() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let state = d.one_gpu(&[(orphan, 1024, "while-alive")], 0);
-    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
-    r.assert_exit_in(&[0, 1]);
+    let r = Gpufree::new(["why"]).json().on(&d, &state).run();
+    r.assert_exit(1);
     let doc = r.json();
     let p = process(&doc, orphan).unwrap();
     let reaper_is_init = p["ppid"] == 1;
@@ -235,8 +236,8 @@ fn protected_daemon_is_named_and_left_out_of_the_kill() {
     let pd = gpufree::demo::holder::spawn(&daemon, &child).unwrap();
     let w = d.mapper("nvidia0");
     let state = d.one_gpu(&[(w.pid(), 2048, "while-alive")], 0);
-    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
-    r.assert_exit_in(&[0, 1]);
+    let r = Gpufree::new(["why"]).json().on(&d, &state).run();
+    r.assert_exit(1);
     let doc = r.json();
     assert_eq!(process(&doc, pd.pid()).unwrap()["protected"], true);
     let p = &find(&doc, "protected-holders")[0];
@@ -258,7 +259,7 @@ fn protected_daemon_is_named_and_left_out_of_the_kill() {
 fn memory_of_another_namespace_says_run_on_the_host() {
     let d = TestDir::new(1);
     let state = d.one_gpu(&[(4_194_304, 8192, "always")], 0);
-    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    let r = Gpufree::new(["why"]).json().on(&d, &state).run();
     let doc = r.json();
     r.assert_exit(1);
     assert_eq!(doc["findings"][0]["kind"], "outside-namespace");
@@ -280,8 +281,7 @@ fn leaked_memory_with_no_holder_and_a_complete_view_is_a_driver_leak_with_a_prin
     let proc_root = empty_proc(d.tmp.path());
     let r = Gpufree::new(["why"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--proc-root", proc_root.to_str().unwrap()])
         .run();
     let doc = r.json();
@@ -297,8 +297,8 @@ fn leaked_memory_with_no_holder_and_a_complete_view_is_a_driver_leak_with_a_prin
             ..HoldSpec::default()
         },
     );
-    let out = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
-    out.assert_exit_in(&[0, 1]);
+    let out = Gpufree::new(["why"]).json().on(&d, &state).run();
+    out.assert_exit(1);
     let doc = out.json();
     assert!(find(&doc, "driver-leak").is_empty(), "{doc}");
     assert!(process(&doc, h.pid()).is_some());
@@ -311,8 +311,7 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
     let proc_root = empty_proc(d.tmp.path());
     let out = Gpufree::new(["why"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--proc-root", proc_root.to_str().unwrap()])
         .run();
     let doc = out.json();
@@ -387,8 +386,7 @@ fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
     let state = d.one_gpu(&[(pid, 8192, "while-alive")], 0);
     let out = Gpufree::new(["why"])
         .json()
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pattern", "python3.*vllm"])
         .run();
     let doc = out.json();
@@ -412,8 +410,7 @@ fn real_python_worker_renamed_like_vllm_is_seen_explained_and_freed() {
         "{pattern}"
     );
     let r = Gpufree::new(["kill"])
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--pid", &pid.to_string(), "--yes"])
         .run();
     if r.code != 0 {
@@ -528,8 +525,8 @@ fn holder_in_another_pid_namespace_is_mapped_through_nspid() {
         .unwrap();
     assert_eq!(line.trim(), "ready 1", "PID 1 inside its namespace");
     let state = d.one_gpu(&[], 0);
-    let r = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
-    r.assert_exit_in(&[0, 1]);
+    let r = Gpufree::new(["why"]).json().on(&d, &state).run();
+    r.assert_exit(1);
     let doc = r.json();
     let p = doc["processes"]
         .as_array()
@@ -591,7 +588,7 @@ fn ranks_under_a_launcher_that_holds_nothing_are_one_group() {
         .map(|(i, p)| sim_gpu(i as u32, &[(*p, 20 * 1024, "while-alive")], 0))
         .collect();
     let state = d.state(&sim_state(gpus));
-    let out = Gpufree::new(["why"]).json().dev(&d.dev).sim(&state).run();
+    let out = Gpufree::new(["why"]).json().on(&d, &state).run();
     let doc = out.json();
     out.assert_exit(1);
     let first = &doc["findings"][0];
@@ -612,8 +609,7 @@ fn ranks_under_a_launcher_that_holds_nothing_are_one_group() {
     // Its next line frees the GPUs.
     let next = first["next"].as_str().unwrap();
     let r = Gpufree::new(next.split(' ').skip(1))
-        .dev(&d.dev)
-        .sim(&state)
+        .on(&d, &state)
         .args(["--yes", "--json"])
         .run();
     r.assert_exit(0);

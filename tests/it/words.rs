@@ -12,7 +12,7 @@ use std::process::Command;
 /// gpufree `words` against the simulator on `d` (one GPU, `holder`
 /// listed).
 fn on(d: &TestDir, state: &std::path::Path, words: &[&str]) -> Gpufree {
-    Gpufree::new(words).dev(&d.dev).sim(state)
+    Gpufree::new(words).on(d, state)
 }
 
 #[test]

@@ -59,7 +59,7 @@ fn group_name(g: &GroupName) -> String {
             comm: Some(comm),
             role,
         } => match role {
-            Some(what) => format!("launcher {pid} ({comm}) [{what}]"),
+            Some(what) => format!("launcher {pid} ({comm}) [{}]", super::role(*what)),
             None => format!("launcher {pid} ({comm})"),
         },
         GroupName::Process { pid, comm } => format!("{pid} ({comm})"),

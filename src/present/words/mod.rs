@@ -9,11 +9,13 @@ use crate::model::{Evidence, Finding};
 mod holders;
 mod k8s;
 mod mps;
+mod roles;
 pub mod unavailable;
 mod unseen;
 pub mod verdict;
 
 pub use holders::restarter;
+pub use roles::role;
 
 /// GPU indexes as `0-7` or `0, 2, 5`.
 pub fn gpu_list(gpus: &[u32]) -> String {
