@@ -20,6 +20,7 @@ mod next;
 mod pin;
 mod process;
 mod release;
+mod selector;
 mod unavailable;
 mod verdict;
 mod view;
@@ -46,7 +47,10 @@ pub use fleet::{
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use k8s::{Allocation, AllocationIssue, KubeletView};
-pub use kill::{Changed, Handled, Plan, PlanEntry, Report, Skipped};
+pub use kill::{
+    Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,
+    UsersOwn, With,
+};
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
@@ -55,7 +59,8 @@ pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,
 };
-pub use release::{Holds, OnGpu, Restart};
+pub use release::{Held, Holds, OnGpu, Restart};
+pub use selector::{GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};

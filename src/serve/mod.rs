@@ -100,8 +100,8 @@ pub enum ServeError {
         source: io::Error,
     },
     /// `--gpu` names no GPU of the first snapshot (a usage error).
-    #[error("{0}")]
-    Gpu(String),
+    #[error("{}", crate::present::words::selector::gpu_miss(.0))]
+    Gpu(crate::model::GpuMiss),
     /// The HTTP runtime could not start.
     #[error("serve: cannot start the HTTP runtime: {0}")]
     Runtime(io::Error),
@@ -160,13 +160,14 @@ fn collect(
 
 enum CollectError {
     Snapshot(String),
-    Gpu(String),
+    Gpu(crate::model::GpuMiss),
 }
 
 impl CollectError {
-    fn message(&self) -> &str {
+    fn message(&self) -> String {
         match self {
-            CollectError::Snapshot(m) | CollectError::Gpu(m) => m,
+            CollectError::Snapshot(m) => m.clone(),
+            CollectError::Gpu(m) => crate::present::words::selector::gpu_miss(m),
         }
     }
 }
@@ -183,7 +184,7 @@ fn store(cache: &Mutex<Cache>, result: Result<(Bytes, crate::model::Snapshot), C
             cache.errors += 1;
             eprintln!(
                 "gpufree serve: snapshot failed, serving the last good one: {}",
-                crate::safe::fit(e.message(), crate::safe::MESSAGE_MAX)
+                crate::safe::fit(&e.message(), crate::safe::MESSAGE_MAX)
             );
         }
     }

@@ -9,6 +9,8 @@ use crate::model::{Evidence, Finding};
 mod holders;
 mod k8s;
 mod mps;
+pub mod selector;
+pub mod target;
 pub mod unavailable;
 mod unseen;
 pub mod verdict;
