@@ -155,3 +155,70 @@ pub fn held(h: &Held) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{held, left, target};
+    use crate::model::{Held, Holds, Left, MpsPart, NotOurProc, OnGpu, Target, UsersOwn, With};
+
+    #[test]
+    fn a_target_reads_holds_then_how_then_whose_then_mps() {
+        let t = Target {
+            holds: Holds::Memory {
+                on: vec![
+                    OnGpu {
+                        gpu: 0,
+                        bytes: Some(1 << 30),
+                    },
+                    OnGpu {
+                        gpu: 1,
+                        bytes: None,
+                    },
+                ],
+            },
+            with: Some(With::ForkedBy { target: 41 }),
+            users_own: Some(UsersOwn {
+                user: "alice".into(),
+                mps: true,
+            }),
+            mps: Some(MpsPart::Server {
+                clients: 2,
+                spared: Vec::new(),
+                target: true,
+            }),
+        };
+        assert_eq!(
+            target(&t),
+            "holds 1,024 MiB on GPU 0, n/a on GPU 1; forked by target 41; alice's own MPS daemon: protected only in alice's kills; the MPS server: its clients are targets too"
+        );
+    }
+
+    #[test]
+    fn what_is_left_out_and_what_still_holds_read_as_before() {
+        let not_yours = Left::NotYours {
+            user: "bob".into(),
+            uid: 1001,
+            runs_for: 1000,
+        };
+        assert_eq!(
+            left(&not_yours),
+            "owned by bob (uid 1001), gpufree runs for uid 1000: run as root"
+        );
+        assert_eq!(
+            left(&Left::ProcNotOurs {
+                root: NotOurProc::OtherRoot
+            }),
+            "--proc-root: kill signals only processes of this PID namespace's /proc"
+        );
+        let over = Held::Over {
+            gpu: 0,
+            used: 900 << 20,
+            limit: 12 << 20,
+            listed: vec![41],
+        };
+        assert_eq!(
+            held(&over),
+            "GPU 0: 900 MiB used (expected at most 12 MiB), NVML still lists [41]"
+        );
+    }
+}
