@@ -89,7 +89,11 @@ pub(super) fn run_kill(s: &Settings, args: &KillArgs, printer: &Printer) -> Resu
 fn audit(s: &Settings, args: &KillArgs, report: &kill::Report) {
     use crate::act::audit;
     let reasons = crate::present::words::verdict::reasons(&report.reasons);
-    let ctx = audit::Context::now("kill", args.signal, args.no_wait, reasons);
+    let words = audit::Words {
+        target: crate::present::words::target::target,
+        left: crate::present::words::target::left,
+    };
+    let ctx = audit::Context::now("kill", args.signal, args.no_wait, reasons, words);
     if let Err(e) = audit::log(&s.audit, &ctx, report) {
         let _ = crate::present::notice::write_error(&mut std::io::stderr(), &e.to_string());
     }

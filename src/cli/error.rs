@@ -50,12 +50,12 @@ pub enum Error {
         /// regex's reason, its last line.
         why: String,
     },
-    /// `--gpu` names no GPU here.
-    #[error("{0}")]
-    Selector(String),
-    /// `kill --unit` matches no unit, or more than one.
-    #[error("{0}")]
-    Unit(String),
+    /// `--gpu` names no GPU here, or a UUID prefix names several.
+    #[error("{}", crate::present::words::selector::gpu_miss(.0))]
+    Selector(crate::model::GpuMiss),
+    /// `kill --unit` names more than one owner.
+    #[error("{}", crate::present::words::selector::unit_miss(.0))]
+    Unit(crate::model::UnitMiss),
     /// An environment variable's value is not one the flag takes.
     #[error("{0}: {1}")]
     Variable(&'static str, String),
@@ -86,8 +86,8 @@ pub enum Error {
     /// `kill` where the proc root may not be signalled through: another
     /// root than /proc (a usage error), or not this PID namespace's proc
     /// file system (refused).
-    #[error("kill: {0}")]
-    KillRefused(crate::act::kill::NotOurProc),
+    #[error("kill: {}", crate::present::words::target::not_ours(*.0))]
+    KillRefused(crate::model::NotOurProc),
     /// A `--dev-dir` given by hand holds no GPU node while NVML sees GPUs.
     #[error("--dev-dir {}: no GPU device node there (nvidia*, dri/card*, dri/renderD*, kfd)", .0.display())]
     NoGpuNode(PathBuf),
@@ -230,7 +230,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::Library { .. }
         | E::Steering { .. }
         | E::View(crate::model::ViewErrorKind::Usage, _)
-        | E::KillRefused(crate::act::kill::NotOurProc::OtherRoot)
+        | E::KillRefused(crate::model::NotOurProc::OtherRoot)
         | E::NoGpuNode(_)
         | E::DevDir(_)
         | E::UnitFile { .. }
@@ -329,7 +329,15 @@ mod tests {
     #[test]
     fn errors_map_to_spec_codes() {
         let code = |e: Error| exit_code(&Err(e));
-        assert_eq!(code(Error::Selector("--gpu 9: no such GPU".into())), 2);
+        let miss = crate::model::GpuMiss::NoSuch {
+            selector: "9".into(),
+            here: crate::model::Here::Gpus(vec![0]),
+        };
+        assert_eq!(
+            Error::Selector(miss.clone()).to_string(),
+            "--gpu 9: no such GPU (GPUs here: 0)"
+        );
+        assert_eq!(code(Error::Selector(miss)), 2);
         use crate::act::kill::NotOurProc;
         assert_eq!(code(Error::KillRefused(NotOurProc::OtherRoot)), 2);
         assert_eq!(code(Error::CmdlinesExposed("127.0.0.1:9835".into())), 2);

@@ -28,7 +28,7 @@ impl Spinner {
                         crate::safe::fit(
                             &held
                                 .iter()
-                                .map(ToString::to_string)
+                                .map(crate::present::words::target::held)
                                 .collect::<Vec<_>>()
                                 .join("; "),
                             160

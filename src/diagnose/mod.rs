@@ -11,7 +11,6 @@
 
 use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot, VerdictState, Who};
 use crate::safe::shell_command;
-use crate::units::mib;
 use regex::Regex;
 
 mod allocation;
@@ -62,22 +61,6 @@ fn gpus_of_all<'a>(ps: impl IntoIterator<Item = &'a Process>) -> Vec<u32> {
     g.sort_unstable();
     g.dedup();
     g
-}
-
-/// `96,610 MiB on GPU 0, 2,048 MiB on GPU 1`: a process's GPU memory
-/// (for the kill plan's words; a finding carries it as a `Holding`).
-pub fn memory_on_gpus(p: &Process) -> String {
-    p.gpu_memory
-        .iter()
-        .map(|m| {
-            format!(
-                "{} on GPU {}",
-                m.used_bytes.map_or("n/a".into(), mib),
-                m.gpu
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A process as a finding names it.

@@ -21,6 +21,7 @@ mod pin;
 mod process;
 mod release;
 mod role;
+mod selector;
 mod unavailable;
 mod verdict;
 mod view;
@@ -47,7 +48,10 @@ pub use fleet::{
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use k8s::{Allocation, AllocationIssue, KubeletView};
-pub use kill::{Changed, Handled, Plan, PlanEntry, Report, Skipped};
+pub use kill::{
+    Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,
+    UsersOwn, With,
+};
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
@@ -56,8 +60,9 @@ pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,
 };
-pub use release::{Holds, OnGpu, Restart};
+pub use release::{Held, Holds, OnGpu, Restart};
 pub use role::Role;
+pub use selector::{GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};

@@ -1,6 +1,7 @@
 //! What keeps a kill's release from counting, as values: what a process
-//! still holds ([`Holds`]) and what started one again ([`Restart`]). The
-//! sentences are made in `present/words/verdict/`.
+//! still holds ([`Holds`]), what started one again ([`Restart`]) and why a
+//! GPU's memory does not count as back ([`Held`]). The sentences are made
+//! in `present/words/verdict/` and `present/words/target.rs`.
 
 use super::{Process, Selection};
 use serde::{Deserialize, Serialize};
@@ -92,5 +93,36 @@ pub enum Restart {
     Beside {
         /// The target.
         target: u32,
+    },
+}
+
+/// Why a GPU's memory does not count as back (yet): what the release
+/// wait shows as it waits, what the end verdict sorts into busy and
+/// unknown, and what the report lists.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "held", rename_all = "kebab-case")]
+pub enum Held {
+    /// NVML did not report the GPU: whether it is back is unknown.
+    NotReported {
+        /// The GPU.
+        gpu: u32,
+    },
+    /// NVML reported the GPU but not its memory: unknown too.
+    Unreadable {
+        /// The GPU.
+        gpu: u32,
+    },
+    /// More memory is used than the targets left behind, or NVML still
+    /// lists one of the watched PIDs.
+    Over {
+        /// The GPU.
+        gpu: u32,
+        /// Bytes used now.
+        used: u64,
+        /// The most that counts as released (the expected baseline plus
+        /// slack).
+        limit: u64,
+        /// Watched PIDs NVML still lists on it.
+        listed: Vec<u32>,
     },
 }

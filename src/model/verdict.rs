@@ -4,7 +4,7 @@
 //! `present/words/verdict/`, and JSON carries both (SPEC.md's
 //! `reasons`/`caveats` in words, `causes`/`caveat_causes` typed).
 
-use super::{Failure, Holds, Restart, Unavailable};
+use super::{Failure, Holds, NotOurProc, Restart, Unavailable};
 use serde::{Deserialize, Serialize};
 
 /// Whether GPUs are free: the one answer `wait`, `kill`, `why`, `watch`
@@ -290,8 +290,15 @@ pub enum Why {
     },
     /// `kill --no-wait`: the release was not waited for.
     NotWaited,
-    /// A sentence `kill`'s release check still makes itself (its holders'
-    /// "holds ..." and what restarted them), until it is typed too.
+    /// `kill`: nothing signalled, since the proc root may not be
+    /// signalled through.
+    ProcNotOurs {
+        /// Why.
+        root: NotOurProc,
+    },
+    /// A sentence made before it was typed: nothing makes one now (every
+    /// kill reason is a variant above); kept so SPEC.md's `said` reads
+    /// back.
     Said {
         /// The sentence.
         text: String,

@@ -8,8 +8,8 @@ use super::words::words;
 use crate::model::{
     Brief, Call, Caveat, DriverEvidence, Failure, Finding, FindingKind, Fleet, FleetNode, Gpu,
     KernelLog, KubeletView, Memory, MigCap, MigDevice, MpsGpu, NvmlProcess, NvmlStatus, PodName,
-    Process, Reason, Report, Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Unplaced,
-    Vendor, Verdict, VerdictState, Visibility,
+    Process, Reason, Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Unplaced, Vendor,
+    Verdict, VerdictState, Visibility,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -345,25 +345,6 @@ impl<'a> MigDoc<'a> {
             memory,
             nvml_processes,
             verdict: VerdictDoc::new(verdict),
-        }
-    }
-}
-
-/// `kill --json`'s `kill` object: the report, its `reasons` in words
-/// beside their typed `causes`.
-#[derive(Debug, Serialize)]
-pub struct ReportDoc<'a> {
-    #[serde(flatten)]
-    report: &'a Report,
-    reasons: Vec<String>,
-}
-
-impl<'a> ReportDoc<'a> {
-    /// The document of `r`.
-    pub fn new(r: &'a Report) -> ReportDoc<'a> {
-        ReportDoc {
-            report: r,
-            reasons: reasons(&r.reasons),
         }
     }
 }

@@ -100,8 +100,8 @@ pub enum ServeError {
         source: io::Error,
     },
     /// `--gpu` names no GPU of the first snapshot (a usage error).
-    #[error("{0}")]
-    Gpu(String),
+    #[error("{}", crate::present::words::selector::gpu_miss(.0))]
+    Gpu(crate::model::GpuMiss),
     /// The HTTP runtime could not start.
     #[error("serve: cannot start the HTTP runtime: {0}")]
     Runtime(io::Error),
@@ -158,13 +158,14 @@ fn collect(
 
 enum CollectError {
     Snapshot(String),
-    Gpu(String),
+    Gpu(crate::model::GpuMiss),
 }
 
 impl CollectError {
-    fn message(&self) -> &str {
+    fn message(&self) -> String {
         match self {
-            CollectError::Snapshot(m) | CollectError::Gpu(m) => m,
+            CollectError::Snapshot(m) => m.clone(),
+            CollectError::Gpu(m) => crate::present::words::selector::gpu_miss(m),
         }
     }
 }
@@ -179,7 +180,8 @@ fn store(cache: &Mutex<Cache>, result: Result<(Bytes, crate::model::Snapshot), C
         }
         Err(e) => {
             cache.errors += 1;
-            let _ = crate::present::notice::write_serving_last(&mut std::io::stderr(), e.message());
+            let _ =
+                crate::present::notice::write_serving_last(&mut std::io::stderr(), &e.message());
         }
     }
 }

@@ -2,7 +2,7 @@
 //! `GPU:MIG` or `MIG-` UUID, `all`) and a snapshot narrowed to what they
 //! name.
 
-use crate::model::{Gpu, Snapshot};
+use crate::model::{Gpu, GpuMiss, Here, Snapshot};
 use crate::model::{MigDevice, Selection};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -138,7 +138,7 @@ fn uuid_matches(have: &str, want: &str, prefix: &str) -> bool {
 /// Resolves selectors; none means every GPU. A selector that names no GPU
 /// or MIG device (or a UUID prefix that names several) is an error. A GPU
 /// named whole and by one of its MIG devices is selected whole.
-pub fn resolve(gpus: &[Gpu], selectors: &[GpuSelector]) -> Result<Selection, String> {
+pub fn resolve(gpus: &[Gpu], selectors: &[GpuSelector]) -> Result<Selection, GpuMiss> {
     if selectors.is_empty() || selectors.contains(&GpuSelector::All) {
         return Ok(Selection::whole(gpus.iter().map(|g| g.index).collect()));
     }
@@ -159,11 +159,10 @@ pub fn resolve(gpus: &[Gpu], selectors: &[GpuSelector]) -> Result<Selection, Str
         match hits.as_slice() {
             [] => return Err(no_such(gpus, s)),
             _ if several && matches!(s, GpuSelector::Uuid(_) | GpuSelector::MigUuid(_)) => {
-                return Err(format!(
-                    "--gpu {}: UUID prefix matches several {}",
-                    describe_selector(s),
-                    if s.is_mig() { "MIG devices" } else { "GPUs" }
-                ));
+                return Err(GpuMiss::Several {
+                    selector: describe_selector(s),
+                    mig: s.is_mig(),
+                });
             }
             _ => out.extend(hits),
         }
@@ -182,27 +181,19 @@ pub fn resolve(gpus: &[Gpu], selectors: &[GpuSelector]) -> Result<Selection, Str
 }
 
 /// Why selector `s` names nothing, with what there is.
-fn no_such(gpus: &[Gpu], s: &GpuSelector) -> String {
-    let (what, have): (_, Vec<String>) = if s.is_mig() {
+fn no_such(gpus: &[Gpu], s: &GpuSelector) -> GpuMiss {
+    let here = if s.is_mig() {
         let migs = gpus
             .iter()
-            .flat_map(|g| g.mig_devices.iter().map(|m| m.label(g.index)));
-        (
-            "no such GPU or MIG device (MIG devices here",
-            migs.collect(),
-        )
+            .flat_map(|g| g.mig_devices.iter().map(|m| (g.index, m.index)));
+        Here::Mig(migs.collect())
     } else {
-        (
-            "no such GPU (GPUs here",
-            gpus.iter().map(|g| g.index.to_string()).collect(),
-        )
+        Here::Gpus(gpus.iter().map(|g| g.index).collect())
     };
-    let have = if have.is_empty() {
-        "none".into()
-    } else {
-        have.join(", ")
-    };
-    format!("--gpu {}: {what}: {have})", describe_selector(s))
+    GpuMiss::NoSuch {
+        selector: describe_selector(s),
+        here,
+    }
 }
 
 pub(super) fn describe_selector(s: &GpuSelector) -> String {

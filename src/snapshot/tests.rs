@@ -111,11 +111,15 @@ fn selectors_parse_and_resolve() {
     .collect();
     let r = |s: &[&str]| {
         let sels: Vec<GpuSelector> = s.iter().map(|x| x.parse().unwrap()).collect();
-        resolve(&gpus, &sels).map(|sel| sel.gpus)
+        resolve(&gpus, &sels)
+            .map(|sel| sel.gpus)
+            .map_err(|e| crate::present::words::selector::gpu_miss(&e))
     };
     let mig = |s: &[&str]| {
         let sels: Vec<GpuSelector> = s.iter().map(|x| x.parse().unwrap()).collect();
-        resolve(&gpus, &sels).map(|sel| sel.names())
+        resolve(&gpus, &sels)
+            .map(|sel| sel.names())
+            .map_err(|e| crate::present::words::selector::gpu_miss(&e))
     };
     // MIG devices by GPU:MIG and by UUID (or a unique prefix); a GPU
     // named whole as well is whole.

@@ -4,6 +4,7 @@
 
 use super::{cell, App, Popup, Sort};
 use crate::model::{Process, Severity, Snapshot};
+use crate::present::words::target::{left, target};
 use crate::units::mib;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -366,12 +367,12 @@ fn popup_text(popup: &Popup) -> (&'static str, String) {
             let mut lines: Vec<String> = plan
                 .targets
                 .iter()
-                .map(|e| format!("{}  {}", e.pid, cell(&e.reason)))
+                .map(|e| format!("{}  {}", e.pid, cell(&target(&e.why))))
                 .collect();
             lines.extend(
                 plan.skipped
                     .iter()
-                    .map(|k| format!("{}  left out: {}", k.pid, cell(&k.reason))),
+                    .map(|k| format!("{}  left out: {}", k.pid, cell(&left(&k.why)))),
             );
             if plan.targets.is_empty() {
                 lines.push("nothing to signal".into());

@@ -61,6 +61,7 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
     };
     // The same guard as `gpufree kill`'s, before anything is pinned.
     if let Err(why) = kill::may_signal(&c) {
+        let why = crate::present::words::target::not_ours(why);
         return format!("nothing signalled: {why}");
     }
     let snap = match pipeline::judged(&c) {
@@ -71,7 +72,11 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
     let opts = kill::Options::default();
     let (r, _) = kill::execute(&c, &snap, plan, sel, &safety, &opts);
     let reasons = crate::present::words::verdict::reasons(&r.reasons);
-    let ctx = crate::act::audit::Context::now("watch", opts.signal, opts.no_wait, reasons);
+    let words = crate::act::audit::Words {
+        target: crate::present::words::target::target,
+        left: crate::present::words::target::left,
+    };
+    let ctx = crate::act::audit::Context::now("watch", opts.signal, opts.no_wait, reasons, words);
     let audited = match crate::act::audit::log(audit, &ctx, &r) {
         Ok(()) => String::new(),
         Err(e) => format!("; {e}"),

@@ -677,3 +677,26 @@ fn no_source_file_imports_its_parent_whole() {
         .collect();
     assert!(found.is_empty(), "name the imports:\n{}", found.join("\n"));
 }
+
+/// A reason in the model is a value (`Reason`, `Target`, `Left`,
+/// `Held`): its words are made in `present/words/`, so no model type
+/// carries a `reason` or `reasons` in words. The audit record is the one
+/// exception: it is the words a kill was logged with, filled by the
+/// command that killed.
+#[test]
+fn the_model_keeps_reasons_as_values() {
+    let needles = [
+        "pub reason: String",
+        "pub reasons: Vec<String>",
+        "pub still_holding: Vec<String>",
+    ];
+    let in_model: Vec<String> = lines_with(&needles, &["model/audit.rs"])
+        .into_iter()
+        .filter(|l| l.starts_with("model/"))
+        .collect();
+    assert!(
+        in_model.is_empty(),
+        "reasons in words in model/:\n{}",
+        in_model.join("\n")
+    );
+}

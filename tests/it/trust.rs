@@ -977,7 +977,10 @@ fn kill_where_proc_is_another_namespaces_signals_nothing_exit_5() {
         r.assert_exit_with(5, format_args!("{extra:?}: {}", r.stderr));
         assert_eq!(
             r.stderr.trim(),
-            format!("gpufree: kill: {}", gpufree::act::kill::FOREIGN_PROC),
+            format!(
+                "gpufree: kill: {}",
+                gpufree::present::words::target::FOREIGN_PROC
+            ),
             "{extra:?}"
         );
         assert!(alive(h.pid()), "{extra:?}: the holder was signalled");

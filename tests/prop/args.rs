@@ -8,6 +8,7 @@ use crate::{bytes, cases, hostile_bytes, re, PARSER_CASES, ROUND_TRIP_CASES};
 use clap::{CommandFactory, FromArgMatches};
 use gpufree::cli::{Cli, Command};
 use gpufree::model::Gpu;
+use gpufree::present::words::selector::gpu_miss;
 use gpufree::snapshot::{resolve, GpuSelector};
 use gpufree::units::{parse_duration, parse_size};
 use proptest::prelude::*;
@@ -244,7 +245,10 @@ proptest! {
         match resolve(&gpus, &[sel]) {
             Ok(idx) => prop_assert!(idx.gpus.contains(&g.index), "{text}: {idx:?}"),
             // Generated GPUs may share a UUID prefix or a bus id.
-            Err(e) => prop_assert!(e.starts_with("--gpu ") && gpus.len() > 1, "{e}"),
+            Err(e) => {
+                let e = gpu_miss(&e);
+                prop_assert!(e.starts_with("--gpu ") && gpus.len() > 1, "{e}")
+            }
         }
     }
 
@@ -253,7 +257,10 @@ proptest! {
         let sels: Vec<GpuSelector> = texts.iter().filter_map(|t| t.parse().ok()).collect();
         match resolve(&gpus, &sels) {
             Ok(idx) => prop_assert!(idx.gpus.iter().all(|i| gpus.iter().any(|g| g.index == *i))),
-            Err(e) => prop_assert!(e.starts_with("--gpu "), "{e}"),
+            Err(e) => {
+                let e = gpu_miss(&e);
+                prop_assert!(e.starts_with("--gpu "), "{e}")
+            }
         }
     }
 }

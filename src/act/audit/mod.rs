@@ -17,7 +17,8 @@ mod tests;
 
 use super::kill::{signal_name, Handled, Report};
 use crate::model::{
-    AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, TargetOutcome, VerdictState,
+    AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, Left, Target, TargetOutcome,
+    VerdictState,
 };
 use rustix::process::Signal;
 use std::path::PathBuf;
@@ -63,12 +64,31 @@ pub struct Context {
     /// (act makes no words): the record's `reasons` and the journal's
     /// `GPUFREE_REASONS`.
     pub reasons: Vec<String>,
+    /// The words of each target's reason and of why one was left out,
+    /// from the command that killed.
+    pub words: Words,
+}
+
+/// How the command that killed says why a process was a target or left
+/// out (act makes no words: `cli` and `watch` pass `present`'s).
+#[derive(Debug, Clone, Copy)]
+pub struct Words {
+    /// A target's reason.
+    pub target: fn(&Target) -> String,
+    /// Why a process was left out.
+    pub left: fn(&Left) -> String,
 }
 
 impl Context {
     /// The context of this process's kill, now, with the report's reasons
     /// in words.
-    pub fn now(command: &str, signal: Signal, no_wait: bool, reasons: Vec<String>) -> Context {
+    pub fn now(
+        command: &str,
+        signal: Signal,
+        no_wait: bool,
+        reasons: Vec<String>,
+        words: Words,
+    ) -> Context {
         Context {
             command: command.into(),
             invoker: crate::proc::me::invoker(),
@@ -77,6 +97,7 @@ impl Context {
             no_wait,
             time: SystemTime::now(),
             reasons,
+            words,
         }
     }
 }
@@ -103,7 +124,11 @@ pub fn record(ctx: &Context, report: &Report) -> Option<AuditRecord> {
         command: ctx.command.clone(),
         invoker: ctx.invoker.clone(),
         signal: signal_name(ctx.signal).into(),
-        targets: report.handled.iter().map(|h| target(h, report)).collect(),
+        targets: report
+            .handled
+            .iter()
+            .map(|h| target(h, report, &ctx.words))
+            .collect(),
         outcome: outcome(report, ctx),
     })
 }
@@ -153,8 +178,8 @@ pub fn write(sinks: &Sinks, record: &AuditRecord) -> Result<(), AuditError> {
 }
 
 /// One target of the record: who it was, and what became of it.
-fn target(h: &Handled, report: &Report) -> AuditTarget {
-    let (outcome, detail) = target_outcome(h, report);
+fn target(h: &Handled, report: &Report, words: &Words) -> AuditTarget {
+    let (outcome, detail) = target_outcome(h, report, words);
     AuditTarget {
         pid: h.pid,
         start_time_ticks: h.start_time_ticks,
@@ -164,7 +189,7 @@ fn target(h: &Handled, report: &Report) -> AuditTarget {
         uid: h.uid,
         user: h.user.clone(),
         owner: h.owner.clone(),
-        reason: h.reason.clone(),
+        reason: (words.target)(&h.why),
         round: h.round,
         signals: h.signals.clone(),
         outcome,
@@ -175,7 +200,7 @@ fn target(h: &Handled, report: &Report) -> AuditTarget {
 /// What became of a handled target: signalled, it survived or is gone;
 /// otherwise the report says why it was not signalled (or it was gone
 /// before its signal).
-fn target_outcome(h: &Handled, r: &Report) -> (TargetOutcome, Option<String>) {
+fn target_outcome(h: &Handled, r: &Report, words: &Words) -> (TargetOutcome, Option<String>) {
     let pid = h.pid;
     if !h.signals.is_empty() {
         return if r.survivors.contains(&pid) {
@@ -194,7 +219,7 @@ fn target_outcome(h: &Handled, r: &Report) -> (TargetOutcome, Option<String>) {
         return (TargetOutcome::Unchecked, Some(c.why.clone()));
     }
     if let Some(k) = r.skipped.iter().find(|k| k.pid == pid) {
-        return (TargetOutcome::Refused, Some(k.reason.clone()));
+        return (TargetOutcome::Refused, Some((words.left)(&k.why)));
     }
     (TargetOutcome::Gone, Some("exited before its signal".into()))
 }

@@ -29,7 +29,9 @@ fn handled(pid: u32, comm: &str, signals: &[&str]) -> Handled {
     Handled {
         pid,
         start_time_ticks: 1000 + u64::from(pid),
-        reason: format!("holds GPU 0 ({pid})"),
+        why: crate::model::Target::holds(crate::model::Holds::Nodes {
+            nodes: vec![format!("nvidia{pid}")],
+        }),
         round: 1,
         comm: comm.into(),
         cmdline: vec![comm.into(), "--x".into()],
@@ -65,6 +67,10 @@ fn ctx() -> Context {
         no_wait: false,
         time: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         reasons: vec!["11 still holds GPU 0".into()],
+        words: Words {
+            target: crate::present::words::target::target,
+            left: crate::present::words::target::left,
+        },
     }
 }
 
@@ -81,7 +87,9 @@ fn report() -> Report {
         }],
         skipped: vec![Skipped {
             pid: 14,
-            reason: "permission denied".into(),
+            why: crate::model::Left::Said {
+                text: "permission denied".into(),
+            },
             refused: true,
         }],
         verdict: VerdictState::Busy,

@@ -23,7 +23,6 @@
 //! the watch for restarts after the release in `settle.rs`, the steps of
 //! one execution in `run.rs`; this file runs them in order.
 
-mod held;
 mod mps;
 mod plan;
 mod release;
@@ -31,15 +30,15 @@ mod run;
 mod settle;
 mod signals;
 
-pub use crate::model::{Changed, Handled, Plan, PlanEntry, Report, Skipped};
-pub use held::Held;
+pub use crate::model::Held;
+pub use crate::model::{Changed, Handled, NotOurProc, Plan, PlanEntry, Report, Skipped};
 pub use plan::{check_unit, plan, Safety, Selectors, UserSel};
 use release::Release;
 use run::{finish, survivors, Rounds, Run, Times};
 pub use signals::signal_name;
 
 use super::progress::Event;
-use crate::model::{Selection, Snapshot, VerdictState, Why};
+use crate::model::{Left, Selection, Snapshot, VerdictState, Why};
 use crate::pipeline::select;
 use crate::snapshot::Collector;
 use rustix::process::Signal;
@@ -96,18 +95,6 @@ pub fn nothing_to_free(snap: &Snapshot, sel: &Selectors, plan: &Plan, gpus: &Sel
         && select(snap.clone(), gpus).verdict.state == VerdictState::Free
 }
 
-/// Why a collector's proc root may not be signalled through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum NotOurProc {
-    /// A proc root other than `/proc` (`--proc-root`, `GPUFREE_PROC_ROOT`).
-    #[error("--proc-root: kill signals only processes of this PID namespace's /proc")]
-    OtherRoot,
-    /// `/proc` is not this PID namespace's proc file system (another
-    /// namespace's, or no proc file system at all).
-    #[error("{FOREIGN_PROC}")]
-    Foreign,
-}
-
 /// Whether a kill may signal the processes `c` sees: only through `/proc`
 /// itself, a proc file system whose `self` is this process, named by one
 /// PID ([`Collector::proc_is_ours`]). `gpufree kill`, `watch`'s kill and
@@ -127,10 +114,7 @@ pub fn may_signal(c: &Collector) -> Result<(), NotOurProc> {
 fn not_ours(plan: Plan, why: NotOurProc) -> Report {
     let mut report = Report {
         verdict: VerdictState::Unknown,
-        reasons: vec![Why::Said {
-            text: why.to_string(),
-        }
-        .into()],
+        reasons: vec![Why::ProcNotOurs { root: why }.into()],
         ..Report::default()
     };
     report.skipped = plan
@@ -138,16 +122,12 @@ fn not_ours(plan: Plan, why: NotOurProc) -> Report {
         .iter()
         .map(|e| Skipped {
             pid: e.pid,
-            reason: why.to_string(),
+            why: Left::ProcNotOurs { root: why },
             refused: true,
         })
         .collect();
     report
 }
-
-/// Why nothing is signalled through another namespace's /proc.
-pub const FOREIGN_PROC: &str =
-    "/proc is not this PID namespace's proc file system: its PIDs may name other processes here, so nothing is signalled";
 
 /// At most this many rounds of signals; from the third on, SIGKILL at once
 /// (what keeps forking on SIGTERM gets no more chances).

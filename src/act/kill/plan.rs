@@ -1,9 +1,10 @@
 //! The plan: a pure function of a snapshot, the selectors and the safety
 //! context — which holders are targets, and which are left out and why.
 
-use crate::diagnose::{memory_on_gpus, Groups};
+use crate::diagnose::Groups;
 use crate::model::{
-    Owner, OwnerKind, Plan, PlanEntry, Process, Protection, Selection, Skipped, Snapshot,
+    Holds, Left, Owner, OwnerKind, Plan, PlanEntry, Process, Protection, Selection, Skipped,
+    Snapshot, Target, UnitMiss, UnitOwner, UsersOwn, With,
 };
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
@@ -114,35 +115,27 @@ pub(super) fn unit_names(owner: &Owner, unit: &str) -> bool {
 
 /// Checks that `--unit unit` names at most one owner among the holders of
 /// `snap`; an ambiguous prefix is an error listing the candidates.
-pub fn check_unit(snap: &Snapshot, unit: &str) -> Result<(), String> {
-    let owners: BTreeSet<(&str, &str, &str)> = snap
+pub fn check_unit(snap: &Snapshot, unit: &str) -> Result<(), UnitMiss> {
+    // In the order of the kinds' names, as the message lists them.
+    let owners: BTreeSet<(&str, UnitOwner)> = snap
         .processes
         .iter()
         .filter(|p| unit_names(&p.owner, unit))
         .map(|p| {
-            (
-                p.owner.kind.as_str(),
-                p.owner.id.as_str(),
-                p.owner.name.as_str(),
-            )
+            let o = &p.owner;
+            let owner = UnitOwner {
+                kind: o.kind,
+                id: o.id.clone(),
+                name: o.name.clone(),
+            };
+            (o.kind.as_str(), owner)
         })
         .collect();
     if owners.len() > 1 {
-        let list: Vec<String> = owners
-            .iter()
-            .map(|(k, id, name)| {
-                if id == name {
-                    format!("{k} {id}")
-                } else {
-                    format!("{k} {id} ({name})")
-                }
-            })
-            .collect();
-        return Err(format!(
-            "--unit {unit}: ambiguous, it names {}: {}",
-            owners.len(),
-            list.join(", ")
-        ));
+        return Err(UnitMiss {
+            unit: unit.to_string(),
+            owners: owners.into_iter().map(|(_, o)| o).collect(),
+        });
     }
     Ok(())
 }
@@ -190,53 +183,44 @@ pub(super) fn shared_only(p: &Process) -> bool {
     p.gpu_memory.is_empty() && p.devices.iter().all(|d| d.gpu.is_none())
 }
 
-pub(super) fn reason(p: &Process) -> String {
-    if p.memory_bytes() > 0 {
-        format!("holds {}", memory_on_gpus(p))
-    } else {
-        let nodes: Vec<&str> = p
-            .devices
-            .iter()
-            .map(|d| d.path.rsplit('/').next().unwrap_or(&d.path))
-            .collect();
-        format!("holds {}", nodes.join(", "))
-    }
+/// Why `p` is a target, from what it holds alone.
+pub(super) fn reason(p: &Process) -> Target {
+    Target::holds(Holds::of(p))
 }
 
-/// Why a matching holder must not be signalled, if it must not.
-pub(super) fn refusal(p: &Process, safety: &Safety) -> Option<(String, bool)> {
+/// Why a matching holder must not be signalled, if it must not, and
+/// whether that is for safety.
+pub(super) fn refusal(p: &Process, safety: &Safety) -> Option<(Left, bool)> {
     if p.pid == 1 {
-        return Some(("PID 1 (init) is never signalled".into(), true));
+        return Some((Left::Init, true));
     }
     if p.pid == safety.me {
-        return Some(("gpufree itself".into(), true));
+        return Some((Left::Itself, true));
     }
     if safety.ancestors.contains(&p.pid) {
-        return Some(("an ancestor of gpufree (its shell or service)".into(), true));
+        return Some((Left::Ancestor, true));
     }
     if p.exe.is_none() && p.cmdline.is_empty() && p.state != "Z" && (p.ppid == 2 || p.pid == 2) {
-        return Some(("a kernel thread".into(), true));
+        return Some((Left::KernelThread, true));
     }
     if p.protected && !safety.force_protected && !beyond_protection(p, safety) {
-        return Some((format!("protected ({}): a driver daemon or display server; --force-protected to include it", p.comm), true));
+        let comm = p.comm.clone();
+        return Some((Left::Protected { comm }, true));
     }
     if safety.uid != 0 && p.uid != safety.uid {
+        let user = p.user.clone();
+        let (uid, runs_for) = (p.uid, safety.uid);
         return Some((
-            format!(
-                "owned by {} (uid {}), gpufree runs for uid {}: run as root",
-                p.user, p.uid, safety.uid
-            ),
+            Left::NotYours {
+                user,
+                uid,
+                runs_for,
+            },
             true,
         ));
     }
     if !p.is_live() {
-        return Some((
-            format!(
-                "a zombie: it has exited already; parent {} must reap it",
-                p.ppid
-            ),
-            false,
-        ));
+        return Some((Left::Zombie { parent: p.ppid }, false));
     }
     None
 }
@@ -249,16 +233,11 @@ fn beyond_protection(p: &Process, safety: &Safety) -> bool {
 }
 
 /// Why a protected process of a person's is a target of this kill.
-fn users_own(p: &Process) -> String {
-    let what = if p.program().starts_with("nvidia-cuda-mps") {
-        "MPS daemon"
-    } else {
-        "display server"
-    };
-    format!(
-        "{}'s own {what}: protected only in {}'s kills",
-        p.user, p.user
-    )
+fn users_own(p: &Process) -> UsersOwn {
+    UsersOwn {
+        user: p.user.clone(),
+        mps: p.program().starts_with("nvidia-cuda-mps"),
+    }
 }
 
 /// Builds the plan: the holders the selectors name, plus the holders of
@@ -267,18 +246,13 @@ pub fn plan(snap: &Snapshot, sel: &Selectors, safety: &Safety) -> Plan {
     let mut plan = Plan::default();
     for (pid, (p, why)) in chosen(snap, sel, safety) {
         match refusal(p, safety) {
-            Some((reason, refused)) => plan.skipped.push(Skipped {
-                pid,
-                reason,
-                refused,
-            }),
+            Some((why, refused)) => plan.skipped.push(Skipped { pid, why, refused }),
             None => plan.targets.push(PlanEntry {
                 pid,
                 start_time_ticks: p.start_time_ticks,
-                reason: if p.protected && !safety.force_protected {
-                    format!("{why}; {}", users_own(p))
-                } else {
-                    why
+                why: Target {
+                    users_own: (p.protected && !safety.force_protected).then(|| users_own(p)),
+                    ..why
                 },
             }),
         }
@@ -295,7 +269,7 @@ fn chosen<'a>(
     snap: &'a Snapshot,
     sel: &Selectors,
     safety: &Safety,
-) -> BTreeMap<u32, (&'a Process, String)> {
+) -> BTreeMap<u32, (&'a Process, Target)> {
     let matched: Vec<&Process> = snap
         .processes
         .iter()
@@ -307,7 +281,7 @@ fn chosen<'a>(
         .filter(|p| p.memory_bytes() > 0)
         .map(|p| grouper.key(p))
         .collect();
-    let mut chosen: BTreeMap<u32, (&Process, String)> =
+    let mut chosen: BTreeMap<u32, (&Process, Target)> =
         matched.iter().map(|p| (p.pid, (*p, reason(p)))).collect();
     if let Some(gpus) = &sel.gpus {
         // Where MIG devices were selected, other tenants share the GPU: a
@@ -329,12 +303,16 @@ fn chosen<'a>(
             let key = grouper.key(p);
             let same_group = groups.contains(&key) && !beyond.contains(&key);
             if same_group || safety.include_shared {
-                let why = if same_group {
-                    "started with the memory holders"
+                let with = if same_group {
+                    With::StartedWithHolders
                 } else {
-                    "--include-shared"
+                    With::IncludeShared
                 };
-                chosen.insert(p.pid, (p, format!("{}; {why}", reason(p))));
+                let why = Target {
+                    with: Some(with),
+                    ..reason(p)
+                };
+                chosen.insert(p.pid, (p, why));
             }
         }
     }
@@ -356,10 +334,10 @@ fn absent_pids(snap: &Snapshot, sel: &Selectors) -> Vec<Skipped> {
                 .any(|g| g.nvml_processes.iter().any(|n| n.pid == pid));
             Skipped {
                 pid,
-                reason: if listed {
-                    "listed by NVML, but the process with this PID holds no GPU device node: not the memory's owner, never a target".into()
+                why: if listed {
+                    Left::ListedNotHolder
                 } else {
-                    "holds no GPU memory and no GPU device node: never a target".into()
+                    Left::NoHolder
                 },
                 refused: listed,
             }

@@ -1,14 +1,13 @@
 //! What "released" means for one execution, and the end verdict: the
 //! targets' memory back, no target or what started again holding.
 
-use crate::act::kill::held::Held;
 use crate::act::kill::plan::Selectors;
 use crate::diagnose::verdict::holders_only_driver;
 use crate::diagnose::verdict::Policy;
 use crate::diagnose::{verdict, IDLE_SLACK_BYTES};
 use crate::model::Vendor;
 use crate::model::{
-    GpuName, Holds, Named, OwnerKind, Process, Reason, Report, Restart, Selection, Snapshot,
+    GpuName, Held, Holds, Named, OwnerKind, Process, Reason, Report, Restart, Selection, Snapshot,
     VerdictState, Why,
 };
 use crate::pipeline::select;

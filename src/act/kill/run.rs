@@ -280,11 +280,7 @@ pub(super) fn finish(
         until.saturating_duration_since(t).as_secs_f64()
     });
     if let Some(end) = end {
-        report.still_holding = release
-            .memory_held(&end.gpus, end.nvml.available)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        report.still_holding = release.memory_held(&end.gpus, end.nvml.available);
     }
     report.survivors = survivors(targets);
     report.waiting_for_kernel = targets

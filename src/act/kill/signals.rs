@@ -5,7 +5,9 @@ use super::{Deadlines, Options};
 use crate::act::identity::{wait_exited, KillError, Target};
 use crate::act::kill::plan::{plan, reason, refusal, Safety, Selectors};
 use crate::act::quiesce::quiesce;
-use crate::model::{Changed, Handled, OwnerKind, PlanEntry, Process, Report, Skipped, Snapshot};
+use crate::model::{
+    Changed, Handled, Left, OwnerKind, PlanEntry, Process, Report, Skipped, Snapshot, With,
+};
 use crate::proc::scan::Holding;
 use crate::snapshot::Collector;
 use rustix::process::Signal;
@@ -61,7 +63,9 @@ fn pin(c: &Collector, snap: &Snapshot, entries: &[PlanEntry], report: &mut Repor
             Err(KillError::IdentityChanged { .. }) => report.identity_changed.push(e.pid),
             Err(err) => report.skipped.push(Skipped {
                 pid: e.pid,
-                reason: err.to_string(),
+                why: Left::Said {
+                    text: err.to_string(),
+                },
                 refused: true,
             }),
         }
@@ -131,7 +135,9 @@ fn send(checked: Vec<Target>, sig: Signal, report: &mut Report) -> Vec<Target> {
             Err(err) => {
                 report.skipped.push(Skipped {
                     pid: t.pid,
-                    reason: err.to_string(),
+                    why: Left::Said {
+                        text: err.to_string(),
+                    },
                     refused: true,
                 });
             }
@@ -204,17 +210,14 @@ pub(super) fn joiners(
         }
         let why = signalled.iter().find_map(|t| {
             if p.ppid == t.pid && p.start_time_ticks >= t.start_time_ticks {
-                Some(format!("forked by target {}", t.pid))
+                Some(With::ForkedBy { target: t.pid })
             } else if p.orphaned
                 && p.uid == t.uid
                 && p.pgid == t.pgid
                 && p.sid == t.sid
                 && p.cgroup == t.cgroup
             {
-                Some(format!(
-                    "forked in target {}'s process group and left as an orphan",
-                    t.pid
-                ))
+                Some(With::OrphanOf { target: t.pid })
             } else if (sel.gpus.is_some() || sel.unit.is_some())
                 && matches!(
                     t.owner.kind,
@@ -225,18 +228,23 @@ pub(super) fn joiners(
                 )
                 && p.owner == t.owner
             {
-                Some(format!("started again by {}", t.owner.name))
+                Some(With::StartedAgainBy {
+                    owner: t.owner.name.clone(),
+                })
             } else {
                 None
             }
         });
-        if let Some(why) = why {
+        if let Some(with) = why {
             out.insert(
                 p.pid,
                 PlanEntry {
                     pid: p.pid,
                     start_time_ticks: p.start_time_ticks,
-                    reason: format!("{}; {why}", reason(p)),
+                    why: crate::model::Target {
+                        with: Some(with),
+                        ..reason(p)
+                    },
                 },
             );
         }
@@ -277,7 +285,7 @@ pub(super) fn as_handled(
             Handled {
                 pid: e.pid,
                 start_time_ticks: e.start_time_ticks,
-                reason: e.reason.clone(),
+                why: e.why.clone(),
                 round: sent.round,
                 comm: p.map(|p| p.comm.clone()).unwrap_or_default(),
                 cmdline: p.map(|p| p.cmdline.clone()).unwrap_or_default(),

@@ -5,6 +5,7 @@ use super::*;
 use crate::act::kill::settle::known_restart_watch;
 use crate::model::Process;
 use crate::model::{DeviceUse, GpuMemory, Owner, OwnerKind, Selection, Via};
+use crate::present::words::target::{left, target};
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -222,7 +223,7 @@ fn selectors_narrow_and_non_holders_are_never_targets() {
     assert!(pl
         .skipped
         .iter()
-        .any(|k| k.pid == 777 && !k.refused && k.reason.contains("never a target")));
+        .any(|k| k.pid == 777 && !k.refused && left(&k.why).contains("never a target")));
 }
 
 #[test]
@@ -253,11 +254,7 @@ fn safety_refuses_init_self_ancestors_protected_others_and_zombies() {
         vec![61],
         "root may signal other users' processes"
     );
-    let reasons: BTreeMap<u32, &str> = pl
-        .skipped
-        .iter()
-        .map(|k| (k.pid, k.reason.as_str()))
-        .collect();
+    let reasons: BTreeMap<u32, String> = pl.skipped.iter().map(|k| (k.pid, left(&k.why))).collect();
     assert!(reasons[&1].contains("init"));
     assert!(reasons[&50].contains("itself"));
     assert!(reasons[&40].contains("ancestor"));
@@ -277,7 +274,7 @@ fn safety_refuses_init_self_ancestors_protected_others_and_zombies() {
     assert!(pl
         .skipped
         .iter()
-        .any(|k| k.pid == 61 && k.reason.contains("run as root")));
+        .any(|k| k.pid == 61 && left(&k.why).contains("run as root")));
 }
 
 #[test]
@@ -541,15 +538,15 @@ fn a_persons_mps_is_protected_only_in_that_persons_kills() {
     let pl = plan(&s, &all, &alices);
     assert_eq!(pids(&pl), vec![72]);
     let skipped: BTreeMap<u32, &Skipped> = pl.skipped.iter().map(|k| (k.pid, k)).collect();
-    assert!(skipped[&70].refused && skipped[&70].reason.contains("protected"));
-    assert!(skipped[&71].refused && skipped[&71].reason.contains("protected, left running"));
+    assert!(skipped[&70].refused && left(&skipped[&70].why).contains("protected"));
+    assert!(skipped[&71].refused && left(&skipped[&71].why).contains("protected, left running"));
     let pl = plan(&s, &all, &safety());
     assert_eq!(pids(&pl), vec![70, 71, 72], "{pl:?}");
     let reason = |pid: u32| {
         pl.targets
             .iter()
             .find(|t| t.pid == pid)
-            .map(|t| t.reason.clone())
+            .map(|t| target(&t.why))
             .unwrap()
     };
     assert!(reason(70).contains("alice's own MPS daemon: protected only in alice's kills"));

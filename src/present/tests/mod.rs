@@ -261,7 +261,7 @@ fn kill_reports_of_a_rescan_an_unknown_release_and_nothing_to_do() {
             mig: Vec::new(),
         })],
         seconds_after_exit: Some(12.5),
-        still_holding: vec!["GPU 3: memory unknown".into()],
+        still_holding: vec![crate::model::Held::Unreadable { gpu: 3 }],
         ..Report::default()
     };
     let nothing = Report {

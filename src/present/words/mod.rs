@@ -10,6 +10,8 @@ mod holders;
 mod k8s;
 mod mps;
 mod roles;
+pub mod selector;
+pub mod target;
 pub mod unavailable;
 mod unseen;
 pub mod verdict;

@@ -89,7 +89,7 @@ pub fn render(
     crate::pipeline::judge_with(&mut view, &crate::diagnose::Options::default());
     let sel = match crate::snapshot::resolve(&view.gpus, &gpus) {
         Ok(sel) => sel,
-        Err(why) => return failed(Usage, why),
+        Err(why) => return failed(Usage, crate::present::words::selector::gpu_miss(&why)),
     };
     let view = crate::pipeline::select(view, &sel);
     // The user's printer, as their command line built it.

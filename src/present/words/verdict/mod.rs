@@ -134,6 +134,7 @@ pub fn why(w: &Why) -> String {
         ),
         Why::NoFinalSnapshot { error } => format!("no final snapshot: {error}"),
         Why::NotWaited => "not waited for (--no-wait)".into(),
+        Why::ProcNotOurs { root } => super::target::not_ours(*root).into(),
         Why::Said { text } => text.clone(),
     }
 }

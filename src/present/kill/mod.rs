@@ -1,13 +1,17 @@
 //! The `gpufree kill` plan and its outcome, as text, and its JSON
-//! document.
+//! document (`doc.rs`).
+
+mod doc;
 
 use super::next::next_line;
 use super::words::restarter;
+use super::words::target::{left, target};
 use super::words::verdict::reasons_line;
 use super::Printer;
 use crate::model::{Evidence, Snapshot};
 use crate::model::{Plan, PlanEntry, Report};
 use crate::safe::{fit, pad, MESSAGE_MAX, TEXT_MAX};
+pub use doc::{write_kill_json, write_plan_json};
 use std::io::{self, Write};
 
 /// Writes the plan: each target with user, comm, cmdline, owner, memory and
@@ -28,46 +32,10 @@ pub fn write_plan<W: Write + ?Sized>(
     if !plan.skipped.is_empty() {
         writeln!(w, "{}", printer.bold("Left out:"))?;
         for k in &plan.skipped {
-            writeln!(w, "  {:>7}  {}", k.pid, fit(&k.reason, MESSAGE_MAX))?;
+            writeln!(w, "  {:>7}  {}", k.pid, fit(&left(&k.why), MESSAGE_MAX))?;
         }
     }
     Ok(())
-}
-
-/// The document `kill --json` prints: the status after, the plan, the
-/// outcome.
-#[derive(serde::Serialize)]
-struct KillDoc<'a> {
-    #[serde(flatten)]
-    snapshot: super::json::SnapshotDoc<'a>,
-    plan: &'a Plan,
-    kill: super::json::ReportDoc<'a>,
-}
-
-/// Writes `kill --json`'s document: the snapshot the verdict was made
-/// from, the plan and what the kill did.
-pub fn write_kill_json<W: Write>(
-    w: &mut W,
-    snap: &Snapshot,
-    plan: &Plan,
-    report: &Report,
-) -> io::Result<()> {
-    let doc = KillDoc {
-        snapshot: super::json::SnapshotDoc::new(snap),
-        plan,
-        kill: super::json::ReportDoc::new(report),
-    };
-    super::write_json(w, &doc)
-}
-
-/// Writes the document of a kill that signalled nothing (a dry run, or a
-/// refusal): the plan, and what it skipped.
-pub fn write_plan_json<W: Write>(w: &mut W, snap: &Snapshot, plan: &Plan) -> io::Result<()> {
-    let report = Report {
-        skipped: plan.skipped.clone(),
-        ..Report::default()
-    };
-    write_kill_json(w, snap, plan, &report)
 }
 
 /// Asks whether to signal `n` processes (the answer is read by the
@@ -131,8 +99,8 @@ fn write_target<W: Write + ?Sized>(
     let p = snap.processes.iter().find(|p| p.pid == e.pid);
     let (user, comm, cmd, owner) = p.map_or(Default::default(), |p| {
         (
-            fit(&p.user, super::table::USER_MAX),
-            fit(&p.comm, super::table::COMM_MAX),
+            fit(&p.user, crate::present::table::USER_MAX),
+            fit(&p.comm, crate::present::table::COMM_MAX),
             fit(&p.cmdline_joined(), TEXT_MAX),
             match p.owner.described() {
                 o if o.is_empty() => "-".to_string(),
@@ -146,7 +114,7 @@ fn write_target<W: Write + ?Sized>(
         e.pid,
         pad(&user, 8),
         pad(&comm, 16),
-        fit(&e.reason, MESSAGE_MAX)
+        fit(&target(&e.why), MESSAGE_MAX)
     )?;
     writeln!(
         w,
@@ -381,7 +349,12 @@ mod tests {
         // is left, never beside a restarted holder.
         r.released = false;
         r.verdict = crate::model::VerdictState::Busy;
-        r.still_holding = vec!["GPU 0: 900 MiB used".into()];
+        r.still_holding = vec![crate::model::Held::Over {
+            gpu: 0,
+            used: 900 << 20,
+            limit: 0,
+            listed: Vec::new(),
+        }];
         use crate::model::{GpuName, Reason, Why};
         let (used, limit, listed) = (900 << 20, 0, Vec::new());
         let over = Why::MemoryOver {
