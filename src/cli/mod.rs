@@ -133,6 +133,14 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
             ..
         } => live::watch(s, (interval, scan_every), &printer),
         Command::Serve(args) => live::serve(s, &args),
+        Command::Metrics { .. } if s.common.json => {
+            use clap::CommandFactory;
+            Err(Error::Args(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "metrics --json: metrics writes Prometheus's text format (what a scraper \
+                 reads); the JSON document is status --json",
+            )))
+        }
         Command::Metrics {
             output,
             label_cmdline,

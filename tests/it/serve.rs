@@ -10,6 +10,16 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+/// `metrics` writes only Prometheus's text format: `--json` is refused as
+/// a usage error, not answered with text under a JSON flag.
+#[test]
+fn metrics_refuses_json() {
+    let r = Gpufree::new(["metrics", "--json"]).no_nvml().run();
+    r.assert_exit(2);
+    assert!(r.stdout.is_empty(), "{}", r.report());
+    assert!(r.stderr.contains("status --json"), "{}", r.report());
+}
+
 #[test]
 fn metrics_of_the_incident_name_every_worker_and_write_atomically() {
     let inc = Incident::start(&bin()).unwrap();
