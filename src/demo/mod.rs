@@ -333,19 +333,25 @@ fn end_on_ctrl_c(incident: &Incident) {
 
 /// `demo --hold`: says what to try on the incident, then waits for Enter.
 fn keep_running(out: &mut impl Write, incident: &Incident) -> std::io::Result<()> {
+    // This very gpufree, by its path: the one a README's build made is not
+    // on PATH.
+    let me = std::env::current_exe()
+        .ok()
+        .and_then(|p| crate::safe::shell_word(&p.display().to_string()))
+        .unwrap_or_else(|| "gpufree".to_string());
     writeln!(
         out,
         "\nThe incident keeps running. Try, in another terminal:"
     )?;
     writeln!(
         out,
-        "  gpufree sim exec --state {} -- gpufree status --dev-dir {}",
+        "  {me} sim exec --state {} -- {me} status --dev-dir {}",
         incident.state.display(),
         incident.dev.display()
     )?;
     writeln!(
         out,
-        "  gpufree sim exec --state {} -- nvitop -1",
+        "  {me} sim exec --state {} -- nvitop -1",
         incident.state.display()
     )?;
     writeln!(out, "Press Enter to end it.")?;

@@ -59,6 +59,21 @@ fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
     }
 }
 
+/// `demo --hold` names this gpufree by its path in what it suggests (a
+/// README's build is not on PATH), and ends when its input does.
+#[test]
+fn demo_hold_suggests_this_gpufree_by_its_path() {
+    let r = Gpufree::new(["demo", "--hold"]).run();
+    r.assert_exit(0);
+    let me = bin().display().to_string();
+    assert!(
+        r.stdout.contains(&format!("  {me} sim exec --state ")),
+        "{}",
+        r.report()
+    );
+    assert!(r.stdout.contains(&format!(" -- {me} status --dev-dir ")));
+}
+
 #[test]
 fn ctrl_c_ends_the_demo_and_everything_it_started() {
     use std::io::{BufRead, BufReader};
