@@ -138,11 +138,30 @@ pub struct Process {
     pub start_time_ticks: Option<u64>,
     /// SM utilisation, percent (`nvmlDeviceGetProcessUtilization`);
     /// absent: not sampled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "percent"
+    )]
     pub sm_util: Option<u32>,
     /// Memory-bandwidth utilisation, percent; absent: not sampled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "percent"
+    )]
     pub mem_util: Option<u32>,
+}
+
+/// A percentage, 0 to 100: what NVML's samples hold.
+fn percent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let v = Option::<u32>::deserialize(d)?;
+    match v {
+        Some(p) if p > 100 => Err(serde::de::Error::custom(format!(
+            "{p} is not a percentage (0 to 100)"
+        ))),
+        v => Ok(v),
+    }
 }
 
 /// The NVML list that reports a process.

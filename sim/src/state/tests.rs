@@ -123,6 +123,13 @@ fn corrupt_state_names_the_file() {
 }
 
 #[test]
+fn a_utilisation_over_100_percent_is_refused() {
+    let state = br#"{"devices":[{"name":"G","uuid":"GPU-1","pci_bus_id":"00000000:01:00.0","minor_number":0,"memory_total_bytes":1,"processes":[{"pid":1,"used_bytes":1,"sm_util":101}]}]}"#;
+    let e = State::parse(state, Path::new("s")).unwrap_err();
+    assert!(e.0.contains("101 is not a percentage"), "{}", e.0);
+}
+
+#[test]
 fn a_state_error_is_one_line_whatever_the_file_holds() {
     // A key with an escaped newline and ESC [2J: serde names it as is.
     let e = State::parse(br#"{"cuda_driver_versio\n\u001b[2J": 1}"#, Path::new("s")).unwrap_err();
