@@ -5,7 +5,7 @@
 
 use crate::model::{
     AppFault, Basis, DriverFault, FaultCode, Heard, LogHeard, Need, Reading, RecoveryAction, Sign,
-    Xid, XidReport,
+    Xid, XidAction, XidReport,
 };
 use crate::present::next::{gpus_phrase, who};
 use crate::safe::escape;
@@ -138,6 +138,23 @@ fn code(c: FaultCode) -> &'static str {
         FaultCode::ResetRequired => "RESET_REQUIRED",
         FaultCode::GpuIsLost => "GPU_IS_LOST",
     }
+}
+
+/// NVIDIA's recommended action for an Xid, in words.
+pub fn xid_action(a: XidAction) -> &'static str {
+    match a {
+        XidAction::Ignore => "none",
+        XidAction::RestartApp => "restart the application",
+        XidAction::ResetGpu => "reset the GPU",
+        XidAction::RebootNode => "reboot the node",
+        XidAction::ContactSupport => "contact NVIDIA support",
+        XidAction::SeeTable => "see NVIDIA's Xid table",
+    }
+}
+
+/// One Xid report: `Xid 48 (meaning) at 2025-12-05 12:03:01 UTC`.
+pub fn xid_report(x: &XidReport) -> String {
+    xid(x)
 }
 
 /// `Xid 48 (double-bit (uncorrectable) ECC error) at 2026-12-05 12:03:01 UTC`.

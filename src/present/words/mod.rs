@@ -17,6 +17,7 @@ pub mod unavailable;
 mod unseen;
 pub mod verdict;
 
+pub use fault::{xid_action, xid_report};
 pub use holders::restarter;
 pub use roles::role;
 
