@@ -182,12 +182,11 @@ fn xid_31_by_a_live_workers_pid_is_an_application_fault_naming_it() {
     assert_eq!(app.len(), 1, "{doc:#}");
     let m = text(&app[0]["message"]);
     assert!(
-        m.starts_with(&format!(
-            "GPU 0: Xid 31 (GPU memory page fault (illegal address)) at "
-        )) && m.contains(&format!(
-            "by PID {} (python3): the application's fault",
-            holder.pid()
-        )),
+        m.starts_with("GPU 0: Xid 31 (GPU memory page fault (illegal address)) at ")
+            && m.contains(&format!(
+                "by PID {} (python3): the application's fault",
+                holder.pid()
+            )),
         "{m}"
     );
     assert!(m.contains("still holds the GPU"), "{m}");
