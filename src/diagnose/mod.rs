@@ -8,8 +8,9 @@
 //! them), renamed holders, device-node holders, orphans, zombies, D and T
 //! states, processes outside this PID namespace, protected daemons. Only when
 //! memory is used with no holder at all, and the view is complete, may it
-//! speak of a driver-level leak and print a GPU reset for the operator (never
-//! run by gpufree).
+//! infer a driver-level leak and print a GPU reset for the operator (never
+//! run by gpufree), labelled inferred unless the driver's own evidence
+//! backs it.
 
 use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot, VerdictState, Who};
 use crate::safe::shell_command;
