@@ -957,13 +957,13 @@ fn a_gpu_fallen_off_the_bus_needs_a_reboot_and_no_kill_of_what_cannot_release() 
     s.processes.retain(|p| p.pid == 212_702);
     s.gpus.truncate(1);
     s.gpus[0].driver_evidence.as_mut().unwrap().fault_returns = vec![FaultReturn {
-        call: "nvmlDeviceGetMemoryInfo_v2".into(),
+        call: "memory".into(),
         code: FaultCode::GpuIsLost,
     }];
     let f = diagnose(&s);
     assert_eq!(f[0].kind, FindingKind::DriverFault);
     assert!(
-        f[0].message.starts_with("GPU 0 needs a reboot of the node: nvmlDeviceGetMemoryInfo_v2 returned GPU_IS_LOST; Xid 79 (GPU has fallen off the bus)"),
+        f[0].message.starts_with("GPU 0 needs a reboot of the node: NVML's memory read returned GPU_IS_LOST; Xid 79 (GPU has fallen off the bus)"),
         "{}",
         f[0].message
     );

@@ -124,7 +124,7 @@ pub fn signs(signs: &[Sign]) -> String {
 fn sign(s: &Sign) -> String {
     match s {
         Sign::Recovery(a) => format!("NVML recovery action {}", action(*a)),
-        Sign::Returned(r) => format!("{} returned {}", escape(&r.call), code(r.code)),
+        Sign::Returned(r) => format!("NVML's {} read returned {}", escape(&r.call), code(r.code)),
         Sign::RemapPending => "a row remap pending (nvmlDeviceGetRemappedRows)".into(),
         Sign::RemapFailure => "a row remap failed (nvmlDeviceGetRemappedRows)".into(),
         Sign::PagesPending => "retired pages pending".into(),
@@ -189,7 +189,7 @@ pub(super) fn basis(gpu: u32, b: &Basis) -> String {
     match b {
         Basis::Reported(s) => format!("reported by the driver: {}", signs(s)),
         Basis::Inferred => format!(
-            "inferred, not reported: no evidence from the driver names a fault on GPU {gpu}; check the kernel log (`sudo dmesg | grep -i xid`) and `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT -i {gpu}` before a reset"
+            "inferred, not reported: no evidence from the driver names a fault on GPU {gpu}; check the kernel log (`dmesg | grep -i xid`, as root) and `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT -i {gpu}` before a reset"
         ),
     }
 }
