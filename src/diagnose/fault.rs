@@ -105,8 +105,15 @@ fn app_fault(s: &Snapshot, g: &Gpu, x: &XidReport, pid: u32) -> Finding {
             xid: x.clone(),
             who: p.map(who),
             holds,
+            unread: p.is_none() && unread(s, pid),
         })),
     }
+}
+
+/// Whether a process of `pid` could not be read.
+fn unread(s: &Snapshot, pid: u32) -> bool {
+    let v = &s.visibility;
+    v.unreadable_pids.contains(&pid) || v.unreadable.iter().any(|u| u.pid == pid)
 }
 
 /// Whether `p` started no later than the report: a process started

@@ -1012,6 +1012,20 @@ fn an_application_xid_names_its_process_and_whether_it_still_holds() {
         .unwrap();
     assert!(a.message.contains("no longer runs"), "{}", a.message);
     assert!(a.next.is_empty());
+    // Not seen because it could not be read: never "no longer runs".
+    s.processes.retain(|p| p.pid != 212_702);
+    s.visibility.unreadable_pids = vec![212_702];
+    let f = diagnose(&s);
+    let a = f
+        .iter()
+        .find(|x| x.kind == FindingKind::ApplicationFault)
+        .unwrap();
+    assert!(
+        a.message
+            .ends_with("PID 212702 could not be read: whether it still runs is unknown"),
+        "{}",
+        a.message
+    );
 }
 
 #[test]

@@ -118,6 +118,9 @@ pub struct AppFault {
     pub who: Option<Who>,
     /// Whether that process still holds the GPU.
     pub holds: bool,
+    /// No live process of that PID was seen, but a process of it could
+    /// not be read: whether it still runs is unknown.
+    pub unread: bool,
 }
 
 /// How far the kernel log was read for Xids.

@@ -38,6 +38,9 @@ fn why(dev: &Path, state: &Path, kmsg: &str) -> Value {
         .dev(dev)
         .sim(state)
         .env("GPUFREE_KMSG", kmsg)
+        // A loaded test machine reads slowly: a holder not read before
+        // the deadline would be unseen, and these tests are about words.
+        .env("GPUFREE_READ_TIMEOUT", "10s")
         .run()
         .assert_exit_in(&[0, 1, 3])
         .json()

@@ -60,6 +60,9 @@ pub(super) fn app_fault(a: &AppFault) -> (String, Vec<String>) {
     let now = match (&a.who, a.holds) {
         (Some(w), true) => format!("{} still holds the GPU: restart or end it", who(w)),
         (Some(w), false) => format!("{} still runs but no longer holds the GPU", who(w)),
+        (None, _) if a.unread => {
+            format!("PID {pid} could not be read: whether it still runs is unknown")
+        }
         (None, _) => {
             format!("PID {pid} no longer runs (or names a process started after the report)")
         }
