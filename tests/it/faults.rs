@@ -33,7 +33,7 @@ fn kmsg(dir: &Path, lines: &[String]) -> String {
 }
 
 fn why(dev: &Path, state: &Path, kmsg: &str) -> Value {
-    Gpufree::new(["why"])
+    let out = Gpufree::new(["why"])
         .json()
         .dev(dev)
         .sim(state)
@@ -41,9 +41,17 @@ fn why(dev: &Path, state: &Path, kmsg: &str) -> Value {
         // A loaded test machine reads slowly: a holder not read before
         // the deadline would be unseen, and these tests are about words.
         .env("GPUFREE_READ_TIMEOUT", "10s")
-        .run()
-        .assert_exit_in(&[0, 1, 3])
-        .json()
+        .run();
+    // Busy (1) where something holds; unknown (3) where this host hides
+    // PID 1 from the test (the leak scene).
+    assert!(
+        [0, 1, 3].contains(&out.code),
+        "exit {}\n{}\n{}",
+        out.code,
+        out.stdout,
+        out.stderr
+    );
+    out.json()
 }
 
 fn findings(doc: &Value) -> &Vec<Value> {
