@@ -73,10 +73,13 @@ pub(super) fn app_faults(s: &Snapshot, out: &mut Vec<Finding>) {
 }
 
 fn app_fault(s: &Snapshot, g: &Gpu, x: &XidReport, pid: u32) -> Finding {
+    // Collection's own judgement of the PID (`pid_now`) where it made
+    // one; the start times here otherwise.
+    let reused = x.pid_now == Some(crate::model::XidPid::Reused);
     let p = s
         .processes
         .iter()
-        .find(|p| p.pid == pid && p.is_live() && started_before(s, p, x));
+        .find(|p| p.pid == pid && p.is_live() && !reused && started_before(s, p, x));
     let holds = p.is_some_and(|p| p.touches_gpu(g.index));
     let bytes = p.map_or(0, |p| {
         crate::model::saturating_sum(

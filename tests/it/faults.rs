@@ -22,6 +22,9 @@ fn now_us() -> u64 {
 /// A kernel log in /dev/kmsg's format: a boot line, then `lines` (each
 /// an NVRM message) at the time now; returns its path.
 fn kmsg(dir: &Path, lines: &[String]) -> String {
+    // Two clock ticks after the holders started: an Xid in a process's
+    // own start tick is told a reused PID.
+    std::thread::sleep(std::time::Duration::from_millis(50));
     let at = now_us();
     let mut text = String::from("6,1,0,-;Linux version 6.8.0 #1 SMP\n");
     for (i, l) in lines.iter().enumerate() {
