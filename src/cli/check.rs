@@ -98,6 +98,7 @@ fn could_not_look(e: &Error) -> CheckOutcome {
             why: Some(e.to_string()),
             causes: Vec::new(),
             finding: None,
+            xid: None,
         }],
         pending: Vec::new(),
     }

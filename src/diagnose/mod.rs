@@ -2,12 +2,15 @@
 //! each with its evidence and the exact next command. It never reads /proc
 //! or NVML, so every finding is tested from a snapshot value.
 //!
-//! It names the true cause first: live holders (grouped by what started
+//! A fault the driver itself reports (NVIDIA's recovery action, the row
+//! remapper, an Xid whose catalog action is a reset or a reboot) comes
+//! before everything; then it names the true cause: live holders (grouped by what started
 //! them), renamed holders, device-node holders, orphans, zombies, D and T
 //! states, processes outside this PID namespace, protected daemons. Only when
 //! memory is used with no holder at all, and the view is complete, may it
-//! speak of a driver-level leak and print a GPU reset for the operator (never
-//! run by gpufree).
+//! infer a driver-level leak and print a GPU reset for the operator (never
+//! run by gpufree), labelled inferred unless the driver's own evidence
+//! backs it.
 
 use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot, VerdictState, Who};
 use crate::safe::shell_command;
@@ -16,6 +19,7 @@ use regex::Regex;
 mod allocation;
 pub mod check;
 mod daemons;
+mod fault;
 mod groups;
 mod mps;
 mod pattern;
@@ -99,6 +103,8 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
         by_pid: s.processes.iter().map(|p| (p.pid, p)).collect(),
     };
     let mut out = Vec::new();
+    fault::faults(s, &mut out);
+    fault::app_faults(s, &mut out);
     live_holders(&ctx, &mut out);
     renamed(s, &mut out);
     if let Some((text, re)) = &opts.pattern {
@@ -116,6 +122,8 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     outside_namespace(s, &mut out);
     stale_pids(s, &mut out);
     unaccounted(s, &mut out);
+    fault::heard(s, &mut out);
+    fault::no_kill_on_lost(&mut out);
     if overall.state == VerdictState::Free {
         let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
         out.push(Finding {
@@ -127,7 +135,15 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
             evidence: Evidence::Free(overall.caveats),
         });
     }
-    out.sort_by_key(|f| (std::cmp::Reverse(f.severity), std::cmp::Reverse(f.bytes)));
+    // A fault the driver says needs a reset or a reboot comes first: no
+    // memory of its GPU comes back until then.
+    out.sort_by_key(|f| {
+        (
+            f.kind() != crate::model::FindingKind::DriverFault,
+            std::cmp::Reverse(f.severity),
+            std::cmp::Reverse(f.bytes),
+        )
+    });
     out
 }
 

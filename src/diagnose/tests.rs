@@ -879,3 +879,232 @@ mod claims {
         );
     }
 }
+
+// The driver's own evidence (issue 29).
+
+use crate::model::{
+    DriverEvidence, FaultCode, FaultReturn, KernelLog, Reading, RecoveryAction, XidReport,
+};
+
+fn xid(n: u32, pid: Option<u32>) -> XidReport {
+    XidReport {
+        xid: n,
+        pci: "0000:18:00".into(),
+        gpu: Some(0),
+        pid,
+        comm: pid.map(|_| "python3".into()),
+        since_boot_us: 7_200_000_000,
+        at_unix_ms: Some(1_764_936_181_000),
+        ..XidReport::default()
+    }
+}
+
+/// The seed incident with the kernel log read to its end and `xids` on
+/// GPU 0, and NVML's recovery action on every GPU.
+fn heard_incident(xids: Vec<XidReport>, action: Reading<RecoveryAction>) -> Snapshot {
+    let mut s = incident();
+    s.ticks_per_second = 100;
+    s.kernel_log = Some(KernelLog {
+        path: "/dev/kmsg".into(),
+        xids: Reading::Value(xids.clone()),
+        ..KernelLog::default()
+    });
+    for g in &mut s.gpus {
+        g.driver_evidence = Some(DriverEvidence {
+            recovery_action: action.clone(),
+            xids: if g.index == 0 { xids.clone() } else { vec![] },
+            ..DriverEvidence::default()
+        });
+    }
+    s
+}
+
+#[test]
+fn a_gpu_reset_the_driver_asks_for_comes_first_with_the_workers_as_blockers() {
+    let mut s = heard_incident(vec![xid(48, None)], Reading::Value(RecoveryAction::None));
+    s.gpus[0].driver_evidence.as_mut().unwrap().recovery_action =
+        Reading::Value(RecoveryAction::GpuReset);
+    let f = diagnose(&s);
+    assert_eq!(f[0].kind, FindingKind::DriverFault, "{f:#?}");
+    assert_eq!(
+        f[0].message,
+        "GPU 0 needs a reset: NVML recovery action GPU_RESET; Xid 48 (double-bit (uncorrectable) ECC error) at 2025-12-05 12:03:01 UTC; its memory comes back only after it"
+    );
+    assert_eq!(f[0].next, "nvidia-smi --gpu-reset -i 0");
+    // The workers still run: listed as what must stop first.
+    assert!(f[0].pids.contains(&212_702), "{:?}", f[0].pids);
+    assert!(
+        f[0].details.iter().any(|d| d.contains("stop 212702")),
+        "{:?}",
+        f[0].details
+    );
+    // The other GPUs: nothing reported, said in one line.
+    let quiet = f
+        .iter()
+        .find(|x| x.kind == FindingKind::NoDriverFault)
+        .unwrap();
+    assert_eq!(
+        quiet.message,
+        "GPUs 1-7: no driver fault reported since boot: a reset is not the fix"
+    );
+    assert_eq!(f[1].kind, FindingKind::LiveHolders);
+}
+
+#[test]
+fn a_gpu_fallen_off_the_bus_needs_a_reboot_and_no_kill_of_what_cannot_release() {
+    let mut s = heard_incident(vec![xid(79, None)], Reading::NotSupported);
+    // Only GPU 0's holder, so its group is GPU 0's alone.
+    s.processes.retain(|p| p.pid == 212_702);
+    s.gpus.truncate(1);
+    s.gpus[0].driver_evidence.as_mut().unwrap().fault_returns = vec![FaultReturn {
+        call: "memory".into(),
+        code: FaultCode::GpuIsLost,
+    }];
+    let f = diagnose(&s);
+    assert_eq!(f[0].kind, FindingKind::DriverFault);
+    assert!(
+        f[0].message.starts_with("GPU 0 needs a reboot of the node: NVML's memory read returned GPU_IS_LOST; Xid 79 (GPU has fallen off the bus)"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(f[0].next, "systemctl reboot");
+    assert!(
+        f[0].details
+            .iter()
+            .any(|d| d.contains("212702") && d.contains("cannot release")),
+        "{:?}",
+        f[0].details
+    );
+    assert!(
+        f.iter().all(|x| !x.next.contains("kill")),
+        "no kill on a lost GPU: {f:#?}"
+    );
+}
+
+#[test]
+fn an_application_xid_names_its_process_and_whether_it_still_holds() {
+    let mut s = heard_incident(vec![xid(31, Some(212_702))], Reading::NotSupported);
+    s.processes
+        .iter_mut()
+        .for_each(|p| p.start_time_ticks = 100);
+    let f = diagnose(&s);
+    let a = f
+        .iter()
+        .find(|x| x.kind == FindingKind::ApplicationFault)
+        .unwrap();
+    assert!(
+        a.message.starts_with("GPU 0: Xid 31 (GPU memory page fault (illegal address)) at 2025-12-05 12:03:01 UTC by PID 212702 (python3): the application's fault, not the driver's"),
+        "{}",
+        a.message
+    );
+    assert!(a.message.contains("still holds the GPU"), "{}", a.message);
+    assert_eq!(a.next, "gpufree kill --pid 212702");
+    assert!(f.iter().all(|x| x.kind != FindingKind::DriverFault));
+    assert!(f.iter().all(|x| !x.next.contains("reset")), "{f:#?}");
+    // A process that started after the report only reuses the PID.
+    s.processes
+        .iter_mut()
+        .for_each(|p| p.start_time_ticks = 800_000);
+    let f = diagnose(&s);
+    let a = f
+        .iter()
+        .find(|x| x.kind == FindingKind::ApplicationFault)
+        .unwrap();
+    assert!(a.message.contains("no longer runs"), "{}", a.message);
+    assert!(a.next.is_empty());
+    // Not seen because it could not be read: never "no longer runs".
+    s.processes.retain(|p| p.pid != 212_702);
+    s.visibility.unreadable_pids = vec![212_702];
+    let f = diagnose(&s);
+    let a = f
+        .iter()
+        .find(|x| x.kind == FindingKind::ApplicationFault)
+        .unwrap();
+    assert!(
+        a.message
+            .ends_with("PID 212702 could not be read: whether it still runs is unknown"),
+        "{}",
+        a.message
+    );
+}
+
+#[test]
+fn the_seed_incident_with_no_xid_says_no_driver_fault_and_no_reset_anywhere() {
+    let s = heard_incident(vec![], Reading::NotSupported);
+    let f = diagnose(&s);
+    let quiet: Vec<&Finding> = f
+        .iter()
+        .filter(|x| x.kind == FindingKind::NoDriverFault)
+        .collect();
+    assert_eq!(quiet.len(), 1, "{f:#?}");
+    assert_eq!(
+        quiet[0].message,
+        "GPUs 0-7: no driver fault reported since boot: a reset is not the fix"
+    );
+    assert!(quiet[0]
+        .details
+        .contains(&"NVML recovery action: not supported by this driver or GPU".to_string()));
+    assert!(f
+        .iter()
+        .all(|x| !x.next.contains("reset") && x.details.iter().all(|d| !d.contains("reset -i"))));
+    assert_eq!(f[0].kind, FindingKind::LiveHolders);
+}
+
+#[test]
+fn could_not_hear_the_driver_is_never_no_fault() {
+    let mut s = heard_incident(vec![], Reading::NotSupported);
+    s.kernel_log.as_mut().unwrap().xids = Reading::Failed("permission denied".into());
+    let f = diagnose(&s);
+    assert!(f.iter().all(|x| x.kind != FindingKind::NoDriverFault));
+    let u = f
+        .iter()
+        .find(|x| x.kind == FindingKind::DriverUnheard)
+        .unwrap();
+    assert!(
+        u.message.contains("whether the driver reported a fault is unknown (kernel log could not be read (permission denied); NVML recovery action not supported by this driver or GPU)"),
+        "{}",
+        u.message
+    );
+    // Nothing asked (the log not read, NVML silent): nothing said.
+    s.kernel_log = None;
+    let f = diagnose(&s);
+    assert!(f
+        .iter()
+        .all(|x| x.kind != FindingKind::DriverUnheard && x.kind != FindingKind::NoDriverFault));
+}
+
+#[test]
+fn leaked_memory_with_no_evidence_is_inferred_and_with_evidence_reported() {
+    let mut leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+    let f = diagnose(&leak);
+    assert_eq!(f[0].kind, FindingKind::DriverLeak);
+    assert!(
+        f[0].message
+            .ends_with("(inferred, not reported by the driver)"),
+        "{}",
+        f[0].message
+    );
+    assert!(
+        f[0].details[0].contains("nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT -i 0"),
+        "{:?}",
+        f[0].details
+    );
+    leak.gpus[0].driver_evidence = Some(DriverEvidence {
+        remapped_rows: Reading::Value(crate::model::Remap {
+            pending: true,
+            ..crate::model::Remap::default()
+        }),
+        ..DriverEvidence::default()
+    });
+    let f = diagnose(&leak);
+    assert_eq!(f[0].kind, FindingKind::DriverFault);
+    let l = f
+        .iter()
+        .find(|x| x.kind == FindingKind::DriverLeak)
+        .unwrap();
+    assert!(l.message.contains("(reported: "), "{}", l.message);
+    assert_eq!(
+        l.details[0],
+        "reported by the driver: a row remap pending (nvmlDeviceGetRemappedRows)"
+    );
+}

@@ -5,7 +5,7 @@
 use super::{verdict, who};
 use crate::diagnose::daemons::stop_command;
 use crate::diagnose::verdict::IDLE_SLACK_BYTES;
-use crate::model::{Cause, Selection, Unseen};
+use crate::model::{Basis, Cause, Selection, Unseen};
 use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot, VerdictState, Who};
 
 /// Reports what could not be seen: a warning when it leaves the verdict
@@ -186,6 +186,13 @@ pub(super) fn unaccounted(s: &Snapshot, out: &mut Vec<Finding>) {
     }
 }
 
+/// Whether the driver backs a reset of GPU `gpu` with evidence, or the
+/// reset is inferred from memory nobody accounts for.
+fn basis(s: &Snapshot, gpu: u32) -> Basis {
+    let g = s.gpus.iter().find(|g| g.index == gpu);
+    Basis::of(g.and_then(|g| g.driver_evidence.as_ref()))
+}
+
 /// Live processes that hold GPU `gpu`'s node or only shared nodes. A
 /// driver daemon holds nodes, not contexts: it blocks a reset (the plan
 /// names it) but explains no memory.
@@ -234,8 +241,13 @@ fn explain(s: &Snapshot, gpu: u32, holders: &[&Process]) -> (Severity, Next, Cau
     }
     if !openers.is_empty() && mapping.is_empty() {
         let openers = openers.iter().map(|p| who(p)).collect();
-        let reset = reset_plan(s, gpu);
-        warn(Next::Reset(gpu), Cause::Monitors { openers, reset })
+        let (reset, basis) = (reset_plan(s, gpu), basis(s, gpu));
+        let cause = Cause::Monitors {
+            openers,
+            reset,
+            basis,
+        };
+        warn(Next::Reset(gpu), cause)
     } else if !holders.is_empty() {
         // They come first: they may own contexts NVML lists under no PID
         // gpufree can see.
@@ -260,14 +272,12 @@ fn explain(s: &Snapshot, gpu: u32, holders: &[&Process]) -> (Severity, Next, Cau
             total: unreadable.len(),
             blind,
             reset: reset_plan(s, gpu),
+            basis: basis(s, gpu),
         };
         warn(Next::Reset(gpu), cause)
     } else {
-        let reset = reset_plan(s, gpu);
-        (
-            Severity::Error,
-            Next::Reset(gpu),
-            Cause::DriverLeak { reset },
-        )
+        let (reset, basis) = (reset_plan(s, gpu), basis(s, gpu));
+        let cause = Cause::DriverLeak { reset, basis };
+        (Severity::Error, Next::Reset(gpu), cause)
     }
 }

@@ -10,6 +10,14 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Condition {
+    /// The driver says a GPU needs a reset or a reboot (its recovery
+    /// action, a fault return, the row remapper, retired pages, an Xid
+    /// the catalog answers with one): critical.
+    ResetRequired,
+    /// Xids in the kernel log, by the catalog's action: critical for a
+    /// reset or a reboot, a warning for the rest, none for those NVIDIA
+    /// says to ignore.
+    Xid,
     /// NVML missing or failing, or a GPU whose memory cannot be read (lost,
     /// hung).
     Nvml,
@@ -43,6 +51,8 @@ impl Condition {
     /// Its spelling in flags and JSON.
     pub fn as_str(self) -> &'static str {
         match self {
+            Condition::ResetRequired => "reset-required",
+            Condition::Xid => "xid",
             Condition::Nvml => "nvml",
             Condition::Stuck => "stuck",
             Condition::Leak => "leak",
@@ -55,7 +65,9 @@ impl Condition {
     }
 
     /// Every condition.
-    pub const ALL: [Condition; 8] = [
+    pub const ALL: [Condition; 10] = [
+        Condition::ResetRequired,
+        Condition::Xid,
         Condition::Nvml,
         Condition::Stuck,
         Condition::Leak,
@@ -145,6 +157,9 @@ pub struct Problem {
     /// Kubernetes findings).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finding: Option<super::FindingKind>,
+    /// For `xid`: the Xid number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xid: Option<u32>,
 }
 
 /// A leak still within its grace period: not yet a problem.

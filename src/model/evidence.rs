@@ -218,6 +218,8 @@ pub enum Cause {
         openers: Vec<Who>,
         /// What must stop before a reset.
         reset: Vec<(Who, Next)>,
+        /// Whether the driver reported a fault, or the reset is inferred.
+        basis: super::Basis,
     },
     /// Holders of the GPU's nodes that may own the contexts.
     Holders(Vec<Who>),
@@ -235,6 +237,8 @@ pub enum Cause {
         blind: Vec<BlindSpot>,
         /// What must stop before a reset.
         reset: Vec<(Who, Next)>,
+        /// Whether the driver reported a fault, or the reset is inferred.
+        basis: super::Basis,
     },
     /// A GPU found through DRM whose holders' clients were all read: the
     /// rest is its driver's (or the kernel's, or another namespace's).
@@ -246,6 +250,8 @@ pub enum Cause {
     DriverLeak {
         /// What must stop before a reset.
         reset: Vec<(Who, Next)>,
+        /// Whether the driver reported a fault, or the reset is inferred.
+        basis: super::Basis,
     },
 }
 
@@ -323,6 +329,13 @@ pub enum Evidence {
     Mps(Box<MpsServed>),
     /// The GPUs are free, with the verdict's caveats.
     Free(Vec<Caveat>),
+    /// The driver says a GPU needs a reset or a reboot.
+    DriverFault(Box<super::DriverFault>),
+    /// An Xid the catalog puts on the application, with its process.
+    AppFault(Box<super::AppFault>),
+    /// Memory is held and the driver reported no fault (or could not be
+    /// heard): what was asked and how it answered.
+    Heard(Box<super::Heard>),
 }
 
 /// One GPU under MPS: who holds what, and in which order to stop them.

@@ -62,6 +62,10 @@ impl Evidence {
                 super::AllocationIssue::GonePod { .. } => FindingKind::GonePod,
             },
             Evidence::Free(_) => FindingKind::Free,
+            Evidence::DriverFault(_) => FindingKind::DriverFault,
+            Evidence::AppFault(_) => FindingKind::ApplicationFault,
+            Evidence::Heard(h) if h.answered() => FindingKind::NoDriverFault,
+            Evidence::Heard(_) => FindingKind::DriverUnheard,
         }
     }
 }
@@ -111,11 +115,19 @@ pub enum FindingKind {
     OtherPodsGpu,
     /// Processes of a pod the kubelet no longer runs hold a GPU.
     GonePod,
+    /// The driver says a GPU needs a reset or a reboot.
+    DriverFault,
+    /// An Xid the application caused, with its process.
+    ApplicationFault,
+    /// Memory is held and the driver reported no fault since boot.
+    NoDriverFault,
+    /// Memory is held and the driver's fault reports could not be read.
+    DriverUnheard,
 }
 
 impl FindingKind {
     /// Every kind, in the order above.
-    pub const ALL: [FindingKind; 20] = [
+    pub const ALL: [FindingKind; 24] = [
         FindingKind::LiveHolders,
         FindingKind::Orphans,
         FindingKind::RenamedHolders,
@@ -136,6 +148,10 @@ impl FindingKind {
         FindingKind::UnallocatedMemory,
         FindingKind::OtherPodsGpu,
         FindingKind::GonePod,
+        FindingKind::DriverFault,
+        FindingKind::ApplicationFault,
+        FindingKind::NoDriverFault,
+        FindingKind::DriverUnheard,
     ];
 
     /// The spelling of JSON's `kind` and of the metrics' `kind` label.
@@ -161,6 +177,10 @@ impl FindingKind {
             FindingKind::UnallocatedMemory => "unallocated-memory",
             FindingKind::OtherPodsGpu => "other-pods-gpu",
             FindingKind::GonePod => "gone-pod",
+            FindingKind::DriverFault => "driver-fault",
+            FindingKind::ApplicationFault => "application-fault",
+            FindingKind::NoDriverFault => "no-driver-fault",
+            FindingKind::DriverUnheard => "driver-unheard",
         }
     }
 }

@@ -9,6 +9,7 @@ mod audit;
 mod check;
 mod driver;
 mod evidence;
+mod fault;
 mod finding;
 mod fleet;
 mod gpu;
@@ -41,6 +42,7 @@ pub use evidence::{
     Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,
     Renamed, Restarter, Unseen, Who,
 };
+pub use fault::{signs, AppFault, Basis, DriverFault, Heard, LogHeard, Need, Sign};
 pub use finding::{Finding, FindingKind, Severity};
 pub use fleet::{
     look_back_steps, Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode, StaleReason,

@@ -68,4 +68,7 @@ pub enum Next {
     Why(Selection),
     /// `nvidia-smi --gpu-reset -i GPU` (printed, never run).
     Reset(u32),
+    /// `systemctl reboot`: the driver says only a reboot brings the GPU
+    /// back (printed, never run).
+    Reboot,
 }

@@ -167,6 +167,10 @@ pub enum Why {
     DriverHeld {
         /// The memory no process accounts for.
         bytes: u64,
+        /// The driver reports a fault on the GPU (else the driver's
+        /// holding it is inferred).
+        #[serde(default)]
+        reported: bool,
     },
     /// Memory NVML attributes to no visible process while part of the view
     /// is missing.

@@ -210,16 +210,12 @@ pub fn said(p: &Problem, snap: &Snapshot) -> String {
             gib(p.bytes),
             who()
         ),
-        Condition::Pod => snap
-            .findings
-            .iter()
-            .find(|f| {
-                Some(f.kind()) == p.finding
-                    && f.gpus.first().copied() == p.gpu
-                    && f.bytes == p.bytes
-            })
-            .map(|f| super::words::words(f).message)
+        Condition::Pod => from_finding(p, snap)
             .unwrap_or_else(|| format!("{on}a pod's allocation does not match its holders")),
+        Condition::ResetRequired => {
+            from_finding(p, snap).unwrap_or_else(|| format!("{on}the driver says it needs a reset"))
+        }
+        Condition::Xid => xid(p, snap),
         Condition::Unknown => format!(
             "{on}unknown: {}",
             match (&p.why, p.causes.is_empty()) {
@@ -229,6 +225,45 @@ pub fn said(p: &Problem, snap: &Snapshot) -> String {
             }
         ),
     }
+}
+
+/// The message of the finding a problem comes from (`pod`,
+/// `reset-required`).
+fn from_finding(p: &Problem, snap: &Snapshot) -> Option<String> {
+    snap.findings
+        .iter()
+        .find(|f| {
+            Some(f.kind()) == p.finding && f.gpus.first().copied() == p.gpu && f.bytes == p.bytes
+        })
+        .map(|f| super::words::words(f).message)
+}
+
+/// `GPU 0: Xid 48 (double-bit (uncorrectable) ECC error), 2 reports, the
+/// last at ...; NVIDIA's action: reset the GPU`.
+fn xid(p: &Problem, snap: &Snapshot) -> String {
+    let n = p.xid.unwrap_or(0);
+    let reports: Vec<&crate::model::XidReport> = snap
+        .gpus
+        .iter()
+        .filter(|g| Some(g.index) == p.gpu)
+        .filter_map(|g| g.driver_evidence.as_ref())
+        .flat_map(|e| e.xids.iter().filter(|x| x.xid == n))
+        .collect();
+    let last = reports
+        .last()
+        .map(|x| super::words::xid_report(x))
+        .unwrap_or_else(|| format!("Xid {n}"));
+    let pids = if p.processes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", who(p))
+    };
+    format!(
+        "{}{last}{pids}, {} in the kernel log; NVIDIA's action: {}",
+        p.gpu.map(|g| format!("GPU {g}: ")).unwrap_or_default(),
+        crate::present::next::count(reports.len(), "report", "reports"),
+        super::words::xid_action(crate::model::Xid::lookup(n).action)
+    )
 }
 
 /// Nagios performance data per GPU: used and unaccounted bytes, the

@@ -62,6 +62,7 @@ pub fn next_line(n: &Next) -> String {
             [vec!["why".to_string()], gpus.args()].concat().join(" ")
         ),
         Next::Reset(gpu) => format!("nvidia-smi --gpu-reset -i {gpu}"),
+        Next::Reboot => "systemctl reboot".into(),
     }
 }
 

@@ -266,7 +266,22 @@ fn an_unknown_verdict_a_lost_gpu_and_a_stuck_holder() {
     let h = Host::new(g);
     h.assert_codes(&[], [1, 1, 2, 1]);
     let npd = h.check("npd", &[]).stdout;
-    assert!(npd.starts_with("GPU 0: NVML: memory: GPU_IS_LOST"), "{npd}");
+    // The driver's own evidence first: GPU_IS_LOST needs a reboot.
+    assert!(
+        npd.starts_with(
+            "GPU 0 needs a reboot of the node: NVML's memory read returned GPU_IS_LOST"
+        ),
+        "{npd}"
+    );
+    let json = h.check("json", &[]).stdout;
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let conditions: Vec<&str> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["condition"].as_str().unwrap())
+        .collect();
+    assert_eq!(conditions, ["reset-required", "nvml", "unknown"], "{json}");
 
     // A holder stuck in the driver, in a job: not leftover, but stuck.
     let h = Host::new(gpu(&[(300, 2)], 0));

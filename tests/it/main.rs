@@ -18,6 +18,7 @@ mod demo;
 mod drm;
 mod evidence;
 mod evil;
+mod faults;
 mod fleet;
 mod fuse;
 mod harness;

@@ -42,7 +42,9 @@ pub fn check(
     windows: &BTreeMap<u32, Window>,
     now: u64,
 ) -> (CheckOutcome, CheckMemory) {
-    let mut problems = nvml(s);
+    let mut problems = driver::reset_required(s);
+    problems.extend(driver::xids(s));
+    problems.extend(nvml(s));
     problems.extend(stuck::stuck(s, windows));
     problems.extend(zombies(s));
     problems.extend(s.gpus.iter().filter_map(|g| leftover(s, Some(g))));
@@ -77,6 +79,7 @@ fn problem(condition: Condition, level: Level, gpu: Option<u32>) -> Problem {
         why: None,
         causes: Vec::new(),
         finding: None,
+        xid: None,
     }
 }
 
@@ -330,6 +333,7 @@ fn unknown(s: &Snapshot) -> Vec<Problem> {
         .collect()
 }
 
+mod driver;
 mod stuck;
 
 #[cfg(test)]

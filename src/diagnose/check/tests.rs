@@ -259,3 +259,78 @@ fn a_protected_daemon_beyond_the_idle_slack_is_critical() {
         .iter()
         .all(|p| p.condition != Condition::Daemon));
 }
+
+#[test]
+fn a_reset_the_driver_asks_for_is_critical_and_xids_go_by_the_catalog() {
+    use crate::model::{DriverEvidence, Gpu, Reading, RecoveryAction, XidReport};
+    let x = |xid: u32, pid: Option<u32>| XidReport {
+        xid,
+        gpu: Some(0),
+        pid,
+        comm: pid.map(|_| "python3".into()),
+        at_unix_ms: Some(1_764_936_181_000),
+        ..XidReport::default()
+    };
+    let mut s = Snapshot {
+        gpus: vec![Gpu {
+            index: 0,
+            driver_evidence: Some(DriverEvidence {
+                recovery_action: Reading::Value(RecoveryAction::GpuReset),
+                xids: vec![x(31, Some(5)), x(48, None), x(31, Some(5)), x(45, Some(5))],
+                ..DriverEvidence::default()
+            }),
+            ..Gpu::default()
+        }],
+        ..Snapshot::default()
+    };
+    s.findings = crate::diagnose::diagnose(&s);
+    let out = check(
+        &s,
+        &CheckPolicy::default(),
+        &Default::default(),
+        &Default::default(),
+        0,
+    )
+    .0;
+    assert_eq!(out.level, Level::Critical);
+    let ours = |o: &CheckOutcome| -> Vec<Problem> {
+        o.problems
+            .iter()
+            .filter(|p| matches!(p.condition, Condition::ResetRequired | Condition::Xid))
+            .cloned()
+            .collect()
+    };
+    let problems = ours(&out);
+    let conds: Vec<(Condition, Level, Option<u32>)> = problems
+        .iter()
+        .map(|p| (p.condition, p.level, p.xid))
+        .collect();
+    assert_eq!(
+        conds,
+        vec![
+            (Condition::ResetRequired, Level::Critical, None),
+            (Condition::Xid, Level::Critical, Some(48)),
+            (Condition::Xid, Level::Warning, Some(31)),
+        ],
+        "45 is NVIDIA's to ignore"
+    );
+    let said = |p: &Problem| crate::present::check::said(p, &s);
+    assert!(
+        said(&problems[0])
+            .starts_with("GPU 0 needs a reset: NVML recovery action GPU_RESET; Xid 48"),
+        "{}",
+        said(&problems[0])
+    );
+    assert_eq!(
+        said(&problems[2]),
+        "GPU 0: Xid 31 (GPU memory page fault (illegal address)) at 2025-12-05 12:03:01 UTC (PID 5 python3), 2 reports in the kernel log; NVIDIA's action: restart the application"
+    );
+    assert_eq!(problems[2].processes, vec![(5, "python3".to_string())]);
+    // Ignored by name, as every condition.
+    let policy = CheckPolicy {
+        ignore: vec![Condition::ResetRequired, Condition::Xid],
+        ..CheckPolicy::default()
+    };
+    let quiet = check(&s, &policy, &Default::default(), &Default::default(), 0).0;
+    assert!(ours(&quiet).is_empty(), "{:?}", quiet.problems);
+}

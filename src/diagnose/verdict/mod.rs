@@ -171,7 +171,11 @@ fn unexplained(s: &Snapshot, g: &Gpu) -> Option<(VerdictState, Why)> {
     }
     let blind = blind_spots(s, g.index);
     Some(if blind.is_empty() {
-        (VerdictState::Busy, Why::DriverHeld { bytes })
+        let reported = g
+            .driver_evidence
+            .as_ref()
+            .is_some_and(|e| !crate::model::signs(e).is_empty());
+        (VerdictState::Busy, Why::DriverHeld { bytes, reported })
     } else {
         (VerdictState::Unknown, Why::Unaccounted { bytes, blind })
     })

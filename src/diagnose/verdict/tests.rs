@@ -180,7 +180,13 @@ fn memory_nobody_holds_is_a_leak_only_when_everything_was_seen() {
     let leak = snap(a_gpu(4 * GIB, 0), vec![]);
     let v = judge(&leak);
     assert_eq!(v.state, VerdictState::Busy);
-    assert_eq!(v.reasons[0].why, Why::DriverHeld { bytes: 4 * GIB });
+    assert_eq!(
+        v.reasons[0].why,
+        Why::DriverHeld {
+            bytes: 4 * GIB,
+            reported: false
+        }
+    );
     let mut denied = leak.clone();
     denied.visibility.unreadable = vec![unreadable(1, UnreadableReason::Permission)];
     let v = judge(&denied);

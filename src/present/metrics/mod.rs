@@ -5,9 +5,12 @@
 //! owner_kind, owner and the orphaned/renamed flags (never the command line
 //! unless asked: it can hold secrets and has unbounded cardinality). Per
 //! finding kind and GPU: how many processes it names, so an alert can say
-//! "GPU 3 on node X has 40 GiB held by an orphan of vllm.service".
+//! "GPU 3 on node X has 40 GiB held by an orphan of vllm.service". Per
+//! GPU, the driver's own evidence (`driver.rs`): its recovery action, row
+//! remap state and Xid reports.
 
 mod devices;
+mod driver;
 
 use crate::model::{Gpu, Snapshot, VerdictState};
 use prometheus_client::encoding::text::encode;
@@ -103,6 +106,7 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
     add_gpus(&mut r, s);
     devices::add_mig(&mut r, s);
     devices::add_unallocated(&mut r, s);
+    driver::add_driver(&mut r, s);
     add_processes(&mut r, s, extra);
     add_findings(&mut r, s);
     add_visibility(&mut r, s);

@@ -72,3 +72,54 @@ fn gpus_holders_and_findings_in_base_units() {
     assert!(with.contains(r#"cmdline="python3 --token=secret""#));
     assert!(!render_textfile(&s, &Extra::default()).contains("# EOF"));
 }
+
+#[test]
+fn the_drivers_evidence_per_gpu_and_nothing_where_not_supported() {
+    use crate::model::{DriverEvidence, Reading, RecoveryAction, Remap, XidReport};
+    let x = |xid: u32| XidReport {
+        xid,
+        ..XidReport::default()
+    };
+    let s = Snapshot {
+        gpus: vec![
+            Gpu {
+                index: 0,
+                uuid: "GPU-0".into(),
+                driver_evidence: Some(DriverEvidence {
+                    recovery_action: Reading::Value(RecoveryAction::GpuReset),
+                    remapped_rows: Reading::Value(Remap {
+                        pending: true,
+                        ..Remap::default()
+                    }),
+                    xids: vec![x(48), x(31), x(48)],
+                    ..DriverEvidence::default()
+                }),
+                ..Gpu::default()
+            },
+            Gpu {
+                index: 1,
+                uuid: "GPU-1".into(),
+                driver_evidence: Some(DriverEvidence::default()),
+                ..Gpu::default()
+            },
+        ],
+        ..Snapshot::default()
+    };
+    let text = render(&s, &Extra::default());
+    for line in [
+        r#"gpufree_gpu_recovery_action{gpu="0",uuid="GPU-0",action="gpu_reset"} 1"#,
+        r#"gpufree_gpu_recovery_action{gpu="0",uuid="GPU-0",action="none"} 0"#,
+        r#"gpufree_gpu_row_remap{gpu="0",uuid="GPU-0",state="pending"} 1"#,
+        r#"gpufree_gpu_row_remap{gpu="0",uuid="GPU-0",state="failure"} 0"#,
+        r#"gpufree_gpu_xid_reports{gpu="0",uuid="GPU-0",xid="48"} 2"#,
+        r#"gpufree_gpu_xid_reports{gpu="0",uuid="GPU-0",xid="31"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+    assert!(
+        text.lines()
+            .filter(|l| l.contains(r#"gpu="1""#))
+            .all(|l| !l.contains("recovery") && !l.contains("remap")),
+        "not supported is no series: {text}"
+    );
+}

@@ -6,6 +6,7 @@
 use super::next::next_line;
 use crate::model::{Evidence, Finding};
 
+mod fault;
 mod holders;
 mod k8s;
 mod mps;
@@ -16,6 +17,7 @@ pub mod unavailable;
 mod unseen;
 pub mod verdict;
 
+pub use fault::{xid_action, xid_report};
 pub use holders::restarter;
 pub use roles::role;
 
@@ -92,5 +94,8 @@ fn said(f: &Finding) -> (String, Vec<String>) {
         Evidence::Mps(m) => mps::mps(m),
         Evidence::Allocation(a) => k8s::allocation(a, &f.gpus, f.bytes),
         Evidence::Free(caveats) => (unseen::free(&f.gpus, caveats), Vec::new()),
+        Evidence::DriverFault(d) => fault::driver_fault(d),
+        Evidence::AppFault(a) => fault::app_fault(a),
+        Evidence::Heard(h) => fault::heard(h),
     }
 }

@@ -2,7 +2,7 @@
 //! for: a partial view, PIDs NVML lists elsewhere, unaccounted memory
 //! with its reset plan, and free GPUs.
 
-use crate::model::{Cause, Evidence, Finding, Next, Unseen, VerdictState, Who};
+use crate::model::{Basis, Cause, Evidence, Finding, Next, Unseen, VerdictState, Who};
 use crate::present::next::{count, gpus_phrase, next_line, who};
 use crate::units::{gib, mib};
 
@@ -72,12 +72,14 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
     let head = format!("GPU {gpu}: {} used", mib(bytes));
     let nobody = "that no visible process accounts for";
     match cause {
-        Cause::Monitors { openers, reset } => {
+        Cause::Monitors { openers, reset, basis } => {
             let mut details: Vec<String> = openers.iter().map(who).collect();
+            details.push(super::fault::basis(gpu, basis));
             details.extend(reset_plan(gpu, reset));
             (format!(
-                "{head} {nobody}; {} its device nodes open without mapping them, as NVML monitors do (a CUDA context maps them): the driver likely holds the memory",
-                count(openers.len(), "process holds", "processes hold")
+                "{head} {nobody}; {} its device nodes open without mapping them, as NVML monitors do (a CUDA context maps them): the driver likely holds the memory ({})",
+                count(openers.len(), "process holds", "processes hold"),
+                said(basis)
             ), details)
         }
         Cause::Holders(holders) => (
@@ -92,7 +94,7 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
             format!("{head} {nobody}; the view is partial: {}", super::verdict::blind_spots(blind)),
             Vec::new(),
         ),
-        Cause::DriverHeld { unreadable, total, blind, reset } => {
+        Cause::DriverHeld { unreadable, total, blind, reset, basis } => {
             let mut plan: Vec<String> = unreadable
                 .iter()
                 .map(|u| {
@@ -106,8 +108,9 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
             if plan.is_empty() {
                 plan.push(format!("caveat: {}", super::verdict::blind_spots(blind)));
             }
+            plan.push(super::fault::basis(gpu, basis));
             plan.extend(reset_plan(gpu, reset));
-            (format!("{head} with no process listed by NVML and no readable holder of any GPU device node: memory the driver holds, unless a process even root cannot read holds it"), plan)
+            (format!("{head} with no process listed by NVML and no readable holder of any GPU device node: memory the driver holds, unless a process even root cannot read holds it ({})", said(basis)), plan)
         }
         Cause::DrmDriver { driver } => (
             format!(
@@ -116,16 +119,26 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
             ),
             Vec::new(),
         ),
-        Cause::DriverLeak { reset } => (
-            format!("{head} with no process listed by NVML and no holder of any GPU device node: memory the driver has not released"),
-            reset_plan(gpu, reset),
-        ),
+        Cause::DriverLeak { reset, basis } => {
+            let mut plan = vec![super::fault::basis(gpu, basis)];
+            plan.extend(reset_plan(gpu, reset));
+            (format!("{head} with no process listed by NVML and no holder of any GPU device node: memory the driver has not released ({})", said(basis)), plan)
+        }
+    }
+}
+
+/// Whether the driver's memory is what it reported or what gpufree
+/// infers: said in the message, the evidence in the details.
+fn said(basis: &Basis) -> &'static str {
+    match basis {
+        Basis::Reported(_) => "reported: the driver says this GPU needs a reset",
+        Basis::Inferred => "inferred, not reported by the driver",
     }
 }
 
 /// What must stop before `nvidia-smi --gpu-reset -i GPU` can work, in
 /// order, then the reset itself: printed for the operator, never run.
-fn reset_plan(gpu: u32, blockers: &[(Who, Next)]) -> Vec<String> {
+pub(super) fn reset_plan(gpu: u32, blockers: &[(Who, Next)]) -> Vec<String> {
     let mut plan = vec![
         "printed for the operator, never run by gpufree; a reset needs root, no process using any GPU of the board, and on NVLink systems all GPUs of the fabric reset together".to_string(),
     ];

@@ -90,9 +90,14 @@ pub fn why(w: &Why) -> String {
             mib(*bytes)
         ),
         Why::Zombie { .. } | Why::OtherNamespace { .. } | Why::StalePid { .. } => listed_pid(w),
-        Why::DriverHeld { bytes } => format!(
-            "{} used that no process holds: the driver has not released it",
-            mib(*bytes)
+        Why::DriverHeld { bytes, reported } => format!(
+            "{} used that no process holds: {}",
+            mib(*bytes),
+            if *reported {
+                "the driver has not released it, and reports a fault on this GPU"
+            } else {
+                "the driver's, inferred (not reported by the driver)"
+            }
         ),
         Why::Unaccounted { bytes, blind } => format!(
             "{} used that NVML attributes to no process gpufree can see, and {}",

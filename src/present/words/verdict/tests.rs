@@ -65,8 +65,18 @@ fn a_daemons_memory_and_nvml_listed_pids() {
 #[test]
 fn memory_no_process_holds_with_its_blind_spots() {
     assert_eq!(
-        said(Why::DriverHeld { bytes: 4096 * MIB }),
-        "4,096 MiB used that no process holds: the driver has not released it"
+        said(Why::DriverHeld {
+            bytes: 4096 * MIB,
+            reported: false
+        }),
+        "4,096 MiB used that no process holds: the driver's, inferred (not reported by the driver)"
+    );
+    assert_eq!(
+        said(Why::DriverHeld {
+            bytes: 4096 * MIB,
+            reported: true
+        }),
+        "4,096 MiB used that no process holds: the driver has not released it, and reports a fault on this GPU"
     );
     let blind = vec![
         BlindSpot::ProcessList {
