@@ -139,6 +139,41 @@ pub fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// A time of day on a civil (proleptic Gregorian) date, in UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Civil {
+    /// Year.
+    pub year: u64,
+    /// Month, 1 to 12.
+    pub month: u64,
+    /// Day of the month, 1 to 31.
+    pub day: u64,
+    /// Hour, minute and second.
+    pub hms: (u64, u64, u64),
+}
+
+/// `secs` since the Unix epoch as a civil date and time in UTC (Howard
+/// Hinnant's `civil_from_days`, on 400-year eras). Written by hand: the
+/// formatting of audit records and reports needs nothing more, and no date
+/// crate is a dependency.
+pub fn civil(secs: u64) -> Civil {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    Civil {
+        year: yoe + era * 400 + u64::from(month <= 2),
+        month,
+        day,
+        hms: (rem / 3600, rem % 3600 / 60, rem % 60),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -252,23 +252,13 @@ fn outcome(r: &Report, ctx: &Context) -> KillOutcome {
 /// a time before 1970 is written as 1970's start.
 pub fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Days to a civil date (Howard Hinnant's algorithm), on 400-year eras.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
+    let c = crate::units::civil(d.as_secs());
+    let (h, m, s) = c.hms;
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
+        "{:04}-{:02}-{:02}T{h:02}:{m:02}:{s:02}.{:03}Z",
+        c.year,
+        c.month,
+        c.day,
         d.subsec_millis()
     )
 }

@@ -169,21 +169,14 @@ fn xid(x: &XidReport) -> String {
     format!("Xid {} ({}) at {when}", x.xid, Xid::lookup(x.xid).meaning)
 }
 
-/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC` (the civil date
-/// from days, after Howard Hinnant's `civil_from_days`).
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC`.
 fn utc(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let (h, mi, s) = (rem / 3600, rem / 60 % 60, rem % 60);
-    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
+    let c = crate::units::civil(secs);
+    let (h, mi, s) = c.hms;
+    format!(
+        "{:04}-{:02}-{:02} {h:02}:{mi:02}:{s:02} UTC",
+        c.year, c.month, c.day
+    )
 }
 
 /// Whether a reset gpufree prints is backed by the driver: the line said
