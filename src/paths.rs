@@ -129,6 +129,25 @@ pub fn open_append(path: &Path, mode: u32) -> Result<std::fs::File, OpenError> {
     Ok(std::fs::File::from(fd))
 }
 
+/// Why root may not load the library a caller named (its words are
+/// present's).
+#[derive(Debug)]
+pub enum Unloadable {
+    /// A file or directory on the way could not be read.
+    Unread {
+        /// It.
+        path: std::path::PathBuf,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// A file or directory on the way is not root's, or others may write
+    /// it.
+    NotRoots {
+        /// It.
+        path: std::path::PathBuf,
+    },
+}
+
 /// The path root loads for the library named `path` (`--nvml-lib`, a
 /// simulator's library), or why root may not: the file it names, links
 /// followed, and every directory above it are root's and writable by no
@@ -137,7 +156,7 @@ pub fn open_append(path: &Path, mode: u32) -> Result<std::fs::File, OpenError> {
 /// path returned is that resolved one, so what is loaded later is what was
 /// checked: nobody else can change where it leads. A missing file loads
 /// nothing; its deepest existing directory is checked alike.
-pub fn root_loadable(path: &Path) -> Result<std::path::PathBuf, String> {
+pub fn root_loadable(path: &Path) -> Result<std::path::PathBuf, Unloadable> {
     use std::os::unix::fs::MetadataExt;
     // The deepest part of the path that exists, resolved, and the rest.
     let mut rest = Vec::new();
@@ -155,14 +174,16 @@ pub fn root_loadable(path: &Path) -> Result<std::path::PathBuf, String> {
         }
     };
     for p in real.ancestors() {
-        let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let m = std::fs::metadata(p).map_err(|error| Unloadable::Unread {
+            path: p.to_path_buf(),
+            error,
+        })?;
         let others_write = m.mode() & 0o022 != 0;
         let sticky_dir = m.is_dir() && m.mode() & 0o1000 != 0;
         if m.uid() != 0 || (others_write && !sticky_dir) {
-            return Err(format!(
-                "{} is not root's alone: root runs no code someone else chose",
-                p.display()
-            ));
+            return Err(Unloadable::NotRoots {
+                path: p.to_path_buf(),
+            });
         }
     }
     Ok(rest

@@ -139,8 +139,10 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
     {
         // Root loads the resolved path it checked, never one a link could
         // later lead elsewhere.
-        let checked =
-            crate::paths::root_loadable(&lib).map_err(|why| Error::Library { path: lib, why })?;
+        let checked = crate::paths::root_loadable(&lib).map_err(|why| Error::Library {
+            path: lib,
+            why: why.to_string(),
+        })?;
         collect.nvml_lib = Some(checked);
     }
     let (matcher, user) = match &cli.command {

@@ -52,7 +52,7 @@ fn unseen(s: &Snapshot) -> Vec<Unseen> {
         why.push(Unseen::Hidepid);
     }
     if s.misses_nvml() {
-        why.push(Unseen::Nvml(s.nvml.error.clone()));
+        why.push(Unseen::Nvml(s.nvml.error.as_ref().map(ToString::to_string)));
     }
     for r in &v.refused_nodes {
         why.push(Unseen::RefusedNode {

@@ -9,12 +9,14 @@
 //! or GPU, or failed with why. "Not supported" is never "no fault":
 //! nothing here is judged, only read.
 
+use super::Failure;
 use serde::{Deserialize, Serialize};
 
-/// One piece of evidence as the driver answered.
+/// One piece of evidence as the driver answered; `F`: why a read failed
+/// (an NVML [`Failure`] by default; its words are present's).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum Reading<T> {
+pub enum Reading<T, F = Failure> {
     /// The driver answered with this value.
     Value(T),
     /// NOT_SUPPORTED (or the call is missing from this library): the
@@ -22,10 +24,10 @@ pub enum Reading<T> {
     #[default]
     NotSupported,
     /// The call failed, with why: the evidence is unknown.
-    Failed(String),
+    Failed(F),
 }
 
-impl<T> Reading<T> {
+impl<T, F> Reading<T, F> {
     /// The value, where the driver gave one.
     pub fn value(&self) -> Option<&T> {
         match self {
@@ -241,7 +243,7 @@ pub struct KernelLog {
     /// Every Xid report in the ring, oldest first (each also on its GPU);
     /// Failed where the log could not be read (then nothing is known, and
     /// no Xid is not "none").
-    pub xids: Reading<Vec<XidReport>>,
+    pub xids: Reading<Vec<XidReport>, String>,
     /// Records the kernel overwrote while they were read (EPIPE).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub lost: u64,
@@ -292,7 +294,7 @@ mod tests {
         );
         let n: Reading<bool> = Reading::NotSupported;
         assert_eq!(serde_json::to_value(&n).unwrap(), "not_supported");
-        let f: Reading<bool> = Reading::Failed("GPU_IS_LOST".into());
+        let f: Reading<bool> = Reading::Failed(Failure::GpuIsLost);
         let back: Reading<bool> =
             serde_json::from_value(serde_json::to_value(&f).unwrap()).unwrap();
         assert_eq!(back, f);

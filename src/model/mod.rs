@@ -18,6 +18,7 @@ mod kill;
 mod mig;
 mod mps;
 mod next;
+mod nvml;
 mod pin;
 mod process;
 mod release;
@@ -57,6 +58,7 @@ pub use kill::{
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
+pub use nvml::{NvmlDown, Step, XidDown};
 pub use pin::{Pin, Pins};
 pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
@@ -239,6 +241,8 @@ pub struct NvmlStatus {
     pub library: String,
     /// Driver version, when known.
     pub driver_version: Option<String>,
-    /// Why NVML is unavailable, when it is.
-    pub error: Option<String>,
+    /// Why NVML is unavailable, when it is (JSON's `cause`; its `error`
+    /// in words).
+    #[serde(default, rename = "cause")]
+    pub error: Option<NvmlDown>,
 }

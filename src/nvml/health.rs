@@ -10,9 +10,9 @@
 //! call answering RESET_REQUIRED or GPU_IS_LOST is kept as a
 //! [`FaultReturn`].
 
-use super::{describe, Shared};
+use super::{failure, Shared};
 use crate::model::{
-    DriverEvidence, FaultCode, FaultReturn, ProcessUtil, Reading, RecoveryAction, Remap,
+    DriverEvidence, FaultCode, FaultReturn, ProcessUtil, Reading, RecoveryAction, Remap, Step,
 };
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::enums::device::SampleValue;
@@ -54,7 +54,7 @@ fn reading<T>(r: Result<T, NvmlError>, call: &str, faults: &mut Vec<FaultReturn>
         Err(NvmlError::FunctionNotFound) => Reading::NotSupported,
         Err(e) => {
             note(faults, call, &e);
-            Reading::Failed(describe(&e))
+            Reading::Failed(failure(&e))
         }
     }
 }
@@ -68,29 +68,30 @@ pub(super) fn read_evidence(
     at: &Shared,
 ) -> DriverEvidence {
     let mut faults = faults;
-    at.step(format!("nvmlDeviceGetFieldValues on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetFieldValues", index));
     let recovery_action = reading(
         recovery_action(dev),
         "nvmlDeviceGetFieldValues",
         &mut faults,
     );
-    at.step(format!("nvmlDeviceGetRemappedRows on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetRemappedRows", index));
     let remapped_rows = reading(remapped_rows(dev), "nvmlDeviceGetRemappedRows", &mut faults);
-    at.step(format!(
-        "nvmlDeviceGetRetiredPagesPendingStatus on GPU {index}"
+    at.step(Step::on_gpu(
+        "nvmlDeviceGetRetiredPagesPendingStatus",
+        index,
     ));
     let retired_pages_pending = reading(
         dev.are_pages_pending_retired(),
         "nvmlDeviceGetRetiredPagesPendingStatus",
         &mut faults,
     );
-    at.step(format!("nvmlDeviceGetTotalEccErrors on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetTotalEccErrors", index));
     let volatile_uncorrectable_ecc = reading(
         dev.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile),
         "nvmlDeviceGetTotalEccErrors",
         &mut faults,
     );
-    at.step(format!("nvmlDeviceGetProcessUtilization on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetProcessUtilization", index));
     let process_utilization = reading(
         process_utilization(dev),
         "nvmlDeviceGetProcessUtilization",
@@ -176,6 +177,7 @@ fn process_utilization(dev: &Device<'_>) -> Result<Vec<ProcessUtil>, NvmlError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Failure;
 
     #[test]
     fn not_supported_is_no_value_and_faults_are_kept() {
@@ -190,9 +192,9 @@ mod tests {
         assert_eq!(r, Reading::NotSupported, "an older library");
         assert!(faults.is_empty());
         let r: Reading<bool> = reading(Err(NvmlError::GpuLost), "b", &mut faults);
-        assert!(matches!(r, Reading::Failed(why) if why.contains("GPU_IS_LOST")));
+        assert_eq!(r, Reading::Failed(Failure::GpuIsLost));
         let r: Reading<bool> = reading(Err(NvmlError::ResetRequired), "c", &mut faults);
-        assert!(matches!(r, Reading::Failed(why) if why.contains("RESET_REQUIRED")));
+        assert_eq!(r, Reading::Failed(Failure::ResetRequired));
         let r: Reading<bool> = reading(Err(NvmlError::NoPermission), "d", &mut faults);
         assert!(matches!(r, Reading::Failed(_)));
         assert_eq!(

@@ -3,7 +3,7 @@
 
 use super::{failure, list, Shared};
 use crate::model::MigDevice;
-use crate::model::{Call, Gpu, Memory, MigCall, NvmlProcessKind, Unavailable};
+use crate::model::{Call, Gpu, Memory, MigCall, NvmlProcessKind, Step, Unavailable};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::error::{nvml_sym, nvml_try};
 use nvml_wrapper::Device;
@@ -29,7 +29,7 @@ pub(super) fn read_mig(
             unplaced: None,
         })
     };
-    at.step(format!("nvmlDeviceGetMigMode on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetMigMode", index));
     match dev.mig_mode() {
         Ok(mode) => gpu.mig_mode = Some(mode.current == MIG_ENABLE),
         Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => return,
@@ -38,15 +38,16 @@ pub(super) fn read_mig(
     if gpu.mig_mode != Some(true) {
         return;
     }
-    at.step(format!("nvmlDeviceGetMaxMigDeviceCount on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetMaxMigDeviceCount", index));
     let slots = match dev.mig_device_count() {
         Ok(n) => n,
         Err(e) => return miss(unavailable, Call::MigDeviceCount, e),
     };
     for slot in 0..slots {
-        at.step(format!(
-            "nvmlDeviceGetMigDeviceHandleByIndex({slot}) on GPU {index}"
-        ));
+        at.step(Step::MigHandle {
+            gpu: index,
+            mig: slot,
+        });
         match dev.mig_device_by_index(slot) {
             Ok(m) => gpu
                 .mig_devices
@@ -69,7 +70,6 @@ fn read_one(
     unavailable: &mut Vec<Unavailable>,
     at: &Shared,
 ) -> MigDevice {
-    let label = crate::model::mig_label(gpu, slot);
     let mut miss = |call: MigCall, e: NvmlError| {
         unavailable.push(Unavailable {
             what: Call::OfMigDevice { mig: slot, call },
@@ -78,7 +78,7 @@ fn read_one(
             unplaced: None,
         })
     };
-    at.step(format!("the ids of MIG device {label}"));
+    at.step(Step::MigIds { gpu, mig: slot });
     let uuid = m.uuid().unwrap_or_else(|e| {
         miss(MigCall::Uuid, e);
         String::new()
@@ -90,7 +90,11 @@ fn read_one(
     let compute_instance_id = instance_id(m, Instance::Compute)
         .map_err(|e| miss(MigCall::ComputeInstanceId, e))
         .ok();
-    at.step(format!("nvmlDeviceGetMemoryInfo on MIG device {label}"));
+    at.step(Step::OnMig {
+        call: "nvmlDeviceGetMemoryInfo".into(),
+        gpu,
+        mig: slot,
+    });
     let memory = match m.memory_info() {
         Ok(mem) => Memory {
             total_bytes: mem.total,
@@ -105,7 +109,11 @@ fn read_one(
     };
     let mut nvml_processes = Vec::new();
     for kind in [NvmlProcessKind::Compute, NvmlProcessKind::Graphics] {
-        at.step(format!("the {kind:?} process list of MIG device {label}"));
+        at.step(Step::Processes {
+            kind,
+            gpu,
+            mig: Some(slot),
+        });
         nvml_processes.extend(list(m, kind, gpu, unavailable, &mut Vec::new()));
     }
     MigDevice {

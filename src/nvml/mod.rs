@@ -20,7 +20,9 @@ pub use xid::XidWatcher;
 
 use read::read_all;
 
-use crate::model::{Call, Failure, Gpu, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable};
+use crate::model::{
+    Call, Failure, Gpu, NvmlDown, NvmlProcess, NvmlProcessKind, NvmlStatus, Step, Unavailable,
+};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
@@ -71,27 +73,6 @@ pub fn failure(e: &NvmlError) -> Failure {
         other => Failure::Nvml {
             error: other.to_string(),
         },
-    }
-}
-
-/// A person-readable reason for an NVML error, where the snapshot still
-/// keeps words (`NvmlStatus.error`, a driver reading that failed, the Xid
-/// watcher); `Unavailable` keeps a [`failure`] instead.
-pub fn describe(e: &NvmlError) -> String {
-    match e {
-        NvmlError::FailedToLoadSymbol(s) => {
-            format!("missing symbol in the NVML library (driver too old?): {s}")
-        }
-        NvmlError::LibloadingError(e) => format!("cannot load the NVML library: {e}"),
-        NvmlError::NotSupported => "NOT_SUPPORTED on this GPU or driver".into(),
-        NvmlError::NoPermission => "NO_PERMISSION (run as root to see it)".into(),
-        NvmlError::GpuLost => "GPU_IS_LOST: the GPU fell off the bus".into(),
-        NvmlError::ResetRequired => "RESET_REQUIRED: the GPU needs a reset".into(),
-        NvmlError::DriverNotLoaded => {
-            "DRIVER_NOT_LOADED: the NVIDIA kernel driver is not running".into()
-        }
-        NvmlError::Uninitialized => "UNINITIALIZED".into(),
-        other => other.to_string(),
     }
 }
 
@@ -173,28 +154,15 @@ enum Init {
 /// What the NVML thread is doing now.
 #[derive(Default)]
 struct Shared {
-    step: Mutex<String>,
+    step: Mutex<Step>,
 }
 
 impl Shared {
-    fn step(&self, what: impl Into<String>) {
-        *self.step.lock().unwrap_or_else(|p| p.into_inner()) = what.into();
+    fn step(&self, now: Step) {
+        *self.step.lock().unwrap_or_else(|p| p.into_inner()) = now;
     }
-    fn current(&self) -> String {
+    fn current(&self) -> Step {
         self.step.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
-const HUNG: &str = "NVML did not answer within";
-
-fn hung_message(step: &str, after: Duration) -> String {
-    match step {
-        // Between calls: the thread did not take the request up.
-        "idle" => format!("{HUNG} {:.1} s", after.as_secs_f64()),
-        _ => format!(
-            "{HUNG} {:.1} s ({step} hangs in the driver)",
-            after.as_secs_f64()
-        ),
     }
 }
 
@@ -208,7 +176,7 @@ fn init(
     at: &Shared,
     ready: &mpsc::Sender<Result<NvmlStatus, NvmlStatus>>,
 ) -> Option<(Nvml, NvmlStatus)> {
-    at.step("nvmlInit_v2");
+    at.step(Step::call("nvmlInit_v2"));
     let mut builder = Nvml::builder();
     if let Some(p) = lib {
         builder.lib_path(p.as_os_str());
@@ -216,20 +184,25 @@ fn init(
     let nvml = match builder.init() {
         Ok(nvml) => nvml,
         Err(e) => {
+            let library = status.library.clone();
             status.error = Some(match e {
-                NvmlError::LibloadingError(_) => {
-                    format!("no NVIDIA library ({}): {e}", status.library)
-                }
-                e => format!("NVML init failed ({}): {}", status.library, describe(&e)),
+                NvmlError::LibloadingError(_) => NvmlDown::NoLibrary {
+                    library,
+                    error: e.to_string(),
+                },
+                e => NvmlDown::InitFailed {
+                    library,
+                    failure: failure(&e),
+                },
             });
             let _ = ready.send(Err(status));
             return None;
         }
     };
-    at.step("nvmlSystemGetDriverVersion");
+    at.step(Step::call("nvmlSystemGetDriverVersion"));
     status.available = true;
     status.driver_version = nvml.sys_driver_version().ok();
-    at.step("idle");
+    at.step(Step::Idle);
     ready.send(Ok(status.clone())).ok()?;
     Some((nvml, status))
 }
@@ -246,7 +219,7 @@ impl Session {
             ..NvmlStatus::default()
         };
         let shared = Arc::new(Shared::default());
-        shared.step("dlopen of the library");
+        shared.step(Step::Load);
         let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<NvmlReport>>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<NvmlStatus, NvmlStatus>>();
         let lib = lib.map(Path::to_path_buf);
@@ -259,7 +232,7 @@ impl Session {
                 };
                 while let Ok(reply) = req_rx.recv() {
                     let report = read_all(&nvml, &status, &worker);
-                    worker.step("idle");
+                    worker.step(Step::Idle);
                     if reply.send(report).is_err() {
                         break;
                     }
@@ -269,7 +242,9 @@ impl Session {
             Ok(_) => Init::Running(ready_rx, std::time::Instant::now()),
             Err(e) => Init::Failed(NvmlStatus {
                 library: library.clone(),
-                error: Some(format!("cannot start the NVML thread: {e}")),
+                error: Some(NvmlDown::NoThread {
+                    error: e.to_string(),
+                }),
                 ..NvmlStatus::default()
             }),
         };
@@ -293,7 +268,10 @@ impl Session {
                 Err(_) => {
                     return Err(NvmlStatus {
                         library: self.library.clone(),
-                        error: Some(hung_message(&self.shared.current(), since.elapsed())),
+                        error: Some(NvmlDown::Hung {
+                            step: self.shared.current(),
+                            after: since.elapsed(),
+                        }),
                         ..NvmlStatus::default()
                     })
                 }
@@ -333,7 +311,7 @@ impl Session {
             }
         };
         let timeout = timeout.saturating_sub(started.elapsed());
-        let unavailable = |why: String| {
+        let unavailable = |why: NvmlDown| {
             let mut status = status.clone();
             status.available = false;
             status.error = Some(why);
@@ -347,7 +325,10 @@ impl Session {
             match rx.recv_timeout(timeout) {
                 Ok(_) | Err(mpsc::RecvTimeoutError::Disconnected) => *pending = None,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return unavailable(hung_message(&self.shared.current(), since.elapsed()))
+                    return unavailable(NvmlDown::Hung {
+                        step: self.shared.current(),
+                        after: since.elapsed(),
+                    })
                 }
             }
         }
@@ -358,7 +339,7 @@ impl Session {
             .unwrap_or_else(|p| p.into_inner())
             .send(tx);
         if sent.is_err() {
-            return unavailable("the NVML thread has stopped".into());
+            return unavailable(NvmlDown::Stopped);
         }
         let asked = std::time::Instant::now();
         match rx.recv_timeout(timeout.saturating_sub(started.elapsed())) {
@@ -366,15 +347,12 @@ impl Session {
             Err(_) => {
                 let step = self.shared.current();
                 let why = if cut {
-                    match step.as_str() {
-                        // Between calls: the read had not begun.
-                        "idle" => "NVML was not read before the deadline".to_string(),
-                        _ => format!(
-                            "NVML was not read before the deadline ({step} was still running)"
-                        ),
-                    }
+                    NvmlDown::Late { step }
                 } else {
-                    hung_message(&step, asked.elapsed())
+                    NvmlDown::Hung {
+                        step,
+                        after: asked.elapsed(),
+                    }
                 };
                 *pending = Some((rx, asked));
                 unavailable(why)

@@ -3,7 +3,7 @@
 
 use super::{failure, list, NvmlReport, Shared, PASSES};
 use crate::model::{
-    Call, FaultReturn, Gpu, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Unavailable,
+    Call, FaultReturn, Gpu, Memory, NvmlProcess, NvmlProcessKind, NvmlStatus, Step, Unavailable,
 };
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -14,7 +14,7 @@ pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlRep
         status: status.clone(),
         ..NvmlReport::default()
     };
-    at.step("nvmlDeviceGetCount");
+    at.step(Step::call("nvmlDeviceGetCount"));
     let count = match nvml.device_count() {
         Ok(c) => c,
         Err(e) => {
@@ -28,7 +28,7 @@ pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlRep
         }
     };
     for index in 0..count {
-        at.step(format!("nvmlDeviceGetHandleByIndex({index})"));
+        at.step(Step::Handle { gpu: index });
         match nvml.device_by_index(index) {
             Ok(dev) => {
                 let gpu = read_gpu(&dev, index, &mut report.unavailable, at);
@@ -62,27 +62,27 @@ pub(super) fn read_gpu(
             unplaced: None,
         })
     };
-    at.step(format!("nvmlDeviceGetName on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetName", index));
     let name = dev.name().unwrap_or_else(|e| {
         miss(Call::Name, "name", e);
         String::new()
     });
-    at.step(format!("nvmlDeviceGetUUID on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetUUID", index));
     let uuid = dev.uuid().unwrap_or_else(|e| {
         miss(Call::Uuid, "uuid", e);
         String::new()
     });
-    at.step(format!("nvmlDeviceGetPciInfo on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetPciInfo", index));
     let pci_bus_id = dev.pci_info().map(|p| p.bus_id).unwrap_or_else(|e| {
         miss(Call::PciInfo, "pci info", e);
         String::new()
     });
-    at.step(format!("nvmlDeviceGetMinorNumber on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetMinorNumber", index));
     let minor_number = dev
         .minor_number()
         .map_err(|e| miss(Call::MinorNumber, "minor number", e))
         .ok();
-    at.step(format!("nvmlDeviceGetMemoryInfo on GPU {index}"));
+    at.step(Step::on_gpu("nvmlDeviceGetMemoryInfo", index));
     let memory = match dev.memory_info() {
         Ok(m) => Memory {
             total_bytes: m.total,
@@ -127,10 +127,11 @@ fn lists(
         NvmlProcessKind::Graphics,
         NvmlProcessKind::Mps,
     ] {
-        at.step(format!(
-            "the {} process list of GPU {index}",
-            format!("{kind:?}").to_lowercase()
-        ));
+        at.step(Step::Processes {
+            kind,
+            gpu: index,
+            mig: None,
+        });
         nvml_processes.extend(list(dev, kind, index, unavailable, faults));
     }
     nvml_processes

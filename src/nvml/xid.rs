@@ -8,8 +8,8 @@
 //! out. NVML's event data names no process: each [`XidEvent`]'s `pid` is
 //! None.
 
-use super::describe;
-use crate::model::XidEvent;
+use super::failure;
+use crate::model::{XidDown, XidEvent};
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
@@ -25,11 +25,11 @@ const SLICE_MS: u32 = 200;
 /// What the watcher's thread says.
 enum Said {
     /// Registered on these GPUs (NVML index), or why on none.
-    Registered(Result<Vec<u32>, String>),
+    Registered(Result<Vec<u32>, XidDown>),
     /// An event.
     Event(XidEvent),
     /// Waiting failed for good, with why.
-    Failed(String),
+    Failed(XidDown),
 }
 
 /// Xid critical errors as NVML delivers them, collected in the
@@ -37,8 +37,8 @@ enum Said {
 pub struct XidWatcher {
     said: mpsc::Receiver<Said>,
     stop: Arc<AtomicBool>,
-    registered: Option<Result<Vec<u32>, String>>,
-    failed: Option<String>,
+    registered: Option<Result<Vec<u32>, XidDown>>,
+    failed: Option<XidDown>,
 }
 
 impl XidWatcher {
@@ -52,9 +52,9 @@ impl XidWatcher {
         let spawned = std::thread::Builder::new()
             .name("nvml-xid".into())
             .spawn(move || watch(lib, &flag, &tx));
-        let failed = spawned
-            .err()
-            .map(|e| format!("cannot start the Xid thread: {e}"));
+        let failed = spawned.err().map(|e| XidDown::NoThread {
+            error: e.to_string(),
+        });
         XidWatcher {
             said,
             stop,
@@ -66,12 +66,10 @@ impl XidWatcher {
     /// The GPUs Xid events are watched on, waiting at most `timeout` for
     /// the registration; Err with why where none is (no library, no GPU
     /// supports them, or not answered yet).
-    pub fn registered(&mut self, timeout: Duration) -> Result<Vec<u32>, String> {
+    pub fn registered(&mut self, timeout: Duration) -> Result<Vec<u32>, XidDown> {
         let until = Instant::now() + timeout;
         while self.registered.is_none() && self.take(until) {}
-        self.registered
-            .clone()
-            .unwrap_or_else(|| Err("NVML's event API did not answer in time".into()))
+        self.registered.clone().unwrap_or(Err(XidDown::Late))
     }
 
     /// The events that arrived, waiting until `until` for the first.
@@ -90,8 +88,8 @@ impl XidWatcher {
     }
 
     /// Why waiting stopped for good, once it has.
-    pub fn failed(&self) -> Option<&str> {
-        self.failed.as_deref()
+    pub fn failed(&self) -> Option<&XidDown> {
+        self.failed.as_ref()
     }
 
     /// Takes one message, waiting until `until`; false when none came.
@@ -132,7 +130,7 @@ fn watch(lib: Option<PathBuf>, stop: &AtomicBool, tx: &mpsc::Sender<Said>) {
     let nvml = match builder.init() {
         Ok(n) => n,
         Err(e) => {
-            let _ = tx.send(Said::Registered(Err(describe(&e))));
+            let _ = tx.send(Said::Registered(Err(XidDown::Nvml(failure(&e)))));
             return;
         }
     };
@@ -164,7 +162,7 @@ fn watch(lib: Option<PathBuf>, stop: &AtomicBool, tx: &mpsc::Sender<Said>) {
             }
             Err(NvmlError::Timeout) => {}
             Err(e) => {
-                let _ = tx.send(Said::Failed(describe(&e)));
+                let _ = tx.send(Said::Failed(XidDown::Nvml(failure(&e))));
                 break;
             }
         }
@@ -175,9 +173,13 @@ fn watch(lib: Option<PathBuf>, stop: &AtomicBool, tx: &mpsc::Sender<Said>) {
 /// One set registered for Xid events on every GPU that supports them.
 /// A failed registration frees the set (nvml-wrapper gives it up), so
 /// the set is made again for the GPUs registered so far.
-fn register(nvml: &Nvml) -> Result<(EventSet<'_>, Vec<u32>), String> {
-    let count = nvml.device_count().map_err(|e| describe(&e))?;
-    let mut set = nvml.create_event_set().map_err(|e| describe(&e))?;
+fn register(nvml: &Nvml) -> Result<(EventSet<'_>, Vec<u32>), XidDown> {
+    let count = nvml
+        .device_count()
+        .map_err(|e| XidDown::Nvml(failure(&e)))?;
+    let mut set = nvml
+        .create_event_set()
+        .map_err(|e| XidDown::Nvml(failure(&e)))?;
     let mut gpus = Vec::new();
     let mut why = None;
     for index in 0..count {
@@ -188,7 +190,7 @@ fn register(nvml: &Nvml) -> Result<(EventSet<'_>, Vec<u32>), String> {
             .supported_event_types()
             .is_ok_and(|t| t.contains(EventTypes::CRITICAL_XID_ERROR));
         if !supported {
-            why.get_or_insert_with(|| format!("GPU {index} does not report Xid events"));
+            why.get_or_insert(XidDown::NotReported { gpu: index });
             continue;
         }
         match dev.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
@@ -197,19 +199,26 @@ fn register(nvml: &Nvml) -> Result<(EventSet<'_>, Vec<u32>), String> {
                 gpus.push(index);
             }
             Err(e) => {
-                why = Some(format!("GPU {index}: {}", describe(&e.error)));
-                set = nvml.create_event_set().map_err(|e| describe(&e))?;
+                why = Some(XidDown::Gpu {
+                    gpu: index,
+                    failure: failure(&e.error),
+                });
+                set = nvml
+                    .create_event_set()
+                    .map_err(|e| XidDown::Nvml(failure(&e)))?;
                 for &g in &gpus {
-                    let dev = nvml.device_by_index(g).map_err(|e| describe(&e))?;
+                    let dev = nvml
+                        .device_by_index(g)
+                        .map_err(|e| XidDown::Nvml(failure(&e)))?;
                     set = dev
                         .register_events(EventTypes::CRITICAL_XID_ERROR, set)
-                        .map_err(|e| describe(&e.error))?;
+                        .map_err(|e| XidDown::Nvml(failure(&e.error)))?;
                 }
             }
         }
     }
     if gpus.is_empty() {
-        return Err(why.unwrap_or_else(|| "no GPU".into()));
+        return Err(why.unwrap_or(XidDown::NoGpu));
     }
     Ok((set, gpus))
 }
@@ -223,7 +232,8 @@ mod tests {
         let mut w = XidWatcher::start(Some(Path::new("/nonexistent/libnvidia-ml.so.1")));
         let why = w
             .registered(Duration::from_secs(10))
-            .expect_err("nothing to watch");
+            .expect_err("nothing to watch")
+            .to_string();
         assert!(why.contains("cannot load the NVML library"), "{why}");
         assert!(w.events(Instant::now()).is_empty());
     }

@@ -3,13 +3,14 @@
 //! `wait --json` that is the status); the fleet view with its commands
 //! and reasons in words (`fleet --json`).
 
+use super::nvml::{DriverEvidenceDoc, NvmlDoc};
 use super::words::verdict::{caveats, reasons};
 use super::words::words;
 use crate::model::{
-    Brief, Call, Caveat, DriverEvidence, Failure, Finding, FindingKind, Fleet, FleetNode, Gpu,
-    KernelLog, KubeletView, Memory, MigCap, MigDevice, MpsGpu, NvmlProcess, NvmlStatus, PodName,
-    Process, Reason, Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Unplaced, Vendor,
-    Verdict, VerdictState, Visibility,
+    Brief, Call, Caveat, Failure, Finding, FindingKind, Fleet, FleetNode, Gpu, KernelLog,
+    KubeletView, Memory, MigCap, MigDevice, MpsGpu, NvmlProcess, PodName, Process, Reason,
+    Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Unplaced, Vendor, Verdict,
+    VerdictState, Visibility,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -61,7 +62,7 @@ pub struct SnapshotDoc<'a> {
     processes: &'a [Process],
     findings: Vec<FindingDoc>,
     visibility: &'a Visibility,
-    nvml: &'a NvmlStatus,
+    nvml: NvmlDoc<'a>,
     unavailable: Vec<UnavailableDoc<'a>>,
     dev_dir: &'a str,
     uptime_ticks: u64,
@@ -139,7 +140,7 @@ impl<'a> SnapshotDoc<'a> {
             processes,
             findings: findings.iter().map(FindingDoc::new).collect(),
             visibility,
-            nvml,
+            nvml: NvmlDoc::new(nvml),
             unavailable: unavailable.iter().map(UnavailableDoc::new).collect(),
             dev_dir,
             uptime_ticks: *uptime_ticks,
@@ -267,7 +268,7 @@ pub struct GpuDoc<'a> {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     mig_only: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    driver_evidence: &'a Option<DriverEvidence>,
+    driver_evidence: Option<DriverEvidenceDoc<'a>>,
 }
 
 impl<'a> GpuDoc<'a> {
@@ -305,7 +306,7 @@ impl<'a> GpuDoc<'a> {
             mig_mode: *mig_mode,
             mig_devices: mig_devices.iter().map(MigDoc::new).collect(),
             mig_only: *mig_only,
-            driver_evidence,
+            driver_evidence: driver_evidence.as_ref().map(DriverEvidenceDoc::new),
         }
     }
 }

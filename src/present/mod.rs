@@ -12,6 +12,7 @@ pub mod metrics;
 mod mig;
 pub mod next;
 pub mod notice;
+mod nvml;
 mod printer;
 pub mod table;
 pub mod wait;

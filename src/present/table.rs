@@ -200,7 +200,10 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io:
             "{} {}; showing device-node holders only",
             printer.warn("NVML unavailable:"),
             fit(
-                s.nvml.error.as_deref().unwrap_or("unknown reason"),
+                &s.nvml
+                    .error
+                    .as_ref()
+                    .map_or_else(|| "unknown reason".into(), ToString::to_string),
                 TEXT_MAX
             )
         )?;

@@ -8,6 +8,8 @@
 
 mod dirs;
 
+pub use dirs::{Refusal, Refused};
+
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -40,8 +42,8 @@ pub enum SimError {
     },
     /// No directory to keep the library or its link in is trusted along
     /// its whole path: why each was refused.
-    #[error("no safe directory for the simulated NVML library: {}", .0.join("; "))]
-    NoDir(Vec<String>),
+    #[error("no safe directory for the simulated NVML library: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    NoDir(Vec<Refused>),
     /// The state file is missing or not a simulator state.
     #[error("--state {path}: {why}")]
     State {

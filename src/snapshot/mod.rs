@@ -122,7 +122,7 @@ impl Collector {
         if nodes.is_empty() && nodes.refused.is_empty() {
             if let Err(status) = session.ready(remaining(cfg.read_timeout, deadline)) {
                 return Err(SnapshotError::NoGpu {
-                    nvml: status.error.unwrap_or_default(),
+                    nvml: status.error.map(|e| e.to_string()).unwrap_or_default(),
                     dev_dir: cfg.dev_dir.display().to_string(),
                 });
             }

@@ -78,7 +78,10 @@ fn refresh_memory_folds_nvml_into_the_snapshot_until_the_process_set_changes() {
     let hung = NvmlReport {
         status: crate::model::NvmlStatus {
             available: false,
-            error: Some("NVML did not answer within 5.0 s".into()),
+            error: Some(crate::model::NvmlDown::Hung {
+                step: crate::model::Step::Idle,
+                after: std::time::Duration::from_secs(5),
+            }),
             ..up.clone()
         },
         ..NvmlReport::default()

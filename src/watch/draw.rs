@@ -4,7 +4,7 @@
 
 use super::{cell, App, Popup, Sort};
 use crate::model::{Process, Severity, Snapshot};
-use crate::present::words::target::{left, target};
+use crate::present::words::watch as words;
 use crate::units::mib;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -149,14 +149,11 @@ fn draw_gpus(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
         .iter()
         .flat_map(|g| bars(width, g, app.color))
         .collect();
-    let title = format!(
-        " gpufree watch: {} GPUs, {} holders, {} processes scanned{} ",
+    let title = words::gpus_title(
         s.gpus.len(),
         s.processes.len(),
         s.visibility.processes_scanned,
-        app.updated
-            .map(|u| format!(", updated {:.0}s ago", u.elapsed().as_secs_f64()))
-            .unwrap_or_default()
+        app.updated.map(|u| u.elapsed().as_secs_f64()),
     );
     f.render_widget(
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
@@ -184,7 +181,7 @@ fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
     .join(" ");
     let table = holders_table(
         rows.iter().map(|p| holder_row(s, p, app.color)).collect(),
-        format!(" holders, sorted by {sort} {filter} "),
+        words::holders_title(sort, &filter),
     );
     let n_rows = rows.len();
     drop(rows);
@@ -262,55 +259,7 @@ fn holders_table(rows: Vec<Row<'_>>, title: String) -> Table<'_> {
 
 /// The detail pane's lines for one process.
 fn detail(p: &Process) -> Vec<Line<'static>> {
-    let mut text = vec![
-        Line::from(format!(
-            "PID {}  parent {}  user {} ({})  state {}  threads {}",
-            p.pid,
-            p.ppid,
-            cell(&p.user),
-            p.uid,
-            cell(&p.state),
-            p.threads
-        )),
-        Line::from(format!("comm:    {}", cell(&p.comm))),
-        Line::from(format!("cmdline: {}", cell(&p.cmdline_joined()))),
-        Line::from(format!(
-            "exe:     {}",
-            cell(p.exe.as_deref().unwrap_or("?"))
-        )),
-        Line::from(format!(
-            "owner:   {} {}",
-            p.owner.kind.as_str(),
-            cell(&p.owner.described())
-        )),
-        Line::from(format!("cgroup:  {}", cell(&p.cgroup))),
-    ];
-    if p.nspid.len() > 1 {
-        text.push(Line::from(format!("NSpid:   {:?}", p.nspid)));
-    }
-    for m in &p.gpu_memory {
-        text.push(Line::from(format!(
-            "GPU {}: {}",
-            m.gpu,
-            m.used_bytes.map_or("n/a".into(), mib)
-        )));
-    }
-    for d in &p.devices {
-        let via: Vec<String> = d
-            .via
-            .iter()
-            .map(|v| format!("{v:?}").to_lowercase())
-            .collect();
-        text.push(Line::from(format!(
-            "{} via {}",
-            cell(&d.path),
-            via.join("+")
-        )));
-    }
-    if let Some(w) = &p.wchan {
-        text.push(Line::from(format!("waiting in {}", cell(w))));
-    }
-    text
+    words::detail(p).into_iter().map(Line::from).collect()
 }
 
 /// The top finding, coloured by its severity (when `color`), and the keys.
@@ -363,29 +312,7 @@ fn draw_popup(f: &mut Frame<'_>, popup: &Popup, area: Rect) {
 /// A popup's title and text: the kill's plan, its progress, its outcome.
 fn popup_text(popup: &Popup) -> (&'static str, String) {
     match popup {
-        Popup::Plan(plan, _) => {
-            let mut lines: Vec<String> = plan
-                .targets
-                .iter()
-                .map(|e| format!("{}  {}", e.pid, cell(&target(&e.why))))
-                .collect();
-            lines.extend(
-                plan.skipped
-                    .iter()
-                    .map(|k| format!("{}  left out: {}", k.pid, cell(&left(&k.why)))),
-            );
-            if plan.targets.is_empty() {
-                lines.push("nothing to signal".into());
-                lines.push("Esc: close".into());
-            } else {
-                lines.push(String::new());
-                lines.push(format!(
-                    "y: signal {} (TERM, KILL after 10s) and wait for the memory   n/Esc: cancel",
-                    plan.targets.len()
-                ));
-            }
-            (" kill: plan ", lines.join("\n"))
-        }
+        Popup::Plan(plan, _) => (" kill: plan ", words::plan(plan)),
         Popup::Busy(m) => (" kill ", cell(m)),
         Popup::Done(m) => (" kill: done ", format!("{}\n\nEsc: close", cell(m))),
     }

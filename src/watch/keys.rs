@@ -7,6 +7,7 @@ use crate::act::audit::Sinks;
 use crate::act::kill::{self, Plan, Safety, Selectors};
 use crate::model::{Process, Snapshot};
 use crate::pipeline;
+use crate::present::words::watch as words;
 use crate::snapshot::{Collector, Config};
 use crossterm::event::KeyCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,10 +34,7 @@ pub(super) fn on_popup_key(
     match (popup, code) {
         (Popup::Plan(plan, sel), KeyCode::Char('y')) if !plan.targets.is_empty() => {
             let (plan, sel) = (plan.clone(), sel.clone());
-            app.popup = Some(Popup::Busy(format!(
-                "signalling {} and waiting for the memory...",
-                plan.targets.len()
-            )));
+            app.popup = Some(Popup::Busy(words::signalling(plan.targets.len())));
             let (cfg, audit, tx) = (cfg.clone(), audit.clone(), tx.clone());
             std::thread::spawn(move || {
                 let _ = tx.send(Msg::KillDone(kill_now(cfg, plan, &sel, &audit)));
@@ -61,8 +59,7 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
     };
     // The same guard as `gpufree kill`'s, before anything is pinned.
     if let Err(why) = kill::may_signal(&c) {
-        let why = crate::present::words::target::not_ours(why);
-        return format!("nothing signalled: {why}");
+        return words::not_signalled(why);
     }
     let snap = match pipeline::judged(&c) {
         Ok(snap) => snap,
@@ -77,24 +74,8 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
         left: crate::present::words::target::left,
     };
     let ctx = crate::act::audit::Context::now("watch", opts.signal, opts.no_wait, reasons, words);
-    let audited = match crate::act::audit::log(audit, &ctx, &r) {
-        Ok(()) => String::new(),
-        Err(e) => format!("; {e}"),
-    };
-    format!(
-        "signalled {:?}; survivors {:?}; {}{audited}",
-        r.targets,
-        r.survivors,
-        if r.released {
-            format!("memory released after {:.2} s", r.seconds_to_release)
-        } else {
-            format!(
-                "memory not released ({}): {}",
-                r.verdict.as_str(),
-                crate::present::words::verdict::reasons_line(&r.reasons)
-            )
-        }
-    )
+    let audited = crate::act::audit::log(audit, &ctx, &r).err();
+    words::outcome(&r, audited.as_ref().map(|e| e as &dyn std::fmt::Display))
 }
 
 /// A key without a popup.

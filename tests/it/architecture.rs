@@ -735,12 +735,6 @@ const SENTENCES_LEFT: &[(&str, usize)] = &[
     ("fleet/api/wire.rs", 1),
     ("fleet/queries.rs", 6),
     ("kubelet/mod.rs", 2),
-    ("nvml/health.rs", 5),
-    ("nvml/mig.rs", 5),
-    ("nvml/mod.rs", 6),
-    ("nvml/read.rs", 5),
-    ("nvml/xid.rs", 2),
-    ("paths.rs", 1),
     ("proc/bpf/cache/mod.rs", 11),
     ("proc/bpf/direct.rs", 1),
     ("proc/bpf/kfunc.rs", 1),
@@ -755,12 +749,9 @@ const SENTENCES_LEFT: &[(&str, usize)] = &[
     ("proc/restart/mod.rs", 5),
     ("proc/scan/method/mod.rs", 5),
     ("serve/view/mod.rs", 6),
-    ("sim/dirs/mod.rs", 7),
     ("snapshot/launchers.rs", 1),
     ("snapshot/select.rs", 2),
     ("units.rs", 6),
-    ("watch/draw.rs", 5),
-    ("watch/keys.rs", 4),
 ];
 
 #[test]

@@ -108,7 +108,9 @@ fn gpu() -> impl Strategy<Value = Gpu> {
                     recovery_action: gpufree::model::Reading::Value(
                         gpufree::model::RecoveryAction::from_nvml(index % 7),
                     ),
-                    retired_pages_pending: gpufree::model::Reading::Failed("GPU_IS_LOST".into()),
+                    retired_pages_pending: gpufree::model::Reading::Failed(
+                        gpufree::model::Failure::GpuIsLost,
+                    ),
                     ..Default::default()
                 }),
                 // Every third GPU in MIG mode, with one MIG device.
@@ -355,7 +357,10 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
                         available,
                         library: "libnvidia-ml.so.1".into(),
                         driver_version: None,
-                        error,
+                        error: error.map(|error| gpufree::model::NvmlDown::NoLibrary {
+                            library: "libnvidia-ml.so.1".into(),
+                            error,
+                        }),
                     },
                     unavailable: unavailable
                         .into_iter()

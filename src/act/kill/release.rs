@@ -318,7 +318,7 @@ impl Release {
                 unknown.push(Reason::new(Why::ReleaseUnproven {
                     gpu,
                     reported,
-                    error: end.nvml.error.clone(),
+                    error: end.nvml.error.as_ref().map(ToString::to_string),
                 }));
             }
         }

@@ -128,8 +128,8 @@ fn nvml(s: &Snapshot) -> Vec<Problem> {
         p.why = Some(
             s.nvml
                 .error
-                .clone()
-                .unwrap_or_else(|| "NVML unavailable".into()),
+                .as_ref()
+                .map_or_else(|| "NVML unavailable".into(), ToString::to_string),
         );
         out.push(p);
     }

@@ -17,7 +17,7 @@ pub(super) fn memory_unknown(s: &Snapshot, g: &Gpu) -> Option<MemoryUnknown> {
     }
     if !s.nvml.available {
         return Some(MemoryUnknown::NoNvml {
-            error: s.nvml.error.clone(),
+            error: s.nvml.error.as_ref().map(ToString::to_string),
         });
     }
     if !g.memory.known {

@@ -130,11 +130,14 @@ fn a_listed_zombie_or_a_pid_of_another_namespace_is_busy() {
 fn no_nvml_or_unknown_memory_is_unknown_unless_holders_only() {
     let mut s = snap(a_gpu(0, 0), vec![]);
     s.nvml.available = false;
-    s.nvml.error = Some("no NVIDIA library".into());
+    s.nvml.error = Some(crate::model::NvmlDown::NoLibrary {
+        library: "libnvidia-ml.so.1".into(),
+        error: "no such file".into(),
+    });
     let v = judge(&s);
     assert_eq!(v.state, VerdictState::Unknown);
     let no_nvml = MemoryUnknown::NoNvml {
-        error: Some("no NVIDIA library".into()),
+        error: Some("no NVIDIA library (libnvidia-ml.so.1): no such file".into()),
     };
     assert_eq!(
         v.reasons,

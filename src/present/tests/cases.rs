@@ -4,8 +4,8 @@
 
 use super::fixtures::{base, gpu, node};
 use crate::model::{
-    Call, DeviceUse, Failure, Gpu, GpuMemory, Kin, Memory, NvmlProcessKind, NvmlStatus, Owner,
-    OwnerKind, PodName, Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Via,
+    Call, DeviceUse, Failure, Gpu, GpuMemory, Kin, Memory, NvmlDown, NvmlProcessKind, NvmlStatus,
+    Owner, OwnerKind, PodName, Process, Snapshot, Unavailable, Unreadable, UnreadableReason, Via,
 };
 
 /// A process of `comm` run from `exe` by root, holding `devices`.
@@ -134,7 +134,10 @@ pub(super) fn blind_cases() -> Vec<(&'static str, Snapshot)> {
         available: false,
         library: "libnvidia-ml.so.1".into(),
         driver_version: None,
-        error: Some("libnvidia-ml.so.1: cannot open shared object file".into()),
+        error: Some(NvmlDown::NoLibrary {
+            library: "libnvidia-ml.so.1".into(),
+            error: "libnvidia-ml.so.1: cannot open shared object file".into(),
+        }),
     };
     for g in &mut down.gpus {
         g.name = String::new();

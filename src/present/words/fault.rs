@@ -103,7 +103,7 @@ fn recovery(r: &Reading<RecoveryAction>) -> String {
     match r {
         Reading::Value(a) => action(*a),
         Reading::NotSupported => "not supported by this driver or GPU".into(),
-        Reading::Failed(why) => format!("failed ({})", escape(why)),
+        Reading::Failed(why) => format!("failed ({})", escape(&super::nvml::described(why))),
     }
 }
 

@@ -10,12 +10,14 @@ mod fault;
 mod holders;
 mod k8s;
 mod mps;
+pub mod nvml;
 mod roles;
 pub mod selector;
 pub mod target;
 pub mod unavailable;
 mod unseen;
 pub mod verdict;
+pub mod watch;
 
 pub use fault::{xid_action, xid_report};
 pub use holders::restarter;

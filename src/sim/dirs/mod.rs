@@ -27,6 +27,48 @@ pub(super) struct Trusted {
     pub(super) path: PathBuf,
 }
 
+/// A directory refused, and the component at fault (its words are
+/// present's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The component at fault, as walked (the whole path where it is
+    /// refused whole).
+    pub at: PathBuf,
+    /// Why.
+    pub why: Refusal,
+}
+
+/// Why a directory is not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not an absolute path.
+    Relative,
+    /// A path through `..`.
+    DotDot,
+    /// A link, or not a directory.
+    Link,
+    /// The last component is not this user's, or others may write it.
+    NotPrivate,
+    /// The last component is not writable by this process.
+    NotWritable,
+    /// Under a world-writable sticky directory, and not this user's own
+    /// 0700 directory.
+    InSticky,
+    /// Neither root's nor this user's, or others may write it.
+    NotOurs,
+    /// The call on it failed.
+    Errno(Errno),
+}
+
+impl Refused {
+    fn at(at: &Path, why: Refusal) -> Refused {
+        Refused {
+            at: at.to_path_buf(),
+            why,
+        }
+    }
+}
+
 /// How each component is opened: no link followed, a directory only,
 /// nothing of the file system's own asked (`O_PATH`).
 const WALK: OFlags = OFlags::PATH
@@ -42,9 +84,9 @@ const STICKY: u32 = 0o1000;
 /// directly under a sticky directory 0700); the last must be `uid`'s and
 /// writable by no one else, and, with `writable`, writable by this
 /// process. Else why not, naming the component at fault.
-pub(super) fn open(dir: &Path, uid: u32, mode: u32, writable: bool) -> Result<Trusted, String> {
+pub(super) fn open(dir: &Path, uid: u32, mode: u32, writable: bool) -> Result<Trusted, Refused> {
     if !dir.is_absolute() {
-        return Err(format!("{}: not an absolute path", dir.display()));
+        return Err(Refused::at(dir, Refusal::Relative));
     }
     let names = dir
         .components()
@@ -54,9 +96,10 @@ pub(super) fn open(dir: &Path, uid: u32, mode: u32, writable: bool) -> Result<Tr
             Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
         })
         .collect::<Result<Vec<_>, ()>>()
-        .map_err(|()| format!("{}: a path through ..", dir.display()))?;
+        .map_err(|()| Refused::at(dir, Refusal::DotDot))?;
     let mut at = PathBuf::from("/");
-    let mut fd = rustix::fs::open("/", WALK, Mode::empty()).map_err(|e| format!("/: {e}"))?;
+    let mut fd = rustix::fs::open("/", WALK, Mode::empty())
+        .map_err(|e| Refused::at(Path::new("/"), Refusal::Errno(e)))?;
     let mut st = stat(&fd, &at)?;
     let mut in_sticky = check(&st, &at, uid, false)?;
     for (i, name) in names.iter().enumerate() {
@@ -73,20 +116,22 @@ pub(super) fn open(dir: &Path, uid: u32, mode: u32, writable: bool) -> Result<Tr
         in_sticky = check(&st, &at, uid, in_sticky)?;
     }
     if st.st_uid != uid || st.st_mode & 0o022 != 0 {
-        return Err(format!(
-            "{}: not a private directory of this user (not its own, or others may write it)",
-            at.display()
-        ));
+        return Err(Refused::at(&at, Refusal::NotPrivate));
     }
     if writable && rustix::fs::accessat(&fd, ".", Access::WRITE_OK, AtFlags::empty()).is_err() {
-        return Err(format!("{}: not writable", at.display()));
+        return Err(Refused::at(&at, Refusal::NotWritable));
     }
     Ok(Trusted { fd, path: at })
 }
 
 /// The directory `name` in `parent`, made (`mode`) where it is missing;
 /// `at` names it in errors.
-fn step(parent: &OwnedFd, name: &std::ffi::OsStr, at: &Path, mode: u32) -> Result<OwnedFd, String> {
+fn step(
+    parent: &OwnedFd,
+    name: &std::ffi::OsStr,
+    at: &Path,
+    mode: u32,
+) -> Result<OwnedFd, Refused> {
     let open = || rustix::fs::openat(parent, name, WALK, Mode::empty());
     let opened = match open() {
         Err(Errno::NOENT) => match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(mode)) {
@@ -97,26 +142,23 @@ fn step(parent: &OwnedFd, name: &std::ffi::OsStr, at: &Path, mode: u32) -> Resul
         other => other,
     };
     opened.map_err(|e| match e {
-        Errno::LOOP | Errno::NOTDIR => format!("{}: a link, or not a directory", at.display()),
-        e => format!("{}: {e}", at.display()),
+        Errno::LOOP | Errno::NOTDIR => Refused::at(at, Refusal::Link),
+        e => Refused::at(at, Refusal::Errno(e)),
     })
 }
 
-fn stat(fd: &OwnedFd, at: &Path) -> Result<Stat, String> {
-    rustix::fs::fstat(fd).map_err(|e| format!("{}: {e}", at.display()))
+fn stat(fd: &OwnedFd, at: &Path) -> Result<Stat, Refused> {
+    rustix::fs::fstat(fd).map_err(|e| Refused::at(at, Refusal::Errno(e)))
 }
 
 /// Whether the directory `st` (at `at`) may be on the path: root's or
 /// `uid`'s and writable by no one else, or a sticky directory of either
 /// (then what is opened in it must be `uid`'s own 0700 directory:
 /// `Ok(true)`); `in_sticky`: its parent was such a sticky directory.
-fn check(st: &Stat, at: &Path, uid: u32, in_sticky: bool) -> Result<bool, String> {
+fn check(st: &Stat, at: &Path, uid: u32, in_sticky: bool) -> Result<bool, Refused> {
     let ours = st.st_uid == 0 || st.st_uid == uid;
     if in_sticky && (st.st_uid != uid || st.st_mode & 0o077 != 0) {
-        return Err(format!(
-            "{}: in a directory anyone may write, and not this user's own 0700 directory",
-            at.display()
-        ));
+        return Err(Refused::at(at, Refusal::InSticky));
     }
     if ours && st.st_mode & 0o022 == 0 {
         return Ok(false);
@@ -124,10 +166,7 @@ fn check(st: &Stat, at: &Path, uid: u32, in_sticky: bool) -> Result<bool, String
     if ours && st.st_mode & STICKY != 0 {
         return Ok(true);
     }
-    Err(format!(
-        "{}: neither root's nor this user's, or others may write it",
-        at.display()
-    ))
+    Err(Refused::at(at, Refusal::NotOurs))
 }
 
 /// The first of `dirs` that [`open`] takes; else each one's reason.
@@ -136,7 +175,7 @@ pub(super) fn first(
     uid: u32,
     mode: u32,
     writable: bool,
-) -> Result<Trusted, Vec<String>> {
+) -> Result<Trusted, Vec<Refused>> {
     let mut why = Vec::new();
     for dir in dirs {
         match open(&dir, uid, mode, writable) {

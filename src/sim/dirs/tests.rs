@@ -28,13 +28,15 @@ fn a_link_on_the_way_is_refused_and_nothing_is_made_through_it() {
     symlink(&real, tmp.path().join("link")).unwrap();
     let e = open(&tmp.path().join("link/gpufree"), me(), 0o700, true)
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(e.contains("link: a link"), "{e}");
     assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
     // The last component a link: refused too.
     let e = open(&tmp.path().join("link"), me(), 0o700, true)
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(e.contains("a link"), "{e}");
     let t = open(&real.join("gpufree"), me(), 0o700, true).unwrap();
     assert_eq!(t.path, real.join("gpufree"));
@@ -55,7 +57,8 @@ fn a_directory_others_may_write_is_refused_unless_sticky_above_a_private_one() {
     chmod(&shared, 0o777);
     let e = open(&shared.join("gpufree"), me(), 0o700, true)
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(e.contains("others may write it"), "{e}");
     assert!(!shared.join("gpufree").exists());
     // A sticky directory like /tmp: into this user's own 0700 directory only.
@@ -71,7 +74,8 @@ fn a_directory_others_may_write_is_refused_unless_sticky_above_a_private_one() {
     chmod(&open_one, 0o755);
     let e = open(&open_one.join("gpufree"), me(), 0o700, true)
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(e.contains("0700"), "{e}");
     assert!(
         open(&sticky, me(), 0o700, true).is_err(),
@@ -93,7 +97,8 @@ fn root_refuses_a_directory_of_another_user_on_the_way() {
     std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
     let e = open(&theirs.join("cache/gpufree"), 0, 0o700, true)
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(e.contains("neither root's nor this user's"), "{e}");
     assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
     let fallback = tmp.path().join("root");

@@ -1,0 +1,141 @@
+//! The words of NVML's state and of the library it loads: why NVML is
+//! unavailable ([`NvmlDown`], JSON's `nvml.error`) and the call its
+//! thread hangs in ([`Step`]); why a driver reading failed (JSON's
+//! `driver_evidence` `{"failed": ...}`); why Xid events are not watched
+//! ([`XidDown`]); why a directory for the simulated library is refused
+//! (`sim::Refused`) and why root may not load a library
+//! (`paths::Unloadable`).
+
+use super::unavailable::failure;
+use crate::model::{mig_label, Failure, NvmlDown, Step, XidDown};
+use crate::paths::Unloadable;
+use crate::sim::{Refusal, Refused};
+use std::fmt;
+
+/// Why an NVML call failed, as NVML's state and the driver's readings
+/// say it (as [`failure`], but RESET_REQUIRED named).
+pub fn described(f: &Failure) -> String {
+    match f {
+        Failure::ResetRequired => "RESET_REQUIRED: the GPU needs a reset".into(),
+        f => failure(f),
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Idle => f.write_str("idle"),
+            Step::Load => f.write_str("dlopen of the library"),
+            Step::Call { call } => f.write_str(call),
+            Step::Handle { gpu } => write!(f, "nvmlDeviceGetHandleByIndex({gpu})"),
+            Step::OnGpu { call, gpu } => write!(f, "{call} on GPU {gpu}"),
+            Step::MigHandle { gpu, mig } => {
+                write!(f, "nvmlDeviceGetMigDeviceHandleByIndex({mig}) on GPU {gpu}")
+            }
+            Step::MigIds { gpu, mig } => {
+                write!(f, "the ids of MIG device {}", mig_label(*gpu, *mig))
+            }
+            Step::OnMig { call, gpu, mig } => {
+                write!(f, "{call} on MIG device {}", mig_label(*gpu, *mig))
+            }
+            Step::Processes {
+                kind,
+                gpu,
+                mig: None,
+            } => {
+                let kind = format!("{kind:?}").to_lowercase();
+                write!(f, "the {kind} process list of GPU {gpu}")
+            }
+            Step::Processes {
+                kind,
+                gpu,
+                mig: Some(mig),
+            } => write!(
+                f,
+                "the {kind:?} process list of MIG device {}",
+                mig_label(*gpu, *mig)
+            ),
+        }
+    }
+}
+
+impl fmt::Display for NvmlDown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const HUNG: &str = "NVML did not answer within";
+        const LATE: &str = "NVML was not read before the deadline";
+        match self {
+            NvmlDown::NoLibrary { library, error } => {
+                write!(f, "no NVIDIA library ({library}): {error}")
+            }
+            NvmlDown::InitFailed { library, failure } => {
+                write!(f, "NVML init failed ({library}): {}", described(failure))
+            }
+            NvmlDown::NoThread { error } => write!(f, "cannot start the NVML thread: {error}"),
+            NvmlDown::Stopped => f.write_str("the NVML thread has stopped"),
+            // Between calls: the thread did not take the request up.
+            NvmlDown::Hung {
+                step: Step::Idle,
+                after,
+            } => write!(f, "{HUNG} {:.1} s", after.as_secs_f64()),
+            NvmlDown::Hung { step, after } => write!(
+                f,
+                "{HUNG} {:.1} s ({step} hangs in the driver)",
+                after.as_secs_f64()
+            ),
+            // Between calls: the read had not begun.
+            NvmlDown::Late { step: Step::Idle } => f.write_str(LATE),
+            NvmlDown::Late { step } => write!(f, "{LATE} ({step} was still running)"),
+        }
+    }
+}
+
+impl fmt::Display for XidDown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            XidDown::NoThread { error } => write!(f, "cannot start the Xid thread: {error}"),
+            XidDown::Late => f.write_str("NVML's event API did not answer in time"),
+            XidDown::Nvml(failure) => f.write_str(&described(failure)),
+            XidDown::NotReported { gpu } => write!(f, "GPU {gpu} does not report Xid events"),
+            XidDown::Gpu { gpu, failure } => write!(f, "GPU {gpu}: {}", described(failure)),
+            XidDown::NoGpu => f.write_str("no GPU"),
+        }
+    }
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = self.at.display();
+        match self.why {
+            Refusal::Relative => write!(f, "{at}: not an absolute path"),
+            Refusal::DotDot => write!(f, "{at}: a path through .."),
+            Refusal::Link => write!(f, "{at}: a link, or not a directory"),
+            Refusal::NotPrivate => write!(
+                f,
+                "{at}: not a private directory of this user (not its own, or others may write it)"
+            ),
+            Refusal::NotWritable => write!(f, "{at}: not writable"),
+            Refusal::InSticky => write!(
+                f,
+                "{at}: in a directory anyone may write, and not this user's own 0700 directory"
+            ),
+            Refusal::NotOurs => write!(
+                f,
+                "{at}: neither root's nor this user's, or others may write it"
+            ),
+            Refusal::Errno(e) => write!(f, "{at}: {e}"),
+        }
+    }
+}
+
+impl fmt::Display for Unloadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unloadable::Unread { path, error } => write!(f, "{}: {error}", path.display()),
+            Unloadable::NotRoots { path } => write!(
+                f,
+                "{} is not root's alone: root runs no code someone else chose",
+                path.display()
+            ),
+        }
+    }
+}
