@@ -6,7 +6,7 @@
 
 pub mod api;
 
-use crate::model::{Allocation, KubeletView, PodName};
+use crate::model::{Allocation, KubeletDown, KubeletView, PodName};
 use std::path::Path;
 use std::time::Duration;
 
@@ -23,9 +23,11 @@ pub fn read(socket: &Path, within: Duration) -> KubeletView {
         Ok(rt) => rt.block_on(async {
             tokio::time::timeout(within, ask(socket))
                 .await
-                .unwrap_or_else(|_| Err(format!("no answer within {:.1} s", within.as_secs_f64())))
+                .unwrap_or(Err(KubeletDown::Timeout { within }))
         }),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(KubeletDown::Runtime {
+            error: e.to_string(),
+        }),
     };
     match result {
         Ok((pods, allocations, allocatable)) => KubeletView {
@@ -44,7 +46,7 @@ pub fn read(socket: &Path, within: Duration) -> KubeletView {
 }
 
 /// The two calls on one connection.
-async fn ask(socket: &Path) -> Result<(Vec<PodName>, Vec<Allocation>, Vec<String>), String> {
+async fn ask(socket: &Path) -> Result<(Vec<PodName>, Vec<Allocation>, Vec<String>), KubeletDown> {
     let path = socket.to_path_buf();
     // The URI is never dialed: the connector opens the unix socket.
     let channel = tonic::transport::Endpoint::from_static("http://kubelet.invalid")
@@ -56,7 +58,9 @@ async fn ask(socket: &Path) -> Result<(Vec<PodName>, Vec<Allocation>, Vec<String
             }
         }))
         .await
-        .map_err(|e| format!("cannot connect: {e}"))?;
+        .map_err(|e| KubeletDown::Connect {
+            error: e.to_string(),
+        })?;
     let mut grpc = tonic::client::Grpc::new(channel);
     let list: api::ListPodResourcesResponse =
         call(&mut grpc, api::LIST, api::ListPodResourcesRequest {}).await?;
@@ -107,12 +111,16 @@ async fn call<Req, Resp>(
     grpc: &mut tonic::client::Grpc<tonic::transport::Channel>,
     path: &'static str,
     request: Req,
-) -> Result<Resp, String>
+) -> Result<Resp, KubeletDown>
 where
     Req: prost::Message + Send + Sync + 'static,
     Resp: prost::Message + Default + Send + Sync + 'static,
 {
-    grpc.ready().await.map_err(|e| format!("{path}: {e}"))?;
+    let failed = |error: String| KubeletDown::Call {
+        path: path.to_string(),
+        error,
+    };
+    grpc.ready().await.map_err(|e| failed(e.to_string()))?;
     let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
     grpc.unary(
         tonic::Request::new(request),
@@ -121,5 +129,5 @@ where
     )
     .await
     .map(tonic::Response::into_inner)
-    .map_err(|status| format!("{path}: {}", status.message()))
+    .map_err(|status| failed(status.message().to_string()))
 }

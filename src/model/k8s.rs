@@ -33,9 +33,38 @@ pub struct KubeletView {
     /// Every device id the kubelet may allocate.
     #[serde(default)]
     pub allocatable: Vec<String>,
-    /// Why the kubelet could not be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    /// Why the kubelet could not be read (JSON's `cause`; its `error` in
+    /// words).
+    #[serde(default, rename = "cause", skip_serializing_if = "Option::is_none")]
+    pub error: Option<KubeletDown>,
+}
+
+/// Why the kubelet could not be read (its words are present's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KubeletDown {
+    /// The runtime the client runs on could not be made.
+    Runtime {
+        /// The system's error.
+        error: String,
+    },
+    /// No answer within the read timeout.
+    Timeout {
+        /// The timeout.
+        within: std::time::Duration,
+    },
+    /// The socket could not be connected to.
+    Connect {
+        /// The client's error.
+        error: String,
+    },
+    /// A call failed.
+    Call {
+        /// The call's gRPC path.
+        path: String,
+        /// The client's error or the kubelet's status message.
+        error: String,
+    },
 }
 
 impl KubeletView {

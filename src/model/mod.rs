@@ -50,7 +50,7 @@ pub use fleet::{
     CLOCK_SKEW_SECONDS,
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
-pub use k8s::{Allocation, AllocationIssue, KubeletView};
+pub use k8s::{Allocation, AllocationIssue, KubeletDown, KubeletView};
 pub use kill::{
     Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,
     UsersOwn, With,

@@ -3,14 +3,14 @@
 //! `wait --json` that is the status); the fleet view with its commands
 //! and reasons in words (`fleet --json`).
 
+use super::kubelet::KubeletDoc;
 use super::nvml::{DriverEvidenceDoc, NvmlDoc};
 use super::words::verdict::{caveats, reasons};
 use super::words::words;
 use crate::model::{
-    Brief, Call, Caveat, Failure, Finding, FindingKind, Fleet, FleetNode, Gpu, KernelLog,
-    KubeletView, Memory, MigCap, MigDevice, MpsGpu, NvmlProcess, PodName, Process, Reason,
-    Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Unplaced, Vendor, Verdict,
-    VerdictState, Visibility,
+    Brief, Call, Caveat, Failure, Finding, FindingKind, Fleet, FleetNode, Gpu, KernelLog, Memory,
+    MigCap, MigDevice, MpsGpu, NvmlProcess, PodName, Process, Reason, Severity, Snapshot,
+    StaleNode, Unavailable, UnitRestart, Unplaced, Vendor, Verdict, VerdictState, Visibility,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -79,7 +79,7 @@ pub struct SnapshotDoc<'a> {
     mig_caps: &'a BTreeMap<String, MigCap>,
     /// The kubelet's allocations (an addition to SPEC.md).
     #[serde(skip_serializing_if = "Option::is_none")]
-    kubelet: &'a Option<KubeletView>,
+    kubelet: Option<KubeletDoc<'a>>,
     /// NVIDIA MPS, where any GPU runs under it (an addition to SPEC.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     mps: Option<MpsDoc>,
@@ -150,7 +150,7 @@ impl<'a> SnapshotDoc<'a> {
             units,
             pods,
             mig_caps,
-            kubelet,
+            kubelet: kubelet.as_ref().map(KubeletDoc::new),
             mps,
             kernel_log,
         }

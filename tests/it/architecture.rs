@@ -734,7 +734,6 @@ const SENTENCES_LEFT: &[(&str, usize)] = &[
     ("doctor/mod.rs", 2),
     ("fleet/api/wire.rs", 1),
     ("fleet/queries.rs", 6),
-    ("kubelet/mod.rs", 2),
     ("proc/bpf/cache/mod.rs", 11),
     ("proc/bpf/direct.rs", 1),
     ("proc/bpf/kfunc.rs", 1),

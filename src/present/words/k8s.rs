@@ -1,7 +1,7 @@
 //! What the kubelet's allocations say, in words.
 
 use super::super::next::who;
-use crate::model::{AllocationIssue, PodName};
+use crate::model::{AllocationIssue, KubeletDown, PodName};
 use crate::units::gib;
 
 fn pod(p: &PodName) -> String {
@@ -43,5 +43,18 @@ pub(super) fn allocation(a: &AllocationIssue, gpus: &[u32], bytes: u64) -> (Stri
             ),
             holders.iter().map(who).collect(),
         ),
+    }
+}
+
+impl std::fmt::Display for KubeletDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KubeletDown::Runtime { error } => f.write_str(error),
+            KubeletDown::Timeout { within } => {
+                write!(f, "no answer within {:.1} s", within.as_secs_f64())
+            }
+            KubeletDown::Connect { error } => write!(f, "cannot connect: {error}"),
+            KubeletDown::Call { path, error } => write!(f, "{path}: {error}"),
+        }
     }
 }
