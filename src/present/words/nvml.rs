@@ -139,3 +139,171 @@ impl fmt::Display for Unloadable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::NvmlProcessKind;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    /// Each step in the words the watchdog used before they were typed.
+    #[test]
+    fn each_step_in_words() {
+        let cases = [
+            (Step::Idle, "idle"),
+            (Step::Load, "dlopen of the library"),
+            (Step::call("nvmlInit_v2"), "nvmlInit_v2"),
+            (Step::Handle { gpu: 3 }, "nvmlDeviceGetHandleByIndex(3)"),
+            (
+                Step::on_gpu("nvmlDeviceGetRemappedRows", 1),
+                "nvmlDeviceGetRemappedRows on GPU 1",
+            ),
+            (
+                Step::MigHandle { gpu: 1, mig: 2 },
+                "nvmlDeviceGetMigDeviceHandleByIndex(2) on GPU 1",
+            ),
+            (Step::MigIds { gpu: 1, mig: 2 }, "the ids of MIG device 1:2"),
+            (
+                Step::OnMig {
+                    call: "nvmlDeviceGetMemoryInfo".into(),
+                    gpu: 1,
+                    mig: 2,
+                },
+                "nvmlDeviceGetMemoryInfo on MIG device 1:2",
+            ),
+            (
+                Step::Processes {
+                    kind: NvmlProcessKind::Compute,
+                    gpu: 0,
+                    mig: None,
+                },
+                "the compute process list of GPU 0",
+            ),
+            (
+                Step::Processes {
+                    kind: NvmlProcessKind::Graphics,
+                    gpu: 0,
+                    mig: Some(1),
+                },
+                "the Graphics process list of MIG device 0:1",
+            ),
+        ];
+        for (step, words) in cases {
+            assert_eq!(step.to_string(), words);
+        }
+    }
+
+    #[test]
+    fn why_nvml_is_down_in_words() {
+        let hung = |step| NvmlDown::Hung {
+            step,
+            after: Duration::from_millis(5_040),
+        };
+        let cases = [
+            (
+                NvmlDown::NoLibrary {
+                    library: "libnvidia-ml.so.1".into(),
+                    error: "no such file".into(),
+                },
+                "no NVIDIA library (libnvidia-ml.so.1): no such file",
+            ),
+            (
+                NvmlDown::InitFailed {
+                    library: "/x/libnvidia-ml.so.1".into(),
+                    failure: Failure::ResetRequired,
+                },
+                "NVML init failed (/x/libnvidia-ml.so.1): RESET_REQUIRED: the GPU needs a reset",
+            ),
+            (
+                NvmlDown::NoThread {
+                    error: "out of memory".into(),
+                },
+                "cannot start the NVML thread: out of memory",
+            ),
+            (NvmlDown::Stopped, "the NVML thread has stopped"),
+            (hung(Step::Idle), "NVML did not answer within 5.0 s"),
+            (
+                hung(Step::call("nvmlInit_v2")),
+                "NVML did not answer within 5.0 s (nvmlInit_v2 hangs in the driver)",
+            ),
+            (
+                NvmlDown::Late { step: Step::Idle },
+                "NVML was not read before the deadline",
+            ),
+            (
+                NvmlDown::Late {
+                    step: Step::on_gpu("nvmlDeviceGetMemoryInfo", 0),
+                },
+                "NVML was not read before the deadline (nvmlDeviceGetMemoryInfo on GPU 0 was still running)",
+            ),
+        ];
+        for (down, words) in cases {
+            assert_eq!(down.to_string(), words);
+        }
+    }
+
+    #[test]
+    fn a_failed_reading_names_reset_required_as_before() {
+        assert_eq!(
+            described(&Failure::ResetRequired),
+            "RESET_REQUIRED: the GPU needs a reset"
+        );
+        assert_eq!(
+            described(&Failure::GpuIsLost),
+            "GPU_IS_LOST: the GPU fell off the bus"
+        );
+    }
+
+    #[test]
+    fn why_xid_events_are_not_watched_in_words() {
+        let cases = [
+            (
+                XidDown::NoThread {
+                    error: "busy".into(),
+                },
+                "cannot start the Xid thread: busy",
+            ),
+            (XidDown::Late, "NVML's event API did not answer in time"),
+            (
+                XidDown::Nvml(Failure::NoPermission),
+                "NO_PERMISSION (run as root to see it)",
+            ),
+            (
+                XidDown::NotReported { gpu: 2 },
+                "GPU 2 does not report Xid events",
+            ),
+            (
+                XidDown::Gpu {
+                    gpu: 1,
+                    failure: Failure::GpuIsLost,
+                },
+                "GPU 1: GPU_IS_LOST: the GPU fell off the bus",
+            ),
+            (XidDown::NoGpu, "no GPU"),
+        ];
+        for (down, words) in cases {
+            assert_eq!(down.to_string(), words);
+        }
+    }
+
+    #[test]
+    fn refused_directories_and_libraries_in_words() {
+        let at = |why| Refused {
+            at: PathBuf::from("/tmp/x"),
+            why,
+        };
+        assert_eq!(at(Refusal::DotDot).to_string(), "/tmp/x: a path through ..");
+        assert_eq!(
+            at(Refusal::Errno(rustix::io::Errno::ACCESS)).to_string(),
+            format!("/tmp/x: {}", rustix::io::Errno::ACCESS)
+        );
+        assert_eq!(
+            Unloadable::NotRoots {
+                path: PathBuf::from("/home/a/lib.so")
+            }
+            .to_string(),
+            "/home/a/lib.so is not root's alone: root runs no code someone else chose"
+        );
+    }
+}
