@@ -58,3 +58,44 @@ impl std::fmt::Display for KubeletDown {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Why the kubelet could not be read, in the words collection used
+    /// before they were typed.
+    #[test]
+    fn why_the_kubelet_could_not_be_read_in_words() {
+        let cases = [
+            (
+                KubeletDown::Timeout {
+                    within: std::time::Duration::from_millis(2_500),
+                },
+                "no answer within 2.5 s",
+            ),
+            (
+                KubeletDown::Connect {
+                    error: "transport error".into(),
+                },
+                "cannot connect: transport error",
+            ),
+            (
+                KubeletDown::Call {
+                    path: "/v1.PodResourcesLister/List".into(),
+                    error: "denied".into(),
+                },
+                "/v1.PodResourcesLister/List: denied",
+            ),
+            (
+                KubeletDown::Runtime {
+                    error: "no epoll".into(),
+                },
+                "no epoll",
+            ),
+        ];
+        for (down, words) in cases {
+            assert_eq!(down.to_string(), words);
+        }
+    }
+}
