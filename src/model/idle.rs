@@ -85,6 +85,27 @@ pub fn process_activity(s: &Snapshot, p: &Process) -> Option<Activity> {
     out
 }
 
+/// `p`'s SM (compute) utilisation over the window: the largest of its
+/// samples on the GPUs it holds memory on that answered (0 where such a
+/// GPU has no sample of it); None where none answered.
+pub fn sm_percent(s: &Snapshot, p: &Process) -> Option<u32> {
+    p.gpu_memory
+        .iter()
+        .filter_map(|m| {
+            let g = s.gpus.iter().find(|g| g.index == m.gpu)?;
+            let samples = g.driver_evidence.as_ref()?.process_utilization.value()?;
+            Some(
+                samples
+                    .iter()
+                    .filter(|u| u.pid == p.pid)
+                    .map(|u| u.sm)
+                    .max()
+                    .unwrap_or(0),
+            )
+        })
+        .max()
+}
+
 /// What an idle holder is, where a framework's shape says (a leftover
 /// more often than not).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -51,8 +51,8 @@ pub use fleet::{
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use idle::{
-    activity, process_activity, Activity, IdleHolder, IdleHolders, IdleShape, IdleUnknown,
-    UtilCall, UtilWindow,
+    activity, process_activity, sm_percent, Activity, IdleHolder, IdleHolders, IdleShape,
+    IdleUnknown, UtilCall, UtilWindow,
 };
 pub use k8s::{Allocation, AllocationIssue, KubeletView};
 pub use kill::{
