@@ -1285,13 +1285,14 @@ fn a_holder_busy_on_one_gpu_is_not_idle_on_another() {
         gpu: 1,
         used_bytes: Some(1 << 30),
     });
-    let mut e = DriverEvidence::default();
-    e.process_utilization = Reading::Value(vec![crate::model::ProcessUtil {
-        pid: 300,
-        enc: 4,
-        ..Default::default()
-    }]);
-    s.gpus[1].driver_evidence = Some(e);
+    s.gpus[1].driver_evidence = Some(DriverEvidence {
+        process_utilization: Reading::Value(vec![crate::model::ProcessUtil {
+            pid: 300,
+            enc: 4,
+            ..Default::default()
+        }]),
+        ..DriverEvidence::default()
+    });
     let f = diagnose(&s);
     assert!(
         f.iter().all(|x| x.kind != FindingKind::IdleHolders),
