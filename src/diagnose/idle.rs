@@ -9,15 +9,17 @@ use super::shapes::idle_shape;
 use super::who;
 use crate::model::{
     process_activity, saturating_sum, Activity, Evidence, Finding, IdleHolder, IdleHolders,
-    IdleUnknown, Next, Process, Reading, Severity, Snapshot,
+    IdleUnknown, MpsRole, Next, Process, Reading, Severity, Snapshot,
 };
 
-/// The holders a finding about idleness may name: live, unprotected,
-/// with memory on a GPU.
+/// The holders a finding about idleness may name: live, protected for
+/// no one (a display server a person runs is not a leftover), no MPS
+/// server (it holds its busy clients' memory), with memory on a GPU.
 fn candidates(s: &Snapshot) -> impl Iterator<Item = (&Process, Activity)> {
     s.processes
         .iter()
-        .filter(|p| p.is_live() && !p.protected_for_all())
+        .filter(|p| p.is_live() && !p.protected)
+        .filter(|p| s.mps_role(p) != Some(MpsRole::Server))
         .filter_map(move |p| process_activity(s, p).map(|a| (p, a)))
 }
 

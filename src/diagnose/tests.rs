@@ -1306,3 +1306,12 @@ fn a_holder_busy_on_one_gpu_is_not_idle_on_another() {
         "{f:#?}"
     );
 }
+
+#[test]
+fn a_protected_holder_at_zero_percent_is_never_called_idle() {
+    let mut s = jupyter_among_workers();
+    s.processes[2].protected = true;
+    s.processes[2].protection = Some(crate::model::Protection::User);
+    let f = diagnose(&s);
+    assert!(f.iter().all(|x| x.kind != FindingKind::IdleHolders), "{f:#?}");
+}

@@ -5,12 +5,20 @@
 //! read as "busy" or "idle").
 
 use super::{gauge, gauge_family, l, label_value};
-use crate::model::{activity, process_activity, Activity, Snapshot};
+use crate::model::{process_activity, Activity, FindingKind, Snapshot};
 use prometheus_client::registry::Registry;
 
 /// `process_sm_util_percent` and `process_idle` per holder and GPU,
-/// labelled `gpu`, `uuid`, `pid`, `comm` as its memory series is.
+/// labelled `gpu`, `uuid`, `pid`, `comm` as its memory series is; idle
+/// as the judged snapshot's `idle-holders` finding names it.
 pub(super) fn add_idle(r: &mut Registry, s: &Snapshot) {
+    // Idle as the diagnosis found it (live, not protected, no MPS server).
+    let idle_pids: Vec<u32> = s
+        .findings
+        .iter()
+        .filter(|f| f.kind() == FindingKind::IdleHolders)
+        .flat_map(|f| f.pids.iter().copied())
+        .collect();
     let mut rows = Vec::new();
     for p in s.processes.iter().filter(|p| p.is_live()) {
         let Some(whole) = process_activity(s, p) else {
@@ -33,19 +41,14 @@ pub(super) fn add_idle(r: &mut Registry, s: &Snapshot) {
                 .map(|u| u.sm)
                 .max()
                 .unwrap_or(0);
-            let here = activity(g.driver_evidence.as_ref(), p.pid);
-            let idle = (whole == Activity::Idle && here == Activity::Idle).then_some(1);
+            let idle = u32::from(idle_pids.contains(&p.pid));
             let labels = l(&[
                 ("gpu", g.index.to_string()),
                 ("uuid", label_value(&g.uuid)),
                 ("pid", p.pid.to_string()),
                 ("comm", label_value(&p.comm)),
             ]);
-            rows.push((
-                labels,
-                sm,
-                (whole != Activity::Unknown).then(|| idle.unwrap_or(0)),
-            ));
+            rows.push((labels, sm, (whole != Activity::Unknown).then_some(idle)));
         }
     }
     if rows.is_empty() {

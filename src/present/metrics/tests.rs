@@ -163,6 +163,8 @@ fn holders_export_their_sm_utilisation_and_idleness_only_where_answered() {
         processes: vec![holder(10, 0), holder(11, 0), holder(12, 1)],
         ..Snapshot::default()
     };
+    let mut s = s;
+    s.findings = crate::diagnose::diagnose(&s);
     let text = render(&s, &Extra::default());
     for line in [
         r#"gpufree_process_sm_util_percent{gpu="0",uuid="GPU-0",pid="10",comm="python3"} 42"#,
