@@ -1313,5 +1313,8 @@ fn a_protected_holder_at_zero_percent_is_never_called_idle() {
     s.processes[2].protected = true;
     s.processes[2].protection = Some(crate::model::Protection::User);
     let f = diagnose(&s);
-    assert!(f.iter().all(|x| x.kind != FindingKind::IdleHolders), "{f:#?}");
+    assert!(
+        f.iter().all(|x| x.kind != FindingKind::IdleHolders),
+        "{f:#?}"
+    );
 }

@@ -152,7 +152,14 @@ fn remapped_rows(dev: &Device<'_>) -> Result<Remap, NvmlError> {
 /// `window` into `e` (a look back into the driver's buffer, not a wait:
 /// `lastSeenTimeStamp` is a CPU timestamp in microseconds), saying which
 /// call answered and over which window.
-pub(super) fn read_utilization(dev: &Device<'_>, e: &mut DriverEvidence, window: Duration) {
+pub(super) fn read_utilization(
+    dev: &Device<'_>,
+    index: u32,
+    e: &mut DriverEvidence,
+    window: Duration,
+    at: &Shared,
+) {
+    at.step(format!("nvmlDeviceGetProcessUtilization on GPU {index}"));
     let now_us = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));

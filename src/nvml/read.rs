@@ -39,8 +39,7 @@ pub(super) fn read_all(
             Ok(dev) => {
                 let mut gpu = read_gpu(&dev, index, &mut report.unavailable, at);
                 if let Some(e) = gpu.driver_evidence.as_mut() {
-                    at.step(format!("nvmlDeviceGetProcessUtilization on GPU {index}"));
-                    super::health::read_utilization(&dev, e, idle_window);
+                    super::health::read_utilization(&dev, index, e, idle_window, at);
                 }
                 report.gpus.push(gpu);
             }
