@@ -1188,7 +1188,7 @@ fn an_idle_jupyter_kernel_among_busy_workers_is_named_alone_with_a_kill_of_it() 
     assert!(
         i.details[0].starts_with("300 python3 (")
             && i.details[0].ends_with(
-                ": 8,192 MiB on GPU 0, idle (a Jupyter kernel: its notebook keeps the memory until the kernel is shut down)"
+                " [Jupyter kernel]: 8,192 MiB on GPU 0, idle (its notebook keeps the memory until the kernel is shut down)"
             ),
         "{:?}",
         i.details

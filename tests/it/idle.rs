@@ -107,7 +107,10 @@ fn an_idle_jupyter_kernel_among_busy_workers_is_named_alone_and_its_next_ends_on
     );
     let detail = f["details"][0].as_str().unwrap();
     assert!(
-        detail.starts_with(&format!("{kernel} ")) && detail.contains("(a Jupyter kernel"),
+        detail.starts_with(&format!("{kernel} "))
+            && detail.contains("[Jupyter kernel]")
+            && detail
+                .ends_with("idle (its notebook keeps the memory until the kernel is shut down)"),
         "{detail}"
     );
     // The busy workers are still named by their own findings.

@@ -3,7 +3,7 @@
 //! busy holders beside them are left out of the kill; and, said once,
 //! where the driver could not tell.
 
-use crate::model::{IdleHolders, IdleShape, IdleUnknown, Reading};
+use crate::model::{IdleHolders, IdleShape, IdleUnknown, Reading, Role};
 use crate::present::next::{count, gpus_phrase, memory, one_or, who};
 use crate::safe::escape;
 use crate::units::{gib, seconds};
@@ -31,23 +31,29 @@ pub(super) fn idle(i: &IdleHolders, gpus: &[u32], bytes: u64) -> (String, Vec<St
         .holders
         .iter()
         .map(|h| {
-            let shape = h
-                .shape
-                .map(|s| format!(" ({})", shape(s)))
-                .unwrap_or_default();
+            // A kernel its role already names is not named twice.
+            let named = h.who.role == Some(Role::JupyterKernel);
+            let shape = match h.shape {
+                Some(IdleShape::JupyterKernel) if named => format!(" ({KERNEL_KEEPS})"),
+                Some(s) => format!(" ({})", shape(s)),
+                None => String::new(),
+            };
             format!("{}: {}, idle{shape}", who(&h.who), memory(&h.memory))
         })
         .collect();
     (message, details)
 }
 
-/// The window as people read it: `5s`, or `the driver's whole buffer`.
+/// The window as people read it: `5s`, or the driver's whole buffer.
 fn window(ms: u64) -> String {
     match ms {
         0 => "the samples the driver keeps".into(),
         ms => seconds(ms as f64 / 1000.0),
     }
 }
+
+/// What a Jupyter kernel's idleness means.
+const KERNEL_KEEPS: &str = "its notebook keeps the memory until the kernel is shut down";
 
 /// What an idle holder's framework shape says of it.
 fn shape(s: IdleShape) -> &'static str {
