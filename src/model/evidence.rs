@@ -336,6 +336,10 @@ pub enum Evidence {
     /// Memory is held and the driver reported no fault (or could not be
     /// heard): what was asked and how it answered.
     Heard(Box<super::Heard>),
+    /// Live holders with memory and no GPU activity over the window.
+    Idle(Box<super::IdleHolders>),
+    /// Holders whose activity the driver did not give: none is idle.
+    IdleUnknown(Box<super::IdleUnknown>),
 }
 
 /// One GPU under MPS: who holds what, and in which order to stop them.

@@ -13,6 +13,7 @@ mod fault;
 mod finding;
 mod fleet;
 mod gpu;
+mod idle;
 mod k8s;
 mod kill;
 mod mig;
@@ -50,6 +51,10 @@ pub use fleet::{
     CLOCK_SKEW_SECONDS,
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
+pub use idle::{
+    activity, process_activity, sm_percent, Activity, IdleHolder, IdleHolders, IdleShape,
+    IdleUnknown, UtilCall, UtilWindow,
+};
 pub use k8s::{Allocation, AllocationIssue, KubeletDown, KubeletView};
 pub use kill::{
     Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,

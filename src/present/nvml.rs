@@ -4,7 +4,9 @@
 //! (`{"failed": "why"}`, as SPEC.md has it).
 
 use super::words::nvml::described;
-use crate::model::{DriverEvidence, FaultReturn, NvmlDown, NvmlStatus, Reading, XidReport};
+use crate::model::{
+    DriverEvidence, FaultReturn, NvmlDown, NvmlStatus, Reading, UtilWindow, XidReport,
+};
 use serde::Serialize;
 
 /// NVML's status as JSON has it.
@@ -66,6 +68,8 @@ pub struct DriverEvidenceDoc<'a> {
     retired_pages_pending: ReadingDoc<'a, bool>,
     volatile_uncorrectable_ecc: ReadingDoc<'a, u64>,
     process_utilization: ReadingDoc<'a, Vec<crate::model::ProcessUtil>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    utilization_window: &'a Option<UtilWindow>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     fault_returns: &'a [FaultReturn],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -83,6 +87,7 @@ impl<'a> DriverEvidenceDoc<'a> {
             retired_pages_pending,
             volatile_uncorrectable_ecc,
             process_utilization,
+            utilization_window,
             fault_returns,
             xids,
         } = e;
@@ -92,6 +97,7 @@ impl<'a> DriverEvidenceDoc<'a> {
             retired_pages_pending: ReadingDoc::new(retired_pages_pending),
             volatile_uncorrectable_ecc: ReadingDoc::new(volatile_uncorrectable_ecc),
             process_utilization: ReadingDoc::new(process_utilization),
+            utilization_window,
             fault_returns,
             xids,
         }
