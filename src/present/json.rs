@@ -3,15 +3,15 @@
 //! `wait --json` that is the status); the fleet view with its commands
 //! and reasons in words (`fleet --json`).
 
+use super::kmsg::KernelLogDoc;
 use super::restart::{units_doc, UnitRestartDoc};
 use super::visibility::VisibilityDoc;
 use super::words::verdict::{caveats, reasons};
 use super::words::words;
 use crate::model::{
     Brief, Call, Caveat, DriverEvidence, Failure, Finding, FindingKind, Fleet, FleetNode, Gpu,
-    KernelLog, KubeletView, Memory, MigCap, MigDevice, MpsGpu, NvmlProcess, NvmlStatus, PodName,
-    Process, Reason, Severity, Snapshot, StaleNode, Unavailable, Unplaced, Vendor, Verdict,
-    VerdictState,
+    KubeletView, Memory, MigCap, MigDevice, MpsGpu, NvmlProcess, NvmlStatus, PodName, Process,
+    Reason, Severity, Snapshot, StaleNode, Unavailable, Unplaced, Vendor, Verdict, VerdictState,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -86,7 +86,7 @@ pub struct SnapshotDoc<'a> {
     mps: Option<MpsDoc>,
     /// The kernel log's Xid reports, where read (an addition to SPEC.md).
     #[serde(skip_serializing_if = "Option::is_none")]
-    kernel_log: &'a Option<KernelLog>,
+    kernel_log: Option<KernelLogDoc<'a>>,
 }
 
 /// MPS as JSON has it: the control daemons, and per GPU its servers and
@@ -153,7 +153,7 @@ impl<'a> SnapshotDoc<'a> {
             mig_caps,
             kubelet,
             mps,
-            kernel_log,
+            kernel_log: kernel_log.as_ref().map(KernelLogDoc::new),
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod fleet;
 mod gpus;
 pub mod json;
 pub mod kill;
+mod kmsg;
 pub mod metrics;
 mod mig;
 pub mod next;

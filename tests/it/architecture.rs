@@ -741,7 +741,6 @@ const SENTENCES_LEFT: &[(&str, usize)] = &[
     ("nvml/read.rs", 5),
     ("nvml/xid.rs", 2),
     ("paths.rs", 1),
-    ("proc/kmsg/mod.rs", 1),
     ("proc/owner/mod.rs", 3),
     ("serve/view/mod.rs", 6),
     ("sim/dirs/mod.rs", 7),

@@ -11,6 +11,16 @@ use crate::model::{
 };
 use std::fmt;
 
+/// Why the kernel log could not be read: the system's `error`, and where
+/// the log `denied` the read, what it needs.
+pub fn kmsg_failed(error: &str, denied: bool) -> String {
+    if denied {
+        format!("{error} (reading the kernel log needs CAP_SYSLOG where dmesg_restrict is set)")
+    } else {
+        error.to_string()
+    }
+}
+
 /// What could not be read of a unit's policy, one list: `a: why, b: why`.
 pub fn unit_unread(unread: &[UnitUnread]) -> String {
     let each: Vec<String> = unread.iter().map(ToString::to_string).collect();
