@@ -613,7 +613,7 @@ fn supervisors_are_stopped_first() {
     let restart = |r: &str| UnitRestart {
         restart: r.into(),
         restart_sec: None,
-        source: "/etc/systemd/system/vllm.service".into(),
+        source: crate::model::RestartSource::Files(vec!["/etc/systemd/system/vllm.service".into()]),
         unreadable: Vec::new(),
     };
     s.units.insert("vllm.service".into(), restart("always"));

@@ -255,6 +255,11 @@ pub struct KernelLog {
     /// The read stopped at its byte or time limit before the ring's end.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// The log refused the read (EPERM, EACCES: it needs CAP_SYSLOG where
+    /// `dmesg_restrict` is set); `xids` failed with the system's error. An
+    /// addition to SPEC.md; JSON's `xids.failed` says so in words.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub denied: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

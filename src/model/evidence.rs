@@ -3,7 +3,9 @@
 //! person reads are made from these by `present::words`; nothing here is
 //! text for a person.
 
-use super::{BlindSpot, Caveat, DeviceUse, Next, UnitRestart, Unreadable, VerdictState};
+use super::{
+    BlindSpot, Caveat, DeviceUse, Next, NodeRefusal, UnitRestart, Unreadable, VerdictState,
+};
 
 /// A process as a finding names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,7 +205,7 @@ pub enum Unseen {
         /// Its path.
         path: String,
         /// What it is instead.
-        why: String,
+        why: NodeRefusal,
     },
     /// A call that failed.
     Call(super::Unavailable),

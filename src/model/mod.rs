@@ -19,11 +19,14 @@ mod kill;
 mod mig;
 mod mps;
 mod next;
+mod nodes;
 mod nvml;
 mod pin;
 mod process;
 mod release;
+mod restart;
 mod role;
+mod scan;
 mod selector;
 mod unavailable;
 mod verdict;
@@ -63,6 +66,9 @@ pub use kill::{
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
+pub use nodes::{
+    DevDirUnlisted, FileKind, LinkEnd, LinkTarget, MajorsUnread, NodeRefusal, Wanted, WrongDevice,
+};
 pub use nvml::{NvmlDown, Step, XidDown};
 pub use pin::{Pin, Pins};
 pub use process::{
@@ -70,8 +76,13 @@ pub use process::{
     Process, Protection, Via,
 };
 pub use release::{Held, Holds, OnGpu, Restart};
+pub use restart::{BusFailure, RestartSource, UnitUnread};
 pub use role::Role;
-pub use selector::{GpuMiss, Here, UnitMiss, UnitOwner};
+pub use scan::{
+    BpfPart, BpfStep, BpfUnavailable, CacheNote, CacheRefusal, IteratorsWhy, LinkFailure,
+    Relocation, ScanPick, ScanReason, WalkHow,
+};
+pub use selector::{BadSelector, GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
@@ -157,12 +168,20 @@ pub struct UnitRestart {
     /// `RestartSec=`, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_sec: Option<String>,
-    /// The files it was read from, in order.
-    pub source: String,
+    /// Where it was read (the files, in order, or systemd): JSON's `from`
+    /// (an addition); its `source` is this in words.
+    #[serde(rename = "from", default)]
+    pub source: RestartSource,
     /// Unit files or drop-ins that exist but could not be read (each with
-    /// why): the policy may differ from what the others say.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unreadable: Vec<String>,
+    /// why): the policy may differ from what the others say. JSON's
+    /// `unreadable_causes` (an addition); its `unreadable` is these in
+    /// words.
+    #[serde(
+        rename = "unreadable_causes",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub unreadable: Vec<UnitUnread>,
 }
 
 impl UnitRestart {

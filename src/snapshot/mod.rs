@@ -55,7 +55,7 @@ pub enum SnapshotError {
     },
     /// The device directory could not be listed.
     #[error("--dev-dir: {0}")]
-    DevDir(std::io::Error),
+    DevDir(crate::model::DevDirUnlisted),
     /// /proc could not be read.
     #[error(transparent)]
     Scan(#[from] ScanError),
@@ -237,7 +237,7 @@ impl Collector {
         };
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
         snap.visibility.scan = method;
-        snap.visibility.scan_reason = reason;
+        snap.visibility.scan_reason = Some(reason);
         snap.visibility.scan_reread = reread;
         self.join_context(&mut snap, scanned.listed, limits);
         if let Some(uid) = self.cfg.hide_from {

@@ -153,7 +153,7 @@ pub(super) fn incident_under_unit() -> Snapshot {
         UnitRestart {
             restart: "on-failure".into(),
             restart_sec: None,
-            source: format!("/etc/systemd/system/{UNIT}"),
+            source: crate::model::RestartSource::Files(vec![format!("/etc/systemd/system/{UNIT}")]),
             unreadable: Vec::new(),
         },
     );
