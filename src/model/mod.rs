@@ -24,6 +24,7 @@ mod release;
 mod role;
 mod selector;
 mod unavailable;
+mod usage;
 mod verdict;
 mod view;
 mod visibility;
@@ -68,6 +69,7 @@ pub use selector::{GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
+pub use usage::{BadValue, Floor, UnitFileWhy};
 pub use verdict::{
     BlindSpot, Caveat, Failed, GpuName, MemoryUnknown, Named, Reason, Verdict, VerdictState, Why,
 };

@@ -6,7 +6,9 @@
 use super::next::next_line;
 use crate::model::{Evidence, Finding};
 
+pub mod doctor;
 mod fault;
+pub mod front;
 mod holders;
 mod k8s;
 mod mps;
