@@ -32,8 +32,8 @@ mod xid;
 
 pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, TargetOutcome};
 pub use check::{
-    CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Wait, Window,
-    STUCK_SAMPLE_MS, STUCK_WINDOW_MS,
+    CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,
+    Window, STUCK_SAMPLE_MS, STUCK_WINDOW_MS,
 };
 pub use driver::{
     same_pci, DriverEvidence, FaultCode, FaultReturn, KernelLog, ProcessUtil, Reading,

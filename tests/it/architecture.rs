@@ -724,7 +724,6 @@ const SENTENCES_LEFT: &[(&str, usize)] = &[
     ("demo/holder/mod.rs", 1),
     ("demo/mod.rs", 3),
     ("demo/narrate.rs", 2),
-    ("diagnose/check/stuck.rs", 4),
     ("fleet/api/wire.rs", 1),
     ("fleet/queries.rs", 6),
     ("kubelet/mod.rs", 2),
