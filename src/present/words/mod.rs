@@ -7,6 +7,7 @@ use super::next::next_line;
 use crate::model::{Evidence, Finding};
 
 pub mod check;
+pub mod demo;
 pub mod doctor;
 mod fault;
 pub mod front;
