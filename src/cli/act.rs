@@ -92,6 +92,7 @@ fn audit(s: &Settings, args: &KillArgs, report: &kill::Report) {
     let words = audit::Words {
         target: crate::present::words::target::target,
         left: crate::present::words::target::left,
+        message: crate::present::words::front::audit_message,
     };
     let ctx = audit::Context::now("kill", args.signal, args.no_wait, reasons, words);
     if let Err(e) = audit::log(&s.audit, &ctx, report) {

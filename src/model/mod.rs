@@ -46,7 +46,7 @@ pub use evidence::{
 pub use fault::{signs, AppFault, Basis, DriverFault, Heard, LogHeard, Need, Sign};
 pub use finding::{Finding, FindingKind, Severity};
 pub use fleet::{
-    look_back_steps, Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode, StaleReason,
+    look_back_steps, Fleet, FleetGpu, FleetHolder, FleetNode, LabelsOver, StaleNode, StaleReason,
     CLOCK_SKEW_SECONDS,
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};

@@ -2,9 +2,10 @@
 //! values: a duration or size that is not one (`units::Error`), a flag's
 //! or variable's value that cannot be used ([`BadValue`]), a unit file
 //! `doctor` cannot read ([`UnitFileWhy`]); `kill`'s spinner; whether a
-//! user's view is believed.
+//! user's view is believed; a kill's audit record in one line; a
+//! Prometheus answer the fleet view refuses.
 
-use crate::model::{BadValue, Floor, Held, UnitFileWhy};
+use crate::model::{AuditRecord, BadValue, Floor, Held, KillResult, LabelsOver, UnitFileWhy};
 use crate::safe::fit;
 use std::fmt;
 use std::path::Path;
@@ -155,3 +156,56 @@ pub fn socket_in_use(e: &dyn fmt::Display) -> String {
 
 /// `--view-socket`: something not this user's socket is at the path.
 pub const SOCKET_NOT_MINE: &str = "something other than this user's socket is there: not replaced";
+
+/// A kill's audit record in one line (the journal's `MESSAGE`, syslog's
+/// text): who, what, and what came of it. Every
+/// string from a process or the environment is escaped.
+pub fn audit_message(r: &AuditRecord) -> String {
+    let who = &r.invoker;
+    let mut from = format!("UID {} ({})", who.uid, who.user);
+    if let Some(s) = &who.sudo_user {
+        from.push_str(&format!(" via sudo from {s}"));
+    }
+    if let Some(s) = &who.ssh {
+        from.push_str(&format!(" over SSH from {s}"));
+    }
+    if let Some(t) = &who.tty {
+        from.push_str(&format!(" on {t}"));
+    }
+    let named: Vec<String> = r
+        .targets
+        .iter()
+        .take(8)
+        .map(|t| format!("{} {} {}", t.pid, t.comm, t.outcome.as_str()))
+        .collect();
+    let more = r.targets.len().saturating_sub(named.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    let end = match r.outcome.result {
+        KillResult::Released => format!(
+            "memory released after {:.2} s",
+            r.outcome.seconds_to_release
+        ),
+        KillResult::NotReleased => "memory not released".into(),
+        KillResult::NotWaited => "release not waited for".into(),
+        KillResult::Unknown => "release unknown".into(),
+    };
+    let text = format!(
+        "gpufree {} by {from}: SIG{} to {} of {} targets ({}{more}): {end}",
+        r.command,
+        r.signal,
+        r.outcome.signalled.len(),
+        r.targets.len(),
+        named.join(", ")
+    );
+    crate::safe::fit(&text, crate::safe::MESSAGE_MAX)
+}
+
+impl fmt::Display for LabelsOver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a series with over {} labels", self.0)
+    }
+}
