@@ -209,6 +209,15 @@ pub enum NotOurProc {
     Foreign,
 }
 
+/// The watch for restarts stopped early: a snapshot failed, with its
+/// error (the snapshot's own words). Serialized as its sentence, made in
+/// `present/words/front.rs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchFailed {
+    /// The snapshot's error.
+    pub error: String,
+}
+
 /// What happened (SPEC.md's `kill` object, with additions).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
@@ -234,8 +243,8 @@ pub struct Report {
     /// How long the release was watched for a supervisor's restart.
     pub seconds_watched_for_restarts: f64,
     /// Why that watch stopped early (a snapshot failed): no restart was
-    /// seen, but none can be ruled out.
-    pub restart_watch_error: Option<String>,
+    /// seen, but none can be ruled out. In JSON, its words.
+    pub restart_watch_error: Option<WatchFailed>,
     /// Targets that needed SIGKILL.
     pub killed_hard: Vec<u32>,
     /// Targets whose PID now names another process: not signalled.

@@ -271,7 +271,7 @@ fn write_released<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io::Res
             w,
             "{} {}",
             printer.warn("not watched for restarts:"),
-            fit(e, MESSAGE_MAX)
+            fit(&e.to_string(), MESSAGE_MAX)
         )?;
     } else if r.seconds_watched_for_restarts > 0.0 {
         writeln!(
@@ -313,6 +313,7 @@ fn write_not_released<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::WatchFailed;
 
     fn text(r: &Report) -> String {
         let mut out = Vec::new();
@@ -338,7 +339,9 @@ mod tests {
             t.contains("watched 1.0 s more: nothing started again"),
             "{t}"
         );
-        r.restart_watch_error = Some("a snapshot failed: EMFILE".into());
+        r.restart_watch_error = Some(WatchFailed {
+            error: "EMFILE".into(),
+        });
         let t = text(&r);
         assert!(
             t.contains("not watched for restarts: a snapshot failed: EMFILE"),

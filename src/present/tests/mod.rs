@@ -24,7 +24,9 @@ use super::{write_json, Printer, PrinterBuilder};
 use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
 use crate::model::FindingKind;
-use crate::model::{Changed, GpuName, Reason, Report, Selection, Snapshot, VerdictState, Why};
+use crate::model::{
+    Changed, GpuName, Reason, Report, Selection, Snapshot, VerdictState, WatchFailed, Why,
+};
 use cases::{blind_cases, groups, mps, states, unaccounted_cases};
 use evil::{corpus, evil, FIRST_EVIL};
 use fixtures::judged;
@@ -240,7 +242,9 @@ fn kill_reports_of_a_rescan_an_unknown_release_and_nothing_to_do() {
         released: true,
         verdict: VerdictState::Free,
         seconds_to_release: 0.75,
-        restart_watch_error: Some("a snapshot failed: EMFILE".into()),
+        restart_watch_error: Some(WatchFailed {
+            error: "EMFILE".into(),
+        }),
         ..Report::default()
     };
     let unknown = Report {

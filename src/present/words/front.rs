@@ -3,9 +3,12 @@
 //! or variable's value that cannot be used ([`BadValue`]), a unit file
 //! `doctor` cannot read ([`UnitFileWhy`]); `kill`'s spinner; whether a
 //! user's view is believed; a kill's audit record in one line; a
-//! Prometheus answer the fleet view refuses.
+//! Prometheus answer the fleet view refuses; why `kill`'s watch for
+//! restarts stopped early (its JSON too).
 
-use crate::model::{AuditRecord, BadValue, Floor, Held, KillResult, LabelsOver, UnitFileWhy};
+use crate::model::{
+    AuditRecord, BadValue, Floor, Held, KillResult, LabelsOver, UnitFileWhy, WatchFailed,
+};
 use crate::safe::fit;
 use std::fmt;
 use std::path::Path;
@@ -207,5 +210,18 @@ pub fn audit_message(r: &AuditRecord) -> String {
 impl fmt::Display for LabelsOver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "a series with over {} labels", self.0)
+    }
+}
+
+impl fmt::Display for WatchFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a snapshot failed: {}", self.error)
+    }
+}
+
+/// `kill --json`'s `restart_watch_error`: the sentence.
+impl serde::Serialize for WatchFailed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
