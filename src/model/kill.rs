@@ -194,8 +194,21 @@ pub struct Plan {
 pub struct Changed {
     /// PID.
     pub pid: u32,
-    /// What changed.
-    pub why: String,
+    /// What changed; in JSON, its sentence.
+    pub why: Change,
+}
+
+/// How a target changed right before its signal, or that this could not
+/// be checked. Serialized as its sentence, made (as its `Display`) in
+/// `present/words/front.rs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// It holds no GPU device node now: it exec'd another program or let
+    /// go.
+    LetGo,
+    /// It could not be checked again: why the read failed (the scan's
+    /// words), where known.
+    Unchecked(Option<String>),
 }
 
 /// Why a collector's proc root may not be signalled through.

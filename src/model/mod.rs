@@ -52,7 +52,7 @@ pub use fleet::{
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use k8s::{Allocation, AllocationIssue, KubeletView};
 pub use kill::{
-    Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,
+    Change, Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,
     UsersOwn, WatchFailed, With,
 };
 pub use mig::{mig_label, MigCap, Selection};

@@ -718,7 +718,6 @@ fn sentences(code: &str) -> usize {
 /// shrinks: a file over its count, or one not listed, fails; a file
 /// under its count fails too, so the list is lowered as the words move.
 const SENTENCES_LEFT: &[(&str, usize)] = &[
-    ("act/kill/signals.rs", 1),
     ("demo/mod.rs", 1),
     ("fleet/queries.rs", 6),
     ("kubelet/mod.rs", 2),

@@ -218,10 +218,10 @@ fn target_outcome(h: &Handled, r: &Report, words: &Words) -> (TargetOutcome, Opt
         return (TargetOutcome::IdentityChanged, None);
     }
     if let Some(c) = r.changed.iter().find(|c| c.pid == pid) {
-        return (TargetOutcome::LetGo, Some(c.why.clone()));
+        return (TargetOutcome::LetGo, Some(c.why.to_string()));
     }
     if let Some(c) = r.unchecked.iter().find(|c| c.pid == pid) {
-        return (TargetOutcome::Unchecked, Some(c.why.clone()));
+        return (TargetOutcome::Unchecked, Some(c.why.to_string()));
     }
     if let Some(k) = r.skipped.iter().find(|k| k.pid == pid) {
         return (TargetOutcome::Refused, Some((words.left)(&k.why)));

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::{Changed, Owner, OwnerKind, Skipped};
+use crate::model::{Change, Changed, Owner, OwnerKind, Skipped};
 use crate::present::words::front::audit_message;
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
@@ -85,7 +85,7 @@ fn report() -> Report {
         identity_changed: vec![12],
         changed: vec![Changed {
             pid: 13,
-            why: "let go".into(),
+            why: Change::LetGo,
         }],
         skipped: vec![Skipped {
             pid: 14,
@@ -142,7 +142,10 @@ fn each_target_has_its_identity_signals_and_outcome() {
             (15, "gone", vec![]),
         ]
     );
-    assert_eq!(rec.targets[3].detail.as_deref(), Some("let go"));
+    assert_eq!(
+        rec.targets[3].detail.as_deref(),
+        Some("no longer holds a GPU device node (it exec'd another program or let go)")
+    );
     assert_eq!(rec.targets[0].start_time_ticks, 1010);
     assert_eq!(rec.outcome.result.as_str(), "not-released");
     assert_eq!(rec.time, "2023-11-14T22:13:20.000Z");

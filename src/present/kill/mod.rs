@@ -229,7 +229,7 @@ fn write_not_signalled<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io
             "{} {} {}; not signalled",
             printer.warn("changed:"),
             c.pid,
-            fit(&c.why, MESSAGE_MAX)
+            fit(&c.why.to_string(), MESSAGE_MAX)
         )?;
     }
     Ok(())

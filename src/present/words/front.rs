@@ -4,10 +4,11 @@
 //! `doctor` cannot read ([`UnitFileWhy`]); `kill`'s spinner; whether a
 //! user's view is believed; a kill's audit record in one line; a
 //! Prometheus answer the fleet view refuses; why `kill`'s watch for
-//! restarts stopped early (its JSON too).
+//! restarts stopped early and how a target changed before its signal
+//! (their JSON too).
 
 use crate::model::{
-    AuditRecord, BadValue, Floor, Held, KillResult, LabelsOver, UnitFileWhy, WatchFailed,
+    AuditRecord, BadValue, Change, Floor, Held, KillResult, LabelsOver, UnitFileWhy, WatchFailed,
 };
 use crate::safe::fit;
 use std::fmt;
@@ -221,6 +222,25 @@ impl fmt::Display for WatchFailed {
 
 /// `kill --json`'s `restart_watch_error`: the sentence.
 impl serde::Serialize for WatchFailed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Change::LetGo => f.write_str(
+                "no longer holds a GPU device node (it exec'd another program or let go)",
+            ),
+            Change::Unchecked(Some(why)) => write!(f, "could not be checked again ({why})"),
+            Change::Unchecked(None) => f.write_str("could not be checked again"),
+        }
+    }
+}
+
+/// `kill --json`'s `changed[].why` and `unchecked[].why`: the sentence.
+impl serde::Serialize for Change {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
     }
