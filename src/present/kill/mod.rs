@@ -11,7 +11,7 @@ use super::Printer;
 use crate::model::{Evidence, Snapshot};
 use crate::model::{Plan, PlanEntry, Report};
 use crate::safe::{fit, pad, MESSAGE_MAX, TEXT_MAX};
-pub use doc::{write_kill_json, write_plan_json};
+pub use doc::{write_kill_command, write_kill_json, write_plan_json, Killed};
 use std::io::{self, Write};
 
 /// Writes the plan: each target with user, comm, cmdline, owner, memory and
