@@ -245,3 +245,61 @@ impl serde::Serialize for Change {
         s.collect_str(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_read_as_they_always_did() {
+        use crate::units::{parse_duration, parse_size};
+        let said = |e: crate::units::Error| e.to_string();
+        assert_eq!(
+            said(parse_duration("10").unwrap_err()),
+            "'10' needs a unit (like 10s or 200ms)"
+        );
+        assert_eq!(
+            said(parse_duration("5y").unwrap_err()),
+            "'5y': unknown unit 'y' (use ms, s, m or h)"
+        );
+        assert_eq!(
+            said(parse_size("5XB").unwrap_err()),
+            "'5XB': unknown unit 'XB' (use B, KiB, MiB, GiB, TiB, KB, MB, GB)"
+        );
+        let below = |min_ms, floor| {
+            BadValue::Below {
+                text: "5ms".into(),
+                min_ms,
+                floor,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            below(100, Floor::Kill),
+            "'5ms' is below 100ms: too short to signal, wait and check the release"
+        );
+        assert_eq!(
+            below(60_000, Floor::LookBack),
+            "'5ms' is below 60s: the look back steps by 1m"
+        );
+        assert_eq!(
+            UnitFileWhy::TooLarge { bytes: 9, max: 4 }.to_string(),
+            "9 bytes: larger than any unit file (4 at most)"
+        );
+        assert_eq!(
+            untrusted_view(4242, None),
+            "its server runs as uid 4242, not root, and the socket is not in a directory of its own under /run"
+        );
+        assert_eq!(
+            Change::Unchecked(Some("permission denied".into())).to_string(),
+            "could not be checked again (permission denied)"
+        );
+        assert_eq!(
+            serde_json::to_value(WatchFailed {
+                error: "EMFILE".into()
+            })
+            .unwrap(),
+            "a snapshot failed: EMFILE"
+        );
+    }
+}
