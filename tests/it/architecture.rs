@@ -718,22 +718,6 @@ fn sentences(code: &str) -> usize {
 /// shrinks: a file over its count, or one not listed, fails; a file
 /// under its count fails too, so the list is lowered as the words move.
 const SENTENCES_LEFT: &[(&str, usize)] = &[
-    ("act/audit/journal.rs", 2),
-    ("act/kill/run.rs", 1),
-    ("act/kill/signals.rs", 1),
-    ("cli/args/mod.rs", 2),
-    ("cli/config.rs", 1),
-    ("cli/files.rs", 1),
-    ("cli/spinner.rs", 1),
-    ("cli/view.rs", 2),
-    ("demo/holder/mod.rs", 1),
-    ("demo/mod.rs", 3),
-    ("demo/narrate.rs", 2),
-    ("diagnose/check/stuck.rs", 4),
-    ("doctor/exec.rs", 16),
-    ("doctor/mod.rs", 2),
-    ("fleet/api/wire.rs", 1),
-    ("fleet/queries.rs", 6),
     ("kubelet/mod.rs", 2),
     ("nvml/health.rs", 5),
     ("nvml/mig.rs", 5),
@@ -741,12 +725,30 @@ const SENTENCES_LEFT: &[(&str, usize)] = &[
     ("nvml/read.rs", 5),
     ("nvml/xid.rs", 2),
     ("paths.rs", 1),
-    ("proc/owner/mod.rs", 3),
-    ("serve/view/mod.rs", 6),
     ("sim/dirs/mod.rs", 7),
-    ("units.rs", 6),
     ("watch/draw.rs", 5),
     ("watch/keys.rs", 4),
+];
+
+/// Text outside `present/` that the count takes for words but that is
+/// no person's sentence, each with why: exactly these counts, so a new
+/// sentence in one of these files still fails.
+const NOT_WORDS: &[(&str, usize, &str)] = &[
+    (
+        "demo/mod.rs",
+        1,
+        "the demo's fake worker's command line, as vLLM's spawned workers show it in /proc",
+    ),
+    (
+        "fleet/queries.rs",
+        6,
+        "PromQL the fleet view sends to Prometheus (`max by`, `min by`)",
+    ),
+    (
+        "proc/owner/mod.rs",
+        3,
+        "owner names used as identity: kill --unit and watch's filter compare them, the audit record keeps them",
+    ),
 ];
 
 #[test]
@@ -759,6 +761,7 @@ fn sentences_are_made_in_present_only() {
             let n = sentences(&code_of(&std::fs::read_to_string(f).unwrap()));
             (n > 0 && !rel.starts_with("present/")).then_some((rel, n))
         })
+        .filter(|(f, n)| !NOT_WORDS.iter().any(|(e, m, _)| e == f && m == n))
         .collect();
     counts.sort();
     let allowed: Vec<(String, usize)> = SENTENCES_LEFT
