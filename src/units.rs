@@ -66,25 +66,59 @@ pub fn span(secs: f64) -> String {
     }
 }
 
+/// A duration or a size as typed that is not one; its words are
+/// `present::words::front`'s. Each carries the text as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Not a number and a unit.
+    NotADuration(String),
+    /// A bare number other than 0 (seconds or milliseconds?).
+    NeedsUnit(String),
+    /// A duration's unit that is not one.
+    DurationUnit {
+        /// What was given.
+        text: String,
+        /// Its unit.
+        unit: String,
+    },
+    /// Not a number with a size's unit.
+    NotASize(String),
+    /// A size's unit that is not one.
+    SizeUnit {
+        /// What was given.
+        text: String,
+        /// Its unit.
+        unit: String,
+    },
+    /// Negative, over a year, or over the largest u64 bytes.
+    OutOfRange(String),
+}
+
+impl std::error::Error for Error {}
+
 /// Parses a duration: `10s`, `200ms`, `1.5s`, `2m`, `1h`, or `0`. A bare
 /// number other than 0 is refused (seconds or milliseconds?).
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, Error> {
     let t = s.trim();
     if t == "0" {
         return Ok(std::time::Duration::ZERO);
     }
-    let (n, unit) = number_and_unit(t)
-        .ok_or_else(|| format!("'{s}' is not a duration (like 10s, 200ms, 2m)"))?;
+    let (n, unit) = number_and_unit(t).ok_or_else(|| Error::NotADuration(s.into()))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" => n,
         "m" | "min" => n * 60.0,
         "h" => n * 3600.0,
-        "" => return Err(format!("'{s}' needs a unit (like 10s or 200ms)")),
-        _ => return Err(format!("'{s}': unknown unit '{unit}' (use ms, s, m or h)")),
+        "" => return Err(Error::NeedsUnit(s.into())),
+        _ => {
+            return Err(Error::DurationUnit {
+                text: s.into(),
+                unit: unit.into(),
+            })
+        }
     };
     if !secs.is_finite() || !(0.0..=365.0 * 86400.0).contains(&secs) {
-        return Err(format!("'{s}' is out of range"));
+        return Err(Error::OutOfRange(s.into()));
     }
     Ok(std::time::Duration::from_secs_f64(secs))
 }
@@ -92,9 +126,9 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 /// Parses a size: `512MiB`, `2GiB`, `100MB`, `4096` (bytes), `0`. A whole
 /// number is exact up to the largest u64; a fraction (`1.5GiB`) is rounded
 /// down to a byte. A size above the largest u64 is refused, never clamped.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, Error> {
     let (num, unit) = split_number(s.trim());
-    let not_a_size = || format!("'{s}' is not a size (like 512MiB, 2GiB, 0)");
+    let not_a_size = || Error::NotASize(s.into());
     if num.is_empty() {
         return Err(not_a_size());
     }
@@ -109,12 +143,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "GB" => 1_000_000_000,
         "TB" => 1_000_000_000_000,
         u => {
-            return Err(format!(
-                "'{s}': unknown unit '{u}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB)"
-            ))
+            return Err(Error::SizeUnit {
+                text: s.into(),
+                unit: u.into(),
+            })
         }
     };
-    let out_of_range = || format!("'{s}' is out of range");
+    let out_of_range = || Error::OutOfRange(s.into());
     if num.bytes().all(|b| b.is_ascii_digit()) {
         // Whole numbers exactly: a u64 times the unit, or out of range.
         return num
@@ -204,9 +239,15 @@ mod tests {
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        assert!(parse_duration("10").unwrap_err().contains("needs a unit"));
+        assert_eq!(parse_duration("10"), Err(Error::NeedsUnit("10".into())));
         assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5y").unwrap_err().contains("unknown unit"));
+        assert_eq!(
+            parse_duration("5y"),
+            Err(Error::DurationUnit {
+                text: "5y".into(),
+                unit: "y".into()
+            })
+        );
         assert!(parse_duration("-1s").is_err());
     }
 
@@ -219,14 +260,19 @@ mod tests {
         assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
         assert_eq!(parse_size("100MB").unwrap(), 100_000_000);
         assert!(parse_size("lots").is_err());
-        assert!(parse_size("5XB").unwrap_err().contains("unknown unit"));
+        assert!(matches!(
+            parse_size("5XB"),
+            Err(Error::SizeUnit { unit, .. }) if unit == "XB"
+        ));
         assert_eq!(parse_size("18446744073709551615").unwrap(), u64::MAX);
-        assert!(parse_size("18446744073709551616")
-            .unwrap_err()
-            .contains("out of range"));
-        assert!(parse_size("16777216TiB")
-            .unwrap_err()
-            .contains("out of range"));
+        assert!(matches!(
+            parse_size("18446744073709551616"),
+            Err(Error::OutOfRange(_))
+        ));
+        assert!(matches!(
+            parse_size("16777216TiB"),
+            Err(Error::OutOfRange(_))
+        ));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::model::VerdictState;
 use crate::model::{Selection, Snapshot};
-use crate::present::kill::{write_kill_json, write_plan_json, write_question};
+use crate::present::kill::{write_kill_command, write_plan_json, write_question, Killed};
 use crate::present::wait::{write_wait_command, Waited};
 use crate::present::Printer;
 use crate::snapshot::Config;
@@ -92,6 +92,7 @@ fn audit(s: &Settings, args: &KillArgs, report: &kill::Report) {
     let words = audit::Words {
         target: crate::present::words::target::target,
         left: crate::present::words::target::left,
+        message: crate::present::words::front::audit_message,
     };
     let ctx = audit::Context::now("kill", args.signal, args.no_wait, reasons, words);
     if let Err(e) = audit::log(&s.audit, &ctx, report) {
@@ -138,15 +139,15 @@ fn execute(
         &kill_options(args),
         &mut |e| spinner.on(e),
     );
-    let written = if printer.json() {
-        // The snapshot the verdict was made from (with --no-wait, the plan's).
-        let after = end.map_or(snap, |s| pipeline::select(s, &indexes));
-        write_kill_json(out, &after, &plan, &report)
-    } else if !printer.quiet() {
-        crate::present::kill::write_report(out, &report, !args.no_wait, printer)
-    } else {
-        Ok(())
+    // The snapshot the verdict was made from (with --no-wait, the plan's).
+    let after = end.map_or(snap, |s| pipeline::select(s, &indexes));
+    let killed = Killed {
+        after: &after,
+        plan: &plan,
+        report: &report,
+        waited: !args.no_wait,
     };
+    let written = write_kill_command(out, &killed, printer);
     (report, written)
 }
 

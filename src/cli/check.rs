@@ -98,6 +98,7 @@ fn could_not_look(e: &Error) -> CheckOutcome {
             seconds: None,
             why: Some(e.to_string()),
             causes: Vec::new(),
+            stuck: None,
             finding: None,
             xid: None,
         }],

@@ -27,6 +27,7 @@ use super::args::{CheckArgs, Command, KillArgs, SimCommand};
 use super::{regex_flag, Cli, Common, Error};
 use crate::act::audit::Sinks;
 use crate::act::kill::UserSel;
+use crate::model::BadValue;
 use crate::proc::me::{Privilege, Secure};
 use crate::snapshot::Config;
 use std::ffi::OsString;
@@ -249,11 +250,8 @@ fn scan(common: &Common, env: &Env) -> Result<crate::proc::scan::ScanChoice, Err
     match (common.scan, env.string("GPUFREE_SCAN")) {
         (Some(s), _) => Ok(s),
         (None, Some(v)) => ScanChoice::named(&v).ok_or_else(|| {
-            let names: Vec<&str> = ScanChoice::ALL.map(ScanChoice::as_str).to_vec();
-            Error::Variable(
-                "GPUFREE_SCAN",
-                format!("'{v}' is not one of {}", names.join(", ")),
-            )
+            let names = ScanChoice::ALL.map(ScanChoice::as_str).to_vec();
+            Error::Variable("GPUFREE_SCAN", BadValue::NotOneOf { text: v, names })
         }),
         (None, None) => Ok(ScanChoice::Auto),
     }

@@ -58,7 +58,7 @@ pub enum Error {
     Unit(crate::model::UnitMiss),
     /// An environment variable's value is not one the flag takes.
     #[error("{0}: {1}")]
-    Variable(&'static str, String),
+    Variable(&'static str, crate::model::BadValue),
     /// A flag (or command) that would let a less privileged caller steer
     /// gpufree, refused in secure mode.
     #[error("{what}: refused: {}; it takes no paths, libraries or servers from its caller (run it as root)", .why.why())]
@@ -100,7 +100,7 @@ pub enum Error {
         /// The file.
         path: PathBuf,
         /// Why.
-        why: String,
+        why: crate::model::UnitFileWhy,
     },
     /// A file was not written (`metrics --output`, `man --dir`).
     #[error("{target}: {source}")]

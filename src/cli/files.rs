@@ -5,6 +5,7 @@
 use super::shown;
 use crate::cli::args::Cli;
 use crate::cli::error::{Error, Outcome};
+use crate::model::UnitFileWhy;
 use crate::present::Printer;
 use std::io::Write;
 
@@ -56,7 +57,7 @@ pub(super) const UNIT_FILE_MAX: u64 = 1 << 20;
 /// A unit file's text: a regular file of at most [`UNIT_FILE_MAX`] bytes
 /// (not /dev/zero, not a FIFO that never ends); bytes that are not UTF-8
 /// become U+FFFD, so the rest is still checked.
-pub(super) fn read_unit_file(path: &std::path::Path) -> Result<String, String> {
+pub(super) fn read_unit_file(path: &std::path::Path) -> Result<String, UnitFileWhy> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     // Non-blocking: opening a FIFO without a writer must not hang.
@@ -64,22 +65,21 @@ pub(super) fn read_unit_file(path: &std::path::Path) -> Result<String, String> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| e.to_string())?;
-    let meta = f.metadata().map_err(|e| e.to_string())?;
+        .map_err(UnitFileWhy::Io)?;
+    let meta = f.metadata().map_err(UnitFileWhy::Io)?;
     if !meta.is_file() {
-        return Err("not a regular file".into());
+        return Err(UnitFileWhy::NotRegular);
     }
     if meta.len() > UNIT_FILE_MAX {
-        return Err(format!(
-            "{} bytes: larger than any unit file ({} at most)",
-            meta.len(),
-            UNIT_FILE_MAX
-        ));
+        return Err(UnitFileWhy::TooLarge {
+            bytes: meta.len(),
+            max: UNIT_FILE_MAX,
+        });
     }
     let mut bytes = Vec::new();
     f.take(UNIT_FILE_MAX)
         .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+        .map_err(UnitFileWhy::Io)?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 

@@ -17,23 +17,13 @@ impl Spinner {
         match event {
             Event::ReleaseWaitStarted if self.show => {
                 let b = indicatif::ProgressBar::new_spinner();
-                b.set_message("waiting for the GPU memory to come back");
+                b.set_message(crate::present::words::front::RELEASE_WAIT);
                 b.enable_steady_tick(std::time::Duration::from_millis(120));
                 self.bar = Some(b);
             }
             Event::MemoryHeld { held, .. } => {
                 if let Some(b) = &self.bar {
-                    b.set_message(format!(
-                        "waiting for the GPU memory: {}",
-                        crate::safe::fit(
-                            &held
-                                .iter()
-                                .map(crate::present::words::target::held)
-                                .collect::<Vec<_>>()
-                                .join("; "),
-                            160
-                        )
-                    ));
+                    b.set_message(crate::present::words::front::still_held(&held));
                 }
             }
             Event::ReleaseWaitEnded => {

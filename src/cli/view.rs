@@ -12,6 +12,7 @@ use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::model::{ViewAnswer, ViewCommand, ViewRequest, VIEW_VERSION};
 use crate::present::notice::{write_view_answered, write_view_unused};
+use crate::present::words::front::{not_an_answer, untrusted_view};
 use crate::present::Printer;
 use crate::serve::view::MAX_REQUEST;
 use std::io::Write;
@@ -98,8 +99,7 @@ fn exchange(socket: &Path, req: &ViewRequest) -> Result<(ViewAnswer, Vec<u8>, u3
         .take(MAX_REQUEST as u64)
         .read_until(b'\n', &mut head)
         .map_err(|e| e.to_string())?;
-    let answer: ViewAnswer =
-        serde_json::from_slice(&head).map_err(|e| format!("not a view's answer: {e}"))?;
+    let answer: ViewAnswer = serde_json::from_slice(&head).map_err(|e| not_an_answer(&e))?;
     let mut body = Vec::new();
     reader.read_to_end(&mut body).map_err(|e| e.to_string())?;
     Ok((answer, body, server))
@@ -133,16 +133,12 @@ pub(super) fn trusted_place(socket: &Path, server: u32) -> Result<(), String> {
     if server == 0 {
         return Ok(());
     }
-    let not = |why: &str| {
-        Err(format!(
-            "its server runs as uid {server}, not root, and {why}"
-        ))
-    };
+    let not = |dir: Option<&Path>| Err(untrusted_view(server, dir));
     let Some(dir) = socket
         .parent()
         .filter(|d| d.parent() == Some(Path::new("/run")))
     else {
-        return not("the socket is not in a directory of its own under /run");
+        return not(None);
     };
     let owned_by = |p: &Path, uid: u32| {
         std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == uid && m.mode() & 0o022 == 0)
@@ -150,10 +146,7 @@ pub(super) fn trusted_place(socket: &Path, server: u32) -> Result<(), String> {
     let socket_ok = std::fs::symlink_metadata(socket).is_ok_and(|m| m.uid() == server);
     let dir_ok = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) && owned_by(dir, server);
     if !socket_ok || !dir_ok || !owned_by(Path::new("/run"), 0) {
-        return not(&format!(
-            "{} is not that user's own directory under /run, writable by no one else",
-            dir.display()
-        ));
+        return not(Some(dir));
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ pub mod title;
 use narrate::{free_it, narrate};
 
 use crate::pipeline;
+use crate::present::words::demo as words;
 use crate::present::{write_json, Printer};
 use crate::snapshot::{self, Config};
 use holder::{ChildSpec, HoldSpec, Spawned};
@@ -45,7 +46,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The plan names a process the demo did not start: never signalled.
-    #[error("demo: refusing to kill PID {0}: the demo did not start it")]
+    #[error("demo: {}", crate::present::words::demo::stranger(*.0))]
     Stranger(u32),
     /// The simulated NVML library is missing.
     #[error(transparent)]
@@ -213,17 +214,16 @@ impl Incident {
     /// Starts the incident: files, processes (run from the gpufree binary
     /// `exe`), simulator state.
     pub fn start(exe: &Path) -> Result<Incident, Error> {
-        let dir = WorkDir::new().doing(|| "cannot create a temporary directory".into())?;
+        let dir = WorkDir::new().doing(|| words::NO_TEMP_DIR.into())?;
         let dev = dir.0.join("dev");
-        make_dev_dir(&dev).doing(|| format!("cannot create {}", dev.display()))?;
-        let exe = python_alias(&dir.0, exe)
-            .doing(|| "cannot link the gpufree binary as python3.12".into())?;
-        let spawned = holder::spawn(&exe, &incident_tree(&dev))
-            .doing(|| "cannot start the incident's processes".into())?;
+        make_dev_dir(&dev).doing(|| words::cannot_create(&dev))?;
+        let exe = python_alias(&dir.0, exe).doing(|| words::NO_PYTHON_LINK.into())?;
+        let spawned =
+            holder::spawn(&exe, &incident_tree(&dev)).doing(|| words::NO_PROCESSES.into())?;
         let state = dir.0.join("state.json");
         let workers = pids_labelled(&spawned, "worker");
         let text = format!("{:#}", incident_state(&workers));
-        std::fs::write(&state, text).doing(|| format!("cannot write {}", state.display()))?;
+        std::fs::write(&state, text).doing(|| words::cannot_write(&state))?;
         Ok(Incident {
             dir,
             spawned,
@@ -289,7 +289,7 @@ fn pids_labelled(s: &Spawned, prefix: &str) -> Vec<u32> {
 /// or only the JSON or the held incident was asked for), false when the
 /// GPUs did not come back.
 pub fn run(opts: &Options) -> Result<bool, Error> {
-    let exe = std::env::current_exe().doing(|| "cannot find the gpufree binary".into())?;
+    let exe = std::env::current_exe().doing(|| words::NO_BINARY.into())?;
     let incident = Incident::start(&exe)?;
     end_on_ctrl_c(&incident);
     let lib = crate::sim::library_dir()?.join(crate::sim::NVML_SONAME);
@@ -339,22 +339,7 @@ fn keep_running(out: &mut impl Write, incident: &Incident) -> std::io::Result<()
         .ok()
         .and_then(|p| crate::safe::shell_word(&p.display().to_string()))
         .unwrap_or_else(|| "gpufree".to_string());
-    writeln!(
-        out,
-        "\nThe incident keeps running. Try, in another terminal:"
-    )?;
-    writeln!(
-        out,
-        "  {me} sim exec --state {} -- {me} status --dev-dir {}",
-        incident.state.display(),
-        incident.dev.display()
-    )?;
-    writeln!(
-        out,
-        "  {me} sim exec --state {} -- nvitop -1",
-        incident.state.display()
-    )?;
-    writeln!(out, "Press Enter to end it.")?;
+    writeln!(out, "{}", words::hold(&me, &incident.state, &incident.dev))?;
     out.flush()?;
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);

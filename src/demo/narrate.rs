@@ -5,6 +5,7 @@
 use super::{Error, Incident, PKILL_PATTERN};
 use crate::model::Snapshot;
 use crate::pipeline;
+use crate::present::words::demo as words;
 use crate::present::{table, why, Printer};
 use crate::snapshot;
 use regex::Regex;
@@ -21,11 +22,7 @@ pub(super) fn free_it<W: Write>(
 ) -> Result<bool, Error> {
     use crate::act::kill;
     writeln!(w)?;
-    writeln!(
-        w,
-        "{}",
-        printer.bold("$ gpufree kill --yes    (the demo signals only the processes it started)")
-    )?;
+    writeln!(w, "{}", printer.bold(words::KILL))?;
     let sel = kill::Selectors {
         gpus: Some(crate::model::Selection::whole(
             snap.gpus.iter().map(|g| g.index).collect(),
@@ -47,7 +44,7 @@ pub(super) fn free_it<W: Write>(
     crate::present::kill::write_report(w, &report, true, printer)?;
     let after = pipeline::judged(c)?;
     writeln!(w)?;
-    writeln!(w, "{}", printer.bold("$ gpufree status --quiet"))?;
+    writeln!(w, "{}", printer.bold(words::STATUS_QUIET))?;
     table::write_status(
         w,
         &Snapshot {
@@ -60,11 +57,7 @@ pub(super) fn free_it<W: Write>(
     writeln!(
         w,
         "{}",
-        printer.bold(if free && report.released {
-            "All 8 GPUs are free again: no driver bug, no GPU reset; 10 processes by identity, and the release confirmed."
-        } else {
-            "The GPUs did not come back: see above."
-        })
+        printer.bold(words::ending(free && report.released))
     )?;
     Ok(free && report.released)
 }
@@ -81,19 +74,15 @@ pub(super) fn narrate<W: Write>(
     pkill_f(w, snap, printer)?;
     ps_grep(w, snap, printer)?;
     writeln!(w)?;
-    writeln!(w, "{}", printer.bold("$ gpufree status"))?;
+    writeln!(w, "{}", printer.bold(words::STATUS))?;
     let plain = Snapshot {
         findings: Vec::new(),
         ..snap.clone()
     };
     table::write_status(w, &plain, printer)?;
     writeln!(w)?;
-    writeln!(
-        w,
-        "{}",
-        printer.bold("The operator's first theory: \"CUDA memory stays pinned after process death in LXC containers; reset the GPUs.\"")
-    )?;
-    writeln!(w, "{}", printer.bold("$ gpufree why"))?;
+    writeln!(w, "{}", printer.bold(words::FIRST_THEORY))?;
+    writeln!(w, "{}", printer.bold(words::WHY))?;
     why::write_why(w, snap, printer)?;
     Ok(())
 }
@@ -101,46 +90,18 @@ pub(super) fn narrate<W: Write>(
 /// The host, the processes started and where their files are.
 fn introduce<W: Write>(w: &mut W, inc: &Incident, printer: &Printer) -> std::io::Result<()> {
     let pid = |l: &str| inc.pid(l).map_or("?".into(), |p| p.to_string());
-    writeln!(
-        w,
-        "{}",
-        printer.bold(
-            "gpufree demo: the seed incident, replayed with real processes on simulated GPUs"
-        )
-    )?;
-    writeln!(
-        w,
-        "An 8-GPU vLLM host (8 x RTX PRO 6000 Blackwell, 97,887 MiB each). Started here:\n  \
-         launcher VLLM::EngineCore (pid {}), resource tracker (pid {}),\n  \
-         8 workers that renamed themselves VLLM::Worker_TP0..7 (pids {}..{}),\n  \
-         each worker holding 96,610 MiB on its GPU.",
-        pid("launcher"),
-        pid("tracker"),
-        pid("worker0"),
-        pid("worker7")
-    )?;
-    writeln!(
-        w,
-        "{}",
-        printer.dim(&format!(
-            "device dir {}, simulator state {}",
-            inc.dev.display(),
-            inc.state.display()
-        ))
-    )
+    writeln!(w, "{}", printer.bold(words::TITLE))?;
+    let (launcher, tracker) = (pid("launcher"), pid("tracker"));
+    let (first, last) = (pid("worker0"), pid("worker7"));
+    writeln!(w, "{}", words::host(&launcher, &tracker, &first, &last))?;
+    writeln!(w, "{}", printer.dim(&words::files(&inc.dev, &inc.state)))
 }
 
 /// What the operator's `pkill -9 -f` would have hit and missed, as `why
 /// --pattern` computes it; never run.
 fn pkill_f<W: Write>(w: &mut W, snap: &Snapshot, printer: &Printer) -> Result<(), Error> {
     writeln!(w)?;
-    writeln!(
-        w,
-        "{}",
-        printer.bold(&format!(
-            "$ pkill -9 -f \"{PKILL_PATTERN}\"    (computed here, never run)"
-        ))
-    )?;
+    writeln!(w, "{}", printer.bold(&words::pkill(PKILL_PATTERN)))?;
     let re = Regex::new(PKILL_PATTERN)?;
     let (hits, misses): (Vec<&crate::model::Process>, Vec<_>) = snap
         .processes
@@ -148,19 +109,11 @@ fn pkill_f<W: Write>(w: &mut W, snap: &Snapshot, printer: &Printer) -> Result<()
         .partition(|p| re.is_match(&crate::diagnose::pkill_f_text(&p.comm, &p.cmdline)));
     writeln!(
         w,
-        "  would signal {} of the {} GPU holders",
-        hits.len(),
-        snap.processes.len()
+        "{}",
+        words::would_signal(hits.len(), snap.processes.len())
     )?;
     for p in misses.iter().filter(|p| p.renamed) {
-        writeln!(
-            w,
-            "  misses {:>7} {:<16} cmdline is now \"{}\", exe {}",
-            p.pid,
-            p.comm,
-            p.cmdline_joined(),
-            p.exe.as_deref().unwrap_or("?")
-        )?;
+        writeln!(w, "{}", words::misses(p))?;
     }
     Ok(())
 }
@@ -168,11 +121,7 @@ fn pkill_f<W: Write>(w: &mut W, snap: &Snapshot, printer: &Printer) -> Result<()
 /// What `ps aux | grep` would have listed among the holders.
 fn ps_grep<W: Write>(w: &mut W, snap: &Snapshot, printer: &Printer) -> Result<(), Error> {
     writeln!(w)?;
-    writeln!(
-        w,
-        "{}",
-        printer.bold("$ ps aux | grep -E \"python|vllm\"    (computed over the holders)")
-    )?;
+    writeln!(w, "{}", printer.bold(words::PS_GREP))?;
     let grep = Regex::new("python|vllm")?;
     for p in snap
         .processes
@@ -181,10 +130,6 @@ fn ps_grep<W: Write>(w: &mut W, snap: &Snapshot, printer: &Printer) -> Result<()
     {
         writeln!(w, "  {:>7} {}", p.pid, p.cmdline_joined())?;
     }
-    writeln!(
-        w,
-        "  {}",
-        printer.dim("(the eight workers and the launcher do not show: they renamed themselves)")
-    )?;
+    writeln!(w, "  {}", printer.dim(words::NOT_SHOWN))?;
     Ok(())
 }

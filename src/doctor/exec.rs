@@ -2,7 +2,9 @@
 //! specifiers systemd would expand inside shell code, and gpufree commands
 //! that would block or fail there.
 
-use super::{Problem, COMMAND_VARS, FORMAT_COMMANDS, SHELL_VARS, SPECIFIERS, SYSTEMD_VARS};
+use super::{
+    Mistake, Problem, Var, COMMAND_VARS, FORMAT_COMMANDS, SHELL_VARS, SPECIFIERS, SYSTEMD_VARS,
+};
 use crate::doctor::words::{
     base, format_context, shell_assigned, shell_code, specifiers, split_words, var_uses, VarUse,
 };
@@ -51,113 +53,106 @@ pub(super) struct VarCheck<'a> {
 }
 
 impl VarCheck<'_> {
-    fn problem(&self, severity: &'static str, message: String, fix: String) -> Problem {
+    fn problem(&self, severity: &'static str, mistake: Mistake) -> Problem {
         Problem {
             line: self.line,
             severity,
-            message: format!("{}: {message}", self.key),
-            fix,
+            mistake,
         }
     }
 
     fn check(&self, word: &str, u: &VarUse) -> Option<Problem> {
-        let (name, how) = match u {
-            VarUse::Word(n) => (n, format!("${n}")),
-            VarUse::Braced(n) => (n, format!("${{{n}}}")),
+        let var = match u {
+            VarUse::Word(n) => Var {
+                name: n.clone(),
+                braced: false,
+            },
+            VarUse::Braced(n) => Var {
+                name: n.clone(),
+                braced: true,
+            },
             _ => return self.not_substituted(word, u),
         };
-        if let Some(p) = self.shell_variable(name, &how) {
+        if let Some(p) = self.shell_variable(&var) {
             return Some(p);
         }
-        self.unset(name, &how)
+        self.unset(var)
     }
 
     /// A `$` systemd does not substitute: the program gets it literally,
     /// which is a problem unless a shell expands it.
     fn not_substituted(&self, word: &str, u: &VarUse) -> Option<Problem> {
+        let key = self.key.to_string();
+        let word = word.to_string();
         match u {
             VarUse::Inside(n) if self.shell.is_none() => Some(self.problem(
                 "warning",
-                format!("systemd substitutes ${n} only as a word of its own: the program gets the literal text '{word}'"),
-                format!("write ${{{n}}} inside a word"),
+                Mistake::Inside {
+                    key,
+                    name: n.clone(),
+                    word,
+                },
             )),
             VarUse::Extended(n) if self.shell.is_none() => Some(self.problem(
                 "warning",
-                format!("systemd does not expand ${{{n}:...}} on command lines: the program gets the literal text '{word}'"),
-                format!("give {n} its value with Environment= and write ${{{n}}}"),
+                Mistake::Extended {
+                    key,
+                    name: n.clone(),
+                    word,
+                },
             )),
-            VarUse::Dropped => Some(self.problem(
-                "warning",
-                format!("'{word}' is not a variable name: systemd drops this argument"),
-                "write ${NAME} for a variable, $$ for a literal $".into(),
-            )),
+            VarUse::Dropped => Some(self.problem("warning", Mistake::Dropped { key, word })),
             // Left for the shell, which expands it itself.
             _ => None,
         }
     }
 
-    /// When systemd's substitution happens: before the shell or the command.
-    fn before(&self) -> &'static str {
-        if self.shell.is_some() {
-            "before the shell runs"
-        } else {
-            "before the command runs"
-        }
-    }
-
     /// A shell variable (the shell code's own, or one every shell sets)
     /// that systemd substitutes before the shell can.
-    fn shell_variable(&self, name: &str, how: &str) -> Option<Problem> {
+    fn shell_variable(&self, var: &Var) -> Option<Problem> {
         let shell_vars = self.shell?;
+        let name = var.name.as_str();
         if !shell_vars.contains(name) && !SHELL_VARS.contains(&name) {
             return None;
         }
-        let with = if self.env.set.contains(name) {
-            "the unit's Environment= value"
-        } else {
-            "nothing"
-        };
         Some(self.problem(
             "error",
-            format!("systemd replaces {how} with {with} {}: {name} is the shell's variable, not the unit's", self.before()),
-            format!("write {} so the shell sees {how}", how.replacen('$', "$$", 1)),
+            Mistake::ShellVariable {
+                key: self.key.to_string(),
+                var: var.clone(),
+                unit_sets: self.env.set.contains(name),
+            },
         ))
     }
 
     /// A variable the unit does not set here: set only for other lines,
     /// or not at all (unless an `EnvironmentFile=` may set it).
-    fn unset(&self, name: &str, how: &str) -> Option<Problem> {
-        let before = self.before();
+    fn unset(&self, var: Var) -> Option<Problem> {
+        let name = var.name.as_str();
         if self.env.set.contains(name) || SYSTEMD_VARS.contains(&name) {
             return None;
         }
-        if let Some((_, keys, where_)) = COMMAND_VARS.iter().find(|(n, _, _)| *n == name) {
+        let (key, in_shell) = (self.key.to_string(), self.shell.is_some());
+        if let Some((_, keys, main_process)) = COMMAND_VARS.iter().find(|(n, _, _)| *n == name) {
             if keys.contains(&self.key) {
                 return None;
             }
             return Some(self.problem(
                 "warning",
-                format!("systemd sets ${name} only for {where_}: here it replaces {how} with nothing {before}"),
-                format!("use ${name} in one of those, or write {} if the shell is to expand it", how.replacen('$', "$$", 1)),
+                Mistake::OnlyFor {
+                    key,
+                    var,
+                    keys,
+                    main_process: *main_process,
+                    in_shell,
+                },
             ));
         }
         if self.env.file {
             // Set in the EnvironmentFile=, which cannot be read here.
             return None;
         }
-        let fix = if self.shell.is_some() {
-            format!(
-                "set it with Environment={name}=..., or write {} if the shell is to expand it",
-                how.replacen('$', "$$", 1)
-            )
-        } else {
-            format!("set it with Environment={name}=... or EnvironmentFile=")
-        };
-        Some(self.problem(
-            "warning",
-            format!("systemd replaces {how} with nothing (it is not set in the unit) {before}"),
-            fix,
-        ))
+        Some(self.problem("warning", Mistake::Unset { key, var, in_shell }))
     }
 }
 
@@ -167,8 +162,7 @@ pub(super) fn check_exec(line: usize, key: &str, value: &str, env: &Env, out: &m
         out.push(Problem {
             line,
             severity: "error",
-            message: format!("{key}: a quote is not closed: systemd refuses the line"),
-            fix: "close the quote, or escape it with \\".into(),
+            mistake: Mistake::Unclosed { key: key.into() },
         });
         return;
     };
@@ -222,8 +216,10 @@ fn check_specifiers(
             out.push(Problem {
                 line,
                 severity: "error",
-                message: format!("{key}: unknown specifier %{spec}: systemd refuses the line"),
-                fix: format!("write %%{spec} for a literal percent sign"),
+                mistake: Mistake::UnknownSpecifier {
+                    key: key.into(),
+                    spec,
+                },
             });
         } else if spec != '%'
             && (if is_code {
@@ -238,12 +234,11 @@ fn check_specifiers(
             out.push(Problem {
                 line,
                 severity: "error",
-                message: format!(
-                    "{key}: systemd expands the specifier %{spec} {} before {} runs: the format '%{spec}' never reaches it",
-                    if is_code { "inside the shell code" } else { "in the command line" },
-                    if is_code { "the shell" } else { "the command" },
-                ),
-                fix: format!("write %%{spec}"),
+                mistake: Mistake::FormatSpecifier {
+                    key: key.into(),
+                    spec,
+                    in_shell: is_code,
+                },
             });
         }
     }
@@ -260,8 +255,7 @@ fn check_wait_loop(line: usize, key: &str, code: &str, out: &mut Vec<Problem>) {
         out.push(Problem {
             line,
             severity: "warning",
-            message: format!("{key}: an inline shell loop over nvidia-smi to wait for free GPUs is fragile (quoting, $ and % substitution, no timeout, no reason when it fails)"),
-            fix: "ExecStartPre=/usr/local/bin/gpufree wait --gpu all --timeout 120s".into(),
+            mistake: Mistake::WaitLoop { key: key.into() },
         });
     }
 }

@@ -34,19 +34,132 @@ use exec::{check_exec, Env};
 
 use words::{split_words, var_uses, VarUse};
 
-use serde::Serialize;
-
 /// One problem in a unit file.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// 1-based line number.
     pub line: usize,
     /// `error` (the unit misbehaves) or `warning` (likely to).
     pub severity: &'static str,
-    /// What is wrong.
-    pub message: String,
-    /// What to write instead.
-    pub fix: String,
+    /// What is wrong, as a value; its message and fix in words are
+    /// `present::words::doctor`'s.
+    pub mistake: Mistake,
+}
+
+/// A variable as an Exec line names it: `$NAME` or `${NAME}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Var {
+    /// Its name.
+    pub name: String,
+    /// Written `${NAME}`.
+    pub braced: bool,
+}
+
+/// What is wrong with a line of a unit. `key` is the Exec line's key
+/// (`ExecStartPre`), `word` the argument as systemd split it, `in_shell`
+/// whether the word is shell code (systemd substitutes before the shell
+/// runs, not before the command).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mistake {
+    /// `$NAME` inside a word, outside shell code: left as it is.
+    Inside {
+        /// The Exec key.
+        key: String,
+        /// The variable.
+        name: String,
+        /// The word it is in.
+        word: String,
+    },
+    /// `${NAME:-x}` outside shell code: left as it is.
+    Extended {
+        /// The Exec key.
+        key: String,
+        /// The variable.
+        name: String,
+        /// The word it is in.
+        word: String,
+    },
+    /// A `$` before no variable name: the argument is dropped.
+    Dropped {
+        /// The Exec key.
+        key: String,
+        /// The word.
+        word: String,
+    },
+    /// A shell's own variable, which systemd substitutes first (with the
+    /// unit's value where `unit_sets`, else nothing).
+    ShellVariable {
+        /// The Exec key.
+        key: String,
+        /// The variable as written.
+        var: Var,
+        /// The unit sets a variable of that name.
+        unit_sets: bool,
+    },
+    /// A variable systemd sets only for the Exec keys `keys` (after the
+    /// main process is known where `main_process`).
+    OnlyFor {
+        /// The Exec key.
+        key: String,
+        /// The variable as written.
+        var: Var,
+        /// The keys it is set for.
+        keys: &'static [&'static str],
+        /// Set once the main process is known.
+        main_process: bool,
+        /// The word is shell code.
+        in_shell: bool,
+    },
+    /// A variable the unit does not set.
+    Unset {
+        /// The Exec key.
+        key: String,
+        /// The variable as written.
+        var: Var,
+        /// The word is shell code.
+        in_shell: bool,
+    },
+    /// A quote is not closed: systemd refuses the line.
+    Unclosed {
+        /// The Exec key.
+        key: String,
+    },
+    /// `%x` systemd does not know: it refuses the line.
+    UnknownSpecifier {
+        /// The Exec key.
+        key: String,
+        /// The letter after `%`.
+        spec: char,
+    },
+    /// `%x` meant as a format (`date +%s`), which systemd expands first.
+    FormatSpecifier {
+        /// The Exec key.
+        key: String,
+        /// The letter after `%`.
+        spec: char,
+        /// The word is shell code.
+        in_shell: bool,
+    },
+    /// An inline shell loop over nvidia-smi waiting for free GPUs.
+    WaitLoop {
+        /// The Exec key.
+        key: String,
+    },
+    /// `Environment=NAME=$VAR`: not expanded there.
+    EnvironmentLiteral {
+        /// The name set.
+        name: String,
+        /// Its value as written.
+        value: String,
+        /// The variable the value names.
+        var: String,
+    },
+    /// `KillMode=process`.
+    KillModeProcess,
+    /// `KillMode=none`.
+    KillModeNone,
+    /// `PrivateDevices=yes`.
+    PrivateDevices,
 }
 
 const EXEC_KEYS: &[&str] = &[
@@ -109,28 +222,17 @@ const SYSTEMD_VARS: &[&str] = &[
     "DEBUG_INVOCATION",
 ];
 
-/// Variables systemd sets only for some commands, with those commands.
-const COMMAND_VARS: &[(&str, &[&str], &str)] = &[
+/// Variables systemd sets only for some commands, with those commands,
+/// and whether only once the main process is known.
+const COMMAND_VARS: &[(&str, &[&str], bool)] = &[
     (
         "MAINPID",
         &["ExecStartPost", "ExecReload", "ExecStop", "ExecStopPost"],
-        "ExecStartPost=, ExecReload=, ExecStop= and ExecStopPost= (once the main process is known)",
+        true,
     ),
-    (
-        "SERVICE_RESULT",
-        &["ExecStop", "ExecStopPost"],
-        "ExecStop= and ExecStopPost=",
-    ),
-    (
-        "EXIT_CODE",
-        &["ExecStop", "ExecStopPost"],
-        "ExecStop= and ExecStopPost=",
-    ),
-    (
-        "EXIT_STATUS",
-        &["ExecStop", "ExecStopPost"],
-        "ExecStop= and ExecStopPost=",
-    ),
+    ("SERVICE_RESULT", &["ExecStop", "ExecStopPost"], false),
+    ("EXIT_CODE", &["ExecStop", "ExecStopPost"], false),
+    ("EXIT_STATUS", &["ExecStop", "ExecStopPost"], false),
 ];
 
 /// Variables a shell sets itself: never the unit's.
@@ -201,15 +303,6 @@ fn entries(text: &str) -> Vec<(usize, String, String, String)> {
 
 /// The problems of the unit file text.
 pub fn check(text: &str) -> Vec<Problem> {
-    let mut out = problems(text);
-    for p in &mut out {
-        p.message = crate::safe::escape(&p.message).into_owned();
-        p.fix = crate::safe::escape(&p.fix).into_owned();
-    }
-    out
-}
-
-fn problems(text: &str) -> Vec<Problem> {
     let mut out = Vec::new();
     let entries = entries(text);
     let env = Env::of(&entries);
@@ -229,8 +322,11 @@ fn problems(text: &str) -> Vec<Problem> {
                     out.push(Problem {
                         line,
                         severity: "warning",
-                        message: format!("Environment={name}={v}: systemd does not expand variables here: {name} is set to the literal text '{v}', not the value of ${n}"),
-                        fix: format!("write the value itself, e.g. Environment={name}=..."),
+                        mistake: Mistake::EnvironmentLiteral {
+                            name: name.to_string(),
+                            value: v.to_string(),
+                            var: n.clone(),
+                        },
                     });
                 }
             }
@@ -239,20 +335,17 @@ fn problems(text: &str) -> Vec<Problem> {
             ("KillMode", "process") => out.push(Problem {
                 line,
                 severity: "warning",
-                message: "KillMode=process: a stop signals only the main process; workers (renamed ones too) survive and keep the GPU memory".into(),
-                fix: "KillMode=control-group (the default), or mixed".into(),
+                mistake: Mistake::KillModeProcess,
             }),
             ("KillMode", "none") => out.push(Problem {
                 line,
                 severity: "error",
-                message: "KillMode=none: a stop kills nothing; every GPU process outlives the unit".into(),
-                fix: "KillMode=control-group".into(),
+                mistake: Mistake::KillModeNone,
             }),
             ("PrivateDevices", "yes" | "true" | "1" | "on") => out.push(Problem {
                 line,
                 severity: "error",
-                message: "PrivateDevices=yes hides /dev/nvidia* from the service: CUDA finds no GPU".into(),
-                fix: "PrivateDevices=no, or DeviceAllow=/dev/nvidia* rw with DevicePolicy=closed".into(),
+                mistake: Mistake::PrivateDevices,
             }),
             _ => {}
         }

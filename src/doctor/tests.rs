@@ -1,6 +1,12 @@
 //! Tests of `doctor`.
 
 use super::*;
+use crate::present::doctor::{worded, ProblemDoc};
+
+/// The problems of `text` in words, as `doctor` prints them.
+fn check(text: &str) -> Vec<ProblemDoc> {
+    worded(&super::check(text))
+}
 
 const INCIDENT: &str = r#"[Unit]
 Description=vLLM Kimi-K2

@@ -158,6 +158,9 @@ pub struct Problem {
     /// in words where it has none of its own.
     #[serde(skip)]
     pub causes: Vec<super::Reason>,
+    /// For `stuck`: how stuck, typed; `why` is this in words.
+    #[serde(skip)]
+    pub stuck: Option<Stuck>,
     /// The finding of the diagnosis it comes from, where it is one (the
     /// Kubernetes findings).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -206,6 +209,51 @@ pub const STUCK_WINDOW_MS: u64 = 1000;
 
 /// How often `check` samples a holder in D within [`STUCK_WINDOW_MS`].
 pub const STUCK_SAMPLE_MS: u64 = 200;
+
+/// How stuck a holder `check` saw in D is, from what its window of
+/// samples saw (a `stuck` problem's `why`; its words are made in
+/// `present/words/check.rs`). Spans are in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stuck {
+    /// Seen in D in one look, not sampled again.
+    NotSampled,
+    /// Not in D in every sample, or too few samples, or too short a
+    /// window: `in_d` of `samples` over `span_ms`; it `exited`, or
+    /// `unread` samples could not be read.
+    Partly {
+        /// Samples in D.
+        in_d: usize,
+        /// Samples taken.
+        samples: usize,
+        /// From the first sample to the last.
+        span_ms: u64,
+        /// A sample found it gone.
+        exited: bool,
+        /// Samples that could not be read.
+        unread: usize,
+    },
+    /// In D in every sample, waiting elsewhere than a GPU driver.
+    Elsewhere {
+        /// The function.
+        symbol: String,
+        /// Its module, where the stack names one.
+        module: Option<String>,
+    },
+    /// In D across the window, in the GPU driver.
+    Driver {
+        /// From the first sample to the last.
+        span_ms: u64,
+        /// The function.
+        symbol: String,
+        /// Its module, where the stack names one.
+        module: Option<String>,
+    },
+    /// In D across the window; the kernel does not say where it waits.
+    Unsaid {
+        /// From the first sample to the last.
+        span_ms: u64,
+    },
+}
 
 /// Where the kernel says a task in D waits: `/proc/PID/stack` (each frame
 /// with its module, root only) or else `/proc/PID/wchan` (a symbol).

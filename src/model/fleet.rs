@@ -127,6 +127,12 @@ pub struct StaleNode {
     pub reason: StaleReason,
 }
 
+/// A series in Prometheus's answer with more labels than the fleet view
+/// reads (the most, `0`): the answer is refused. Its words are made in
+/// `present/words/front.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabelsOver(pub usize);
+
 /// Why a node's data cannot be trusted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

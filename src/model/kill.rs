@@ -194,8 +194,21 @@ pub struct Plan {
 pub struct Changed {
     /// PID.
     pub pid: u32,
-    /// What changed.
-    pub why: String,
+    /// What changed; in JSON, its sentence.
+    pub why: Change,
+}
+
+/// How a target changed right before its signal, or that this could not
+/// be checked. Serialized as its sentence, made (as its `Display`) in
+/// `present/words/front.rs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// It holds no GPU device node now: it exec'd another program or let
+    /// go.
+    LetGo,
+    /// It could not be checked again: why the read failed (the scan's
+    /// words), where known.
+    Unchecked(Option<String>),
 }
 
 /// Why a collector's proc root may not be signalled through.
@@ -207,6 +220,15 @@ pub enum NotOurProc {
     /// `/proc` is not this PID namespace's proc file system (another
     /// namespace's, or no proc file system at all).
     Foreign,
+}
+
+/// The watch for restarts stopped early: a snapshot failed, with its
+/// error (the snapshot's own words). Serialized as its sentence, made in
+/// `present/words/front.rs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchFailed {
+    /// The snapshot's error.
+    pub error: String,
 }
 
 /// What happened (SPEC.md's `kill` object, with additions).
@@ -234,8 +256,8 @@ pub struct Report {
     /// How long the release was watched for a supervisor's restart.
     pub seconds_watched_for_restarts: f64,
     /// Why that watch stopped early (a snapshot failed): no restart was
-    /// seen, but none can be ruled out.
-    pub restart_watch_error: Option<String>,
+    /// seen, but none can be ruled out. In JSON, its words.
+    pub restart_watch_error: Option<WatchFailed>,
     /// Targets that needed SIGKILL.
     pub killed_hard: Vec<u32>,
     /// Targets whose PID now names another process: not signalled.

@@ -29,6 +29,7 @@ mod role;
 mod scan;
 mod selector;
 mod unavailable;
+mod usage;
 mod verdict;
 mod view;
 mod visibility;
@@ -36,8 +37,8 @@ mod xid;
 
 pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, TargetOutcome};
 pub use check::{
-    CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Wait, Window,
-    STUCK_SAMPLE_MS, STUCK_WINDOW_MS,
+    CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,
+    Window, STUCK_SAMPLE_MS, STUCK_WINDOW_MS,
 };
 pub use driver::{
     same_pci, DriverEvidence, FaultCode, FaultReturn, KernelLog, ProcessUtil, Reading,
@@ -50,7 +51,7 @@ pub use evidence::{
 pub use fault::{signs, AppFault, Basis, DriverFault, Heard, LogHeard, Need, Sign};
 pub use finding::{Finding, FindingKind, Severity};
 pub use fleet::{
-    look_back_steps, Fleet, FleetGpu, FleetHolder, FleetNode, StaleNode, StaleReason,
+    look_back_steps, Fleet, FleetGpu, FleetHolder, FleetNode, LabelsOver, StaleNode, StaleReason,
     CLOCK_SKEW_SECONDS,
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
@@ -60,8 +61,8 @@ pub use idle::{
 };
 pub use k8s::{Allocation, AllocationIssue, KubeletDown, KubeletView};
 pub use kill::{
-    Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,
-    UsersOwn, With,
+    Change, Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,
+    UsersOwn, WatchFailed, With,
 };
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
@@ -86,6 +87,7 @@ pub use selector::{BadSelector, GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
+pub use usage::{BadValue, Floor, UnitFileWhy};
 pub use verdict::{
     BlindSpot, Caveat, Failed, GpuName, MemoryUnknown, Named, Reason, Verdict, VerdictState, Why,
 };

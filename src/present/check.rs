@@ -96,12 +96,14 @@ fn problems<S: serde::Serializer>(ps: &[(&Problem, String)], s: S) -> Result<S::
     all.serialize(s)
 }
 
-/// `o` with each problem's typed causes in words where it has no `why`
-/// of its own.
+/// `o` with each problem's typed causes (or how stuck it is) in words
+/// where it has no `why` of its own.
 fn worded(o: &CheckOutcome) -> CheckOutcome {
     let mut o = o.clone();
     for p in o.problems.iter_mut().filter(|p| p.why.is_none()) {
-        if !p.causes.is_empty() {
+        if let Some(s) = &p.stuck {
+            p.why = Some(super::words::check::stuck(s));
+        } else if !p.causes.is_empty() {
             p.why = Some(super::words::verdict::reasons_line(&p.causes));
         }
     }

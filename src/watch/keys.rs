@@ -72,6 +72,7 @@ fn kill_now(cfg: Config, plan: Plan, sel: &Selectors, audit: &Sinks) -> String {
     let words = crate::act::audit::Words {
         target: crate::present::words::target::target,
         left: crate::present::words::target::left,
+        message: crate::present::words::front::audit_message,
     };
     let ctx = crate::act::audit::Context::now("watch", opts.signal, opts.no_wait, reasons, words);
     let audited = crate::act::audit::log(audit, &ctx, &r).err();

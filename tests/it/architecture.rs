@@ -717,26 +717,27 @@ fn sentences(code: &str) -> usize {
 /// `present/words/` from typed values (issue 28). The list only
 /// shrinks: a file over its count, or one not listed, fails; a file
 /// under its count fails too, so the list is lowered as the words move.
-const SENTENCES_LEFT: &[(&str, usize)] = &[
-    ("act/audit/journal.rs", 2),
-    ("act/kill/run.rs", 1),
-    ("act/kill/signals.rs", 1),
-    ("cli/args/mod.rs", 2),
-    ("cli/config.rs", 1),
-    ("cli/files.rs", 1),
-    ("cli/spinner.rs", 1),
-    ("cli/view.rs", 2),
-    ("demo/holder/mod.rs", 1),
-    ("demo/mod.rs", 3),
-    ("demo/narrate.rs", 2),
-    ("diagnose/check/stuck.rs", 4),
-    ("doctor/exec.rs", 16),
-    ("doctor/mod.rs", 2),
-    ("fleet/api/wire.rs", 1),
-    ("fleet/queries.rs", 6),
-    ("proc/owner/mod.rs", 3),
-    ("serve/view/mod.rs", 6),
-    ("units.rs", 6),
+const SENTENCES_LEFT: &[(&str, usize)] = &[];
+
+/// Text outside `present/` that the count takes for words but that is
+/// no person's sentence, each with why: exactly these counts, so a new
+/// sentence in one of these files still fails.
+const NOT_WORDS: &[(&str, usize, &str)] = &[
+    (
+        "demo/mod.rs",
+        1,
+        "the demo's fake worker's command line, as vLLM's spawned workers show it in /proc",
+    ),
+    (
+        "fleet/queries.rs",
+        6,
+        "PromQL the fleet view sends to Prometheus (`max by`, `min by`)",
+    ),
+    (
+        "proc/owner/mod.rs",
+        3,
+        "owner names used as identity: kill --unit and watch's filter compare them, the audit record keeps them",
+    ),
 ];
 
 #[test]
@@ -749,6 +750,7 @@ fn sentences_are_made_in_present_only() {
             let n = sentences(&code_of(&std::fs::read_to_string(f).unwrap()));
             (n > 0 && !rel.starts_with("present/")).then_some((rel, n))
         })
+        .filter(|(f, n)| !NOT_WORDS.iter().any(|(e, m, _)| e == f && m == n))
         .collect();
     counts.sort();
     let allowed: Vec<(String, usize)> = SENTENCES_LEFT

@@ -4,9 +4,14 @@
 //! properties systemd's rules imply.
 
 use crate::{cases, hostile_bytes, mutate, re, PARSER_CASES};
-use gpufree::doctor::{check, Problem};
+use gpufree::present::doctor::{worded, ProblemDoc as Problem};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
+
+/// The problems of `text` in words, as `doctor` prints them.
+fn check(text: &str) -> Vec<Problem> {
+    worded(&gpufree::doctor::check(text))
+}
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/units")

@@ -32,65 +32,20 @@ fn severity(r: &AuditRecord) -> u8 {
     }
 }
 
-/// The record's one-line message: who, what, and what came of it. Every
-/// string from a process or the environment is escaped.
-pub(super) fn message(r: &AuditRecord) -> String {
-    let who = &r.invoker;
-    let mut from = format!("UID {} ({})", who.uid, who.user);
-    if let Some(s) = &who.sudo_user {
-        from.push_str(&format!(" via sudo from {s}"));
-    }
-    if let Some(s) = &who.ssh {
-        from.push_str(&format!(" over SSH from {s}"));
-    }
-    if let Some(t) = &who.tty {
-        from.push_str(&format!(" on {t}"));
-    }
-    let named: Vec<String> = r
-        .targets
-        .iter()
-        .take(8)
-        .map(|t| format!("{} {} {}", t.pid, t.comm, t.outcome.as_str()))
-        .collect();
-    let more = r.targets.len().saturating_sub(named.len());
-    let more = if more > 0 {
-        format!(" and {more} more")
-    } else {
-        String::new()
-    };
-    let end = match r.outcome.result {
-        KillResult::Released => format!(
-            "memory released after {:.2} s",
-            r.outcome.seconds_to_release
-        ),
-        KillResult::NotReleased => "memory not released".into(),
-        KillResult::NotWaited => "release not waited for".into(),
-        KillResult::Unknown => "release unknown".into(),
-    };
-    let text = format!(
-        "gpufree {} by {from}: SIG{} to {} of {} targets ({}{more}): {end}",
-        r.command,
-        r.signal,
-        r.outcome.signalled.len(),
-        r.targets.len(),
-        named.join(", ")
-    );
-    crate::safe::fit(&text, crate::safe::MESSAGE_MAX)
-}
-
 fn pids(v: &[u32]) -> String {
     v.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
 }
 
-/// The journal fields of `r` (`line` is its JSON line, `GPUFREE_RECORD`):
+/// The journal fields of `r` (`line` is its JSON line, `GPUFREE_RECORD`;
+/// `message` its one line in words, `MESSAGE`):
 /// the standard ones, then `GPUFREE_*` for the run, the outcome and each
 /// target (`GPUFREE_TARGET_<n>_*`, n from 0 in the record's order).
-pub(super) fn fields(r: &AuditRecord, line: &str) -> Vec<(String, String)> {
+pub(super) fn fields(r: &AuditRecord, line: &str, message: &str) -> Vec<(String, String)> {
     let who = &r.invoker;
     let o = &r.outcome;
     let mut f: Vec<(String, String)> = Vec::new();
     let mut put = |k: &str, v: String| f.push((k.to_string(), v));
-    put("MESSAGE", message(r));
+    put("MESSAGE", message.to_string());
     put("PRIORITY", severity(r).to_string());
     put("SYSLOG_IDENTIFIER", "gpufree".into());
     put("SYSLOG_FACILITY", FACILITY.to_string());
@@ -223,12 +178,12 @@ fn send_memfd(sock: &UnixDatagram, path: &Path, datagram: &[u8]) -> io::Result<(
 
 /// Sends the record to the syslog socket at `path` as one line: the
 /// message, then the JSON record (which escapes every control character).
-pub(super) fn syslog(path: &Path, r: &AuditRecord, line: &str) -> io::Result<()> {
+pub(super) fn syslog(path: &Path, r: &AuditRecord, line: &str, message: &str) -> io::Result<()> {
     let pri = u16::from(FACILITY) * 8 + u16::from(severity(r));
     let text = format!(
         "<{pri}>gpufree[{}]: {} GPUFREE_RECORD={}",
         r.invoker.pid,
-        message(r),
+        message,
         line.trim_end()
     );
     unbound()?.send_to(text.as_bytes(), path)?;

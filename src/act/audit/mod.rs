@@ -77,6 +77,8 @@ pub struct Words {
     pub target: fn(&Target) -> String,
     /// Why a process was left out.
     pub left: fn(&Left) -> String,
+    /// The record in one line: the journal's `MESSAGE`, syslog's text.
+    pub message: fn(&AuditRecord) -> String,
 }
 
 impl Context {
@@ -137,24 +139,27 @@ pub fn record(ctx: &Context, report: &Report) -> Option<AuditRecord> {
 /// signalled nothing.
 pub fn log(sinks: &Sinks, ctx: &Context, report: &Report) -> Result<(), AuditError> {
     match record(ctx, report) {
-        Some(r) => write(sinks, &r),
+        Some(r) => write(sinks, &r, &(ctx.words.message)(&r)),
         None => Ok(()),
     }
 }
 
-/// Writes `record` to the journal (or, where its socket is absent or
-/// refuses, syslog) and to the file. Every sink is tried; the error names
-/// those that failed.
-pub fn write(sinks: &Sinks, record: &AuditRecord) -> Result<(), AuditError> {
+/// Writes `record` (in one line, `message`) to the journal (or, where its
+/// socket is absent or refuses, syslog) and to the file. Every sink is
+/// tried; the error names those that failed.
+pub fn write(sinks: &Sinks, record: &AuditRecord, message: &str) -> Result<(), AuditError> {
     let mut failed = Vec::new();
     let line = file::json_line(record);
     let journal = sinks.journal.as_ref().map(|p| {
-        journal::send(p, &journal::encode(&journal::fields(record, &line)))
-            .map_err(|e| (format!("journal {}", p.display()), e))
+        journal::send(
+            p,
+            &journal::encode(&journal::fields(record, &line, message)),
+        )
+        .map_err(|e| (format!("journal {}", p.display()), e))
     });
     if !matches!(journal, Some(Ok(()))) {
         if let Some(p) = &sinks.syslog {
-            match journal::syslog(p, record, &line) {
+            match journal::syslog(p, record, &line, message) {
                 Ok(()) => {}
                 Err(e) => {
                     failed.extend(journal.and_then(Result::err));
@@ -213,10 +218,10 @@ fn target_outcome(h: &Handled, r: &Report, words: &Words) -> (TargetOutcome, Opt
         return (TargetOutcome::IdentityChanged, None);
     }
     if let Some(c) = r.changed.iter().find(|c| c.pid == pid) {
-        return (TargetOutcome::LetGo, Some(c.why.clone()));
+        return (TargetOutcome::LetGo, Some(c.why.to_string()));
     }
     if let Some(c) = r.unchecked.iter().find(|c| c.pid == pid) {
-        return (TargetOutcome::Unchecked, Some(c.why.clone()));
+        return (TargetOutcome::Unchecked, Some(c.why.to_string()));
     }
     if let Some(k) = r.skipped.iter().find(|k| k.pid == pid) {
         return (TargetOutcome::Refused, Some((words.left)(&k.why)));

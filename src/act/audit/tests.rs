@@ -1,5 +1,6 @@
 use super::*;
-use crate::model::{Changed, Owner, OwnerKind, Skipped};
+use crate::model::{Change, Changed, Owner, OwnerKind, Skipped};
+use crate::present::words::front::audit_message;
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
 
@@ -70,6 +71,7 @@ fn ctx() -> Context {
         words: Words {
             target: crate::present::words::target::target,
             left: crate::present::words::target::left,
+            message: crate::present::words::front::audit_message,
         },
     }
 }
@@ -83,7 +85,7 @@ fn report() -> Report {
         identity_changed: vec![12],
         changed: vec![Changed {
             pid: 13,
-            why: "let go".into(),
+            why: Change::LetGo,
         }],
         skipped: vec![Skipped {
             pid: 14,
@@ -140,7 +142,10 @@ fn each_target_has_its_identity_signals_and_outcome() {
             (15, "gone", vec![]),
         ]
     );
-    assert_eq!(rec.targets[3].detail.as_deref(), Some("let go"));
+    assert_eq!(
+        rec.targets[3].detail.as_deref(),
+        Some("no longer holds a GPU device node (it exec'd another program or let go)")
+    );
     assert_eq!(rec.targets[0].start_time_ticks, 1010);
     assert_eq!(rec.outcome.result.as_str(), "not-released");
     assert_eq!(rec.time, "2023-11-14T22:13:20.000Z");
@@ -178,7 +183,11 @@ fn hostile_values_cannot_inject_a_journal_field() {
     r.handled[0].cmdline = vec!["a=b\nMESSAGE_ID=0".into(), "\u{202e}".into()];
     let rec = record(&ctx(), &r).unwrap();
     let line = file::json_line(&rec);
-    let fields = parse_native(&journal::encode(&journal::fields(&rec, &line)));
+    let fields = parse_native(&journal::encode(&journal::fields(
+        &rec,
+        &line,
+        &audit_message(&rec),
+    )));
     let count = |k: &str| fields.iter().filter(|(f, _)| f == k).count();
     for k in ["PRIORITY", "GPUFREE_OUTCOME", "MESSAGE_ID", "MESSAGE"] {
         assert_eq!(count(k), 1, "{k}");
@@ -245,7 +254,7 @@ fn journal_first_then_syslog_and_the_file_always() {
         syslog: Some(sp.clone()),
         file: Some(file.clone()),
     };
-    write(&sinks, &rec).unwrap();
+    write(&sinks, &rec, &audit_message(&rec)).unwrap();
     let mut buf = vec![0; 1 << 16];
     let n = journal.recv(&mut buf).unwrap();
     assert!(parse_native(&buf[..n])
@@ -256,7 +265,7 @@ fn journal_first_then_syslog_and_the_file_always() {
         journal: Some(tmp.path().join("absent")),
         ..sinks
     };
-    write(&sinks, &rec).unwrap();
+    write(&sinks, &rec, &audit_message(&rec)).unwrap();
     let n = syslog.recv(&mut buf).unwrap();
     let text = String::from_utf8(buf[..n].to_vec()).unwrap();
     assert!(
@@ -270,7 +279,9 @@ fn journal_first_then_syslog_and_the_file_always() {
         syslog: Some(tmp.path().join("absent-too")),
         ..sinks
     };
-    let e = write(&sinks, &rec).unwrap_err().to_string();
+    let e = write(&sinks, &rec, &audit_message(&rec))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("journal") && e.contains("syslog"), "{e}");
     assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 3);
 }
@@ -284,7 +295,7 @@ fn a_record_too_large_for_a_datagram_goes_as_a_memfd() {
     r.handled[0].cmdline = vec!["y".repeat(600_000)];
     let rec = record(&ctx(), &r).unwrap();
     let line = file::json_line(&rec);
-    let datagram = journal::encode(&journal::fields(&rec, &line));
+    let datagram = journal::encode(&journal::fields(&rec, &line, &audit_message(&rec)));
     journal::send(&jp, &datagram).unwrap();
     let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -366,7 +377,7 @@ fn a_kill_of_many_targets_stays_under_journald_s_field_limit() {
     let rec = record(&ctx(), &r).expect("a record");
     assert_eq!(rec.targets.len(), 200);
     let line = super::file::json_line(&rec);
-    let fields = super::journal::fields(&rec, &line);
+    let fields = super::journal::fields(&rec, &line, &audit_message(&rec));
     assert!(fields.len() < 1024, "{} fields", fields.len());
     let all = fields
         .iter()

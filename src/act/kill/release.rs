@@ -270,9 +270,10 @@ impl Release {
             .unchecked
             .iter()
             .map(|u| {
+                // Its sentence is `Change`'s Display, made in present.
                 Reason::new(Why::Unchecked {
                     pid: u.pid,
-                    why: u.why.clone(),
+                    why: u.why.to_string(),
                 })
             })
             .collect();

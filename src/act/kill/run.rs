@@ -221,7 +221,11 @@ impl Run<'_> {
                     end = Some(snap);
                 }
                 Ok(None) => {}
-                Err(e) => report.restart_watch_error = Some(format!("a snapshot failed: {e}")),
+                Err(e) => {
+                    report.restart_watch_error = Some(crate::model::WatchFailed {
+                        error: e.to_string(),
+                    });
+                }
             }
             report.seconds_watched_for_restarts = released_at.elapsed().as_secs_f64();
         }

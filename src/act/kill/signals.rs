@@ -6,7 +6,7 @@ use crate::act::identity::{wait_exited, KillError, Target};
 use crate::act::kill::plan::{plan, reason, refusal, Safety, Selectors};
 use crate::act::quiesce::quiesce;
 use crate::model::{
-    Changed, Handled, Left, OwnerKind, PlanEntry, Process, Report, Skipped, Snapshot, With,
+    Change, Changed, Handled, Left, OwnerKind, PlanEntry, Process, Report, Skipped, Snapshot, With,
 };
 use crate::proc::scan::Holding;
 use crate::snapshot::Collector;
@@ -107,18 +107,16 @@ fn still_holding(
 /// What a second look at a target's holding means: Ok to signal it, Err
 /// None when it is gone, else how it changed or why it was not checked.
 fn recheck(pid: u32, holding: Option<&Holding>) -> Result<(), Option<Changed>> {
-    let changed = |why: String| Err(Some(Changed { pid, why }));
+    let changed = |why: Change| Err(Some(Changed { pid, why }));
     match holding {
         Some(Holding::Yes) => Ok(()),
         Some(Holding::Gone) => Err(None),
         // NVML's word alone never suffices: a process gpufree can read
         // that holds no GPU node holds no GPU memory (a listing of its
         // PID is another process's, one that had the PID before).
-        Some(Holding::No) => changed(
-            "no longer holds a GPU device node (it exec'd another program or let go)".into(),
-        ),
-        Some(Holding::Unknown(why)) => changed(format!("could not be checked again ({why})")),
-        None => changed("could not be checked again".into()),
+        Some(Holding::No) => changed(Change::LetGo),
+        Some(Holding::Unknown(why)) => changed(Change::Unchecked(Some(why.to_string()))),
+        None => changed(Change::Unchecked(None)),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The options of `gpufree fleet`.
 
 use super::duration_at_least;
+use crate::model::{BadValue, Floor};
 use clap::Args;
 
 /// `gpufree fleet` flags.
@@ -47,11 +48,11 @@ pub struct FleetArgs {
 }
 
 /// `fleet --history`: at least one step of the look back.
-fn history(s: &str) -> Result<std::time::Duration, String> {
-    duration_at_least(s, 60_000, "the look back steps by 1m")
+fn history(s: &str) -> Result<std::time::Duration, BadValue> {
+    duration_at_least(s, 60_000, Floor::LookBack)
 }
 
 /// `fleet --timeout`: room for one round trip.
-fn fleet_timeout(s: &str) -> Result<std::time::Duration, String> {
-    duration_at_least(s, 100, "no answer could arrive in time")
+fn fleet_timeout(s: &str) -> Result<std::time::Duration, BadValue> {
+    duration_at_least(s, 100, Floor::Answer)
 }

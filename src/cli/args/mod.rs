@@ -1,6 +1,7 @@
 //! The clap definitions: plain values, no system access; value parsers
 //! that refuse what would only spin or never end.
 
+use crate::model::{BadValue, Floor};
 use crate::snapshot::GpuSelector;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -284,63 +285,60 @@ pub struct WaitArgs {
 }
 
 /// A duration of at least `min_ms` milliseconds; a shorter one is refused
-/// with `why` (the floors below).
+/// with its `floor` (the floors below).
 pub(super) fn duration_at_least(
     s: &str,
     min_ms: u64,
-    why: &str,
-) -> Result<std::time::Duration, String> {
+    floor: Floor,
+) -> Result<std::time::Duration, BadValue> {
     let d = crate::units::parse_duration(s)?;
     if d < std::time::Duration::from_millis(min_ms) {
-        let min = if min_ms.is_multiple_of(1000) {
-            format!("{}s", min_ms / 1000)
-        } else {
-            format!("{min_ms}ms")
-        };
-        return Err(format!("'{s}' is below {min}: {why}"));
+        return Err(BadValue::Below {
+            text: s.into(),
+            min_ms,
+            floor,
+        });
     }
     Ok(d)
 }
 
 /// `kill --timeout`: it must leave time to signal, wait and check.
-pub(super) fn kill_timeout(s: &str) -> Result<std::time::Duration, String> {
-    duration_at_least(s, 100, "too short to signal, wait and check the release")
+pub(super) fn kill_timeout(s: &str) -> Result<std::time::Duration, BadValue> {
+    duration_at_least(s, 100, Floor::Kill)
 }
 
 /// `--read-timeout`: a shorter one would call every read hung.
-pub(super) fn read_timeout(s: &str) -> Result<std::time::Duration, String> {
-    duration_at_least(s, 10, "every read would time out")
+pub(super) fn read_timeout(s: &str) -> Result<std::time::Duration, BadValue> {
+    duration_at_least(s, 10, Floor::Read)
 }
 
 /// `--idle-window`: at least one of the driver's sample periods (tens of
 /// milliseconds to a few seconds by GPU).
-pub(super) fn idle_window(s: &str) -> Result<std::time::Duration, String> {
-    duration_at_least(s, 100, "no sample would fall inside it")
+pub(super) fn idle_window(s: &str) -> Result<std::time::Duration, BadValue> {
+    duration_at_least(s, 100, Floor::Sample)
 }
 
 /// `serve`'s connection deadlines: no request could arrive in less.
-pub(super) fn serve_timeout(s: &str) -> Result<std::time::Duration, String> {
-    duration_at_least(s, 100, "no request could arrive in time")
+pub(super) fn serve_timeout(s: &str) -> Result<std::time::Duration, BadValue> {
+    duration_at_least(s, 100, Floor::Request)
 }
 
-pub(super) const SPINS: &str = "an interval that short only spins";
-
 /// `wait --interval`: how often to look.
-pub(super) fn wait_interval(s: &str) -> Result<std::time::Duration, String> {
-    duration_at_least(s, 10, SPINS)
+pub(super) fn wait_interval(s: &str) -> Result<std::time::Duration, BadValue> {
+    duration_at_least(s, 10, Floor::Spins)
 }
 
 /// `watch --interval` and `serve --interval`: a screen or a snapshot.
-pub(super) fn refresh_interval(s: &str) -> Result<std::time::Duration, String> {
-    duration_at_least(s, 100, SPINS)
+pub(super) fn refresh_interval(s: &str) -> Result<std::time::Duration, BadValue> {
+    duration_at_least(s, 100, Floor::Spins)
 }
 
 /// `watch --scan-every`: a full holder scan.
-pub(super) fn scan_interval(s: &str) -> Result<std::time::Duration, String> {
-    duration_at_least(s, 1000, SPINS)
+pub(super) fn scan_interval(s: &str) -> Result<std::time::Duration, BadValue> {
+    duration_at_least(s, 1000, Floor::Spins)
 }
 
-pub(super) fn parse_signal(s: &str) -> Result<rustix::process::Signal, String> {
+pub(super) fn parse_signal(s: &str) -> Result<rustix::process::Signal, BadValue> {
     use rustix::process::Signal;
     // `term`, `SIGTERM`, `sigterm`, `15`; "SIG" stripped once.
     let up = s.trim().to_ascii_uppercase();
@@ -353,11 +351,7 @@ pub(super) fn parse_signal(s: &str) -> Result<rustix::process::Signal, String> {
         "USR1" | "10" => Signal::USR1,
         "USR2" | "12" => Signal::USR2,
         "KILL" | "9" => Signal::KILL,
-        _ => {
-            return Err(format!(
-                "'{s}' is not one of TERM, INT, HUP, QUIT, USR1, USR2, KILL"
-            ))
-        }
+        _ => return Err(BadValue::Signal(s.into())),
     };
     Ok(sig)
 }

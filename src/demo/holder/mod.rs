@@ -14,6 +14,7 @@ use signals::{
     catch_usr1, end_main_thread, ignore_sigterm, on_term, supervise, unblock_signals, vfork_pause,
 };
 
+use crate::present::words::demo::holder_exited;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
@@ -208,9 +209,7 @@ pub fn spawn_from(mut cmd: Command, child: &ChildSpec) -> std::io::Result<Spawne
         let Some(line) = lines.next().transpose()? else {
             let _ = proc.kill();
             let status = proc.wait()?;
-            return Err(std::io::Error::other(format!(
-                "holder {argv0} exited before it was ready ({status})"
-            )));
+            return Err(std::io::Error::other(holder_exited(argv0, &status)));
         };
         if let Some(rest) = line.strip_prefix("ready ") {
             let (pid, label) = rest.split_once(' ').unwrap_or((rest, ""));

@@ -83,6 +83,7 @@ fn problem(condition: Condition, level: Level, gpu: Option<u32>) -> Problem {
         seconds: None,
         why: None,
         causes: Vec::new(),
+        stuck: None,
         finding: None,
         xid: None,
     }

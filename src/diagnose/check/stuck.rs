@@ -3,7 +3,7 @@
 
 use super::{named, problem};
 use crate::model::{
-    Condition, Level, Problem, Process, Sampled, Snapshot, Wait, Window, STUCK_WINDOW_MS,
+    Condition, Level, Problem, Process, Sampled, Snapshot, Stuck, Wait, Window, STUCK_WINDOW_MS,
 };
 use std::collections::BTreeMap;
 
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 /// the whole window in a GPU driver (or where the kernel does not say),
 /// a warning for the others.
 pub(super) fn stuck(s: &Snapshot, windows: &BTreeMap<u32, Window>) -> Vec<Problem> {
-    let mut groups: Vec<(Level, String, Vec<&Process>)> = Vec::new();
+    let mut groups: Vec<(Level, Stuck, Vec<&Process>)> = Vec::new();
     for p in s.processes.iter().filter(|p| p.state == "D") {
         let (level, why) = stuck_one(windows.get(&p.pid));
         match groups.iter_mut().find(|g| g.0 == level && g.1 == why) {
@@ -26,7 +26,7 @@ pub(super) fn stuck(s: &Snapshot, windows: &BTreeMap<u32, Window>) -> Vec<Proble
             let mut p = problem(Condition::Stuck, level, None);
             p.bytes = crate::model::saturating_sum(ps.iter().map(|p| p.memory_bytes()));
             p.processes = named(&ps);
-            p.why = Some(why);
+            p.stuck = Some(why);
             p
         })
         .collect()
@@ -39,14 +39,13 @@ pub(super) fn stuck(s: &Snapshot, windows: &BTreeMap<u32, Window>) -> Vec<Proble
 /// the window decides alone). Anything less is a warning: a vfork
 /// parent, an NFS, Lustre or FUSE read, a process that left D or exited
 /// within the window, one never sampled again.
-pub(crate) fn stuck_one(window: Option<&Window>) -> (Level, String) {
+pub(crate) fn stuck_one(window: Option<&Window>) -> (Level, Stuck) {
     let samples = window.map_or(&[][..], |w| &w.samples[..]);
     let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
-        return (Level::Warning, "in D in one look, not sampled again".into());
+        return (Level::Warning, Stuck::NotSampled);
     };
     let n = samples.len();
     let span_ms = last.at_ms.saturating_sub(first.at_ms);
-    let over = format!("{:.1} s", span_ms as f64 / 1000.0);
     let waits: Vec<&Wait> = samples
         .iter()
         .filter_map(|s| match &s.seen {
@@ -55,35 +54,33 @@ pub(crate) fn stuck_one(window: Option<&Window>) -> (Level, String) {
         })
         .collect();
     if waits.len() < n || n < 2 || span_ms < STUCK_WINDOW_MS {
-        let mut why = format!("in D in {} of {n} samples over {over}", waits.len());
-        if samples.iter().any(|s| s.seen == Sampled::Gone) {
-            why.push_str(", then exited");
-        } else if let c @ 1.. = samples.iter().filter(|s| s.seen == Sampled::Unread).count() {
-            why.push_str(&format!(" ({c} unreadable)"));
-        }
+        let why = Stuck::Partly {
+            in_d: waits.len(),
+            samples: n,
+            span_ms,
+            exited: samples.iter().any(|s| s.seen == Sampled::Gone),
+            unread: samples.iter().filter(|s| s.seen == Sampled::Unread).count(),
+        };
         return (Level::Warning, why);
     }
-    let named = |symbol: &str, module: &Option<String>| match module {
-        Some(m) => format!("{symbol} [{m}]"),
-        None => symbol.to_string(),
-    };
     if let Some(Wait::Elsewhere { symbol, module }) =
         waits.iter().find(|w| matches!(w, Wait::Elsewhere { .. }))
     {
-        let why = format!("waits in {}, not in the GPU driver", named(symbol, module));
+        let why = Stuck::Elsewhere {
+            symbol: symbol.clone(),
+            module: module.clone(),
+        };
         return (Level::Warning, why);
     }
     match waits.iter().find(|w| matches!(w, Wait::Driver { .. })) {
         Some(Wait::Driver { symbol, module }) => (
             Level::Critical,
-            format!(
-                "in D for {over}, in the GPU driver: {}",
-                named(symbol, module)
-            ),
+            Stuck::Driver {
+                span_ms,
+                symbol: symbol.clone(),
+                module: module.clone(),
+            },
         ),
-        _ => (
-            Level::Critical,
-            format!("in D for {over}; the kernel does not say where it waits"),
-        ),
+        _ => (Level::Critical, Stuck::Unsaid { span_ms }),
     }
 }

@@ -3,6 +3,12 @@
 use super::*;
 use crate::model::{Sample, Sampled, Wait, Window, STUCK_SAMPLE_MS};
 
+/// How stuck a holder is, in the words `check` prints.
+fn stuck_one(window: Option<&Window>) -> (Level, String) {
+    let (level, why) = super::stuck_one(window);
+    (level, crate::present::words::check::stuck(&why))
+}
+
 fn d(wait: Wait) -> Sampled {
     Sampled::State { state: 'D', wait }
 }
@@ -164,8 +170,11 @@ fn holders_in_d_are_one_problem_per_level_and_reason() {
         [(10, "python3".into()), (11, "python3".into())]
     );
     assert_eq!(
-        o.problems[0].why.as_deref(),
-        Some("waits in kernel_clone, not in the GPU driver")
+        o.problems[0]
+            .stuck
+            .as_ref()
+            .map(crate::present::words::check::stuck),
+        Some("waits in kernel_clone, not in the GPU driver".into())
     );
     windows.insert(12, window(all(d(uvm()))));
     let (o, _) = check(&s, &policy, &CheckMemory::default(), &windows, 0);

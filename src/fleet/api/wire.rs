@@ -2,6 +2,7 @@
 //! series, labels as pairs; and the bytes the view's answers may take.
 
 use super::{Labels, MAX_LABELS, MAX_SERIES};
+use crate::model::LabelsOver;
 use serde::Deserialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,9 +18,7 @@ impl<'de> Deserialize<'de> for Labels {
                 let mut pairs = Vec::with_capacity(m.size_hint().unwrap_or(4).min(16));
                 while let Some(pair) = m.next_entry::<Box<str>, Box<str>>()? {
                     if pairs.len() == MAX_LABELS {
-                        return Err(serde::de::Error::custom(format!(
-                            "a series with over {MAX_LABELS} labels"
-                        )));
+                        return Err(serde::de::Error::custom(LabelsOver(MAX_LABELS)));
                     }
                     pairs.push(pair);
                 }

@@ -1,11 +1,14 @@
 //! `kill --json`'s document: the snapshot after, the plan and the report,
 //! each reason in words (`reason`, `reasons`) beside its typed value
-//! (`cause`, `causes`).
+//! (`cause`, `causes`); and the end of a kill as its printer asks
+//! ([`write_kill_command`]: the document, the report's text, or nothing).
 
+use super::write_report;
 use crate::model::{Held, Plan, PlanEntry, Report, Skipped, Snapshot};
 use crate::present::json::SnapshotDoc;
 use crate::present::words::target::{held, left, target};
 use crate::present::words::verdict::reasons;
+use crate::present::Printer;
 use serde::Serialize;
 use std::io::{self, Write};
 
@@ -91,6 +94,36 @@ impl<'a> ReportDoc<'a> {
             still_holding: r.still_holding.iter().map(held).collect(),
             still_holding_causes: &r.still_holding,
         }
+    }
+}
+
+/// A kill that ran, as its end is written: the snapshot its verdict was
+/// made from (with `--no-wait`, the plan's), the plan, the report, and
+/// whether the release was waited for.
+pub struct Killed<'a> {
+    /// The snapshot the verdict was made from.
+    pub after: &'a Snapshot,
+    /// The plan signalled.
+    pub plan: &'a Plan,
+    /// What the kill did.
+    pub report: &'a Report,
+    /// The release was waited for (not `--no-wait`).
+    pub waited: bool,
+}
+
+/// Writes the end of a kill: the JSON document, or (unless quiet) the
+/// report's text.
+pub fn write_kill_command<W: Write>(
+    w: &mut W,
+    killed: &Killed<'_>,
+    printer: &Printer,
+) -> io::Result<()> {
+    if printer.json() {
+        write_kill_json(w, killed.after, killed.plan, killed.report)
+    } else if !printer.quiet() {
+        write_report(w, killed.report, killed.waited, printer)
+    } else {
+        Ok(())
     }
 }
 

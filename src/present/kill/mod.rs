@@ -11,7 +11,7 @@ use super::Printer;
 use crate::model::{Evidence, Snapshot};
 use crate::model::{Plan, PlanEntry, Report};
 use crate::safe::{fit, pad, MESSAGE_MAX, TEXT_MAX};
-pub use doc::{write_kill_json, write_plan_json};
+pub use doc::{write_kill_command, write_kill_json, write_plan_json, Killed};
 use std::io::{self, Write};
 
 /// Writes the plan: each target with user, comm, cmdline, owner, memory and
@@ -229,7 +229,7 @@ fn write_not_signalled<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io
             "{} {} {}; not signalled",
             printer.warn("changed:"),
             c.pid,
-            fit(&c.why, MESSAGE_MAX)
+            fit(&c.why.to_string(), MESSAGE_MAX)
         )?;
     }
     Ok(())
@@ -271,7 +271,7 @@ fn write_released<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io::Res
             w,
             "{} {}",
             printer.warn("not watched for restarts:"),
-            fit(e, MESSAGE_MAX)
+            fit(&e.to_string(), MESSAGE_MAX)
         )?;
     } else if r.seconds_watched_for_restarts > 0.0 {
         writeln!(
@@ -313,6 +313,7 @@ fn write_not_released<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::WatchFailed;
 
     fn text(r: &Report) -> String {
         let mut out = Vec::new();
@@ -338,7 +339,9 @@ mod tests {
             t.contains("watched 1.0 s more: nothing started again"),
             "{t}"
         );
-        r.restart_watch_error = Some("a snapshot failed: EMFILE".into());
+        r.restart_watch_error = Some(WatchFailed {
+            error: "EMFILE".into(),
+        });
         let t = text(&r);
         assert!(
             t.contains("not watched for restarts: a snapshot failed: EMFILE"),

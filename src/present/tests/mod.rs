@@ -24,7 +24,9 @@ use super::{write_json, Printer, PrinterBuilder};
 use crate::act::kill::{plan, Safety, Selectors};
 use crate::diagnose::Options;
 use crate::model::FindingKind;
-use crate::model::{Changed, GpuName, Reason, Report, Selection, Snapshot, VerdictState, Why};
+use crate::model::{
+    Change, Changed, GpuName, Reason, Report, Selection, Snapshot, VerdictState, WatchFailed, Why,
+};
 use cases::{blind_cases, groups, mps, states, unaccounted_cases};
 use evil::{corpus, evil, FIRST_EVIL};
 use fixtures::judged;
@@ -252,7 +254,9 @@ fn kill_reports_of_a_rescan_an_unknown_release_and_nothing_to_do() {
         released: true,
         verdict: VerdictState::Free,
         seconds_to_release: 0.75,
-        restart_watch_error: Some("a snapshot failed: EMFILE".into()),
+        restart_watch_error: Some(WatchFailed {
+            error: "EMFILE".into(),
+        }),
         ..Report::default()
     };
     let unknown = Report {
@@ -261,7 +265,7 @@ fn kill_reports_of_a_rescan_an_unknown_release_and_nothing_to_do() {
         waiting_for_kernel: vec![212_703],
         unchecked: vec![Changed {
             pid: 212_704,
-            why: "its fds could not be read again (timed out)".into(),
+            why: Change::Unchecked(Some("a read timed out after 5.0 s".into())),
         }],
         rounds: 1,
         verdict: VerdictState::Unknown,
@@ -349,7 +353,7 @@ fn evil_names_kill_report() {
         identity_changed: vec![FIRST_EVIL + 5],
         changed: vec![Changed {
             pid: FIRST_EVIL + 4,
-            why: format!("exec'd {}", name(4)),
+            why: Change::Unchecked(Some(name(4))),
         }],
         frozen_cgroups: vec![format!("/system.slice/{}.service", name(2))],
         seconds_after_exit: None,

@@ -6,7 +6,11 @@
 use super::next::next_line;
 use crate::model::{Evidence, Finding};
 
+pub mod check;
+pub mod demo;
+pub mod doctor;
 mod fault;
+pub mod front;
 mod holders;
 mod idle;
 mod k8s;

@@ -24,6 +24,7 @@ use crate::model::{
     Snapshot, ViewAnswer, ViewCommand, ViewError, ViewErrorKind, ViewFrom, ViewRequest,
     VIEW_VERSION,
 };
+use crate::present::words::front as words;
 use crate::present::PrinterBuilder;
 use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -65,11 +66,7 @@ pub fn render(
 ) -> (ViewAnswer, Vec<u8>) {
     use ViewErrorKind::Usage;
     if req.version != VIEW_VERSION {
-        let why = format!(
-            "view protocol version {} not served (this serve speaks {VIEW_VERSION})",
-            req.version
-        );
-        return failed(Usage, why);
+        return failed(Usage, words::view_version(req.version, VIEW_VERSION));
     }
     let mut gpus = Vec::new();
     for g in &req.gpu {
@@ -115,10 +112,7 @@ pub fn render(
             },
             body,
         ),
-        Err(e) => failed(
-            ViewErrorKind::Unavailable,
-            format!("the answer could not be written: {e}"),
-        ),
+        Err(e) => failed(ViewErrorKind::Unavailable, words::answer_not_written(&e)),
     }
 }
 
@@ -149,20 +143,12 @@ pub(super) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, Serv
             // stream's connect with EPROTOTYPE) keeps it.
             match std::os::unix::net::UnixStream::connect(path) {
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
-                Ok(_) => return Err(failed("another server answers there".into())),
-                Err(e) => {
-                    return Err(failed(format!(
-                        "a socket in use is there ({e}): not replaced"
-                    )))
-                }
+                Ok(_) => return Err(failed(words::SOCKET_ANSWERED.into())),
+                Err(e) => return Err(failed(words::socket_in_use(&e))),
             }
             std::fs::remove_file(path).map_err(|e| failed(e.to_string()))?;
         }
-        Ok(_) => {
-            return Err(failed(
-                "something other than this user's socket is there: not replaced".into(),
-            ))
-        }
+        Ok(_) => return Err(failed(words::SOCKET_NOT_MINE.into())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(failed(e.to_string())),
     }
@@ -300,7 +286,7 @@ async fn one(
             let socket = socket.to_path_buf();
             tokio::task::spawn_blocking(move || render((&snap.0, snap.1), &socket, uid, &req))
                 .await
-                .unwrap_or_else(|_| failed(ViewErrorKind::Unavailable, "the answer failed".into()))
+                .unwrap_or_else(|_| failed(ViewErrorKind::Unavailable, words::ANSWER_FAILED.into()))
         }
     };
     let mut head = serde_json::to_vec(&answer).unwrap_or_default();
@@ -323,10 +309,8 @@ fn fresh_snapshot(shared: &Shared) -> Result<(Arc<Snapshot>, std::time::Duration
         (Some(snap), Some(taken)) if taken.elapsed() <= shared.stale_after => {
             Ok((Arc::clone(snap), taken.elapsed()))
         }
-        (Some(_), _) => {
-            Err("serve's last good snapshot is stale (its collections fail; see its log)".into())
-        }
-        (None, _) => Err("serve has no snapshot yet".into()),
+        (Some(_), _) => Err(words::SNAPSHOT_STALE.into()),
+        (None, _) => Err(words::NO_SNAPSHOT.into()),
     }
 }
 
@@ -341,20 +325,20 @@ async fn read_request(stream: &mut tokio::net::UnixStream) -> Result<ViewRequest
         let n = stream
             .read(&mut chunk[..room])
             .await
-            .map_err(|e| format!("reading the request: {e}"))?;
+            .map_err(|e| words::request_unread(&e))?;
         buf.extend_from_slice(&chunk[..n]);
         if let Some(end) = buf.iter().position(|&b| b == b'\n') {
             buf.truncate(end);
             break;
         }
         if buf.len() > MAX_REQUEST {
-            return Err(format!("a request is at most {MAX_REQUEST} bytes"));
+            return Err(words::request_too_long(MAX_REQUEST));
         }
         if n == 0 {
             break;
         }
     }
-    serde_json::from_slice(&buf).map_err(|e| format!("not a view request: {e}"))
+    serde_json::from_slice(&buf).map_err(|e| words::not_a_request(&e))
 }
 
 #[cfg(test)]
