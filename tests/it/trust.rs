@@ -123,13 +123,15 @@ fn wait_on_a_lost_gpu_is_unknown_exit_3_never_free() {
 
 #[test]
 fn scan_hitting_emfile_is_unknown_never_free() {
-    // A hard limit of 8 open files: gpufree cannot open /proc/PID
+    // A hard limit of 6 open files: gpufree cannot open /proc/PID
     // directories for most processes. That is "could not see", not "gone".
+    // (At 8 the walk and NVML's thread sometimes both fit: every process
+    // is read, and "free" is then the truth, 1 run in 20 here.)
     let d = TestDir::new(1);
     let state = d.one_gpu(&[], 0);
     let r = Gpufree::new(["wait", "--json", "--timeout", "0"])
         .on(&d, &state)
-        .wrapped(["prlimit", "--nofile=8:8", "--"])
+        .wrapped(["prlimit", "--nofile=6:6", "--"])
         .run();
     r.assert_exit_not(0); // never free when the scan could not read
     r.assert_exit(3);
