@@ -158,7 +158,7 @@ fn seed_incident_live_renamed_workers_first_with_a_kill_of_exactly_the_ten() {
     assert_eq!(f[0].kind, FindingKind::LiveHolders);
     assert_eq!(
         f[0].message,
-        "8 live processes of launcher 202515 (VLLM::EngineCor) [vLLM engine core] hold 754.8 GiB on GPUs 0-7"
+        "8 live processes of launcher 202515 (VLLM::EngineCor) [vLLM engine core] hold 754.8 GiB on GPUs 0-7; the next also stops 2 of its processes without GPU memory: 202515, 212437"
     );
     assert_eq!(f[0].pids.len(), 8);
     let mut ten: Vec<u32> = vec![202_515, 212_437];

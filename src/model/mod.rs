@@ -21,6 +21,7 @@ mod next;
 mod pin;
 mod process;
 mod release;
+mod rename;
 mod role;
 mod selector;
 mod unavailable;
@@ -39,8 +40,8 @@ pub use driver::{
     RecoveryAction, Remap, XidEvent, XidPid, XidReport,
 };
 pub use evidence::{
-    Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,
-    Renamed, Restarter, Unseen, Who,
+    Alongside, Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan,
+    PatternHits, Renamed, Restarter, Unseen, Who,
 };
 pub use fault::{signs, AppFault, Basis, DriverFault, Heard, LogHeard, Need, Sign};
 pub use finding::{Finding, FindingKind, Severity};
@@ -63,6 +64,7 @@ pub use process::{
     Process, Protection, Via,
 };
 pub use release::{Held, Holds, OnGpu, Restart};
+pub use rename::{base, names_program, rename_of, started_as, Rename};
 pub use role::Role;
 pub use selector::{GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};

@@ -10,6 +10,7 @@ mod fault;
 mod holders;
 mod k8s;
 mod mps;
+mod renamed;
 mod roles;
 pub mod selector;
 pub mod target;
@@ -66,10 +67,7 @@ fn said(f: &Finding) -> (String, Vec<String>) {
     match &f.evidence {
         Evidence::Group(g) => holders::group(f, g),
         Evidence::Orphans(orphans) => holders::orphans(orphans),
-        Evidence::Renamed {
-            holders,
-            grep_python,
-        } => holders::renamed(holders, *grep_python),
+        Evidence::Renamed { how, holders } => renamed::renamed(*how, holders),
         Evidence::Pattern(h) => holders::pattern(h),
         Evidence::DeviceHolders {
             with_memory_holders,
