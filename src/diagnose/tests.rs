@@ -292,8 +292,29 @@ fn a_gpu_in_mig_mode_is_never_told_to_reset() {
     leak.gpus[0].mig_mode = Some(true);
     let f = diagnose(&leak);
     assert_eq!(f[0].kind, FindingKind::DriverLeak);
-    assert_eq!(f[0].next, "gpufree why --gpu 0");
+    // Looking at the whole GPU is what this diagnosis already did: never
+    // `gpufree why --gpu 0` again (a why over one MIG device of it is
+    // told to, see below).
+    assert_eq!(f[0].next, "");
     assert!(f.iter().all(|x| !x.next.contains("reset")), "{f:?}");
+}
+
+#[test]
+fn why_is_never_the_next_of_the_why_just_run() {
+    let mut leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+    leak.gpus[0].mig_mode = Some(true);
+    let whole = diagnose(&leak);
+    assert!(
+        whole
+            .iter()
+            .all(|x| !x.next.starts_with("gpufree why --gpu")),
+        "{whole:?}"
+    );
+    // One MIG device of it selected: the whole GPU is another look.
+    leak.gpus[0].mig_only = true;
+    leak.gpus[0].mig_devices = vec![Default::default()];
+    let part = diagnose(&leak);
+    assert_eq!(part[0].next, "gpufree why --gpu 0", "{part:?}");
 }
 
 #[test]

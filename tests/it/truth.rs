@@ -277,3 +277,85 @@ fn rewritten_command_line_is_its_own_finding_that_pkill_by_comm_still_hits() {
         "{message}"
     );
 }
+
+/// The launcher holding only nvidia-uvm: status counts it apart from the
+/// GPUs, as the shared driver nodes' holder why names; `why --gpu 0`
+/// never suggests `gpufree why --gpu 0`.
+#[test]
+fn status_and_why_count_the_shared_node_holder_alike_and_why_never_suggests_itself() {
+    let d = TestDir::new(2);
+    let ((l, w, x), _ours) = scene(&d);
+    let state = d.state(&sim_state(vec![
+        sim_gpu(0, &[(w, 20 * 1024, "while-alive")], 0),
+        sim_gpu(1, &[(x, 8 * 1024, "while-alive")], 0),
+    ]));
+    let status = Gpufree::new(["status"]).on(&d, &state).run();
+    let text = status.stdout.clone();
+    assert!(
+        text.contains("GPU 0: 1 holding memory, 0 holding its device node"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Shared driver nodes only (nvidiactl, nvidia-uvm...): 1 holding no GPU's own node"
+        ),
+        "{text}"
+    );
+    let doc = Gpufree::new(["why"]).json().on(&d, &state).run().json();
+    let nodes = find(&doc, "device-holders");
+    assert_eq!(nodes.len(), 1, "{doc}");
+    assert_eq!(pid_set(nodes[0]), BTreeSet::from([l]));
+    assert!(
+        nodes[0]["message"].as_str().unwrap().starts_with(
+            "1 process holds only shared driver nodes (no GPU's own node) open without GPU memory"
+        ),
+        "{}",
+        nodes[0]["message"]
+    );
+    for sel in [vec!["--gpu", "0"], vec![]] {
+        let doc = Gpufree::new(["why"])
+            .json()
+            .args(&sel)
+            .on(&d, &state)
+            .run()
+            .json();
+        let again = format!("gpufree why {}", sel.join(" "));
+        for f in doc["findings"].as_array().unwrap() {
+            assert_ne!(f["next"].as_str().unwrap_or("").trim(), again.trim(), "{f}");
+        }
+    }
+}
+
+/// A PID NVML lists whose process holds no GPU node: `why --gpu 0` and
+/// plain `why` on a one-GPU host point at the visibility, not at
+/// themselves.
+#[test]
+fn stale_nvml_pid_next_is_never_the_why_just_run() {
+    let d = TestDir::new(1);
+    let mut child = spawn_ready(Command::new("python3").args([
+        "-c",
+        "import time\nprint('ready',flush=True)\ntime.sleep(120)",
+    ]));
+    let state = d.one_gpu(&[(child.id(), 1024, "while-alive")], 0);
+    let runs: Vec<Value> = [vec!["--gpu", "0"], vec![]]
+        .iter()
+        .map(|sel| {
+            Gpufree::new(["why"])
+                .json()
+                .args(sel)
+                .on(&d, &state)
+                .run()
+                .json()
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    for doc in runs {
+        let stale = find(&doc, "stale-nvml-pid");
+        assert_eq!(stale.len(), 1, "{doc}");
+        assert_eq!(
+            stale[0]["next"], "gpufree why --json  # see visibility and unavailable",
+            "{doc}"
+        );
+    }
+}

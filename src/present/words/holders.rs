@@ -281,21 +281,32 @@ pub(super) fn orphans(orphans: &[Orphan]) -> (String, Vec<String>) {
     (message, details)
 }
 
-/// Processes that hold device nodes without memory, each with its nodes.
+/// Processes that hold device nodes without memory, each with its nodes:
+/// a GPU's own node (status lists it under that GPU) or only the shared
+/// driver nodes (status lists it apart), said as status says it.
 pub(super) fn device_holders(
     with_memory_holders: bool,
     holders: &[(Who, Vec<crate::model::DeviceUse>)],
 ) -> (String, Vec<String>) {
     let n = holders.len();
+    let shared = holders
+        .iter()
+        .filter(|(_, d)| d.iter().all(|u| u.gpu.is_none()))
+        .count();
+    let what = match shared {
+        0 => "GPU device nodes".to_string(),
+        k if k == n => "only shared driver nodes (no GPU's own node)".to_string(),
+        k => format!("GPU device nodes ({k} of them only shared driver nodes)"),
+    };
     let message = if with_memory_holders {
         format!(
-            "{} GPU device nodes open without GPU memory, started with the memory holders: free {} together with the memory holders",
+            "{} {what} open without GPU memory, started with the memory holders: free {} together with the memory holders",
             count(n, "process holds", "processes hold"),
             one_or(n, "it", "them")
         )
     } else {
         format!(
-            "{} GPU device nodes open without GPU memory: not needed to free memory, but the driver keeps its files open until {}",
+            "{} {what} open without GPU memory: not needed to free memory, but the driver keeps its files open until {}",
             count(n, "process holds", "processes hold"),
             one_or(n, "it exits", "they exit")
         )
