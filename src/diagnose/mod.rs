@@ -118,7 +118,12 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     mps::mps(s, &mut out);
     allocation::allocation(s, &mut out);
     let overall = verdict::overall(s, &verdict::Policy::default());
-    partial_view(s, overall.state, &mut out);
+    let said = if overall.state == VerdictState::Free {
+        overall.caveats.as_slice()
+    } else {
+        &[]
+    };
+    partial_view(s, overall.state, said, &mut out);
     outside_namespace(s, &mut out);
     stale_pids(s, &mut out);
     unaccounted(s, &mut out);
