@@ -48,16 +48,18 @@ pub(super) fn pkill_text(s: &str, line_break: char) -> String {
 /// --pattern` matches ([`pkill_comm_text`], [`pkill_f_text`]) for the
 /// name the program was started as.
 pub(super) fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
-    let live = || s.processes.iter().filter(|p| p.is_live());
-    let changed = |p: &Process| {
-        p.renamed
-            .then(|| rename_of(&p.comm, &p.cmdline, p.exe.as_deref()))
-            .flatten()
-    };
-    for how in [Rename::Cmdline, Rename::Comm] {
-        let holders: Vec<(&Process, Rename)> = live()
-            .filter_map(|p| Some((p, changed(p)?)))
-            .filter(|(_, c)| c.cmdline() == how.cmdline())
+    let live = || s.processes.iter().filter(|p| p.is_live() && p.renamed);
+    // What each changed: None where its exe or command line is not
+    // shown (another user's process in serve's view), so not told.
+    let changed = |p: &Process| rename_of(&p.comm, &p.cmdline, p.exe.as_deref());
+    for how in [Some(Rename::Cmdline), Some(Rename::Comm), None] {
+        let holders: Vec<(&Process, Option<Rename>)> = live()
+            .map(|p| (p, changed(p)))
+            .filter(|(_, c)| match (how, c) {
+                (Some(h), Some(c)) => c.cmdline() == h.cmdline(),
+                (None, None) => true,
+                _ => false,
+            })
             .collect();
         if holders.is_empty() {
             continue;
@@ -79,7 +81,7 @@ pub(super) fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
 
 /// A renamed holder, and whether `pkill NAME` and `pkill -f NAME` still
 /// hit it for the name it was started as.
-fn renamed_one(p: &Process, changed: Rename) -> Renamed {
+fn renamed_one(p: &Process, changed: Option<Rename>) -> Renamed {
     let started = started_as(&p.cmdline, p.exe.as_deref());
     let re = started
         .as_deref()

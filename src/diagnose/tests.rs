@@ -1133,3 +1133,34 @@ fn leaked_memory_with_no_evidence_is_inferred_and_with_evidence_reported() {
         "reported by the driver: a row remap pending (nvmlDeviceGetRemappedRows)"
     );
 }
+
+#[test]
+fn renamed_holders_are_told_apart_by_what_they_changed_and_said_when_it_cannot_be_told() {
+    let mut comm_only = plain(5, 1, "worker", &["python3", "train.py"]);
+    comm_only.renamed = true;
+    let mut rewritten = plain(6, 1, "python3", &["trainer: rank 0"]);
+    rewritten.renamed = true;
+    // Another user's process in serve's view: no exe, no command line.
+    let mut hidden = plain(7, 1, "worker", &[]);
+    hidden.exe = None;
+    hidden.renamed = true;
+    let f = diagnose(&base(
+        vec![gpu(0, 0, 0)],
+        vec![comm_only, rewritten, hidden],
+    ));
+    let renamed: Vec<(&str, Vec<u32>)> = f
+        .iter()
+        .filter(|x| x.kind == FindingKind::RenamedHolders)
+        .map(|x| (x.message.as_str(), x.pids.clone()))
+        .collect();
+    assert_eq!(renamed.len(), 3, "{renamed:?}");
+    assert!(renamed[0].0.starts_with("1 holder rewrote its command line (setproctitle), comm unchanged: `pkill -f python3` and `ps aux | grep python3` miss it; plain `pkill python3` (comm) misses none"), "{renamed:?}");
+    assert_eq!(renamed[0].1, vec![6]);
+    assert!(renamed[1].0.starts_with("1 holder changed only its comm (prctl PR_SET_NAME), its command line untouched: plain `pkill python3` (comm) and `ps -e` miss it; `pkill -f python3` and `ps aux | grep python3` miss none"), "{renamed:?}");
+    assert_eq!(renamed[1].1, vec![5]);
+    assert!(
+        renamed[2].0.contains("which is not shown here"),
+        "{renamed:?}"
+    );
+    assert_eq!(renamed[2].1, vec![7]);
+}

@@ -170,8 +170,9 @@ pub struct Renamed {
     pub cmdline: String,
     /// Its executable, when readable.
     pub exe: Option<String>,
-    /// What it changed.
-    pub changed: super::Rename,
+    /// What it changed; None where that cannot be told (its executable or
+    /// command line is not shown: another user's process in serve's view).
+    pub changed: Option<super::Rename>,
     /// The program's name as it was started (`python3`), a user's
     /// pattern; None when unknown.
     pub started_as: Option<String>,
@@ -298,8 +299,9 @@ pub enum Evidence {
     Renamed {
         /// What they changed: [`super::Rename::Comm`], or
         /// [`super::Rename::Cmdline`] for a command line rewritten (with
-        /// or without comm: each holder's own is its `changed`).
-        how: super::Rename,
+        /// or without comm: each holder's own is its `changed`); None for
+        /// holders whose change cannot be told.
+        how: Option<super::Rename>,
         /// The holders.
         holders: Vec<Renamed>,
     },

@@ -7,8 +7,16 @@ use crate::present::next::{count, one_or, quoted, shorten};
 
 /// Holders that changed their comm only, or rewrote their command line
 /// (`how`), and what each still shows to `pkill` and `ps | grep`.
-pub(super) fn renamed(how: Rename, holders: &[Renamed]) -> (String, Vec<String>) {
+pub(super) fn renamed(how: Option<Rename>, holders: &[Renamed]) -> (String, Vec<String>) {
     let n = holders.len();
+    let Some(how) = how else {
+        let message = format!(
+            "{} renamed {} (comm or command line: which is not shown here, nor what `pkill` or `pkill -f` would miss)",
+            count(n, "holder has", "holders have"),
+            one_or(n, "itself", "themselves"),
+        );
+        return (message, holders.iter().map(holder).collect());
+    };
     let mut names: Vec<&str> = holders
         .iter()
         .filter_map(|r| r.started_as.as_deref())
@@ -35,7 +43,10 @@ pub(super) fn renamed(how: Rename, holders: &[Renamed]) -> (String, Vec<String>)
         " (NAME: each one's program, below)".to_string()
     };
     let message = if how.cmdline() {
-        let comm_too = holders.iter().filter(|r| r.changed.comm()).count();
+        let comm_too = holders
+            .iter()
+            .filter(|r| r.changed.is_some_and(Rename::comm))
+            .count();
         format!(
             "{} rewrote {} command line (setproctitle){}: `pkill -f {name}` and `ps aux | grep {name}` miss {}; plain `pkill {name}` (comm) misses {}{started}",
             count(n, "holder", "holders"),
