@@ -10,12 +10,7 @@ use crate::present::next::{count, one_or, quoted, shorten};
 pub(super) fn renamed(how: Option<Rename>, holders: &[Renamed]) -> (String, Vec<String>) {
     let n = holders.len();
     let Some(how) = how else {
-        let message = format!(
-            "{} renamed {} (comm or command line: which is not shown here, nor what `pkill` or `pkill -f` would miss)",
-            count(n, "holder has", "holders have"),
-            one_or(n, "itself", "themselves"),
-        );
-        return (message, holders.iter().map(holder).collect());
+        return untold(holders);
     };
     let mut names: Vec<&str> = holders
         .iter()
@@ -71,6 +66,18 @@ pub(super) fn renamed(how: Option<Rename>, holders: &[Renamed]) -> (String, Vec<
     };
     let details = holders.iter().map(holder).collect();
     (message, details)
+}
+
+/// Holders whose change cannot be told (their executable or command line
+/// is not shown).
+fn untold(holders: &[Renamed]) -> (String, Vec<String>) {
+    let n = holders.len();
+    let message = format!(
+        "{} renamed {} (comm or command line: which is not shown here, nor what `pkill` or `pkill -f` would miss)",
+        count(n, "holder has", "holders have"),
+        one_or(n, "itself", "themselves"),
+    );
+    (message, holders.iter().map(holder).collect())
 }
 
 /// One renamed holder: its names now, and what each `pkill` does to it.
