@@ -64,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cpus[cpus.len() / 2],
         last.processes.len(),
         last.visibility.scan.name(),
-        last.visibility.scan_reason
+        gpufree::present::words::scan::scan_reason(&last.visibility)
     );
     // The process's memory now and at its peak (the load's BTF included).
     let status = std::fs::read_to_string("/proc/self/status")?;

@@ -31,6 +31,7 @@ pub(super) fn run_check(
         leak_min: args.leak_min,
         grace_secs: args.grace.as_secs(),
         ignore: args.ignore.clone(),
+        idle_min: args.idle_min,
     };
     let state = &s.check_state;
     let (outcome, snap) = match take_selected_by(s, &Default::default()) {

@@ -201,6 +201,7 @@ fn collect_config(common: &Common, env: &Env, dev_dir: Option<PathBuf>) -> Resul
             Some(_) => env.path("GPUFREE_KMSG"),
             None => d.kmsg.clone(),
         },
+        idle_window: common.idle_window.unwrap_or(d.idle_window),
         ..d
     })
 }

@@ -6,7 +6,8 @@
 //! remapper, an Xid whose catalog action is a reset or a reboot) comes
 //! before everything; then it names the true cause: live holders (grouped by what started
 //! them), renamed holders, device-node holders, orphans, zombies, D and T
-//! states, processes outside this PID namespace, protected daemons. Only when
+//! states, processes outside this PID namespace, protected daemons, and
+//! the holders the driver shows idle over the window. Only when
 //! memory is used with no holder at all, and the view is complete, may it
 //! infer a driver-level leak and print a GPU reset for the operator (never
 //! run by gpufree), labelled inferred unless the driver's own evidence
@@ -21,6 +22,7 @@ pub mod check;
 mod daemons;
 mod fault;
 mod groups;
+mod idle;
 mod mps;
 mod pattern;
 mod shapes;
@@ -106,6 +108,8 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     fault::faults(s, &mut out);
     fault::app_faults(s, &mut out);
     live_holders(&ctx, &mut out);
+    idle::idle(s, &mut out);
+    idle::unknown(s, &mut out);
     renamed(s, &mut out);
     if let Some((text, re)) = &opts.pattern {
         pattern(s, text, re, &mut out);

@@ -2,7 +2,7 @@
 //! SGLang, Ray, torchrun, DeepSpeed, accelerate, MPI, Slurm, multiprocessing,
 //! DataLoader, Jupyter), from its title and command line.
 
-use crate::model::{Process, Role};
+use crate::model::{IdleShape, Process, Role};
 
 /// Well-known helper processes, named for the operator.
 pub(super) fn role(p: &Process) -> Option<Role> {
@@ -50,6 +50,29 @@ pub(super) fn shape(comm: &str, cmd: &str) -> Option<Role> {
         Role::SlurmStep
     } else if has("ipykernel_launcher") || has("ipykernel") {
         Role::JupyterKernel
+    } else {
+        return None;
+    })
+}
+
+/// What an idle holder is, where a framework's shape says: a Jupyter
+/// kernel, a Ray worker the raylet keeps idle, a notebook server.
+pub(super) fn idle_shape(p: &Process) -> Option<IdleShape> {
+    let cmd = p.cmdline_joined();
+    let has = |s: &str| cmd.contains(s);
+    Some(if has("ipykernel_launcher") || has("ipykernel") {
+        IdleShape::JupyterKernel
+    } else if p.comm.starts_with("ray::IDLE") || cmd.starts_with("ray::IDLE") {
+        IdleShape::RayIdleWorker
+    } else if ["jupyter-lab", "jupyter-notebook", "jupyter-server"].contains(&p.comm.as_str())
+        || has("jupyter-lab")
+        || has("jupyter-notebook")
+        || has("jupyter_server")
+        || has("notebook.notebookapp")
+        || has("jupyter lab")
+        || has("jupyter notebook")
+    {
+        IdleShape::NotebookServer
     } else {
         return None;
     })

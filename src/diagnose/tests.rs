@@ -638,7 +638,7 @@ fn supervisors_are_stopped_first() {
     let restart = |r: &str| UnitRestart {
         restart: r.into(),
         restart_sec: None,
-        source: "/etc/systemd/system/vllm.service".into(),
+        source: crate::model::RestartSource::Files(vec!["/etc/systemd/system/vllm.service".into()]),
         unreadable: Vec::new(),
     };
     s.units.insert("vllm.service".into(), restart("always"));
@@ -1131,6 +1131,216 @@ fn leaked_memory_with_no_evidence_is_inferred_and_with_evidence_reported() {
     assert_eq!(
         l.details[0],
         "reported by the driver: a row remap pending (nvmlDeviceGetRemappedRows)"
+    );
+}
+
+/// Utilisation samples on GPU 0 as the driver answered them: `(pid, sm)`.
+fn sampled(s: &mut Snapshot, samples: &[(u32, u32)]) {
+    use crate::model::{ProcessUtil, UtilCall, UtilWindow};
+    let e = s.gpus[0]
+        .driver_evidence
+        .get_or_insert_with(Default::default);
+    e.process_utilization = Reading::Value(
+        samples
+            .iter()
+            .map(|&(pid, sm)| ProcessUtil {
+                pid,
+                sm,
+                ..ProcessUtil::default()
+            })
+            .collect(),
+    );
+    e.utilization_window = Some(UtilWindow {
+        call: UtilCall::ProcessUtilization,
+        since_unix_us: 1,
+        window_ms: 5000,
+    });
+}
+
+/// Two busy workers and an idle Jupyter kernel on GPU 0.
+pub(super) fn jupyter_among_workers() -> Snapshot {
+    let kernel = Process {
+        gpu_memory: vec![GpuMemory {
+            gpu: 0,
+            used_bytes: Some(8 << 30),
+        }],
+        ..plain(
+            300,
+            1,
+            "python3",
+            &[
+                "/usr/bin/python3",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "/run/k.json",
+            ],
+        )
+    };
+    let mut s = base(
+        vec![gpu(0, 2 * W + (8 << 30), 2 * W + (8 << 30))],
+        vec![worker(100, 50, 0), worker(101, 50, 0), kernel],
+    );
+    sampled(&mut s, &[(100, 80), (101, 0), (300, 0)]);
+    // 101's sample is zero but its memory bandwidth is not.
+    if let Some(Reading::Value(v)) = s.gpus[0]
+        .driver_evidence
+        .as_mut()
+        .map(|e| &mut e.process_utilization)
+    {
+        v[1].mem = 12;
+    }
+    s
+}
+
+#[test]
+fn an_idle_jupyter_kernel_among_busy_workers_is_named_alone_with_a_kill_of_it() {
+    let s = jupyter_among_workers();
+    let f = diagnose(&s);
+    let idle: Vec<&Finding> = f
+        .iter()
+        .filter(|x| x.kind == FindingKind::IdleHolders)
+        .collect();
+    assert_eq!(idle.len(), 1, "{f:#?}");
+    let i = idle[0];
+    assert_eq!(i.severity, Severity::Warning);
+    assert_eq!(i.pids, vec![300]);
+    assert_eq!(i.next, "gpufree kill --pid 300");
+    assert_eq!(
+        i.message,
+        "1 idle holder holds 8.0 GiB on GPU 0 with no GPU activity (SM, memory, encoder, decoder) in the last 5s; the 2 busy holders there are not in this kill"
+    );
+    assert!(
+        i.details[0].starts_with("300 python3 (")
+            && i.details[0].ends_with(
+                " [Jupyter kernel]: 8,192 MiB on GPU 0, idle (its notebook keeps the memory until the kernel is shut down)"
+            ),
+        "{:?}",
+        i.details
+    );
+    // The busy workers' findings are still there.
+    for pid in [100, 101] {
+        assert!(
+            f.iter()
+                .any(|x| x.kind == FindingKind::LiveHolders && x.pids.contains(&pid)),
+            "{f:#?}"
+        );
+    }
+    assert!(f.iter().all(|x| x.kind != FindingKind::IdleUnknown));
+    // The verdict is the same: memory is held.
+    let overall = verdict::overall(&s, &verdict::Policy::default());
+    assert_eq!(overall.state, VerdictState::Busy);
+}
+
+#[test]
+fn a_ray_idle_worker_and_a_notebook_server_have_their_shapes() {
+    let mut s = jupyter_among_workers();
+    s.processes[2].cmdline = vec!["ray::IDLE".into()];
+    s.processes[2].comm = "ray::IDLE".into();
+    let f = diagnose(&s);
+    let i = f
+        .iter()
+        .find(|x| x.kind == FindingKind::IdleHolders)
+        .unwrap();
+    assert!(i.details[0].contains("(a Ray worker the raylet keeps idle (ray::IDLE)"));
+    s.processes[2].comm = "jupyter-lab".into();
+    s.processes[2].cmdline = vec!["/usr/bin/python3".into(), "/usr/bin/jupyter-lab".into()];
+    let f = diagnose(&s);
+    let i = f
+        .iter()
+        .find(|x| x.kind == FindingKind::IdleHolders)
+        .unwrap();
+    assert!(i.details[0].ends_with("idle (a notebook server)"), "{i:?}");
+}
+
+#[test]
+fn utilisation_not_supported_or_failed_is_never_idle_and_is_said_once() {
+    let mut s = jupyter_among_workers();
+    let busy = |s: &Snapshot| verdict::overall(s, &verdict::Policy::default()).state;
+    let before = busy(&s);
+    s.gpus[0]
+        .driver_evidence
+        .as_mut()
+        .unwrap()
+        .process_utilization = Reading::NotSupported;
+    s.gpus.push(gpu(1, W, W));
+    s.gpus[1].driver_evidence = Some(DriverEvidence::default());
+    s.processes.push(worker(102, 50, 1));
+    let f = diagnose(&s);
+    assert!(
+        f.iter().all(|x| x.kind != FindingKind::IdleHolders),
+        "{f:#?}"
+    );
+    let unknown: Vec<&Finding> = f
+        .iter()
+        .filter(|x| x.kind == FindingKind::IdleUnknown)
+        .collect();
+    assert_eq!(unknown.len(), 1, "once for both GPUs: {f:#?}");
+    assert_eq!(unknown[0].severity, Severity::Info);
+    assert_eq!(
+        unknown[0].message,
+        "GPUs 0, 1: whether the holders are idle is unknown: nvmlDeviceGetProcessUtilization is not supported by this driver or GPU, so none is called idle"
+    );
+    assert_eq!(busy(&s), before);
+    // A failure is unknown too, with why.
+    s.gpus[1]
+        .driver_evidence
+        .as_mut()
+        .unwrap()
+        .process_utilization = Reading::Failed("NO_PERMISSION".into());
+    let f = diagnose(&s);
+    assert!(f.iter().all(|x| x.kind != FindingKind::IdleHolders));
+    assert!(f.iter().any(
+        |x| x.kind == FindingKind::IdleUnknown && x.message.contains("failed (NO_PERMISSION)")
+    ));
+    // A GPU NVML did not read says nothing.
+    let mut quiet = jupyter_among_workers();
+    quiet.gpus[0].driver_evidence = None;
+    let f = diagnose(&quiet);
+    assert!(f
+        .iter()
+        .all(|x| x.kind != FindingKind::IdleHolders && x.kind != FindingKind::IdleUnknown));
+}
+
+#[test]
+fn a_holder_busy_on_one_gpu_is_not_idle_on_another() {
+    let mut s = jupyter_among_workers();
+    s.gpus.push(gpu(1, W, W));
+    s.processes[2].gpu_memory.push(GpuMemory {
+        gpu: 1,
+        used_bytes: Some(1 << 30),
+    });
+    s.gpus[1].driver_evidence = Some(DriverEvidence {
+        process_utilization: Reading::Value(vec![crate::model::ProcessUtil {
+            pid: 300,
+            enc: 4,
+            ..Default::default()
+        }]),
+        ..DriverEvidence::default()
+    });
+    let f = diagnose(&s);
+    assert!(
+        f.iter().all(|x| x.kind != FindingKind::IdleHolders),
+        "{f:#?}"
+    );
+    // Unknown on the other GPU: unknown, not idle.
+    s.gpus[1].driver_evidence = Some(DriverEvidence::default());
+    let f = diagnose(&s);
+    assert!(
+        f.iter().all(|x| x.kind != FindingKind::IdleHolders),
+        "{f:#?}"
+    );
+}
+
+#[test]
+fn a_protected_holder_at_zero_percent_is_never_called_idle() {
+    let mut s = jupyter_among_workers();
+    s.processes[2].protected = true;
+    s.processes[2].protection = Some(crate::model::Protection::User);
+    let f = diagnose(&s);
+    assert!(
+        f.iter().all(|x| x.kind != FindingKind::IdleHolders),
+        "{f:#?}"
     );
 }
 

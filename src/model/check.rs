@@ -33,6 +33,9 @@ pub enum Condition {
     /// Holders that belong to no job, unit, container or pod (none, or a
     /// login session).
     Leftover,
+    /// Idle holders (memory, and no GPU activity over the window) that
+    /// hold at least `--idle-min` of a GPU: a warning.
+    Idle,
     /// On Kubernetes: a pod the kubelet no longer runs still holds a GPU,
     /// a pod's process holds another pod's GPU, or memory is used on a
     /// GPU allocated to no pod.
@@ -57,6 +60,7 @@ impl Condition {
             Condition::Stuck => "stuck",
             Condition::Leak => "leak",
             Condition::Leftover => "leftover",
+            Condition::Idle => "idle",
             Condition::Pod => "pod",
             Condition::Zombie => "zombie",
             Condition::Daemon => "daemon",
@@ -65,13 +69,14 @@ impl Condition {
     }
 
     /// Every condition.
-    pub const ALL: [Condition; 10] = [
+    pub const ALL: [Condition; 11] = [
         Condition::ResetRequired,
         Condition::Xid,
         Condition::Nvml,
         Condition::Stuck,
         Condition::Leak,
         Condition::Leftover,
+        Condition::Idle,
         Condition::Pod,
         Condition::Zombie,
         Condition::Daemon,

@@ -143,9 +143,14 @@ pub struct DriverEvidence {
     #[serde(default)]
     pub volatile_uncorrectable_ecc: Reading<u64>,
     /// `nvmlDeviceGetProcessUtilization`: the processes with a sample in
-    /// the window asked for (a process with none had no activity).
+    /// the window asked for (a process with none had no activity), the
+    /// largest of its samples per PID.
     #[serde(default)]
     pub process_utilization: Reading<Vec<ProcessUtil>>,
+    /// Which call answered `process_utilization`, and over which window
+    /// (None where it was not asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization_window: Option<super::UtilWindow>,
     /// NVML calls on this GPU that answered RESET_REQUIRED or GPU_IS_LOST.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fault_returns: Vec<FaultReturn>,
@@ -248,6 +253,11 @@ pub struct KernelLog {
     /// The read stopped at its byte or time limit before the ring's end.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// The log refused the read (EPERM, EACCES: it needs CAP_SYSLOG where
+    /// `dmesg_restrict` is set); `xids` failed with the system's error. An
+    /// addition to SPEC.md; JSON's `xids.failed` says so in words.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub denied: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -3,7 +3,9 @@
 //! person reads are made from these by `present::words`; nothing here is
 //! text for a person.
 
-use super::{BlindSpot, Caveat, DeviceUse, Next, UnitRestart, Unreadable, VerdictState};
+use super::{
+    BlindSpot, Caveat, DeviceUse, Next, NodeRefusal, UnitRestart, Unreadable, VerdictState,
+};
 
 /// A process as a finding names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,7 +235,7 @@ pub enum Unseen {
         /// Its path.
         path: String,
         /// What it is instead.
-        why: String,
+        why: NodeRefusal,
     },
     /// A call that failed.
     Call(super::Unavailable),
@@ -370,6 +372,10 @@ pub enum Evidence {
     /// Memory is held and the driver reported no fault (or could not be
     /// heard): what was asked and how it answered.
     Heard(Box<super::Heard>),
+    /// Live holders with memory and no GPU activity over the window.
+    Idle(Box<super::IdleHolders>),
+    /// Holders whose activity the driver did not give: none is idle.
+    IdleUnknown(Box<super::IdleUnknown>),
 }
 
 /// One GPU under MPS: who holds what, and in which order to stop them.

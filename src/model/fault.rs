@@ -132,19 +132,30 @@ pub enum LogHeard {
     Part,
     /// Not read by this command (`GPUFREE_KMSG=off`, a long-running one).
     NotRead,
-    /// The read failed, with why.
-    Failed(String),
+    /// The read failed, with the system's error; `denied`: the log
+    /// refused it (it needs CAP_SYSLOG).
+    Failed {
+        /// The system's error.
+        error: String,
+        /// Refused for want of CAP_SYSLOG.
+        denied: bool,
+    },
 }
 
 impl LogHeard {
     /// How the snapshot's kernel log was read.
     pub fn of(log: Option<&KernelLog>) -> LogHeard {
-        match log.map(|l| (&l.xids, l.lost > 0 || l.truncated)) {
-            None => LogHeard::NotRead,
-            Some((Reading::Value(_), false)) => LogHeard::Whole,
-            Some((Reading::Value(_), true)) => LogHeard::Part,
-            Some((Reading::Failed(why), _)) => LogHeard::Failed(why.clone()),
-            Some((Reading::NotSupported, _)) => LogHeard::NotRead,
+        let Some(log) = log else {
+            return LogHeard::NotRead;
+        };
+        match (&log.xids, log.lost > 0 || log.truncated) {
+            (Reading::Value(_), false) => LogHeard::Whole,
+            (Reading::Value(_), true) => LogHeard::Part,
+            (Reading::Failed(why), _) => LogHeard::Failed {
+                error: why.clone(),
+                denied: log.denied,
+            },
+            (Reading::NotSupported, _) => LogHeard::NotRead,
         }
     }
 }

@@ -66,6 +66,8 @@ impl Evidence {
             Evidence::AppFault(_) => FindingKind::ApplicationFault,
             Evidence::Heard(h) if h.answered() => FindingKind::NoDriverFault,
             Evidence::Heard(_) => FindingKind::DriverUnheard,
+            Evidence::Idle(_) => FindingKind::IdleHolders,
+            Evidence::IdleUnknown(_) => FindingKind::IdleUnknown,
         }
     }
 }
@@ -123,11 +125,16 @@ pub enum FindingKind {
     NoDriverFault,
     /// Memory is held and the driver's fault reports could not be read.
     DriverUnheard,
+    /// Live holders with memory and no GPU activity over the window.
+    IdleHolders,
+    /// Whether holders are idle is unknown: the driver did not give
+    /// their utilisation.
+    IdleUnknown,
 }
 
 impl FindingKind {
     /// Every kind, in the order above.
-    pub const ALL: [FindingKind; 24] = [
+    pub const ALL: [FindingKind; 26] = [
         FindingKind::LiveHolders,
         FindingKind::Orphans,
         FindingKind::RenamedHolders,
@@ -152,6 +159,8 @@ impl FindingKind {
         FindingKind::ApplicationFault,
         FindingKind::NoDriverFault,
         FindingKind::DriverUnheard,
+        FindingKind::IdleHolders,
+        FindingKind::IdleUnknown,
     ];
 
     /// The spelling of JSON's `kind` and of the metrics' `kind` label.
@@ -181,6 +190,8 @@ impl FindingKind {
             FindingKind::ApplicationFault => "application-fault",
             FindingKind::NoDriverFault => "no-driver-fault",
             FindingKind::DriverUnheard => "driver-unheard",
+            FindingKind::IdleHolders => "idle-holders",
+            FindingKind::IdleUnknown => "idle-unknown",
         }
     }
 }

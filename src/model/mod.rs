@@ -13,16 +13,20 @@ mod fault;
 mod finding;
 mod fleet;
 mod gpu;
+mod idle;
 mod k8s;
 mod kill;
 mod mig;
 mod mps;
 mod next;
+mod nodes;
 mod pin;
 mod process;
 mod release;
 mod rename;
+mod restart;
 mod role;
+mod scan;
 mod selector;
 mod unavailable;
 mod verdict;
@@ -50,6 +54,10 @@ pub use fleet::{
     CLOCK_SKEW_SECONDS,
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
+pub use idle::{
+    activity, process_activity, sm_percent, Activity, IdleHolder, IdleHolders, IdleShape,
+    IdleUnknown, UtilCall, UtilWindow,
+};
 pub use k8s::{Allocation, AllocationIssue, KubeletView};
 pub use kill::{
     Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,
@@ -58,6 +66,9 @@ pub use kill::{
 pub use mig::{mig_label, MigCap, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
+pub use nodes::{
+    DevDirUnlisted, FileKind, LinkEnd, LinkTarget, MajorsUnread, NodeRefusal, Wanted, WrongDevice,
+};
 pub use pin::{Pin, Pins};
 pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
@@ -65,8 +76,13 @@ pub use process::{
 };
 pub use release::{Held, Holds, OnGpu, Restart};
 pub use rename::{base, names_program, rename_of, started_as, Rename};
+pub use restart::{BusFailure, RestartSource, UnitUnread};
 pub use role::Role;
-pub use selector::{GpuMiss, Here, UnitMiss, UnitOwner};
+pub use scan::{
+    BpfPart, BpfStep, BpfUnavailable, CacheNote, CacheRefusal, IteratorsWhy, LinkFailure,
+    Relocation, ScanPick, ScanReason, WalkHow,
+};
+pub use selector::{BadSelector, GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
@@ -152,12 +168,20 @@ pub struct UnitRestart {
     /// `RestartSec=`, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_sec: Option<String>,
-    /// The files it was read from, in order.
-    pub source: String,
+    /// Where it was read (the files, in order, or systemd): JSON's `from`
+    /// (an addition); its `source` is this in words.
+    #[serde(rename = "from", default)]
+    pub source: RestartSource,
     /// Unit files or drop-ins that exist but could not be read (each with
-    /// why): the policy may differ from what the others say.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unreadable: Vec<String>,
+    /// why): the policy may differ from what the others say. JSON's
+    /// `unreadable_causes` (an addition); its `unreadable` is these in
+    /// words.
+    #[serde(
+        rename = "unreadable_causes",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub unreadable: Vec<UnitUnread>,
 }
 
 impl UnitRestart {

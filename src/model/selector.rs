@@ -53,3 +53,17 @@ pub struct UnitOwner {
     /// Its readable name.
     pub name: String,
 }
+
+/// A `--gpu` selector that does not parse: a usage error, its words made
+/// in `present/words/proc.rs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadSelector {
+    /// Nothing but blanks.
+    Empty,
+    /// Has a `:` but is no PCI bus id (nor `GPU:MIG`).
+    NotPci(String),
+    /// None of the forms a selector takes.
+    Unknown(String),
+}
+
+impl std::error::Error for BadSelector {}

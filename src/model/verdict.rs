@@ -4,7 +4,7 @@
 //! `present/words/verdict/`, and JSON carries both (SPEC.md's
 //! `reasons`/`caveats` in words, `causes`/`caveat_causes` typed).
 
-use super::{Failure, Holds, NotOurProc, Restart, Unavailable};
+use super::{Failure, Holds, NodeRefusal, NotOurProc, Restart, Unavailable};
 use serde::{Deserialize, Serialize};
 
 /// Whether GPUs are free: the one answer `wait`, `kill`, `why`, `watch`
@@ -190,8 +190,8 @@ pub enum Why {
     RefusedNode {
         /// Its path.
         path: String,
-        /// What it is instead (as collection said it).
-        what: String,
+        /// What it is instead.
+        what: NodeRefusal,
     },
     /// MIG capability nodes that nothing places: any holder may be on this
     /// MIG device.

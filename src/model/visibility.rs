@@ -3,7 +3,7 @@
 //! the device directory's refused entries, which walk found the holders,
 //! and what was hidden from a caller who may not read it.
 
-use super::ViewFrom;
+use super::{NodeRefusal, ScanReason, ViewFrom};
 use serde::{Deserialize, Serialize};
 
 /// What the scan could not see.
@@ -40,9 +40,15 @@ pub struct Visibility {
     /// How holders were found: the /proc walk or the in-kernel one.
     #[serde(default)]
     pub scan: ScanMethod,
-    /// Why that one (and why not the other), in one line.
-    #[serde(default)]
-    pub scan_reason: String,
+    /// Why that one (and why not the other): JSON's `scan_cause` (an
+    /// addition to SPEC.md; absent where no scan was made); its
+    /// `scan_reason` is this in one line of words (empty where none).
+    #[serde(
+        rename = "scan_cause",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub scan_reason: Option<ScanReason>,
     /// Processes the in-kernel walk could not read in full (a memory map
     /// locked by a writer, an fd table that changed under an exiting task,
     /// more fds on GPU nodes than it writes, a leader that exited while its
@@ -76,8 +82,10 @@ pub struct Visibility {
 pub struct RefusedNode {
     /// Its path.
     pub path: String,
-    /// What it is instead, in words.
-    pub why: String,
+    /// What it is instead: JSON's `cause` (an addition to SPEC.md); its
+    /// `why` is this in words.
+    #[serde(rename = "cause")]
+    pub why: NodeRefusal,
     /// The GPUs whose holders it may hide (their verdict is then unknown):
     /// the one its name gives (`nvidiaN` by minor number, a DRM node by
     /// its PCI device); every NVIDIA GPU for a shared or capability node,

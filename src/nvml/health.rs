@@ -4,15 +4,16 @@
 //! (`nvmlDeviceGetRemappedRows`), retired pages pending
 //! (`nvmlDeviceGetRetiredPagesPendingStatus`), the volatile uncorrectable
 //! ECC count (`nvmlDeviceGetTotalEccErrors`) and per-process utilisation
-//! (`nvmlDeviceGetProcessUtilization`: every sample the driver still
-//! buffers, the largest per PID). Not supported (or a call missing from
+//! (`nvmlDeviceGetProcessUtilization`: the samples newer than now minus
+//! the idle window, the largest per PID; [`read_utilization`]). Not supported (or a call missing from
 //! an older library) is [`Reading::NotSupported`], never "no fault"; any
 //! call answering RESET_REQUIRED or GPU_IS_LOST is kept as a
 //! [`FaultReturn`].
 
 use super::{describe, Shared};
 use crate::model::{
-    DriverEvidence, FaultCode, FaultReturn, ProcessUtil, Reading, RecoveryAction, Remap,
+    DriverEvidence, FaultCode, FaultReturn, ProcessUtil, Reading, RecoveryAction, Remap, UtilCall,
+    UtilWindow,
 };
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::enums::device::SampleValue;
@@ -21,6 +22,7 @@ use nvml_wrapper::struct_wrappers::device::FieldValueSample;
 use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::Device;
 use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION` (nvml.h; outside the range
 /// nvml-wrapper renumbers for drivers from 580.82).
@@ -90,18 +92,13 @@ pub(super) fn read_evidence(
         "nvmlDeviceGetTotalEccErrors",
         &mut faults,
     );
-    at.step(format!("nvmlDeviceGetProcessUtilization on GPU {index}"));
-    let process_utilization = reading(
-        process_utilization(dev),
-        "nvmlDeviceGetProcessUtilization",
-        &mut faults,
-    );
     DriverEvidence {
         recovery_action,
         remapped_rows,
         retired_pages_pending,
         volatile_uncorrectable_ecc,
-        process_utilization,
+        process_utilization: Reading::NotSupported,
+        utilization_window: None,
         fault_returns: faults,
         xids: Vec::new(),
     }
@@ -151,10 +148,40 @@ fn remapped_rows(dev: &Device<'_>) -> Result<Remap, NvmlError> {
     })
 }
 
-/// The largest sample per PID among those the driver buffers; no sample
-/// (NOT_FOUND) is no activity.
-fn process_utilization(dev: &Device<'_>) -> Result<Vec<ProcessUtil>, NvmlError> {
-    let samples = match dev.process_utilization_stats(None) {
+/// Reads the per-process utilisation samples newer than now minus
+/// `window` into `e` (a look back into the driver's buffer, not a wait:
+/// `lastSeenTimeStamp` is a CPU timestamp in microseconds), saying which
+/// call answered and over which window.
+pub(super) fn read_utilization(
+    dev: &Device<'_>,
+    index: u32,
+    e: &mut DriverEvidence,
+    window: Duration,
+    at: &Shared,
+) {
+    at.step(format!("nvmlDeviceGetProcessUtilization on GPU {index}"));
+    let now_us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let window_us = u64::try_from(window.as_micros()).unwrap_or(u64::MAX);
+    // 0 asks for every buffered sample: the oldest timestamp is 1.
+    let since_unix_us = now_us.saturating_sub(window_us).max(1);
+    e.process_utilization = reading(
+        process_utilization(dev, since_unix_us),
+        "nvmlDeviceGetProcessUtilization",
+        &mut e.fault_returns,
+    );
+    e.utilization_window = Some(UtilWindow {
+        call: UtilCall::ProcessUtilization,
+        since_unix_us,
+        window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+    });
+}
+
+/// The largest sample per PID among those newer than `since_us`; no
+/// sample (NOT_FOUND) is no activity.
+fn process_utilization(dev: &Device<'_>, since_us: u64) -> Result<Vec<ProcessUtil>, NvmlError> {
+    let samples = match dev.process_utilization_stats(since_us) {
         Err(NvmlError::NotFound) => Vec::new(),
         r => r?,
     };

@@ -239,7 +239,9 @@ impl Session {
     /// on a thread of its own, and returns at once: reads wait for the
     /// initialisation (within their own timeout), so that a slow or hung
     /// driver does not hold up the /proc scan meanwhile.
-    pub fn start(lib: Option<&Path>) -> Session {
+    /// `idle_window`: how far back each read asks the driver for
+    /// per-process utilisation samples (`--idle-window`).
+    pub fn start(lib: Option<&Path>, idle_window: Duration) -> Session {
         let library = lib.map_or(DEFAULT_LIB.to_string(), |p| p.display().to_string());
         let status = NvmlStatus {
             library: library.clone(),
@@ -258,7 +260,7 @@ impl Session {
                     return;
                 };
                 while let Ok(reply) = req_rx.recv() {
-                    let report = read_all(&nvml, &status, &worker);
+                    let report = read_all(&nvml, &status, &worker, idle_window);
                     worker.step("idle");
                     if reply.send(report).is_err() {
                         break;

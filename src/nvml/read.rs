@@ -8,7 +8,13 @@ use crate::model::{
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlReport {
+/// `idle_window`: how far back per-process utilisation is asked for.
+pub(super) fn read_all(
+    nvml: &Nvml,
+    status: &NvmlStatus,
+    at: &Shared,
+    idle_window: std::time::Duration,
+) -> NvmlReport {
     PASSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut report = NvmlReport {
         status: status.clone(),
@@ -31,7 +37,10 @@ pub(super) fn read_all(nvml: &Nvml, status: &NvmlStatus, at: &Shared) -> NvmlRep
         at.step(format!("nvmlDeviceGetHandleByIndex({index})"));
         match nvml.device_by_index(index) {
             Ok(dev) => {
-                let gpu = read_gpu(&dev, index, &mut report.unavailable, at);
+                let mut gpu = read_gpu(&dev, index, &mut report.unavailable, at);
+                if let Some(e) = gpu.driver_evidence.as_mut() {
+                    super::health::read_utilization(&dev, index, e, idle_window, at);
+                }
                 report.gpus.push(gpu);
             }
             Err(e) => report.unavailable.push(Unavailable {

@@ -205,6 +205,11 @@ pub fn said(p: &Problem, snap: &Snapshot) -> String {
             who()
         ),
         Condition::Zombie => format!("{n} zombie holder{s} ({})", who()),
+        Condition::Idle => format!(
+            "{on}{} held by {n} idle holder{s}, no GPU activity in the window ({})",
+            gib(p.bytes),
+            who()
+        ),
         Condition::Daemon => format!(
             "{on}{} held by {n} protected daemon{s} beyond the idle slack ({})",
             gib(p.bytes),

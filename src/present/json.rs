@@ -3,13 +3,15 @@
 //! `wait --json` that is the status); the fleet view with its commands
 //! and reasons in words (`fleet --json`).
 
+use super::kmsg::KernelLogDoc;
+use super::restart::{units_doc, UnitRestartDoc};
+use super::visibility::VisibilityDoc;
 use super::words::verdict::{caveats, reasons};
 use super::words::words;
 use crate::model::{
     Brief, Call, Caveat, DriverEvidence, Failure, Finding, FindingKind, Fleet, FleetNode, Gpu,
-    KernelLog, KubeletView, Memory, MigCap, MigDevice, MpsGpu, NvmlProcess, NvmlStatus, PodName,
-    Process, Reason, Severity, Snapshot, StaleNode, Unavailable, UnitRestart, Unplaced, Vendor,
-    Verdict, VerdictState, Visibility,
+    KubeletView, Memory, MigCap, MigDevice, MpsGpu, NvmlProcess, NvmlStatus, PodName, Process,
+    Reason, Severity, Snapshot, StaleNode, Unavailable, Unplaced, Vendor, Verdict, VerdictState,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -60,7 +62,7 @@ pub struct SnapshotDoc<'a> {
     gpus: Vec<GpuDoc<'a>>,
     processes: &'a [Process],
     findings: Vec<FindingDoc>,
-    visibility: &'a Visibility,
+    visibility: VisibilityDoc<'a>,
     nvml: &'a NvmlStatus,
     unavailable: Vec<UnavailableDoc<'a>>,
     dev_dir: &'a str,
@@ -70,7 +72,7 @@ pub struct SnapshotDoc<'a> {
     others: &'a [Brief],
     verdict: VerdictDoc<'a>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    units: &'a BTreeMap<String, UnitRestart>,
+    units: BTreeMap<&'a str, UnitRestartDoc<'a>>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pods: &'a BTreeMap<String, PodName>,
     /// MIG capability nodes and what each opens (an addition to SPEC.md).
@@ -84,7 +86,7 @@ pub struct SnapshotDoc<'a> {
     mps: Option<MpsDoc>,
     /// The kernel log's Xid reports, where read (an addition to SPEC.md).
     #[serde(skip_serializing_if = "Option::is_none")]
-    kernel_log: &'a Option<KernelLog>,
+    kernel_log: Option<KernelLogDoc<'a>>,
 }
 
 /// MPS as JSON has it: the control daemons, and per GPU its servers and
@@ -138,7 +140,7 @@ impl<'a> SnapshotDoc<'a> {
             gpus: gpus.iter().map(GpuDoc::new).collect(),
             processes,
             findings: findings.iter().map(FindingDoc::new).collect(),
-            visibility,
+            visibility: VisibilityDoc::new(visibility),
             nvml,
             unavailable: unavailable.iter().map(UnavailableDoc::new).collect(),
             dev_dir,
@@ -146,12 +148,12 @@ impl<'a> SnapshotDoc<'a> {
             ticks_per_second: *ticks_per_second,
             others,
             verdict: VerdictDoc::new(verdict),
-            units,
+            units: units_doc(units),
             pods,
             mig_caps,
             kubelet,
             mps,
-            kernel_log,
+            kernel_log: kernel_log.as_ref().map(KernelLogDoc::new),
         }
     }
 }

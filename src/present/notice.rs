@@ -23,7 +23,7 @@ pub fn write_scanned<W: Write>(w: &mut W, v: &Visibility, millis: f64) -> io::Re
             0 => String::new(),
             n => format!(" ({n} read again through /proc)"),
         },
-        fit(&v.scan_reason, 300)
+        fit(&super::words::scan::scan_reason(v), 300)
     )
 }
 

@@ -53,7 +53,14 @@ pub struct Config {
     /// The kernel log read for Xid reports by one-shot commands
     /// (`GPUFREE_KMSG`, default `/dev/kmsg`; `off`: None, not read).
     pub kmsg: Option<PathBuf>,
+    /// How far back each NVML read asks for per-process utilisation
+    /// samples (`--idle-window`): a look into the driver's buffer, not a
+    /// wait.
+    pub idle_window: Duration,
 }
+
+/// The idle window when none is given.
+pub const DEFAULT_IDLE_WINDOW: Duration = Duration::from_secs(5);
 
 /// The read timeout when none is given.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -77,6 +84,7 @@ impl Default for Config {
             bpf_cache: crate::proc::bpf::cache_dir_from(None),
             hide_from: None,
             kmsg: Some(PathBuf::from(crate::proc::kmsg::DEFAULT_KMSG)),
+            idle_window: DEFAULT_IDLE_WINDOW,
         }
     }
 }

@@ -78,5 +78,10 @@ fn fold_gpu(g: &mut Gpu, fresh: &Gpu, not_visible: &[u32]) {
         .collect();
     g.memory = fresh.memory;
     g.nvml_processes = fresh.nvml_processes.clone();
+    // The utilisation of the window just read: idle or busy now.
+    if let (Some(e), Some(f)) = (g.driver_evidence.as_mut(), fresh.driver_evidence.as_ref()) {
+        e.process_utilization = f.process_utilization.clone();
+        e.utilization_window = f.utilization_window;
+    }
     set_accounting(g, |pid| visible.contains(&pid));
 }

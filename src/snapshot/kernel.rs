@@ -58,7 +58,10 @@ pub(super) fn join(
             log.lost = read.lost;
             log.truncated = read.truncated;
         }
-        Err(e) => log.xids = Reading::Failed(e.why),
+        Err(e) => {
+            log.xids = Reading::Failed(e.why);
+            log.denied = e.denied;
+        }
     }
     snap.kernel_log = Some(log);
 }

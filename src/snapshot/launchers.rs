@@ -2,7 +2,7 @@
 //! parents that hold nothing (their launchers), their system units'
 //! restart policy and their pods' names.
 
-use crate::model::{OwnerKind, Snapshot};
+use crate::model::{OwnerKind, Snapshot, UnitUnread};
 use crate::proc::{parse, scan};
 use crate::snapshot::config::Config;
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,9 +46,12 @@ pub(super) fn restarters(cfg: &Config, snap: &mut Snapshot) {
         Some(address) => {
             match crate::proc::restart::systemd_restarts(address, &units, cfg.read_timeout) {
                 Ok(found) => (found, None),
-                Err(e) => (
+                Err(why) => (
                     BTreeMap::new(),
-                    Some(format!("systemd over D-Bus ({address}): {e}")),
+                    Some(UnitUnread::Bus {
+                        address: address.to_string(),
+                        why,
+                    }),
                 ),
             }
         }

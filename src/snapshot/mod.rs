@@ -25,7 +25,7 @@ mod select;
 mod window;
 
 use assemble::{assemble, others, Collected};
-pub use config::{Config, DEFAULT_READ_TIMEOUT};
+pub use config::{Config, DEFAULT_IDLE_WINDOW, DEFAULT_READ_TIMEOUT};
 pub use fold::fold_memory;
 use launchers::{launchers, restarters};
 pub use select::{narrow, resolve, GpuSelector};
@@ -55,7 +55,7 @@ pub enum SnapshotError {
     },
     /// The device directory could not be listed.
     #[error("--dev-dir: {0}")]
-    DevDir(std::io::Error),
+    DevDir(crate::model::DevDirUnlisted),
     /// /proc could not be read.
     #[error(transparent)]
     Scan(#[from] ScanError),
@@ -116,7 +116,7 @@ impl Collector {
         // driver registered: the kernel's table under the proc root.
         let majors = Majors::read(&proc_fd, &cfg.proc_root);
         let nodes = NodeSet::discover(&cfg.dev_dir, &majors).map_err(SnapshotError::DevDir)?;
-        let session = nvml::Session::start(cfg.nvml_lib.as_deref());
+        let session = nvml::Session::start(cfg.nvml_lib.as_deref(), cfg.idle_window);
         // Refused entries are no GPU, but their GPUs' verdicts must say
         // that holders may be unseen: a snapshot shows them.
         if nodes.is_empty() && nodes.refused.is_empty() {
@@ -155,7 +155,7 @@ impl Collector {
         // A library that failed (not hung) is tried again now and then: a
         // driver loaded after `watch` or `serve` started.
         if session.failed() && started.elapsed() >= NVML_RETRY {
-            *session = nvml::Session::start(self.cfg.nvml_lib.as_deref());
+            *session = nvml::Session::start(self.cfg.nvml_lib.as_deref(), self.cfg.idle_window);
             *started = Instant::now();
         }
         session.read(wait, wait < self.cfg.read_timeout)
@@ -237,7 +237,7 @@ impl Collector {
         };
         let mut snap = assemble(&self.cfg, &self.proc_fd, &self.nodes, collected);
         snap.visibility.scan = method;
-        snap.visibility.scan_reason = reason;
+        snap.visibility.scan_reason = Some(reason);
         snap.visibility.scan_reread = reread;
         self.join_context(&mut snap, scanned.listed, limits);
         if let Some(uid) = self.cfg.hide_from {

@@ -2,7 +2,7 @@
 //! `GPU:MIG` or `MIG-` UUID, `all`) and a snapshot narrowed to what they
 //! name.
 
-use crate::model::{Gpu, GpuMiss, Here, Snapshot};
+use crate::model::{BadSelector, Gpu, GpuMiss, Here, Snapshot};
 use crate::model::{MigDevice, Selection};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,11 +24,11 @@ pub enum GpuSelector {
 }
 
 impl std::str::FromStr for GpuSelector {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = BadSelector;
+    fn from_str(s: &str) -> Result<Self, BadSelector> {
         let s = s.trim();
         if s.is_empty() {
-            return Err("empty GPU selector".into());
+            return Err(BadSelector::Empty);
         }
         if s.eq_ignore_ascii_case("all") {
             Ok(GpuSelector::All)
@@ -44,16 +44,14 @@ impl std::str::FromStr for GpuSelector {
         } else if s.contains(':') {
             normalize_pci(s)
                 .map(GpuSelector::PciBusId)
-                .ok_or_else(|| format!("'{s}' is not a PCI bus id (like 0000:01:00.0)"))
+                .ok_or_else(|| BadSelector::NotPci(s.to_string()))
         } else if s.len() >= 4
             && (s.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("GPU-"))
                 || s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'))
         {
             Ok(GpuSelector::Uuid(s.to_string()))
         } else {
-            Err(format!(
-                "'{s}' is not a GPU index, UUID, PCI bus id, MIG device (GPU:MIG or MIG-UUID) or 'all'"
-            ))
+            Err(BadSelector::Unknown(s.to_string()))
         }
     }
 }

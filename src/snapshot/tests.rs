@@ -164,7 +164,7 @@ fn a_refused_node_names_the_gpus_whose_holders_it_may_hide() {
         rel: rel.into(),
         path: PathBuf::from("/d").join(rel),
         kind: crate::proc::nodes::classify(rel).unwrap(),
-        why: "a link to /dev/null".into(),
+        why: crate::model::NodeRefusal::NotDevice(crate::model::FileKind::Directory),
     };
     let mut nodes = NodeSet::default();
     nodes.refused = ["nvidia1", "nvidia7", "nvidia-uvm", "kfd", "dri/renderD128"]

@@ -225,6 +225,7 @@ fn holder_row<'a>(s: &Snapshot, p: &Process, color: bool) -> Row<'a> {
             "-".into()
         }),
         Cell::from(gpus.join(",")),
+        Cell::from(crate::model::sm_percent(s, p).map_or("-".into(), |v| format!("{v}%"))),
         Cell::from(age(s, p)),
         Cell::from(match p.owner.described() {
             o if o.is_empty() => "-".into(),
@@ -245,6 +246,7 @@ fn holders_table(rows: Vec<Row<'_>>, title: String) -> Table<'_> {
             Constraint::Length(16),
             Constraint::Length(12),
             Constraint::Length(7),
+            Constraint::Length(4),
             Constraint::Length(7),
             Constraint::Min(10),
             Constraint::Length(18),
@@ -252,7 +254,7 @@ fn holders_table(rows: Vec<Row<'_>>, title: String) -> Table<'_> {
     )
     .header(
         Row::new([
-            "PID", "USER", "COMM", "MEMORY", "GPUS", "AGE", "OWNER", "FLAGS",
+            "PID", "USER", "COMM", "MEMORY", "GPUS", "SM%", "AGE", "OWNER", "FLAGS",
         ])
         .style(Style::new().add_modifier(Modifier::BOLD)),
     )

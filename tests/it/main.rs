@@ -23,6 +23,7 @@ mod fleet;
 mod fuse;
 mod harness;
 mod hooks;
+mod idle;
 mod k8s;
 mod kill;
 mod mig;

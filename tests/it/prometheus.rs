@@ -8,7 +8,7 @@
 use crate::daemon::{get, have, prometheus, query, repo, serve, textfile_exporter, until};
 use crate::harness::*;
 use gpufree::demo::holder::{ChildSpec, HoldSpec};
-use gpufree::model::{FindingKind, OwnerKind, VerdictState};
+use gpufree::model::{FindingKind, OwnerKind, RecoveryAction, VerdictState};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -113,6 +113,14 @@ fn emitted(metric: &str, label: &str, value: &str) -> Option<bool> {
             ["true", "false"].contains(&value)
         }
         ("gpufree_gpu_verdict", "state") => spelled::<VerdictState>(value, VerdictState::as_str),
+        // NVML's recovery actions as serde spells them (the metrics' names,
+        // as the simulator's state file's), and `other` for newer values.
+        ("gpufree_gpu_recovery_action", "action") => {
+            value == "other"
+                || serde_json::from_value::<RecoveryAction>(json!(value))
+                    .is_ok_and(|a| json!(a) == json!(value))
+        }
+        ("gpufree_gpu_row_remap", "state") => ["pending", "failure"].contains(&value),
         _ => return None,
     })
 }
@@ -121,7 +129,14 @@ fn emitted(metric: &str, label: &str, value: &str) -> Option<bool> {
 fn the_rules_and_their_tests_match_only_label_values_gpufree_emits() {
     let selector = regex::Regex::new(r"(gpufree_\w+)\{([^}]*)\}").unwrap();
     let matcher = regex::Regex::new(r#"(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)""#).unwrap();
-    let enumerated = ["kind", "owner_kind", "orphaned", "renamed", "state"];
+    let enumerated = [
+        "kind",
+        "owner_kind",
+        "orphaned",
+        "renamed",
+        "state",
+        "action",
+    ];
     let exprs: Vec<String> = rules()
         .iter()
         .map(|r| r["expr"].as_str().unwrap().to_string())
@@ -317,9 +332,17 @@ fn a_real_prometheus_alerts_on_the_node_with_a_leftover_and_nowhere_else() {
     let mut g = sim_gpu(0, &[], 0);
     g["processes"] = json!([{"pid": 300, "used_bytes": 8u64 << 30, "visible": "always"}]);
     let state_b = b.state(&sim_state(vec![g]));
-    // Node C: two free GPUs.
+    // Node C: two free GPUs whose driver reports no recovery action and no
+    // remap (the driver-evidence alerts read these series, and stay quiet).
     let c = TestDir::new(2);
-    let state_c = c.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
+    let healthy = |i| {
+        let mut g = sim_gpu(i, &[], 0);
+        g["recovery_action"] = json!("none");
+        g["remapped_rows"] =
+            json!({"pending": false, "failure": false, "correctable": 0, "uncorrectable": 0});
+        g
+    };
+    let state_c = c.state(&sim_state(vec![healthy(0), healthy(1)]));
 
     let (serve_a, node_a) = serve("serve-a", &a, &state_a, "200ms", &[]);
     let (serve_b, node_b) = serve(

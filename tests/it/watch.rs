@@ -40,6 +40,12 @@ fn watch_shows_sorts_details_kills_and_quits_cleanly() {
         "a memory bar per GPU:\n{s}"
     );
     assert!(s.contains("sorted by memory"));
+    // Each holder's SM % over the idle window (issue 29).
+    let header = s
+        .lines()
+        .find(|l| l.contains("PID      USER"))
+        .unwrap_or("");
+    assert!(header.contains("SM%"), "an SM% column:\n{s}");
     assert!(
         s.contains("error: 8 live processes of launcher"),
         "the top finding of why:\n{s}"

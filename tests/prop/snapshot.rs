@@ -345,7 +345,9 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
                         } else {
                             gpufree::model::ScanMethod::Procfs
                         },
-                        scan_reason: "why \"\n".into(),
+                        scan_reason: Some(gpufree::model::ScanReason::CouldNotRun(
+                            gpufree::model::BpfUnavailable::Read("why \"\n".into()),
+                        )),
                         scan_reread: u32::from(nested),
                         view: None,
                         hidden: Vec::new(),

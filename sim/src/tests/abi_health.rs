@@ -115,6 +115,12 @@ pub(crate) fn health_and_events(dir: &std::path::Path) {
             (r, s[0].pid, s[0].sm_util, s[0].mem_util),
             (ret::SUCCESS, me, 0, 3)
         );
+        // A look back (gpufree's `--idle-window`): the sample is newer
+        // than the CPU timestamp asked, in microseconds.
+        let since = crate::health::now_us() - 5_000_000;
+        let r = nvmlDeviceGetProcessUtilization(h[0], s.as_mut_ptr(), &mut n, since);
+        assert_eq!(r, ret::SUCCESS);
+        assert!(s[0].timestamp > since, "{} > {since}", s[0].timestamp);
         let r = nvmlDeviceGetProcessUtilization(h[0], s.as_mut_ptr(), &mut n, u64::MAX);
         assert_eq!(r, ret::NOT_FOUND, "nothing newer than the timestamp");
         let r = nvmlDeviceGetProcessUtilization(h[1], std::ptr::null_mut(), &mut n, 0);

@@ -299,7 +299,7 @@ fn a_known_supervisor_is_given_its_restart_delay_and_a_start_up() {
     let unit = |restart: &str, sec: Option<&str>| crate::model::UnitRestart {
         restart: restart.into(),
         restart_sec: sec.map(str::to_string),
-        source: String::new(),
+        source: Default::default(),
         unreadable: Vec::new(),
     };
     s.units.insert("vllm.service".into(), unit("no", None));

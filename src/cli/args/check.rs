@@ -19,6 +19,10 @@ pub struct CheckArgs {
     /// file; 0: at once).
     #[arg(long, value_name = "DUR", default_value = "5m", value_parser = crate::units::parse_duration)]
     pub grace: std::time::Duration,
+    /// An idle holder (GPU memory, no GPU activity over --idle-window) is
+    /// a warning (`idle`) once it holds at least SIZE of a GPU.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::units::parse_size)]
+    pub idle_min: u64,
     /// Leave a condition out (repeatable).
     #[arg(long, value_name = "CONDITION", value_parser = condition())]
     pub ignore: Vec<crate::model::Condition>,

@@ -70,6 +70,11 @@ pub struct Common {
     /// 5s; env GPUFREE_READ_TIMEOUT).
     #[arg(long, value_name = "DUR", value_parser = read_timeout, global = true)]
     pub read_timeout: Option<std::time::Duration>,
+    /// How far back each NVML read asks the driver for per-process
+    /// utilisation samples, to tell idle holders (default 5s): a look into
+    /// the samples the driver keeps, not a wait.
+    #[arg(long, value_name = "DUR", value_parser = idle_window, global = true)]
+    pub idle_window: Option<std::time::Duration>,
     /// How holders are found: `procfs` (every process's fds and maps read
     /// through /proc), `bpf` (BPF iterators walk them in the kernel; needs
     /// root or CAP_BPF and CAP_PERFMON, and kernel BTF), or `auto`: the
@@ -305,6 +310,12 @@ pub(super) fn kill_timeout(s: &str) -> Result<std::time::Duration, String> {
 /// `--read-timeout`: a shorter one would call every read hung.
 pub(super) fn read_timeout(s: &str) -> Result<std::time::Duration, String> {
     duration_at_least(s, 10, "every read would time out")
+}
+
+/// `--idle-window`: at least one of the driver's sample periods (tens of
+/// milliseconds to a few seconds by GPU).
+pub(super) fn idle_window(s: &str) -> Result<std::time::Duration, String> {
+    duration_at_least(s, 100, "no sample would fall inside it")
 }
 
 /// `serve`'s connection deadlines: no request could arrive in less.

@@ -20,6 +20,9 @@ pub struct CheckPolicy {
     pub grace_secs: u64,
     /// Conditions left out (`--ignore`).
     pub ignore: Vec<Condition>,
+    /// An idle holder counts once it holds this much of a GPU
+    /// (`--idle-min`).
+    pub idle_min: u64,
 }
 
 impl Default for CheckPolicy {
@@ -28,6 +31,7 @@ impl Default for CheckPolicy {
             leak_min: 1 << 30,
             grace_secs: 300,
             ignore: Vec::new(),
+            idle_min: 1 << 30,
         }
     }
 }
@@ -51,6 +55,7 @@ pub fn check(
     problems.extend(s.gpus.iter().filter_map(|g| daemons(s, g)));
     problems.extend(leftover(s, None));
     problems.extend(pods(s));
+    problems.extend(idle::idle(s, policy.idle_min));
     let (leaks, pending, remembered) = leaks(s, policy, memory, now);
     problems.extend(leaks);
     problems.extend(unknown(s));
@@ -334,6 +339,7 @@ fn unknown(s: &Snapshot) -> Vec<Problem> {
 }
 
 mod driver;
+mod idle;
 mod stuck;
 
 #[cfg(test)]

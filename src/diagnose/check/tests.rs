@@ -334,3 +334,36 @@ fn a_reset_the_driver_asks_for_is_critical_and_xids_go_by_the_catalog() {
     let quiet = check(&s, &policy, &Default::default(), &Default::default(), 0).0;
     assert!(ours(&quiet).is_empty(), "{:?}", quiet.problems);
 }
+
+#[test]
+fn an_idle_holder_past_idle_min_is_a_warning_naming_it_alone() {
+    let mut s = crate::diagnose::tests::jupyter_among_workers();
+    s.findings = crate::diagnose::diagnose(&s);
+    // The workers are leftovers of no unit: leave that condition out.
+    let policy = CheckPolicy {
+        ignore: vec![Condition::Leftover],
+        ..CheckPolicy::default()
+    };
+    let out = check(&s, &policy, &Default::default(), &Default::default(), 0).0;
+    let idle: Vec<&Problem> = out
+        .problems
+        .iter()
+        .filter(|p| p.condition == Condition::Idle)
+        .collect();
+    assert_eq!(idle.len(), 1, "{:?}", out.problems);
+    assert_eq!(idle[0].level, Level::Warning);
+    assert_eq!(idle[0].gpu, Some(0));
+    assert_eq!(idle[0].bytes, 8 << 30);
+    assert_eq!(idle[0].processes, vec![(300, "python3".to_string())]);
+    assert_eq!(
+        crate::present::check::said(idle[0], &s),
+        "GPU 0: 8.0 GiB held by 1 idle holder, no GPU activity in the window (PID 300 python3)"
+    );
+    // Below --idle-min: no problem.
+    let policy = CheckPolicy {
+        idle_min: 9 << 30,
+        ..policy
+    };
+    let out = check(&s, &policy, &Default::default(), &Default::default(), 0).0;
+    assert!(out.problems.iter().all(|p| p.condition != Condition::Idle));
+}

@@ -298,7 +298,7 @@ fn a_refused_node_makes_the_gpus_it_names_unknown_even_holders_only() {
     s.gpus.push(other);
     s.visibility.refused_nodes.push(crate::model::RefusedNode {
         path: "/test-dev/nvidia0".into(),
-        why: "a link to /dev/null".into(),
+        why: crate::model::NodeRefusal::NotDevice(crate::model::FileKind::Directory),
         gpus: vec![0],
     });
     let only = Policy {
@@ -312,7 +312,7 @@ fn a_refused_node_makes_the_gpus_it_names_unknown_even_holders_only() {
             v.reasons[0].why,
             Why::RefusedNode {
                 path: "/test-dev/nvidia0".into(),
-                what: "a link to /dev/null".into()
+                what: crate::model::NodeRefusal::NotDevice(crate::model::FileKind::Directory)
             }
         );
         assert_eq!(gpu(&s, &s.gpus[1], &policy).state, VerdictState::Free);

@@ -7,10 +7,12 @@
 //! finding kind and GPU: how many processes it names, so an alert can say
 //! "GPU 3 on node X has 40 GiB held by an orphan of vllm.service". Per
 //! GPU, the driver's own evidence (`driver.rs`): its recovery action, row
-//! remap state and Xid reports.
+//! remap state and Xid reports. Per holder and GPU (`idle.rs`): its SM
+//! utilisation over the idle window and whether it is idle.
 
 mod devices;
 mod driver;
+mod idle;
 
 use crate::model::{Gpu, Snapshot, VerdictState};
 use prometheus_client::encoding::text::encode;
@@ -108,6 +110,7 @@ pub fn render(s: &Snapshot, extra: &Extra) -> String {
     devices::add_unallocated(&mut r, s);
     driver::add_driver(&mut r, s);
     add_processes(&mut r, s, extra);
+    idle::add_idle(&mut r, s);
     add_findings(&mut r, s);
     add_visibility(&mut r, s);
     if let Some(d) = extra.snapshot_duration_seconds {

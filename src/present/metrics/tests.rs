@@ -123,3 +123,61 @@ fn the_drivers_evidence_per_gpu_and_nothing_where_not_supported() {
         "not supported is no series: {text}"
     );
 }
+
+#[test]
+fn holders_export_their_sm_utilisation_and_idleness_only_where_answered() {
+    use crate::model::{DriverEvidence, ProcessUtil, Reading};
+    let holder = |pid: u32, gpu: u32| Process {
+        pid,
+        comm: "python3".into(),
+        state: "S".into(),
+        threads: 1,
+        gpu_memory: vec![GpuMemory {
+            gpu,
+            used_bytes: Some(1 << 30),
+        }],
+        ..Process::default()
+    };
+    let s = Snapshot {
+        gpus: vec![
+            Gpu {
+                index: 0,
+                uuid: "GPU-0".into(),
+                driver_evidence: Some(DriverEvidence {
+                    process_utilization: Reading::Value(vec![ProcessUtil {
+                        pid: 10,
+                        sm: 42,
+                        ..ProcessUtil::default()
+                    }]),
+                    ..DriverEvidence::default()
+                }),
+                ..Gpu::default()
+            },
+            Gpu {
+                index: 1,
+                uuid: "GPU-1".into(),
+                driver_evidence: Some(DriverEvidence::default()),
+                ..Gpu::default()
+            },
+        ],
+        processes: vec![holder(10, 0), holder(11, 0), holder(12, 1)],
+        ..Snapshot::default()
+    };
+    let mut s = s;
+    s.findings = crate::diagnose::diagnose(&s);
+    let text = render(&s, &Extra::default());
+    for line in [
+        r#"gpufree_process_sm_util_percent{gpu="0",uuid="GPU-0",pid="10",comm="python3"} 42"#,
+        r#"gpufree_process_idle{gpu="0",uuid="GPU-0",pid="10",comm="python3"} 0"#,
+        r#"gpufree_process_sm_util_percent{gpu="0",uuid="GPU-0",pid="11",comm="python3"} 0"#,
+        r#"gpufree_process_idle{gpu="0",uuid="GPU-0",pid="11",comm="python3"} 1"#,
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+    assert!(
+        text.lines()
+            .filter(|l| l.contains(r#"pid="12""#))
+            .all(|l| !l.contains("sm_util") && !l.contains("process_idle")),
+        "unknown: no series: {text}"
+    );
+}

@@ -153,7 +153,7 @@ pub(super) fn incident_under_unit() -> Snapshot {
         UnitRestart {
             restart: "on-failure".into(),
             restart_sec: None,
-            source: format!("/etc/systemd/system/{UNIT}"),
+            source: crate::model::RestartSource::Files(vec![format!("/etc/systemd/system/{UNIT}")]),
             unreadable: Vec::new(),
         },
     );
@@ -169,4 +169,67 @@ pub(super) fn bystanders() -> Vec<Brief> {
             .map(String::from)
             .to_vec(),
     }]
+}
+
+/// The seed incident with a forgotten Jupyter kernel holding 8 GiB of
+/// GPU 0, every GPU answering the utilisation read: the workers busy,
+/// the kernel at 0 % (issue 29's idle holders).
+pub(super) fn incident_with_idle_kernel() -> Snapshot {
+    use crate::model::{DriverEvidence, ProcessUtil, Reading, UtilCall, UtilWindow};
+    const KERNEL: u32 = 301_200;
+    let mut s = incident();
+    let kernel = Process {
+        uid: 1000,
+        user: "alice".into(),
+        exe: Some("/home/alice/.venv/bin/python3.12".into()),
+        cgroup: "/user.slice/user-1000.slice/session-7.scope".into(),
+        threads: 9,
+        gpu_memory: vec![GpuMemory {
+            gpu: 0,
+            used_bytes: Some(8 << 30),
+        }],
+        devices: vec![
+            node("nvidia0", Some(0), &[Via::Mmap]),
+            node("nvidia-uvm", None, &[Via::Mmap]),
+        ],
+        ..vllm_process(
+            KERNEL,
+            1,
+            "python3",
+            &[
+                "/home/alice/.venv/bin/python3",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "/home/alice/.local/share/jupyter/runtime/kernel-4f1c.json",
+            ],
+        )
+    };
+    s.processes.push(kernel);
+    s.gpus[0].memory.used_bytes += 8 << 30;
+    s.gpus[0].memory.accounted_bytes += 8 << 30;
+    s.gpus[0].nvml_processes.push(crate::model::NvmlProcess {
+        pid: KERNEL,
+        used_bytes: Some(8 << 30),
+        kind: crate::model::NvmlProcessKind::Compute,
+    });
+    for g in &mut s.gpus {
+        let busy = ProcessUtil {
+            pid: FIRST_WORKER + g.index,
+            sm: 97,
+            mem: 61,
+            timestamp_us: 1_764_936_181_000_000,
+            ..ProcessUtil::default()
+        };
+        g.driver_evidence = Some(DriverEvidence {
+            process_utilization: Reading::Value(vec![busy]),
+            utilization_window: Some(UtilWindow {
+                call: UtilCall::ProcessUtilization,
+                since_unix_us: 1_764_936_176_000_000,
+                window_ms: 5000,
+            }),
+            ..DriverEvidence::default()
+        });
+    }
+    s
 }

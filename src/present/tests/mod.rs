@@ -29,7 +29,7 @@ use cases::{blind_cases, groups, mps, states, unaccounted_cases};
 use evil::{corpus, evil, FIRST_EVIL};
 use fixtures::judged;
 use fleet::{evil_fleet, fleet};
-use incident::{bystanders, incident, incident_under_unit, LAUNCHER};
+use incident::{bystanders, incident, incident_under_unit, incident_with_idle_kernel, LAUNCHER};
 use regex::Regex;
 use std::io;
 
@@ -154,6 +154,18 @@ fn seed_incident_why() {
     let s = judged(incident(), &Options::default());
     insta::assert_snapshot!(
         "incident_why",
+        written(|w| write_why(w, &s, &Printer::default()))
+    );
+}
+
+/// Issue 29: a forgotten Jupyter kernel at 0 % beside the incident's
+/// busy workers is named alone as idle, its kill of it only; the
+/// workers' own finding comes first and whole.
+#[test]
+fn seed_incident_with_an_idle_jupyter_kernel_why() {
+    let s = judged(incident_with_idle_kernel(), &Options::default());
+    insta::assert_snapshot!(
+        "incident_idle_kernel_why",
         written(|w| write_why(w, &s, &Printer::default()))
     );
 }

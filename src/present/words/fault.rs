@@ -95,7 +95,10 @@ fn log(l: &LogHeard) -> String {
         LogHeard::Whole => "read to its end, no Xid that needs a reset on these GPUs".into(),
         LogHeard::Part => "read in part (records lost or the read cut short)".into(),
         LogHeard::NotRead => "not read by this command".into(),
-        LogHeard::Failed(why) => format!("could not be read ({})", escape(why)),
+        LogHeard::Failed { error, denied } => format!(
+            "could not be read ({})",
+            escape(&super::proc::kmsg_failed(error, *denied))
+        ),
     }
 }
 

@@ -116,7 +116,7 @@ pub fn restarter(r: &Restarter) -> (String, String) {
             let unsure = if r.unreadable.is_empty() {
                 String::new()
             } else {
-                format!("; could not read {}", r.unreadable.join(", "))
+                format!("; could not read {}", super::proc::unit_unread(&r.unreadable))
             };
             let sec = r
                 .restart_sec

@@ -8,10 +8,13 @@ use crate::model::{Evidence, Finding};
 
 mod fault;
 mod holders;
+mod idle;
 mod k8s;
 mod mps;
+pub mod proc;
 mod renamed;
 mod roles;
+pub mod scan;
 pub mod selector;
 pub mod target;
 pub mod unavailable;
@@ -95,5 +98,7 @@ fn said(f: &Finding) -> (String, Vec<String>) {
         Evidence::DriverFault(d) => fault::driver_fault(d),
         Evidence::AppFault(a) => fault::app_fault(a),
         Evidence::Heard(h) => fault::heard(h),
+        Evidence::Idle(i) => idle::idle(i, &f.gpus, f.bytes),
+        Evidence::IdleUnknown(u) => idle::unknown(u),
     }
 }

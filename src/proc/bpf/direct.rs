@@ -13,6 +13,7 @@
 use super::syscalls::{self, IterProgram};
 use super::unavailable::{failed, missing, refused_by_kernel, Unavailable};
 use super::Globals;
+use crate::model::{BpfPart, BpfStep};
 use aya::maps::{Map, MapData};
 use aya::Btf;
 use aya_obj::generated::bpf_insn;
@@ -64,7 +65,7 @@ pub fn aligned(code: &[u8]) -> (Vec<u8>, usize) {
 
 /// A step's error, as why the walk cannot run.
 fn object_error(e: &(dyn std::error::Error + 'static)) -> Unavailable {
-    failed("the BPF object", e)
+    failed(BpfStep::Object, e)
 }
 
 /// A copy of `linked` (the object, its kfunc calls linked: kfunc.rs)
@@ -74,7 +75,7 @@ pub fn relocate(linked: &[u8], btf: &Btf) -> Result<Vec<u8>, Unavailable> {
     let (buf, at) = aligned(linked);
     let mut obj = Object::parse(&buf[at..]).map_err(|e| object_error(&e))?;
     obj.relocate_btf(btf)
-        .map_err(|e| failed("relocating the BPF object", &e))?;
+        .map_err(|e| failed(BpfStep::Relocating, &e))?;
     let file = object::File::parse(&buf[at..]).map_err(|e| object_error(&e))?;
     let mut out = linked.to_vec();
     for f in obj.functions.values() {
@@ -89,9 +90,8 @@ pub fn relocate(linked: &[u8], btf: &Btf) -> Result<Vec<u8>, Unavailable> {
                 (end <= usize::try_from(at + size).ok()?).then_some(start..end)
             });
         let Some(into) = range.and_then(|r| out.get_mut(r)) else {
-            return Err(Unavailable::Failed {
-                step: "relocating the BPF object",
-                why: format!("function {} lies outside its section", f.name),
+            return Err(Unavailable::OutsideSection {
+                function: f.name.clone(),
             });
         };
         into.copy_from_slice(&code);
@@ -122,11 +122,8 @@ pub fn load(
         None => None,
     };
     let btf = btf_bytes
-        .ok_or_else(|| Unavailable::Failed {
-            step: "the BPF object",
-            why: "the kernel takes no BTF for it".into(),
-        })
-        .and_then(|b| syscalls::load_btf(&b).map_err(|e| failed("loading the object's BTF", &e)))?;
+        .ok_or(Unavailable::NoObjectBtf)
+        .and_then(|b| syscalls::load_btf(&b).map_err(|e| failed(BpfStep::LoadingBtf, &e)))?;
     let maps = create_maps(&mut obj, &btf)?;
     let text: HashSet<usize> = obj.functions.keys().map(|(section, _)| *section).collect();
     let fds = maps
@@ -134,14 +131,14 @@ pub fn load(
         .map(|(name, data, m)| (name.as_str(), data.fd().as_fd().as_raw_fd(), m));
     obj.relocate_maps(fds, &text)
         .and_then(|()| obj.relocate_calls(&text))
-        .map_err(|e| failed("relocating the BPF object", &e))?;
+        .map_err(|e| failed(BpfStep::Relocating, &e))?;
     obj.sanitize_functions(features);
     let program = load_program(&obj, &btf, attach_btf_id)?;
     let maps = maps
         .into_iter()
         .map(|(name, data, _)| Ok((name, Map::from_map_data(data)?)))
         .collect::<Result<_, aya::maps::MapError>>()
-        .map_err(|e| failed("the BPF object's maps", &e))?;
+        .map_err(|e| failed(BpfStep::Maps, &e))?;
     Ok(Direct { maps, program })
 }
 
@@ -154,12 +151,18 @@ fn create_maps(obj: &mut Object, btf: &OwnedFd) -> Result<CreatedMaps, Unavailab
     let mut maps = Vec::new();
     for (name, m) in obj.maps.drain() {
         let data = MapData::create(m.clone(), &name, Some(btf.as_fd()))
-            .map_err(|e| failed("creating a BPF map", &e))?;
+            .map_err(|e| failed(BpfStep::CreatingMap, &e))?;
         if !m.data().is_empty() {
             let frozen = m.section_kind() == EbpfSectionKind::Rodata;
             let size = usize::try_from(m.value_size()).unwrap_or(0);
+            if m.data().len() != size {
+                return Err(Unavailable::MapSize {
+                    bytes: m.data().len(),
+                    value_size: size,
+                });
+            }
             syscalls::set_data(data.fd().as_fd(), m.data(), size, frozen)
-                .map_err(|e| failed("filling a BPF map", &e))?;
+                .map_err(|e| failed(BpfStep::FillingMap, &e))?;
         }
         maps.push((name, data, m));
     }
@@ -171,11 +174,11 @@ fn load_program(obj: &Object, btf: &OwnedFd, attach_btf_id: u32) -> Result<Owned
     let program = obj
         .programs
         .get(PROGRAM)
-        .ok_or_else(|| missing("program", PROGRAM))?;
+        .ok_or_else(|| missing(BpfPart::Program, PROGRAM))?;
     let f = obj
         .functions
         .get(&program.function_key())
-        .ok_or_else(|| missing("program", PROGRAM))?;
+        .ok_or_else(|| missing(BpfPart::Program, PROGRAM))?;
     let insns = insn_bytes(&f.instructions);
     let func_info = f.func_info.func_info_bytes();
     let line_info = f.line_info.line_info_bytes();

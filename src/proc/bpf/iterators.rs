@@ -8,6 +8,7 @@ use super::direct::aligned;
 use super::loaded::iter_mut;
 use super::unavailable::{chain, failed, refused_by_aya};
 use super::{kfunc, object, Globals, Unavailable, ITERATORS};
+use crate::model::BpfStep;
 use aya::{Btf, Ebpf, EbpfLoader};
 
 /// Loads and verifies the iterator walk's programs, its constants set to
@@ -27,7 +28,7 @@ pub fn load(globals: &Globals, btf: Option<Btf>) -> Result<Box<Ebpf>, Unavailabl
     }
     let loaded = loader.load(code);
     drop(loader);
-    let mut ebpf = loaded.map_err(|e| failed("loading the BPF object", &e))?;
+    let mut ebpf = loaded.map_err(|e| failed(BpfStep::LoadingObject, &e))?;
     for &(name, kind, _) in &ITERATORS {
         iter_mut(&mut ebpf, name)?
             .load(kind, &btf)

@@ -30,17 +30,10 @@ const KFUNCS: [(u32, &str); 4] = [
     (0x7ff0_0004, "bpf_rdonly_cast"),
 ];
 
-/// Why the kfunc calls could not be linked.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum LinkError {
-    /// The kernel has no such kfunc (older than 6.7, or built without it).
-    #[error("the kernel has no {0}")]
-    NoKfunc(&'static str),
-    /// The object is not one this module can link: unreadable, or calling
-    /// a placeholder it does not know (a program newer than this loader).
-    #[error("the BPF object: {0}")]
-    Object(String),
-}
+/// Why the kfunc calls could not be linked: the kernel has none of one,
+/// or the object is not one this module can link (unreadable, or calling
+/// a placeholder it does not know: a program newer than this loader).
+pub use crate::model::LinkFailure as LinkError;
 
 /// A copy of `object` whose placeholder calls call the kfuncs of the
 /// kernel whose BTF is `btf`.
@@ -49,7 +42,7 @@ pub fn link(object: &[u8], btf: &Btf) -> Result<Vec<u8>, LinkError> {
     for (placeholder, name) in KFUNCS {
         let id = btf
             .id_by_type_name_kind(name, BtfKind::Func)
-            .map_err(|_| LinkError::NoKfunc(name))?;
+            .map_err(|_| LinkError::NoKfunc(name.to_string()))?;
         ids.push((placeholder, id));
     }
     let file = object::File::parse(object).map_err(|e| LinkError::Object(e.to_string()))?;
@@ -65,11 +58,11 @@ pub fn link(object: &[u8], btf: &Btf) -> Result<Vec<u8>, LinkError> {
             .ok()
             .zip(usize::try_from(size).ok())
             .and_then(|(at, n)| out.get_mut(at..at.checked_add(n)?))
-            .ok_or_else(|| LinkError::Object("a code section past its end".into()))?;
+            .ok_or(LinkError::CodePastEnd)?;
         linked += link_calls(range, &ids)?;
     }
     if linked == 0 {
-        return Err(LinkError::Object("it calls no kfunc".into()));
+        return Err(LinkError::NoKfuncCall);
     }
     Ok(out)
 }
@@ -87,7 +80,7 @@ fn link_calls(code: &mut [u8], ids: &[(u32, u32)]) -> Result<usize, LinkError> {
         let (_, id) = ids
             .iter()
             .find(|(p, _)| *p == imm)
-            .ok_or_else(|| LinkError::Object(format!("a call of placeholder {imm:#x}")))?;
+            .ok_or(LinkError::Placeholder(imm))?;
         insn[1] = (BPF_PSEUDO_KFUNC_CALL as u8) << 4;
         insn[4..8].copy_from_slice(&id.to_le_bytes());
         n += 1;

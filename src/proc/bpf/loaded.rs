@@ -5,7 +5,8 @@
 use super::direct::{self, Direct};
 use super::per_process::Relocation;
 use super::unavailable::{failed, missing};
-use super::{IteratorsWhy, Unavailable, Walks, ITERATORS, PER_PROCESS};
+use super::{Unavailable, Walks, ITERATORS, PER_PROCESS};
+use crate::model::{BpfPart, BpfStep, IteratorsWhy};
 use aya::maps::Map;
 use aya::programs::{Iter, ProgramError};
 use aya::Ebpf;
@@ -45,20 +46,22 @@ impl Loaded {
             Loaded::PerProcess { walk, .. } => walk.maps.get_mut(name),
             Loaded::Iterators { ebpf, .. } => ebpf.map_mut(name),
         };
-        map.ok_or_else(|| missing("map", name))
+        map.ok_or_else(|| missing(BpfPart::Map, name))
     }
 
     /// Its program `name`, loaded.
     pub fn program(&self, name: &'static str) -> Result<BorrowedFd<'_>, Unavailable> {
         match self {
             Loaded::PerProcess { walk, .. } if name == direct::PROGRAM => Ok(walk.program.as_fd()),
-            Loaded::PerProcess { .. } => Err(missing("program", name)),
+            Loaded::PerProcess { .. } => Err(missing(BpfPart::Program, name)),
             Loaded::Iterators { ebpf, .. } => {
-                let program = ebpf.program(name).ok_or_else(|| missing("program", name))?;
+                let program = ebpf
+                    .program(name)
+                    .ok_or_else(|| missing(BpfPart::Program, name))?;
                 let iter: &Iter = program
                     .try_into()
-                    .map_err(|e: ProgramError| failed("the BPF object", &e))?;
-                let fd = iter.fd().map_err(|e| failed("the BPF object", &e))?;
+                    .map_err(|e: ProgramError| failed(BpfStep::Object, &e))?;
+                let fd = iter.fd().map_err(|e| failed(BpfStep::Object, &e))?;
                 Ok(fd.as_fd())
             }
         }
@@ -68,7 +71,7 @@ impl Loaded {
 /// The iterator program `name` of `ebpf`, to load.
 pub fn iter_mut<'a>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut Iter, Unavailable> {
     ebpf.program_mut(name)
-        .ok_or_else(|| missing("program", name))?
+        .ok_or_else(|| missing(BpfPart::Program, name))?
         .try_into()
-        .map_err(|e: ProgramError| failed("the BPF object", &e))
+        .map_err(|e: ProgramError| failed(BpfStep::Object, &e))
 }

@@ -34,6 +34,7 @@ pub use record::{parse_all, Hold, HoldRecord, Record, TaskRecord, Unread};
 pub use unavailable::Unavailable;
 
 use super::nodes::NodeSet;
+use crate::model::{BpfStep, IteratorsWhy, WalkHow};
 use aya::maps::HashMap;
 use loaded::Loaded;
 use std::io::Read;
@@ -105,20 +106,6 @@ pub struct Started {
     pub after: Vec<std::fs::File>,
 }
 
-/// Why the iterator walk, not the per-process one, is loaded.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum IteratorsWhy {
-    /// A test asked for it ([`crate::test_hooks::iterator_walk`]).
-    #[error("a test hook asked for it")]
-    TestHook,
-    /// The per-process walk's kfunc calls could not be linked.
-    #[error(transparent)]
-    Link(#[from] kfunc::LinkError),
-    /// The kernel refused the per-process walk.
-    #[error(transparent)]
-    Load(Unavailable),
-}
-
 /// As `MAX_DEVS` in holders.h.
 const MAX_DEVS: usize = 8;
 
@@ -162,7 +149,7 @@ fn distinct(values: impl Iterator<Item = u32>) -> Result<([u32; MAX_DEVS], u32),
             continue;
         }
         if n == MAX_DEVS {
-            return Err(Unavailable::TooManyDevices);
+            return Err(Unavailable::TooManyDevices(MAX_DEVS));
         }
         out[n] = v;
         n += 1;
@@ -209,7 +196,10 @@ impl Programs {
         cache: Option<&Path>,
     ) -> Result<Programs, Unavailable> {
         if nodes.nodes.len() > MAX_TARGETS {
-            return Err(Unavailable::TooManyNodes(nodes.nodes.len()));
+            return Err(Unavailable::TooManyNodes {
+                nodes: nodes.nodes.len(),
+                max: MAX_TARGETS,
+            });
         }
         same_dev_targets(nodes)?;
         let globals = globals(nodes, hooks)?;
@@ -236,15 +226,13 @@ impl Programs {
         Ok(programs)
     }
 
-    /// Which walk is loaded, and how (one line, for `visibility`): how the
+    /// Which walk is loaded, and how (for `visibility`): how the
     /// per-process walk's relocation was had, or why the iterator walk
     /// runs instead.
-    pub fn how(&self) -> String {
+    pub fn how(&self) -> WalkHow {
         match &self.loaded {
-            Loaded::PerProcess { relocation, .. } => relocation.to_string(),
-            Loaded::Iterators { why, .. } => {
-                format!("the iterator walk, not the per-process one: {why}")
-            }
+            Loaded::PerProcess { relocation, .. } => WalkHow::PerProcess(relocation.clone()),
+            Loaded::Iterators { why, .. } => WalkHow::Iterators(why.clone()),
         }
     }
 
@@ -255,7 +243,7 @@ impl Programs {
         let map = self.loaded.map_mut("walk_number")?;
         aya::maps::Array::<_, u64>::try_from(map)
             .and_then(|mut a| a.set(0, self.walk, 0))
-            .map_err(|e| failed("walk_number", &e))?;
+            .map_err(|e| failed(BpfStep::Map("walk_number".into()), &e))?;
         let mut files = Started {
             beside: Vec::new(),
             after: Vec::new(),
@@ -268,7 +256,7 @@ impl Programs {
             };
             for _ in 0..readers {
                 let file = syscalls::iter_file(program);
-                into.push(file.map_err(|e| failed("creating an iterator", &e))?);
+                into.push(file.map_err(|e| failed(BpfStep::CreatingIterator, &e))?);
             }
         }
         Ok(files)
@@ -315,9 +303,11 @@ fn fill<K: aya::Pod>(
     entries: impl Iterator<Item = (K, u32)>,
 ) -> Result<(), Unavailable> {
     let map = loaded.map_mut(name)?;
-    let mut map: HashMap<_, K, u32> = HashMap::try_from(map).map_err(|e| failed(name, &e))?;
+    let mut map: HashMap<_, K, u32> =
+        HashMap::try_from(map).map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
     for (key, target) in entries {
-        map.insert(key, target, 0).map_err(|e| failed(name, &e))?;
+        map.insert(key, target, 0)
+            .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
     }
     Ok(())
 }

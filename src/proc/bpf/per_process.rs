@@ -5,36 +5,12 @@
 use super::cache::{self, Relocated};
 use super::direct::{self, Direct};
 use super::unavailable::{chain, failed};
-use super::{kfunc, object, Globals, IteratorsWhy, Unavailable};
+use super::{kfunc, object, Globals, Unavailable};
+pub use crate::model::Relocation;
+use crate::model::{BpfStep, CacheNote, IteratorsWhy};
 use aya::Btf;
 use aya_obj::btf::BtfKind;
 use std::path::Path;
-
-/// How the loaded walk's relocation was had.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Relocation {
-    /// From this boot's cache.
-    Kept,
-    /// Made from the kernel's BTF, with why the cache was not read or not
-    /// written (nothing where there was simply none yet).
-    Made(Vec<String>),
-}
-
-impl std::fmt::Display for Relocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Relocation::Kept => f.write_str("relocated to this kernel from this boot's cache"),
-            Relocation::Made(notes) if notes.is_empty() => {
-                f.write_str("relocated to this kernel from its BTF")
-            }
-            Relocation::Made(notes) => write!(
-                f,
-                "relocated to this kernel from its BTF (boot cache: {})",
-                notes.join("; ")
-            ),
-        }
-    }
-}
 
 /// Why the per-process walk was not loaded, with the kernel's BTF where it
 /// was parsed (the iterator walk needs it).
@@ -67,10 +43,10 @@ pub fn load(
                     return Err(not_loaded(IteratorsWhy::Load(e), None))
                 }
                 // Relocated afresh, and kept in its place if that loads.
-                Err(e) => notes.push(format!("the one kept did not load: {e}")),
+                Err(e) => notes.push(CacheNote::KeptDidNotLoad(e)),
             },
             Err(None) => {}
-            Err(Some(why)) => notes.push(format!("not used: {why}")),
+            Err(Some(why)) => notes.push(CacheNote::NotUsed(why)),
         }
     }
     let btf = match Btf::from_sys_fs() {
@@ -89,7 +65,7 @@ pub fn load(
             drop(btf);
             if let Some(dir) = cache {
                 if let Err(why) = cache::write(dir, object(), &relocated) {
-                    notes.push(format!("not kept: {why}"));
+                    notes.push(CacheNote::NotKept(why));
                 }
             }
             Ok((d, Relocation::Made(notes)))
@@ -101,10 +77,10 @@ pub fn load(
 /// The object, its kfunc calls linked and its instructions relocated to
 /// the kernel whose BTF is `btf`.
 fn relocate(btf: &Btf) -> Result<Relocated, IteratorsWhy> {
-    let linked = kfunc::link(object(), btf)?;
+    let linked = kfunc::link(object(), btf).map_err(IteratorsWhy::Link)?;
     let attach_btf_id = btf
         .id_by_type_name_kind("bpf_iter_task", BtfKind::Func)
-        .map_err(|e| IteratorsWhy::Load(failed("finding the kernel's bpf_iter_task", &e)))?;
+        .map_err(|e| IteratorsWhy::Load(failed(BpfStep::FindingIterTask, &e)))?;
     let object = direct::relocate(&linked, btf).map_err(IteratorsWhy::Load)?;
     Ok(Relocated {
         object,

@@ -172,11 +172,9 @@ pub fn set_data(
     value_size: usize,
     freeze: bool,
 ) -> io::Result<()> {
+    // (Its caller says which sizes differed.)
     if value.len() != value_size {
-        return Err(io::Error::other(format!(
-            "{} bytes for a map of {value_size}-byte values",
-            value.len()
-        )));
+        return Err(io::ErrorKind::InvalidInput.into());
     }
     let key = 0u32;
     let mut attr = zeroed();

@@ -72,13 +72,15 @@ pub struct Record {
 }
 
 /// Why the log could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot read the kernel log {path}: {why}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KmsgError {
     /// The path tried.
     pub path: String,
-    /// Why (EPERM: no CAP_SYSLOG under `dmesg_restrict`).
+    /// The system's error.
     pub why: String,
+    /// Refused (EPERM, EACCES): reading it needs CAP_SYSLOG where
+    /// `dmesg_restrict` is set.
+    pub denied: bool,
 }
 
 /// What one read of the log gave.
@@ -219,7 +221,8 @@ pub fn read(path: &Path, deadline: Instant) -> Result<KmsgRead, KmsgError> {
     READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let fail = |e: std::io::Error| KmsgError {
         path: path.display().to_string(),
-        why: describe(&e),
+        why: e.to_string(),
+        denied: denied(&e),
     };
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -286,13 +289,10 @@ fn keep_whole_lines(
     }
 }
 
-fn describe(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => {
-            format!("{e} (reading the kernel log needs CAP_SYSLOG where dmesg_restrict is set)")
-        }
-        _ => e.to_string(),
-    }
+/// Whether `e` is the log's refusal (EPERM, EACCES): no CAP_SYSLOG where
+/// `dmesg_restrict` is set.
+fn denied(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES))
 }
 
 /// Every Xid report of a read, oldest first.

@@ -6,7 +6,7 @@
 //! ([`Majors::check`]); where the table cannot be read, only the fixed
 //! majors are known (195, the NVIDIA frontend's; 226, DRM's).
 
-use std::fmt::Write as _;
+use crate::model::{MajorsUnread, Wanted, WrongDevice};
 
 /// The driver a GPU node's name says it belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +53,9 @@ impl Driver {
 }
 
 /// Why the kernel's table of majors could not be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DevicesError {
     /// No `Character devices:` heading: not the kernel's table.
-    #[error("no \"Character devices:\" section")]
     NoCharacterSection,
 }
 
@@ -101,7 +100,7 @@ pub struct Majors {
     /// The table's registrations (major, name), and those the tests add.
     registered: Vec<(u32, String)>,
     /// Why the table could not be read: then the fixed majors stand in.
-    unread: Option<String>,
+    unread: Option<MajorsUnread>,
 }
 
 impl Majors {
@@ -114,10 +113,10 @@ impl Majors {
     }
 
     /// No table (`why` says why not): only the fixed majors are known.
-    pub fn unknown(why: impl Into<String>) -> Majors {
+    pub fn unknown(why: MajorsUnread) -> Majors {
         Majors {
             registered: Vec::new(),
-            unread: Some(why.into()),
+            unread: Some(why),
         }
     }
 
@@ -136,12 +135,18 @@ impl Majors {
                 let mut b = Vec::with_capacity(1024);
                 std::fs::File::from(fd).read_to_end(&mut b).map(|_| b)
             });
+        let path = path.display().to_string();
         let mut majors = match read {
             Ok(b) => match parse_devices(&b) {
                 Ok(table) => Majors::from_table(table),
-                Err(e) => Majors::unknown(format!("{} is unreadable: {e}", path.display())),
+                Err(DevicesError::NoCharacterSection) => {
+                    Majors::unknown(MajorsUnread::NoCharacterSection { path })
+                }
             },
-            Err(e) => Majors::unknown(format!("{} could not be read: {e}", path.display())),
+            Err(e) => Majors::unknown(MajorsUnread::Unread {
+                path,
+                error: e.to_string(),
+            }),
         };
         for (name, major) in crate::test_hooks::gpu_majors() {
             majors.register(major, name);
@@ -172,37 +177,28 @@ impl Majors {
     }
 
     /// Whether a character device of device number `rdev` is `driver`'s;
-    /// if not, what it is, in words ("a character device of major 1 (mem),
-    /// not the nvidia-frontend driver's 195").
-    pub fn check(&self, driver: Driver, rdev: u64) -> Result<(), String> {
+    /// if not, what it is (in words: "a character device of major 1
+    /// (mem), not the nvidia-frontend driver's 195").
+    pub fn check(&self, driver: Driver, rdev: u64) -> Result<(), WrongDevice> {
         let major = rustix::fs::major(rdev);
         let want = self.of(driver);
         if want.contains(&major) {
             return Ok(());
         }
-        let mut what = format!("a character device of major {major}");
-        let names: Vec<&str> = self
-            .registered
-            .iter()
+        let names = (self.registered.iter())
             .filter(|(m, _)| *m == major)
-            .map(|(_, n)| n.as_str())
+            .map(|(_, n)| n.clone())
             .collect();
-        if !names.is_empty() {
-            let _ = write!(what, " ({})", names.join(", "));
-        }
-        let d = driver.name();
-        match (&self.unread, want.as_slice()) {
-            (_, [_, ..]) => {
-                let want: Vec<String> = want.iter().map(u32::to_string).collect();
-                let _ = write!(what, ", not the {d} driver's {}", want.join(" or "));
-            }
-            (None, []) => {
-                let _ = write!(what, ", and the kernel registered no {d} driver");
-            }
-            (Some(why), []) => {
-                let _ = write!(what, ", and the {d} driver's major is not known: {why}");
-            }
-        }
-        Err(what)
+        let wanted = match (&self.unread, want.is_empty()) {
+            (_, false) => Wanted::Majors(want),
+            (None, true) => Wanted::NoneRegistered,
+            (Some(why), true) => Wanted::Unknown(why.clone()),
+        };
+        Err(WrongDevice {
+            major,
+            names,
+            driver: driver.name().to_string(),
+            wanted,
+        })
     }
 }

@@ -27,6 +27,7 @@ pub mod majors;
 
 pub use majors::{parse_devices, DevicesError, Driver, Majors};
 
+use crate::model::{DevDirUnlisted, FileKind, LinkEnd, LinkTarget, NodeRefusal};
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -89,9 +90,9 @@ pub struct Refused {
     pub path: PathBuf,
     /// What its name says it is.
     pub kind: NodeKind,
-    /// What it is instead, in words ("a link to /dev/null, a character
+    /// What it is instead (in words: "a link to /dev/null, a character
     /// device of major 1 (mem), not the nvidia-frontend driver's 195").
-    pub why: String,
+    pub why: NodeRefusal,
 }
 
 /// The nodes and the indexes the scanner matches against.
@@ -139,7 +140,7 @@ impl NodeSet {
     /// Finds the GPU nodes under `dev_dir`, judging each character
     /// device by `majors` (module docs). A missing directory or
     /// subdirectory simply has no nodes; other errors name the path.
-    pub fn discover(dev_dir: &Path, majors: &Majors) -> std::io::Result<NodeSet> {
+    pub fn discover(dev_dir: &Path, majors: &Majors) -> Result<NodeSet, DevDirUnlisted> {
         let mut set = NodeSet::default();
         for sub in ["", "nvidia-caps", "dri"] {
             let dir = dev_dir.join(sub);
@@ -147,10 +148,10 @@ impl NodeSet {
                 Ok(e) => e,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && !sub.is_empty() => continue,
                 Err(e) => {
-                    return Err(std::io::Error::new(
-                        e.kind(),
-                        format!("cannot list {}: {e}", dir.display()),
-                    ))
+                    return Err(DevDirUnlisted {
+                        dir: dir.display().to_string(),
+                        error: e.to_string(),
+                    })
                 }
             };
             for entry in entries.flatten() {
@@ -250,8 +251,8 @@ impl NodeSet {
 enum Examined {
     /// A node: its metadata (a link's target's, for a link).
     Node(std::fs::Metadata),
-    /// Not a GPU node: what it is, in words.
-    Refused(String),
+    /// Not a GPU node: what it is.
+    Refused(NodeRefusal),
     /// Removed since the directory was listed.
     Gone,
 }
@@ -262,7 +263,7 @@ fn examine(path: &Path, driver: Driver, majors: &Majors) -> Examined {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Examined::Gone,
-        Err(e) => return Examined::Refused(format!("could not be examined: {e}")),
+        Err(e) => return Examined::Refused(NodeRefusal::Unexamined(e.to_string())),
     };
     let ft = meta.file_type();
     if ft.is_file() {
@@ -271,48 +272,48 @@ fn examine(path: &Path, driver: Driver, majors: &Majors) -> Examined {
     if ft.is_char_device() {
         return match majors.check(driver, meta.rdev()) {
             Ok(()) => Examined::Node(meta),
-            Err(why) => Examined::Refused(why),
+            Err(why) => Examined::Refused(NodeRefusal::Device(why)),
         };
     }
     if !ft.is_symlink() {
-        return Examined::Refused(format!("{}, not a character device", what(&meta)));
+        return Examined::Refused(NodeRefusal::NotDevice(what(&meta)));
     }
-    let target = std::fs::read_link(path)
-        .map(|t| t.display().to_string())
-        .unwrap_or_else(|e| format!("somewhere unreadable ({e})"));
+    let target = std::fs::read_link(path).map_or_else(
+        |e| LinkTarget::Unreadable(e.to_string()),
+        |t| LinkTarget::Path(t.display().to_string()),
+    );
     // The target as it is now: what is judged is what would be matched.
     let to = match std::fs::metadata(path) {
         Ok(m) if m.file_type().is_char_device() => match majors.check(driver, m.rdev()) {
             Ok(()) => return Examined::Node(m),
-            Err(why) => why,
+            Err(why) => LinkEnd::Device(why),
         },
-        Ok(m) => format!(
-            "{} (a link is followed only to the {} driver's character device)",
-            what(&m),
-            driver.name()
-        ),
-        Err(e) => format!("which cannot be followed ({e})"),
+        Ok(m) => LinkEnd::NotDevice {
+            kind: what(&m),
+            driver: driver.name().to_string(),
+        },
+        Err(e) => LinkEnd::Unfollowed(e.to_string()),
     };
-    Examined::Refused(format!("a link to {target}, {to}"))
+    Examined::Refused(NodeRefusal::Link { target, to })
 }
 
-/// What a file that is not a character device is, in words.
-fn what(meta: &std::fs::Metadata) -> &'static str {
+/// What a file that is not a character device is.
+fn what(meta: &std::fs::Metadata) -> FileKind {
     let ft = meta.file_type();
     if ft.is_file() {
-        "a regular file"
+        FileKind::Regular
     } else if ft.is_dir() {
-        "a directory"
+        FileKind::Directory
     } else if ft.is_block_device() {
-        "a block device"
+        FileKind::Block
     } else if ft.is_fifo() {
-        "a FIFO"
+        FileKind::Fifo
     } else if ft.is_socket() {
-        "a socket"
+        FileKind::Socket
     } else if ft.is_symlink() {
-        "a link"
+        FileKind::Link
     } else {
-        "not a device"
+        FileKind::Other
     }
 }
 

@@ -155,22 +155,29 @@ fn a_character_device_is_its_drivers_only_with_the_registered_major() {
     assert_eq!(t.check(Driver::Drm, mk(226, 128)), Ok(()));
     assert_eq!(t.check(Driver::Kfd, mk(234, 0)), Ok(()));
     assert_eq!(
-        t.check(Driver::NvidiaFrontend, mk(1, 3)).unwrap_err(),
+        t.check(Driver::NvidiaFrontend, mk(1, 3))
+            .unwrap_err()
+            .to_string(),
         "a character device of major 1 (mem), not the nvidia-frontend driver's 195"
     );
     assert_eq!(
-        t.check(Driver::NvidiaUvm, mk(195, 0)).unwrap_err(),
+        t.check(Driver::NvidiaUvm, mk(195, 0))
+            .unwrap_err()
+            .to_string(),
         "a character device of major 195 (nvidia-frontend), not the nvidia-uvm driver's 508"
     );
     assert_eq!(
-        t.check(Driver::Kfd, mk(77, 0)).unwrap_err(),
+        t.check(Driver::Kfd, mk(77, 0)).unwrap_err().to_string(),
         "a character device of major 77, not the kfd driver's 234"
     );
     // A driver that registers as `nvidia`; a table without a driver.
     let alias = Majors::from_table(vec![(195, "nvidia".into())]);
     assert_eq!(alias.check(Driver::NvidiaFrontend, mk(195, 255)), Ok(()));
     assert_eq!(
-        alias.check(Driver::Drm, mk(226, 0)).unwrap_err(),
+        alias
+            .check(Driver::Drm, mk(226, 0))
+            .unwrap_err()
+            .to_string(),
         "a character device of major 226, and the kernel registered no drm driver"
     );
 }
@@ -178,15 +185,20 @@ fn a_character_device_is_its_drivers_only_with_the_registered_major() {
 #[test]
 fn without_the_table_only_the_fixed_majors_are_known() {
     let mk = rustix::fs::makedev;
-    let mut t = Majors::unknown("proc/devices could not be read: ENOENT");
+    let mut t = Majors::unknown(crate::model::MajorsUnread::Unread {
+        path: "proc/devices".into(),
+        error: "ENOENT".into(),
+    });
     assert_eq!(t.check(Driver::NvidiaFrontend, mk(195, 0)), Ok(()));
     assert_eq!(t.check(Driver::Drm, mk(226, 1)), Ok(()));
     assert_eq!(
-        t.check(Driver::NvidiaUvm, mk(508, 0)).unwrap_err(),
+        t.check(Driver::NvidiaUvm, mk(508, 0)).unwrap_err().to_string(),
         "a character device of major 508, and the nvidia-uvm driver's major is not known: proc/devices could not be read: ENOENT"
     );
     assert_eq!(
-        t.check(Driver::NvidiaFrontend, mk(1, 3)).unwrap_err(),
+        t.check(Driver::NvidiaFrontend, mk(1, 3))
+            .unwrap_err()
+            .to_string(),
         "a character device of major 1, not the nvidia-frontend driver's 195"
     );
     // A registration added (the tests' GPUFREE_TEST_GPU_MAJORS) counts.
@@ -195,10 +207,10 @@ fn without_the_table_only_the_fixed_majors_are_known() {
 }
 
 /// The names and reasons of what `dir` refused.
-fn refused(set: &NodeSet) -> Vec<(&str, &str)> {
+fn refused(set: &NodeSet) -> Vec<(&str, String)> {
     set.refused
         .iter()
-        .map(|r| (r.rel.as_str(), r.why.as_str()))
+        .map(|r| (r.rel.as_str(), r.why.to_string()))
         .collect()
 }
 
@@ -218,7 +230,10 @@ fn a_link_to_anything_but_a_gpu_character_device_is_refused_and_said() {
     assert_eq!(rels, ["nvidia0"], "only the plain file is a node");
     let elsewhere = p.join("elsewhere").display().to_string();
     let refused = refused(&set);
-    assert_eq!(refused[0], ("kfd", "a directory, not a character device"));
+    assert_eq!(
+        refused[0],
+        ("kfd", "a directory, not a character device".to_string())
+    );
     assert_eq!(
         refused[1],
         (
@@ -226,7 +241,6 @@ fn a_link_to_anything_but_a_gpu_character_device_is_refused_and_said() {
             format!(
                 "a link to {elsewhere}, a regular file (a link is followed only to the nvidia-frontend driver's character device)"
             )
-            .as_str()
         )
     );
     assert_eq!(
@@ -234,6 +248,7 @@ fn a_link_to_anything_but_a_gpu_character_device_is_refused_and_said() {
         (
             "nvidia2",
             "a link to /dev/null, a character device of major 1 (mem), not the nvidia-frontend driver's 195"
+                .to_string()
         )
     );
     assert!(refused[3].0 == "nvidia3" && refused[3].1.contains(", a directory (a link"));
@@ -292,7 +307,7 @@ fn a_character_node_of_another_driver_is_refused() {
         refused(&set),
         [(
             "nvidia0",
-            "a character device of major 1 (mem), not the nvidia-frontend driver's 195"
+            "a character device of major 1 (mem), not the nvidia-frontend driver's 195".to_string()
         )]
     );
     let mut majors = table();

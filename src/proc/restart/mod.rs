@@ -8,7 +8,7 @@
 //! names and pod names are checked against the characters their systems
 //! allow before any path or command is built from them.
 
-use crate::model::UnitRestart;
+use crate::model::{BusFailure, RestartSource, UnitRestart, UnitUnread};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -70,9 +70,13 @@ pub fn is_unit_name(name: &str) -> bool {
 /// at most [`FILE_MAX`] bytes; never blocks on a FIFO or a device.
 /// Ok(None) when there is no such file; Err (with why) when there is one
 /// that could not be read whole.
-fn read_file(path: &Path) -> Result<Option<String>, String> {
+fn read_file(path: &Path) -> Result<Option<String>, UnitUnread> {
     use std::os::unix::fs::OpenOptionsExt;
-    let why = |e: std::io::Error| format!("{}: {e}", path.display());
+    let shown = || path.display().to_string();
+    let why = |e: std::io::Error| UnitUnread::Io {
+        path: shown(),
+        error: e.to_string(),
+    };
     let f = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -83,12 +87,15 @@ fn read_file(path: &Path) -> Result<Option<String>, String> {
         Err(e) => return Err(why(e)),
     };
     if !f.metadata().map_err(why)?.is_file() {
-        return Err(format!("{}: not a regular file", path.display()));
+        return Err(UnitUnread::NotRegular { path: shown() });
     }
     let mut bytes = Vec::new();
     f.take(FILE_MAX + 1).read_to_end(&mut bytes).map_err(why)?;
     if bytes.len() as u64 > FILE_MAX {
-        return Err(format!("{}: larger than {FILE_MAX} bytes", path.display()));
+        return Err(UnitUnread::TooLarge {
+            path: shown(),
+            max: FILE_MAX,
+        });
     }
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
@@ -171,7 +178,7 @@ pub fn unit_restart(dirs: &[PathBuf], unit: &str) -> Option<UnitRestart> {
     Some(UnitRestart {
         restart: values.0.unwrap_or_else(|| "no".into()),
         restart_sec: values.1,
-        source: sources.join(", "),
+        source: RestartSource::Files(sources),
         unreadable,
     })
 }
@@ -208,7 +215,7 @@ pub fn systemd_restarts(
     address: &str,
     units: &[&str],
     timeout: std::time::Duration,
-) -> Result<std::collections::BTreeMap<String, UnitRestart>, String> {
+) -> Result<std::collections::BTreeMap<String, UnitRestart>, BusFailure> {
     // A thread of its own: a caller inside an async runtime (serve) could
     // not block on another one.
     std::thread::scope(|scope| {
@@ -217,16 +224,16 @@ pub fn systemd_restarts(
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|e| format!("no runtime for D-Bus: {e}"))?;
+                    .map_err(|e| BusFailure::NoRuntime(e.to_string()))?;
                 rt.block_on(async {
                     tokio::time::timeout(timeout, ask_systemd(address, units))
                         .await
-                        .map_err(|_| format!("no answer within {timeout:?}"))?
-                        .map_err(|e| e.to_string())
+                        .map_err(|_| BusFailure::NoAnswer(timeout))?
+                        .map_err(|e| BusFailure::Failed(e.to_string()))
                 })
             })
             .join()
-            .unwrap_or_else(|_| Err("the D-Bus query panicked".into()))
+            .unwrap_or(Err(BusFailure::Panicked))
     })
 }
 
@@ -278,10 +285,7 @@ async fn ask_systemd(
                 } else {
                     format!("{}ms", usec / 1000)
                 }),
-                source: match restarts {
-                    Some(n) => format!("systemd over D-Bus (restarted {n} times so far)"),
-                    None => "systemd over D-Bus".into(),
-                },
+                source: RestartSource::Systemd { restarts },
                 unreadable: Vec::new(),
             },
         );

@@ -74,7 +74,9 @@ fn restart_is_layered_like_systemd() {
     let r = unit_restart(&dirs, "vllm.service").unwrap();
     assert_eq!(r.restart, "on-abort");
     assert_eq!(r.unreadable.len(), 1, "{r:?}");
-    assert!(r.unreadable[0].ends_with("80-fifo.conf: not a regular file"));
+    assert!(r.unreadable[0]
+        .to_string()
+        .ends_with("80-fifo.conf: not a regular file"));
     // No unit, or a name that could be a path: nothing.
     assert!(unit_restart(&dirs, "none.service").is_none());
     assert!(unit_restart(&dirs, "../etc/passwd").is_none());

@@ -83,10 +83,7 @@ pub fn calibrate(proc_fd: &OwnedFd, tasks: &[TaskRecord], clock: Clock) -> Resul
         .map(|s| s.start_time);
     match proc_start {
         Some(p) if p == kernel => Ok(()),
-        p => Err(Unavailable::Calibration {
-            kernel,
-            proc: p.map_or_else(|| "unreadable".into(), |p| p.to_string()),
-        }),
+        p => Err(Unavailable::Calibration { kernel, proc: p }),
     }
 }
 

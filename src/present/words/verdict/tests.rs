@@ -148,9 +148,9 @@ fn unreadable_processes_refused_nodes_and_unplaced_caps() {
     assert_eq!(
         said(Why::RefusedNode {
             path: "/test-dev/nvidia0".into(),
-            what: "a link to /dev/null".into()
+            what: crate::model::NodeRefusal::NotDevice(crate::model::FileKind::Directory)
         }),
-        "/test-dev/nvidia0 is not a GPU node (a link to /dev/null): holders of the real node may be unseen"
+        "/test-dev/nvidia0 is not a GPU node (a directory, not a character device): holders of the real node may be unseen"
     );
     assert_eq!(
         said(Why::UnplacedMigCaps {

@@ -18,6 +18,7 @@
 //! writes one. The file also names the object and the boot it was made
 //! for. Anything else is not used, and the relocation is made again.
 
+use crate::model::CacheRefusal;
 use crate::proc::root_only;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
@@ -70,7 +71,20 @@ pub struct Relocated {
 
 /// Why no relocation was read: none kept (`None`), or why the one there
 /// was not used.
-pub type NotRead = Option<String>;
+pub type NotRead = Option<CacheRefusal>;
+
+/// `path`'s operation failed with `e`.
+fn io(path: &Path, e: impl std::fmt::Display) -> CacheRefusal {
+    CacheRefusal::Io {
+        path: path.display().to_string(),
+        error: e.to_string(),
+    }
+}
+
+/// `path`, shown in a refusal.
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
 
 /// The cache's directory, from the environment's value `value` (`off` or
 /// empty: none; unset: the default). Another directory is taken only
@@ -118,17 +132,16 @@ fn encode(object: &[u8], boot: &[u8; 36], relocated: &Relocated) -> Vec<u8> {
 
 /// The relocation in `bytes`, if they are a whole cache file for `object`
 /// in boot `boot`; else why not.
-fn decode(bytes: &[u8], object: &[u8], boot: &[u8; 36]) -> Result<Relocated, String> {
-    let damaged = || "damaged (its SHA-256 differs)".to_string();
-    let cut = bytes.len().checked_sub(32).ok_or_else(damaged)?;
+fn decode(bytes: &[u8], object: &[u8], boot: &[u8; 36]) -> Result<Relocated, CacheRefusal> {
+    let cut = bytes.len().checked_sub(32).ok_or(CacheRefusal::Damaged)?;
     let (body, sum) = bytes.split_at(cut);
     if Sha256::digest(body).as_slice() != sum {
-        return Err(damaged());
+        return Err(CacheRefusal::Damaged);
     }
     let rest = body
         .strip_prefix(header(object, boot).as_slice())
-        .ok_or("made by another gpufree or in another boot")?;
-    let (id, relocated) = rest.split_first_chunk::<4>().ok_or_else(damaged)?;
+        .ok_or(CacheRefusal::OtherMaker)?;
+    let (id, relocated) = rest.split_first_chunk::<4>().ok_or(CacheRefusal::Damaged)?;
     Ok(Relocated {
         object: relocated.to_vec(),
         attach_btf_id: u32::from_le_bytes(*id),
@@ -138,27 +151,20 @@ fn decode(bytes: &[u8], object: &[u8], boot: &[u8; 36]) -> Result<Relocated, Str
 /// Whether the mount `fd` is on is a local file system, found without a
 /// request to any file system (its mount id from `/proc/self/fdinfo`,
 /// which the kernel's VFS writes itself, then the mount table): else why
-/// not. `shown`: the path, for the reason.
-fn local(fd: &OwnedFd, table: &[u8], shown: &Path) -> Result<(), NotRead> {
+/// not. `at`: the path, for the reason.
+fn local(fd: &OwnedFd, table: &[u8], at: &Path) -> Result<(), NotRead> {
     let info = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
-    let info = std::fs::read(&info).map_err(|e| Some(format!("{info}: {e}")))?;
-    let id = crate::proc::mounts::mnt_id_of_fdinfo(&info).ok_or_else(|| {
-        Some(format!(
-            "{}: the kernel names no mount for it",
-            shown.display()
-        ))
-    })?;
+    let info = std::fs::read(&info).map_err(|e| Some(io(Path::new(&info), e)))?;
+    let path = || shown(at);
+    let id = crate::proc::mounts::mnt_id_of_fdinfo(&info)
+        .ok_or_else(|| Some(CacheRefusal::NoMount { path: path() }))?;
     match crate::proc::mounts::fstype_of(table, id) {
         Some(fs) if LOCAL_FS.contains(&fs) => Ok(()),
-        Some(fs) => Err(Some(format!(
-            "{}: on a {} file system, whose reads may wait on others",
-            shown.display(),
-            String::from_utf8_lossy(fs)
-        ))),
-        None => Err(Some(format!(
-            "{}: mount {id} is not in /proc/self/mountinfo",
-            shown.display()
-        ))),
+        Some(fs) => Err(Some(CacheRefusal::NotLocal {
+            path: path(),
+            fs: String::from_utf8_lossy(fs).into_owned(),
+        })),
+        None => Err(Some(CacheRefusal::MountNotListed { path: path(), id })),
     }
 }
 
@@ -173,12 +179,13 @@ fn local(fd: &OwnedFd, table: &[u8], shown: &Path) -> Result<(), NotRead> {
 fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
     use std::path::Component;
     if !dir.is_absolute() {
-        return Err(Some(format!("{}: not an absolute path", dir.display())));
+        return Err(Some(CacheRefusal::NotAbsolute { path: shown(dir) }));
     }
     let table = std::fs::read("/proc/self/mountinfo")
-        .map_err(|e| Some(format!("/proc/self/mountinfo: {e}")))?;
+        .map_err(|e| Some(io(Path::new("/proc/self/mountinfo"), e)))?;
     let walk = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut fd = rustix::fs::open("/", walk, Mode::empty()).map_err(|e| Some(format!("/: {e}")))?;
+    let mut fd =
+        rustix::fs::open("/", walk, Mode::empty()).map_err(|e| Some(io(Path::new("/"), e)))?;
     local(&fd, &table, Path::new("/"))?;
     let mut at = PathBuf::from("/");
     let names: Vec<_> = dir.components().collect();
@@ -186,42 +193,36 @@ fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
         let name = match part {
             Component::Normal(name) => *name,
             Component::ParentDir => {
-                return Err(Some(format!("{}: a path through ..", dir.display())))
+                return Err(Some(CacheRefusal::ThroughParent { path: shown(dir) }))
             }
             _ => continue,
         };
         at.push(name);
-        let shown = || Some(format!("{}: a link, or not a directory", at.display()));
+        let not_dir = || Some(CacheRefusal::LinkOrNotDir { path: shown(&at) });
         fd = match rustix::fs::openat(&fd, name, walk, Mode::empty()) {
             Ok(next) => next,
             Err(rustix::io::Errno::NOENT) if create && i + 1 == names.len() => {
                 rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o755))
                     .and_then(|()| rustix::fs::openat(&fd, name, walk, Mode::empty()))
-                    .map_err(|e| Some(format!("{}: {e}", at.display())))?
+                    .map_err(|e| Some(io(&at, e)))?
             }
             Err(rustix::io::Errno::NOENT) if !create => return Err(None),
-            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => return Err(shown()),
-            Err(e) => return Err(Some(format!("{}: {e}", at.display()))),
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => return Err(not_dir()),
+            Err(e) => return Err(Some(io(&at, e))),
         };
         local(&fd, &table, &at)?;
     }
     let read = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(&fd, ".", read, Mode::empty()) {
         Err(rustix::io::Errno::NOTDIR) => {
-            return Err(Some(format!(
-                "{}: a link, or not a directory",
-                dir.display()
-            )))
+            return Err(Some(CacheRefusal::LinkOrNotDir { path: shown(dir) }))
         }
-        other => other.map_err(|e| Some(format!("{}: {e}", dir.display())))?,
+        other => other.map_err(|e| Some(io(dir, e)))?,
     };
     match rustix::fs::fstat(&fd) {
         Ok(st) if root_only(&st) => Ok(fd),
-        Ok(_) => Err(Some(format!(
-            "{} is not root's, or others may write it",
-            dir.display()
-        ))),
-        Err(e) => Err(Some(format!("{}: {e}", dir.display()))),
+        Ok(_) => Err(Some(CacheRefusal::NotRootOnly { path: shown(dir) })),
+        Err(e) => Err(Some(io(dir, e))),
     }
 }
 
@@ -230,40 +231,40 @@ fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
 /// on it).
 fn open_file(dir: &Path) -> Result<(std::fs::File, u64), NotRead> {
     let dir_fd = open_dir(dir, false)?;
-    let name = || dir.join(FILE).display().to_string();
+    let file = dir.join(FILE);
     let seen = match rustix::fs::statat(&dir_fd, FILE, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(rustix::io::Errno::NOENT) => return Err(None),
-        Err(e) => return Err(Some(format!("{}: {e}", name()))),
+        Err(e) => return Err(Some(io(&file, e))),
     };
     if !FileType::from_raw_mode(seen.st_mode).is_file() {
-        return Err(Some(format!("{} is not a regular file", name())));
+        return Err(Some(CacheRefusal::NotRegular { path: shown(&file) }));
     }
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-    let fd = rustix::fs::openat(&dir_fd, FILE, flags, Mode::empty())
-        .map_err(|e| Some(format!("{}: {e}", name())))?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| Some(format!("{}: {e}", name())))?;
+    let fd =
+        rustix::fs::openat(&dir_fd, FILE, flags, Mode::empty()).map_err(|e| Some(io(&file, e)))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| Some(io(&file, e)))?;
     let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
     if (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino) || !root_only(&st) {
-        return Err(Some(format!(
-            "{} is not root's, or others may write it",
-            name()
-        )));
+        return Err(Some(CacheRefusal::NotRootOnly { path: shown(&file) }));
     }
     if size > MAX_BYTES {
-        return Err(Some(format!("{} is larger than {MAX_BYTES} bytes", name())));
+        return Err(Some(CacheRefusal::TooLarge {
+            path: shown(&file),
+            max: MAX_BYTES,
+        }));
     }
     Ok((std::fs::File::from(fd), size))
 }
 
 /// The relocation of `object` kept in `dir` for this boot; else why not.
 pub fn read(dir: &Path, object: &[u8]) -> Result<Relocated, NotRead> {
-    let boot = boot_id().ok_or_else(|| Some("this boot's id is unreadable".to_string()))?;
+    let boot = boot_id().ok_or(Some(CacheRefusal::NoBootId))?;
     let (file, size) = open_file(dir)?;
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| Some(format!("{}: {e}", dir.join(FILE).display())))?;
+        .map_err(|e| Some(io(&dir.join(FILE), e)))?;
     decode(&bytes, object, &boot).map_err(Some)
 }
 
@@ -280,18 +281,20 @@ pub fn kept(dir: &Path, object: &[u8]) -> bool {
 /// the relocation). Written beside and renamed into place, both relative
 /// to the directory's descriptor (no crate does both by descriptor): a
 /// directory swapped meanwhile cannot redirect either.
-pub fn write(dir: &Path, object: &[u8], relocated: &Relocated) -> Result<(), String> {
+pub fn write(dir: &Path, object: &[u8], relocated: &Relocated) -> Result<(), CacheRefusal> {
     if !rustix::process::geteuid().is_root() {
-        return Err("only root keeps it".into());
+        return Err(CacheRefusal::NotRoot);
     }
-    let boot = boot_id().ok_or("this boot's id is unreadable")?;
-    let dir_fd = open_dir(dir, true).map_err(|e| e.unwrap_or_default())?;
+    let boot = boot_id().ok_or(CacheRefusal::NoBootId)?;
+    // (Made where missing: never None.)
+    let dir_fd = open_dir(dir, true)
+        .map_err(|e| e.unwrap_or_else(|| CacheRefusal::LinkOrNotDir { path: shown(dir) }))?;
     let aside = format!("{FILE}.{}", std::process::id());
     // One left by a gpufree of this PID that died writing it.
     let _ = rustix::fs::unlinkat(&dir_fd, aside.as_str(), AtFlags::empty());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(&dir_fd, aside.as_str(), flags, Mode::from_raw_mode(0o644))
-        .map_err(|e| format!("{}: {e}", dir.join(&aside).display()))?;
+        .map_err(|e| io(&dir.join(&aside), e))?;
     let written = std::fs::File::from(fd)
         .write_all(&encode(object, &boot, relocated))
         .map_err(|e| e.to_string())
@@ -301,7 +304,7 @@ pub fn write(dir: &Path, object: &[u8], relocated: &Relocated) -> Result<(), Str
     if written.is_err() {
         let _ = rustix::fs::unlinkat(&dir_fd, aside.as_str(), AtFlags::empty());
     }
-    written.map_err(|e| format!("{}: {e}", dir.join(FILE).display()))
+    written.map_err(|e| io(&dir.join(FILE), e))
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 mod read_walks;
 
 use super::{from_bpf, proc_is_ours, read_at, scan, Limits, ScanError, ScanResult};
-use crate::model::ScanMethod;
+use crate::model::{ScanMethod, ScanPick, ScanReason};
 use crate::proc::bpf::{self, Programs, Unavailable};
 use crate::proc::nodes::NodeSet;
 use crate::proc::scan::jobs::Stuck;
@@ -169,8 +169,8 @@ fn give_back_freed() {}
 /// The walk to use, with why.
 #[derive(Debug, PartialEq, Eq)]
 enum Pick {
-    Bpf(String),
-    Procfs(String),
+    Bpf(ScanPick),
+    Procfs(ScanPick),
 }
 
 /// What loading the in-kernel walk would take.
@@ -192,29 +192,26 @@ fn pick(choice: ScanChoice, long_lived: bool, load: Load, open_files: Option<u64
         CROSSOVER_FILES
     };
     match choice {
-        ScanChoice::Procfs => Pick::Procfs("--scan procfs".into()),
-        ScanChoice::Bpf => Pick::Bpf("--scan bpf".into()),
-        ScanChoice::Auto if long_lived => {
-            Pick::Bpf("a long-running command: loaded once, walked on every refresh".into())
-        }
-        ScanChoice::Auto if load == Load::Done => {
-            Pick::Bpf("loaded once for this command".into())
-        }
+        ScanChoice::Procfs => Pick::Procfs(ScanPick::ProcfsAsked),
+        ScanChoice::Bpf => Pick::Bpf(ScanPick::BpfAsked),
+        ScanChoice::Auto if long_lived => Pick::Bpf(ScanPick::LongLived),
+        ScanChoice::Auto if load == Load::Done => Pick::Bpf(ScanPick::LoadedOnce),
         ScanChoice::Auto => match open_files {
             // Below both crossovers: whether the relocation is kept was not
             // looked at.
-            Some(n) if n < CROSSOVER_FILES_CACHED => Pick::Procfs(format!(
-                "{n} open files on the host: below {CROSSOVER_FILES_CACHED}, loading the in-kernel walk costs more than it saves"
-            )),
-            Some(n) if n >= crossover => Pick::Bpf(format!(
-                "{n} open files on the host (from {crossover} the walk repays its load)"
-            )),
-            Some(n) => Pick::Procfs(format!(
-                "{n} open files on the host: below {crossover}, loading the in-kernel walk costs more than it saves"
-            )),
-            None => Pick::Procfs(
-                "the host's count of open files (sys/fs/file-nr) could not be read".into(),
-            ),
+            Some(n) if n < CROSSOVER_FILES_CACHED => Pick::Procfs(ScanPick::FewFiles {
+                open_files: n,
+                crossover: CROSSOVER_FILES_CACHED,
+            }),
+            Some(n) if n >= crossover => Pick::Bpf(ScanPick::ManyFiles {
+                open_files: n,
+                crossover,
+            }),
+            Some(n) => Pick::Procfs(ScanPick::FewFiles {
+                open_files: n,
+                crossover,
+            }),
+            None => Pick::Procfs(ScanPick::FilesUnread),
         },
     }
 }
@@ -241,7 +238,7 @@ pub struct Scanned {
     /// The walk that ran.
     pub method: ScanMethod,
     /// Why that one.
-    pub reason: String,
+    pub reason: ScanReason,
 }
 
 impl WalkChooser {
@@ -255,7 +252,7 @@ impl WalkChooser {
         limits: Limits,
         stuck: &Stuck,
     ) -> Result<Scanned, ScanError> {
-        let fallback = |reason: String| {
+        let fallback = |reason: ScanReason| {
             scan(proc_fd, proc_root, nodes, limits, stuck).map(|result| Scanned {
                 result,
                 method: ScanMethod::Procfs,
@@ -263,13 +260,12 @@ impl WalkChooser {
             })
         };
         if self.choice == ScanChoice::Procfs {
-            return fallback("--scan procfs".into());
+            return fallback(ScanReason::Picked(ScanPick::ProcfsAsked));
         }
         if !proc_is_ours(proc_fd) {
-            return fallback(format!(
-                "{} is not this PID namespace's /proc: the in-kernel walk would number other processes",
-                proc_root.display()
-            ));
+            return fallback(ScanReason::ForeignProc {
+                proc_root: proc_root.display().to_string(),
+            });
         }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let loaded = matches!(*state, State::Loaded(_) | State::Busy(..));
@@ -277,20 +273,23 @@ impl WalkChooser {
         let load = self.load_cost(loaded, open);
         let why = match pick(self.choice, self.long_lived, load, open) {
             Pick::Bpf(why) => why,
-            Pick::Procfs(why) => return fallback(why),
+            Pick::Procfs(why) => return fallback(ScanReason::Picked(why)),
         };
         match self.walk(&mut state, proc_fd, nodes, limits, stuck) {
             Ok(result) => Ok(Scanned {
                 result,
                 method: ScanMethod::Bpf,
                 reason: match &*state {
-                    State::Loaded(p) | State::Busy(p, _) => format!("{why}; {}", p.how()),
-                    _ => why,
+                    State::Loaded(p) | State::Busy(p, _) => ScanReason::Walked {
+                        pick: why,
+                        how: p.how(),
+                    },
+                    _ => ScanReason::Picked(why),
                 },
             }),
             Err(e) => {
                 drop(state);
-                fallback(format!("the in-kernel walk could not run: {e}"))
+                fallback(ScanReason::CouldNotRun(e))
             }
         }
     }

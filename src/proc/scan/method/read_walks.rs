@@ -83,7 +83,7 @@ fn read_together(
             // A reader ended without its bytes (it panicked): never a walk
             // taken as whole.
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let why = Unavailable::Read("a walk's reader ended without its records".into());
+                let why = Unavailable::ReaderEnded;
                 return Err(Walked::Abandoned(readers, why));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {

@@ -22,7 +22,13 @@ fn one_shot_commands_load_only_past_the_crossover() {
     // Below both, the reason names the lower one.
     let small = pick(auto, false, fresh, Some(300));
     assert!(
-        matches!(&small, Pick::Procfs(w) if w.contains("below 8000")),
+        matches!(
+            small,
+            Pick::Procfs(ScanPick::FewFiles {
+                crossover: 8000,
+                ..
+            })
+        ),
         "{small:?}"
     );
     // Long-running commands, and programs already loaded, always walk.

@@ -1,0 +1,108 @@
+//! Idle holders (issue 29): live holders with GPU memory that the driver,
+//! asked for every utilisation sample in the window, shows no SM,
+//! memory, encoder or decoder use; named with their framework shape, and
+//! a kill of exactly them (never the busy holders beside them). Where the
+//! driver could not say (NOT_SUPPORTED, a failure), no holder is idle,
+//! and that is said once.
+
+use super::shapes::idle_shape;
+use super::who;
+use crate::model::{
+    process_activity, saturating_sum, Activity, Evidence, Finding, IdleHolder, IdleHolders,
+    IdleUnknown, MpsRole, Next, Process, Reading, Severity, Snapshot,
+};
+
+/// The holders a finding about idleness may name: live, protected for
+/// no one (a display server a person runs is not a leftover), no MPS
+/// server (it holds its busy clients' memory), with memory on a GPU.
+fn candidates(s: &Snapshot) -> impl Iterator<Item = (&Process, Activity)> {
+    s.processes
+        .iter()
+        .filter(|p| p.is_live() && !p.protected)
+        .filter(|p| s.mps_role(p) != Some(MpsRole::Server))
+        .filter_map(move |p| process_activity(s, p).map(|a| (p, a)))
+}
+
+/// The `idle-holders` finding: one for all idle holders.
+pub(super) fn idle(s: &Snapshot, out: &mut Vec<Finding>) {
+    let idle: Vec<&Process> = candidates(s)
+        .filter(|(_, a)| *a == Activity::Idle)
+        .map(|(p, _)| p)
+        .collect();
+    if idle.is_empty() {
+        return;
+    }
+    let gpus = super::gpus_of_all(idle.iter().copied());
+    let busy = candidates(s)
+        .filter(|(p, a)| *a == Activity::Busy && p.gpu_memory.iter().any(|m| gpus.contains(&m.gpu)))
+        .count();
+    let holders: Vec<IdleHolder> = idle
+        .iter()
+        .map(|p| IdleHolder {
+            who: who(p),
+            shape: idle_shape(p),
+            memory: p.gpu_memory.iter().map(|m| (m.gpu, m.used_bytes)).collect(),
+        })
+        .collect();
+    let bytes = saturating_sum(
+        idle.iter()
+            .flat_map(|p| p.gpu_memory.iter().filter_map(|m| m.used_bytes)),
+    );
+    let window_ms = s
+        .gpus
+        .iter()
+        .filter(|g| gpus.contains(&g.index))
+        .filter_map(|g| g.driver_evidence.as_ref()?.utilization_window)
+        .map(|w| w.window_ms)
+        .max()
+        .unwrap_or(0);
+    out.push(Finding {
+        severity: Severity::Warning,
+        pids: idle.iter().map(|p| p.pid).collect(),
+        gpus,
+        bytes,
+        next: Next::Kill(idle.iter().map(|p| p.pid).collect()),
+        evidence: Evidence::Idle(Box::new(IdleHolders {
+            holders,
+            busy,
+            window_ms,
+        })),
+    });
+}
+
+/// The `idle-unknown` finding: the GPUs with live holders whose
+/// utilisation the driver did not give, one finding per answer.
+pub(super) fn unknown(s: &Snapshot, out: &mut Vec<Finding>) {
+    let mut by_answer: Vec<IdleUnknown> = Vec::new();
+    for g in &s.gpus {
+        let Some(e) = &g.driver_evidence else {
+            continue;
+        };
+        let reading = match &e.process_utilization {
+            Reading::Value(_) => continue,
+            Reading::NotSupported => Reading::NotSupported,
+            Reading::Failed(why) => Reading::Failed(why.clone()),
+        };
+        let held = candidates(s).any(|(p, _)| p.gpu_memory.iter().any(|m| m.gpu == g.index));
+        if !held {
+            continue;
+        }
+        match by_answer.iter_mut().find(|u| u.reading == reading) {
+            Some(u) => u.gpus.push(g.index),
+            None => by_answer.push(IdleUnknown {
+                gpus: vec![g.index],
+                reading,
+            }),
+        }
+    }
+    for u in by_answer {
+        out.push(Finding {
+            severity: Severity::Info,
+            pids: Vec::new(),
+            gpus: u.gpus.clone(),
+            bytes: 0,
+            next: Next::Nothing,
+            evidence: Evidence::IdleUnknown(Box::new(u)),
+        });
+    }
+}

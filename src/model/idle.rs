@@ -1,0 +1,187 @@
+//! Idle holders (issue 29): which NVML call answered a GPU's per-process
+//! utilisation and over which window, the rule that makes a holder idle
+//! ([`activity`]), the framework shape an idle holder has, and the
+//! evidence of the `idle-holders` and `idle-unknown` findings.
+//!
+//! A holder is idle when it holds GPU memory and the driver, asked for
+//! every sample in the window, gave none with SM, memory-bandwidth,
+//! encoder or decoder activity above zero. A reading that was not
+//! supported or failed makes every holder of that GPU unknown, never
+//! idle.
+
+use super::{DriverEvidence, Process, Reading, Snapshot, Who};
+use serde::{Deserialize, Serialize};
+
+/// The NVML call that answered a GPU's per-process utilisation.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum UtilCall {
+    /// `nvmlDeviceGetProcessUtilization`. (The newer
+    /// `nvmlDeviceGetProcessesUtilizationInfo` is not asked:
+    /// nvml-wrapper 0.13 does not wrap it.)
+    #[serde(rename = "nvmlDeviceGetProcessUtilization")]
+    ProcessUtilization,
+}
+
+/// How a GPU's per-process utilisation was asked for.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UtilWindow {
+    /// The call that answered (or was refused).
+    pub call: UtilCall,
+    /// The timestamp passed as `lastSeenTimeStamp`: samples newer than
+    /// this, microseconds since the epoch (the CPU clock).
+    pub since_unix_us: u64,
+    /// The window asked for (`--idle-window`), milliseconds.
+    pub window_ms: u64,
+}
+
+/// What a process did on one GPU in the window, as the driver answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// A sample with SM, memory, encoder or decoder use above zero.
+    Busy,
+    /// The reading succeeded and no sample shows any use.
+    Idle,
+    /// Not supported, failed, or not read: unknown.
+    Unknown,
+}
+
+/// What `pid` did on a GPU whose evidence is `e` (None: NVML did not
+/// read it).
+pub fn activity(e: Option<&DriverEvidence>, pid: u32) -> Activity {
+    match e.map(|e| &e.process_utilization) {
+        Some(Reading::Value(samples)) => {
+            let busy = samples
+                .iter()
+                .any(|s| s.pid == pid && (s.sm > 0 || s.mem > 0 || s.enc > 0 || s.dec > 0));
+            if busy {
+                Activity::Busy
+            } else {
+                Activity::Idle
+            }
+        }
+        _ => Activity::Unknown,
+    }
+}
+
+/// What `p` did over the window on every GPU it holds memory on: busy on
+/// any is busy; unknown on any (and busy on none) is unknown; idle only
+/// where every GPU answered and none shows use. None: it holds no
+/// memory on a GPU NVML reads.
+pub fn process_activity(s: &Snapshot, p: &Process) -> Option<Activity> {
+    let mut out: Option<Activity> = None;
+    for m in &p.gpu_memory {
+        let e = s
+            .gpus
+            .iter()
+            .find(|g| g.index == m.gpu)
+            .and_then(|g| g.driver_evidence.as_ref());
+        let a = activity(e, p.pid);
+        out = Some(match (out, a) {
+            (_, Activity::Busy) | (Some(Activity::Busy), _) => Activity::Busy,
+            (_, Activity::Unknown) | (Some(Activity::Unknown), _) => Activity::Unknown,
+            _ => Activity::Idle,
+        });
+    }
+    out
+}
+
+/// `p`'s SM (compute) utilisation over the window: the largest of its
+/// samples on the GPUs it holds memory on that answered (0 where such a
+/// GPU has no sample of it); None where none answered.
+pub fn sm_percent(s: &Snapshot, p: &Process) -> Option<u32> {
+    p.gpu_memory
+        .iter()
+        .filter_map(|m| {
+            let g = s.gpus.iter().find(|g| g.index == m.gpu)?;
+            let samples = g.driver_evidence.as_ref()?.process_utilization.value()?;
+            Some(
+                samples
+                    .iter()
+                    .filter(|u| u.pid == p.pid)
+                    .map(|u| u.sm)
+                    .max()
+                    .unwrap_or(0),
+            )
+        })
+        .max()
+}
+
+/// What an idle holder is, where a framework's shape says (a leftover
+/// more often than not).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdleShape {
+    /// A Jupyter (IPython) kernel: `ipykernel_launcher` or `ipykernel`
+    /// in its command line.
+    JupyterKernel,
+    /// A Ray worker the raylet keeps idle: its title `ray::IDLE`.
+    RayIdleWorker,
+    /// A notebook server (`jupyter-lab`, `jupyter-notebook`,
+    /// `jupyter_server`).
+    NotebookServer,
+}
+
+/// One idle holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleHolder {
+    /// The holder.
+    pub who: Who,
+    /// Its framework shape, where one matches.
+    pub shape: Option<IdleShape>,
+    /// Its memory per GPU (bytes when known).
+    pub memory: Vec<(u32, Option<u64>)>,
+}
+
+/// The `idle-holders` finding: live holders with memory and no activity
+/// over the window, and how many busy holders share their GPUs (left
+/// alone by its next).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleHolders {
+    /// The idle holders.
+    pub holders: Vec<IdleHolder>,
+    /// Busy holders on the same GPUs.
+    pub busy: usize,
+    /// The window asked for, milliseconds.
+    pub window_ms: u64,
+}
+
+/// The `idle-unknown` finding: GPUs whose holders' activity the driver
+/// did not give, so none of them is called idle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleUnknown {
+    /// The GPUs.
+    pub gpus: Vec<u32>,
+    /// Why, as read: NOT_SUPPORTED, or the failure.
+    pub reading: Reading<()>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ProcessUtil;
+
+    #[test]
+    fn idle_only_where_the_reading_answered_and_showed_nothing() {
+        let sample = |pid, sm, dec| ProcessUtil {
+            pid,
+            sm,
+            dec,
+            ..ProcessUtil::default()
+        };
+        let e = DriverEvidence {
+            process_utilization: Reading::Value(vec![sample(1, 0, 0), sample(2, 0, 3)]),
+            ..DriverEvidence::default()
+        };
+        assert_eq!(activity(Some(&e), 1), Activity::Idle, "a zero sample");
+        assert_eq!(activity(Some(&e), 2), Activity::Busy, "a decoder");
+        assert_eq!(activity(Some(&e), 3), Activity::Idle, "no sample");
+        let n = DriverEvidence::default();
+        assert_eq!(activity(Some(&n), 1), Activity::Unknown);
+        assert_eq!(activity(None, 1), Activity::Unknown);
+        let f = DriverEvidence {
+            process_utilization: Reading::Failed("NO_PERMISSION".into()),
+            ..DriverEvidence::default()
+        };
+        assert_eq!(activity(Some(&f), 1), Activity::Unknown);
+    }
+}

@@ -1,0 +1,73 @@
+//! Per holder and GPU (issue 29): its SM utilisation over the idle window
+//! and whether it is idle (memory, and no SM, memory, encoder or decoder
+//! activity on any GPU it holds). Only where the GPU answered: a reading
+//! the driver does not support exports no series (never a 0 that would
+//! read as "busy" or "idle").
+
+use super::{gauge, gauge_family, l, label_value};
+use crate::model::{process_activity, Activity, FindingKind, Snapshot};
+use prometheus_client::registry::Registry;
+
+/// `process_sm_util_percent` and `process_idle` per holder and GPU,
+/// labelled `gpu`, `uuid`, `pid`, `comm` as its memory series is; idle
+/// as the judged snapshot's `idle-holders` finding names it.
+pub(super) fn add_idle(r: &mut Registry, s: &Snapshot) {
+    // Idle as the diagnosis found it (live, not protected, no MPS server).
+    let idle_pids: Vec<u32> = s
+        .findings
+        .iter()
+        .filter(|f| f.kind() == FindingKind::IdleHolders)
+        .flat_map(|f| f.pids.iter().copied())
+        .collect();
+    let mut rows = Vec::new();
+    for p in s.processes.iter().filter(|p| p.is_live()) {
+        let Some(whole) = process_activity(s, p) else {
+            continue;
+        };
+        for m in &p.gpu_memory {
+            let Some(g) = s.gpus.iter().find(|g| g.index == m.gpu) else {
+                continue;
+            };
+            let Some(samples) = g
+                .driver_evidence
+                .as_ref()
+                .and_then(|e| e.process_utilization.value())
+            else {
+                continue;
+            };
+            let sm = samples
+                .iter()
+                .filter(|u| u.pid == p.pid)
+                .map(|u| u.sm)
+                .max()
+                .unwrap_or(0);
+            let idle = u32::from(idle_pids.contains(&p.pid));
+            let labels = l(&[
+                ("gpu", g.index.to_string()),
+                ("uuid", label_value(&g.uuid)),
+                ("pid", p.pid.to_string()),
+                ("comm", label_value(&p.comm)),
+            ]);
+            rows.push((labels, sm, (whole != Activity::Unknown).then_some(idle)));
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let util = gauge_family(
+        r,
+        "process_sm_util_percent",
+        "SM utilisation of one holder on one GPU over the idle window, the largest sample (nvmlDeviceGetProcessUtilization); absent where not supported",
+    );
+    let idle = gauge_family(
+        r,
+        "process_idle",
+        "1 for a holder with GPU memory and no SM, memory, encoder or decoder activity on any of its GPUs over the idle window, else 0; absent where unknown",
+    );
+    for (labels, sm, is_idle) in rows {
+        util.get_or_create(&labels).set(gauge(sm));
+        if let Some(v) = is_idle {
+            idle.get_or_create(&labels).set(gauge(v));
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Idle holders end to end on the simulator (issue 29): a Jupyter-shaped
+//! holder at 0 % among busy workers is the only one in the
+//! `idle-holders` finding, and its next, run as printed, ends only it;
+//! where the simulated driver does not support utilisation (no `sm_util`
+//! in the state) no holder is idle, that is said once, and the verdict
+//! is the same; `check` warns (`idle`) with the warning code.
+
+use crate::harness::*;
+use gpufree::demo::holder::{HoldSpec, Spawned};
+use serde_json::Value;
+
+/// GPU memory of each holder, MiB.
+const MIB: u64 = 4096;
+
+/// A holder of GPU 0 running `argv`.
+fn holder(d: &TestDir, argv: &[&str]) -> Spawned {
+    hold(
+        argv,
+        HoldSpec {
+            mmap: vec![d.node("nvidia0"), d.node("nvidia-uvm")],
+            ..HoldSpec::default()
+        },
+    )
+}
+
+/// Two workers and a Jupyter kernel holding GPU 0 (the gpufree binary
+/// under their argv).
+struct Scene {
+    d: TestDir,
+    workers: [Spawned; 2],
+    kernel: Spawned,
+}
+
+impl Scene {
+    fn start() -> Scene {
+        let d = TestDir::new(1);
+        let workers = [
+            holder(&d, &["/usr/bin/python3", "train.py", "--rank", "0"]),
+            holder(&d, &["/usr/bin/python3", "train.py", "--rank", "1"]),
+        ];
+        let kernel = holder(
+            &d,
+            &[
+                "/usr/bin/python3",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "/run/user/1000/jupyter/runtime/kernel-1.json",
+            ],
+        );
+        Scene { d, workers, kernel }
+    }
+
+    /// The simulator's state: `(sm, mem)` of the workers and the kernel,
+    /// or no samples at all.
+    fn state(&self, samples: Option<[(u32, u32); 3]>) -> std::path::PathBuf {
+        let pids = [
+            self.workers[0].pid(),
+            self.workers[1].pid(),
+            self.kernel.pid(),
+        ];
+        let procs: Vec<(u32, u64, &str)> = pids.iter().map(|p| (*p, MIB, "while-alive")).collect();
+        let mut gpu = sim_gpu(0, &procs, 0);
+        if let Some(samples) = samples {
+            for (entry, (sm, mem)) in gpu["processes"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .zip(samples)
+            {
+                entry["sm_util"] = sm.into();
+                entry["mem_util"] = mem.into();
+            }
+        }
+        self.d.state(&sim_state(vec![gpu]))
+    }
+}
+
+fn of_kind<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .collect()
+}
+
+#[test]
+fn an_idle_jupyter_kernel_among_busy_workers_is_named_alone_and_its_next_ends_only_it() {
+    let s = Scene::start();
+    // Worker 1's SM is idle but its memory bandwidth is not: busy.
+    let state = s.state(Some([(87, 40), (0, 12), (0, 0)]));
+    let r = Gpufree::new(["why"]).json().on(&s.d, &state).run();
+    let doc = r.assert_exit(1).json();
+    let idle = of_kind(&doc, "idle-holders");
+    assert_eq!(idle.len(), 1, "{doc:#}");
+    let f = idle[0];
+    let kernel = s.kernel.pid();
+    assert_eq!(u32s(&f["pids"]), vec![kernel], "{f:#}");
+    assert_eq!(f["severity"], "warning");
+    assert_eq!(f["next"], format!("gpufree kill --pid {kernel}"));
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("1 idle holder holds 4.0 GiB on GPU 0 with no GPU activity")
+            && message.ends_with("the 2 busy holders there are not in this kill"),
+        "{message}"
+    );
+    let detail = f["details"][0].as_str().unwrap();
+    assert!(
+        detail.starts_with(&format!("{kernel} "))
+            && detail.contains("[Jupyter kernel]")
+            && detail
+                .ends_with("idle (its notebook keeps the memory until the kernel is shut down)"),
+        "{detail}"
+    );
+    // The busy workers are still named by their own findings.
+    for w in &s.workers {
+        assert!(
+            of_kind(&doc, "live-holders")
+                .iter()
+                .any(|f| u32s(&f["pids"]).contains(&w.pid())),
+            "{doc:#}"
+        );
+    }
+    assert!(of_kind(&doc, "idle-unknown").is_empty(), "{doc:#}");
+    // The JSON says which call answered, over which window.
+    let window = &doc["gpus"][0]["driver_evidence"]["utilization_window"];
+    assert_eq!(window["call"], "nvmlDeviceGetProcessUtilization", "{doc:#}");
+    assert_eq!(window["window_ms"], 5000);
+    // --idle-window is a look back, not a wait.
+    let started = std::time::Instant::now();
+    let r = Gpufree::new(["why"])
+        .json()
+        .on(&s.d, &state)
+        .args(["--idle-window", "60s"])
+        .run();
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let doc = r.assert_exit(1).json();
+    let window = &doc["gpus"][0]["driver_evidence"]["utilization_window"];
+    assert_eq!(window["window_ms"], 60_000, "{doc:#}");
+
+    // The next, run as printed: only the kernel dies.
+    let ran = Gpufree::new(["kill"])
+        .json()
+        .on(&s.d, &state)
+        .args(["--pid", &kernel.to_string(), "--yes"])
+        .run();
+    let after = ran.json_or_null();
+    assert_eq!(
+        u32s(&after["kill"]["targets"]),
+        vec![kernel],
+        "{}",
+        ran.report()
+    );
+    wait_gone(kernel);
+    for w in &s.workers {
+        assert!(alive(w.pid()), "worker {} lives on", w.pid());
+    }
+}
+
+/// Waits (a few seconds at most) until `pid` is gone or a zombie.
+fn wait_gone(pid: u32) {
+    for _ in 0..100 {
+        if !alive(pid) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{pid} still runs");
+}
+
+#[test]
+fn utilisation_not_supported_is_never_idle_said_once_and_the_verdict_is_the_same() {
+    let s = Scene::start();
+    let sampled = s.state(Some([(87, 40), (50, 12), (0, 0)]));
+    let before = Gpufree::new(["status"]).json().on(&s.d, &sampled).run();
+    let (before_code, before) = (before.code, before.json());
+    let state = s.state(None);
+    let r = Gpufree::new(["why"]).json().on(&s.d, &state).run();
+    let doc = r.assert_exit(1).json();
+    assert!(of_kind(&doc, "idle-holders").is_empty(), "{doc:#}");
+    let unknown = of_kind(&doc, "idle-unknown");
+    assert_eq!(unknown.len(), 1, "said once: {doc:#}");
+    assert_eq!(
+        unknown[0]["message"],
+        "GPU 0: whether the holders are idle is unknown: nvmlDeviceGetProcessUtilization is not supported by this driver or GPU, so none is called idle"
+    );
+    assert_eq!(
+        doc["gpus"][0]["driver_evidence"]["process_utilization"],
+        "not_supported"
+    );
+    let after = Gpufree::new(["status"]).json().on(&s.d, &state).run();
+    assert_eq!(before_code, after.code, "{}", after.report());
+    let after = after.json();
+    assert_eq!(before["verdict"], after["verdict"]);
+    assert_eq!(after["verdict"]["state"], "busy", "{after:#}");
+    assert_eq!(before["gpus"][0]["verdict"], after["gpus"][0]["verdict"]);
+    // The text says it once too.
+    let text = Gpufree::new(["why"]).on(&s.d, &state).run();
+    assert_eq!(
+        text.stdout
+            .matches("whether the holders are idle is unknown")
+            .count(),
+        1,
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn check_warns_of_an_idle_holder_past_idle_min_with_the_warning_code() {
+    let s = Scene::start();
+    let state = s.state(Some([(87, 40), (30, 12), (0, 0)]));
+    let check = |extra: &[&str]| {
+        Gpufree::new(["check", "--format", "nagios"])
+            .on(&s.d, &state)
+            .env("GPUFREE_CHECK_STATE", s.d.tmp.path().join("check.json"))
+            // The test's holders belong to no unit: that is another condition.
+            .args(["--ignore", "leftover"])
+            .args(extra)
+            .run()
+    };
+    let r = check(&[]);
+    r.assert_exit(1);
+    assert!(
+        r.stdout
+            .starts_with("GPU WARNING - GPU 0: 4.0 GiB held by 1 idle holder"),
+        "{}",
+        r.report()
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("PID {} gpufree", s.kernel.pid())),
+        "{}",
+        r.report()
+    );
+    // Below --idle-min it is no problem.
+    let r = check(&["--idle-min", "8GiB"]);
+    r.assert_exit(0);
+    let json = Gpufree::new(["check", "--json"])
+        .on(&s.d, &state)
+        .env("GPUFREE_CHECK_STATE", s.d.tmp.path().join("check.json"))
+        .args(["--ignore", "leftover"])
+        .run();
+    let doc = json.assert_exit(1).json();
+    assert_eq!(doc["level"], "warning", "{doc:#}");
+    assert_eq!(doc["problems"][0]["condition"], "idle");
+}
