@@ -85,7 +85,8 @@ pub(super) fn run_kill(s: &Settings, args: &KillArgs, printer: &Printer) -> Resu
 
 /// Writes the kill's audit record (when it signalled anything); a record
 /// that could not be written is one line on stderr, and changes nothing
-/// else.
+/// else. A host with neither a journal nor a syslog socket says so only
+/// with `-v`: that is the host's state, the same on every kill.
 fn audit(s: &Settings, args: &KillArgs, report: &kill::Report) {
     use crate::act::audit;
     let reasons = crate::present::words::verdict::reasons(&report.reasons);
@@ -96,6 +97,9 @@ fn audit(s: &Settings, args: &KillArgs, report: &kill::Report) {
     };
     let ctx = audit::Context::now("kill", args.signal, args.no_wait, reasons, words);
     if let Err(e) = audit::log(&s.audit, &ctx, report) {
+        if e.no_logger_here() && s.common.verbose == 0 {
+            return;
+        }
         let _ = crate::present::notice::write_error(&mut std::io::stderr(), &e.to_string());
     }
 }

@@ -5,8 +5,8 @@
 
 use super::{gpus_of_all, printable, supervisors, unprotected, who};
 use crate::diagnose::shapes::{role, shape};
+use crate::model::{Alongside, GroupName, Holding, LaunchGroup, Role};
 use crate::model::{Evidence, Finding, Next, OwnerKind, Process, Severity, Snapshot};
-use crate::model::{GroupName, Holding, LaunchGroup, Role};
 use std::collections::{BTreeMap, HashMap};
 
 /// What started a group of holders.
@@ -75,6 +75,16 @@ impl<'a> Ctx<'a> {
         ) {
             return Group::Owner(p.owner.kind, p.owner.id.clone(), p.owner.name.clone());
         }
+        let root = self.top(p);
+        if root.orphaned {
+            return Group::Orphans(root.ppid, root.uid);
+        }
+        Group::Tree(root.pid)
+    }
+
+    /// The top of `p`'s tree of holders: its farthest ancestor reached
+    /// through unprotected holders.
+    pub(super) fn top(&self, p: &'a Process) -> &'a Process {
         let mut root = p;
         for _ in 0..64 {
             match self.by_pid.get(&root.ppid) {
@@ -84,10 +94,14 @@ impl<'a> Ctx<'a> {
                 _ => break,
             }
         }
-        if root.orphaned {
-            return Group::Orphans(root.ppid, root.uid);
-        }
-        Group::Tree(root.pid)
+        root
+    }
+
+    /// In a group of a dead parent, the top of `p`'s tree when that is
+    /// not `p` (its own parent is alive).
+    fn orphan_top(&self, g: &Group, p: &'a Process) -> Option<u32> {
+        let top = self.top(p);
+        (matches!(g, Group::Orphans(..)) && top.pid != p.pid).then_some(top.pid)
     }
 
     /// The process that started the tree topped by `root`, if it holds
@@ -247,11 +261,26 @@ fn merge_siblings<'a>(ctx: &Ctx<'a>, groups: &mut BTreeMap<Group, Vec<&'a Proces
 }
 
 /// A holder and its memory per GPU.
-fn hold(p: &Process) -> Holding {
+fn hold(ctx: &Ctx<'_>, g: &Group, p: &Process) -> Holding {
     Holding {
         who: who(p),
         memory: p.gpu_memory.iter().map(|m| (m.gpu, m.used_bytes)).collect(),
+        top: ctx.orphan_top(g, p),
     }
+}
+
+/// The unprotected members of a group without counted memory, which a
+/// kill of the group's PIDs stops with its holders.
+fn alongside(ctx: &Ctx<'_>, g: &Group, members: &[&Process]) -> Vec<Alongside> {
+    members
+        .iter()
+        .filter(|p| p.memory_bytes() == 0 && !p.protected_for_all())
+        .map(|p| Alongside {
+            who: who(p),
+            devices: p.devices.clone(),
+            top: ctx.orphan_top(g, p),
+        })
+        .collect()
 }
 
 /// The finding of group `g`, if any of its unprotected members holds
@@ -279,7 +308,8 @@ fn group_finding(ctx: &Ctx<'_>, g: &Group, members: &[&Process]) -> Option<Findi
         next,
         evidence: Evidence::Group(Box::new(LaunchGroup {
             name: ctx.group_name(g, members),
-            holders: holding.iter().map(|p| hold(p)).collect(),
+            holders: holding.iter().map(|p| hold(ctx, g, p)).collect(),
+            also: alongside(ctx, g, members),
             launcher: match g {
                 Group::Launcher(pid) => Some(*pid),
                 _ => None,

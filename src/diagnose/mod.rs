@@ -122,12 +122,18 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
     mps::mps(s, &mut out);
     allocation::allocation(s, &mut out);
     let overall = verdict::overall(s, &verdict::Policy::default());
-    partial_view(s, overall.state, &mut out);
+    let said = if overall.state == VerdictState::Free {
+        overall.caveats.as_slice()
+    } else {
+        &[]
+    };
+    partial_view(s, overall.state, said, &mut out);
     outside_namespace(s, &mut out);
     stale_pids(s, &mut out);
     unaccounted(s, &mut out);
     fault::heard(s, &mut out);
     fault::no_kill_on_lost(&mut out);
+    no_why_of_itself(s, &mut out);
     if overall.state == VerdictState::Free {
         let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
         out.push(Finding {
@@ -149,6 +155,24 @@ pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
         )
     });
     out
+}
+
+/// A `gpufree why` over every GPU of the snapshot, selected as they were,
+/// is the `why` just run (or, for `status`, one that says nothing more):
+/// never a finding's next. A PID NVML lists in vain is seen in full in the
+/// visibility; anything else has no command to suggest beyond its words.
+fn no_why_of_itself(s: &Snapshot, out: &mut [Finding]) {
+    let here = s.selection_of(&s.gpus.iter().map(|g| g.index).collect::<Vec<u32>>());
+    for f in out.iter_mut() {
+        let Next::Why(sel) = &f.next else { continue };
+        let covers = here.gpus.iter().all(|g| sel.gpus.contains(g));
+        if covers && sel.mig == here.mig {
+            f.next = match f.evidence {
+                Evidence::StaleNvmlPid => Next::SeeVisibility,
+                _ => Next::Nothing,
+            };
+        }
+    }
 }
 
 #[cfg(test)]

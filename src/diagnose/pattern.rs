@@ -3,8 +3,8 @@
 //! procps' own view of a command line.
 
 use super::{gpus_of_all, printable, unprotected};
+use crate::model::{rename_of, started_as, Miss, PatternHits, Rename, Renamed};
 use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot};
-use crate::model::{Miss, PatternHits, Renamed};
 use regex::Regex;
 
 /// What `pkill -f` matches: the command line joined by spaces, or comm when
@@ -41,38 +41,62 @@ pub(super) fn pkill_text(s: &str, line_break: char) -> String {
     out
 }
 
+/// Renamed holders, one finding per kind of change: comm only
+/// (`prctl(PR_SET_NAME)`), which defeats plain `pkill NAME`; and a
+/// rewritten command line (setproctitle), which defeats `pkill -f` and
+/// `ps aux | grep`. Whether each still hits is read with the texts `why
+/// --pattern` matches ([`pkill_comm_text`], [`pkill_f_text`]) for the
+/// name the program was started as.
 pub(super) fn renamed(s: &Snapshot, out: &mut Vec<Finding>) {
-    let renamed: Vec<&Process> = s
-        .processes
-        .iter()
-        .filter(|p| p.renamed && p.is_live())
-        .collect();
-    if renamed.is_empty() {
-        return;
+    let live = || s.processes.iter().filter(|p| p.is_live() && p.renamed);
+    // What each changed: None where its exe or command line is not
+    // shown (another user's process in serve's view), so not told.
+    let changed = |p: &Process| rename_of(&p.comm, &p.cmdline, p.exe.as_deref());
+    for how in [Some(Rename::Cmdline), Some(Rename::Comm), None] {
+        let holders: Vec<(&Process, Option<Rename>)> = live()
+            .map(|p| (p, changed(p)))
+            .filter(|(_, c)| match (how, c) {
+                (Some(h), Some(c)) => c.cmdline() == h.cmdline(),
+                (None, None) => true,
+                _ => false,
+            })
+            .collect();
+        if holders.is_empty() {
+            continue;
+        }
+        let ps: Vec<&Process> = holders.iter().map(|(p, _)| *p).collect();
+        out.push(Finding {
+            severity: Severity::Warning,
+            pids: ps.iter().map(|p| p.pid).collect(),
+            gpus: gpus_of_all(ps.iter().copied()),
+            bytes: crate::model::saturating_sum(ps.iter().map(|p| p.memory_bytes())),
+            next: Next::Kill(unprotected(&ps)),
+            evidence: Evidence::Renamed {
+                how,
+                holders: holders.iter().map(|(p, c)| renamed_one(p, *c)).collect(),
+            },
+        });
     }
-    let grep_python = renamed
-        .iter()
-        .filter(|p| p.cmdline_joined().contains("python"))
-        .count();
-    out.push(Finding {
-        severity: Severity::Warning,
-        pids: renamed.iter().map(|p| p.pid).collect(),
-        gpus: gpus_of_all(renamed.iter().copied()),
-        bytes: crate::model::saturating_sum(renamed.iter().map(|p| p.memory_bytes())),
-        next: Next::Kill(unprotected(&renamed)),
-        evidence: Evidence::Renamed {
-            holders: renamed
-                .iter()
-                .map(|p| Renamed {
-                    pid: p.pid,
-                    comm: p.comm.clone(),
-                    cmdline: p.cmdline_joined(),
-                    exe: p.exe.clone(),
-                })
-                .collect(),
-            grep_python,
-        },
-    });
+}
+
+/// A renamed holder, and whether `pkill NAME` and `pkill -f NAME` still
+/// hit it for the name it was started as.
+fn renamed_one(p: &Process, changed: Option<Rename>) -> Renamed {
+    let started = started_as(&p.cmdline, p.exe.as_deref());
+    let re = started
+        .as_deref()
+        .and_then(|n| Regex::new(&regex::escape(n)).ok());
+    let hits = |text: String| re.as_ref().is_some_and(|r| r.is_match(&text));
+    Renamed {
+        pid: p.pid,
+        comm: p.comm.clone(),
+        cmdline: p.cmdline_joined(),
+        exe: p.exe.clone(),
+        changed,
+        pkill: hits(pkill_comm_text(&p.comm)),
+        pkill_f: hits(pkill_f_text(&p.comm, &p.cmdline)),
+        started_as: started,
+    }
 }
 
 /// `why --pattern`: which holders `pkill -f REGEX` would hit and miss

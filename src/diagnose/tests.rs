@@ -158,7 +158,7 @@ fn seed_incident_live_renamed_workers_first_with_a_kill_of_exactly_the_ten() {
     assert_eq!(f[0].kind, FindingKind::LiveHolders);
     assert_eq!(
         f[0].message,
-        "8 live processes of launcher 202515 (VLLM::EngineCor) [vLLM engine core] hold 754.8 GiB on GPUs 0-7"
+        "8 live processes of launcher 202515 (VLLM::EngineCor) [vLLM engine core] hold 754.8 GiB on GPUs 0-7; the next also stops 2 of its processes without GPU memory: 202515, 212437"
     );
     assert_eq!(f[0].pids.len(), 8);
     let mut ten: Vec<u32> = vec![202_515, 212_437];
@@ -292,8 +292,29 @@ fn a_gpu_in_mig_mode_is_never_told_to_reset() {
     leak.gpus[0].mig_mode = Some(true);
     let f = diagnose(&leak);
     assert_eq!(f[0].kind, FindingKind::DriverLeak);
-    assert_eq!(f[0].next, "gpufree why --gpu 0");
+    // Looking at the whole GPU is what this diagnosis already did: never
+    // `gpufree why --gpu 0` again (a why over one MIG device of it is
+    // told to, see below).
+    assert_eq!(f[0].next, "");
     assert!(f.iter().all(|x| !x.next.contains("reset")), "{f:?}");
+}
+
+#[test]
+fn why_is_never_the_next_of_the_why_just_run() {
+    let mut leak = base(vec![gpu(0, 40 << 30, 0)], vec![]);
+    leak.gpus[0].mig_mode = Some(true);
+    let whole = diagnose(&leak);
+    assert!(
+        whole
+            .iter()
+            .all(|x| !x.next.starts_with("gpufree why --gpu")),
+        "{whole:?}"
+    );
+    // One MIG device of it selected: the whole GPU is another look.
+    leak.gpus[0].mig_only = true;
+    leak.gpus[0].mig_devices = vec![Default::default()];
+    let part = diagnose(&leak);
+    assert_eq!(part[0].next, "gpufree why --gpu 0", "{part:?}");
 }
 
 #[test]
@@ -324,9 +345,13 @@ fn driver_leak_only_with_no_holder_and_a_complete_view() {
     idle.visibility.root = false;
     let f = diagnose(&idle);
     assert!(is_free(&f));
-    assert!(f
+    // ... said once: in the free verdict's own words, not again apart.
+    let said: Vec<&str> = f
         .iter()
-        .any(|x| x.kind == FindingKind::PartialView && x.message.contains("hidepid")));
+        .filter(|x| x.message.contains("hidepid"))
+        .map(|x| x.kind.as_str())
+        .collect();
+    assert_eq!(said, vec!["free"], "{f:?}");
     // In a nested PID namespace: another namespace's processes, not a leak.
     let mut nested = leak.clone();
     nested.visibility.nested_pid_namespace = true;
@@ -1317,4 +1342,35 @@ fn a_protected_holder_at_zero_percent_is_never_called_idle() {
         f.iter().all(|x| x.kind != FindingKind::IdleHolders),
         "{f:#?}"
     );
+}
+
+#[test]
+fn renamed_holders_are_told_apart_by_what_they_changed_and_said_when_it_cannot_be_told() {
+    let mut comm_only = plain(5, 1, "worker", &["python3", "train.py"]);
+    comm_only.renamed = true;
+    let mut rewritten = plain(6, 1, "python3", &["trainer: rank 0"]);
+    rewritten.renamed = true;
+    // Another user's process in serve's view: no exe, no command line.
+    let mut hidden = plain(7, 1, "worker", &[]);
+    hidden.exe = None;
+    hidden.renamed = true;
+    let f = diagnose(&base(
+        vec![gpu(0, 0, 0)],
+        vec![comm_only, rewritten, hidden],
+    ));
+    let renamed: Vec<(&str, Vec<u32>)> = f
+        .iter()
+        .filter(|x| x.kind == FindingKind::RenamedHolders)
+        .map(|x| (x.message.as_str(), x.pids.clone()))
+        .collect();
+    assert_eq!(renamed.len(), 3, "{renamed:?}");
+    assert!(renamed[0].0.starts_with("1 holder rewrote its command line (setproctitle), comm unchanged: `pkill -f python3` and `ps aux | grep python3` miss it; plain `pkill python3` (comm) misses none"), "{renamed:?}");
+    assert_eq!(renamed[0].1, vec![6]);
+    assert!(renamed[1].0.starts_with("1 holder changed only its comm (prctl PR_SET_NAME), its command line untouched: plain `pkill python3` (comm) and `ps -e` miss it; `pkill -f python3` and `ps aux | grep python3` miss none"), "{renamed:?}");
+    assert_eq!(renamed[1].1, vec![5]);
+    assert!(
+        renamed[2].0.contains("which is not shown here"),
+        "{renamed:?}"
+    );
+    assert_eq!(renamed[2].1, vec![7]);
 }

@@ -5,13 +5,37 @@
 use super::{verdict, who};
 use crate::diagnose::daemons::stop_command;
 use crate::diagnose::verdict::IDLE_SLACK_BYTES;
-use crate::model::{Basis, Cause, Selection, Unseen};
+use crate::model::{Basis, Cause, Caveat, Selection, UnreadableReason, Unseen};
 use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot, VerdictState, Who};
 
 /// Reports what could not be seen: a warning when it leaves the verdict
-/// open, a note when NVML accounts for the memory all the same.
-pub(super) fn partial_view(s: &Snapshot, state: VerdictState, out: &mut Vec<Finding>) {
-    let unseen = unseen(s);
+/// open, a note when NVML accounts for the memory all the same; less what
+/// the free verdict's own caveats (`said`) already say, so a caveat is
+/// printed once.
+pub(super) fn partial_view(
+    s: &Snapshot,
+    state: VerdictState,
+    said: &[Caveat],
+    out: &mut Vec<Finding>,
+) {
+    let permission_only = s
+        .visibility
+        .unreadable
+        .iter()
+        .all(|u| u.reason == UnreadableReason::Permission);
+    let unseen: Vec<Unseen> = unseen(s)
+        .into_iter()
+        .filter(|u| match u {
+            Unseen::Unreadable { .. } => {
+                !(permission_only
+                    && said
+                        .iter()
+                        .any(|c| matches!(c, Caveat::PermissionDenied { .. })))
+            }
+            Unseen::Hidepid => !said.iter().any(|c| matches!(c, Caveat::Hidepid { .. })),
+            _ => true,
+        })
+        .collect();
     if unseen.is_empty() {
         return;
     }

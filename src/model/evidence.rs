@@ -37,6 +37,23 @@ pub struct Holding {
     pub who: Who,
     /// Its memory per GPU.
     pub memory: Vec<(u32, Option<u64>)>,
+    /// In a group of a dead parent, the top of its tree (the process
+    /// whose parent died) when that is not the holder itself: its own
+    /// parent is alive.
+    pub top: Option<u32>,
+}
+
+/// A process of a launch group that holds no counted GPU memory (a
+/// launcher, a resource tracker holding a device node), which the
+/// group's next stops with its holders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alongside {
+    /// The process.
+    pub who: Who,
+    /// The GPU device nodes it holds.
+    pub devices: Vec<DeviceUse>,
+    /// As [`Holding::top`].
+    pub top: Option<u32>,
 }
 
 /// What a launch group is named by.
@@ -125,6 +142,8 @@ pub struct LaunchGroup {
     pub name: GroupName,
     /// Its holders with memory.
     pub holders: Vec<Holding>,
+    /// Its other processes, which its next stops too.
+    pub also: Vec<Alongside>,
     /// The launcher above sibling trees, which holds no GPU itself.
     pub launcher: Option<u32>,
     /// What starts it again, if anything.
@@ -153,6 +172,17 @@ pub struct Renamed {
     pub cmdline: String,
     /// Its executable, when readable.
     pub exe: Option<String>,
+    /// What it changed; None where that cannot be told (its executable or
+    /// command line is not shown: another user's process in serve's view).
+    pub changed: Option<super::Rename>,
+    /// The program's name as it was started (`python3`), a user's
+    /// pattern; None when unknown.
+    pub started_as: Option<String>,
+    /// Whether `pkill NAME` (comm) still hits it, for that name.
+    pub pkill: bool,
+    /// Whether `pkill -f NAME` and `ps aux | grep NAME` (both read the
+    /// command line) still hit it, for that name.
+    pub pkill_f: bool,
 }
 
 /// A holder a `pkill -f` pattern misses.
@@ -266,12 +296,16 @@ pub enum Evidence {
     Group(Box<LaunchGroup>),
     /// Holders whose parent died, outside a group with memory.
     Orphans(Vec<Orphan>),
-    /// Holders that renamed themselves.
+    /// Holders that renamed themselves, one finding per kind of change:
+    /// their comm only, or their command line (with or without comm).
     Renamed {
+        /// What they changed: [`super::Rename::Comm`], or
+        /// [`super::Rename::Cmdline`] for a command line rewritten (with
+        /// or without comm: each holder's own is its `changed`); None for
+        /// holders whose change cannot be told.
+        how: Option<super::Rename>,
         /// The holders.
         holders: Vec<Renamed>,
-        /// How many `ps aux | grep python` still shows.
-        grep_python: usize,
     },
     /// What `pkill -f PATTERN` would hit and miss.
     Pattern(Box<PatternHits>),

@@ -24,6 +24,7 @@ mod nvml;
 mod pin;
 mod process;
 mod release;
+mod rename;
 mod restart;
 mod role;
 mod scan;
@@ -45,8 +46,8 @@ pub use driver::{
     RecoveryAction, Remap, XidEvent, XidPid, XidReport,
 };
 pub use evidence::{
-    Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan, PatternHits,
-    Renamed, Restarter, Unseen, Who,
+    Alongside, Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan,
+    PatternHits, Renamed, Restarter, Unseen, Who,
 };
 pub use fault::{signs, AppFault, Basis, DriverFault, Heard, LogHeard, Need, Sign};
 pub use finding::{Finding, FindingKind, Severity};
@@ -77,6 +78,7 @@ pub use process::{
     Process, Protection, Via,
 };
 pub use release::{Held, Holds, OnGpu, Restart};
+pub use rename::{base, names_program, rename_of, started_as, Rename};
 pub use restart::{BusFailure, RestartSource, UnitUnread};
 pub use role::Role;
 pub use scan::{

@@ -283,7 +283,10 @@ fn write_shared_only<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io
     writeln!(
         w,
         "{}",
-        printer.bold("Shared driver nodes only (nvidiactl, nvidia-uvm...):")
+        printer.bold(&format!(
+            "Shared driver nodes only (nvidiactl, nvidia-uvm...): {} holding no GPU's own node",
+            shared.len()
+        ))
     )?;
     let rows: Vec<([String; 7], &Process)> = shared.iter().map(|p| (row(p, None), *p)).collect();
     write_rows(w, s, printer, HEADER, &rows)

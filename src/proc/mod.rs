@@ -22,23 +22,11 @@ pub mod restart;
 pub mod scan;
 pub mod wchan;
 
+use crate::model::{base, names_program};
+
 /// Whether `st` is owned by root and writable by no one else.
 pub(crate) fn root_only(st: &rustix::fs::Stat) -> bool {
     st.st_uid == 0 && st.st_mode & 0o022 == 0
-}
-
-/// The file name of a path, without a trailing " (deleted)".
-fn base(path: &str) -> &str {
-    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-    path.rsplit('/').next().unwrap_or(path)
-}
-
-/// Whether `name` (a comm or an `argv[0]` base name) plausibly names the
-/// program `exe_base`: equal, a prefix either way (`python3` runs
-/// `python3.11`; comm is cut at 15 bytes), or a login shell's `-bash`.
-fn names_program(name: &str, exe_base: &str) -> bool {
-    let name = name.strip_prefix('-').unwrap_or(name);
-    !name.is_empty() && (exe_base.starts_with(name) || name.starts_with(exe_base))
 }
 
 /// Whether `comm` plausibly names the program at `exe` (a process that
@@ -54,23 +42,7 @@ pub fn names_exe(comm: &str, exe: Option<&str>) -> bool {
 /// whose exe cannot be read are never called renamed: there is nothing to
 /// compare.
 pub fn looks_renamed(comm: &str, cmdline: &[String], exe: Option<&str>) -> bool {
-    let Some(exe) = exe.filter(|e| !e.is_empty()) else {
-        return false;
-    };
-    let exe_base = base(exe);
-    let Some(argv0) = cmdline.first() else {
-        return false; // zombies and kernel threads have no cmdline
-    };
-    let argv0_base = base(argv0.split(' ').next().unwrap_or(argv0));
-    if !names_program(argv0_base, exe_base) {
-        return true;
-    }
-    let comm_ok = names_program(comm, exe_base)
-        || cmdline.iter().take(2).any(|a| {
-            let b = base(a);
-            b.starts_with(comm) || (comm.len() >= 15 && b.as_bytes().starts_with(comm.as_bytes()))
-        });
-    !comm_ok
+    crate::model::rename_of(comm, cmdline, exe).is_some()
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ mod slurm;
 mod status;
 mod supervised;
 mod trust;
+mod truth;
 mod verdict;
 mod view;
 mod watch;

@@ -305,7 +305,7 @@ fn leaked_memory_with_no_holder_and_a_complete_view_is_a_driver_leak_with_a_prin
 }
 
 #[test]
-fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
+fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats_once() {
     let d = TestDir::new(2);
     let state = d.state(&sim_state(vec![sim_gpu(0, &[], 0), sim_gpu(1, &[], 0)]));
     let proc_root = empty_proc(d.tmp.path());
@@ -332,8 +332,19 @@ fn free_gpus_exit_0_and_unreadable_processes_are_named_as_caveats() {
         assert_eq!(doc["verdict"]["state"], "free");
         let caveats = doc["verdict"]["caveats"].to_string();
         assert!(caveats.contains("permission denied"), "{caveats}");
-        let partial = &find(&doc, "partial-view")[0];
-        assert_eq!(partial["severity"], "info", "{partial}");
+        // Said once: in the free finding, not again as a partial view.
+        assert!(find(&doc, "partial-view").is_empty(), "{doc}");
+        let text = as_nobody(&d, &["why"])
+            .dev(&d.dev)
+            .env("GPUFREE_SIM_STATE", &state)
+            .run();
+        text.assert_exit(0);
+        assert_eq!(
+            text.stdout.matches("could not be read").count(),
+            1,
+            "{}",
+            text.stdout
+        );
         // The same with memory NVML attributes to nobody: unknown, exit 3.
         let mut g = sim_gpu(0, &[], 0);
         g["leaked_bytes"] = serde_json::json!(4u64 << 30);
@@ -481,11 +492,15 @@ fn hidepid_proc_is_noticed_and_never_called_free_blindly() {
         "{}",
         doc["verdict"]
     );
-    let partial = &find(&doc, "partial-view")[0];
-    assert!(
-        partial["message"].as_str().unwrap().contains("hidepid"),
-        "{partial}"
-    );
+    // Said once: by the free finding, not again as a partial view.
+    let saying: Vec<&Value> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["message"].as_str().unwrap().contains("hidepid"))
+        .collect();
+    assert_eq!(saying.len(), 1, "{doc}");
+    assert_eq!(saying[0]["kind"], "free", "{doc}");
     // Memory nobody visible accounts for, behind hidepid: unknown, never
     // free and never a driver leak.
     let r = why(nobody, &leak);

@@ -21,6 +21,7 @@ mod parsers;
 mod pipeline;
 mod sim_state;
 mod snapshot;
+mod truth;
 mod units;
 
 use proptest::prelude::*;

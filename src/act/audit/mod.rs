@@ -114,6 +114,18 @@ pub struct AuditError {
     pub failed: Vec<(String, std::io::Error)>,
 }
 
+impl AuditError {
+    /// Whether the only failures are log daemons' sockets that do not
+    /// exist: a host that keeps no journal or syslog (a container, a
+    /// minimal image), the same on every kill, not this record's failure.
+    pub fn no_logger_here(&self) -> bool {
+        self.failed.iter().all(|(sink, e)| {
+            (sink.starts_with("journal ") || sink.starts_with("syslog "))
+                && e.kind() == std::io::ErrorKind::NotFound
+        })
+    }
+}
+
 /// The record of a kill, or None when it signalled nothing.
 pub fn record(ctx: &Context, report: &Report) -> Option<AuditRecord> {
     if report.targets.is_empty() {

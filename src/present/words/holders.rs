@@ -1,40 +1,57 @@
 //! The words of findings about holders: launch groups and what restarts
-//! them, orphans, renamed holders, a `pkill` pattern, device-node
+//! them, orphans, a `pkill` pattern, device-node
 //! holders, single processes in odd states, protected daemons.
 
-use crate::model::{
-    Finding, GroupName, LaunchGroup, Next, Orphan, PatternHits, Renamed, Restarter, Who,
-};
+use crate::model::{Finding, GroupName, LaunchGroup, Next, Orphan, PatternHits, Restarter, Who};
 use crate::present::next::{
     count, gpus_phrase, memory, next_line, nodes, one_or, quoted, shorten, who,
 };
 use crate::units::gib;
 
-/// A launch group: how many of it hold how much where, and what restarts
-/// it; its holders one line each.
+/// A launch group: how many of it hold how much where, what else its
+/// next stops, and what restarts it; its processes one line each.
 pub(super) fn group(f: &Finding, g: &LaunchGroup) -> (String, Vec<String>) {
     let n = g.holders.len();
     let they = one_or(n, "it", "them");
+    let dead = matches!(g.name, GroupName::DeadParent { .. });
     let why = match &g.restarter {
         Some(r) => format!("; {}", restarter(r).0),
-        None if matches!(g.name, GroupName::DeadParent { .. }) => {
-            format!(": nothing that started {they} is left to stop {they}")
-        }
+        None if dead => format!(": nothing that started {they} is left to stop {they}"),
         None => String::new(),
     };
+    let name = match &g.name {
+        GroupName::DeadParent { reaper, comm } if g.holders.iter().any(|h| h.top.is_some()) => {
+            format!("trees whose top's parent died ({})", under(*reaper, comm))
+        }
+        other => format!("of {}", group_name(other)),
+    };
+    let also = also(g);
     let message = format!(
-        "{} of {} {} {} on {}{why}",
+        "{} {}{name} {} {} on {}{why}{also}",
         count(n, "live process", "live processes"),
-        group_name(&g.name),
+        if name.starts_with("of ") { "" } else { "in " },
         one_or(n, "holds", "hold"),
         gib(f.bytes),
         gpus_phrase(&f.gpus),
     );
+    let tree = |top: Option<u32>| match (dead, top) {
+        (false, _) => String::new(),
+        (true, None) => "; its parent died".to_string(),
+        (true, Some(t)) => format!("; its parent is alive, in the tree of {t}, whose parent died"),
+    };
     let mut details: Vec<String> = g
         .holders
         .iter()
-        .map(|h| format!("{}: {}", who(&h.who), memory(&h.memory)))
+        .map(|h| format!("{}: {}{}", who(&h.who), memory(&h.memory), tree(h.top)))
         .collect();
+    details.extend(g.also.iter().map(|a| {
+        let held = if a.devices.is_empty() {
+            "no GPU memory".to_string()
+        } else {
+            format!("no GPU memory, holds {}", nodes(&a.devices))
+        };
+        format!("{}: {held}{}", who(&a.who), tree(a.top))
+    }));
     if let Some(pid) = g.launcher {
         details.push(format!(
             "launcher {pid} holds no GPU, so gpufree never signals it; if it starts workers again, stop it as well"
@@ -45,6 +62,27 @@ pub(super) fn group(f: &Finding, g: &LaunchGroup) -> (String, Vec<String>) {
         details.insert(0, format!("restarts: {what} ({evidence})"));
     }
     (message, details)
+}
+
+/// What else a group's next stops: its processes without memory.
+fn also(g: &LaunchGroup) -> String {
+    if g.also.is_empty() {
+        return String::new();
+    }
+    let pids: Vec<String> = g.also.iter().map(|a| a.who.pid.to_string()).collect();
+    format!(
+        "; the next also stops {} of its processes without GPU memory: {}",
+        pids.len(),
+        pids.join(", ")
+    )
+}
+
+/// Where a dead parent's children went.
+fn under(reaper: u32, comm: &Option<String>) -> String {
+    match comm {
+        Some(c) => format!("now under PID {reaper} ({c})"),
+        None => format!("now under PID {reaper}"),
+    }
 }
 
 /// What started a group, in words.
@@ -64,10 +102,9 @@ fn group_name(g: &GroupName) -> String {
         },
         GroupName::Process { pid, comm } => format!("{pid} ({comm})"),
         GroupName::Pid(pid) => format!("PID {pid}"),
-        GroupName::DeadParent { reaper, comm } => match comm {
-            Some(c) => format!("a dead parent (now under PID {reaper} ({c}))"),
-            None => format!("a dead parent (now under PID {reaper})"),
-        },
+        GroupName::DeadParent { reaper, comm } => {
+            format!("a dead parent ({})", under(*reaper, comm))
+        }
     }
 }
 
@@ -244,45 +281,32 @@ pub(super) fn orphans(orphans: &[Orphan]) -> (String, Vec<String>) {
     (message, details)
 }
 
-/// Holders that renamed themselves, and what `ps | grep` shows of them.
-pub(super) fn renamed(holders: &[Renamed], grep_python: usize) -> (String, Vec<String>) {
-    let n = holders.len();
-    let mut details = vec![format!(
-        "`ps aux | grep python` shows {grep_python} of them; `pkill` and `pkill -f` match the new comm and cmdline, never the exe"
-    )];
-    details.extend(holders.iter().map(|r| {
-        format!(
-            "{}: comm '{}', cmdline '{}', exe {}",
-            r.pid,
-            r.comm,
-            shorten(&r.cmdline, 60),
-            r.exe.as_deref().unwrap_or("?")
-        )
-    }));
-    let message = format!(
-        "{} renamed {} (setproctitle): patterns written for the original command line, like `pkill -f 'python3.*vllm'`, miss {}",
-        count(n, "holder has", "holders have"),
-        one_or(n, "itself", "themselves"),
-        one_or(n, "it", "them"),
-    );
-    (message, details)
-}
-
-/// Processes that hold device nodes without memory, each with its nodes.
+/// Processes that hold device nodes without memory, each with its nodes:
+/// a GPU's own node (status lists it under that GPU) or only the shared
+/// driver nodes (status lists it apart), said as status says it.
 pub(super) fn device_holders(
     with_memory_holders: bool,
     holders: &[(Who, Vec<crate::model::DeviceUse>)],
 ) -> (String, Vec<String>) {
     let n = holders.len();
+    let shared = holders
+        .iter()
+        .filter(|(_, d)| d.iter().all(|u| u.gpu.is_none()))
+        .count();
+    let what = match shared {
+        0 => "GPU device nodes".to_string(),
+        k if k == n => "only shared driver nodes (no GPU's own node)".to_string(),
+        k => format!("GPU device nodes ({k} of them only shared driver nodes)"),
+    };
     let message = if with_memory_holders {
         format!(
-            "{} GPU device nodes open without GPU memory, started with the memory holders: free {} together with the memory holders",
+            "{} {what} open without GPU memory, started with the memory holders: free {} together with the memory holders",
             count(n, "process holds", "processes hold"),
             one_or(n, "it", "them")
         )
     } else {
         format!(
-            "{} GPU device nodes open without GPU memory: not needed to free memory, but the driver keeps its files open until {}",
+            "{} {what} open without GPU memory: not needed to free memory, but the driver keeps its files open until {}",
             count(n, "process holds", "processes hold"),
             one_or(n, "it exits", "they exit")
         )

@@ -17,6 +17,7 @@ mod k8s;
 mod mps;
 pub mod nvml;
 pub mod proc;
+mod renamed;
 mod roles;
 pub mod scan;
 pub mod selector;
@@ -75,10 +76,7 @@ fn said(f: &Finding) -> (String, Vec<String>) {
     match &f.evidence {
         Evidence::Group(g) => holders::group(f, g),
         Evidence::Orphans(orphans) => holders::orphans(orphans),
-        Evidence::Renamed {
-            holders,
-            grep_python,
-        } => holders::renamed(holders, *grep_python),
+        Evidence::Renamed { how, holders } => renamed::renamed(*how, holders),
         Evidence::Pattern(h) => holders::pattern(h),
         Evidence::DeviceHolders {
             with_memory_holders,
