@@ -331,7 +331,9 @@ pub fn blind_spot(b: &BlindSpot) -> String {
         BlindSpot::ProcessList { unavailable: u } => {
             format!("NVML's {} list is unavailable ({})", what(u), failed(u))
         }
-        BlindSpot::KfdVram { unavailable: u } => format!("{}: {}", what(u), failed(u)),
+        BlindSpot::KfdVram { unavailable: u } | BlindSpot::DrmMemory { unavailable: u } => {
+            format!("{}: {}", what(u), failed(u))
+        }
         BlindSpot::Unreadable { pids: p } => {
             format!("{} could not be read (PID {})", processes(p.len()), pids(p))
         }
@@ -345,6 +347,10 @@ const ACCOUNTED: &str = "; NVML accounts for the memory";
 /// One caveat in words.
 pub fn caveat(c: &Caveat) -> String {
     match c {
+        Caveat::DrmShared { bytes } => format!(
+            "its DRM clients share {} of buffers with other clients (drm-shared-*), and each sharer's memory counts them: the sum per process may count shared buffers more than once",
+            crate::units::mib(*bytes)
+        ),
         Caveat::HoldersOnly { driver } => format!(
             "{} publishes no used memory: free means that no process holds the GPU",
             driver.as_deref().unwrap_or("its driver")
