@@ -569,3 +569,28 @@ fn shared_drm_buffers_are_said_to_be_counted_by_each_sharer() {
         "{caveats}"
     );
 }
+
+#[test]
+fn a_process_whose_stat_or_maps_cannot_be_read_is_counted_unreadable_not_skipped() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::new(d.tmp.path());
+    let r128 = d.node("dri/renderD128");
+    fake.add(&holder(100, 1, "python3", &[&r128]));
+    fake.fdinfo(100, 0, &amdgpu(7, 8));
+    fake.add(&holder(101, 1, "python3", &[&r128]));
+    fake.fdinfo(101, 0, &amdgpu(8, 8));
+    std::fs::remove_file(fake.root.join("100/stat")).unwrap();
+    std::fs::remove_file(fake.root.join("101/maps")).unwrap();
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
+    let v = &doc["visibility"];
+    assert_eq!(v["processes_unreadable"], 2, "{v}");
+    assert_eq!(v["unreadable_pids"], serde_json::json!([100, 101]), "{v}");
+    let why = v["unreadable"].to_string();
+    assert!(
+        why.contains("reading stat failed") && why.contains("reading maps failed"),
+        "{why}"
+    );
+    // What they hold is unknown: so is whether the AMD GPU is free.
+    assert_eq!(gpu(&doc, "amd")["verdict"]["state"], "unknown", "{doc}");
+}
