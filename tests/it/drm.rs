@@ -594,3 +594,53 @@ fn a_process_whose_stat_or_maps_cannot_be_read_is_counted_unreadable_not_skipped
     // What they hold is unknown: so is whether the AMD GPU is free.
     assert_eq!(gpu(&doc, "amd")["verdict"]["state"], "unknown", "{doc}");
 }
+
+#[test]
+fn an_idle_xe_host_says_its_total_and_accounted_memory_in_text_without_nvml_words() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::idle(d.tmp.path());
+    // No AMD GPU: an xe card alone, with its VRAM total in its tile.
+    std::fs::remove_file(d.dev.join("dri/renderD128")).unwrap();
+    write(
+        &sys,
+        &format!("devices/pci0000:00/{INTEL}/tile0/physical_vram_size_bytes"),
+        &format!("{}\n", 16 * GIB),
+    );
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
+    let intel = gpu(&doc, "intel");
+    assert_eq!(intel["memory"]["total_bytes"], 16 * GIB, "{doc}");
+    assert_eq!(intel["memory"]["accounted_bytes"], 0, "{doc}");
+    let status = on_host(&["status"], &fake, &d, &sys).run();
+    let row = status
+        .stdout
+        .lines()
+        .find(|l| l.contains("Intel GPU (xe)"))
+        .unwrap_or_default();
+    let cells: Vec<&str> = row
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            "0",
+            "Intel GPU (xe)",
+            "unknown / 16,384 MiB",
+            "0 MiB",
+            "unknown",
+            "free"
+        ],
+        "{}",
+        status.stdout
+    );
+    let why = on_host(&["why"], &fake, &d, &sys).run();
+    for out in [&status.stdout, &why.stdout] {
+        assert!(!out.contains("NVML"), "{out}");
+        assert!(
+            out.contains("GPU 0 free: no process holds memory or a device node"),
+            "{out}"
+        );
+    }
+}

@@ -162,6 +162,19 @@ pub(super) fn free(gpus: &[u32], caveats: &[crate::model::Caveat]) -> String {
             "{} free: no process holds memory or a device node, used memory at the idle baseline",
             gpus_phrase(gpus)
         )
+    } else if !caveats.iter().any(|c| {
+        matches!(
+            c,
+            crate::model::Caveat::PermissionDenied { .. } | crate::model::Caveat::Hidepid { .. }
+        )
+    }) {
+        // Every process was read (a DRM driver that publishes no use, a
+        // check of holders only): no NVML words, no unread processes.
+        format!(
+            "{} free: no process holds memory or a device node ({})",
+            gpus_phrase(gpus),
+            super::verdict::caveats(caveats).join("; ")
+        )
     } else {
         format!("{} free: NVML shows no process with memory and the memory at the idle baseline; processes gpufree could not read may still hold device nodes ({})", gpus_phrase(gpus), super::verdict::caveats(caveats).join("; "))
     }
