@@ -530,7 +530,7 @@ fn kfd_vram_on_no_gpu_or_of_an_unseen_process_is_unplaced_and_unknown() {
     let why = on_host(&["why"], &fake, &d, &sys).run();
     assert!(why.stdout.contains("PID 4000"), "{}", why.stdout);
     assert!(
-        !why.stdout.contains("KFD's processes were read"),
+        !why.stdout.contains("every process the KFD lists were read"),
         "{}",
         why.stdout
     );

@@ -114,7 +114,7 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
         }
         Cause::DrmDriver { driver } => (
             format!(
-                "{head} {nobody}: every DRM client and the KFD's processes were read, so the {} driver, the kernel (display buffers, firmware) or another PID namespace's processes hold it; gpufree prints no reset for this vendor",
+                "{head} {nobody}: every DRM client and every process the KFD lists were read, so the {} driver, the kernel (display buffers, firmware) or another PID namespace's processes hold it; gpufree prints no reset for this vendor",
                 driver.as_deref().unwrap_or("GPU's")
             ),
             Vec::new(),

@@ -100,8 +100,18 @@ pub fn why(w: &Why) -> String {
             }
         ),
         Why::Unaccounted { bytes, blind } => format!(
-            "{} used that NVML attributes to no process gpufree can see, and {}",
+            "{} used that {}, and {}",
             mib(*bytes),
+            // A DRM GPU's memory is not NVML's to attribute.
+            if blind.iter().all(|b| !matches!(b, BlindSpot::ProcessList { .. }))
+                && blind.iter().any(|b| {
+                    matches!(b, BlindSpot::KfdVram { .. } | BlindSpot::DrmMemory { .. })
+                })
+            {
+                "no DRM client or KFD process gpufree read accounts for"
+            } else {
+                "NVML attributes to no process gpufree can see"
+            },
             blind_spots(blind)
         ),
         Why::Unreadable { processes: failed } => unreadable(failed),
