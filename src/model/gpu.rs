@@ -170,6 +170,11 @@ pub struct Memory {
     pub shared_bytes: u64,
 }
 
+/// Whether a count of bytes is 0 (left out of JSON).
+fn no_bytes(n: &u64) -> bool {
+    *n == 0
+}
+
 /// A process listed by NVML on one GPU.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct NvmlProcess {
@@ -343,9 +348,4 @@ mod tests {
         assert_eq!(g.memory.unaccounted_bytes, 0);
         assert!(g.mig_only);
     }
-}
-
-/// Whether a count of bytes is 0 (left out of JSON).
-fn no_bytes(n: &u64) -> bool {
-    *n == 0
 }

@@ -192,10 +192,11 @@ pub(super) type ByPid = BTreeMap<u32, BTreeMap<u32, Option<u64>>>;
 /// memory held by the processes seen, every shared client counted once.
 /// `unread`: the processes the scan could not read (already said so);
 /// the KFD's VRAM of any other process not seen is memory no holder
-/// accounts for, named in [`Held::unknown`].
-pub(super) fn memory(
+/// accounts for, named in [`Held::unknown`] with the KFD's VRAM no GPU
+/// can be named for ([`DrmHost::unplaced`]).
+pub(super) fn memory<U>(
     seen: &BTreeMap<u32, Seen>,
-    unread: &BTreeSet<u32>,
+    unread: &BTreeMap<u32, U>,
     nodes: &NodeSet,
     host: &DrmHost,
     gpus: &DrmGpus,
@@ -224,7 +225,10 @@ pub(super) fn memory(
             }
         }
     }
-    let mut held = Held::default();
+    let mut held = Held {
+        unknown: host.unplaced(),
+        ..Held::default()
+    };
     for client in drm::clients(fds) {
         let Some(gpu) = client.info.pdev.as_deref().and_then(|p| gpus.of_slot(p)) else {
             continue;
@@ -298,10 +302,10 @@ pub(super) struct Held {
 /// gains what the KFD counts beyond the clients. VRAM of a process not
 /// seen (and not unreadable, which is said already), or on a PCI device
 /// that is none of these GPUs, is named in [`Held::unknown`].
-fn add_kfd(
+fn add_kfd<U>(
     by_pid: &mut ByPid,
     held: &mut Held,
-    (seen, unread): (&BTreeMap<u32, Seen>, &BTreeSet<u32>),
+    (seen, unread): (&BTreeMap<u32, Seen>, &BTreeMap<u32, U>),
     host: &DrmHost,
     gpus: &DrmGpus,
 ) {
@@ -309,7 +313,7 @@ fn add_kfd(
         .kfd
         .by_device
         .iter()
-        .filter(|(p, _)| !unread.contains(p))
+        .filter(|(p, _)| !unread.contains_key(p))
     {
         for (pdev, &kfd) in devices {
             let gpu = gpus.of_slot(pdev).filter(|g| gpus.ours.contains(g));

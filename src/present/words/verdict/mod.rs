@@ -80,6 +80,28 @@ fn listed(bytes: Option<u64>) -> String {
     bytes.map_or("memory".into(), mib)
 }
 
+/// Memory no process accounts for while part of the view is missing: in
+/// NVML's words for an NVIDIA GPU, in DRM's for one whose memory its DRM
+/// clients and the KFD tell.
+fn unaccounted(bytes: u64, blind: &[BlindSpot]) -> String {
+    let drm = blind
+        .iter()
+        .all(|b| !matches!(b, BlindSpot::ProcessList { .. }))
+        && blind
+            .iter()
+            .any(|b| matches!(b, BlindSpot::KfdVram { .. } | BlindSpot::DrmMemory { .. }));
+    format!(
+        "{} used that {}, and {}",
+        mib(bytes),
+        if drm {
+            "no DRM client or KFD process gpufree read accounts for"
+        } else {
+            "NVML attributes to no process gpufree can see"
+        },
+        blind_spots(blind)
+    )
+}
+
 /// One reason's sentence, without its GPU.
 pub fn why(w: &Why) -> String {
     match w {
@@ -99,21 +121,7 @@ pub fn why(w: &Why) -> String {
                 "the driver's, inferred (not reported by the driver)"
             }
         ),
-        Why::Unaccounted { bytes, blind } => format!(
-            "{} used that {}, and {}",
-            mib(*bytes),
-            // A DRM GPU's memory is not NVML's to attribute.
-            if blind.iter().all(|b| !matches!(b, BlindSpot::ProcessList { .. }))
-                && blind.iter().any(|b| {
-                    matches!(b, BlindSpot::KfdVram { .. } | BlindSpot::DrmMemory { .. })
-                })
-            {
-                "no DRM client or KFD process gpufree read accounts for"
-            } else {
-                "NVML attributes to no process gpufree can see"
-            },
-            blind_spots(blind)
-        ),
+        Why::Unaccounted { bytes, blind } => unaccounted(*bytes, blind),
         Why::Unreadable { processes: failed } => unreadable(failed),
         Why::RefusedNode { path, what } => format!(
             "{path} is not a GPU node ({what}): holders of the real node may be unseen"
