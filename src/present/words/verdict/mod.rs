@@ -80,24 +80,19 @@ fn listed(bytes: Option<u64>) -> String {
     bytes.map_or("memory".into(), mib)
 }
 
-/// Memory no process accounts for while part of the view is missing: in
-/// NVML's words for an NVIDIA GPU, in DRM's for one whose memory its DRM
-/// clients and the KFD tell.
+/// Memory no process accounts for while part of the view is missing, in
+/// NVML's words, or DRM's for a GPU its DRM clients and the KFD tell.
 fn unaccounted(bytes: u64, blind: &[BlindSpot]) -> String {
-    let drm = blind
-        .iter()
-        .all(|b| !matches!(b, BlindSpot::ProcessList { .. }))
-        && blind
-            .iter()
-            .any(|b| matches!(b, BlindSpot::KfdVram { .. } | BlindSpot::DrmMemory { .. }));
+    let drm = |b: &BlindSpot| matches!(b, BlindSpot::KfdVram { .. } | BlindSpot::DrmMemory { .. });
+    let nvml = |b: &BlindSpot| matches!(b, BlindSpot::ProcessList { .. });
+    let whose = if blind.iter().any(drm) && !blind.iter().any(nvml) {
+        "no DRM client or KFD process gpufree read accounts for"
+    } else {
+        "NVML attributes to no process gpufree can see"
+    };
     format!(
-        "{} used that {}, and {}",
+        "{} used that {whose}, and {}",
         mib(bytes),
-        if drm {
-            "no DRM client or KFD process gpufree read accounts for"
-        } else {
-            "NVML attributes to no process gpufree can see"
-        },
         blind_spots(blind)
     )
 }
