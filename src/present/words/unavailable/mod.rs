@@ -75,7 +75,7 @@ pub fn failure(f: &Failure) -> String {
             mib(*bytes)
         ),
         Failure::KfdProcessUnseen { bytes } => format!(
-            "no process read has that PID (another PID namespace's, or gone): {} held by a process gpufree cannot see",
+            "that PID is none of the GPU holders read (another PID namespace's, or gone): {} held by a process gpufree cannot see",
             mib(*bytes)
         ),
         Failure::DrmNoUsage { driver } => format!(
