@@ -331,7 +331,11 @@ pub(super) fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         .processes
         .iter()
         .filter(|p| {
-            p.memory_bytes() == 0 && !p.devices.is_empty() && p.is_live() && !p.protected_for_all()
+            p.memory_bytes() == 0
+                && p.memory_known()
+                && !p.devices.is_empty()
+                && p.is_live()
+                && !p.protected_for_all()
         })
         .collect();
     let (with_group, alone): (Vec<&Process>, Vec<&Process>) = node_only

@@ -163,6 +163,16 @@ pub struct Memory {
     pub reserved_bytes: u64,
     /// False when NVML could not report memory for this GPU.
     pub known: bool,
+    /// A DRM GPU's: what its clients say of their memory is shared with
+    /// other clients (`drm-shared-*`), which `accounted_bytes` may count
+    /// more than once (an addition to SPEC.md; absent when 0).
+    #[serde(default, skip_serializing_if = "no_bytes")]
+    pub shared_bytes: u64,
+}
+
+/// Whether a count of bytes is 0 (left out of JSON).
+fn no_bytes(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A process listed by NVML on one GPU.

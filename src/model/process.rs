@@ -180,6 +180,13 @@ impl Process {
         saturating_sum(self.gpu_memory.iter().filter_map(|m| m.used_bytes))
     }
 
+    /// Whether every GPU memory it has was read: false when some of it is
+    /// unknown (a DRM client whose fdinfo says no memory, an NVML listing
+    /// without a size), so it may hold memory however little is known.
+    pub fn memory_known(&self) -> bool {
+        self.gpu_memory.iter().all(|m| m.used_bytes.is_some())
+    }
+
     /// The command line as `pkill -f` matches it: argv joined by spaces.
     pub fn cmdline_joined(&self) -> String {
         self.cmdline.join(" ")
@@ -226,6 +233,10 @@ pub struct DrmClient {
     pub client_id: u64,
     /// Its device memory (VRAM) in bytes.
     pub device_bytes: u64,
+    /// Its fdinfo says no memory at all: `device_bytes` is unknown, not 0
+    /// (an addition to SPEC.md; absent when false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memory_unknown: bool,
     /// The other processes that hold it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_with: Vec<u32>,

@@ -35,6 +35,12 @@ pub enum Unplaced {
     /// MIG capability nodes no table places: their holders may be on any
     /// MIG device.
     MigCaps,
+    /// A DRM client whose fdinfo has no memory keys: its memory on the GPU
+    /// is unknown.
+    DrmUsage,
+    /// The KFD's VRAM of a process gpufree did not read (another PID
+    /// namespace's, or gone): memory on the GPU no holder accounts for.
+    KfdProcess,
 }
 
 /// What could not be read.
@@ -82,6 +88,13 @@ pub enum Call {
         pid: u32,
         /// The KFD's GPU id.
         gpu_id: u32,
+    },
+    /// The memory of a process's DRM client, from its fdinfo.
+    DrmUsage {
+        /// The process.
+        pid: u32,
+        /// The client's `drm-client-id`.
+        client_id: u64,
     },
     /// MIG capability nodes held by these processes.
     MigCaps {
@@ -143,6 +156,26 @@ pub enum Failure {
         gpu_id: u32,
         /// The VRAM that cannot be placed.
         bytes: u64,
+    },
+    /// The KFD topology maps a GPU id to a PCI device that is no GPU here.
+    KfdNotAGpu {
+        /// The PCI slot its topology names.
+        pdev: String,
+        /// The VRAM that cannot be placed.
+        bytes: u64,
+    },
+    /// The KFD lists a process that is not among those read: another PID
+    /// namespace's, or gone.
+    KfdProcessUnseen {
+        /// The VRAM it holds.
+        bytes: u64,
+    },
+    /// A DRM client's fdinfo says no memory (no `drm-resident-`,
+    /// `drm-total-` or `drm-memory-` key: amdgpu before Linux 5.14, a
+    /// driver without drm-usage-stats' memory keys).
+    DrmNoUsage {
+        /// Its `drm-driver`.
+        driver: String,
     },
     /// The driver's mig-minors table does not name the capability nodes.
     MigMinorsSilent,

@@ -345,6 +345,13 @@ pub enum BlindSpot {
         /// Whose VRAM on which KFD GPU id, and how much.
         unavailable: Unavailable,
     },
+    /// A DRM GPU's memory that a process holds and that cannot be told:
+    /// a client whose fdinfo says no memory, the KFD's VRAM of a process
+    /// not read.
+    DrmMemory {
+        /// Whose memory, and why it is unknown.
+        unavailable: Unavailable,
+    },
     /// Processes that could not be read.
     Unreadable {
         /// Their PIDs.
@@ -359,6 +366,13 @@ pub enum BlindSpot {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Caveat {
+    /// DRM clients on the GPU say this much of their memory is shared with
+    /// other clients (`drm-shared-*`): each sharer's memory counts it, so
+    /// the memory accounted to processes may count it more than once.
+    DrmShared {
+        /// The sum of the clients' shared memory.
+        bytes: u64,
+    },
     /// A DRM driver that publishes no used memory: free rests on holders.
     HoldersOnly {
         /// The driver, when known.

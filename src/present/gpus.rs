@@ -14,25 +14,42 @@ const NAME_MAX: usize = 96;
 fn rows_of(g: &Gpu) -> Vec<([String; 6], bool)> {
     let striking =
         |state: VerdictState, m: &Memory| state != VerdictState::Free || m.unaccounted_bytes > 0;
-    let own = gpu_row(&g.index.to_string(), &g.name, &g.memory, g.verdict.state);
+    let drm = g.vendor != crate::model::Vendor::Nvidia;
+    let own = gpu_row(
+        &g.index.to_string(),
+        &g.name,
+        &g.memory,
+        g.verdict.state,
+        drm,
+    );
     let mut rows = vec![(own, striking(g.verdict.state, &g.memory))];
     for m in &g.mig_devices {
         let label = format!(" {}", crate::model::mig_label(g.index, m.index));
-        let row = gpu_row(&label, &m.name, &m.memory, m.verdict.state);
+        let row = gpu_row(&label, &m.name, &m.memory, m.verdict.state, false);
         rows.push((row, striking(m.verdict.state, &m.memory)));
     }
     rows
 }
 
 /// One row's cells (a GPU's or a MIG device's): label, name, used /
-/// total, accounted, unaccounted, verdict.
-fn gpu_row(label: &str, name: &str, m: &Memory, verdict: VerdictState) -> [String; 6] {
+/// total, accounted, unaccounted, verdict. A DRM GPU whose driver
+/// publishes no use (`drm`: i915, xe) still says its total where sysfs
+/// does and what its holders' clients account for, as JSON does; only
+/// the use and what is unaccounted are unknown.
+fn gpu_row(label: &str, name: &str, m: &Memory, verdict: VerdictState, drm: bool) -> [String; 6] {
     let (used, accounted, unaccounted) = if m.known {
         (
             format!("{} / {}", mib(m.used_bytes), mib(m.total_bytes)),
             mib(m.accounted_bytes),
             mib(m.unaccounted_bytes),
         )
+    } else if drm {
+        let used = if m.total_bytes > 0 {
+            format!("unknown / {}", mib(m.total_bytes))
+        } else {
+            "unknown".into()
+        };
+        (used, mib(m.accounted_bytes), "unknown".into())
     } else {
         ("unknown".into(), "-".into(), "-".into())
     };

@@ -51,7 +51,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
     let drm_gpus = drm::add_gpus(&mut gpus, &host, nodes);
     let nvml_mem = nvml_memory(&gpus);
     let (seen, stale) = without_stale(seen, &gpus, &nvml_mem);
-    let (drm_mem, mut drm_held) = drm::memory(&seen, nodes, &host, &drm_gpus);
+    let (drm_mem, mut drm_held) = drm::memory(&seen, &unreadable, nodes, &host, &drm_gpus);
     let mut memory = nvml_mem.clone();
     for (pid, m) in drm_mem {
         memory.entry(pid).or_default().extend(m);
@@ -75,7 +75,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
     account(&mut gpus, &processes);
     drm::account(&mut gpus, &drm_gpus, &drm_held);
     let mut unavailable = report.unavailable;
-    unavailable.extend(host.unplaced());
+    unavailable.append(&mut drm_held.unknown);
     let mut visibility = visibility(cfg, scanned, unreadable_of(proc_fd, unreadable), vanished);
     visibility.nvml_pids_not_visible = not_visible;
     visibility.nvml_pids_stale = stale;

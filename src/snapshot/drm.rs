@@ -27,22 +27,17 @@ pub(super) struct DrmHost {
     cards: Vec<DrmCard>,
     /// By name under `/dev/dri` (`card1`, `renderD128`).
     nodes: BTreeMap<String, DriDevice>,
-    /// The KFD's VRAM: PID → PCI slot → bytes.
-    kfd: BTreeMap<u32, BTreeMap<String, u64>>,
-    /// The KFD's VRAM on GPU ids its topology maps to no PCI device: PID →
-    /// KFD GPU id → bytes.
-    kfd_unmapped: BTreeMap<u32, BTreeMap<u32, u64>>,
+    /// The KFD's VRAM per process, placed by PCI slot or by GPU id.
+    kfd: sysfs::KfdVram,
 }
 
 impl DrmHost {
     /// Reads `sys_root`: cards, their nodes, the KFD's processes.
     pub(super) fn read(sys_root: &Path) -> DrmHost {
-        let kfd = sysfs::kfd_vram(sys_root);
         DrmHost {
             cards: sysfs::drm_cards(sys_root),
             nodes: sysfs::dri_devices(sys_root),
-            kfd: kfd.by_device,
-            kfd_unmapped: kfd.unmapped,
+            kfd: sysfs::kfd_vram(sys_root),
         }
     }
 
@@ -50,7 +45,8 @@ impl DrmHost {
     /// not be answered: memory somebody holds on some AMD GPU, which keeps
     /// the AMD GPUs' unaccounted memory from being called the driver's.
     pub(super) fn unplaced(&self) -> Vec<Unavailable> {
-        self.kfd_unmapped
+        self.kfd
+            .unmapped
             .iter()
             .flat_map(|(pid, ids)| {
                 ids.iter().map(move |(id, bytes)| Unavailable {
@@ -77,8 +73,7 @@ pub(super) fn memory_now(report: &mut NvmlReport, sys_root: &Path, dev: &NodeSet
     let host = DrmHost {
         cards: sysfs::drm_cards(sys_root),
         nodes: sysfs::dri_devices(sys_root),
-        kfd: BTreeMap::new(),
-        kfd_unmapped: BTreeMap::new(),
+        kfd: sysfs::KfdVram::default(),
     };
     let mut all = if report.status.available {
         report.gpus.clone()
@@ -195,8 +190,13 @@ pub(super) type ByPid = BTreeMap<u32, BTreeMap<u32, Option<u64>>>;
 /// Each process's memory on the DRM GPUs (its distinct clients' device
 /// memory, or the KFD's VRAM where that is larger), and each DRM GPU's
 /// memory held by the processes seen, every shared client counted once.
-pub(super) fn memory(
+/// `unread`: the processes the scan could not read (already said so);
+/// the KFD's VRAM of any other process not seen is memory no holder
+/// accounts for, named in [`Held::unknown`] with the KFD's VRAM no GPU
+/// can be named for ([`DrmHost::unplaced`]).
+pub(super) fn memory<U>(
     seen: &BTreeMap<u32, Seen>,
+    unread: &BTreeMap<u32, U>,
     nodes: &NodeSet,
     host: &DrmHost,
     gpus: &DrmGpus,
@@ -225,31 +225,60 @@ pub(super) fn memory(
             }
         }
     }
-    let mut held = Held::default();
+    let mut held = Held {
+        unknown: host.unplaced(),
+        ..Held::default()
+    };
     for client in drm::clients(fds) {
         let Some(gpu) = client.info.pdev.as_deref().and_then(|p| gpus.of_slot(p)) else {
             continue;
         };
-        let bytes = client.info.device_bytes().unwrap_or(0);
-        // Counted once: in the first process's memory.
-        for (i, &pid) in client.pids.iter().enumerate() {
-            let slot = by_pid.entry(pid).or_default().entry(gpu).or_insert(Some(0));
-            if i == 0 {
-                *slot = slot.map(|b| b.saturating_add(bytes));
-            }
-            held.clients.entry(pid).or_default().push(DrmClient {
-                gpu,
-                driver: client.info.driver.clone(),
-                client_id: client.info.client_id,
-                device_bytes: bytes,
-                shared_with: client.pids.iter().copied().filter(|p| *p != pid).collect(),
-            });
-        }
-        let total = held.by_gpu.entry(gpu).or_default();
-        *total = total.saturating_add(bytes);
+        add_client(&mut by_pid, &mut held, gpu, &client);
     }
-    add_kfd(&mut by_pid, &mut held.by_gpu, seen, host, gpus);
+    add_kfd(&mut by_pid, &mut held, (seen, unread), host, gpus);
     (by_pid, held)
+}
+
+/// One distinct client's memory: counted once, in the first process's
+/// memory, and in its GPU's; unknown for every process that shares it
+/// when its fdinfo says no memory at all.
+fn add_client(by_pid: &mut ByPid, held: &mut Held, gpu: u32, client: &drm::Client) {
+    let known = !client.info.regions.is_empty();
+    let bytes = client.info.device_bytes().unwrap_or(0);
+    for (i, &pid) in client.pids.iter().enumerate() {
+        let slot = by_pid.entry(pid).or_default().entry(gpu).or_insert(Some(0));
+        if !known {
+            *slot = None;
+        } else if i == 0 {
+            *slot = slot.map(|b| b.saturating_add(bytes));
+        }
+        held.clients.entry(pid).or_default().push(DrmClient {
+            gpu,
+            driver: client.info.driver.clone(),
+            client_id: client.info.client_id,
+            device_bytes: bytes,
+            memory_unknown: !known,
+            shared_with: client.pids.iter().copied().filter(|p| *p != pid).collect(),
+        });
+    }
+    if !known {
+        held.unknown.push(Unavailable {
+            what: Call::DrmUsage {
+                pid: client.pids.first().copied().unwrap_or(0),
+                client_id: client.info.client_id,
+            },
+            gpu: Some(gpu),
+            why: Failure::DrmNoUsage {
+                driver: client.info.driver.clone(),
+            },
+            unplaced: Some(Unplaced::DrmUsage),
+        });
+    }
+    let shared = client.info.device_shared_bytes().unwrap_or(0);
+    let total = held.by_gpu.entry(gpu).or_default();
+    *total = total.saturating_add(bytes);
+    let total = held.shared.entry(gpu).or_default();
+    *total = total.saturating_add(shared);
 }
 
 /// What the processes seen hold on the DRM GPUs.
@@ -257,33 +286,61 @@ pub(super) fn memory(
 pub(super) struct Held {
     /// Per GPU, every client and the KFD's VRAM counted once.
     pub(super) by_gpu: BTreeMap<u32, u64>,
+    /// Per GPU, what its clients say of their memory is shared with other
+    /// clients (`drm-shared-*`): in `by_gpu` once per sharer.
+    pub(super) shared: BTreeMap<u32, u64>,
     /// Per PID, its clients.
     pub(super) clients: BTreeMap<u32, Vec<DrmClient>>,
+    /// Memory held on the DRM GPUs that cannot be told or placed: a client
+    /// whose fdinfo says no memory, the KFD's VRAM of a process not seen
+    /// or on a PCI device that is no GPU.
+    pub(super) unknown: Vec<Unavailable>,
 }
 
-/// The KFD's VRAM of the processes seen: a process's memory on a GPU is
-/// the larger of its clients' and the KFD's (they count the same
-/// buffers), and the GPU gains what the KFD counts beyond the clients.
-fn add_kfd(
+/// The KFD's VRAM: a process's memory on a GPU is the larger of its
+/// clients' and the KFD's (they count the same buffers), and the GPU
+/// gains what the KFD counts beyond the clients. VRAM of a process not
+/// seen (and not unreadable, which is said already), or on a PCI device
+/// that is none of these GPUs, is named in [`Held::unknown`].
+fn add_kfd<U>(
     by_pid: &mut ByPid,
-    held: &mut BTreeMap<u32, u64>,
-    seen: &BTreeMap<u32, Seen>,
+    held: &mut Held,
+    (seen, unread): (&BTreeMap<u32, Seen>, &BTreeMap<u32, U>),
     host: &DrmHost,
     gpus: &DrmGpus,
 ) {
-    for (pid, devices) in host.kfd.iter().filter(|(pid, _)| seen.contains_key(pid)) {
+    for (&pid, devices) in host
+        .kfd
+        .by_device
+        .iter()
+        .filter(|(p, _)| !unread.contains_key(p))
+    {
         for (pdev, &kfd) in devices {
-            let Some(gpu) = gpus.of_slot(pdev).filter(|g| gpus.ours.contains(g)) else {
+            let gpu = gpus.of_slot(pdev).filter(|g| gpus.ours.contains(g));
+            let gpu_id = host.kfd.gpu_ids.get(pdev).copied().unwrap_or(0);
+            let unknown = |why, unplaced| Unavailable {
+                what: Call::KfdVram { pid, gpu_id },
+                gpu,
+                why,
+                unplaced: Some(unplaced),
+            };
+            let Some(gpu) = gpu else {
+                let why = Failure::KfdNotAGpu {
+                    pdev: pdev.clone(),
+                    bytes: kfd,
+                };
+                held.unknown.push(unknown(why, Unplaced::KfdVram));
                 continue;
             };
-            let slot = by_pid
-                .entry(*pid)
-                .or_default()
-                .entry(gpu)
-                .or_insert(Some(0));
+            if !seen.contains_key(&pid) {
+                let why = Failure::KfdProcessUnseen { bytes: kfd };
+                held.unknown.push(unknown(why, Unplaced::KfdProcess));
+                continue;
+            }
+            let slot = by_pid.entry(pid).or_default().entry(gpu).or_insert(Some(0));
             let clients = slot.unwrap_or(0);
             if kfd > clients {
-                let total = held.entry(gpu).or_default();
+                let total = held.by_gpu.entry(gpu).or_default();
                 *total = total.saturating_add(kfd - clients);
                 if slot.is_some() {
                     *slot = Some(kfd);
@@ -300,5 +357,6 @@ pub(super) fn account(gpus: &mut [Gpu], ours: &DrmGpus, held: &Held) {
         let accounted = held.by_gpu.get(&g.index).copied().unwrap_or(0);
         g.memory.accounted_bytes = accounted;
         g.memory.unaccounted_bytes = g.memory.used_bytes.saturating_sub(accounted);
+        g.memory.shared_bytes = held.shared.get(&g.index).copied().unwrap_or(0);
     }
 }

@@ -20,6 +20,8 @@ pub struct KfdVram {
     /// a PCI device: memory held on a GPU that cannot be named, never
     /// dropped.
     pub unmapped: BTreeMap<u32, BTreeMap<u32, u64>>,
+    /// PCI slot → a KFD GPU id the topology maps to it, to name it by.
+    pub gpu_ids: BTreeMap<String, u32>,
 }
 
 /// VRAM that the KFD charges to each process
@@ -55,6 +57,7 @@ pub fn kfd_vram(sys_root: &Path) -> KfdVram {
             };
             match gpus.get(&gpu_id) {
                 Some(pdev) => {
+                    out.gpu_ids.entry(pdev.clone()).or_insert(gpu_id);
                     let sum = out.by_device.entry(pid).or_default();
                     let sum = sum.entry(pdev.clone()).or_insert(0);
                     *sum = sum.saturating_add(bytes);

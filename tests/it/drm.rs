@@ -430,3 +430,217 @@ fn metrics_carry_the_amd_and_intel_gpus() {
     );
     assert!(!series("gpu_verdict", &["gpu=\"0\""]).is_empty(), "{m}");
 }
+
+/// amdgpu's fdinfo before drm-usage-stats' memory keys: the client, and
+/// no `drm-resident-`, `drm-total-` or `drm-memory-` line.
+fn amdgpu_without_usage(client: u64) -> String {
+    format!("pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-client-id:\t{client}\ndrm-pdev:\t{AMD}\n")
+}
+
+#[test]
+fn fdinfo_without_usage_keys_makes_the_memory_unknown_not_the_driver_s() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::new(d.tmp.path());
+    let r128 = d.node("dri/renderD128");
+    // Two holders of the AMD GPU whose clients say no memory; 30 GiB used.
+    fake.add(&holder(100, 1, "python3", &[&r128]));
+    fake.fdinfo(100, 0, &amdgpu_without_usage(7));
+    fake.add(&holder(101, 1, "python3", &[&r128]));
+    fake.fdinfo(101, 0, &amdgpu_without_usage(8));
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
+    let amd = gpu(&doc, "amd");
+    // Busy for its holders; the 30 GiB no one accounts for is unknown
+    // (not the driver's), for what the clients do not say.
+    assert_eq!(amd["verdict"]["state"], "busy", "{doc}");
+    let causes = amd["verdict"]["causes"].to_string();
+    assert!(
+        causes.contains(r#""kind":"unaccounted""#) && !causes.contains("driver-held"),
+        "{causes}"
+    );
+    let reasons = amd["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("memory of PID 100's DRM client 7")
+            && reasons.contains("no drm-resident-"),
+        "{reasons}"
+    );
+    // Each holder's memory is unknown (null), not 0.
+    assert_eq!(memory_on(&doc, 100, amd), [Value::Null]);
+    assert_eq!(memory_on(&doc, 101, amd), [Value::Null]);
+    let clients = &process(&doc, 100).unwrap()["drm_clients"];
+    assert_eq!(clients[0]["memory_unknown"], true, "{clients}");
+    let why = on_host(&["why"], &fake, &d, &sys).run();
+    for wrong in [
+        "the amdgpu driver",
+        "every DRM client",
+        "without GPU memory",
+    ] {
+        assert!(!why.stdout.contains(wrong), "{wrong}: {}", why.stdout);
+    }
+    // No leak: unknown, with its exit code.
+    let check = on_host(&["check"], &fake, &d, &sys).run();
+    check.assert_exit(3);
+    assert!(!check.stdout.contains("critical"), "{}", check.stdout);
+}
+
+#[test]
+fn kfd_vram_on_no_gpu_or_of_an_unseen_process_is_unplaced_and_unknown() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::new(d.tmp.path());
+    let kfd = d.node("kfd");
+    // KFD GPU id 5151's topology node says PCI 0000:c4:00.0: no GPU here.
+    write(&sys, "class/kfd/kfd/topology/nodes/2/gpu_id", "5151\n");
+    write(
+        &sys,
+        "class/kfd/kfd/topology/nodes/2/properties",
+        &format!("domain 0\nlocation_id {}\n", 0xc4 << 8),
+    );
+    fake.add(&holder(102, 1, "rocm_job", &[&kfd]));
+    let vram = "class/kfd/kfd/proc/102/vram_5151";
+    write(&sys, vram, &format!("{}\n", 6 * GIB));
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
+    let amd = gpu(&doc, "amd");
+    assert_eq!(amd["verdict"]["state"], "unknown", "{doc}");
+    let unavailable = doc["unavailable"].to_string();
+    assert!(
+        unavailable.contains("KFD VRAM of PID 102 on KFD GPU id 5151")
+            && unavailable.contains("0000:c4:00.0, which is no GPU here"),
+        "{unavailable}"
+    );
+    let why = on_host(&["why"], &fake, &d, &sys).run();
+    assert!(!why.stdout.contains("the amdgpu driver"), "{}", why.stdout);
+
+    // PID 4000 has KFD VRAM on the AMD GPU and no /proc entry here.
+    std::fs::remove_file(sys.join(vram)).unwrap();
+    write(
+        &sys,
+        "class/kfd/kfd/proc/4000/vram_4242",
+        &format!("{}\n", 20 * GIB),
+    );
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
+    let amd = gpu(&doc, "amd");
+    assert_eq!(amd["verdict"]["state"], "unknown", "{doc}");
+    let reasons = amd["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("KFD VRAM of PID 4000 on KFD GPU id 4242")
+            && reasons.contains("another PID namespace"),
+        "{reasons}"
+    );
+    let why = on_host(&["why"], &fake, &d, &sys).run();
+    assert!(why.stdout.contains("PID 4000"), "{}", why.stdout);
+    assert!(
+        !why.stdout.contains("every process the KFD lists were read"),
+        "{}",
+        why.stdout
+    );
+    let check = on_host(&["check"], &fake, &d, &sys).run();
+    check.assert_exit(3);
+}
+
+#[test]
+fn shared_drm_buffers_are_said_to_be_counted_by_each_sharer() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::new(d.tmp.path());
+    let r128 = d.node("dri/renderD128");
+    // Two clients, each 8 GiB resident, 4 GiB of it shared (one buffer
+    // exported by one and imported by the other: 12 GiB in truth). What
+    // the format tells cannot show with whom a buffer is shared.
+    for (pid, client) in [(100, 7), (101, 8)] {
+        fake.add(&holder(pid, 1, "python3", &[&r128]));
+        fake.fdinfo(
+            pid,
+            0,
+            &format!(
+                "{}drm-shared-vram:\t{} KiB\n",
+                amdgpu(client, 8),
+                4 * GIB / 1024
+            ),
+        );
+    }
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
+    let amd = gpu(&doc, "amd");
+    assert_eq!(amd["memory"]["accounted_bytes"], 16 * GIB, "{doc}");
+    assert_eq!(amd["memory"]["shared_bytes"], 8 * GIB, "{doc}");
+    let caveats = amd["verdict"]["caveats"].to_string();
+    assert!(
+        caveats.contains("share 8,192 MiB") && caveats.contains("more than once"),
+        "{caveats}"
+    );
+}
+
+#[test]
+fn a_process_whose_stat_or_maps_cannot_be_read_is_counted_unreadable_not_skipped() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::new(d.tmp.path());
+    let r128 = d.node("dri/renderD128");
+    fake.add(&holder(100, 1, "python3", &[&r128]));
+    fake.fdinfo(100, 0, &amdgpu(7, 8));
+    fake.add(&holder(101, 1, "python3", &[&r128]));
+    fake.fdinfo(101, 0, &amdgpu(8, 8));
+    std::fs::remove_file(fake.root.join("100/stat")).unwrap();
+    std::fs::remove_file(fake.root.join("101/maps")).unwrap();
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
+    let v = &doc["visibility"];
+    assert_eq!(v["processes_unreadable"], 2, "{v}");
+    assert_eq!(v["unreadable_pids"], serde_json::json!([100, 101]), "{v}");
+    let why = v["unreadable"].to_string();
+    assert!(
+        why.contains("reading stat failed") && why.contains("reading maps failed"),
+        "{why}"
+    );
+    // What they hold is unknown: so is whether the AMD GPU is free.
+    assert_eq!(gpu(&doc, "amd")["verdict"]["state"], "unknown", "{doc}");
+}
+
+#[test]
+fn an_idle_xe_host_says_its_total_and_accounted_memory_in_text_without_nvml_words() {
+    let d = TestDir::new(0);
+    let sys = host(&d);
+    let fake = FakeProc::idle(d.tmp.path());
+    // No AMD GPU: an xe card alone, with its VRAM total in its tile.
+    std::fs::remove_file(d.dev.join("dri/renderD128")).unwrap();
+    write(
+        &sys,
+        &format!("devices/pci0000:00/{INTEL}/tile0/physical_vram_size_bytes"),
+        &format!("{}\n", 16 * GIB),
+    );
+    let doc = on_host(&["status", "--json"], &fake, &d, &sys).doc();
+    let intel = gpu(&doc, "intel");
+    assert_eq!(intel["memory"]["total_bytes"], 16 * GIB, "{doc}");
+    assert_eq!(intel["memory"]["accounted_bytes"], 0, "{doc}");
+    let status = on_host(&["status"], &fake, &d, &sys).run();
+    let row = status
+        .stdout
+        .lines()
+        .find(|l| l.contains("Intel GPU (xe)"))
+        .unwrap_or_default();
+    let cells: Vec<&str> = row
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            "0",
+            "Intel GPU (xe)",
+            "unknown / 16,384 MiB",
+            "0 MiB",
+            "unknown",
+            "free"
+        ],
+        "{}",
+        status.stdout
+    );
+    let why = on_host(&["why"], &fake, &d, &sys).run();
+    for out in [&status.stdout, &why.stdout] {
+        assert!(!out.contains("NVML"), "{out}");
+        assert!(
+            out.contains("GPU 0 free: no process holds memory or a device node"),
+            "{out}"
+        );
+    }
+}

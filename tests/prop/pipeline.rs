@@ -488,7 +488,9 @@ fn parsed_stat(p: &FakeProc) -> Option<gpufree::proc::parse::Stat> {
 
 fn expect(p: &FakeProc) -> Expect {
     let stat = match &p.stat {
-        StatFile::Missing => return Expect::Gone,
+        // A stat or maps missing from a process whose directory is there
+        // is a read that failed, not a process gone: counted unreadable.
+        StatFile::Missing => return Expect::Unreadable,
         StatFile::Dir => return Expect::Unreadable,
         _ => match parsed_stat(p) {
             Some(s) => s,
@@ -501,7 +503,7 @@ fn expect(p: &FakeProc) -> Expect {
         FdDir::Entries(f) => f,
     };
     let lines = match &p.maps {
-        MapsFile::Missing => return Expect::Gone,
+        MapsFile::Missing => return Expect::Unreadable,
         MapsFile::Dir => return Expect::Unreadable,
         MapsFile::Lines(l) => l,
     };

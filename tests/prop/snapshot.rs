@@ -93,6 +93,7 @@ fn gpu() -> impl Strategy<Value = Gpu> {
                     unaccounted_bytes: unaccounted,
                     reserved_bytes: 0,
                     known,
+                    shared_bytes: if index % 4 == 1 { used / 2 } else { 0 },
                 },
                 nvml_processes: procs
                     .into_iter()
@@ -227,6 +228,7 @@ fn process() -> impl Strategy<Value = Process> {
                         driver: "xe".into(),
                         client_id: u64::from(pid),
                         device_bytes: u64::from(ppid) << 20,
+                        memory_unknown: pid % 2 == 0,
                         shared_with: vec![ppid],
                     }]
                 } else {

@@ -83,6 +83,16 @@ pub fn blind_spots(s: &Snapshot, gpu: u32) -> Vec<BlindSpot> {
             unavailable: u.clone(),
         });
     }
+    // DRM memory a holder has that cannot be told: on this GPU, or on
+    // some AMD GPU for the KFD's VRAM of a process it cannot place.
+    for u in s.unavailable.iter().filter(|u| {
+        matches!(u.unplaced, Some(Unplaced::DrmUsage | Unplaced::KfdProcess))
+            && (u.gpu == Some(gpu) || (amd && u.gpu.is_none()))
+    }) {
+        why.push(BlindSpot::DrmMemory {
+            unavailable: u.clone(),
+        });
+    }
     let pids: Vec<u32> = s.visibility.unreadable.iter().map(|u| u.pid).collect();
     if !pids.is_empty() {
         why.push(BlindSpot::Unreadable { pids });

@@ -53,6 +53,11 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
             driver: g.driver.clone(),
         });
     }
+    if g.memory.shared_bytes > 0 {
+        caveats.push(Caveat::DrmShared {
+            bytes: g.memory.shared_bytes,
+        });
+    }
     match &memory {
         Some(why) if policy.holders_only => {
             // The user accepts the holders as the answer; what could not be

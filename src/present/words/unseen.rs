@@ -114,7 +114,7 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
         }
         Cause::DrmDriver { driver } => (
             format!(
-                "{head} {nobody}: every DRM client and the KFD's processes were read, so the {} driver, the kernel (display buffers, firmware) or another PID namespace's processes hold it; gpufree prints no reset for this vendor",
+                "{head} {nobody}: every DRM client and every process the KFD lists were read, so the {} driver, the kernel (display buffers, firmware) or another PID namespace's processes hold it; gpufree prints no reset for this vendor",
                 driver.as_deref().unwrap_or("GPU's")
             ),
             Vec::new(),
@@ -161,6 +161,19 @@ pub(super) fn free(gpus: &[u32], caveats: &[crate::model::Caveat]) -> String {
         format!(
             "{} free: no process holds memory or a device node, used memory at the idle baseline",
             gpus_phrase(gpus)
+        )
+    } else if !caveats.iter().any(|c| {
+        matches!(
+            c,
+            crate::model::Caveat::PermissionDenied { .. } | crate::model::Caveat::Hidepid { .. }
+        )
+    }) {
+        // Every process was read (a DRM driver that publishes no use, a
+        // check of holders only): no NVML words, no unread processes.
+        format!(
+            "{} free: no process holds memory or a device node ({})",
+            gpus_phrase(gpus),
+            super::verdict::caveats(caveats).join("; ")
         )
     } else {
         format!("{} free: NVML shows no process with memory and the memory at the idle baseline; processes gpufree could not read may still hold device nodes ({})", gpus_phrase(gpus), super::verdict::caveats(caveats).join("; "))

@@ -51,6 +51,10 @@ pub struct Region {
     /// the format calls it an alias of `drm-resident-`. amdgpu's older
     /// `vram mem:` lines land here too.
     pub memory: Option<u64>,
+    /// `drm-shared-REGION`: what of the total is in buffers shared with
+    /// another client (more than one handle), which that client counts
+    /// too.
+    pub shared: Option<u64>,
 }
 
 impl Region {
@@ -73,17 +77,30 @@ impl Fdinfo {
     /// `stolen-system*`, which are host memory. None when no such region
     /// says.
     pub fn device_bytes(&self) -> Option<u64> {
+        self.device_regions()
+            .filter_map(Region::bytes)
+            .reduce(u64::saturating_add)
+    }
+
+    /// What of [`Fdinfo::device_bytes`]'s regions the client shares with
+    /// other clients (`drm-shared-*`); None when no such region says.
+    pub fn device_shared_bytes(&self) -> Option<u64> {
+        self.device_regions()
+            .filter_map(|r| r.shared)
+            .reduce(u64::saturating_add)
+    }
+
+    fn device_regions(&self) -> impl Iterator<Item = &Region> {
         let discrete = self.regions.keys().any(|n| n.starts_with("vram"));
         self.regions
             .iter()
-            .filter(|(name, _)| {
+            .filter(move |(name, _)| {
                 name.starts_with("vram")
                     || name.starts_with("local")
                     || name.starts_with("stolen-local")
                     || (discrete && name.as_str() == "stolen")
             })
-            .filter_map(|(_, r)| r.bytes())
-            .reduce(u64::saturating_add)
+            .map(|(_, r)| r)
     }
 }
 
@@ -168,7 +185,8 @@ fn key_value(line: &[u8]) -> Option<(&str, &str)> {
     (!key.is_empty() && !key.contains(char::is_whitespace)).then_some((key, value.trim()))
 }
 
-/// Records a `drm-total-`, `drm-resident-` or `drm-memory-` line. Engine
+/// Records a `drm-total-`, `drm-resident-`, `drm-memory-` or `drm-shared-`
+/// line. Engine
 /// cycles are no region: `drm-total-cycles-ENGINE` (xe) shares the
 /// `drm-total-` prefix and is left out.
 fn region_line(regions: &mut BTreeMap<String, Region>, key: &str, value: &str) {
@@ -182,6 +200,8 @@ fn region_line(regions: &mut BTreeMap<String, Region>, key: &str, value: &str) {
             (|r| &mut r.resident, r)
         } else if let Some(r) = key.strip_prefix("drm-memory-") {
             (|r| &mut r.memory, r)
+        } else if let Some(r) = key.strip_prefix("drm-shared-") {
+            (|r| &mut r.shared, r)
         } else {
             return;
         };

@@ -93,6 +93,7 @@ fn resident_wins_over_a_total_that_counts_shared_buffers() {
         total,
         resident,
         memory,
+        shared: None,
     };
     assert_eq!(only(Some(9), Some(3), Some(5)).bytes(), Some(3));
     assert_eq!(only(Some(9), None, Some(5)).bytes(), Some(5));
@@ -182,4 +183,23 @@ fn a_client_shared_by_fork_dup_or_scm_rights_is_counted_once() {
     assert_eq!(shared.pids, BTreeSet::from([100, 200]));
     let total: u64 = found.iter().filter_map(|c| c.info.device_bytes()).sum();
     assert_eq!(total, 3 * 48 * 1024 * MIB, "each client once, not each fd");
+}
+
+#[test]
+fn drm_shared_is_read_per_region_and_summed_over_the_device_regions() {
+    // drm-usage-stats: drm-shared-<region> is what of the total is in
+    // buffers with more than one handle.
+    let f = parse_fdinfo(
+        b"drm-driver:\tamdgpu\ndrm-client-id:\t7\ndrm-pdev:\t0000:c3:00.0\n\
+          drm-total-vram:\t8388608 KiB\ndrm-shared-vram:\t4194304 KiB\n\
+          drm-resident-vram:\t8388608 KiB\ndrm-shared-gtt:\t2048 KiB\n",
+    )
+    .unwrap();
+    assert_eq!(f.regions["vram"].shared, Some(4 << 30));
+    assert_eq!(f.device_bytes(), Some(8 << 30));
+    assert_eq!(f.device_shared_bytes(), Some(4 << 30), "gtt is host memory");
+    // No memory key at all: no region, so nothing is known.
+    let bare = parse_fdinfo(b"drm-driver:\tamdgpu\ndrm-client-id:\t7\n").unwrap();
+    assert!(bare.regions.is_empty());
+    assert_eq!(bare.device_shared_bytes(), None);
 }

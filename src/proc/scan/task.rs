@@ -306,6 +306,19 @@ pub(super) fn task_uses(
     Ok(held)
 }
 
+/// An error of a read in a process's directory, as [`classify`] says,
+/// except that a `stat` or `maps` missing (ENOENT, ESRCH) while the
+/// process's entry is still in the proc root is a read that failed, not a
+/// process gone: it is counted unreadable, never skipped.
+fn classify_in(proc_fd: &OwnedFd, pid: u32, what: &'static str, e: Errno) -> Outcome {
+    let there = || rustix::fs::statat(proc_fd, pid.to_string(), AtFlags::SYMLINK_NOFOLLOW).is_ok();
+    if is_gone(e) && matches!(what, "stat" | "maps") && there() {
+        Outcome::Unreadable(Unread::Failed { what, errno: e })
+    } else {
+        classify(what, e)
+    }
+}
+
 pub(super) fn scan_process(
     proc_fd: &OwnedFd,
     pid: u32,
@@ -319,11 +332,11 @@ pub(super) fn scan_process(
     // The identity before the fds and maps...
     let before = match read_stat(&dir) {
         Ok(s) => s,
-        Err(e) => return classify("stat", e),
+        Err(e) => return classify_in(proc_fd, pid, "stat", e),
     };
     let Held { uses, drm } = match task_uses(&dir, &before, nodes, buf) {
         Ok(u) => u,
-        Err((what, e)) => return classify(what, e),
+        Err((what, e)) => return classify_in(proc_fd, pid, what, e),
     };
     if uses.is_empty() {
         return Outcome::Clean(clean_kin(before));

@@ -29,6 +29,9 @@ pub fn call(c: &Call, gpu: Option<u32>) -> String {
         Call::KfdVram { pid, gpu_id } => {
             format!("KFD VRAM of PID {pid} on KFD GPU id {gpu_id}")
         }
+        Call::DrmUsage { pid, client_id } => {
+            format!("memory of PID {pid}'s DRM client {client_id}")
+        }
         Call::MigCaps { pids } => {
             let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
             format!("MIG capability nodes held by PID {}", pids.join(", "))
@@ -66,6 +69,17 @@ pub fn failure(f: &Failure) -> String {
         Failure::KfdUnmapped { gpu_id, bytes } => format!(
             "the KFD topology maps GPU id {gpu_id} to no PCI device: {} cannot be placed on a GPU",
             mib(*bytes)
+        ),
+        Failure::KfdNotAGpu { pdev, bytes } => format!(
+            "the KFD topology places it on PCI device {pdev}, which is no GPU here: {} cannot be placed on a GPU",
+            mib(*bytes)
+        ),
+        Failure::KfdProcessUnseen { bytes } => format!(
+            "that PID is none of the GPU holders read (another PID namespace's, or gone): {} held by a process gpufree cannot see",
+            mib(*bytes)
+        ),
+        Failure::DrmNoUsage { driver } => format!(
+            "its {driver} fdinfo has no drm-resident-, drm-total- or drm-memory- key (amdgpu before Linux 5.14, or a driver that reports no memory per client): unknown"
         ),
         Failure::MigMinorsSilent => "the driver's mig-minors table does not name them".into(),
         Failure::MigMinorsUnread => "the driver's mig-minors table could not be read (GPUFREE_MIG_MINORS, or driver/nvidia-caps/mig-minors under the proc root)".into(),

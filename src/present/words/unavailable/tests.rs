@@ -113,6 +113,23 @@ fn each_failure_in_words() {
             "the KFD topology maps GPU id 7 to no PCI device: 2,048 MiB cannot be placed on a GPU",
         ),
         (
+            Failure::KfdNotAGpu {
+                pdev: "0000:c4:00.0".into(),
+                bytes: 2048 << 20,
+            },
+            "the KFD topology places it on PCI device 0000:c4:00.0, which is no GPU here: 2,048 MiB cannot be placed on a GPU",
+        ),
+        (
+            Failure::KfdProcessUnseen { bytes: 2048 << 20 },
+            "that PID is none of the GPU holders read (another PID namespace's, or gone): 2,048 MiB held by a process gpufree cannot see",
+        ),
+        (
+            Failure::DrmNoUsage {
+                driver: "amdgpu".into(),
+            },
+            "its amdgpu fdinfo has no drm-resident-, drm-total- or drm-memory- key (amdgpu before Linux 5.14, or a driver that reports no memory per client): unknown",
+        ),
+        (
             Failure::MigMinorsSilent,
             "the driver's mig-minors table does not name them",
         ),

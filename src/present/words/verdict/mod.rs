@@ -80,6 +80,23 @@ fn listed(bytes: Option<u64>) -> String {
     bytes.map_or("memory".into(), mib)
 }
 
+/// Memory no process accounts for while part of the view is missing, in
+/// NVML's words, or DRM's for a GPU its DRM clients and the KFD tell.
+fn unaccounted(bytes: u64, blind: &[BlindSpot]) -> String {
+    let drm = |b: &BlindSpot| matches!(b, BlindSpot::KfdVram { .. } | BlindSpot::DrmMemory { .. });
+    let nvml = |b: &BlindSpot| matches!(b, BlindSpot::ProcessList { .. });
+    let whose = if blind.iter().any(drm) && !blind.iter().any(nvml) {
+        "no DRM client or KFD process gpufree read accounts for"
+    } else {
+        "NVML attributes to no process gpufree can see"
+    };
+    format!(
+        "{} used that {whose}, and {}",
+        mib(bytes),
+        blind_spots(blind)
+    )
+}
+
 /// One reason's sentence, without its GPU.
 pub fn why(w: &Why) -> String {
     match w {
@@ -99,11 +116,7 @@ pub fn why(w: &Why) -> String {
                 "the driver's, inferred (not reported by the driver)"
             }
         ),
-        Why::Unaccounted { bytes, blind } => format!(
-            "{} used that NVML attributes to no process gpufree can see, and {}",
-            mib(*bytes),
-            blind_spots(blind)
-        ),
+        Why::Unaccounted { bytes, blind } => unaccounted(*bytes, blind),
         Why::Unreadable { processes: failed } => unreadable(failed),
         Why::RefusedNode { path, what } => format!(
             "{path} is not a GPU node ({what}): holders of the real node may be unseen"
@@ -331,7 +344,9 @@ pub fn blind_spot(b: &BlindSpot) -> String {
         BlindSpot::ProcessList { unavailable: u } => {
             format!("NVML's {} list is unavailable ({})", what(u), failed(u))
         }
-        BlindSpot::KfdVram { unavailable: u } => format!("{}: {}", what(u), failed(u)),
+        BlindSpot::KfdVram { unavailable: u } | BlindSpot::DrmMemory { unavailable: u } => {
+            format!("{}: {}", what(u), failed(u))
+        }
         BlindSpot::Unreadable { pids: p } => {
             format!("{} could not be read (PID {})", processes(p.len()), pids(p))
         }
@@ -345,6 +360,10 @@ const ACCOUNTED: &str = "; NVML accounts for the memory";
 /// One caveat in words.
 pub fn caveat(c: &Caveat) -> String {
     match c {
+        Caveat::DrmShared { bytes } => format!(
+            "its DRM clients share {} of buffers with other clients (drm-shared-*), and each sharer's memory counts them: the sum per process may count shared buffers more than once",
+            crate::units::mib(*bytes)
+        ),
         Caveat::HoldersOnly { driver } => format!(
             "{} publishes no used memory: free means that no process holds the GPU",
             driver.as_deref().unwrap_or("its driver")

@@ -110,6 +110,27 @@ fn memory_no_process_holds_with_its_blind_spots() {
         }),
         "4,096 MiB used that NVML attributes to no process gpufree can see, and NVML's compute processes list is unavailable (NOT_SUPPORTED on this GPU or driver); KFD VRAM of PID 40 on KFD GPU id 7: the KFD topology maps GPU id 7 to no PCI device: 64 MiB cannot be placed on a GPU; 2 processes could not be read (PID 1, 2); /proc is mounted with hidepid: other users' processes are hidden"
     );
+    // A DRM GPU's: no NVML words.
+    let drm = vec![BlindSpot::DrmMemory {
+        unavailable: Unavailable {
+            what: Call::DrmUsage {
+                pid: 40,
+                client_id: 7,
+            },
+            gpu: Some(1),
+            why: Failure::DrmNoUsage {
+                driver: "amdgpu".into(),
+            },
+            unplaced: Some(Unplaced::DrmUsage),
+        },
+    }];
+    assert_eq!(
+        said(Why::Unaccounted {
+            bytes: 4096 * MIB,
+            blind: drm
+        }),
+        "4,096 MiB used that no DRM client or KFD process gpufree read accounts for, and memory of PID 40's DRM client 7: its amdgpu fdinfo has no drm-resident-, drm-total- or drm-memory- key (amdgpu before Linux 5.14, or a driver that reports no memory per client): unknown"
+    );
     assert_eq!(
         said(Why::PartlyUnaccounted {
             bytes: 4096 * MIB,
