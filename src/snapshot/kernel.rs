@@ -7,10 +7,74 @@
 //! names: the kernel log is root's to read (`dmesg_restrict`).
 
 use super::Config;
-use crate::model::{same_pci, KernelLog, Reading, Snapshot, XidPid, XidReport};
+use crate::model::{same_pci, KernelLog, Reading, Snapshot, XidEvent, XidPid, XidReport};
+use crate::nvml::XidWatcher;
 use crate::proc::{kmsg, scan};
 use std::os::fd::OwnedFd;
+use std::sync::Mutex;
 use std::time::Instant;
+
+/// A long-running command's Xid events from NVML's event API: every one
+/// delivered since it started (the newest [`MAX_EVENTS`]), kept because a
+/// fault that needs a reset stays true after its event.
+pub(super) struct Events {
+    watcher: XidWatcher,
+    seen: Vec<XidEvent>,
+}
+
+/// Events kept by a long-running command: a GPU that reported more is
+/// past needing them all to be named.
+const MAX_EVENTS: usize = 1024;
+
+impl Events {
+    /// Starts watching where `cfg` is a long-running command's (watch,
+    /// serve, wait): one-shot commands read the kernel log instead.
+    pub(super) fn start(cfg: &Config) -> Option<Mutex<Events>> {
+        cfg.long_lived.then(|| {
+            Mutex::new(Events {
+                watcher: XidWatcher::start(cfg.nvml_lib.as_deref()),
+                seen: Vec::new(),
+            })
+        })
+    }
+}
+
+/// For a long-running command, puts every Xid event NVML delivered since
+/// it started on its GPU's evidence, as a report: its number, GPU and
+/// time (NVML's event names no process, so none is blamed). Waits for
+/// nothing: the events already delivered.
+pub(super) fn join_events(snap: &mut Snapshot, events: &Mutex<Events>, proc_fd: &OwnedFd) {
+    let mut ev = events.lock().unwrap_or_else(|p| p.into_inner());
+    let delivered = ev.watcher.events(Instant::now());
+    ev.seen.extend(delivered);
+    let over = ev.seen.len().saturating_sub(MAX_EVENTS);
+    ev.seen.drain(..over);
+    if ev.seen.is_empty() {
+        return;
+    }
+    let btime_us = scan::read_at(proc_fd, "stat")
+        .ok()
+        .and_then(|b| kmsg::parse_btime(&b))
+        .map(|s| s.saturating_mul(1_000_000));
+    for e in &ev.seen {
+        let Some(g) = snap.gpus.iter_mut().find(|g| g.index == e.gpu) else {
+            continue;
+        };
+        let report = XidReport {
+            // NVML's "unknown" Xid (999) where the event gave no number.
+            xid: e.xid.and_then(|x| u32::try_from(x).ok()).unwrap_or(999),
+            pci: g.pci_bus_id.clone(),
+            gpu: Some(g.index),
+            since_boot_us: btime_us.map_or(0, |b| (e.at_unix_ms * 1000).saturating_sub(b)),
+            at_unix_ms: Some(e.at_unix_ms),
+            ..XidReport::default()
+        };
+        g.driver_evidence
+            .get_or_insert_with(Default::default)
+            .xids
+            .push(report);
+    }
+}
 
 /// For a one-shot command, reads the log `cfg` names by `deadline` (or
 /// the read timeout), boot time from `stat` under the proc root, and

@@ -99,6 +99,8 @@ pub struct Collector {
     stacks: Stuck,
     /// Which walk finds the holders, and the in-kernel one once loaded.
     walks: scan::WalkChooser,
+    /// NVML's Xid events, for a long-running command.
+    events: Option<std::sync::Mutex<kernel::Events>>,
 }
 
 /// How often a failed NVML open is tried again (by `watch` and `serve`).
@@ -133,6 +135,7 @@ impl Collector {
         }
         Ok(Collector {
             walks,
+            events: kernel::Events::start(&cfg),
             nodes: Arc::new(nodes),
             proc_fd: Arc::new(proc_fd),
             nvml: std::sync::Mutex::new((session, Instant::now())),
@@ -248,7 +251,8 @@ impl Collector {
 
     /// What a snapshot learns around its holders: MIG capabilities,
     /// launchers, restart policies, the kubelet's allocations, the kernel
-    /// log's Xids (one-shot commands), and (for
+    /// log's Xids (one-shot commands) or NVML's Xid events (long-running
+    /// ones), and (for
     /// `why --pattern`) every other process among `listed`.
     fn join_context(&self, snap: &mut Snapshot, listed: Vec<u32>, limits: Limits) {
         let mig_minors = self.cfg.mig_minors.as_deref();
@@ -263,6 +267,9 @@ impl Collector {
             ));
         }
         kernel::join(snap, &self.cfg, &self.proc_fd, limits.deadline);
+        if let Some(events) = &self.events {
+            kernel::join_events(snap, events, &self.proc_fd);
+        }
         if self.cfg.others {
             let (fd, stuck) = (&self.proc_fd, &self.stuck);
             snap.others = others(fd, listed, &snap.processes, limits, stuck);

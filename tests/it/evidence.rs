@@ -184,3 +184,39 @@ print(json.dumps(out))
         .run()
         .assert_exit_with(0, "nvitop");
 }
+
+/// A long-running command hears Xids from NVML's event API (it reads no
+/// kernel log): serve's metrics count the Xid NVML delivered on GPU 0,
+/// and its finding says the GPU needs a reboot, while GPU 1 has none.
+#[test]
+fn serve_counts_the_xids_nvmls_event_api_delivers_on_their_gpu() {
+    use crate::daemon::{get, serve, until};
+    let dir = TestDir::new(2);
+    let holder = dir.mapper("nvidia0");
+    let mut gpu0 = sim_gpu(0, &[(holder.pid(), 4096, "while-alive")], 0);
+    gpu0["xid_events"] = json!([{"xid": 79, "seconds_ago": 2}]);
+    let state = dir.state(&sim_state(vec![gpu0, sim_gpu(1, &[], 0)]));
+    let (daemon, addr) = serve("serve-xid", &dir, &state, "200ms", &[]);
+    let url = format!("http://{addr}/metrics");
+    let text = until("the Xid event in serve's metrics", 20, &[&daemon], || {
+        get(&url, &[]).filter(|t| t.contains("gpufree_gpu_xid_reports{"))
+    });
+    let xids: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("gpufree_gpu_xid_reports{"))
+        .collect();
+    assert_eq!(xids.len(), 1, "{text}");
+    assert!(
+        xids[0].contains(r#"gpu="0""#)
+            && xids[0].contains(r#"xid="79""#)
+            && xids[0].ends_with(" 1"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("gpufree_findings{")
+            && l.contains(r#"kind="driver-fault""#)
+            && l.contains(r#"gpu="0""#)
+            && !l.ends_with(" 0")),
+        "no driver-fault finding for GPU 0:\n{text}"
+    );
+}
