@@ -9,7 +9,7 @@ use super::unaccounted::reset_plan;
 use super::{who, IDLE_SLACK_BYTES};
 use crate::model::{
     signs, AppFault, DriverFault, Evidence, Fault, Finding, Gpu, Heard, LogHeard, Need, Next,
-    Process, Severity, Snapshot, Xid, XidReport,
+    Severity, Snapshot, Xid, XidReport,
 };
 
 /// A finding per GPU the driver says needs a reset or a reboot: for a
@@ -76,10 +76,9 @@ fn app_fault(s: &Snapshot, g: &Gpu, x: &XidReport, pid: u32) -> Finding {
     // Collection's own judgement of the PID (`pid_now`) where it made
     // one; the start times here otherwise.
     let reused = x.pid_now == Some(crate::model::XidPid::Reused);
-    let p = s
-        .processes
-        .iter()
-        .find(|p| p.pid == pid && p.is_live() && !reused && started_before(s, p, x));
+    let p = s.processes.iter().find(|p| {
+        p.pid == pid && p.is_live() && !reused && x.may_name(p.start_time_ticks, s.ticks_per_second)
+    });
     let holds = p.is_some_and(|p| p.touches_gpu(g.index));
     let bytes = p.map_or(0, |p| {
         crate::model::saturating_sum(
@@ -117,16 +116,6 @@ fn app_fault(s: &Snapshot, g: &Gpu, x: &XidReport, pid: u32) -> Finding {
 fn unread(s: &Snapshot, pid: u32) -> bool {
     let v = &s.visibility;
     v.unreadable_pids.contains(&pid) || v.unreadable.iter().any(|u| u.pid == pid)
-}
-
-/// Whether `p` started no later than the report: a process started
-/// after it only reuses the PID. Where the clock is unknown, it may be.
-fn started_before(s: &Snapshot, p: &Process, x: &XidReport) -> bool {
-    if s.ticks_per_second == 0 {
-        return true;
-    }
-    let started_us = p.start_time_ticks.saturating_mul(1_000_000) / s.ticks_per_second;
-    started_us <= x.since_boot_us
 }
 
 /// Where memory is held and the driver reported no fault that needs a

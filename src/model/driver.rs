@@ -212,6 +212,22 @@ pub struct XidReport {
     pub at_unix_ms: Option<u64>,
 }
 
+impl XidReport {
+    /// Whether a process started at `start_time_ticks` (clock ticks since
+    /// boot, `ticks_per_second` of them a second) can be the one this
+    /// report names: it started before the report by more than a tick
+    /// (start times are in ticks, the log in microseconds); one started
+    /// later only reuses the PID. Where the clock is unknown, it may be.
+    pub fn may_name(&self, start_time_ticks: u64, ticks_per_second: u64) -> bool {
+        if ticks_per_second == 0 {
+            return true;
+        }
+        let started_us =
+            start_time_ticks.saturating_add(1).saturating_mul(1_000_000) / ticks_per_second;
+        started_us < self.since_boot_us
+    }
+}
+
 /// What an Xid's PID is now, among the snapshot's holders.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]

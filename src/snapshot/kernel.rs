@@ -137,13 +137,7 @@ fn pid_now(snap: &Snapshot, x: &XidReport, pid: u32) -> XidPid {
     let Some(p) = snap.processes.iter().find(|p| p.pid == pid) else {
         return XidPid::NotHolding;
     };
-    let tps = snap.ticks_per_second.max(1);
-    let started_us = p
-        .start_time_ticks
-        .saturating_add(1)
-        .saturating_mul(1_000_000)
-        / tps;
-    if started_us < x.since_boot_us {
+    if x.may_name(p.start_time_ticks, snap.ticks_per_second) {
         XidPid::Holder
     } else {
         XidPid::Reused
