@@ -183,3 +183,36 @@ pub struct KillOutcome {
     /// Rounds of signals.
     pub rounds: u32,
 }
+
+/// Where a record is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sink {
+    /// The journal's native socket.
+    Journal(std::path::PathBuf),
+    /// The syslog socket, where the journal's is absent or refuses.
+    Syslog(std::path::PathBuf),
+    /// `--audit-log`'s file.
+    File(std::path::PathBuf),
+}
+
+/// A record that could not be written, to some or all of its sinks: each
+/// sink with why. Its words: `present/words/front.rs`.
+#[derive(Debug)]
+pub struct AuditError {
+    /// The sink and the error.
+    pub failed: Vec<(Sink, std::io::Error)>,
+}
+
+impl std::error::Error for AuditError {}
+
+impl AuditError {
+    /// Whether the only failures are log daemons' sockets that do not
+    /// exist: a host that keeps no journal or syslog (a container, a
+    /// minimal image), the same on every kill, not this record's failure.
+    pub fn no_logger_here(&self) -> bool {
+        self.failed.iter().all(|(sink, e)| {
+            matches!(sink, Sink::Journal(_) | Sink::Syslog(_))
+                && e.kind() == std::io::ErrorKind::NotFound
+        })
+    }
+}

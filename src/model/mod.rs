@@ -36,7 +36,9 @@ mod view;
 mod visibility;
 mod xid;
 
-pub use audit::{AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, TargetOutcome};
+pub use audit::{
+    AuditError, AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, Sink, TargetOutcome,
+};
 pub use check::{
     CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,
     Window, STUCK_SAMPLE_MS, STUCK_WINDOW_MS,

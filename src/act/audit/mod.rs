@@ -104,27 +104,7 @@ impl Context {
     }
 }
 
-/// A record that could not be written, to some or all of its sinks: each
-/// sink with why. One line.
-#[derive(Debug, thiserror::Error)]
-#[error("audit record not written: {}", .failed.iter().map(|(s, e)| format!("{s}: {e}")).collect::<Vec<_>>().join("; "))]
-pub struct AuditError {
-    /// The sink (`journal PATH`, `syslog PATH`, `--audit-log PATH`) and
-    /// the error.
-    pub failed: Vec<(String, std::io::Error)>,
-}
-
-impl AuditError {
-    /// Whether the only failures are log daemons' sockets that do not
-    /// exist: a host that keeps no journal or syslog (a container, a
-    /// minimal image), the same on every kill, not this record's failure.
-    pub fn no_logger_here(&self) -> bool {
-        self.failed.iter().all(|(sink, e)| {
-            (sink.starts_with("journal ") || sink.starts_with("syslog "))
-                && e.kind() == std::io::ErrorKind::NotFound
-        })
-    }
-}
+pub use crate::model::{AuditError, Sink};
 
 /// The record of a kill, or None when it signalled nothing.
 pub fn record(ctx: &Context, report: &Report) -> Option<AuditRecord> {
@@ -167,7 +147,7 @@ pub fn write(sinks: &Sinks, record: &AuditRecord, message: &str) -> Result<(), A
             p,
             &journal::encode(&journal::fields(record, &line, message)),
         )
-        .map_err(|e| (format!("journal {}", p.display()), e))
+        .map_err(|e| (Sink::Journal(p.clone()), e))
     });
     if !matches!(journal, Some(Ok(()))) {
         if let Some(p) = &sinks.syslog {
@@ -175,7 +155,7 @@ pub fn write(sinks: &Sinks, record: &AuditRecord, message: &str) -> Result<(), A
                 Ok(()) => {}
                 Err(e) => {
                     failed.extend(journal.and_then(Result::err));
-                    failed.push((format!("syslog {}", p.display()), e));
+                    failed.push((Sink::Syslog(p.clone()), e));
                 }
             }
         } else {
@@ -184,7 +164,7 @@ pub fn write(sinks: &Sinks, record: &AuditRecord, message: &str) -> Result<(), A
     }
     if let Some(p) = &sinks.file {
         if let Err(e) = file::append(p, line.as_bytes()) {
-            failed.push((format!("--audit-log {}", p.display()), e));
+            failed.push((Sink::File(p.clone()), e));
         }
     }
     if failed.is_empty() {

@@ -304,3 +304,26 @@ mod tests {
         );
     }
 }
+
+impl fmt::Display for crate::model::Sink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::model::Sink;
+        match self {
+            Sink::Journal(p) => write!(f, "journal {}", p.display()),
+            Sink::Syslog(p) => write!(f, "syslog {}", p.display()),
+            Sink::File(p) => write!(f, "--audit-log {}", p.display()),
+        }
+    }
+}
+
+/// `audit record not written: journal PATH: why; syslog PATH: why`.
+impl fmt::Display for crate::model::AuditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let each: Vec<String> = self
+            .failed
+            .iter()
+            .map(|(sink, e)| format!("{sink}: {e}"))
+            .collect();
+        write!(f, "audit record not written: {}", each.join("; "))
+    }
+}
