@@ -138,6 +138,40 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
     })
 }
 
+/// `nvmlUtilization_t`.
+#[repr(C)]
+pub struct Utilization {
+    pub(crate) gpu: c_uint,
+    pub(crate) memory: c_uint,
+}
+
+/// `nvmlDeviceGetUtilizationRates`: the whole GPU's use over the last
+/// sample period.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    dev: NvmlDevice,
+    util: *mut Utilization,
+) -> u32 {
+    with_device(dev, |d, _, _| {
+        if let Some(e) = d.injected("utilization") {
+            return e;
+        }
+        match d.utilization {
+            // SAFETY: `util` points to an nvmlUtilization_t the caller owns.
+            Some(u) => unsafe {
+                write(
+                    util,
+                    Utilization {
+                        gpu: u.gpu,
+                        memory: u.memory,
+                    },
+                )
+            },
+            None => ret::NOT_SUPPORTED,
+        }
+    })
+}
+
 /// `nvmlDeviceGetProcessUtilization`: one sample, taken now, for each
 /// reported process whose entry gives `sm_util` or `mem_util`; NULL
 /// asks for the count (INSUFFICIENT_SIZE, as pynvml expects); NOT_FOUND

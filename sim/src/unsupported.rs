@@ -22,7 +22,7 @@ not_supported! {
     nvmlDeviceGetPowerUsage nvmlDeviceGetEnforcedPowerLimit nvmlDeviceGetPowerManagementLimit
     nvmlDeviceGetPowerManagementLimitConstraints nvmlDeviceGetPowerManagementDefaultLimit
     nvmlDeviceGetTotalEnergyConsumption nvmlDeviceGetPowerState nvmlDeviceGetPerformanceState
-    nvmlDeviceGetUtilizationRates nvmlDeviceGetEncoderUtilization nvmlDeviceGetDecoderUtilization
+    nvmlDeviceGetEncoderUtilization nvmlDeviceGetDecoderUtilization
     nvmlDeviceGetJpgUtilization nvmlDeviceGetOfaUtilization
     nvmlDeviceGetEncoderSessions nvmlDeviceGetEncoderStats nvmlDeviceGetFBCStats nvmlDeviceGetFBCSessions
     nvmlDeviceGetClockInfo nvmlDeviceGetMaxClockInfo nvmlDeviceGetClock nvmlDeviceGetApplicationsClock

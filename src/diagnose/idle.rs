@@ -14,13 +14,18 @@ use crate::model::{
 
 /// The holders a finding about idleness may name: live, protected for
 /// no one (a display server a person runs is not a leftover), no MPS
-/// server (it holds its busy clients' memory), with memory on a GPU.
+/// server (it holds its busy clients' memory), with memory on a GPU. An
+/// MPS client's activity is unknown: the driver samples its server.
 fn candidates(s: &Snapshot) -> impl Iterator<Item = (&Process, Activity)> {
     s.processes
         .iter()
         .filter(|p| p.is_live() && !p.protected)
         .filter(|p| s.mps_role(p) != Some(MpsRole::Server))
-        .filter_map(move |p| process_activity(s, p).map(|a| (p, a)))
+        .filter_map(move |p| {
+            let a = process_activity(s, p)?;
+            let client = s.mps_role(p) == Some(MpsRole::Client);
+            Some((p, if client { Activity::Unknown } else { a }))
+        })
 }
 
 /// The `idle-holders` finding: one for all idle holders.
@@ -78,13 +83,21 @@ pub(super) fn unknown(s: &Snapshot, out: &mut Vec<Finding>) {
         let Some(e) = &g.driver_evidence else {
             continue;
         };
+        let here = |p: &Process| p.gpu_memory.iter().any(|m| m.gpu == g.index);
         let reading = match &e.process_utilization {
-            Reading::Value(_) => continue,
+            // Answered, yet a holder here is neither busy nor idle: the
+            // driver kept no sample of it while the GPU ran (or said not
+            // whether it ran), or it is an MPS client.
+            Reading::Value(_) => {
+                if !candidates(s).any(|(p, a)| a == Activity::Unknown && here(p)) {
+                    continue;
+                }
+                Reading::Value(())
+            }
             Reading::NotSupported => Reading::NotSupported,
             Reading::Failed(why) => Reading::Failed(why.clone()),
         };
-        let held = candidates(s).any(|(p, _)| p.gpu_memory.iter().any(|m| m.gpu == g.index));
-        if !held {
+        if !candidates(s).any(|(p, _)| here(p)) {
             continue;
         }
         match by_answer.iter_mut().find(|u| u.reading == reading) {

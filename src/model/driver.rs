@@ -127,6 +127,16 @@ pub struct ProcessUtil {
     pub timestamp_us: u64,
 }
 
+/// The GPU's own utilisation over the driver's last sample period
+/// (`nvmlDeviceGetUtilizationRates`), percent.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuUtil {
+    /// Time a kernel ran.
+    pub gpu: u32,
+    /// Time device memory was read or written.
+    pub memory: u32,
+}
+
 /// One GPU's evidence from the driver (NVML), each piece as read.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct DriverEvidence {
@@ -149,6 +159,10 @@ pub struct DriverEvidence {
     /// largest of its samples per PID.
     #[serde(default)]
     pub process_utilization: Reading<Vec<ProcessUtil>>,
+    /// `nvmlDeviceGetUtilizationRates`: the whole GPU's use now, which
+    /// tells "no process sampled" from "nothing ran" (an addition).
+    #[serde(default)]
+    pub gpu_utilization: Reading<GpuUtil>,
     /// Which call answered `process_utilization`, and over which window
     /// (None where it was not asked).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,7 +9,7 @@
 //! supported or failed makes every holder of that GPU unknown, never
 //! idle.
 
-use super::{DriverEvidence, Process, Reading, Snapshot, Who};
+use super::{DriverEvidence, Process, ProcessUtil, Reading, Snapshot, Who};
 use serde::{Deserialize, Serialize};
 
 /// The NVML call that answered a GPU's per-process utilisation.
@@ -46,20 +46,27 @@ pub enum Activity {
 }
 
 /// What `pid` did on a GPU whose evidence is `e` (None: NVML did not
-/// read it).
+/// read it). A sample of it with use is busy. Without one it is idle
+/// where the driver sampled it at zero, where another process's samples
+/// show the GPU's use, or where the GPU's own utilisation is zero; else
+/// unknown: a driver that kept no sample in the window (NOT_FOUND) of a
+/// GPU that is running something has not said who runs it.
 pub fn activity(e: Option<&DriverEvidence>, pid: u32) -> Activity {
-    match e.map(|e| &e.process_utilization) {
-        Some(Reading::Value(samples)) => {
-            let busy = samples
-                .iter()
-                .any(|s| s.pid == pid && (s.sm > 0 || s.mem > 0 || s.enc > 0 || s.dec > 0));
-            if busy {
-                Activity::Busy
-            } else {
-                Activity::Idle
-            }
-        }
-        _ => Activity::Unknown,
+    let Some(e) = e else {
+        return Activity::Unknown;
+    };
+    let Reading::Value(samples) = &e.process_utilization else {
+        return Activity::Unknown;
+    };
+    let used = |s: &&ProcessUtil| s.sm > 0 || s.mem > 0 || s.enc > 0 || s.dec > 0;
+    let mine = || samples.iter().filter(|s| s.pid == pid);
+    let gpu_still = matches!(e.gpu_utilization, Reading::Value(u) if u.gpu == 0 && u.memory == 0);
+    if mine().any(|s| used(&s)) {
+        Activity::Busy
+    } else if mine().next().is_some() || samples.iter().any(|s| used(&s)) || gpu_still {
+        Activity::Idle
+    } else {
+        Activity::Unknown
     }
 }
 
@@ -151,14 +158,15 @@ pub struct IdleHolders {
 pub struct IdleUnknown {
     /// The GPUs.
     pub gpus: Vec<u32>,
-    /// Why, as read: NOT_SUPPORTED, or the failure.
+    /// Why, as read: NOT_SUPPORTED, the failure, or (a value) an answer
+    /// that left some holders neither busy nor idle.
     pub reading: Reading<()>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ProcessUtil;
+    use crate::model::GpuUtil;
 
     #[test]
     fn idle_only_where_the_reading_answered_and_showed_nothing() {
@@ -183,5 +191,26 @@ mod tests {
             ..DriverEvidence::default()
         };
         assert_eq!(activity(Some(&f), 1), Activity::Unknown);
+    }
+
+    /// NOT_FOUND (no sample in the window) is idle only where the GPU's
+    /// own utilisation is zero: busy workers the driver did not sample
+    /// are never called idle.
+    #[test]
+    fn no_sample_at_all_is_idle_only_on_a_still_gpu() {
+        let unsampled = |gpu_utilization| DriverEvidence {
+            process_utilization: Reading::Value(Vec::new()),
+            gpu_utilization,
+            ..DriverEvidence::default()
+        };
+        let busy = unsampled(Reading::Value(GpuUtil {
+            gpu: 90,
+            memory: 40,
+        }));
+        assert_eq!(activity(Some(&busy), 1), Activity::Unknown);
+        let blind = unsampled(Reading::NotSupported);
+        assert_eq!(activity(Some(&blind), 1), Activity::Unknown);
+        let still = unsampled(Reading::Value(GpuUtil { gpu: 0, memory: 0 }));
+        assert_eq!(activity(Some(&still), 1), Activity::Idle);
     }
 }

@@ -44,7 +44,7 @@ pub use check::{
     Window, STUCK_SAMPLE_MS, STUCK_WINDOW_MS,
 };
 pub use driver::{
-    same_pci, DriverEvidence, FaultCode, FaultReturn, KernelLog, ProcessUtil, Reading,
+    same_pci, DriverEvidence, FaultCode, FaultReturn, GpuUtil, KernelLog, ProcessUtil, Reading,
     RecoveryAction, Remap, XidEvent, XidPid, XidReport,
 };
 pub use evidence::{

@@ -12,8 +12,8 @@
 
 use super::{failure, Shared};
 use crate::model::{
-    DriverEvidence, FaultCode, FaultReturn, ProcessUtil, Reading, RecoveryAction, Remap, Step,
-    UtilCall, UtilWindow,
+    DriverEvidence, FaultCode, FaultReturn, GpuUtil, ProcessUtil, Reading, RecoveryAction, Remap,
+    Step, UtilCall, UtilWindow,
 };
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::enums::device::SampleValue;
@@ -99,6 +99,7 @@ pub(super) fn read_evidence(
         retired_pages_pending,
         volatile_uncorrectable_ecc,
         process_utilization: Reading::NotSupported,
+        gpu_utilization: Reading::NotSupported,
         utilization_window: None,
         fault_returns: faults,
         xids: Vec::new(),
@@ -172,6 +173,15 @@ pub(super) fn read_utilization(
         "nvmlDeviceGetProcessUtilization",
         &mut e.fault_returns,
     );
+    at.step(Step::on_gpu("nvmlDeviceGetUtilizationRates", index));
+    e.gpu_utilization = reading(
+        dev.utilization_rates().map(|u| GpuUtil {
+            gpu: u.gpu,
+            memory: u.memory,
+        }),
+        "nvmlDeviceGetUtilizationRates",
+        &mut e.fault_returns,
+    );
     e.utilization_window = Some(UtilWindow {
         call: UtilCall::ProcessUtilization,
         since_unix_us,
@@ -180,7 +190,8 @@ pub(super) fn read_utilization(
 }
 
 /// The largest sample per PID among those newer than `since_us`; no
-/// sample (NOT_FOUND) is no activity.
+/// sample (NOT_FOUND) is an empty list: whether that is no activity, the
+/// GPU's own utilisation says (`model::activity`).
 fn process_utilization(dev: &Device<'_>, since_us: u64) -> Result<Vec<ProcessUtil>, NvmlError> {
     let samples = match dev.process_utilization_stats(since_us) {
         Err(NvmlError::NotFound) => Vec::new(),

@@ -68,6 +68,7 @@ pub struct DriverEvidenceDoc<'a> {
     retired_pages_pending: ReadingDoc<'a, bool>,
     volatile_uncorrectable_ecc: ReadingDoc<'a, u64>,
     process_utilization: ReadingDoc<'a, Vec<crate::model::ProcessUtil>>,
+    gpu_utilization: ReadingDoc<'a, crate::model::GpuUtil>,
     #[serde(skip_serializing_if = "Option::is_none")]
     utilization_window: &'a Option<UtilWindow>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -87,6 +88,7 @@ impl<'a> DriverEvidenceDoc<'a> {
             retired_pages_pending,
             volatile_uncorrectable_ecc,
             process_utilization,
+            gpu_utilization,
             utilization_window,
             fault_returns,
             xids,
@@ -97,6 +99,7 @@ impl<'a> DriverEvidenceDoc<'a> {
             retired_pages_pending: ReadingDoc::new(retired_pages_pending),
             volatile_uncorrectable_ecc: ReadingDoc::new(volatile_uncorrectable_ecc),
             process_utilization: ReadingDoc::new(process_utilization),
+            gpu_utilization: ReadingDoc::new(gpu_utilization),
             utilization_window,
             fault_returns,
             xids,

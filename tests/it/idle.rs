@@ -54,6 +54,15 @@ impl Scene {
     /// The simulator's state: `(sm, mem)` of the workers and the kernel,
     /// or no samples at all.
     fn state(&self, samples: Option<[(u32, u32); 3]>) -> std::path::PathBuf {
+        self.state_with(samples, |_| {})
+    }
+
+    /// [`Scene::state`] with GPU 0's entry changed by `edit`.
+    fn state_with(
+        &self,
+        samples: Option<[(u32, u32); 3]>,
+        edit: impl Fn(&mut Value),
+    ) -> std::path::PathBuf {
         let pids = [
             self.workers[0].pid(),
             self.workers[1].pid(),
@@ -72,6 +81,7 @@ impl Scene {
                 entry["mem_util"] = mem.into();
             }
         }
+        edit(&mut gpu);
         self.d.state(&sim_state(vec![gpu]))
     }
 }
@@ -245,4 +255,62 @@ fn check_warns_of_an_idle_holder_past_idle_min_with_the_warning_code() {
     let doc = json.assert_exit(1).json();
     assert_eq!(doc["level"], "warning", "{doc:#}");
     assert_eq!(doc["problems"][0]["condition"], "idle");
+}
+
+/// A driver that kept no sample in the window (NOT_FOUND) names no one
+/// idle while the GPU itself runs at 80 %: busy workers it did not sample
+/// are never offered for a kill. Where the GPU itself is still (0 %),
+/// the same answer is idle for all three.
+#[test]
+fn no_sample_in_the_window_is_idle_only_while_the_gpu_itself_is_still() {
+    let s = Scene::start();
+    let unsampled = |gpu: u32, memory: u32| {
+        s.state_with(Some([(90, 40), (85, 30), (0, 0)]), move |g| {
+            // NVML_ERROR_NOT_FOUND (6): no sample newer than the window's start.
+            g["errors"] = serde_json::json!({"process_utilization": 6});
+            g["utilization"] = serde_json::json!({"gpu": gpu, "memory": memory});
+        })
+    };
+    let busy = unsampled(80, 35);
+    let doc = Gpufree::new(["why"])
+        .json()
+        .on(&s.d, &busy)
+        .run()
+        .assert_exit(1)
+        .json();
+    assert!(of_kind(&doc, "idle-holders").is_empty(), "{doc:#}");
+    let unknown = of_kind(&doc, "idle-unknown");
+    assert_eq!(unknown.len(), 1, "{doc:#}");
+    assert!(
+        unknown[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("kept no sample of some of them in the window while the GPU was in use"),
+        "{doc:#}"
+    );
+    assert_eq!(
+        doc["gpus"][0]["driver_evidence"]["gpu_utilization"],
+        serde_json::json!({"value": {"gpu": 80, "memory": 35}}),
+        "{doc:#}"
+    );
+    let r = Gpufree::new(["check"])
+        .on(&s.d, &busy)
+        .args(["--format", "nagios"])
+        .run();
+    assert!(!r.stdout.contains("idle"), "{}", r.report());
+
+    let still = unsampled(0, 0);
+    let doc = Gpufree::new(["why"])
+        .json()
+        .on(&s.d, &still)
+        .run()
+        .assert_exit(1)
+        .json();
+    let idle = of_kind(&doc, "idle-holders");
+    assert_eq!(idle.len(), 1, "{doc:#}");
+    let mut all = vec![s.workers[0].pid(), s.workers[1].pid(), s.kernel.pid()];
+    all.sort_unstable();
+    let mut named = u32s(&idle[0]["pids"]);
+    named.sort_unstable();
+    assert_eq!(named, all, "{doc:#}");
 }

@@ -64,3 +64,26 @@ pub struct XidEvent {
     #[serde(default)]
     pub seconds_ago: u64,
 }
+
+/// What `nvmlDeviceGetUtilizationRates` reports (`nvmlUtilization_t`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuUtilization {
+    /// Percent of the sample period a kernel ran (0-100).
+    #[serde(deserialize_with = "percent")]
+    pub gpu: u32,
+    /// Percent of it device memory was read or written (0-100).
+    #[serde(deserialize_with = "percent")]
+    pub memory: u32,
+}
+
+/// A percentage, 0 to 100, as NVML reports one.
+fn percent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let p = u32::deserialize(d)?;
+    if p > 100 {
+        return Err(serde::de::Error::custom(format!(
+            "{p} is not a percentage (0 to 100)"
+        )));
+    }
+    Ok(p)
+}

@@ -102,6 +102,10 @@ pub struct Device {
     /// `nvmlDeviceGetRetiredPagesPendingStatus`; absent: NOT_SUPPORTED.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retired_pages_pending: Option<bool>,
+    /// `nvmlDeviceGetUtilizationRates`: the whole GPU's use, percent;
+    /// absent: NOT_SUPPORTED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<health::GpuUtilization>,
     /// Xid critical errors, delivered in this order by
     /// `nvmlEventSetWait_v2` to a set registered for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -336,7 +340,7 @@ mod health;
 mod mig;
 
 pub use gone::{gone_log_path, replace, GoneLog};
-pub use health::{RecoveryAction, RemappedRows, XidEvent};
+pub use health::{GpuUtilization, RecoveryAction, RemappedRows, XidEvent};
 pub use mig::{view_target, MigDevice, Reported, Target, TargetView, MAX_MIG};
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ fn dev(delay: u64) -> Device {
         recovery_action: None,
         remapped_rows: None,
         retired_pages_pending: None,
+        utilization: None,
         xid_events: Vec::new(),
         processes: vec![
             Process {

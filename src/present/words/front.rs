@@ -247,6 +247,29 @@ impl serde::Serialize for Change {
     }
 }
 
+impl fmt::Display for crate::model::Sink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::model::Sink;
+        match self {
+            Sink::Journal(p) => write!(f, "journal {}", p.display()),
+            Sink::Syslog(p) => write!(f, "syslog {}", p.display()),
+            Sink::File(p) => write!(f, "--audit-log {}", p.display()),
+        }
+    }
+}
+
+/// `audit record not written: journal PATH: why; syslog PATH: why`.
+impl fmt::Display for crate::model::AuditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let each: Vec<String> = self
+            .failed
+            .iter()
+            .map(|(sink, e)| format!("{sink}: {e}"))
+            .collect();
+        write!(f, "audit record not written: {}", each.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,28 +325,5 @@ mod tests {
             .unwrap(),
             "a snapshot failed: EMFILE"
         );
-    }
-}
-
-impl fmt::Display for crate::model::Sink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::model::Sink;
-        match self {
-            Sink::Journal(p) => write!(f, "journal {}", p.display()),
-            Sink::Syslog(p) => write!(f, "syslog {}", p.display()),
-            Sink::File(p) => write!(f, "--audit-log {}", p.display()),
-        }
-    }
-}
-
-/// `audit record not written: journal PATH: why; syslog PATH: why`.
-impl fmt::Display for crate::model::AuditError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let each: Vec<String> = self
-            .failed
-            .iter()
-            .map(|(sink, e)| format!("{sink}: {e}"))
-            .collect();
-        write!(f, "audit record not written: {}", each.join("; "))
     }
 }

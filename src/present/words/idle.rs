@@ -72,7 +72,8 @@ fn shape(s: IdleShape) -> &'static str {
 pub(super) fn unknown(u: &IdleUnknown) -> (String, Vec<String>) {
     let why = match &u.reading {
         Reading::Failed(why) => format!("failed ({})", escape(&super::nvml::described(why))),
-        _ => "is not supported by this driver or GPU".into(),
+        Reading::Value(()) => "kept no sample of some of them in the window while the GPU was in use (or its own utilisation is not given), or they are MPS clients".into(),
+        Reading::NotSupported => "is not supported by this driver or GPU".into(),
     };
     (
         format!(
