@@ -6,9 +6,11 @@
 
 use super::{DriverEvidence, FaultCode, Next, Reading, RecoveryAction, Who, Xid, XidAction};
 use super::{FaultReturn, KernelLog, XidReport};
+use serde::{Deserialize, Serialize};
 
 /// What a driver fault needs before the GPU's memory comes back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Need {
     /// A GPU reset (`nvidia-smi --gpu-reset`).
     Reset,
@@ -82,6 +84,24 @@ pub fn signs(e: &DriverEvidence) -> Vec<Sign> {
     };
     out.extend(e.xids.iter().filter(needs).cloned().map(Sign::Xid));
     out
+}
+
+/// What the driver says, now, that the GPU needs before any job can use
+/// it: its recovery action, a call's RESET_REQUIRED or GPU_IS_LOST, a
+/// failed row remap. Not a pending remap or retired page (the GPU works
+/// until its next reset) nor an Xid (a report of the past, which a reset
+/// since may have answered): those are the findings', not the verdict's.
+pub fn needs_now(e: &DriverEvidence) -> Option<Need> {
+    let now: Vec<Sign> = signs(e)
+        .into_iter()
+        .filter(|s| {
+            matches!(
+                s,
+                Sign::Recovery(_) | Sign::Returned(_) | Sign::RemapFailure
+            )
+        })
+        .collect();
+    Need::of(&now)
 }
 
 impl Need {

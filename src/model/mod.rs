@@ -6,6 +6,7 @@
 //! additions, never renames.
 
 mod audit;
+mod blind;
 mod check;
 mod driver;
 mod evidence;
@@ -51,7 +52,7 @@ pub use evidence::{
     Alongside, Cause, Evidence, GroupName, Holding, LaunchGroup, Miss, MpsServed, Orphan,
     PatternHits, Renamed, Restarter, Unseen, Who,
 };
-pub use fault::{signs, AppFault, Basis, DriverFault, Heard, LogHeard, Need, Sign};
+pub use fault::{needs_now, signs, AppFault, Basis, DriverFault, Heard, LogHeard, Need, Sign};
 pub use finding::{Finding, FindingKind, Severity};
 pub use fleet::{
     look_back_steps, Fleet, FleetGpu, FleetHolder, FleetNode, LabelsOver, StaleNode, StaleReason,

@@ -4,7 +4,8 @@
 //! `present/words/verdict/`, and JSON carries both (SPEC.md's
 //! `reasons`/`caveats` in words, `causes`/`caveat_causes` typed).
 
-use super::{Failure, Holds, NodeRefusal, NotOurProc, Restart, Unavailable};
+pub use super::blind::{BlindSpot, MemoryUnknown};
+use super::{Holds, Need, NodeRefusal, NotOurProc, Restart, Unavailable};
 use serde::{Deserialize, Serialize};
 
 /// Whether GPUs are free: the one answer `wait`, `kill`, `why`, `watch`
@@ -172,6 +173,13 @@ pub enum Why {
         #[serde(default)]
         reported: bool,
     },
+    /// The driver says, now, that the GPU needs a reset or a reboot (its
+    /// recovery action, a call's RESET_REQUIRED or GPU_IS_LOST, a failed
+    /// row remap): no job can use it before, whatever holds it.
+    DriverNeeds {
+        /// What it needs.
+        need: Need,
+    },
     /// Memory NVML attributes to no visible process while part of the view
     /// is missing.
     Unaccounted {
@@ -307,58 +315,6 @@ pub enum Why {
         /// The sentence.
         text: String,
     },
-}
-
-/// Why a GPU's memory cannot be read.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(tag = "source", rename_all = "kebab-case")]
-pub enum MemoryUnknown {
-    /// A DRM GPU's sysfs files could not be read.
-    Sysfs {
-        /// Its PCI device.
-        pci_bus_id: String,
-    },
-    /// NVML is unavailable.
-    NoNvml {
-        /// Its error (as collection said it).
-        error: Option<String>,
-    },
-    /// NVML did not report this GPU's memory.
-    Nvml {
-        /// Why the memory call failed, if it did.
-        failure: Option<Failure>,
-    },
-}
-
-/// A part of the view that is missing, so memory no visible process
-/// accounts for cannot be called the driver's.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum BlindSpot {
-    /// An NVML process list is unavailable.
-    ProcessList {
-        /// The list's call, and why it failed.
-        unavailable: Unavailable,
-    },
-    /// The KFD's VRAM could not be placed on a GPU.
-    KfdVram {
-        /// Whose VRAM on which KFD GPU id, and how much.
-        unavailable: Unavailable,
-    },
-    /// A DRM GPU's memory that a process holds and that cannot be told:
-    /// a client whose fdinfo says no memory, the KFD's VRAM of a process
-    /// not read.
-    DrmMemory {
-        /// Whose memory, and why it is unknown.
-        unavailable: Unavailable,
-    },
-    /// Processes that could not be read.
-    Unreadable {
-        /// Their PIDs.
-        pids: Vec<u32>,
-    },
-    /// /proc hides other users' processes.
-    Hidepid,
 }
 
 /// What gpufree could not see that does not change a verdict, or what a

@@ -317,3 +317,46 @@ fn not_supported_everywhere_and_an_unreadable_log_are_said_and_the_verdict_is_un
     assert_eq!(quiet["verdict"], unheard["verdict"]);
     assert_eq!(quiet["verdict"]["state"], "busy");
 }
+
+/// A GPU the driver says needs a reset is never free, though nothing
+/// holds it and its memory is back: `wait` (the Slurm prolog's gate)
+/// does not pass it. A pending row remap alone (the GPU works until its
+/// next reset) leaves a free GPU free.
+#[test]
+fn a_gpu_the_driver_says_needs_a_reset_is_never_free() {
+    let dir = TestDir::new(2);
+    let mut gpu0 = sim_gpu(0, &[], 0);
+    gpu0["recovery_action"] = json!("gpu_reset");
+    let mut gpu1 = sim_gpu(1, &[], 0);
+    gpu1["recovery_action"] = json!("none");
+    gpu1["remapped_rows"] =
+        json!({"pending": true, "failure": false, "correctable": 0, "uncorrectable": 1});
+    let state = dir.state(&sim_state(vec![gpu0, gpu1]));
+    let wait = |gpu: &str| {
+        Gpufree::new(["wait", "--timeout", "0", "--gpu", gpu])
+            .json()
+            .on(&dir, &state)
+            .run()
+    };
+    let doc = wait("0").assert_exit(1).json();
+    let v = &doc["gpus"][0]["verdict"];
+    assert_eq!(v["state"], "busy", "{doc:#}");
+    assert_eq!(
+        v["reasons"],
+        json!(["the driver says it needs a reset before any job can use it (see `gpufree why`)"]),
+        "{doc:#}"
+    );
+    assert_eq!(
+        v["causes"][0]["why"],
+        json!({"kind": "driver-needs", "need": "reset"}),
+        "{doc:#}"
+    );
+    let doc = wait("1").assert_exit(0).json();
+    let gpu1 = doc["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["index"] == 1)
+        .expect("GPU 1");
+    assert_eq!(gpu1["verdict"]["state"], "free", "{doc:#}");
+}

@@ -19,7 +19,7 @@
 //!   even then: NVML accounts for all the memory, so they cannot change it.
 
 use crate::model::{
-    Caveat, Failed, Gpu, GpuName, MemoryUnknown, Named, Reason, Snapshot, Unplaced,
+    needs_now, Caveat, Failed, Gpu, GpuName, MemoryUnknown, Named, Reason, Snapshot, Unplaced,
     UnreadableReason, Verdict, VerdictState, Why,
 };
 
@@ -89,6 +89,13 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
     }
     let accounted = unknown.is_empty() && memory.is_none();
     caveats.extend(unread(s, accounted));
+    // A GPU the driver says needs a reset is never free; where what
+    // could not be read already makes it unknown (a lost GPU), it stays so.
+    if unknown.is_empty() {
+        if let Some(need) = g.driver_evidence.as_ref().and_then(needs_now) {
+            busy.push(Why::DriverNeeds { need });
+        }
+    }
     finish(busy, unknown, caveats)
 }
 

@@ -158,6 +158,19 @@ pub fn xid_action(a: XidAction) -> &'static str {
     }
 }
 
+/// A verdict's reason where the driver says, now, that the GPU needs a
+/// reset or a reboot: no job can use it before.
+pub fn driver_needs(need: Need) -> &'static str {
+    match need {
+        Need::Reset => {
+            "the driver says it needs a reset before any job can use it (see `gpufree why`)"
+        }
+        Need::Reboot => {
+            "the driver says the node needs a reboot before any job can use it (see `gpufree why`)"
+        }
+    }
+}
+
 /// One Xid report: `Xid 48 (meaning) at 2025-12-05 12:03:01 UTC`.
 pub fn xid_report(x: &XidReport) -> String {
     xid(x)

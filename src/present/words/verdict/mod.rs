@@ -117,6 +117,7 @@ pub fn why(w: &Why) -> String {
             }
         ),
         Why::Unaccounted { bytes, blind } => unaccounted(*bytes, blind),
+        Why::DriverNeeds { need } => super::fault::driver_needs(*need).into(),
         Why::Unreadable { processes: failed } => unreadable(failed),
         Why::RefusedNode { path, what } => format!(
             "{path} is not a GPU node ({what}): holders of the real node may be unseen"
