@@ -19,17 +19,21 @@ pub(super) fn group(f: &Finding, g: &LaunchGroup) -> (String, Vec<String>) {
         None if dead => format!(": nothing that started {they} is left to stop {they}"),
         None => String::new(),
     };
-    let name = match &g.name {
+    let live = count(n, "live process", "live processes");
+    let subject = match &g.name {
         GroupName::DeadParent { reaper, comm } if g.holders.iter().any(|h| h.top.is_some()) => {
-            format!("trees whose top's parent died ({})", under(*reaper, comm))
+            format!(
+                "{live} in trees whose top's parent died ({})",
+                under(*reaper, comm)
+            )
         }
-        other => format!("of {}", group_name(other)),
+        // A holder that is its own group is named, not said to be its own.
+        GroupName::Process { pid, comm } if n == 1 => format!("1 live process, {pid} ({comm}),"),
+        other => format!("{live} of {}", group_name(other)),
     };
     let also = also(g);
     let message = format!(
-        "{} {}{name} {} {} on {}{why}{also}",
-        count(n, "live process", "live processes"),
-        if name.starts_with("of ") { "" } else { "in " },
+        "{subject} {} {} on {}{why}{also}",
         one_or(n, "holds", "hold"),
         gib(f.bytes),
         gpus_phrase(&f.gpus),
