@@ -8,24 +8,16 @@
 use super::shapes::idle_shape;
 use super::who;
 use crate::model::{
-    process_activity, saturating_sum, Activity, Evidence, Finding, IdleHolder, IdleHolders,
-    IdleUnknown, MpsRole, Next, Process, Reading, Severity, Snapshot,
+    judged_activity, saturating_sum, Activity, Evidence, Finding, IdleHolder, IdleHolders,
+    IdleUnknown, Next, Process, Reading, Severity, Snapshot,
 };
 
-/// The holders a finding about idleness may name: live, protected for
-/// no one (a display server a person runs is not a leftover), no MPS
-/// server (it holds its busy clients' memory), with memory on a GPU. An
-/// MPS client's activity is unknown: the driver samples its server.
+/// The holders a finding about idleness may name, with what they did
+/// (`model::judged_activity`).
 fn candidates(s: &Snapshot) -> impl Iterator<Item = (&Process, Activity)> {
     s.processes
         .iter()
-        .filter(|p| p.is_live() && !p.protected)
-        .filter(|p| s.mps_role(p) != Some(MpsRole::Server))
-        .filter_map(move |p| {
-            let a = process_activity(s, p)?;
-            let client = s.mps_role(p) == Some(MpsRole::Client);
-            Some((p, if client { Activity::Unknown } else { a }))
-        })
+        .filter_map(move |p| judged_activity(s, p).map(|a| (p, a)))
 }
 
 /// The `idle-holders` finding: one for all idle holders.
@@ -47,6 +39,7 @@ pub(super) fn idle(s: &Snapshot, out: &mut Vec<Finding>) {
             who: who(p),
             shape: idle_shape(p),
             memory: p.gpu_memory.iter().map(|m| (m.gpu, m.used_bytes)).collect(),
+            since_unix_ms: p.idle_since_unix_ms,
         })
         .collect();
     let bytes = saturating_sum(

@@ -9,7 +9,7 @@
 //! supported or failed makes every holder of that GPU unknown, never
 //! idle.
 
-use super::{DriverEvidence, Process, ProcessUtil, Reading, Snapshot, Who};
+use super::{DriverEvidence, MpsRole, Process, ProcessUtil, Reading, Snapshot, Who};
 use serde::{Deserialize, Serialize};
 
 /// The NVML call that answered a GPU's per-process utilisation.
@@ -92,6 +92,34 @@ pub fn process_activity(s: &Snapshot, p: &Process) -> Option<Activity> {
     out
 }
 
+/// What `p` did over the window as the idle findings judge it: None for
+/// a process they never name (gone, protected, an MPS server: it holds
+/// its busy clients' memory, or with no memory on a GPU NVML reads);
+/// unknown for an MPS client (the driver samples its server).
+pub fn judged_activity(s: &Snapshot, p: &Process) -> Option<Activity> {
+    let role = s.mps_role(p);
+    if !p.is_live() || p.protected || role == Some(MpsRole::Server) {
+        return None;
+    }
+    let a = process_activity(s, p)?;
+    Some(if role == Some(MpsRole::Client) {
+        Activity::Unknown
+    } else {
+        a
+    })
+}
+
+/// Where `p`'s window began on the GPUs it holds memory on (the earliest),
+/// milliseconds since the epoch.
+pub fn window_start_ms(s: &Snapshot, p: &Process) -> Option<u64> {
+    p.gpu_memory
+        .iter()
+        .filter_map(|m| s.gpus.iter().find(|g| g.index == m.gpu))
+        .filter_map(|g| g.driver_evidence.as_ref()?.utilization_window)
+        .map(|w| w.since_unix_us / 1000)
+        .min()
+}
+
 /// `p`'s SM (compute) utilisation over the window: the largest of its
 /// samples on the GPUs it holds memory on that answered (0 where such a
 /// GPU has no sample of it); None where none answered.
@@ -137,6 +165,9 @@ pub struct IdleHolder {
     pub shape: Option<IdleShape>,
     /// Its memory per GPU (bytes when known).
     pub memory: Vec<(u32, Option<u64>)>,
+    /// Since when a long-running command has found it idle, milliseconds
+    /// since the epoch.
+    pub since_unix_ms: Option<u64>,
 }
 
 /// The `idle-holders` finding: live holders with memory and no activity

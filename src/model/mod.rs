@@ -60,8 +60,8 @@ pub use fleet::{
 };
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use idle::{
-    activity, process_activity, sm_percent, Activity, IdleHolder, IdleHolders, IdleShape,
-    IdleUnknown, UtilCall, UtilWindow,
+    activity, judged_activity, process_activity, sm_percent, window_start_ms, Activity, IdleHolder,
+    IdleHolders, IdleShape, IdleUnknown, UtilCall, UtilWindow,
 };
 pub use k8s::{Allocation, AllocationIssue, KubeletDown, KubeletView};
 pub use kill::{

@@ -74,6 +74,12 @@ pub struct Process {
     /// A driver daemon or display server (nvidia-persistenced, nv-hostengine,
     /// MPS, Xorg...) that is never part of a kill by default.
     pub protected: bool,
+    /// Since when a long-running command (watch, serve, wait) has found
+    /// it idle at every collection, milliseconds since the epoch: the
+    /// start of the window of the first that did (an addition). None in a
+    /// one-shot command, or while it is not idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_since_unix_ms: Option<u64>,
     /// How far its protection reaches, when it is protected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protection: Option<Protection>,

@@ -344,6 +344,7 @@ pub(super) fn process_from(
     let renamed = looks_renamed(&d.stat.comm, &d.cmdline, d.exe.as_deref());
     Process {
         protected: protection.is_some(),
+        idle_since_unix_ms: None,
         protection,
         not_protected,
         wchan: d.wchan,

@@ -15,6 +15,7 @@ mod assemble;
 mod config;
 mod drm;
 mod fold;
+mod history;
 mod kernel;
 mod launchers;
 mod mig;
@@ -99,8 +100,8 @@ pub struct Collector {
     stacks: Stuck,
     /// Which walk finds the holders, and the in-kernel one once loaded.
     walks: scan::WalkChooser,
-    /// NVML's Xid events, for a long-running command.
-    events: Option<std::sync::Mutex<kernel::Events>>,
+    /// What a long-running command remembers between collections.
+    history: Option<history::History>,
 }
 
 /// How often a failed NVML open is tried again (by `watch` and `serve`).
@@ -135,7 +136,7 @@ impl Collector {
         }
         Ok(Collector {
             walks,
-            events: kernel::Events::start(&cfg),
+            history: history::History::start(&cfg),
             nodes: Arc::new(nodes),
             proc_fd: Arc::new(proc_fd),
             nvml: std::sync::Mutex::new((session, Instant::now())),
@@ -267,8 +268,8 @@ impl Collector {
             ));
         }
         kernel::join(snap, &self.cfg, &self.proc_fd, limits.deadline);
-        if let Some(events) = &self.events {
-            kernel::join_events(snap, events, &self.proc_fd);
+        if let Some(history) = &self.history {
+            history.join(snap, &self.proc_fd);
         }
         if self.cfg.others {
             let (fd, stuck) = (&self.proc_fd, &self.stuck);

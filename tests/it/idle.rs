@@ -314,3 +314,41 @@ fn no_sample_in_the_window_is_idle_only_while_the_gpu_itself_is_still() {
     named.sort_unstable();
     assert_eq!(named, all, "{doc:#}");
 }
+
+/// serve remembers since when a holder has been idle: the idle kernel's
+/// `gpufree_process_idle_since_timestamp_seconds` is the start of the
+/// first window that found it idle, and stays so collection after
+/// collection; the busy workers have none.
+#[test]
+fn serve_says_since_when_a_holder_has_been_idle_and_keeps_it() {
+    use crate::daemon::{get, serve, until};
+    let s = Scene::start();
+    let state = s.state(Some([(87, 40), (50, 12), (0, 0)]));
+    let (daemon, addr) = serve("serve-idle", &s.d, &state, "200ms", &[]);
+    let url = format!("http://{addr}/metrics");
+    let since = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("gpufree_process_idle_since_timestamp_seconds{"))
+            .map(String::from)
+            .collect()
+    };
+    let first = until("an idle-since series", 20, &[&daemon], || {
+        get(&url, &[]).map(|t| since(&t)).filter(|v| !v.is_empty())
+    });
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(
+        first[0].contains(&format!(r#"pid="{}""#, s.kernel.pid())),
+        "{first:?}"
+    );
+    let at: u64 = first[0].rsplit(' ').next().unwrap().parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // The first window began 5 s (--idle-window) before its collection.
+    assert!(at <= now && at + 60 >= now, "{at} against {now}");
+    // Several collections later (200ms apart) it is still the same.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let later = since(&get(&url, &[]).expect("a scrape"));
+    assert_eq!(later, first);
+}

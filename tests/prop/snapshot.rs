@@ -248,6 +248,7 @@ fn process() -> impl Strategy<Value = Process> {
                 cgroup: String::new(),
                 wchan,
                 protected,
+                idle_since_unix_ms: None,
                 protection: protected.then_some(if pid % 2 == 0 {
                     Protection::System
                 } else {

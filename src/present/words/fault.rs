@@ -186,7 +186,7 @@ fn xid(x: &XidReport) -> String {
 }
 
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC`.
-fn utc(secs: u64) -> String {
+pub(super) fn utc(secs: u64) -> String {
     let c = crate::units::civil(secs);
     let (h, mi, s) = c.hms;
     format!(

@@ -38,7 +38,11 @@ pub(super) fn idle(i: &IdleHolders, gpus: &[u32], bytes: u64) -> (String, Vec<St
                 Some(s) => format!(" ({})", shape(s)),
                 None => String::new(),
             };
-            format!("{}: {}, idle{shape}", who(&h.who), memory(&h.memory))
+            let since = h
+                .since_unix_ms
+                .map(|ms| format!(" since {}", super::fault::utc(ms / 1000)))
+                .unwrap_or_default();
+            format!("{}: {}, idle{since}{shape}", who(&h.who), memory(&h.memory))
         })
         .collect();
     (message, details)
