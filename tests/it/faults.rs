@@ -61,10 +61,6 @@ fn findings(doc: &Value) -> &Vec<Value> {
     doc["findings"].as_array().expect("findings")
 }
 
-fn of_kind<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
-    findings(doc).iter().filter(|f| f["kind"] == kind).collect()
-}
-
 fn text(v: &Value) -> &str {
     v.as_str().unwrap_or_default()
 }
@@ -171,7 +167,7 @@ fn xid_48_and_gpu_reset_while_the_incidents_workers_run_is_a_reset_with_them_as_
     );
     // The workers are still named, with their kill, after it.
     assert_eq!(findings(&doc)[1]["kind"], "live-holders");
-    let quiet = of_kind(&doc, "no-driver-fault");
+    let quiet = findings_of(&doc, "no-driver-fault");
     assert_eq!(quiet.len(), 1, "{doc:#}");
     assert_eq!(
         quiet[0]["message"],
@@ -192,7 +188,7 @@ fn xid_31_by_a_live_workers_pid_is_an_application_fault_naming_it() {
         )],
     );
     let doc = why(&dir.dev, &state, &log);
-    let app = of_kind(&doc, "application-fault");
+    let app = findings_of(&doc, "application-fault");
     assert_eq!(app.len(), 1, "{doc:#}");
     let m = text(&app[0]["message"]);
     assert!(
@@ -208,7 +204,7 @@ fn xid_31_by_a_live_workers_pid_is_an_application_fault_naming_it() {
         app[0]["next"],
         format!("gpufree kill --pid {}", holder.pid())
     );
-    assert!(of_kind(&doc, "driver-fault").is_empty());
+    assert!(findings_of(&doc, "driver-fault").is_empty());
     no_reset_anywhere(&doc);
 }
 
@@ -219,7 +215,7 @@ fn the_seed_incident_with_no_xid_says_no_driver_fault_and_no_reset_anywhere() {
     let log = kmsg(dir.tmp.path(), &[]);
     let doc = why(&inc.dev, &inc.state, &log);
     assert_eq!(findings(&doc)[0]["kind"], "live-holders");
-    let quiet = of_kind(&doc, "no-driver-fault");
+    let quiet = findings_of(&doc, "no-driver-fault");
     assert_eq!(quiet.len(), 1, "{doc:#}");
     assert_eq!(
         quiet[0]["message"],
@@ -299,9 +295,9 @@ fn not_supported_everywhere_and_an_unreadable_log_are_said_and_the_verdict_is_un
     let state = dir.one_gpu(&[(holder.pid(), 4096, "while-alive")], 0);
     let quiet = why(&dir.dev, &state, "off");
     let unheard = why(&dir.dev, &state, "/nonexistent/kmsg");
-    assert!(of_kind(&quiet, "driver-unheard").is_empty());
-    assert!(of_kind(&quiet, "no-driver-fault").is_empty());
-    let said = of_kind(&unheard, "driver-unheard");
+    assert!(findings_of(&quiet, "driver-unheard").is_empty());
+    assert!(findings_of(&quiet, "no-driver-fault").is_empty());
+    let said = findings_of(&unheard, "driver-unheard");
     assert_eq!(said.len(), 1, "{unheard:#}");
     let m = text(&said[0]["message"]);
     assert!(
@@ -311,7 +307,7 @@ fn not_supported_everywhere_and_an_unreadable_log_are_said_and_the_verdict_is_un
         "{m}"
     );
     assert!(
-        of_kind(&unheard, "no-driver-fault").is_empty(),
+        findings_of(&unheard, "no-driver-fault").is_empty(),
         "never 'no fault' from 'could not see'"
     );
     assert_eq!(quiet["verdict"], unheard["verdict"]);

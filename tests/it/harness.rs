@@ -141,6 +141,14 @@ pub fn spawn_ready(cmd: &mut Command) -> std::process::Child {
     child
 }
 
+/// The findings of `kind` in a JSON document (`status`/`why --json`); a
+/// document without findings fails the test (never "none of that kind").
+pub fn findings_of<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
+    let all = doc["findings"].as_array();
+    let all = all.unwrap_or_else(|| panic!("no findings in {doc:#}"));
+    all.iter().filter(|f| f["kind"] == kind).collect()
+}
+
 /// PIDs of a JSON array.
 pub fn u32s(v: &Value) -> Vec<u32> {
     v.as_array()

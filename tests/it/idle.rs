@@ -86,15 +86,6 @@ impl Scene {
     }
 }
 
-fn of_kind<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["kind"] == kind)
-        .collect()
-}
-
 #[test]
 fn an_idle_jupyter_kernel_among_busy_workers_is_named_alone_and_its_next_ends_only_it() {
     let s = Scene::start();
@@ -102,7 +93,7 @@ fn an_idle_jupyter_kernel_among_busy_workers_is_named_alone_and_its_next_ends_on
     let state = s.state(Some([(87, 40), (0, 12), (0, 0)]));
     let r = Gpufree::new(["why"]).json().on(&s.d, &state).run();
     let doc = r.assert_exit(1).json();
-    let idle = of_kind(&doc, "idle-holders");
+    let idle = findings_of(&doc, "idle-holders");
     assert_eq!(idle.len(), 1, "{doc:#}");
     let f = idle[0];
     let kernel = s.kernel.pid();
@@ -126,13 +117,13 @@ fn an_idle_jupyter_kernel_among_busy_workers_is_named_alone_and_its_next_ends_on
     // The busy workers are still named by their own findings.
     for w in &s.workers {
         assert!(
-            of_kind(&doc, "live-holders")
+            findings_of(&doc, "live-holders")
                 .iter()
                 .any(|f| u32s(&f["pids"]).contains(&w.pid())),
             "{doc:#}"
         );
     }
-    assert!(of_kind(&doc, "idle-unknown").is_empty(), "{doc:#}");
+    assert!(findings_of(&doc, "idle-unknown").is_empty(), "{doc:#}");
     // The JSON says which call answered, over which window.
     let window = &doc["gpus"][0]["driver_evidence"]["utilization_window"];
     assert_eq!(window["call"], "nvmlDeviceGetProcessUtilization", "{doc:#}");
@@ -188,8 +179,8 @@ fn utilisation_not_supported_is_never_idle_said_once_and_the_verdict_is_the_same
     let state = s.state(None);
     let r = Gpufree::new(["why"]).json().on(&s.d, &state).run();
     let doc = r.assert_exit(1).json();
-    assert!(of_kind(&doc, "idle-holders").is_empty(), "{doc:#}");
-    let unknown = of_kind(&doc, "idle-unknown");
+    assert!(findings_of(&doc, "idle-holders").is_empty(), "{doc:#}");
+    let unknown = findings_of(&doc, "idle-unknown");
     assert_eq!(unknown.len(), 1, "said once: {doc:#}");
     assert_eq!(
         unknown[0]["message"],
@@ -278,8 +269,8 @@ fn no_sample_in_the_window_is_idle_only_while_the_gpu_itself_is_still() {
         .run()
         .assert_exit(1)
         .json();
-    assert!(of_kind(&doc, "idle-holders").is_empty(), "{doc:#}");
-    let unknown = of_kind(&doc, "idle-unknown");
+    assert!(findings_of(&doc, "idle-holders").is_empty(), "{doc:#}");
+    let unknown = findings_of(&doc, "idle-unknown");
     assert_eq!(unknown.len(), 1, "{doc:#}");
     assert!(
         unknown[0]["message"]
@@ -306,7 +297,7 @@ fn no_sample_in_the_window_is_idle_only_while_the_gpu_itself_is_still() {
         .run()
         .assert_exit(1)
         .json();
-    let idle = of_kind(&doc, "idle-holders");
+    let idle = findings_of(&doc, "idle-holders");
     assert_eq!(idle.len(), 1, "{doc:#}");
     let mut all = vec![s.workers[0].pid(), s.workers[1].pid(), s.kernel.pid()];
     all.sort_unstable();

@@ -207,15 +207,6 @@ fn on_node(
         .envs(env.iter().copied())
 }
 
-fn finding<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["kind"] == kind)
-        .collect()
-}
-
 #[test]
 fn allocations_are_joined_with_the_holders() {
     let d = TestDir::new(3);
@@ -231,7 +222,7 @@ fn allocations_are_joined_with_the_holders() {
     assert!(doc["kubelet"]["error"].is_null(), "{}", doc["kubelet"]);
     assert_eq!(doc["kubelet"]["allocations"].as_array().unwrap().len(), 2);
 
-    let other = finding(&doc, "other-pods-gpu");
+    let other = findings_of(&doc, "other-pods-gpu");
     assert_eq!(other.len(), 1, "{doc}");
     assert_eq!(other[0]["pids"], json!([200]));
     assert_eq!(other[0]["gpus"], json!([0]));
@@ -241,7 +232,7 @@ fn allocations_are_joined_with_the_holders() {
         "{m}"
     );
 
-    let gone = finding(&doc, "gone-pod");
+    let gone = findings_of(&doc, "gone-pod");
     assert_eq!(gone.len(), 1, "{doc}");
     assert_eq!(gone[0]["pids"], json!([300]));
     assert!(
@@ -250,7 +241,7 @@ fn allocations_are_joined_with_the_holders() {
         gone[0]
     );
 
-    let unallocated = finding(&doc, "unallocated-memory");
+    let unallocated = findings_of(&doc, "unallocated-memory");
     assert_eq!(unallocated.len(), 1, "{doc}");
     assert_eq!(unallocated[0]["gpus"], json!([2]));
     assert!(unallocated[0]["message"]
@@ -344,5 +335,7 @@ fn a_kubelet_that_does_not_answer_is_said_not_guessed() {
         "{}",
         doc["kubelet"]
     );
-    assert!(finding(&doc, "gone-pod").is_empty() && finding(&doc, "other-pods-gpu").is_empty());
+    assert!(
+        findings_of(&doc, "gone-pod").is_empty() && findings_of(&doc, "other-pods-gpu").is_empty()
+    );
 }

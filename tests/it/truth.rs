@@ -12,15 +12,6 @@ use std::io::BufRead;
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 
-fn find<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["kind"] == kind)
-        .collect()
-}
-
 fn pid_set(f: &Value) -> BTreeSet<u32> {
     u32s(&f["pids"]).into_iter().collect()
 }
@@ -144,7 +135,7 @@ fn orphaned_launchers_group_names_the_same_pids_in_its_words_its_pids_and_its_ne
         );
         return;
     }
-    let group = find(&doc, "orphans")
+    let group = findings_of(&doc, "orphans")
         .into_iter()
         .find(|f| pid_set(f).contains(&w))
         .unwrap_or_else(|| panic!("no group holds W: {doc}"));
@@ -189,7 +180,7 @@ fn comm_renamed_with_prctl_is_not_called_setproctitle_and_pkill_f_still_hits() {
         .on(&d, &state)
         .run()
         .json();
-    let renamed = find(&doc, "renamed-holders");
+    let renamed = findings_of(&doc, "renamed-holders");
     assert_eq!(renamed.len(), 1, "{doc}");
     let f = renamed[0];
     assert_eq!(pid_set(f), BTreeSet::from([l, w, x]), "{f}");
@@ -208,7 +199,7 @@ fn comm_renamed_with_prctl_is_not_called_setproctitle_and_pkill_f_still_hits() {
         "{message}"
     );
     // The same model `why --pattern` uses: it hits all three.
-    let pattern = &find(&doc, "pattern")[0];
+    let pattern = &findings_of(&doc, "pattern")[0];
     let hits: BTreeSet<u32> = pattern["details"]
         .as_array()
         .unwrap()
@@ -261,7 +252,7 @@ fn rewritten_command_line_is_its_own_finding_that_pkill_by_comm_still_hits() {
     let doc = Gpufree::new(["why"]).json().on(&d, &state).run().json();
     let _ = child.kill();
     let _ = child.wait();
-    let renamed = find(&doc, "renamed-holders");
+    let renamed = findings_of(&doc, "renamed-holders");
     assert_eq!(renamed.len(), 1, "{doc}");
     let message = renamed[0]["message"].as_str().unwrap();
     assert!(
@@ -302,7 +293,7 @@ fn status_and_why_count_the_shared_node_holder_alike_and_why_never_suggests_itse
         "{text}"
     );
     let doc = Gpufree::new(["why"]).json().on(&d, &state).run().json();
-    let nodes = find(&doc, "device-holders");
+    let nodes = findings_of(&doc, "device-holders");
     assert_eq!(nodes.len(), 1, "{doc}");
     assert_eq!(pid_set(nodes[0]), BTreeSet::from([l]));
     assert!(
@@ -351,7 +342,7 @@ fn stale_nvml_pid_next_is_never_the_why_just_run() {
     let _ = child.kill();
     let _ = child.wait();
     for doc in runs {
-        let stale = find(&doc, "stale-nvml-pid");
+        let stale = findings_of(&doc, "stale-nvml-pid");
         assert_eq!(stale.len(), 1, "{doc}");
         assert_eq!(
             stale[0]["next"], "gpufree why --json  # see visibility and unavailable",
