@@ -49,8 +49,15 @@ pub(super) fn serve(s: &Settings, args: &ServeArgs) -> Result<Outcome, Error> {
     if args.label_cmdline && !args.expose_cmdlines_over_http {
         return Err(Error::CmdlinesExposed(args.listen.clone()));
     }
+    // Each collection asks the driver back to the one before (a second
+    // more for its own time), so no stretch between two goes unasked and
+    // "idle since" spans every collection that found a holder idle.
     let cfg = Config {
         long_lived: true,
+        idle_window: s
+            .collect
+            .idle_window
+            .max(args.interval + std::time::Duration::from_secs(1)),
         ..s.collect.clone()
     };
     let c = collector(s, cfg, None)?;

@@ -82,14 +82,22 @@ pub fn process_activity(s: &Snapshot, p: &Process) -> Option<Activity> {
             .iter()
             .find(|g| g.index == m.gpu)
             .and_then(|g| g.driver_evidence.as_ref());
-        let a = activity(e, p.pid);
-        out = Some(match (out, a) {
-            (_, Activity::Busy) | (Some(Activity::Busy), _) => Activity::Busy,
-            (_, Activity::Unknown) | (Some(Activity::Unknown), _) => Activity::Unknown,
-            _ => Activity::Idle,
-        });
+        out = Some(fold(out, activity(e, p.pid)));
     }
-    out
+    // Where `--gpu` narrowed the snapshot, what it did on the others.
+    match (out, p.unselected_activity) {
+        (Some(_), Some(a)) => Some(fold(out, a)),
+        _ => out,
+    }
+}
+
+/// Busy on any GPU is busy; unknown on any (and busy on none) unknown.
+fn fold(out: Option<Activity>, a: Activity) -> Activity {
+    match (out, a) {
+        (_, Activity::Busy) | (Some(Activity::Busy), _) => Activity::Busy,
+        (_, Activity::Unknown) | (Some(Activity::Unknown), _) => Activity::Unknown,
+        _ => Activity::Idle,
+    }
 }
 
 /// What `p` did over the window as the idle findings judge it: None for
@@ -109,15 +117,16 @@ pub fn judged_activity(s: &Snapshot, p: &Process) -> Option<Activity> {
     })
 }
 
-/// Where `p`'s window began on the GPUs it holds memory on (the earliest),
-/// milliseconds since the epoch.
+/// Where `p`'s window began on the GPUs it holds memory on (the latest
+/// of them: what every one of its GPUs was asked from), milliseconds
+/// since the epoch.
 pub fn window_start_ms(s: &Snapshot, p: &Process) -> Option<u64> {
     p.gpu_memory
         .iter()
         .filter_map(|m| s.gpus.iter().find(|g| g.index == m.gpu))
         .filter_map(|g| g.driver_evidence.as_ref()?.utilization_window)
         .map(|w| w.since_unix_us / 1000)
-        .min()
+        .max()
 }
 
 /// `p`'s SM (compute) utilisation over the window: the largest of its

@@ -80,6 +80,10 @@ pub struct Process {
     /// one-shot command, or while it is not idle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_since_unix_ms: Option<u64>,
+    /// What it did on the GPUs `--gpu` left out (`snapshot::narrow`): a
+    /// holder busy there is not idle here.
+    #[serde(skip)]
+    pub unselected_activity: Option<super::Activity>,
     /// How far its protection reaches, when it is protected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protection: Option<Protection>,

@@ -345,6 +345,7 @@ pub(super) fn process_from(
     Process {
         protected: protection.is_some(),
         idle_since_unix_ms: None,
+        unselected_activity: None,
         protection,
         not_protected,
         wchan: d.wchan,

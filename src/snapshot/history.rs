@@ -13,8 +13,17 @@ use std::sync::Mutex;
 pub(super) struct History {
     events: Mutex<kernel::Events>,
     /// Each holder idle at the last collection, by PID and start time (a
-    /// reused PID is another process), and since when.
-    idle: Mutex<BTreeMap<(u32, u64), u64>>,
+    /// reused PID is another process), and since when; and when the last
+    /// collection was.
+    idle: Mutex<Idle>,
+}
+
+/// Holders found idle, and when the last collection was (ms since the
+/// epoch).
+#[derive(Default)]
+struct Idle {
+    since: BTreeMap<(u32, u64), u64>,
+    last_ms: Option<u64>,
 }
 
 impl History {
@@ -33,28 +42,32 @@ impl History {
         self.mark_idle(snap);
     }
 
-    /// Idle since the window of the first collection that found it idle,
-    /// where every one since has too; a holder found busy, unknown or gone
-    /// is forgotten.
+    /// Idle since the first collection that found it idle, where every
+    /// one since has, each asking the driver back to the one before (no
+    /// gap left unasked: else it starts again now); a holder found busy,
+    /// unknown or gone is forgotten.
     fn mark_idle(&self, snap: &mut Snapshot) {
-        let mut since = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let mut now = BTreeMap::new();
         for p in &snap.processes {
             if judged_activity(snap, p) != Some(Activity::Idle) {
                 continue;
             }
             let key = (p.pid, p.start_time_ticks);
-            let at = since
-                .get(&key)
-                .copied()
-                .or_else(|| window_start_ms(snap, p));
-            if let Some(at) = at {
-                now.insert(key, at);
-            }
+            let unbroken = matches!(
+                (window_start_ms(snap, p), idle.last_ms),
+                (Some(start), Some(last)) if start <= last
+            );
+            let kept = idle.since.get(&key).copied().filter(|_| unbroken);
+            now.insert(key, kept.unwrap_or(now_ms));
         }
         for p in &mut snap.processes {
             p.idle_since_unix_ms = now.get(&(p.pid, p.start_time_ticks)).copied();
         }
-        *since = now;
+        idle.since = now;
+        idle.last_ms = Some(now_ms);
     }
 }

@@ -10,20 +10,21 @@ use super::Config;
 use crate::model::{same_pci, KernelLog, Reading, Snapshot, XidEvent, XidPid, XidReport};
 use crate::nvml::XidWatcher;
 use crate::proc::{kmsg, scan};
+use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
 use std::time::Instant;
 
 /// A long-running command's Xid events from NVML's event API: every one
-/// delivered since it started (the newest [`MAX_EVENTS`]), kept because a
-/// fault that needs a reset stays true after its event.
+/// delivered since it started (the newest [`MAX_EVENTS`] of each GPU),
+/// kept because a fault that needs a reset stays true after its event.
 pub(super) struct Events {
     watcher: XidWatcher,
     seen: Vec<XidEvent>,
 }
 
-/// Events kept by a long-running command: a GPU that reported more is
-/// past needing them all to be named.
+/// Events kept per GPU by a long-running command: a GPU that reported
+/// more is past needing them all to be named.
 const MAX_EVENTS: usize = 1024;
 
 impl Events {
@@ -47,8 +48,18 @@ pub(super) fn join_events(snap: &mut Snapshot, events: &Mutex<Events>, proc_fd: 
     let mut ev = events.lock().unwrap_or_else(|p| p.into_inner());
     let delivered = ev.watcher.events(Instant::now());
     ev.seen.extend(delivered);
-    let over = ev.seen.len().saturating_sub(MAX_EVENTS);
-    ev.seen.drain(..over);
+    // The newest of each GPU: a flood on one never pushes out another's.
+    let mut per_gpu: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut kept: Vec<XidEvent> = Vec::new();
+    for e in ev.seen.iter().rev() {
+        let n = per_gpu.entry(e.gpu).or_insert(0);
+        if *n < MAX_EVENTS {
+            *n += 1;
+            kept.push(*e);
+        }
+    }
+    kept.reverse();
+    ev.seen = kept;
     if ev.seen.is_empty() {
         return;
     }

@@ -2,7 +2,7 @@
 //! `GPU:MIG` or `MIG-` UUID, `all`) and a snapshot narrowed to what they
 //! name.
 
-use crate::model::{BadSelector, Gpu, GpuMiss, Here, Snapshot};
+use crate::model::{process_activity, Activity, BadSelector, Gpu, GpuMiss, Here, Snapshot};
 use crate::model::{MigDevice, Selection};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -213,6 +213,17 @@ pub fn narrow(mut snap: Snapshot, sel: &Selection) -> Snapshot {
         return snap;
     }
     let indexes = &sel.gpus;
+    // What each holder did on the GPUs left out, judged before they go:
+    // a holder busy on GPU 1 is not idle on GPU 0.
+    let elsewhere: BTreeMap<u32, Activity> = snap
+        .processes
+        .iter()
+        .filter_map(|p| {
+            let mut there = p.clone();
+            there.gpu_memory.retain(|m| !indexes.contains(&m.gpu));
+            Some((p.pid, process_activity(&snap, &there)?))
+        })
+        .collect();
     snap.gpus.retain(|g| indexes.contains(&g.index));
     snap.processes.retain(|p| {
         indexes.iter().any(|&i| p.touches_gpu(i))
@@ -220,6 +231,7 @@ pub fn narrow(mut snap: Snapshot, sel: &Selection) -> Snapshot {
     });
     for p in &mut snap.processes {
         p.gpu_memory.retain(|m| indexes.contains(&m.gpu));
+        p.unselected_activity = elsewhere.get(&p.pid).copied();
     }
     for (&gpu, keep) in &sel.mig {
         snap.restrict_mig(gpu, keep);

@@ -347,6 +347,12 @@ fn a_gpu_the_driver_says_needs_a_reset_is_never_free() {
         json!({"kind": "driver-needs", "need": "reset"}),
         "{doc:#}"
     );
+    // `wait --max-used` (memory under a bound counts as free) does not
+    // pass it either.
+    Gpufree::new(["wait", "--timeout", "0", "--gpu", "0", "--max-used", "1GiB"])
+        .on(&dir, &state)
+        .run()
+        .assert_exit(1);
     let doc = wait("1").assert_exit(0).json();
     let gpu1 = doc["gpus"]
         .as_array()

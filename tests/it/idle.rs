@@ -343,3 +343,34 @@ fn serve_says_since_when_a_holder_has_been_idle_and_keeps_it() {
     let later = since(&get(&url, &[]).expect("a scrape"));
     assert_eq!(later, first);
 }
+
+/// A holder busy on GPU 1 is not idle on GPU 0 when `--gpu 0` leaves
+/// GPU 1 out (attack29b B1): what it did there is judged before the
+/// narrowing drops it.
+#[test]
+fn a_holder_busy_on_a_gpu_left_out_by_gpu_is_not_idle_on_the_one_selected() {
+    let d = TestDir::new(2);
+    let h = hold(
+        &["/usr/bin/python3", "train.py"],
+        HoldSpec {
+            mmap: vec![d.node("nvidia0"), d.node("nvidia1")],
+            ..HoldSpec::default()
+        },
+    );
+    let mut gpu0 = sim_gpu(0, &[(h.pid(), MIB, "while-alive")], 0);
+    gpu0["processes"][0]["sm_util"] = 0.into();
+    let mut gpu1 = sim_gpu(1, &[(h.pid(), MIB, "while-alive")], 0);
+    gpu1["processes"][0]["sm_util"] = 95.into();
+    let state = d.state(&sim_state(vec![gpu0, gpu1]));
+    for gpu in [None, Some("0")] {
+        let mut cmd = Gpufree::new(["why"]).json().on(&d, &state);
+        if let Some(g) = gpu {
+            cmd = cmd.args(["--gpu", g]);
+        }
+        let doc = cmd.run().assert_exit(1).json();
+        assert!(
+            findings_of(&doc, "idle-holders").is_empty(),
+            "--gpu {gpu:?}: {doc:#}"
+        );
+    }
+}

@@ -249,6 +249,7 @@ fn process() -> impl Strategy<Value = Process> {
                 wchan,
                 protected,
                 idle_since_unix_ms: None,
+                unselected_activity: None,
                 protection: protected.then_some(if pid % 2 == 0 {
                     Protection::System
                 } else {

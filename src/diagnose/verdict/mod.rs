@@ -92,9 +92,7 @@ pub fn gpu(s: &Snapshot, g: &Gpu, policy: &Policy) -> Verdict {
     // A GPU the driver says needs a reset is never free; where what
     // could not be read already makes it unknown (a lost GPU), it stays so.
     if unknown.is_empty() {
-        if let Some(need) = g.driver_evidence.as_ref().and_then(needs_now) {
-            busy.push(Why::DriverNeeds { need });
-        }
+        busy.extend(driver_needs(g));
     }
     finish(busy, unknown, caveats)
 }
@@ -112,7 +110,17 @@ fn within(g: &Gpu, max: u64, memory: Option<MemoryUnknown>) -> Verdict {
         }),
         None => {}
     }
+    if unknown.is_empty() {
+        busy.extend(driver_needs(g));
+    }
     finish(busy, unknown, Vec::new())
+}
+
+/// A GPU the driver says, now, needs a reset or a reboot is never free,
+/// whatever holds it or however little memory it uses.
+fn driver_needs(g: &Gpu) -> Option<Why> {
+    let need = g.driver_evidence.as_ref().and_then(needs_now)?;
+    Some(Why::DriverNeeds { need })
 }
 
 /// Why `g` is busy for its holders: the live, unprotected ones; and a

@@ -20,7 +20,8 @@ const ACTIONS: [(RecoveryAction, &str); 5] = [
 /// Per GPU with NVML's evidence: `gpu_recovery_action{action}` (1 for the
 /// action now, 0 for the others; `other` for a value newer than this
 /// build), `gpu_row_remap{state="pending|failure"}` (0 or 1) and
-/// `gpu_xid_reports{xid}` (reports of that Xid in the kernel log's ring).
+/// `gpu_xid_reports{xid}` (reports of that Xid in the kernel log's ring,
+/// or NVML's events since a long-running command started).
 pub(super) fn add_driver(r: &mut Registry, s: &Snapshot) {
     let evidence: Vec<_> = s
         .gpus
@@ -43,7 +44,7 @@ pub(super) fn add_driver(r: &mut Registry, s: &Snapshot) {
     let xids = gauge_family(
         r,
         "gpu_xid_reports",
-        "Xid reports for the GPU in the kernel log's ring, by Xid (one-shot commands only)",
+        "Xid reports for the GPU by Xid: in the kernel log's ring (one-shot metrics), or delivered by NVML's event API since serve started",
     );
     for (g, e) in evidence {
         let gpu = [("gpu", g.index.to_string()), ("uuid", label_value(&g.uuid))];
