@@ -35,7 +35,8 @@ pub struct UtilWindow {
 }
 
 /// What a process did on one GPU in the window, as the driver answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Activity {
     /// A sample with SM, memory, encoder or decoder use above zero.
     Busy,

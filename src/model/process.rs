@@ -81,8 +81,9 @@ pub struct Process {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_since_unix_ms: Option<u64>,
     /// What it did on the GPUs `--gpu` left out (`snapshot::narrow`): a
-    /// holder busy there is not idle here.
-    #[serde(skip)]
+    /// holder busy there is not idle here (an addition: `busy`, `idle`,
+    /// `unknown`; absent without `--gpu` or memory elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unselected_activity: Option<super::Activity>,
     /// How far its protection reaches, when it is protected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
