@@ -174,6 +174,13 @@ pub fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// Now, in milliseconds since the Unix epoch (0 for a clock before it).
+pub fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// A time of day on a civil (proleptic Gregorian) date, in UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Civil {

@@ -114,13 +114,6 @@ impl Drop for XidWatcher {
     }
 }
 
-/// Milliseconds since the epoch now.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// The watcher's thread.
 fn watch(lib: Option<PathBuf>, stop: &AtomicBool, tx: &mpsc::Sender<Said>) {
     let mut builder = Nvml::builder();
@@ -154,7 +147,7 @@ fn watch(lib: Option<PathBuf>, stop: &AtomicBool, tx: &mpsc::Sender<Said>) {
                         Some(XidError::Unknown) | None => None,
                     },
                     pid: None,
-                    at_unix_ms: now_ms(),
+                    at_unix_ms: crate::units::unix_now_ms(),
                 };
                 if tx.send(Said::Event(event)).is_err() {
                     break;

@@ -47,9 +47,7 @@ impl History {
     /// gap left unasked: else it starts again now); a holder found busy,
     /// unknown or gone is forgotten.
     fn mark_idle(&self, snap: &mut Snapshot) {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now_ms = crate::units::unix_now_ms();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let mut now = BTreeMap::new();
         for p in &snap.processes {

@@ -63,10 +63,7 @@ pub(super) fn join_events(snap: &mut Snapshot, events: &Mutex<Events>, proc_fd: 
     if ev.seen.is_empty() {
         return;
     }
-    let btime_us = scan::read_at(proc_fd, "stat")
-        .ok()
-        .and_then(|b| kmsg::parse_btime(&b))
-        .map(|s| s.saturating_mul(1_000_000));
+    let btime_us = boot_time(proc_fd).map(|s| s.saturating_mul(1_000_000));
     for e in &ev.seen {
         let Some(g) = snap.gpus.iter_mut().find(|g| g.index == e.gpu) else {
             continue;
@@ -102,9 +99,7 @@ pub(super) fn join(
     let hide = cfg.hide_from.is_some();
     let until = Instant::now() + cfg.read_timeout;
     let until = deadline.map_or(until, |d| d.min(until));
-    let btime = scan::read_at(proc_fd, "stat")
-        .ok()
-        .and_then(|b| kmsg::parse_btime(&b));
+    let btime = boot_time(proc_fd);
     let mut log = KernelLog {
         path: path.display().to_string(),
         ..KernelLog::default()
@@ -139,6 +134,14 @@ pub(super) fn join(
         }
     }
     snap.kernel_log = Some(log);
+}
+
+/// The boot time (`btime` of `stat` under the proc root), seconds since
+/// the epoch.
+fn boot_time(proc_fd: &OwnedFd) -> Option<u64> {
+    scan::read_at(proc_fd, "stat")
+        .ok()
+        .and_then(|b| kmsg::parse_btime(&b))
 }
 
 /// What `pid`, named by Xid `x`, is now among `snap`'s holders: the
