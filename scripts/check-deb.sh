@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI, after scripts/build-deb.sh: the .deb holds what package-assets.sh
 # generates and every contrib file not named below as left out, and it
-# installs into a scratch root where the installed gpufree runs its demo;
+# installs into a scratch root (enabling gpufree-prepare.service there) where
+# the installed gpufree runs its demo;
 # its binary holds no test hook (no GPUFREE_TEST_* name: the test-hooks
 # feature was off).
 # scripts/check-rpm.sh then holds the RPM to this package, file for file.
@@ -41,6 +42,12 @@ if ! out=$(dpkg --root="$root" --force-depends --force-not-root --force-script-c
     fail "dpkg could not install $deb into $root: $out"
 fi
 dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Package} ${Status}\n' gpufree | grep -q "install ok installed"
+# gpufree prepare runs at boot: its unit is in the unit directory and the
+# package's postinst enabled it (deb-systemd-helper, inside DPKG_ROOT).
+unit=/usr/lib/systemd/system/gpufree-prepare.service
+grep -qx "$unit" <<<"$list" || fail "$deb lacks $unit"
+[ "$(readlink "$root/etc/systemd/system/multi-user.target.wants/gpufree-prepare.service")" = "$unit" ] ||
+    fail "installing $deb did not enable gpufree-prepare.service"
 # A second look, not the proof: an optimised build may keep a short name
 # only as compared bytes, so the proof is that the package is built without
 # the test-hooks feature (src/test_hooks/on.rs not compiled at all).

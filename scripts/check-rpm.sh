@@ -64,8 +64,13 @@ while IFS= read -r r; do
     esac
 done <<<"$requires"
 
+# gpufree prepare runs at boot: the RPM enables its unit on install, as
+# the .deb does.
+scripts=$(rpm -qp --scripts "$rpm")
+grep -q 'systemctl enable gpufree-prepare.service' <<<"$scripts" ||
+    fail "$rpm does not enable gpufree-prepare.service on install: $scripts"
 # Installed into a scratch root: only the package itself (its dependencies
-# are the host's), no scriptlets (it has none).
+# are the host's), no scriptlets (they would run the host's systemctl).
 root=$(mktemp -d)
 debroot=$(mktemp -d)
 trap 'rm -rf "$root" "$debroot"' EXIT

@@ -3,7 +3,9 @@
 
 Reads `cargo metadata --no-deps --format-version 1` on stdin and takes
 [package.metadata.deb] of the gpufree package: its `assets` (the same
-files, modes and places, with the RHEL paths below), `extended-description`,
+files, modes and places, with the RHEL paths below), `systemd-units` (each
+unit installed in the unit directory as cargo-deb does, enabled on install
+and run again on upgrade where `enable` says so), `extended-description`,
 and the package's version, description and license. So the two packages
 have one list: an asset added for the .deb is in the RPM too.
     scripts/rpm-spec.py BINARY < metadata.json > gpufree.spec
@@ -53,6 +55,42 @@ def files(assets, binary):
             yield os.path.abspath(source), "/" + path, int(mode, 8)
 
 
+# Where cargo-deb installs a unit of `systemd-units`.
+UNIT_DIR = "usr/lib/systemd/system/"
+
+
+def units(deb):
+    """(asset, enabled unit) for each unit of `systemd-units` (a table or
+    a list of them), as cargo-deb finds it: UNIT.service in unit-scripts."""
+    configs = deb.get("systemd-units") or []
+    if isinstance(configs, dict):
+        configs = [configs]
+    for config in configs:
+        name = config["unit-name"] + ".service"
+        source = os.path.join(config["unit-scripts"], name)
+        yield [source, UNIT_DIR, "644"], name if config.get("enable") else None
+
+
+def scriptlets(enabled):
+    """%post, %preun and %postun that enable `enabled` on install (offline:
+    systemctl only makes the links), disable them on removal and run them
+    again on upgrade, as cargo-deb's maintainer scripts do."""
+    if not enabled:
+        return []
+    names = " ".join(shlex.quote(n) for n in enabled)
+    return [
+        "%post",
+        f'if [ "$1" -eq 1 ]; then systemctl enable {names} >/dev/null 2>&1 || :; fi',
+        "",
+        "%preun",
+        f'if [ "$1" -eq 0 ]; then systemctl disable {names} >/dev/null 2>&1 || :; fi',
+        "",
+        "%postun",
+        f'if [ "$1" -ge 1 ]; then systemctl try-restart {names} >/dev/null 2>&1 || :; fi',
+        "",
+    ]
+
+
 def own_dirs(paths):
     """The directories that are gpufree's own: at and below a `gpufree` one."""
     dirs = set()
@@ -72,7 +110,10 @@ def literal(text):
 
 def spec(package, binary):
     deb = package["metadata"]["deb"]
-    entries = list(files(deb["assets"], binary))
+    unit_assets = list(units(deb))
+    assets = deb["assets"] + [asset for asset, _ in unit_assets]
+    enabled = [name for _, name in unit_assets if name]
+    entries = list(files(assets, binary))
     q = shlex.quote
     dirs = sorted({os.path.dirname(path) for _, path, _ in entries})
     install = [f"mkdir -p {q('%{buildroot}' + d)}" for d in dirs]
@@ -108,6 +149,7 @@ def spec(package, binary):
             "%install",
             *install,
             "",
+            *scriptlets(enabled),
             "%files",
             *listed,
             "",

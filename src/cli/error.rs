@@ -4,7 +4,7 @@
 //! nowhere else is an exit code chosen.
 
 use super::files::WriteError;
-use crate::model::{Level, Reason};
+use crate::model::{Level, PrepareFailure, Reason};
 use crate::present::check::Format;
 use crate::present::words::verdict::reasons_line;
 use crate::serve::ServeError;
@@ -172,6 +172,9 @@ pub enum Error {
         /// What could not be seen.
         reasons: Vec<Reason>,
     },
+    /// `prepare` kept nothing: not root, or the walk neither loaded nor kept.
+    #[error("prepare: {0}")]
+    Prepare(PrepareFailure),
     /// Reading or writing the terminal or stdout failed.
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -247,6 +250,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::Sim(SimError::State { .. }) => 2,
         E::Sim(SimError::Exec { .. }) => 127,
         E::NoConfirmation | E::NotConfirmed | E::KillRefused(_) => 5,
+        E::Prepare(PrepareFailure::NotRoot) => 5,
         E::Write { .. }
         | E::Snapshot(_)
         | E::NoTerminal
@@ -259,6 +263,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::PlanNotShown(_)
         | E::ReleaseUnknown(_)
         | E::WaitUnknown { .. }
+        | E::Prepare(_)
         | E::Io(_) => 3,
     }
 }

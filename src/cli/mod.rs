@@ -18,6 +18,7 @@ mod error;
 mod files;
 mod fleet;
 mod live;
+mod prepare;
 mod show;
 mod spinner;
 mod view;
@@ -145,6 +146,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
             output,
             label_cmdline,
         } => show::metrics(s, output.as_deref(), label_cmdline, &printer),
+        Command::Prepare => prepare::run_prepare(s, &printer),
         Command::Doctor { unit } => files::run_doctor(&unit, &printer),
         Command::Completions { shell } => files::completions(shell),
         Command::Man { dir } => files::man(dir.as_deref()),

@@ -23,6 +23,7 @@ mod next;
 mod nodes;
 mod nvml;
 mod pin;
+mod prepare;
 mod process;
 mod release;
 mod rename;
@@ -76,6 +77,7 @@ pub use nodes::{
 };
 pub use nvml::{NvmlDown, Step, XidDown};
 pub use pin::{Pin, Pins};
+pub use prepare::{KeptFile, NothingToKeep, PrepareFailure, Prepared};
 pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,

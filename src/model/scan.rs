@@ -76,8 +76,10 @@ pub enum WalkHow {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Relocation {
-    /// From this boot's cache.
+    /// From this boot's cache, made there by a command.
     Kept,
+    /// From this boot's cache, made there by `gpufree prepare`.
+    Prepared,
     /// Made from the kernel's BTF, with why the cache was not read or not
     /// written (nothing where there was simply none yet).
     Made(Vec<CacheNote>),

@@ -1,6 +1,7 @@
 //! The shipped integration files: Slurm prolog and epilog scripts run
 //! against the simulator with real holders; the systemd drop-in and the
-//! incident's unit through `gpufree doctor`.
+//! incident's unit through `gpufree doctor`; the units of `serve` and
+//! `prepare` through systemd-analyze and as their packages ship them.
 
 use crate::harness::*;
 use std::path::{Path, PathBuf};
@@ -186,23 +187,26 @@ fn slurm_epilog_never_frees_a_whole_gpu_split_by_mig() {
     assert!(alive(theirs.pid()), "the other job's instance is untouched");
 }
 
-/// The shipped unit of `serve` is one systemd accepts, with nothing to
-/// warn about (where systemd-analyze is installed; it needs no running
-/// systemd). Its ExecStart= is pointed at the binary under test.
-#[test]
-fn the_serve_unit_passes_systemd_analyze_verify() {
-    if std::process::Command::new("systemd-analyze")
+/// Whether systemd-analyze is here (it needs no running systemd); else
+/// says so (and fails under CI).
+fn systemd_analyze_runs() -> bool {
+    let runs = std::process::Command::new("systemd-analyze")
         .arg("--version")
         .output()
-        .is_err()
-    {
-        skip_off_ci("systemd-analyze (systemd)", &"to verify the shipped unit");
-        return;
+        .is_ok();
+    if !runs {
+        skip_off_ci("systemd-analyze (systemd)", &"to verify the shipped units");
     }
+    runs
+}
+
+/// Fails unless systemd accepts the shipped unit `name`, with nothing to
+/// warn about; its `ExecStart=/usr/bin/gpufree` (the packaged binary) is
+/// pointed at the binary under test.
+fn verify_unit(name: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(repo("contrib/systemd/gpufree-serve.service")).unwrap();
-    assert!(text.contains("ExecStart=/usr/bin/gpufree serve "), "{text}");
-    let unit = dir.path().join("gpufree-serve.service");
+    let text = std::fs::read_to_string(repo(&format!("contrib/systemd/{name}"))).unwrap();
+    let unit = dir.path().join(name);
     std::fs::write(
         &unit,
         text.replace(
@@ -218,7 +222,116 @@ fn the_serve_unit_passes_systemd_analyze_verify() {
         .unwrap();
     let said =
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && said.trim().is_empty(), "{said}");
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "{name}: {said}"
+    );
+}
+
+/// The shipped unit of `serve` is one systemd accepts, with nothing to
+/// warn about (where systemd-analyze is installed).
+#[test]
+fn the_serve_unit_passes_systemd_analyze_verify() {
+    let text = std::fs::read_to_string(repo("contrib/systemd/gpufree-serve.service")).unwrap();
+    assert!(text.contains("ExecStart=/usr/bin/gpufree serve "), "{text}");
+    if systemd_analyze_runs() {
+        verify_unit("gpufree-serve.service");
+    }
+}
+
+/// The keys of a unit file, in order, as (section, key, value); comments
+/// and blank lines left out.
+fn unit_keys(text: &str) -> Vec<(String, String, String)> {
+    let mut section = String::new();
+    let mut keys = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_string();
+        } else if let Some((k, v)) = line.split_once('=') {
+            keys.push((section.clone(), k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    keys
+}
+
+/// `gpufree prepare`'s unit: once at boot, after the local file systems,
+/// the packaged binary's `prepare` (the path the .deb installs it at), no
+/// network; systemd accepts it; both packages install it in the unit
+/// directory and enable it (scripts/check-deb.sh and check-rpm.sh check
+/// the packages built); and prepare keeps the relocation with only the
+/// capabilities the unit leaves it.
+#[test]
+fn the_prepare_unit_runs_the_packaged_prepare_at_boot() {
+    let text = std::fs::read_to_string(repo("contrib/systemd/gpufree-prepare.service")).unwrap();
+    let keys = unit_keys(&text);
+    let value = |section: &str, key: &str| -> Vec<&str> {
+        keys.iter()
+            .filter(|(s, k, _)| s == section && k == key)
+            .map(|(_, _, v)| v.as_str())
+            .collect()
+    };
+    let cargo = std::fs::read_to_string(repo("Cargo.toml")).unwrap();
+    // The .deb (and the RPM, from the same list) installs the binary here.
+    assert!(
+        cargo.contains(r#"["target/release/gpufree", "usr/bin/", "755"]"#),
+        "the packaged binary is /usr/bin/gpufree"
+    );
+    assert_eq!(value("Service", "ExecStart"), ["/usr/bin/gpufree prepare"]);
+    assert_eq!(value("Service", "Type"), ["oneshot"]);
+    assert_eq!(value("Service", "PrivateNetwork"), ["yes"]);
+    assert_eq!(
+        value("Service", "SuccessExitStatus"),
+        ["1"],
+        "nothing to keep"
+    );
+    assert!(
+        value("Service", "User").is_empty(),
+        "root: only root writes the cache"
+    );
+    assert!(value("Unit", "After")
+        .iter()
+        .any(|v| v.split_whitespace().any(|u| u == "local-fs.target")));
+    assert_eq!(value("Install", "WantedBy"), ["multi-user.target"]);
+    for shipped in [
+        r#"["contrib/systemd/gpufree-prepare.service", "usr/share/gpufree/systemd/", "644"]"#,
+        r#"systemd-units = { unit-scripts = "contrib/systemd/", unit-name = "gpufree-prepare", enable = true"#,
+    ] {
+        assert!(cargo.contains(shipped), "Cargo.toml lacks {shipped}");
+    }
+    if systemd_analyze_runs() {
+        verify_unit("gpufree-prepare.service");
+    }
+
+    // With only the unit's capabilities (its bounding set, no new
+    // privileges), as root: kept.
+    let d = TestDir::new(1);
+    if !rustix::process::geteuid().is_root() || !crate::bpf::per_process_walk_runs(&d) {
+        return;
+    }
+    let caps: Vec<String> = value("Service", "CapabilityBoundingSet")
+        .concat()
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase()))
+        .collect();
+    assert_eq!(caps, ["+bpf", "+perfmon"]);
+    let bounding = format!("--bounding-set=-all,{}", caps.join(","));
+    let cache = d.tmp.path().join("cache");
+    let r = Gpufree::new(["prepare", "--json"])
+        .wrapped([
+            "setpriv",
+            &bounding,
+            "--inh-caps=-all",
+            "--no-new-privs",
+            "--",
+        ])
+        .env("GPUFREE_BPF_CACHE", &cache)
+        .run();
+    r.assert_exit(0);
+    assert_eq!(r.json()["state"], "made", "{}", r.report());
+    assert!(cache.join("holders-bpf.cache").exists());
 }
 
 /// The capabilities of the shipped unit's `AmbientCapabilities=`, as

@@ -30,6 +30,7 @@ mod mig;
 mod mps;
 mod nodes;
 mod pattern;
+mod prepare;
 mod privilege;
 mod procfs;
 mod prometheus;

@@ -164,6 +164,11 @@ pub enum Command {
         #[arg(long)]
         label_cmdline: bool,
     },
+    /// Relocate the in-kernel walk to this boot's kernel and keep it
+    /// (GPUFREE_BPF_CACHE), so that no later command pays it; root only,
+    /// run at boot by gpufree-prepare.service. Exit 0 kept, 1 nothing to
+    /// keep (the cache off, a kernel without the walk), 3 not kept, 5 not root.
+    Prepare,
     /// Check a systemd unit for the mistakes that keep GPUs busy or hidden
     /// ($ and % substitution in Exec lines, KillMode=process, PrivateDevices=yes,
     /// inline nvidia-smi wait loops). Exit 0 when clean, 1 with problems.

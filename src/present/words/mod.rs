@@ -16,6 +16,7 @@ mod idle;
 mod k8s;
 mod mps;
 pub mod nvml;
+pub mod prepare;
 pub mod proc;
 mod renamed;
 mod roles;

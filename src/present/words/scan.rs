@@ -78,6 +78,9 @@ impl fmt::Display for Relocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Relocation::Kept => f.write_str("relocated to this kernel from this boot's cache"),
+            Relocation::Prepared => f.write_str(
+                "relocated to this kernel from this boot's cache, kept there by gpufree prepare",
+            ),
             Relocation::Made(notes) if notes.is_empty() => {
                 f.write_str("relocated to this kernel from its BTF")
             }

@@ -29,6 +29,7 @@ mod record;
 mod syscalls;
 mod unavailable;
 
+pub use cache::prepare::prepare;
 pub use cache::{dir_from as cache_dir_from, ENV as CACHE_ENV};
 pub use record::{parse_all, Hold, HoldRecord, Record, TaskRecord, Unread};
 pub use unavailable::Unavailable;
@@ -141,7 +142,7 @@ impl std::fmt::Debug for Programs {
 
 /// The distinct values of `values`, at most [`MAX_DEVS`], as the program's
 /// fixed array and its length.
-fn distinct(values: impl Iterator<Item = u32>) -> Result<([u32; MAX_DEVS], u32), Unavailable> {
+fn distinct(values: impl Iterator<Item = u32>) -> Result<List, Unavailable> {
     let mut out = [0u32; MAX_DEVS];
     let mut n = 0;
     for v in values {
@@ -168,13 +169,28 @@ pub type Globals = [(&'static str, Vec<u8>)];
 
 /// The object's constants for `nodes` and `hooks`.
 fn globals(nodes: &NodeSet, hooks: TestHooks) -> Result<Vec<(&'static str, Vec<u8>)>, Unavailable> {
-    let (devs, ndevs) = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
+    let devs = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
     let majors = nodes.nodes.iter().filter_map(|n| n.rdev);
-    let (majors, nmajors) = distinct(majors.map(rustix::fs::major))?;
+    let majors = distinct(majors.map(rustix::fs::major))?;
     let ino_bits = nodes.nodes.iter().fold(0u64, |m, n| m | 1 << (n.ino % 64));
+    Ok(constants(devs, majors, ino_bits, hooks))
+}
+
+/// A list of at most [`MAX_DEVS`] values, as the program's fixed array
+/// and its length.
+type List = ([u32; MAX_DEVS], u32);
+
+/// The object's constants: the targets' superblocks `devs`, majors
+/// `majors` and inode bits `ino_bits`, and `hooks`.
+fn constants(
+    (devs, ndevs): List,
+    (majors, nmajors): List,
+    ino_bits: u64,
+    hooks: TestHooks,
+) -> Vec<(&'static str, Vec<u8>)> {
     let words = |w: &[u32]| w.iter().flat_map(|v| v.to_ne_bytes()).collect();
     let flag = |on: bool| u32::from(on).to_ne_bytes().to_vec();
-    Ok(vec![
+    vec![
         ("ndevs", ndevs.to_ne_bytes().to_vec()),
         ("devs", words(&devs)),
         ("nmajors", nmajors.to_ne_bytes().to_vec()),
@@ -182,7 +198,7 @@ fn globals(nodes: &NodeSet, hooks: TestHooks) -> Result<Vec<(&'static str, Vec<u
         ("ino_bits", ino_bits.to_ne_bytes().to_vec()),
         ("break_verifier", flag(hooks.break_verifier)),
         ("report_unread", flag(hooks.report_unread)),
-    ])
+    ]
 }
 
 impl Programs {
@@ -210,7 +226,7 @@ impl Programs {
                 why: IteratorsWhy::TestHook,
             }
         } else {
-            match per_process::load(&globals, cache) {
+            match per_process::load(&globals, cache, cache::Maker::Command) {
                 Ok((walk, relocation)) => Loaded::PerProcess { walk, relocation },
                 Err(not) => {
                     if let IteratorsWhy::Load(e @ Unavailable::NotPermitted(_)) = not.why {

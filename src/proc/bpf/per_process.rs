@@ -2,7 +2,7 @@
 //! or made afresh from the kernel's BTF and kept there, then loaded by
 //! direct.rs.
 
-use super::cache::{self, Relocated};
+use super::cache::{self, Maker, Relocated};
 use super::direct::{self, Direct};
 use super::unavailable::{chain, failed};
 use super::{kfunc, object, Globals, Unavailable};
@@ -27,16 +27,18 @@ fn not_loaded(why: IteratorsWhy, btf: Option<Btf>) -> Box<NotLoaded> {
 }
 
 /// Loads the per-process walk, its constants set to `globals`, with the
-/// relocation kept in `cache` if any: the walk, and how its relocation
-/// was had.
+/// relocation kept in `cache` if any (one made here is kept there as
+/// made `by` it): the walk, and how its relocation was had.
 pub fn load(
     globals: &Globals,
     cache: Option<&Path>,
+    by: Maker,
 ) -> Result<(Direct, Relocation), Box<NotLoaded>> {
     let mut notes = Vec::new();
     if let Some(dir) = cache {
         match cache::read(dir, object()) {
             Ok(kept) => match direct::load(&kept.object, kept.attach_btf_id, globals) {
+                Ok(d) if kept.by == Maker::Prepare => return Ok((d, Relocation::Prepared)),
                 Ok(d) => return Ok((d, Relocation::Kept)),
                 // Without the privilege, no relocation would load.
                 Err(e @ Unavailable::NotPermitted(_)) => {
@@ -56,7 +58,7 @@ pub fn load(
             return Err(not_loaded(why, None));
         }
     };
-    let relocated = match relocate(&btf) {
+    let relocated = match relocate(&btf, by) {
         Ok(r) => r,
         Err(why) => return Err(not_loaded(why, Some(btf))),
     };
@@ -75,8 +77,8 @@ pub fn load(
 }
 
 /// The object, its kfunc calls linked and its instructions relocated to
-/// the kernel whose BTF is `btf`.
-fn relocate(btf: &Btf) -> Result<Relocated, IteratorsWhy> {
+/// the kernel whose BTF is `btf`, to be kept as made `by` it.
+fn relocate(btf: &Btf, by: Maker) -> Result<Relocated, IteratorsWhy> {
     let linked = kfunc::link(object(), btf).map_err(IteratorsWhy::Link)?;
     let attach_btf_id = btf
         .id_by_type_name_kind("bpf_iter_task", BtfKind::Func)
@@ -85,5 +87,6 @@ fn relocate(btf: &Btf) -> Result<Relocated, IteratorsWhy> {
     Ok(Relocated {
         object,
         attach_btf_id,
+        by,
     })
 }

@@ -16,7 +16,12 @@
 //! descriptors read, never on names), whatever user gpufree runs as (a
 //! user given CAP_BPF must not hand it a program of their own). Only root
 //! writes one. The file also names the object and the boot it was made
-//! for. Anything else is not used, and the relocation is made again.
+//! for, and who made it (`gpufree prepare`, or a command that found
+//! none: a byte inside the SHA-256, so as trusted as the rest; a file of
+//! the format before it is not used, and made again). Anything else is
+//! not used, and the relocation is made again.
+
+pub mod prepare;
 
 use crate::model::CacheRefusal;
 use crate::proc::root_only;
@@ -33,8 +38,9 @@ pub const ENV: &str = "GPUFREE_BPF_CACHE";
 const DEFAULT_DIR: &str = "/run/gpufree";
 /// The file in it.
 const FILE: &str = "holders-bpf.cache";
-/// The file's first bytes: its format.
-const MAGIC: &[u8; 24] = b"gpufree holders-bpf v1\n\0";
+/// The file's first bytes: its format (v2: who made it, after the
+/// attach id).
+const MAGIC: &[u8; 24] = b"gpufree holders-bpf v2\n\0";
 /// The header: the format, the SHA-256 of what made the relocation, the
 /// boot id.
 const HEADER: usize = MAGIC.len() + 32 + 36;
@@ -67,6 +73,34 @@ pub struct Relocated {
     pub object: Vec<u8>,
     /// The kernel's id of `bpf_iter_task`.
     pub attach_btf_id: u32,
+    /// Who made it.
+    pub by: Maker,
+}
+
+/// Who made a kept relocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Maker {
+    /// A command whose first in-kernel walk of the boot found none.
+    Command,
+    /// `gpufree prepare`.
+    Prepare,
+}
+
+impl Maker {
+    /// Its byte in the file.
+    fn byte(self) -> u8 {
+        match self {
+            Maker::Command => 1,
+            Maker::Prepare => 2,
+        }
+    }
+
+    /// The maker whose byte is `b`.
+    fn of(b: u8) -> Option<Maker> {
+        [Maker::Command, Maker::Prepare]
+            .into_iter()
+            .find(|m| m.byte() == b)
+    }
 }
 
 /// Why no relocation was read: none kept (`None`), or why the one there
@@ -124,6 +158,7 @@ fn header(object: &[u8], boot: &[u8; 36]) -> Vec<u8> {
 fn encode(object: &[u8], boot: &[u8; 36], relocated: &Relocated) -> Vec<u8> {
     let mut out = header(object, boot);
     out.extend_from_slice(&relocated.attach_btf_id.to_le_bytes());
+    out.push(relocated.by.byte());
     out.extend_from_slice(&relocated.object);
     let sum = Sha256::digest(&out);
     out.extend_from_slice(&sum);
@@ -141,10 +176,12 @@ fn decode(bytes: &[u8], object: &[u8], boot: &[u8; 36]) -> Result<Relocated, Cac
     let rest = body
         .strip_prefix(header(object, boot).as_slice())
         .ok_or(CacheRefusal::OtherMaker)?;
-    let (id, relocated) = rest.split_first_chunk::<4>().ok_or(CacheRefusal::Damaged)?;
+    let (id, rest) = rest.split_first_chunk::<4>().ok_or(CacheRefusal::Damaged)?;
+    let (by, relocated) = rest.split_first().ok_or(CacheRefusal::Damaged)?;
     Ok(Relocated {
         object: relocated.to_vec(),
         attach_btf_id: u32::from_le_bytes(*id),
+        by: Maker::of(*by).ok_or(CacheRefusal::Damaged)?,
     })
 }
 

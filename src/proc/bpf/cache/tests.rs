@@ -6,7 +6,38 @@ fn sample() -> Relocated {
     Relocated {
         object: b"relocated instructions".to_vec(),
         attach_btf_id: 4242,
+        by: Maker::Command,
     }
+}
+
+#[test]
+fn who_made_it_is_read_back_and_a_file_of_the_format_before_is_not_used() {
+    let boot = [b'a'; 36];
+    let by_prepare = Relocated {
+        by: Maker::Prepare,
+        ..sample()
+    };
+    let bytes = encode(b"object", &boot, &by_prepare);
+    assert_eq!(decode(&bytes, b"object", &boot), Ok(by_prepare));
+    // v1: no maker byte, sealed all the same.
+    let mut old = bytes.clone();
+    old.truncate(old.len() - 32);
+    old[..MAGIC.len()].copy_from_slice(b"gpufree holders-bpf v1\n\0");
+    old.remove(HEADER + 4);
+    old.extend_from_slice(&Sha256::digest(&old));
+    assert_eq!(
+        decode(&old, b"object", &boot),
+        Err(CacheRefusal::OtherMaker)
+    );
+    // A maker this gpufree does not know, sealed: not used.
+    let mut unknown = bytes;
+    unknown.truncate(unknown.len() - 32);
+    unknown[HEADER + 4] = 9;
+    unknown.extend_from_slice(&Sha256::digest(&unknown));
+    assert_eq!(
+        decode(&unknown, b"object", &boot),
+        Err(CacheRefusal::Damaged)
+    );
 }
 
 #[test]

@@ -1,0 +1,153 @@
+//! `gpufree prepare` as it prints: what it did with this boot's
+//! relocation of the in-kernel walk (`model::Prepared`), or why it kept
+//! nothing (`model::PrepareFailure`, the one-line error), in words; and
+//! its JSON document, the value beside its words.
+
+use crate::model::{KeptFile, NothingToKeep, PrepareFailure, Prepared, Relocation};
+use crate::present::{write_json, Printer};
+use crate::safe::escape;
+use serde::Serialize;
+use std::fmt;
+use std::io::{self, Write};
+
+/// `prepare --json`'s document.
+#[derive(Debug, Serialize)]
+pub struct PrepareDoc<'a> {
+    /// `made` (made from the kernel's BTF and written), `kept` (a sound
+    /// file was there) or `nothing` (nothing to keep).
+    pub state: &'static str,
+    /// The cache file (null: nothing to keep).
+    pub file: Option<&'a str>,
+    /// Who made the file now kept: `prepare` or `command` (null: none).
+    pub made_by: Option<&'static str>,
+    /// The first load, in milliseconds (the relocation's cost where made).
+    pub load_ms: Option<f64>,
+    /// The load from the file, as the next command loads it.
+    pub check_ms: Option<f64>,
+    /// What was done, in words.
+    pub reason: String,
+    /// What was done, typed.
+    pub cause: &'a Prepared,
+}
+
+/// `prepared`'s document.
+pub fn doc(prepared: &Prepared) -> PrepareDoc<'_> {
+    let (state, file, made_by, load_ms, check_ms) = match prepared {
+        Prepared::Kept(k) => {
+            let (state, by) = match k.found {
+                Relocation::Kept => ("kept", "command"),
+                Relocation::Prepared => ("kept", "prepare"),
+                Relocation::Made(_) => ("made", "prepare"),
+            };
+            let file = Some(k.file.as_str());
+            (state, file, Some(by), Some(k.load_ms), Some(k.check_ms))
+        }
+        Prepared::Nothing(_) => ("nothing", None, None, None, None),
+    };
+    PrepareDoc {
+        state,
+        file,
+        made_by,
+        load_ms,
+        check_ms,
+        reason: prepared.to_string(),
+        cause: prepared,
+    }
+}
+
+/// Writes what `prepare` did: its JSON document, or one line (nothing
+/// where quiet).
+pub fn write_prepare<W: Write>(
+    w: &mut W,
+    prepared: &Prepared,
+    printer: &Printer,
+) -> io::Result<()> {
+    if printer.json() {
+        return write_json(w, &doc(prepared));
+    }
+    if printer.quiet() {
+        return Ok(());
+    }
+    writeln!(w, "{prepared}")
+}
+
+impl fmt::Display for Prepared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Prepared::Kept(k) => write!(f, "{k}"),
+            Prepared::Nothing(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+impl fmt::Display for KeptFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = escape(&self.file);
+        let (load, check) = (self.load_ms, self.check_ms);
+        match &self.found {
+            Relocation::Made(notes) => {
+                write!(
+                    f,
+                    "Relocated the in-kernel walk to this kernel from its BTF ({load:.1} ms) \
+                     and kept it in {file}; loaded back from there ({check:.1} ms): the \
+                     commands of this boot load it from there"
+                )?;
+                let notes: Vec<String> = notes.iter().map(ToString::to_string).collect();
+                if !notes.is_empty() {
+                    write!(f, " (boot cache: {})", notes.join("; "))?;
+                }
+                Ok(())
+            }
+            kept => {
+                let by = match kept {
+                    Relocation::Prepared => "gpufree prepare",
+                    _ => "a command",
+                };
+                write!(
+                    f,
+                    "This boot's relocation of the in-kernel walk is already kept in {file} \
+                     (made by {by}) and loads ({load:.1} ms): kept as it is"
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for NothingToKeep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NothingToKeep::Off => f.write_str(
+                "GPUFREE_BPF_CACHE is off: nothing to keep (each command relocates the \
+                 in-kernel walk itself)",
+            ),
+            NothingToKeep::NoKfunc(name) => write!(
+                f,
+                "Nothing to keep: this kernel has no {name} (kernel 6.7 and later), so \
+                 commands load the iterator walk, which keeps no relocation"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for PrepareFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PrepareFailure::NotRoot => f.write_str(
+                "only root keeps this boot's relocation of the in-kernel walk (run it as root)",
+            ),
+            PrepareFailure::NotLoaded(why) => {
+                write!(
+                    f,
+                    "the in-kernel walk does not load here: {why}; nothing kept"
+                )
+            }
+            PrepareFailure::NotKept(why) => {
+                write!(f, "the relocation loads, but was not kept: {why}")
+            }
+            PrepareFailure::NotReadBack(how) => write!(
+                f,
+                "kept, but the load after it did not take it from the file: {how}"
+            ),
+        }
+    }
+}
