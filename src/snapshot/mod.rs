@@ -223,12 +223,17 @@ impl Collector {
             unreadable,
             mut vanished,
         } = pinned;
-        seen.retain(|pid, s| match scan::start_time_now(&s.dir) {
-            Ok((start, _)) if start == s.details.stat.start_time => true,
-            _ => {
+        let pins: Vec<_> = seen
+            .values()
+            .map(|s| (&s.dir, s.details.stat.start_time))
+            .collect();
+        let mut alive = scan::still_pinned(&pins).into_iter();
+        seen.retain(|pid, _| {
+            let kept = alive.next().unwrap_or(false);
+            if !kept {
                 vanished.push(*pid);
-                false
             }
+            kept
         });
         let collected = Collected {
             report,

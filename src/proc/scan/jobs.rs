@@ -45,6 +45,8 @@ pub(super) fn run_jobs<T: Send + 'static>(
             pids,
             next: AtomicUsize::new(0),
             busy: Mutex::new(Vec::new()),
+            delivered: AtomicUsize::new(0),
+            caller: std::thread::current(),
         }),
         tx,
         job,
@@ -53,27 +55,28 @@ pub(super) fn run_jobs<T: Send + 'static>(
     let mut working = (0..threads.max(1)).filter(|_| pool.spawn()).count();
     let total = done.len() + pool.queue.pids.len();
     let tick = Duration::from_millis(20).min(limits.read_timeout);
-    while done.len() < total {
+    loop {
+        for (pid, r) in rx.try_iter() {
+            done.entry(pid).or_insert(Ok(r));
+        }
+        if done.len() >= total {
+            break;
+        }
         let past_deadline = limits.deadline.is_some_and(|d| Instant::now() >= d);
         if past_deadline || working == 0 {
             pool.stop(&rx, &mut done, limits.read_timeout, working == 0);
             break;
         }
-        match rx.recv_timeout(tick) {
-            Ok((pid, r)) => {
-                done.entry(pid).or_insert(Ok(r));
+        // Woken by the worker that delivers the last result, else each
+        // tick to look for hung reads: never once per result.
+        std::thread::park_timeout(tick);
+        for pid in pool.take_hung(limits.read_timeout) {
+            done.entry(pid)
+                .or_insert(Err(Unread::TimedOut(limits.read_timeout)));
+            working -= 1;
+            if pool.spawn() {
+                working += 1;
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                for pid in pool.take_hung(limits.read_timeout) {
-                    done.entry(pid)
-                        .or_insert(Err(Unread::TimedOut(limits.read_timeout)));
-                    working -= 1;
-                    if pool.spawn() {
-                        working += 1;
-                    }
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
     done.into_iter().collect()
@@ -105,6 +108,10 @@ struct Queue {
     /// Per worker: the PID it works on and since when. A worker and the
     /// caller change a slot and the stuck set only under this lock.
     busy: Mutex<Vec<Option<(u32, Instant)>>>,
+    /// Results sent so far; the one that sends the last wakes the caller.
+    delivered: AtomicUsize,
+    /// The thread waiting for the results.
+    caller: std::thread::Thread,
 }
 
 impl Queue {
@@ -215,6 +222,9 @@ fn work<T>(queue: &Queue, slot: usize, tx: &mpsc::Sender<(u32, T)>, job: &Job<T>
         }
         if tx.send((pid, r)).is_err() {
             break; // the caller has given up on us
+        }
+        if queue.delivered.fetch_add(1, Ordering::AcqRel) + 1 == queue.pids.len() {
+            queue.caller.unpark();
         }
     }
 }
