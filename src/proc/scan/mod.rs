@@ -25,6 +25,7 @@ mod details;
 mod from_bpf;
 mod jobs;
 mod method;
+mod read;
 mod task;
 mod threads;
 
@@ -33,14 +34,16 @@ pub use details::{read_details, Details};
 pub use jobs::Stuck;
 use jobs::{run_jobs, worker_count};
 pub use method::{ScanChoice, Scanned, WalkChooser, CROSSOVER_FILES, CROSSOVER_FILES_CACHED};
+pub(crate) use read::open_dir;
+pub use read::{read_at, start_time_now, still_pinned};
+use task::scan_process;
 pub use task::{holding_now, Holding};
-use task::{read_stat, scan_process};
 
 use super::nodes::NodeSet;
 use super::parse;
 use rustix::fs::{Dir, Mode, OFlags};
 use rustix::io::Errno;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -195,49 +198,6 @@ enum Outcome {
 
 const MAPS_CHUNK: usize = 256 * 1024;
 
-pub(crate) fn open_dir(at: impl AsFd, name: &str) -> rustix::io::Result<OwnedFd> {
-    rustix::fs::openat(
-        at,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
-/// Reads a whole small /proc file through a directory fd: one `openat`,
-/// reads until end of file, one `close`. Not `std::fs`'s `read_to_end`,
-/// which adds a `statx` and an `lseek` per file that a /proc file's size
-/// (always 0) cannot use: three files in four per holder are these.
-pub fn read_at(dir: impl AsFd, name: &str) -> rustix::io::Result<Vec<u8>> {
-    thread_local! {
-        /// Each thread's room to read into; what is returned is a copy
-        /// of exactly the file's length (thousands of holders each keep
-        /// several of these).
-        static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 4096]);
-    }
-    let fd = rustix::fs::openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
-    SCRATCH.with_borrow_mut(|buf| {
-        let mut len = 0;
-        loop {
-            if len == buf.len() {
-                buf.resize(buf.len() * 2, 0);
-            }
-            match rustix::io::read(&fd, &mut buf[len..]) {
-                Ok(0) => break,
-                Ok(n) => len += n,
-                Err(Errno::INTR) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let out = buf[..len].to_vec();
-        // A huge file (an environment of megabytes) does not keep its room.
-        if buf.len() > 64 * 1024 {
-            *buf = vec![0; 4096];
-        }
-        Ok(out)
-    })
-}
-
 fn is_gone(e: Errno) -> bool {
     e == Errno::NOENT || e == Errno::SRCH
 }
@@ -391,38 +351,6 @@ pub fn scan(
         }
     }
     Ok(result)
-}
-
-/// The start time read through a pinned directory fd now; Err once the
-/// process has been reaped (ESRCH).
-pub fn start_time_now(dir: &OwnedFd) -> rustix::io::Result<(u64, char)> {
-    read_stat(dir).map(|s| (s.start_time, s.state))
-}
-
-/// Of each pinned process (its directory fd and the start time it was
-/// read with), whether it is still that process: its start time read
-/// again through the pin equals the one given. The reads are spread over
-/// the scan's worker count (thousands of holders, one /proc read each).
-pub fn still_pinned(pins: &[(&OwnedFd, u64)]) -> Vec<bool> {
-    let same =
-        |(dir, start): &(&OwnedFd, u64)| start_time_now(dir).is_ok_and(|(now, _)| now == *start);
-    let threads = worker_count(pins.len());
-    if threads <= 1 {
-        return pins.iter().map(same).collect();
-    }
-    let chunk = pins.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let parts: Vec<_> = pins
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(same).collect::<Vec<bool>>()))
-            .collect();
-        parts
-            .into_iter()
-            // A part whose thread panicked is not known to be alive.
-            .zip(pins.chunks(chunk))
-            .flat_map(|(h, part)| h.join().unwrap_or_else(|_| vec![false; part.len()]))
-            .collect()
-    })
 }
 
 /// Whether `pid` exists in /proc and is neither a zombie nor dead (for the
