@@ -161,17 +161,11 @@ impl<W: Write> Guard<W> {
     }
 
     fn emit(&mut self, upto: usize) -> io::Result<()> {
-        // Most output is printable ASCII and line breaks: passed on as it
-        // is, without a copy.
-        if self.pending[..upto]
-            .iter()
-            .all(|&b| (b' '..=b'~').contains(&b) || b == b'\n')
-        {
-            let written = self.inner.write_all(&self.pending[..upto]);
-            self.pending.drain(..upto);
-            return written;
-        }
         let chunk: Vec<u8> = self.pending.drain(..upto).collect();
+        // Most output is printable ASCII and line breaks: passed on whole.
+        if chunk.iter().all(|b| matches!(b, b' '..=b'~' | b'\n')) {
+            return self.inner.write_all(&chunk);
+        }
         let text = String::from_utf8_lossy(&chunk);
         let mut out = String::with_capacity(text.len());
         let mut rest = text.as_ref();

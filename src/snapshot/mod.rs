@@ -230,9 +230,7 @@ impl Collector {
         let mut alive = scan::still_pinned(&pins).into_iter();
         seen.retain(|pid, _| {
             let kept = alive.next().unwrap_or(false);
-            if !kept {
-                vanished.push(*pid);
-            }
+            (!kept).then(|| vanished.push(*pid));
             kept
         });
         let collected = Collected {
