@@ -287,7 +287,7 @@ def write_docs(points, argv, rounds):
                               title="holder scan: wall time vs holders on the host",
                               xlabel="processes holding a GPU node (log scale)"))
     table, rss, fits = tables(points)
-    cmd = env_prefix(("GPUFREE_BIN_DIR", "ROUNDS", "HOLDERS")) + " ".join(
+    cmd = env_prefix(("GPUFREE_BIN_DIR", "ROUNDS", "HOLDERS", "HOLDERS_QUIET_WAIT")) + " ".join(
         ["python3", "bench/holders.py", "--write-docs"] + argv)
     with open("/proc/cpuinfo") as f:
         model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "unknown CPU")
