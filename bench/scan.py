@@ -433,56 +433,62 @@ def fmt_tick(v):
     return f"{v:g}"
 
 
-def svg_plot(points):
-    """The wall ms of the four series against open fds, log-log, as SVG text."""
+SCALING_COLORS = {"procfs one-shot": "#d62728", "bpf one-shot": "#1f77b4", "bpf first one-shot": "#9467bd",
+                  "procfs refresh": "#ff7f0e", "bpf refresh": "#2ca02c"}
+SCALING_DASHES = {"procfs one-shot": "", "bpf one-shot": "", "bpf first one-shot": "2,3",
+                  "procfs refresh": "6,4", "bpf refresh": "6,4"}
+
+
+def svg_plot(points, series=SERIES, x="fds", colors=SCALING_COLORS, dashes=SCALING_DASHES,
+             title="gpufree holder scan: wall time vs open fds on the host",
+             xlabel="open fds, all processes (log scale)"):
+    """The wall ms (p[k][0]) of each series k against p[x], log-log, as SVG
+    text; by default --scaling's five series against open fds (bench/holders.py
+    draws its own against holders)."""
     W, H = 800, 500
     left, right, top, bottom = 80, 200, 40, 70  # margins; the legend goes right
     pw, ph = W - left - right, H - top - bottom
-    xs = [p["fds"] for p in points]
-    ys = [p[k][0] for p in points for k in SERIES]
+    xs = [p[x] for p in points]
+    ys = [p[k][0] for p in points for k in series]
     # Axis ranges: from the 1-2-5 step below the data to the one above.
     x0, x1 = nice_below(min(xs)), nice_above(max(xs))
     y0, y1 = nice_below(min(ys)), nice_above(max(ys))
 
-    def px(x):
-        return left + pw * (math.log10(x) - math.log10(x0)) / (math.log10(x1) - math.log10(x0))
+    def px(v):
+        return left + pw * (math.log10(v) - math.log10(x0)) / (math.log10(x1) - math.log10(x0))
 
-    def py(y):
-        return top + ph * (1 - (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)))
+    def py(v):
+        return top + ph * (1 - (math.log10(v) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)))
 
-    colors = {"procfs one-shot": "#d62728", "bpf one-shot": "#1f77b4", "bpf first one-shot": "#9467bd",
-              "procfs refresh": "#ff7f0e", "bpf refresh": "#2ca02c"}
-    dashes = {"procfs one-shot": "", "bpf one-shot": "", "bpf first one-shot": "2,3",
-              "procfs refresh": "6,4", "bpf refresh": "6,4"}
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
          f'font-family="sans-serif" font-size="12">',
          f'<rect width="{W}" height="{H}" fill="white"/>',
          f'<text x="{left + pw / 2}" y="22" text-anchor="middle" font-size="15">'
-         f'gpufree holder scan: wall time vs open fds on the host</text>']
+         f'{title}</text>']
     # Grid and ticks.
     for t in log_ticks(x0, x1):
-        x = px(t)
-        o.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#ddd"/>')
-        o.append(f'<text x="{x:.1f}" y="{top + ph + 18}" text-anchor="middle">{fmt_tick(t)}</text>')
+        tx = px(t)
+        o.append(f'<line x1="{tx:.1f}" y1="{top}" x2="{tx:.1f}" y2="{top + ph}" stroke="#ddd"/>')
+        o.append(f'<text x="{tx:.1f}" y="{top + ph + 18}" text-anchor="middle">{fmt_tick(t)}</text>')
     for t in log_ticks(y0, y1):
         y = py(t)
         o.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#ddd"/>')
         o.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{fmt_tick(t)}</text>')
     o.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="black"/>')
     o.append(f'<text x="{left + pw / 2}" y="{H - 25}" text-anchor="middle">'
-             f'open fds, all processes (log scale)</text>')
+             f'{xlabel}</text>')
     o.append(f'<text x="20" y="{top + ph / 2}" text-anchor="middle" '
              f'transform="rotate(-90 20 {top + ph / 2})">wall ms, median (log scale)</text>')
     # One polyline with markers per series.
-    for k in SERIES:
-        pts = " ".join(f"{px(p['fds']):.1f},{py(p[k][0]):.1f}" for p in points)
+    for k in series:
+        pts = " ".join(f"{px(p[x]):.1f},{py(p[k][0]):.1f}" for p in points)
         dash = f' stroke-dasharray="{dashes[k]}"' if dashes[k] else ""
         o.append(f'<polyline points="{pts}" fill="none" stroke="{colors[k]}" stroke-width="2"{dash}/>')
         for p in points:
-            o.append(f'<circle cx="{px(p["fds"]):.1f}" cy="{py(p[k][0]):.1f}" r="3" fill="{colors[k]}"/>')
+            o.append(f'<circle cx="{px(p[x]):.1f}" cy="{py(p[k][0]):.1f}" r="3" fill="{colors[k]}"/>')
     # Legend.
     lx, ly = left + pw + 15, top + 10
-    for i, k in enumerate(SERIES):
+    for i, k in enumerate(series):
         y = ly + 22 * i
         dash = f' stroke-dasharray="{dashes[k]}"' if dashes[k] else ""
         o.append(f'<line x1="{lx}" y1="{y}" x2="{lx + 30}" y2="{y}" stroke="{colors[k]}" stroke-width="2"{dash}/>')
