@@ -172,6 +172,9 @@ pub enum Error {
         /// What could not be seen.
         reasons: Vec<Reason>,
     },
+    /// `--from`: the file, or what was asked with it, cannot be used.
+    #[error("{}", crate::present::words::from::bad(.0))]
+    From(crate::model::FromBad),
     /// Reading or writing the terminal or stdout failed.
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -234,6 +237,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::NoGpuNode(_)
         | E::DevDir(_)
         | E::UnitFile { .. }
+        | E::From(_)
         | E::CmdlinesExposed(_)
         | E::FleetSelector(_)
         | E::FleetUrl(_)

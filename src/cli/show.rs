@@ -14,7 +14,7 @@ pub(super) fn status(s: &Settings, printer: &Printer) -> Result<Outcome, Error> 
     if let Some(answered) = super::view::ask(s, ViewCommand::Status, printer) {
         return answered;
     }
-    let snap = take_selected(s, &Default::default())?;
+    let snap = taken(s, &Default::default(), printer)?;
     let mut out = printer.guard(std::io::stdout().lock());
     crate::present::write_status_command(&mut out, &snap, printer)?;
     Ok(Outcome::Done)
@@ -30,7 +30,7 @@ pub(super) fn why(s: &Settings, format: WhyFormat, printer: &Printer) -> Result<
         }
     }
     let pattern = s.pattern.clone();
-    let snap = take_selected(s, &crate::diagnose::Options { pattern })?;
+    let snap = taken(s, &crate::diagnose::Options { pattern }, printer)?;
     let outcome = verdict_outcome(snap.verdict.state);
     let mut out = printer.guard(std::io::stdout().lock());
     let written = match format {
@@ -38,6 +38,23 @@ pub(super) fn why(s: &Settings, format: WhyFormat, printer: &Printer) -> Result<
         WhyFormat::Text => crate::present::write_why_command(&mut out, &snap, printer),
     };
     shown(written.and_then(|()| out.flush()), outcome)
+}
+
+/// The snapshot `status` and `why` show: collected here, or read back
+/// from `--from`'s file (said on stderr, unless quiet).
+fn taken(
+    s: &Settings,
+    opts: &crate::diagnose::Options,
+    printer: &Printer,
+) -> Result<crate::model::Snapshot, Error> {
+    let Some(path) = &s.common.from else {
+        return take_selected(s, opts);
+    };
+    let snap = super::from::take_from(path, &s.common.gpu, opts)?;
+    if let Some(from) = snap.from_file.as_ref().filter(|_| !printer.quiet()) {
+        let _ = crate::present::from::write_marker(&mut std::io::stderr(), from);
+    }
+    Ok(snap)
 }
 
 /// `gpufree metrics [--output FILE]`: the Prometheus text once, on stdout

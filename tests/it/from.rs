@@ -1,0 +1,286 @@
+//! `--from FILE`: `why`, `status` and `check` read a snapshot document
+//! back and print what the live command printed from that collection.
+//! Each host of the suite's shapes (tests/it/shapes.rs) and the
+//! hostile-names corpus (tests/it/evil.rs) runs the live command once,
+//! with the test hook `GPUFREE_TEST_SNAPSHOT_COPY` writing the snapshot
+//! document of that same collection; `--from` of that copy must print
+//! the same document (findings, verdict and next commands included),
+//! the same text and the same exit code, marked as from the file.
+
+use crate::harness::{sim_gpu, sim_state, Gpufree, Output, TestDir};
+use serde_json::Value;
+use std::path::Path;
+
+/// The hook's variable.
+const COPY: &str = "GPUFREE_TEST_SNAPSHOT_COPY";
+
+/// `live` run with the hook writing its snapshot's document to `copy`.
+fn live_with_copy(live: Gpufree, copy: &Path) -> Output {
+    let out = live.env(COPY, copy).run();
+    assert!(copy.exists(), "no copy written\n{}", out.report());
+    out
+}
+
+/// `gpufree WORDS --from FILE` (nothing of the host named).
+fn from(words: &[&str], file: &Path) -> Output {
+    Gpufree::new(words).arg("--from").arg(file).run()
+}
+
+/// `gpufree WORDS --from -` with `stdin`.
+fn from_stdin(words: &[&str], stdin: &Path) -> Output {
+    let mut cmd = Gpufree::new(words).args(["--from", "-"]).command();
+    cmd.stdin(std::fs::File::open(stdin).unwrap());
+    let out = cmd.output().unwrap();
+    Output::ended(&cmd, out)
+}
+
+/// `doc` without its `from_file` marker.
+fn unmarked(mut doc: Value) -> Value {
+    doc.as_object_mut().map(|o| o.remove("from_file"));
+    doc
+}
+
+/// The live JSON of `words` and of `--from` its copy are one document but
+/// the marker, the exit codes the same; the marker names the file, the
+/// time and the host.
+fn same_json(what: &str, live: Gpufree, words: &[&str], copy: &Path) {
+    let l = live_with_copy(live, copy);
+    let f = from(words, copy);
+    assert_eq!(
+        f.code,
+        l.code,
+        "{what}: exit codes\n{}\n{}",
+        l.report(),
+        f.report()
+    );
+    let (ld, fd) = (l.json(), f.json());
+    let marker = &fd["from_file"];
+    assert_eq!(marker["path"], copy.to_str().unwrap(), "{what}: {marker}");
+    assert_eq!(marker["taken_unix_ms"], ld["taken_unix_ms"], "{what}");
+    assert_eq!(marker["host"], ld["host"], "{what}");
+    assert!(
+        ld["taken_unix_ms"].as_u64().is_some_and(|t| t > 0),
+        "{what}"
+    );
+    assert!(
+        f.stderr.contains("nothing here is live"),
+        "{what}: {}",
+        f.stderr
+    );
+    for key in ["findings", "verdict", "gpus", "processes"] {
+        assert_eq!(fd[key], ld[key], "{what}: {key} differ");
+    }
+    assert_eq!(unmarked(fd), ld, "{what}: the documents differ");
+}
+
+/// The live text of `words` and `--from` its copy are the same.
+fn same_text(what: &str, live: Gpufree, words: &[&str], copy: &Path) {
+    let l = live_with_copy(live, copy);
+    let f = from(words, copy);
+    assert_eq!(
+        f.code,
+        l.code,
+        "{what}: exit codes\n{}\n{}",
+        l.report(),
+        f.report()
+    );
+    assert_eq!(f.stdout, l.stdout, "{what}: the text differs");
+}
+
+#[test]
+fn why_from_the_snapshot_of_every_shape_is_the_live_why() {
+    for (name, shape) in crate::shapes::rows() {
+        let (d, _tree, state, _) = crate::shapes::host(&shape);
+        let copy = d.tmp.path().join("snapshot.json");
+        let on = |words: &[&str]| Gpufree::new(words).on(&d, &state);
+        same_json(name, on(&["why"]).json(), &["why", "--json"], &copy);
+        same_json(name, on(&["status"]).json(), &["status", "--json"], &copy);
+        same_text(name, on(&["why"]), &["why"], &copy);
+        // The comparison tells: without the holders' ancestors the
+        // launcher is not named.
+        if name.starts_with("vllm_api") {
+            let mut doc: Value = serde_json::from_slice(&std::fs::read(&copy).unwrap()).unwrap();
+            doc.as_object_mut().unwrap().remove("parents");
+            let bare = d.tmp.path().join("bare.json");
+            std::fs::write(&bare, doc.to_string()).unwrap();
+            let f = from(&["why", "--json"], &bare).json();
+            assert_ne!(
+                f["findings"], doc["findings"],
+                "{name}: parents change nothing"
+            );
+        }
+        // A copy of a narrowed why's document.
+        let gpu0 = on(&["why", "--gpu", "0"]).json();
+        same_json(name, gpu0, &["why", "--json"], &copy);
+    }
+}
+
+#[test]
+fn why_from_the_hostile_names_snapshot_is_the_live_why() {
+    let s = crate::evil::scene();
+    let copy = s.d.tmp.path().join("snapshot.json");
+    same_json("why", s.gpufree(&["why"]).json(), &["why", "--json"], &copy);
+    same_text("why", s.gpufree(&["why"]), &["why"], &copy);
+    same_text("status", s.gpufree(&["status"]), &["status"], &copy);
+    let pattern = ["why", "--pattern", "it's \"q"];
+    same_json(
+        "pattern",
+        s.gpufree(&pattern).json(),
+        &[&pattern[..], &["--json"]].concat(),
+        &copy,
+    );
+    same_text("pattern", s.gpufree(&pattern), &pattern, &copy);
+    // The marker escapes what it names.
+    let f = from(&["why"], &copy);
+    crate::evil::assert_inert("why --from stderr", &f.stderr_bytes);
+}
+
+#[test]
+fn check_from_a_snapshot_exits_as_the_live_check() {
+    let d = TestDir::new(2);
+    let holder = d.mapper("nvidia0");
+    // One GPU held, one leaking memory no process holds.
+    let state = d.state(&sim_state(vec![
+        sim_gpu(0, &[(holder.pid(), 1024, "while-alive")], 0),
+        sim_gpu(1, &[(999_999, 4096, "always")], 0),
+    ]));
+    let copy = d.tmp.path().join("snapshot.json");
+    for format in ["text", "json", "npd", "nagios", "slurm"] {
+        // A fresh state: a first check, as one from a file is.
+        let st = d.tmp.path().join(format!("state-{format}.json"));
+        let words = ["check", "--format", format, "--grace", "0"];
+        let live = Gpufree::new(words).on(&d, &state).arg("--state").arg(&st);
+        same_text(format, live, &words, &copy);
+    }
+    let f = from(&["check"], &copy);
+    assert!(f.stderr.contains("nothing here is live"), "{}", f.report());
+}
+
+#[test]
+fn kill_and_the_live_commands_refuse_a_snapshot_from_a_file() {
+    let d = TestDir::new(1);
+    let holder = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(holder.pid(), 1024, "while-alive")], 0);
+    let copy = d.tmp.path().join("snapshot.json");
+    live_with_copy(Gpufree::new(["status"]).on(&d, &state), &copy);
+    for words in [
+        &["kill", "--pid", "1", "--yes"][..],
+        &["kill", "--gpu", "0", "--dry-run"],
+        &["wait", "--timeout", "0"],
+        &["metrics"],
+    ] {
+        let out = from(words, &copy);
+        out.assert_exit(2);
+        assert!(out.stdout.is_empty(), "{}", out.report());
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.report());
+        assert!(out.stderr.contains("--from"), "{}", out.report());
+    }
+    let kill = from(&["kill", "--gpu", "0", "--yes"], &copy);
+    assert!(kill.stderr.contains("pins no process"), "{}", kill.report());
+    assert!(
+        crate::harness::alive(holder.pid()),
+        "a kill from a file signalled"
+    );
+    // Flags that steer a live collection.
+    for flag in [
+        &["--scan", "procfs"][..],
+        &["--dev-dir", "/dev"],
+        &["--nvml-lib", "/nonexistent.so"],
+        &["--proc-root", "/proc"],
+        &["--idle-window", "1s"],
+        &["--read-timeout", "1s"],
+    ] {
+        let out = Gpufree::new(["why"])
+            .args(flag)
+            .arg("--from")
+            .arg(&copy)
+            .run();
+        out.assert_exit(2);
+        assert!(out.stderr.contains(flag[0]), "{}", out.report());
+    }
+    let out = from(&["check", "--state", "/tmp/x"], &copy);
+    out.assert_exit(2);
+}
+
+#[test]
+fn a_bad_snapshot_file_is_one_line_naming_it_and_exit_2() {
+    let d = TestDir::new(1);
+    let dir = d.tmp.path();
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let cases = [
+        (dir.join("missing.json"), "cannot be read"),
+        (dir.to_path_buf(), "not a regular file"),
+        (write("text.json", "not json at all"), "not JSON"),
+        (write("array.json", "[1, 2]"), "not a snapshot document"),
+        (
+            write("other.json", r#"{"level": "ok"}"#),
+            "not a snapshot document",
+        ),
+        (
+            write("kill.json", r#"{"kill": {}, "gpus": []}"#),
+            "`kill --json`'s document",
+        ),
+        (
+            write("newer.json", r#"{"snapshot_version": 99}"#),
+            "newer gpufree",
+        ),
+        (write("empty.json", ""), "not JSON"),
+    ];
+    for (path, says) in cases {
+        for words in [&["why"][..], &["status", "--json"], &["check"]] {
+            let out = from(words, &path);
+            out.assert_exit(2);
+            assert!(out.stdout.is_empty(), "{}", out.report());
+            assert_eq!(out.stderr.lines().count(), 1, "{}", out.report());
+            assert!(out.stderr.contains(says), "{says}\n{}", out.report());
+            assert!(
+                out.stderr.contains(path.to_str().unwrap()),
+                "{}",
+                out.report()
+            );
+            assert!(!out.stderr.contains("panicked"), "{}", out.report());
+        }
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // A FIFO is refused, never waited on; /dev/zero is no regular file.
+        let fifo = dir.join("fifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        for p in [fifo.as_path(), Path::new("/dev/zero")] {
+            let out = from(&["why"], p);
+            out.assert_exit(2);
+            assert!(
+                out.stderr.contains("not a regular file"),
+                "{}",
+                out.report()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_snapshot_on_stdin_is_read_and_bounded() {
+    let d = TestDir::new(1);
+    let holder = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(holder.pid(), 1024, "while-alive")], 0);
+    let copy = d.tmp.path().join("snapshot.json");
+    let live = live_with_copy(Gpufree::new(["why"]).on(&d, &state).json(), &copy);
+    let f = from_stdin(&["why", "--json"], &copy);
+    assert_eq!(f.code, live.code, "{}", f.report());
+    let doc = f.json();
+    assert_eq!(doc["from_file"]["path"], "-");
+    assert_eq!(unmarked(doc), live.json());
+    // More than the bound on stdin: refused, not read to the end.
+    let f = from_stdin(&["why"], Path::new("/dev/zero"));
+    f.assert_exit(2);
+    assert!(f.stderr.contains("larger than 256 MiB"), "{}", f.report());
+}
