@@ -281,8 +281,10 @@ pub struct XidEvent {
     pub at_unix_ms: u64,
 }
 
-/// The kernel log as one collection read it.
+/// The kernel log as one collection read it (read back through
+/// `readback.rs`: a refused read's error is in words in JSON).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(from = "super::readback::KernelLogDoc")]
 pub struct KernelLog {
     /// Where it was read (`GPUFREE_KMSG`, default `/dev/kmsg`).
     pub path: String,

@@ -3,10 +3,12 @@
 //! in words, and its [`Failure`] is beside it in `failed_causes` (an
 //! addition), by the reading's name. A document without a cause (older
 //! than `failed_causes`) reads the reading back as failed, for a reason
-//! it did not say.
+//! it did not say. A refused read of the kernel log is in words too
+//! (`xids.failed`, with what it needs), and the system's error is beside
+//! it (`failed_error`, an addition).
 
 use super::driver::{DriverEvidence, FaultReturn, GpuUtil, ProcessUtil, Reading};
-use super::driver::{RecoveryAction, Remap, XidReport};
+use super::driver::{KernelLog, RecoveryAction, Remap, XidReport};
 use super::{Failure, UtilWindow};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -72,5 +74,35 @@ fn caused<T>(r: Worded<T>, cause: impl FnOnce() -> Failure) -> Reading<T> {
         Reading::Value(v) => Reading::Value(v),
         Reading::NotSupported => Reading::NotSupported,
         Reading::Failed(_) => Reading::Failed(cause()),
+    }
+}
+
+/// [`KernelLog`] as JSON has it.
+#[derive(Deserialize)]
+pub(super) struct KernelLogDoc {
+    path: String,
+    xids: Reading<Vec<XidReport>, String>,
+    #[serde(default)]
+    lost: u64,
+    #[serde(default)]
+    truncated: bool,
+    #[serde(default)]
+    denied: bool,
+    #[serde(default)]
+    failed_error: Option<String>,
+}
+
+impl From<KernelLogDoc> for KernelLog {
+    fn from(d: KernelLogDoc) -> KernelLog {
+        KernelLog {
+            path: d.path,
+            xids: match (d.xids, d.failed_error) {
+                (Reading::Failed(_), Some(error)) => Reading::Failed(error),
+                (xids, _) => xids,
+            },
+            lost: d.lost,
+            truncated: d.truncated,
+            denied: d.denied,
+        }
     }
 }

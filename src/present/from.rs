@@ -53,3 +53,51 @@ struct FromFileDoc<'a> {
 pub fn write_marker<W: Write>(w: &mut W, from: &FromFile) -> io::Result<()> {
     writeln!(w, "gpufree: {}", marker(from))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{DriverEvidence, Failure, Gpu, KernelLog, Reading, Snapshot};
+
+    #[test]
+    fn failed_readings_and_a_refused_kernel_log_read_back_as_they_were() {
+        let evidence = DriverEvidence {
+            recovery_action: Reading::Failed(Failure::Timeout),
+            process_utilization: Reading::Failed(Failure::Nvml {
+                error: "Unknown Error".into(),
+            }),
+            remapped_rows: Reading::NotSupported,
+            ..Default::default()
+        };
+        let s = Snapshot {
+            gpus: vec![Gpu {
+                driver_evidence: Some(evidence),
+                ..Default::default()
+            }],
+            kernel_log: Some(KernelLog {
+                path: "/dev/kmsg".into(),
+                xids: Reading::Failed("Operation not permitted (os error 1)".into()),
+                denied: true,
+                ..Default::default()
+            }),
+            taken_unix_ms: Some(1_764_936_181_000),
+            host: Some("node-1".into()),
+            ..Default::default()
+        };
+        let json = serde_json::to_vec(&crate::present::json::SnapshotDoc::new(&s)).unwrap();
+        let back: Snapshot = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.gpus[0].driver_evidence, s.gpus[0].driver_evidence);
+        assert_eq!(back.kernel_log, s.kernel_log);
+        assert_eq!((back.taken_unix_ms, back.host), (s.taken_unix_ms, s.host));
+        // An older document (no causes beside the words) still reads back
+        // failed, for a reason it does not say.
+        let mut doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        doc["gpus"][0]["driver_evidence"]
+            .as_object_mut()
+            .unwrap()
+            .remove("failed_causes");
+        let old: Snapshot = serde_json::from_value(doc).unwrap();
+        let e = old.gpus[0].driver_evidence.as_ref().unwrap();
+        assert!(matches!(e.recovery_action, Reading::Failed(_)));
+        assert!(e.remapped_rows.not_supported());
+    }
+}

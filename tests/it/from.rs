@@ -284,3 +284,53 @@ fn a_snapshot_on_stdin_is_read_and_bounded() {
     f.assert_exit(2);
     assert!(f.stderr.contains("larger than 256 MiB"), "{}", f.report());
 }
+
+/// A setuid copy of gpufree, run by nobody, reads no file its caller
+/// names (root's secret, or even the caller's own): only stdin, which the
+/// caller opened with its own rights.
+#[test]
+fn a_setuid_copy_reads_only_stdin_from_its_caller() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        crate::harness::skip_off_ci("root", &"to make a setuid copy of gpufree");
+        return;
+    }
+    let d = TestDir::new(1);
+    let holder = d.mapper("nvidia0");
+    let state = d.one_gpu(&[(holder.pid(), 1024, "while-alive")], 0);
+    let copy = d.tmp.path().join("snapshot.json");
+    let live = live_with_copy(Gpufree::new(["why"]).on(&d, &state), &copy);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.path().join("gpufree");
+    std::fs::copy(crate::harness::bin(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    // Root's own file, and one nobody may read.
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let readable = dir.path().join("readable.json");
+    std::fs::copy(&copy, &readable).unwrap();
+    std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let as_nobody = |file: &str, stdin: Option<&Path>| {
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg(&exe)
+            .args(["why", "--from", file])
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+        match stdin {
+            Some(p) => cmd.stdin(std::fs::File::open(p).unwrap()),
+            None => cmd.stdin(std::process::Stdio::null()),
+        };
+        let out = cmd.output().unwrap();
+        Output::ended(&cmd, out)
+    };
+    for file in [&copy, &readable] {
+        let out = as_nobody(file.to_str().unwrap(), None);
+        out.assert_exit(2);
+        assert!(out.stdout.is_empty(), "{}", out.report());
+        assert!(out.stderr.contains("--from - < FILE"), "{}", out.report());
+    }
+    let out = as_nobody("-", Some(&readable));
+    assert_eq!(out.code, live.code, "{}", out.report());
+    assert_eq!(out.stdout, live.stdout, "{}", out.report());
+}
