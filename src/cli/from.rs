@@ -36,7 +36,11 @@ pub(super) fn refuse(cli: &Cli, secure: bool) -> Result<(), Error> {
         Some(Command::Serve(_)) => Some("serve"),
         Some(Command::Metrics { .. }) => Some("metrics"),
         Some(Command::Fleet(_)) => Some("fleet"),
-        Some(_) => Some("this command"),
+        Some(Command::Doctor { .. }) => Some("doctor"),
+        Some(Command::Completions { .. }) => Some("completions"),
+        Some(Command::Man { .. }) => Some("man"),
+        Some(Command::Demo { .. }) => Some("demo"),
+        Some(Command::Sim(_)) => Some("sim"),
     };
     if let Some(command) = command {
         return bad(FromBad::Command(command));

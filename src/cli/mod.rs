@@ -7,8 +7,9 @@
 //!   (privilege context, environment, flags → [`Settings`]); `show`:
 //!   status, why, metrics; `act`: kill, wait; `live`: watch, serve, demo,
 //!   sim; `fleet`: the fleet view from Prometheus; `files`: doctor, man,
-//!   completions and the atomic writes; `error`: the outcomes, the errors
-//!   and their exit codes.
+//!   completions and the atomic writes; `from`: a snapshot document read
+//!   back (`--from`); `error`: the outcomes, the errors and their exit
+//!   codes.
 
 mod act;
 mod args;

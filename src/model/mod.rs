@@ -108,7 +108,8 @@ pub use xid::{Fault, Xid, XidAction, CATALOG as XID_CATALOG};
 
 /// Everything gpufree knows about the host's GPUs at one moment. JSON
 /// writes it as `present::json::SnapshotDoc` (the findings in words);
-/// it reads back without its findings.
+/// it reads back without its findings (judging it again makes them) and
+/// without pins (nothing can be signalled from a file: `--from`).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 pub struct Snapshot {
     /// The GPUs, selected by `--gpu`.

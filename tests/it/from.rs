@@ -334,3 +334,62 @@ fn a_setuid_copy_reads_only_stdin_from_its_caller() {
     assert_eq!(out.code, live.code, "{}", out.report());
     assert_eq!(out.stdout, live.stdout, "{}", out.report());
 }
+
+/// The driver's evidence reads back as it was read: a recovery action, a
+/// failed reading (its cause, not only its words), the kernel log's Xid
+/// naming a holder, and a log that could not be read.
+#[test]
+fn why_from_a_snapshot_with_the_drivers_evidence_is_the_live_why() {
+    let d = TestDir::new(1);
+    let holder = d.mapper("nvidia0");
+    let mut gpu = sim_gpu(0, &[(holder.pid(), 4096, "while-alive")], 0);
+    gpu["pci_bus_id"] = "00000000:01:00.0".into();
+    gpu["recovery_action"] = "gpu_reset".into();
+    // NVML_ERROR_UNKNOWN and NVML_ERROR_TIMEOUT.
+    gpu["errors"] = serde_json::json!({"process_utilization": 999, "retired_pages_pending": 10});
+    let state = d.state(&sim_state(vec![gpu]));
+    // An Xid by the holder, two clock ticks after it started.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let up = std::fs::read_to_string("/proc/uptime").unwrap();
+    let at = (up
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse::<f64>()
+        .unwrap()
+        * 1e6) as u64;
+    let log = d.tmp.path().join("kmsg");
+    std::fs::write(
+        &log,
+        format!(
+            "6,1,0,-;Linux version 6.8.0 #1 SMP\n4,100,{at},-;NVRM: Xid (PCI:0000:01:00): 31, \
+             pid={}, name=gpufree, Ch 00000008, intr 00000000. MMU Fault\n",
+            holder.pid()
+        ),
+    )
+    .unwrap();
+    let copy = d.tmp.path().join("snapshot.json");
+    for kmsg in [log.to_str().unwrap(), "/nonexistent/kmsg"] {
+        let live = || Gpufree::new(["why"]).on(&d, &state).kmsg(kmsg);
+        same_json(kmsg, live().json(), &["why", "--json"], &copy);
+        let doc: Value = serde_json::from_slice(&std::fs::read(&copy).unwrap()).unwrap();
+        let causes = &doc["gpus"][0]["driver_evidence"]["failed_causes"];
+        assert!(causes["process_utilization"].is_object(), "{causes}");
+        let kinds: Vec<&str> = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["kind"].as_str())
+            .collect();
+        assert!(kinds.contains(&"driver-fault"), "{kinds:?}");
+        let logged = kmsg == log.to_str().unwrap();
+        assert_eq!(kinds.contains(&"application-fault"), logged, "{kinds:?}");
+        same_text(kmsg, live(), &["why"], &copy);
+        same_text(
+            kmsg,
+            Gpufree::new(["status"]).on(&d, &state).kmsg(kmsg),
+            &["status"],
+            &copy,
+        );
+    }
+}

@@ -70,10 +70,9 @@ pub fn bad(b: &FromBad) -> String {
              process, so nothing can be signalled from it; run `gpufree kill` on the host \
              itself (it collects and checks each process again)"
             .to_string(),
-        FromBad::Command(cmd) => format!(
-            "{cmd} --from: only status, why and check read a snapshot from a file; {cmd} \
-             looks at the live host"
-        ),
+        FromBad::Command(cmd) => {
+            format!("{cmd} --from: only status, why and check read a snapshot from a file")
+        }
         FromBad::Flag(flag) => format!(
             "{flag} with --from: it steers a live collection, and a snapshot from a file \
              collects nothing"
