@@ -34,8 +34,9 @@ pub(super) fn run_check(
         idle_min: args.idle_min,
     };
     let taken = match &s.common.from {
-        Some(path) => super::from::take_from(path, &s.common.gpu, &Default::default())
-            .map(|snap| (None, snap)),
+        Some(path) => {
+            super::from::take_from(path, s, &Default::default(), printer).map(|snap| (None, snap))
+        }
         None => take_selected_by(s, &Default::default()).map(|(c, snap)| (Some(c), snap)),
     };
     let (outcome, snap) = match taken {
@@ -47,9 +48,6 @@ pub(super) fn run_check(
             let now = snap.taken_unix_ms.map_or_else(unix_now, |ms| ms / 1000);
             let none = Default::default();
             let (outcome, _) = check(&snap, &policy, &CheckMemory::default(), &none, now);
-            if let Some(from) = snap.from_file.as_ref().filter(|_| !printer.quiet()) {
-                let _ = crate::present::from::write_marker(&mut std::io::stderr(), from);
-            }
             (outcome, snap)
         }
         Err(e @ (Error::Selector(_) | Error::From(_))) => return Err(e),

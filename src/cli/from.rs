@@ -9,9 +9,10 @@
 //! could not.
 
 use super::args::{CheckArgs, Command};
-use super::{Cli, Error};
+use super::{Cli, Error, Settings};
 use crate::diagnose::Options;
 use crate::model::{FromBad, FromFile, Snapshot, FROM_MAX_BYTES, SNAPSHOT_VERSION};
+use crate::present::Printer;
 use crate::{pipeline, snapshot};
 use serde::de::IgnoredAny;
 use std::io::Read;
@@ -71,21 +72,28 @@ fn shown(path: &Path) -> String {
 }
 
 /// The snapshot of the document at `path`, judged with `opts` and
-/// narrowed to `gpu` as a live collection is ([`super::take_selected_by`]).
+/// narrowed to `--gpu` as a live collection is
+/// ([`super::take_selected_by`]); where it came from said on stderr
+/// (unless quiet).
 pub(super) fn take_from(
     path: &Path,
-    gpu: &[snapshot::GpuSelector],
+    s: &Settings,
     opts: &Options,
+    printer: &Printer,
 ) -> Result<Snapshot, Error> {
     let bytes = read(path).map_err(Error::From)?;
     let mut snap = parse(path, &bytes).map_err(Error::From)?;
-    snap.from_file = Some(FromFile {
+    let from = FromFile {
         path: shown(path),
         taken_unix_ms: snap.taken_unix_ms,
         host: snap.host.clone(),
-    });
+    };
     pipeline::judge_with(&mut snap, opts);
-    let indexes = snapshot::resolve(&snap.gpus, gpu).map_err(Error::Selector)?;
+    let indexes = snapshot::resolve(&snap.gpus, &s.common.gpu).map_err(Error::Selector)?;
+    if !printer.quiet() {
+        let _ = crate::present::from::write_marker(&mut std::io::stderr(), &from);
+    }
+    snap.from_file = Some(from);
     Ok(pipeline::select_with(snap, &indexes, opts))
 }
 

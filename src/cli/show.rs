@@ -41,20 +41,16 @@ pub(super) fn why(s: &Settings, format: WhyFormat, printer: &Printer) -> Result<
 }
 
 /// The snapshot `status` and `why` show: collected here, or read back
-/// from `--from`'s file (said on stderr, unless quiet).
+/// from `--from`'s file.
 fn taken(
     s: &Settings,
     opts: &crate::diagnose::Options,
     printer: &Printer,
 ) -> Result<crate::model::Snapshot, Error> {
-    let Some(path) = &s.common.from else {
-        return take_selected(s, opts);
-    };
-    let snap = super::from::take_from(path, &s.common.gpu, opts)?;
-    if let Some(from) = snap.from_file.as_ref().filter(|_| !printer.quiet()) {
-        let _ = crate::present::from::write_marker(&mut std::io::stderr(), from);
+    match &s.common.from {
+        Some(path) => super::from::take_from(path, s, opts, printer),
+        None => take_selected(s, opts),
     }
-    Ok(snap)
 }
 
 /// `gpufree metrics [--output FILE]`: the Prometheus text once, on stdout
