@@ -109,6 +109,22 @@ fn why_from_the_snapshot_of_every_shape_is_the_live_why() {
                 "{name}: parents change nothing"
             );
         }
+        // --gpu selects among the document's GPUs as among the host's:
+        // the whole snapshot narrowed from the file judges as a live
+        // `--gpu 0` of this unchanging host.
+        let whole = d.tmp.path().join("whole.json");
+        std::fs::copy(&copy, &whole).unwrap();
+        let narrowed = from(&["why", "--json", "--gpu", "0"], &whole);
+        let live = on(&["why", "--gpu", "0"]).json().run();
+        assert_eq!(narrowed.code, live.code, "{name}: {}", narrowed.report());
+        let (n, l) = (narrowed.json(), live.json());
+        // (Two collections: only what they judged is compared, not when.)
+        for key in ["findings", "verdict"] {
+            assert_eq!(
+                n[key], l[key],
+                "{name}: --gpu 0 from the file: {key} differ"
+            );
+        }
         // A copy of a narrowed why's document.
         let gpu0 = on(&["why", "--gpu", "0"]).json();
         same_json(name, gpu0, &["why", "--json"], &copy);
