@@ -409,3 +409,33 @@ fn why_from_a_snapshot_with_the_drivers_evidence_is_the_live_why() {
         );
     }
 }
+
+/// MIG: a GPU in MIG mode with holders on two instances beside a whole
+/// GPU; the whole snapshot, and one narrowed to a MIG device, read back
+/// as the live command showed them.
+#[test]
+fn why_from_a_snapshot_of_mig_devices_is_the_live_why() {
+    let d = TestDir::new(2);
+    let (a, b, w) = (
+        d.mapper("nvidia0"),
+        d.mapper("nvidia0"),
+        d.mapper("nvidia1"),
+    );
+    let mut whole = sim_gpu(1, &[(w.pid(), 1024, "while-alive")], 0);
+    whole["mig_mode"] = false.into();
+    let mig = crate::mig::mig_gpu(
+        0,
+        3,
+        "2g.35gb",
+        35,
+        &[(0, a.pid(), 5120), (1, b.pid(), 3072)],
+    );
+    let state = d.state(&sim_state(vec![mig, whole]));
+    let copy = d.tmp.path().join("snapshot.json");
+    let on = |words: &[&str]| Gpufree::new(words).on(&d, &state);
+    same_json("whole", on(&["why"]).json(), &["why", "--json"], &copy);
+    same_text("whole", on(&["status"]), &["status"], &copy);
+    let one = on(&["why", "--gpu", "0:1"]).json();
+    same_json("0:1", one, &["why", "--json"], &copy);
+    same_text("0:1", on(&["why", "--gpu", "0:1"]), &["why"], &copy);
+}
