@@ -5,7 +5,10 @@
 //! with the test hook `GPUFREE_TEST_SNAPSHOT_COPY` writing the snapshot
 //! document of that same collection; `--from` of that copy must print
 //! the same document (findings, verdict and next commands included),
-//! the same text and the same exit code, marked as from the file.
+//! the same text and the same exit code, marked as from the file; so must
+//! a host with the driver's evidence (failed readings, an Xid, an
+//! unreadable log) and one with MIG devices. Bad files, refused commands
+//! and flags, stdin and a setuid copy's stdin-only rule are tested too.
 
 use crate::harness::{sim_gpu, sim_state, Gpufree, Output, TestDir};
 use serde_json::Value;
