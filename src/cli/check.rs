@@ -33,37 +33,24 @@ pub(super) fn run_check(
         ignore: args.ignore.clone(),
         idle_min: args.idle_min,
     };
-    let state = &s.check_state;
-    let (outcome, snap) = match take_selected_by(s, &Default::default()) {
-        Ok((collector, snap)) => {
-            // Holders in D sampled again over a window (no holder in D,
-            // no wait).
-            let windows = crate::snapshot::windows(&collector, &snap);
-            // In secure mode (setuid, file capabilities) no state is read
-            // or kept: the caller could time root's leaks as they like.
-            let keep = s.privilege.secure.is_none();
-            let remembered = if keep {
-                read_state(state)
-            } else {
-                CheckMemory::default()
-            };
-            let now = unix_now();
-            let (mut outcome, next) = check(&snap, &policy, &remembered, &windows, now);
-            let kept = if keep {
-                write_state(state, &next)
-            } else {
-                Err("not kept where gpufree runs with privileges its caller lacks".into())
-            };
-            if let Err(why) = kept {
-                // Without the state no leak can be timed: each counts at
-                // once rather than never.
-                let _ = write_state_not_kept(&mut std::io::stderr(), state, &why);
-                policy.grace_secs = 0;
-                outcome = check(&snap, &policy, &remembered, &windows, now).0;
-            }
+    let taken = match &s.common.from {
+        Some(path) => {
+            super::from::take_from(path, s, &Default::default(), printer).map(|snap| (None, snap))
+        }
+        None => take_selected_by(s, &Default::default()).map(|(c, snap)| (Some(c), snap)),
+    };
+    let (outcome, snap) = match taken {
+        Ok((Some(collector), snap)) => (judged(s, &mut policy, &collector, &snap), snap),
+        // A snapshot from a file: no second look (its processes are not
+        // here to sample) and no state (it is not now): judged as a first
+        // check at the time it was taken.
+        Ok((None, snap)) => {
+            let now = snap.taken_unix_ms.map_or_else(unix_now, |ms| ms / 1000);
+            let none = Default::default();
+            let (outcome, _) = check(&snap, &policy, &CheckMemory::default(), &none, now);
             (outcome, snap)
         }
-        Err(e @ Error::Selector(_)) => return Err(e),
+        Err(e @ (Error::Selector(_) | Error::From(_))) => return Err(e),
         Err(e) => (could_not_look(&e), Snapshot::default()),
     };
     // Other programs read it: never coloured.
@@ -73,6 +60,42 @@ pub(super) fn run_check(
         written.and_then(|()| out.flush()),
         Outcome::Check(format, outcome.level),
     )
+}
+
+/// The check of a live snapshot: its holders in D sampled again, and
+/// what the last check remembered.
+fn judged(
+    s: &Settings,
+    policy: &mut CheckPolicy,
+    collector: &crate::snapshot::Collector,
+    snap: &Snapshot,
+) -> CheckOutcome {
+    let state = &s.check_state;
+    // Holders in D sampled again over a window (no holder in D, no wait).
+    let windows = crate::snapshot::windows(collector, snap);
+    // In secure mode (setuid, file capabilities) no state is read or
+    // kept: the caller could time root's leaks as they like.
+    let keep = s.privilege.secure.is_none();
+    let remembered = if keep {
+        read_state(state)
+    } else {
+        CheckMemory::default()
+    };
+    let now = unix_now();
+    let (mut outcome, next) = check(snap, policy, &remembered, &windows, now);
+    let kept = if keep {
+        write_state(state, &next)
+    } else {
+        Err("not kept where gpufree runs with privileges its caller lacks".into())
+    };
+    if let Err(why) = kept {
+        // Without the state no leak can be timed: each counts at once
+        // rather than never.
+        let _ = write_state_not_kept(&mut std::io::stderr(), state, &why);
+        policy.grace_secs = 0;
+        outcome = check(snap, policy, &remembered, &windows, now).0;
+    }
+    outcome
 }
 
 fn format_of(f: CheckFormat) -> Format {

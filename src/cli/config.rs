@@ -122,6 +122,7 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         env = env.secure(why);
         refuse_steering(cli, why)?;
     }
+    super::from::refuse(cli, privilege.secure.is_some())?;
     let common = &cli.common;
     let dev_dir = common
         .dev_dir
@@ -158,7 +159,9 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         _ => None,
     };
     Ok(Settings {
-        view: view_socket(&env, privilege, &collect, dev_dir.is_some()),
+        // A snapshot from a file asks no one.
+        view: view_socket(&env, privilege, &collect, dev_dir.is_some())
+            .filter(|_| cli.common.from.is_none()),
         privilege,
         common: common.clone(),
         collect,

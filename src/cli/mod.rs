@@ -7,8 +7,9 @@
 //!   (privilege context, environment, flags → [`Settings`]); `show`:
 //!   status, why, metrics; `act`: kill, wait; `live`: watch, serve, demo,
 //!   sim; `fleet`: the fleet view from Prometheus; `files`: doctor, man,
-//!   completions and the atomic writes; `error`: the outcomes, the errors
-//!   and their exit codes.
+//!   completions and the atomic writes; `from`: a snapshot document read
+//!   back (`--from`); `error`: the outcomes, the errors and their exit
+//!   codes.
 
 mod act;
 mod args;
@@ -17,6 +18,7 @@ mod config;
 mod error;
 mod files;
 mod fleet;
+mod from;
 mod live;
 mod prepare;
 mod show;
@@ -107,13 +109,27 @@ fn take_selected_by(
         ..s.collect.clone()
     };
     let c = collector(s, cfg, None)?;
-    let snap = pipeline::judged_with(&c, None, opts).map_err(|e| snapshot_error(s, e))?;
+    let taken = crate::units::unix_now_ms();
+    let mut snap = pipeline::judged_with(&c, None, opts).map_err(|e| snapshot_error(s, e))?;
+    // When and where, for whoever reads its document back (`--from`).
+    snap.taken_unix_ms = Some(taken);
+    snap.host = Some(
+        rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+    );
     if common.verbose > 0 {
         let millis = started.elapsed().as_secs_f64() * 1000.0;
         let _ = write_scanned(&mut std::io::stderr(), &snap.visibility, millis);
     }
     let indexes = snapshot::resolve(&snap.gpus, &common.gpu).map_err(Error::Selector)?;
-    Ok((c, pipeline::select_with(snap, &indexes, opts)))
+    let snap = pipeline::select_with(snap, &indexes, opts);
+    if let Some(copy) = crate::test_hooks::snapshot_copy() {
+        let doc = serde_json::to_vec(&crate::present::json::SnapshotDoc::new(&snap));
+        let _ = std::fs::write(copy, doc.unwrap_or_default());
+    }
+    Ok((c, snap))
 }
 
 /// Runs a parsed command line to its end: first its settings (the

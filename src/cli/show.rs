@@ -14,7 +14,7 @@ pub(super) fn status(s: &Settings, printer: &Printer) -> Result<Outcome, Error> 
     if let Some(answered) = super::view::ask(s, ViewCommand::Status, printer) {
         return answered;
     }
-    let snap = take_selected(s, &Default::default())?;
+    let snap = taken(s, &Default::default(), printer)?;
     let mut out = printer.guard(buffered_stdout());
     crate::present::write_status_command(&mut out, &snap, printer)?;
     out.flush()?;
@@ -31,7 +31,7 @@ pub(super) fn why(s: &Settings, format: WhyFormat, printer: &Printer) -> Result<
         }
     }
     let pattern = s.pattern.clone();
-    let snap = take_selected(s, &crate::diagnose::Options { pattern })?;
+    let snap = taken(s, &crate::diagnose::Options { pattern }, printer)?;
     let outcome = verdict_outcome(snap.verdict.state);
     let mut out = printer.guard(buffered_stdout());
     let written = match format {
@@ -46,6 +46,19 @@ pub(super) fn why(s: &Settings, format: WhyFormat, printer: &Printer) -> Result<
 /// holders is 60 lines per holder).
 fn buffered_stdout() -> std::io::BufWriter<std::io::StdoutLock<'static>> {
     std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock())
+}
+
+/// The snapshot `status` and `why` show: collected here, or read back
+/// from `--from`'s file.
+fn taken(
+    s: &Settings,
+    opts: &crate::diagnose::Options,
+    printer: &Printer,
+) -> Result<crate::model::Snapshot, Error> {
+    match &s.common.from {
+        Some(path) => super::from::take_from(path, s, opts, printer),
+        None => take_selected(s, opts),
+    }
 }
 
 /// `gpufree metrics [--output FILE]`: the Prometheus text once, on stdout

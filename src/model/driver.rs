@@ -36,6 +36,14 @@ impl<T, F> Reading<T, F> {
         }
     }
 
+    /// Why the read failed, where it did.
+    pub fn failure(&self) -> Option<&F> {
+        match self {
+            Reading::Failed(f) => Some(f),
+            _ => None,
+        }
+    }
+
     /// Whether the driver gave no answer at all (neither value nor failure).
     pub fn not_supported(&self) -> bool {
         matches!(self, Reading::NotSupported)
@@ -137,8 +145,11 @@ pub struct GpuUtil {
     pub memory: u32,
 }
 
-/// One GPU's evidence from the driver (NVML), each piece as read.
+/// One GPU's evidence from the driver (NVML), each piece as read. JSON
+/// writes a failed reading in words (`{"failed": "why"}`) and its cause
+/// beside (`failed_causes`): it reads back through `readback.rs`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(from = "super::readback::EvidenceDoc")]
 pub struct DriverEvidence {
     /// `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`.
     #[serde(default)]
@@ -270,8 +281,10 @@ pub struct XidEvent {
     pub at_unix_ms: u64,
 }
 
-/// The kernel log as one collection read it.
+/// The kernel log as one collection read it (read back through
+/// `readback.rs`: a refused read's error is in words in JSON).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(from = "super::readback::KernelLogDoc")]
 pub struct KernelLog {
     /// Where it was read (`GPUFREE_KMSG`, default `/dev/kmsg`).
     pub path: String,

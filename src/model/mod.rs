@@ -13,6 +13,7 @@ mod evidence;
 mod fault;
 mod finding;
 mod fleet;
+mod from;
 mod gpu;
 mod idle;
 mod k8s;
@@ -25,6 +26,7 @@ mod nvml;
 mod pin;
 mod prepare;
 mod process;
+mod readback;
 mod release;
 mod rename;
 mod restart;
@@ -59,6 +61,7 @@ pub use fleet::{
     look_back_steps, Fleet, FleetGpu, FleetHolder, FleetNode, LabelsOver, StaleNode, StaleReason,
     CLOCK_SKEW_SECONDS,
 };
+pub use from::{FromBad, FromFile, FROM_MAX_BYTES, SNAPSHOT_VERSION};
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use idle::{
     activity, judged_activity, process_activity, sm_percent, window_start_ms, Activity, IdleHolder,
@@ -107,7 +110,8 @@ pub use xid::{Fault, Xid, XidAction, CATALOG as XID_CATALOG};
 
 /// Everything gpufree knows about the host's GPUs at one moment. JSON
 /// writes it as `present::json::SnapshotDoc` (the findings in words);
-/// it reads back without its findings.
+/// it reads back without its findings (judging it again makes them) and
+/// without pins (nothing can be signalled from a file: `--from`).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 pub struct Snapshot {
     /// The GPUs, selected by `--gpu`.
@@ -145,8 +149,10 @@ pub struct Snapshot {
     pub pins: Pins,
     /// Every process the scan read that holds nothing (holders carry
     /// theirs), by PID: enough to tell a holder's launcher, and a process
-    /// a supervisor started again before it opened a GPU.
-    #[serde(skip)]
+    /// a supervisor started again before it opened a GPU. JSON has the
+    /// holders' ancestors among them ([`Snapshot::ancestry`]), all the
+    /// diagnosis reads, so a document read back is judged as it was.
+    #[serde(default)]
     pub parents: std::collections::BTreeMap<u32, Kin>,
     /// `Restart=` of the system units that own holders, from their unit
     /// files, by unit name.
@@ -166,6 +172,17 @@ pub struct Snapshot {
     /// (None: not read, e.g. `GPUFREE_KMSG=off` or a long-running command).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_log: Option<KernelLog>,
+    /// When the collection began, in milliseconds since the Unix epoch
+    /// (None: a snapshot made otherwise, or a document that did not say).
+    #[serde(default)]
+    pub taken_unix_ms: Option<u64>,
+    /// The host it was taken on (its node name).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Where a snapshot read back from a file came from (never read from
+    /// JSON: a file's own marker is not its contents).
+    #[serde(skip)]
+    pub from_file: Option<FromFile>,
 }
 
 /// A systemd unit's restart policy, as its files say.
@@ -235,6 +252,28 @@ impl Snapshot {
             .find(|p| p.pid == pid)
             .map(|p| p.comm.as_str())
             .or_else(|| self.parents.get(&pid).map(|k| k.comm.as_str()))
+    }
+
+    /// The processes that hold nothing above the holders, each holder's
+    /// line up to where the scan saw no parent: every entry of
+    /// [`Snapshot::parents`] the diagnosis reads (a launcher, a dead
+    /// parent's reaper, a torchrun agent, a tree's descent).
+    pub fn ancestry(&self) -> BTreeMap<u32, &Kin> {
+        let mut line = BTreeMap::new();
+        for p in &self.processes {
+            let mut at = p.ppid;
+            // Bounded as `descends_from` is: a loop never runs forever.
+            for _ in 0..4096 {
+                let Some(kin) = self.parents.get(&at) else {
+                    break;
+                };
+                if line.insert(at, kin).is_some() || kin.ppid == at {
+                    break;
+                }
+                at = kin.ppid;
+            }
+        }
+        line
     }
 
     /// Whether `pid` is `root` or descends from it (a bounded walk up the

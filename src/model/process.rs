@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A process that holds nothing, as the scan saw it: its place in the tree.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// JSON's `parents` (an addition) has the holders' ancestors' ones.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Kin {
     /// Parent PID.
     pub ppid: u32,

@@ -2,7 +2,7 @@
 //! node-problem-detector (one line of at most 80 characters), the Nagios
 //! plugin API (status line and performance data) and Slurm's health check
 //! (one short reason). Each consumer's exit codes are chosen where every
-//! other is, in `cli/error.rs`, from the [`Format`] and the level.
+//! other is, in `cli/error/mod.rs`, from the [`Format`] and the level.
 
 use crate::model::{CheckOutcome, Condition, Level, Problem, Snapshot};
 use crate::safe::fit;

@@ -3,6 +3,7 @@
 //! `wait --json` that is the status); the fleet view with its commands
 //! and reasons in words (`fleet --json`).
 
+use super::from::ReadBack;
 use super::kmsg::KernelLogDoc;
 use super::kubelet::KubeletDoc;
 use super::nvml::{DriverEvidenceDoc, NvmlDoc};
@@ -89,6 +90,9 @@ pub struct SnapshotDoc<'a> {
     /// The kernel log's Xid reports, where read (an addition to SPEC.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     kernel_log: Option<KernelLogDoc<'a>>,
+    /// What `--from` needs besides (additions: `present/from.rs`).
+    #[serde(flatten)]
+    readback: ReadBack<'a>,
 }
 
 /// MPS as JSON has it: the control daemons, and per GPU its servers and
@@ -136,6 +140,9 @@ impl<'a> SnapshotDoc<'a> {
             mig_caps,
             kubelet,
             kernel_log,
+            taken_unix_ms: _,
+            host: _,
+            from_file: _,
         } = s;
         let mps = MpsDoc::of(s);
         SnapshotDoc {
@@ -156,6 +163,7 @@ impl<'a> SnapshotDoc<'a> {
             kubelet: kubelet.as_ref().map(KubeletDoc::new),
             mps,
             kernel_log: kernel_log.as_ref().map(KernelLogDoc::new),
+            readback: ReadBack::new(s),
         }
     }
 }

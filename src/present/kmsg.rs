@@ -17,6 +17,10 @@ pub struct KernelLogDoc<'a> {
     truncated: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     denied: bool,
+    /// The system's error where the words above add to it (an addition:
+    /// it reads back as the error, not the words).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_error: Option<&'a str>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -45,6 +49,10 @@ impl<'a> KernelLogDoc<'a> {
             lost: *lost,
             truncated: *truncated,
             denied: *denied,
+            failed_error: match xids {
+                Reading::Failed(e) if *denied => Some(e),
+                _ => None,
+            },
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod check;
 pub mod doctor;
 mod drm;
 pub mod fleet;
+pub mod from;
 mod gpus;
 pub mod json;
 pub mod kill;

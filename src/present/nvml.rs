@@ -5,9 +5,10 @@
 
 use super::words::nvml::described;
 use crate::model::{
-    DriverEvidence, FaultReturn, NvmlDown, NvmlStatus, Reading, UtilWindow, XidReport,
+    DriverEvidence, Failure, FaultReturn, NvmlDown, NvmlStatus, Reading, UtilWindow, XidReport,
 };
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// NVML's status as JSON has it.
 #[derive(Debug, Serialize)]
@@ -75,6 +76,10 @@ pub struct DriverEvidenceDoc<'a> {
     fault_returns: &'a [FaultReturn],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     xids: &'a [XidReport],
+    /// Each failed reading's cause, by its name (an addition: the words
+    /// above do not read back as the failure).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    failed_causes: BTreeMap<&'static str, &'a Failure>,
 }
 
 impl<'a> DriverEvidenceDoc<'a> {
@@ -93,7 +98,22 @@ impl<'a> DriverEvidenceDoc<'a> {
             fault_returns,
             xids,
         } = e;
+        let failed_causes = [
+            ("recovery_action", recovery_action.failure()),
+            ("remapped_rows", remapped_rows.failure()),
+            ("retired_pages_pending", retired_pages_pending.failure()),
+            (
+                "volatile_uncorrectable_ecc",
+                volatile_uncorrectable_ecc.failure(),
+            ),
+            ("process_utilization", process_utilization.failure()),
+            ("gpu_utilization", gpu_utilization.failure()),
+        ]
+        .into_iter()
+        .filter_map(|(name, cause)| Some((name, cause?)))
+        .collect();
         DriverEvidenceDoc {
+            failed_causes,
             recovery_action: ReadingDoc::new(recovery_action),
             remapped_rows: ReadingDoc::new(remapped_rows),
             retired_pages_pending: ReadingDoc::new(retired_pages_pending),

@@ -22,8 +22,8 @@
 //! first round's targets are frozen or stopped, not yet checked or
 //! signalled). The in-kernel walk's hooks: [`break_verifier`],
 //! [`iterator_walk`], [`report_unread`], [`slow_walk`]; `--scan auto`'s:
-//! [`open_files`]; device-node discovery's: [`gpu_majors`]. docs/SPEC.md
-//! names each variable.
+//! [`open_files`]; device-node discovery's: [`gpu_majors`]; `--from`'s:
+//! [`snapshot_copy`]. docs/SPEC.md names each variable.
 
 #[cfg(feature = "test-hooks")]
 mod on;

@@ -121,6 +121,19 @@ pub fn slow_walk() {
     }
 }
 
+/// The variable that names a file where `status`, `why` and `check` also
+/// write the snapshot document (`status --json`'s) of the collection they
+/// show: `--from` is tested against the live command of one collection.
+pub const SNAPSHOT_COPY_ENV: &str = "GPUFREE_TEST_SNAPSHOT_COPY";
+
+/// Where to write a copy of the snapshot document, if anywhere (tests
+/// only).
+pub fn snapshot_copy() -> Option<std::path::PathBuf> {
+    var(SNAPSHOT_COPY_ENV)
+        .filter(|v| !v.is_empty())
+        .map(Into::into)
+}
+
 /// The variable that registers majors for GPU drivers as if the kernel had
 /// (tests only): `name=major` pairs separated by commas, e.g.
 /// `nvidia-frontend=1`, so that a test's node made with another device's

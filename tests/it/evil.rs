@@ -26,7 +26,7 @@ fn unsafe_char(c: char) -> bool {
 }
 
 /// Fails when `out` carries anything a terminal would obey.
-fn assert_inert(what: &str, out: &[u8]) {
+pub(crate) fn assert_inert(what: &str, out: &[u8]) {
     let text = String::from_utf8_lossy(out);
     if let Some((i, c)) = text.char_indices().find(|(_, c)| unsafe_char(*c)) {
         let from = text[..i].char_indices().rev().nth(40).map_or(0, |(j, _)| j);
@@ -87,15 +87,15 @@ fn add(root: &Path, p: &Fake<'_>) {
 /// A fake /proc with one holder per corpus entry (its comm, its command
 /// line and its unit name all hostile) and the simulator listing each
 /// with GPU memory.
-struct Scene {
-    d: TestDir,
+pub(crate) struct Scene {
+    pub(crate) d: TestDir,
     proc_root: PathBuf,
     state: PathBuf,
 }
 
 const FIRST_PID: u32 = 4100;
 
-fn scene() -> Scene {
+pub(crate) fn scene() -> Scene {
     let d = TestDir::new(1);
     let proc_root = d.tmp.path().join("proc");
     std::fs::create_dir(&proc_root).unwrap();
@@ -132,12 +132,16 @@ fn scene() -> Scene {
 }
 
 impl Scene {
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
+        self.gpufree(args).run()
+    }
+
+    /// `gpufree ARGS` on the scene, to be run.
+    pub(crate) fn gpufree(&self, args: &[&str]) -> Gpufree {
         Gpufree::new(args)
             .proc_root(&self.proc_root)
             .dev(&self.d.dev)
             .sim(&self.state)
-            .run()
     }
 
     /// Output with the temporary directory written as `$TMP` and the

@@ -20,6 +20,7 @@ mod evidence;
 mod evil;
 mod faults;
 mod fleet;
+mod from;
 mod fuse;
 mod harness;
 mod hooks;

@@ -125,7 +125,7 @@ fn vllm_server(tp: u32, engine: P) -> P {
 }
 
 /// One row: a tree and what `why` must say about it.
-struct Shape {
+pub(crate) struct Shape {
     tree: P,
     /// The first finding's kind.
     kind: &'static str,
@@ -161,7 +161,7 @@ fn spec(d: &TestDir, p: &P, parent_exits: bool) -> ChildSpec {
 /// A started tree: every process pinned by a pidfd opened while it was
 /// known to be ours (alive or a zombie nobody reaps), killed through it on
 /// drop, the orphans among them included.
-struct Tree {
+pub(crate) struct Tree {
     spawned: gpufree::demo::holder::Spawned,
     pidfds: Vec<OwnedFd>,
 }
@@ -197,9 +197,9 @@ impl Drop for Tree {
     }
 }
 
-/// Starts the row's tree, runs `why`, checks its first finding and runs
-/// that finding's `next`; fails with everything that differed.
-fn run(shape: Shape) {
+/// The row's host: its device directory, its tree started, the simulator's
+/// state listing each memory holder, and the holders' PIDs in order.
+pub(crate) fn host(shape: &Shape) -> (TestDir, Tree, std::path::PathBuf, Vec<u32>) {
     let procs = shape.tree.all();
     let gpus = procs
         .iter()
@@ -223,6 +223,14 @@ fn run(shape: Shape) {
             .map(|(pid, g)| sim_gpu(*g, &[(*pid, MIB, "while-alive")], 0))
             .collect(),
     ));
+    (d, tree, state, group)
+}
+
+/// Starts the row's tree, runs `why`, checks its first finding and runs
+/// that finding's `next`; fails with everything that differed.
+fn run(shape: Shape) {
+    let procs = shape.tree.all();
+    let (d, tree, state, group) = host(&shape);
 
     let r = Gpufree::new(["why"]).json().on(&d, &state).run();
     // Live holders are an error finding: why exits 1.
@@ -343,15 +351,22 @@ fn run(shape: Shape) {
     );
 }
 
-/// One test per row.
+/// One test per row, and every row by name ([`rows`]: `--from` is
+/// tested on each host too).
 macro_rules! shapes {
-    ($($(#[$m:meta])* $name:ident => $row:expr,)*) => {$(
-        #[test]
-        $(#[$m])*
-        fn $name() {
-            run($row);
+    ($($(#[$m:meta])* $name:ident => $row:expr,)*) => {
+        $(
+            #[test]
+            $(#[$m])*
+            fn $name() {
+                run($row);
+            }
+        )*
+        /// Every row, by its test's name.
+        pub(crate) fn rows() -> Vec<(&'static str, Shape)> {
+            vec![$((stringify!($name), $row),)*]
         }
-    )*};
+    };
 }
 
 shapes! {

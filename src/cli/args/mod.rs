@@ -85,6 +85,12 @@ pub struct Common {
     /// `visibility.scan_reason` says why. Default auto; env GPUFREE_SCAN.
     #[arg(long, value_name = "HOW", value_parser = scan_choice(), global = true)]
     pub scan: Option<crate::proc::scan::ScanChoice>,
+    /// status, why and check: read the snapshot from FILE (`-`: stdin),
+    /// as `status --json` or `why --json` wrote it, on this host or
+    /// another, instead of looking at this host; they print what the
+    /// live command printed when it was taken, marked as from FILE.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub from: Option<PathBuf>,
 }
 
 /// `--scan`: one of the choices, by name (clap lists them in the help and

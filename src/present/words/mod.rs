@@ -10,6 +10,7 @@ pub mod check;
 pub mod demo;
 pub mod doctor;
 mod fault;
+pub mod from;
 pub mod front;
 mod holders;
 mod idle;

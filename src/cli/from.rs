@@ -1,0 +1,190 @@
+//! `--from FILE` (`status`, `why`, `check`): the snapshot document a
+//! `status --json` or `why --json` wrote, read back and judged again by
+//! the same pipeline as a live collection, so the findings, the verdict
+//! and the next commands are those the live command showed when it was
+//! taken. A document pins no process: `kill` refuses `--from`, and the
+//! flags that steer a live collection are refused with it. In secure mode
+//! only stdin (`-`) is read: the caller's shell opened it with the
+//! caller's own rights, so a setuid gpufree reads no file its caller
+//! could not.
+
+use super::args::{CheckArgs, Command};
+use super::{Cli, Error, Settings};
+use crate::diagnose::Options;
+use crate::model::{FromBad, FromFile, Snapshot, FROM_MAX_BYTES, SNAPSHOT_VERSION};
+use crate::present::Printer;
+use crate::{pipeline, snapshot};
+use serde::de::IgnoredAny;
+use std::io::Read;
+use std::path::Path;
+
+/// Refuses `--from` where it cannot be used: a command that acts or
+/// watches, a flag that steers a live collection, a path in secure mode.
+pub(super) fn refuse(cli: &Cli, secure: bool) -> Result<(), Error> {
+    let Some(path) = &cli.common.from else {
+        return Ok(());
+    };
+    let bad = |b: FromBad| Err(Error::From(b));
+    let command = match &cli.command {
+        None | Some(Command::Status | Command::Why { .. }) => None,
+        Some(Command::Check(CheckArgs { state: Some(_), .. })) => {
+            return bad(FromBad::Flag("check --state"))
+        }
+        Some(Command::Check(_)) => None,
+        Some(Command::Kill(_)) => Some("kill"),
+        Some(Command::Wait(_)) => Some("wait"),
+        Some(Command::Watch { .. }) => Some("watch"),
+        Some(Command::Serve(_)) => Some("serve"),
+        Some(Command::Metrics { .. }) => Some("metrics"),
+        Some(Command::Fleet(_)) => Some("fleet"),
+        Some(Command::Doctor { .. }) => Some("doctor"),
+        Some(Command::Completions { .. }) => Some("completions"),
+        Some(Command::Man { .. }) => Some("man"),
+        Some(Command::Demo { .. }) => Some("demo"),
+        Some(Command::Sim(_)) => Some("sim"),
+        Some(Command::Prepare) => Some("prepare"),
+    };
+    if let Some(command) = command {
+        return bad(FromBad::Command(command));
+    }
+    let c = &cli.common;
+    for (given, flag) in [
+        (c.scan.is_some(), "--scan"),
+        (c.dev_dir.is_some(), "--dev-dir"),
+        (c.nvml_lib.is_some(), "--nvml-lib"),
+        (c.proc_root.is_some(), "--proc-root"),
+        (c.kubelet_socket.is_some(), "--kubelet-socket"),
+        (c.read_timeout.is_some(), "--read-timeout"),
+        (c.idle_window.is_some(), "--idle-window"),
+    ] {
+        if given {
+            return bad(FromBad::Flag(flag));
+        }
+    }
+    if secure && path.as_os_str() != "-" {
+        return bad(FromBad::Secure { path: shown(path) });
+    }
+    Ok(())
+}
+
+/// The path as the words show it.
+fn shown(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// The snapshot of the document at `path`, judged with `opts` and
+/// narrowed to `--gpu` as a live collection is
+/// ([`super::take_selected_by`]); where it came from said on stderr
+/// (unless quiet).
+pub(super) fn take_from(
+    path: &Path,
+    s: &Settings,
+    opts: &Options,
+    printer: &Printer,
+) -> Result<Snapshot, Error> {
+    let bytes = read(path).map_err(Error::From)?;
+    let mut snap = parse(path, &bytes).map_err(Error::From)?;
+    let from = FromFile {
+        path: shown(path),
+        taken_unix_ms: snap.taken_unix_ms,
+        host: snap.host.clone(),
+    };
+    pipeline::judge_with(&mut snap, opts);
+    let indexes = snapshot::resolve(&snap.gpus, &s.common.gpu).map_err(Error::Selector)?;
+    if !printer.quiet() {
+        let _ = crate::present::from::write_marker(&mut std::io::stderr(), &from);
+    }
+    snap.from_file = Some(from);
+    Ok(pipeline::select_with(snap, &indexes, opts))
+}
+
+/// The bytes of `path` (`-`: stdin), at most [`FROM_MAX_BYTES`]: a
+/// regular file opened as the caller (without blocking: a FIFO is
+/// refused, never waited on), or stdin, whatever it is.
+fn read(path: &Path) -> Result<Vec<u8>, FromBad> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let unreadable = |e: std::io::Error| FromBad::Unreadable {
+        path: shown(path),
+        error: e.to_string(),
+    };
+    let mut bytes = Vec::new();
+    let source: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(unreadable)?;
+        let meta = f.metadata().map_err(unreadable)?;
+        if !meta.is_file() {
+            return Err(FromBad::NotRegular { path: shown(path) });
+        }
+        if meta.len() > FROM_MAX_BYTES {
+            return Err(FromBad::TooLarge { path: shown(path) });
+        }
+        Box::new(f)
+    };
+    source
+        .take(FROM_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > FROM_MAX_BYTES {
+        return Err(FromBad::TooLarge { path: shown(path) });
+    }
+    Ok(bytes)
+}
+
+/// What a document says of itself, read before the whole of it.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(default)]
+    snapshot_version: Option<u64>,
+    #[serde(default)]
+    kill: Option<IgnoredAny>,
+    #[serde(default)]
+    wait: Option<IgnoredAny>,
+}
+
+/// The snapshot in `bytes`: JSON, a snapshot document (not another
+/// command's), of a version this gpufree reads.
+fn parse(path: &Path, bytes: &[u8]) -> Result<Snapshot, FromBad> {
+    use serde_json::error::Category;
+    let wrong = |e: serde_json::Error| match e.classify() {
+        Category::Data => FromBad::OtherKind {
+            path: shown(path),
+            error: Some(e.to_string()),
+        },
+        _ => FromBad::NotJson {
+            path: shown(path),
+            error: e.to_string(),
+        },
+    };
+    // Not an object: no document of ours (serde would read an array's
+    // items as a struct's fields).
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        serde_json::from_slice::<IgnoredAny>(bytes).map_err(wrong)?;
+        return Err(FromBad::OtherKind {
+            path: shown(path),
+            error: None,
+        });
+    }
+    let head: Head = serde_json::from_slice(bytes).map_err(wrong)?;
+    let another = |command| FromBad::AnotherCommand {
+        path: shown(path),
+        command,
+    };
+    if head.kill.is_some() {
+        return Err(another("kill"));
+    }
+    if head.wait.is_some() {
+        return Err(another("wait"));
+    }
+    match head.snapshot_version {
+        Some(version) if version > u64::from(SNAPSHOT_VERSION) => Err(FromBad::Newer {
+            path: shown(path),
+            version,
+        }),
+        _ => serde_json::from_slice(bytes).map_err(wrong),
+    }
+}

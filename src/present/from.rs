@@ -1,0 +1,103 @@
+//! What a snapshot document carries for `--from` (additions to SPEC.md's
+//! `status --json`): the holders' ancestors that hold nothing (what the
+//! diagnosis reads of them), when and where it was taken, its version;
+//! and, for a snapshot shown from a file, where it came from, in values
+//! and in words, on stdout's document (`from_file`) and on stderr.
+
+use super::words::from::marker;
+use crate::model::{FromFile, Kin, Snapshot, SNAPSHOT_VERSION};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+/// The snapshot document's fields for reading it back.
+#[derive(Debug, Serialize)]
+pub struct ReadBack<'a> {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    parents: BTreeMap<u32, &'a Kin>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    taken_unix_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: &'a Option<String>,
+    snapshot_version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    from_file: Option<FromFileDoc<'a>>,
+}
+
+impl<'a> ReadBack<'a> {
+    /// Those of `s`.
+    pub fn new(s: &'a Snapshot) -> ReadBack<'a> {
+        ReadBack {
+            parents: s.ancestry(),
+            taken_unix_ms: s.taken_unix_ms,
+            host: &s.host,
+            snapshot_version: SNAPSHOT_VERSION,
+            from_file: s.from_file.as_ref().map(|from| FromFileDoc {
+                from,
+                said: marker(from),
+            }),
+        }
+    }
+}
+
+/// Where a snapshot read from a file came from: the values, and the
+/// marker in words.
+#[derive(Debug, Serialize)]
+struct FromFileDoc<'a> {
+    #[serde(flatten)]
+    from: &'a FromFile,
+    said: String,
+}
+
+/// The marker on stderr: `gpufree: ` and [`marker`], one line.
+pub fn write_marker<W: Write>(w: &mut W, from: &FromFile) -> io::Result<()> {
+    writeln!(w, "gpufree: {}", marker(from))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{DriverEvidence, Failure, Gpu, KernelLog, Reading, Snapshot};
+
+    #[test]
+    fn failed_readings_and_a_refused_kernel_log_read_back_as_they_were() {
+        let evidence = DriverEvidence {
+            recovery_action: Reading::Failed(Failure::Timeout),
+            process_utilization: Reading::Failed(Failure::Nvml {
+                error: "Unknown Error".into(),
+            }),
+            remapped_rows: Reading::NotSupported,
+            ..Default::default()
+        };
+        let s = Snapshot {
+            gpus: vec![Gpu {
+                driver_evidence: Some(evidence),
+                ..Default::default()
+            }],
+            kernel_log: Some(KernelLog {
+                path: "/dev/kmsg".into(),
+                xids: Reading::Failed("Operation not permitted (os error 1)".into()),
+                denied: true,
+                ..Default::default()
+            }),
+            taken_unix_ms: Some(1_764_936_181_000),
+            host: Some("node-1".into()),
+            ..Default::default()
+        };
+        let json = serde_json::to_vec(&crate::present::json::SnapshotDoc::new(&s)).unwrap();
+        let back: Snapshot = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.gpus[0].driver_evidence, s.gpus[0].driver_evidence);
+        assert_eq!(back.kernel_log, s.kernel_log);
+        assert_eq!((back.taken_unix_ms, back.host), (s.taken_unix_ms, s.host));
+        // An older document (no causes beside the words) still reads back
+        // failed, for a reason it does not say.
+        let mut doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        doc["gpus"][0]["driver_evidence"]
+            .as_object_mut()
+            .unwrap()
+            .remove("failed_causes");
+        let old: Snapshot = serde_json::from_value(doc).unwrap();
+        let e = old.gpus[0].driver_evidence.as_ref().unwrap();
+        assert!(matches!(e.recovery_action, Reading::Failed(_)));
+        assert!(e.remapped_rows.not_supported());
+    }
+}

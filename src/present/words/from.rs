@@ -1,0 +1,87 @@
+//! The words of `--from`: the marker of a snapshot shown from a file, and
+//! why a file or a command line is refused ([`FromBad`]).
+
+use super::fault::utc;
+use crate::model::{FromBad, FromFile, FROM_MAX_BYTES};
+use crate::safe::{escape, fit};
+
+/// `from FILE: a snapshot taken at TIME on HOST, not now`.
+pub fn marker(from: &FromFile) -> String {
+    let when = match from.taken_unix_ms {
+        Some(ms) => format!("taken {}", utc(ms / 1000)),
+        None => "taken at a time it does not say".to_string(),
+    };
+    let host = match &from.host {
+        Some(h) => format!("on {}", fit(&escape(h), 255)),
+        None => "on a host it does not name".to_string(),
+    };
+    format!(
+        "from {}: a snapshot {when} {host}; nothing here is live (the next commands re-check \
+         the host when run)",
+        shown(&from.path)
+    )
+}
+
+/// A path as given, escaped, `-` as stdin.
+fn shown(path: &str) -> String {
+    if path == "-" {
+        return "stdin".to_string();
+    }
+    fit(&escape(path), 1024)
+}
+
+/// Why `--from` cannot be used, in one line.
+pub fn bad(b: &FromBad) -> String {
+    match b {
+        FromBad::Unreadable { path, error } => {
+            format!("--from {}: cannot be read: {error}", shown(path))
+        }
+        FromBad::NotRegular { path } => format!(
+            "--from {}: not a regular file (give a pipe's document on stdin: --from -)",
+            shown(path)
+        ),
+        FromBad::TooLarge { path } => format!(
+            "--from {}: larger than {} MiB, the most read; no snapshot document is that large",
+            shown(path),
+            FROM_MAX_BYTES >> 20
+        ),
+        FromBad::NotJson { path, error } => {
+            format!("--from {}: not JSON ({})", shown(path), fit(error, 200))
+        }
+        FromBad::OtherKind { path, error } => {
+            format!(
+            "--from {}: not a snapshot document as `status --json` or `why --json` write it ({})",
+            shown(path),
+            error.as_deref().map_or("not a JSON object".to_string(), |e| fit(e, 200))
+        )
+        }
+        FromBad::AnotherCommand { path, command } => format!(
+            "--from {}: `{command} --json`'s document, not a snapshot as `status --json` or \
+             `why --json` write it",
+            shown(path)
+        ),
+        FromBad::Newer { path, version } => format!(
+            "--from {}: a snapshot document of version {version}, written by a newer gpufree \
+             (this one reads versions up to {})",
+            shown(path),
+            crate::model::SNAPSHOT_VERSION
+        ),
+        FromBad::Command("kill") => "kill --from: refused: a snapshot from a file pins no \
+             process, so nothing can be signalled from it; run `gpufree kill` on the host \
+             itself (it collects and checks each process again)"
+            .to_string(),
+        FromBad::Command(cmd) => {
+            format!("{cmd} --from: only status, why and check read a snapshot from a file")
+        }
+        FromBad::Flag(flag) => format!(
+            "{flag} with --from: it steers a live collection, and a snapshot from a file \
+             collects nothing"
+        ),
+        FromBad::Secure { path } => format!(
+            "--from {}: refused: gpufree runs with privileges its caller lacks, and reads no \
+             file its caller names; give the document on stdin (--from - < FILE: your shell \
+             opens it with your own rights)",
+            shown(path)
+        ),
+    }
+}
