@@ -109,6 +109,12 @@ pub enum Named {
     Candidate(Protection),
 }
 
+/// Whether an executable's path names a protected program (by its
+/// file name): only then does it matter who could have placed it.
+pub fn is_protected_exe(exe: &str) -> bool {
+    PROTECTED.contains(&base(exe))
+}
+
 /// Whether the process is a protected program, from its comm, its
 /// executable (`None` when unreadable), whether only root could have
 /// placed that file, and its UID. comm is cut at 15 bytes, so names are
@@ -117,7 +123,7 @@ pub fn named(comm: &str, exe: Option<&str>, exe_trusted: bool, uid: u32) -> Name
     match exe.filter(|e| !e.is_empty()) {
         Some(exe) => {
             let name = base(exe);
-            if !PROTECTED.contains(&name) {
+            if !is_protected_exe(exe) {
                 Named::Other
             } else if !exe_trusted {
                 Named::Not(NotProtected::UntrustedExe)

@@ -28,7 +28,9 @@ pub struct Details {
     /// Whether the executable is a file only root could have put there:
     /// owned by root, writable by nobody else, in a directory owned by root
     /// and writable by nobody else (seen through the process's own root).
-    /// A daemon's name is believed only from such a file.
+    /// A daemon's name is believed only from such a file. Only looked
+    /// at for a file named like one ([`protect::is_protected_exe`]):
+    /// false for every other.
     pub exe_trusted: bool,
     /// Raw /proc/PID/cgroup.
     pub cgroup: Vec<u8>,
@@ -76,10 +78,12 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
         .map(|b| parse::parse_cmdline(&b))
         .unwrap_or_default();
     let exe_raw = rustix::fs::readlinkat(dir, "exe", Vec::new()).ok();
-    let exe_trusted = exe_raw
-        .as_ref()
-        .is_some_and(|raw| exe_is_trusted(dir, raw.as_bytes()));
     let exe = exe_raw.as_ref().map(|c| parse::escape_bytes(c.as_bytes()));
+    // Two path walks, asked only where the answer is used: of a file
+    // named like a protected program.
+    let exe_trusted = exe_raw.as_ref().is_some_and(|raw| {
+        exe.as_deref().is_some_and(protect::is_protected_exe) && exe_is_trusted(dir, raw.as_bytes())
+    });
     let cgroup = read_at(dir, "cgroup").unwrap_or_default();
     let wchan = (stat.state != 'R')
         .then(|| read_at(dir, "wchan").ok())
