@@ -3,10 +3,12 @@
 //! about each one in constant or logarithmic time: `Snapshot::parent_of`,
 //! `mps_role` and the idle rule each search the whole snapshot, fine
 //! once and quadratic per holder. The rules stay where they are; this
-//! only finds what they read.
+//! only finds what they read. Each index is built the first time it is
+//! asked for.
 
 use super::idle::{over_gpus, Samples};
 use super::{Activity, Gpu, MpsRole, Process, Snapshot};
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
 /// The snapshot `s` indexed for per-holder questions. It borrows the
@@ -16,14 +18,14 @@ pub struct Lookup<'a> {
     processes: HashMap<u32, &'a Process>,
     gpus: HashMap<u32, &'a Gpu>,
     /// The PIDs NVML lists as MPS clients of any GPU.
-    mps_clients: HashSet<u32>,
+    mps_clients: OnceCell<HashSet<u32>>,
     /// The PIDs NVML lists on any GPU, in any list.
-    listed: HashSet<u32>,
+    listed: OnceCell<HashSet<u32>>,
     /// Each GPU's per-process samples (where the driver read them), by
     /// GPU index.
-    samples: HashMap<u32, Samples>,
+    samples: OnceCell<HashMap<u32, Samples>>,
     /// Each PID's children, holders and the rest the scan read.
-    children: HashMap<u32, Vec<u32>>,
+    children: OnceCell<HashMap<u32, Vec<u32>>>,
 }
 
 impl<'a> Lookup<'a> {
@@ -38,25 +40,25 @@ impl<'a> Lookup<'a> {
         for g in &s.gpus {
             gpus.entry(g.index).or_insert(g);
         }
-        let samples = gpus
-            .iter()
-            .filter_map(|(&i, g)| Some((i, Samples::of(g.driver_evidence.as_ref())?)))
-            .collect();
-        let mut lookup = Lookup {
+        Lookup {
             s,
             processes,
             gpus,
-            mps_clients: s.mps_clients(),
-            listed: s
-                .gpus
-                .iter()
-                .flat_map(|g| g.nvml_processes.iter().map(|n| n.pid))
-                .collect(),
-            samples,
-            children: HashMap::new(),
-        };
-        lookup.children = children(s, &lookup);
-        lookup
+            mps_clients: OnceCell::new(),
+            listed: OnceCell::new(),
+            samples: OnceCell::new(),
+            children: OnceCell::new(),
+        }
+    }
+
+    /// GPU `gpu`'s samples, where the driver read them.
+    fn samples(&self, gpu: u32) -> Option<&Samples> {
+        let all = self.samples.get_or_init(|| {
+            (self.gpus.iter())
+                .filter_map(|(&i, g)| Some((i, Samples::of(g.driver_evidence.as_ref())?)))
+                .collect()
+        });
+        all.get(&gpu)
     }
 
     /// The snapshot it indexes.
@@ -76,7 +78,12 @@ impl<'a> Lookup<'a> {
 
     /// Whether NVML lists `pid` on any GPU.
     pub fn listed(&self, pid: u32) -> bool {
-        self.listed.contains(&pid)
+        let listed = self.listed.get_or_init(|| {
+            (self.s.gpus.iter())
+                .flat_map(|g| g.nvml_processes.iter().map(|n| n.pid))
+                .collect()
+        });
+        listed.contains(&pid)
     }
 
     /// As [`Snapshot::parent_of`].
@@ -95,14 +102,14 @@ impl<'a> Lookup<'a> {
 
     /// As [`Snapshot::mps_role`].
     pub fn mps_role(&self, p: &Process) -> Option<MpsRole> {
-        super::mps::role(p, self.mps_clients.contains(&p.pid))
+        let clients = self.mps_clients.get_or_init(|| self.s.mps_clients());
+        super::mps::role(p, clients.contains(&p.pid))
     }
 
     /// As [`super::process_activity`].
     pub fn process_activity(&self, p: &Process) -> Option<Activity> {
         over_gpus(p, |gpu| {
-            self.samples
-                .get(&gpu)
+            self.samples(gpu)
                 .map_or(Activity::Unknown, |x| x.activity(p.pid))
         })
     }
@@ -110,7 +117,7 @@ impl<'a> Lookup<'a> {
     /// `pid`'s largest SM utilisation in GPU `gpu`'s samples (0 without
     /// one); None where the GPU's samples were not read.
     pub fn sm_on(&self, gpu: u32, pid: u32) -> Option<u32> {
-        Some(self.samples.get(&gpu)?.sm(pid))
+        Some(self.samples(gpu)?.sm(pid))
     }
 
     /// As [`super::sm_percent`].
@@ -131,13 +138,14 @@ impl<'a> Lookup<'a> {
     /// [`DESCENT_STEPS`] levels at most, each PID once (a loop of parents
     /// is walked once, a chain thousands deep once).
     pub fn subtree(&self, root: u32) -> Vec<u32> {
+        let children = self.children.get_or_init(|| children(self.s, self));
         let mut below = vec![root];
         let mut seen = HashSet::from([root]);
         let mut level = 0..1;
         for _ in 1..DESCENT_STEPS {
             let from = level.end;
             for i in level {
-                let kids = self.children.get(&below[i]).map_or(&[][..], Vec::as_slice);
+                let kids = children.get(&below[i]).map_or(&[][..], Vec::as_slice);
                 below.extend(kids.iter().filter(|&&k| seen.insert(k)));
             }
             level = from..below.len();

@@ -70,7 +70,7 @@ pub use kill::{
     UsersOwn, WatchFailed, With,
 };
 pub use lookup::{Lookup, DESCENT_STEPS};
-pub use mig::{mig_label, MigCap, Selection};
+pub use mig::{mig_label, MigCap, MigListings, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
 pub use nodes::{

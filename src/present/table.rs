@@ -4,7 +4,8 @@
 
 use super::words::gpu_list;
 use super::{flags, Printer};
-use crate::model::{DeviceUse, Lookup, MpsGpu, MpsRole, Process, Severity, Snapshot, Via};
+use crate::model::{DeviceUse, Lookup, MigListings, MpsGpu, MpsRole, Process, Severity};
+use crate::model::{Snapshot, Via};
 use crate::safe::{escape, fit, pad, MESSAGE_MAX, TEXT_MAX};
 use crate::units::mib;
 use std::io::{self, Write};
@@ -69,11 +70,12 @@ fn row(p: &Process, gpu: Option<u32>) -> [String; 7] {
     ]
 }
 
-/// What the rows' details read, indexed once per table: the holders and
-/// the GPUs under MPS.
+/// What the rows' details read, indexed once per table: the holders, the
+/// GPUs under MPS and who NVML lists on each MIG device.
 struct Rows<'a> {
     look: Lookup<'a>,
     mps: Vec<MpsGpu>,
+    mig: MigListings,
 }
 
 fn write_rows<W: Write>(
@@ -149,7 +151,7 @@ fn write_details<W: Write>(
     if let Some(role) = mps_role(at, p) {
         writeln!(w, "      {} {role}", printer.dim("mps:"))?;
     }
-    if let Some(on) = super::mig::held(s, p) {
+    if let Some(on) = super::mig::held(s, &at.mig, p) {
         writeln!(w, "      {} {}", printer.dim("mig:"), fit(&on, TEXT_MAX))?;
     }
     if let Some(clients) = super::drm::shared(p) {
@@ -221,6 +223,7 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io:
     let at = Rows {
         look: Lookup::new(s),
         mps: s.mps(),
+        mig: MigListings::of(&s.gpus),
     };
     for g in &s.gpus {
         write_holders_of(w, &at, g.index, printer)?;
