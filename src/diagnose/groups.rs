@@ -6,8 +6,8 @@
 use super::{gpus_of_all, printable, supervisors, unprotected, who};
 use crate::diagnose::shapes::{role, shape};
 use crate::model::{Alongside, GroupName, Holding, LaunchGroup, Role};
-use crate::model::{Evidence, Finding, Next, OwnerKind, Process, Severity, Snapshot};
-use std::collections::{BTreeMap, HashMap};
+use crate::model::{Evidence, Finding, Lookup, Next, OwnerKind, Process, Severity, Snapshot};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// What started a group of holders.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -65,9 +65,20 @@ pub(super) const NOT_LAUNCHERS: &[&str] = &[
 pub(super) struct Ctx<'a> {
     pub(super) s: &'a Snapshot,
     pub(super) by_pid: HashMap<u32, &'a Process>,
+    /// The snapshot indexed once, for questions asked per holder.
+    pub(super) look: Lookup<'a>,
 }
 
 impl<'a> Ctx<'a> {
+    /// The holders of `s` indexed by PID.
+    pub(super) fn new(s: &'a Snapshot) -> Ctx<'a> {
+        Ctx {
+            s,
+            by_pid: s.processes.iter().map(|p| (p.pid, p)).collect(),
+            look: Lookup::new(s),
+        }
+    }
+
     pub(super) fn group(&self, p: &Process) -> Group {
         if matches!(
             p.owner.kind,
@@ -158,14 +169,14 @@ impl<'a> Ctx<'a> {
             // again is below it too), when the group is all that is below
             // it; else exactly the group's PIDs.
             Group::Launcher(pid) => {
+                let members: HashSet<u32> = members.iter().map(|m| m.pid).collect();
                 let below_only_members = self
-                    .s
-                    .processes
-                    .iter()
-                    .filter(|q| {
-                        q.is_live() && !q.protected_for_all() && self.s.descends_from(q.pid, *pid)
-                    })
-                    .all(|q| members.iter().any(|m| m.pid == q.pid));
+                    .look
+                    .subtree(*pid)
+                    .into_iter()
+                    .filter_map(|q| self.look.process(q))
+                    .filter(|q| q.is_live() && !q.protected_for_all())
+                    .all(|q| members.contains(&q.pid));
                 below_only_members.then_some(Next::KillTree(*pid))
             }
         };
@@ -183,10 +194,7 @@ pub struct Groups<'a>(Ctx<'a>);
 impl<'a> Groups<'a> {
     /// Indexes the holders of `s`.
     pub fn new(s: &'a Snapshot) -> Groups<'a> {
-        Groups(Ctx {
-            s,
-            by_pid: s.processes.iter().map(|q| (q.pid, q)).collect(),
-        })
+        Groups(Ctx::new(s))
     }
 
     /// A stable key for what started `p`: its unit, container, pod or job
@@ -321,7 +329,7 @@ fn group_finding(ctx: &Ctx<'_>, g: &Group, members: &[&Process]) -> Option<Findi
 
 pub(super) fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let s = ctx.s;
-    let memory_groups: Vec<Group> = s
+    let memory_groups: BTreeSet<Group> = s
         .processes
         .iter()
         .filter(|p| p.memory_bytes() > 0 && p.is_live())

@@ -8,21 +8,23 @@
 use super::shapes::idle_shape;
 use super::who;
 use crate::model::{
-    judged_activity, saturating_sum, Activity, Evidence, Finding, IdleHolder, IdleHolders,
-    IdleUnknown, Next, Process, Reading, Severity, Snapshot,
+    saturating_sum, Activity, Evidence, Finding, IdleHolder, IdleHolders, IdleUnknown, Lookup,
+    Next, Process, Reading, Severity,
 };
 
 /// The holders a finding about idleness may name, with what they did
 /// (`model::judged_activity`).
-fn candidates(s: &Snapshot) -> impl Iterator<Item = (&Process, Activity)> {
-    s.processes
+fn candidates<'a>(look: &'a Lookup<'a>) -> impl Iterator<Item = (&'a Process, Activity)> {
+    look.snapshot()
+        .processes
         .iter()
-        .filter_map(move |p| judged_activity(s, p).map(|a| (p, a)))
+        .filter_map(move |p| look.judged_activity(p).map(|a| (p, a)))
 }
 
 /// The `idle-holders` finding: one for all idle holders.
-pub(super) fn idle(s: &Snapshot, out: &mut Vec<Finding>) {
-    let idle: Vec<&Process> = candidates(s)
+pub(super) fn idle(look: &Lookup<'_>, out: &mut Vec<Finding>) {
+    let s = look.snapshot();
+    let idle: Vec<&Process> = candidates(look)
         .filter(|(_, a)| *a == Activity::Idle)
         .map(|(p, _)| p)
         .collect();
@@ -30,7 +32,7 @@ pub(super) fn idle(s: &Snapshot, out: &mut Vec<Finding>) {
         return;
     }
     let gpus = super::gpus_of_all(idle.iter().copied());
-    let busy = candidates(s)
+    let busy = candidates(look)
         .filter(|(p, a)| *a == Activity::Busy && p.gpu_memory.iter().any(|m| gpus.contains(&m.gpu)))
         .count();
     let holders: Vec<IdleHolder> = idle
@@ -70,7 +72,8 @@ pub(super) fn idle(s: &Snapshot, out: &mut Vec<Finding>) {
 
 /// The `idle-unknown` finding: the GPUs with live holders whose
 /// utilisation the driver did not give, one finding per answer.
-pub(super) fn unknown(s: &Snapshot, out: &mut Vec<Finding>) {
+pub(super) fn unknown(look: &Lookup<'_>, out: &mut Vec<Finding>) {
+    let s = look.snapshot();
     let mut by_answer: Vec<IdleUnknown> = Vec::new();
     for g in &s.gpus {
         let Some(e) = &g.driver_evidence else {
@@ -82,7 +85,7 @@ pub(super) fn unknown(s: &Snapshot, out: &mut Vec<Finding>) {
             // driver kept no sample of it while the GPU ran (or said not
             // whether it ran), or it is an MPS client.
             Reading::Value(_) => {
-                if !candidates(s).any(|(p, a)| a == Activity::Unknown && here(p)) {
+                if !candidates(look).any(|(p, a)| a == Activity::Unknown && here(p)) {
                     continue;
                 }
                 Reading::Value(())
@@ -90,7 +93,7 @@ pub(super) fn unknown(s: &Snapshot, out: &mut Vec<Finding>) {
             Reading::NotSupported => Reading::NotSupported,
             Reading::Failed(why) => Reading::Failed(why.clone()),
         };
-        if !candidates(s).any(|(p, _)| here(p)) {
+        if !candidates(look).any(|(p, _)| here(p)) {
             continue;
         }
         match by_answer.iter_mut().find(|u| u.reading == reading) {

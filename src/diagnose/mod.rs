@@ -100,26 +100,23 @@ pub fn diagnose(s: &Snapshot) -> Vec<Finding> {
 /// Diagnoses a snapshot; the finding that explains the most memory, most
 /// surely, comes first.
 pub fn diagnose_with(s: &Snapshot, opts: &Options) -> Vec<Finding> {
-    let ctx = Ctx {
-        s,
-        by_pid: s.processes.iter().map(|p| (p.pid, p)).collect(),
-    };
+    let ctx = Ctx::new(s);
     let mut out = Vec::new();
     fault::faults(s, &mut out);
     fault::app_faults(s, &mut out);
     live_holders(&ctx, &mut out);
-    idle::idle(s, &mut out);
-    idle::unknown(s, &mut out);
+    idle::idle(&ctx.look, &mut out);
+    idle::unknown(&ctx.look, &mut out);
     renamed(s, &mut out);
     if let Some((text, re)) = &opts.pattern {
         pattern(s, text, re, &mut out);
     }
     node_only(&ctx, &mut out);
     orphans(&ctx, &mut out);
-    zombies(s, &mut out);
+    zombies(&ctx.look, &mut out);
     blocked(s, &mut out);
     protected(s, &mut out);
-    mps::mps(s, &mut out);
+    mps::mps(&ctx.look, &mut out);
     allocation::allocation(s, &mut out);
     let overall = verdict::overall(s, &verdict::Policy::default());
     let said = if overall.state == VerdictState::Free {

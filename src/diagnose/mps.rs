@@ -6,24 +6,27 @@
 //! their CUDA contexts: never the suggestion.
 
 use super::{unprotected, who};
-use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot, Who};
+use crate::model::{Evidence, Finding, Lookup, Next, Process, Severity, Who};
 use crate::model::{MpsGpu, MpsRole, MpsServed};
+use std::collections::HashSet;
 
 /// One finding per GPU under MPS.
-pub(super) fn mps(s: &Snapshot, out: &mut Vec<Finding>) {
+pub(super) fn mps(look: &Lookup<'_>, out: &mut Vec<Finding>) {
+    let s = look.snapshot();
     let controls: Vec<Who> = s
         .processes
         .iter()
-        .filter(|p| s.mps_role(p) == Some(MpsRole::Control))
+        .filter(|p| look.mps_role(p) == Some(MpsRole::Control))
         .map(who)
         .collect();
     for m in s.mps() {
-        out.push(served(s, &m, &controls));
+        out.push(served(look, &m, &controls));
     }
 }
 
 /// The finding of GPU `m.gpu` under MPS.
-fn served(s: &Snapshot, m: &MpsGpu, controls: &[Who]) -> Finding {
+fn served(look: &Lookup<'_>, m: &MpsGpu, controls: &[Who]) -> Finding {
+    let s = look.snapshot();
     let on_gpu = |p: &Process| {
         p.gpu_memory
             .iter()
@@ -31,6 +34,7 @@ fn served(s: &Snapshot, m: &MpsGpu, controls: &[Who]) -> Finding {
             .and_then(|g| g.used_bytes)
     };
     let procs = |pids: &[u32]| -> Vec<&Process> {
+        let pids: HashSet<u32> = pids.iter().copied().collect();
         s.processes
             .iter()
             .filter(|p| pids.contains(&p.pid))
@@ -43,10 +47,10 @@ fn served(s: &Snapshot, m: &MpsGpu, controls: &[Who]) -> Finding {
         .clients
         .iter()
         .copied()
-        .filter(|pid| !clients.iter().any(|p| p.pid == *pid))
+        .filter(|pid| look.process(*pid).is_none())
         .collect();
     let mut pids: Vec<u32> = [&m.servers[..], &m.clients[..]].concat();
-    pids.retain(|pid| s.processes.iter().any(|p| p.pid == *pid));
+    pids.retain(|pid| look.process(*pid).is_some());
     pids.extend(controls.iter().map(|w| w.pid));
     pids.sort_unstable();
     pids.dedup();

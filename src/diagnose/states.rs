@@ -4,7 +4,7 @@
 use super::{gpus_of, gpus_of_all, unprotected, who};
 use crate::diagnose::groups::{Ctx, Group};
 use crate::model::Orphan;
-use crate::model::{Evidence, Finding, Next, Process, Severity, Snapshot};
+use crate::model::{Evidence, Finding, Lookup, Next, Process, Severity, Snapshot};
 
 pub(super) fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     let s = ctx.s;
@@ -42,12 +42,9 @@ pub(super) fn orphans(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     });
 }
 
-pub(super) fn zombies(s: &Snapshot, out: &mut Vec<Finding>) {
-    for p in s.processes.iter().filter(|p| p.state == "Z") {
-        let listed = s
-            .gpus
-            .iter()
-            .any(|g| g.nvml_processes.iter().any(|n| n.pid == p.pid));
+pub(super) fn zombies(look: &Lookup<'_>, out: &mut Vec<Finding>) {
+    for p in look.snapshot().processes.iter().filter(|p| p.state == "Z") {
+        let listed = look.listed(p.pid);
         let (severity, next) = if p.threads > 1 {
             (Severity::Error, Next::Kill(vec![p.pid]))
         } else if listed {

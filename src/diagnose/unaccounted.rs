@@ -94,6 +94,7 @@ fn unseen(s: &Snapshot) -> Vec<Unseen> {
 pub(super) fn listed_memory(s: &Snapshot, pids: &[u32]) -> (u64, Vec<u32>) {
     let mut bytes = 0;
     let mut gpus = Vec::new();
+    let pids: std::collections::HashSet<u32> = pids.iter().copied().collect();
     for g in &s.gpus {
         for p in g.nvml_processes.iter().filter(|p| pids.contains(&p.pid)) {
             bytes = p.used_bytes.unwrap_or(0).saturating_add(bytes);

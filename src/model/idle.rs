@@ -9,8 +9,9 @@
 //! supported or failed makes every holder of that GPU unknown, never
 //! idle.
 
-use super::{DriverEvidence, MpsRole, Process, ProcessUtil, Reading, Snapshot, Who};
+use super::{DriverEvidence, MpsRole, Process, Reading, Snapshot, Who};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// The NVML call that answered a GPU's per-process utilisation.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -53,37 +54,85 @@ pub enum Activity {
 /// unknown: a driver that kept no sample in the window (NOT_FOUND) of a
 /// GPU that is running something has not said who runs it.
 pub fn activity(e: Option<&DriverEvidence>, pid: u32) -> Activity {
-    let Some(e) = e else {
-        return Activity::Unknown;
-    };
-    let Reading::Value(samples) = &e.process_utilization else {
-        return Activity::Unknown;
-    };
-    let used = |s: &&ProcessUtil| s.sm > 0 || s.mem > 0 || s.enc > 0 || s.dec > 0;
-    let mine = || samples.iter().filter(|s| s.pid == pid);
-    let gpu_still = matches!(e.gpu_utilization, Reading::Value(u) if u.gpu == 0 && u.memory == 0);
-    if mine().any(|s| used(&s)) {
-        Activity::Busy
-    } else if mine().next().is_some() || samples.iter().any(|s| used(&s)) || gpu_still {
-        Activity::Idle
-    } else {
-        Activity::Unknown
+    Samples::of(e).map_or(Activity::Unknown, |s| s.activity(pid))
+}
+
+/// One GPU's per-process samples as [`activity`] reads them, read once:
+/// whether each sampled PID used the GPU, and what the GPU as a whole
+/// shows. None where the driver gave no samples (every PID unknown).
+pub(super) struct Samples {
+    /// Each sampled PID: whether any of its samples shows use, and its
+    /// largest SM utilisation.
+    mine: HashMap<u32, (bool, u32)>,
+    /// Some process's sample shows use.
+    any_used: bool,
+    /// The GPU's own utilisation reads zero.
+    gpu_still: bool,
+}
+
+impl Samples {
+    /// The samples of a GPU whose evidence is `e`.
+    pub(super) fn of(e: Option<&DriverEvidence>) -> Option<Samples> {
+        let e = e?;
+        let Reading::Value(samples) = &e.process_utilization else {
+            return None;
+        };
+        let mut mine: HashMap<u32, (bool, u32)> = HashMap::with_capacity(samples.len());
+        let mut any_used = false;
+        for s in samples {
+            let used = s.sm > 0 || s.mem > 0 || s.enc > 0 || s.dec > 0;
+            any_used |= used;
+            let (was_used, sm) = mine.entry(s.pid).or_default();
+            *was_used |= used;
+            *sm = (*sm).max(s.sm);
+        }
+        let gpu_still =
+            matches!(e.gpu_utilization, Reading::Value(u) if u.gpu == 0 && u.memory == 0);
+        Some(Samples {
+            mine,
+            any_used,
+            gpu_still,
+        })
+    }
+
+    /// What `pid` did, by the rule of [`activity`].
+    pub(super) fn activity(&self, pid: u32) -> Activity {
+        match self.mine.get(&pid) {
+            Some((true, _)) => Activity::Busy,
+            Some((false, _)) => Activity::Idle,
+            None if self.any_used || self.gpu_still => Activity::Idle,
+            None => Activity::Unknown,
+        }
+    }
+
+    /// `pid`'s largest SM utilisation in the samples, 0 without one.
+    pub(super) fn sm(&self, pid: u32) -> u32 {
+        self.mine.get(&pid).map_or(0, |&(_, sm)| sm)
     }
 }
 
 /// What `p` did over the window on every GPU it holds memory on: busy on
 /// any is busy; unknown on any (and busy on none) is unknown; idle only
 /// where every GPU answered and none shows use. None: it holds no
-/// memory on a GPU NVML reads.
+/// memory on a GPU NVML reads. (Once per holder:
+/// [`super::Lookup::process_activity`].)
 pub fn process_activity(s: &Snapshot, p: &Process) -> Option<Activity> {
-    let mut out: Option<Activity> = None;
-    for m in &p.gpu_memory {
+    over_gpus(p, |gpu| {
         let e = s
             .gpus
             .iter()
-            .find(|g| g.index == m.gpu)
+            .find(|g| g.index == gpu)
             .and_then(|g| g.driver_evidence.as_ref());
-        out = Some(fold(out, activity(e, p.pid)));
+        activity(e, p.pid)
+    })
+}
+
+/// `p`'s activity on each GPU it holds memory on (`on`), folded, with
+/// what it did on the GPUs `--gpu` left out.
+pub(super) fn over_gpus(p: &Process, on: impl Fn(u32) -> Activity) -> Option<Activity> {
+    let mut out: Option<Activity> = None;
+    for m in &p.gpu_memory {
+        out = Some(fold(out, on(m.gpu)));
     }
     // Where `--gpu` narrowed the snapshot, what it did on the others.
     match (out, p.unselected_activity) {
@@ -104,13 +153,23 @@ fn fold(out: Option<Activity>, a: Activity) -> Activity {
 /// What `p` did over the window as the idle findings judge it: None for
 /// a process they never name (gone, protected, an MPS server: it holds
 /// its busy clients' memory, or with no memory on a GPU NVML reads);
-/// unknown for an MPS client (the driver samples its server).
+/// unknown for an MPS client (the driver samples its server). (Once per
+/// holder: [`super::Lookup::judged_activity`].)
 pub fn judged_activity(s: &Snapshot, p: &Process) -> Option<Activity> {
-    let role = s.mps_role(p);
+    judged(p, s.mps_role(p), || process_activity(s, p))
+}
+
+/// The rule of [`judged_activity`], given `p`'s MPS role and (asked only
+/// when needed) what it did.
+pub(super) fn judged(
+    p: &Process,
+    role: Option<MpsRole>,
+    activity: impl FnOnce() -> Option<Activity>,
+) -> Option<Activity> {
     if !p.is_live() || p.protected || role == Some(MpsRole::Server) {
         return None;
     }
-    let a = process_activity(s, p)?;
+    let a = activity()?;
     Some(if role == Some(MpsRole::Client) {
         Activity::Unknown
     } else {
@@ -207,7 +266,7 @@ pub struct IdleUnknown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::GpuUtil;
+    use crate::model::{GpuUtil, ProcessUtil};
 
     #[test]
     fn idle_only_where_the_reading_answered_and_showed_nothing() {

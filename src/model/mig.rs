@@ -5,7 +5,7 @@
 
 use super::{Gpu, MigDevice, Process, Snapshot};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 /// MIG device `mig` of GPU `gpu` as `--gpu` takes it: `0:1`.
 pub fn mig_label(gpu: u32, mig: u32) -> String {
@@ -47,9 +47,15 @@ impl Snapshot {
 
     /// Whether `p` is surely on MIG device `m` of `gpu`: NVML lists it
     /// there, or it holds the capability of `m`'s own compute instance.
-    /// Only this makes a process a kill target of `--gpu GPU:MIG`.
+    /// Only this makes a process a kill target of `--gpu GPU:MIG`. (Once
+    /// per holder: [`MigListings::surely_holds`].)
     pub fn surely_holds_mig(&self, p: &Process, gpu: u32, m: &MigDevice) -> bool {
-        m.nvml_processes.iter().any(|n| n.pid == p.pid)
+        self.surely(p, gpu, m, m.nvml_processes.iter().any(|n| n.pid == p.pid))
+    }
+
+    /// [`Self::surely_holds_mig`], given whether NVML lists `p` on `m`.
+    fn surely(&self, p: &Process, gpu: u32, m: &MigDevice, listed: bool) -> bool {
+        listed
             || self
                 .caps_of(p, gpu)
                 .any(|c| c.compute_instance_id.is_some() && c.opens(m))
@@ -61,7 +67,21 @@ impl Snapshot {
     /// GPU instance's alone leaves every compute instance in it possible).
     /// What judges a device free counts these; what kills does not.
     pub fn may_hold_mig(&self, p: &Process, gpu: u32, m: &MigDevice) -> bool {
-        if self.surely_holds_mig(p, gpu, m) {
+        self.may(p, gpu, m, &|d| {
+            d.nvml_processes.iter().any(|n| n.pid == p.pid)
+        })
+    }
+
+    /// [`Self::may_hold_mig`], told by `listed` whether NVML lists `p` on
+    /// a device of `gpu`.
+    fn may(
+        &self,
+        p: &Process,
+        gpu: u32,
+        m: &MigDevice,
+        listed: &dyn Fn(&MigDevice) -> bool,
+    ) -> bool {
+        if self.surely(p, gpu, m, listed(m)) {
             return true;
         }
         let gi_only = self
@@ -73,7 +93,7 @@ impl Snapshot {
             .filter(|g| g.index == gpu)
             .flat_map(|g| &g.mig_devices)
             .filter(|o| o.gpu_instance_id == m.gpu_instance_id)
-            .any(|o| self.surely_holds_mig(p, gpu, o));
+            .any(|o| self.surely(p, gpu, o, listed(o)));
         gi_only && !placed_elsewhere
     }
 
@@ -103,14 +123,45 @@ impl Snapshot {
             .iter()
             .filter(|m| keep.contains(&m.index))
             .collect();
+        let listings = MigListings::of(std::slice::from_ref(&whole));
         let stays: Vec<bool> = self
             .processes
             .iter()
-            .map(|p| !p.touches_gpu(gpu) || kept.iter().any(|m| self.may_hold_mig(p, gpu, m)))
+            .map(|p| !p.touches_gpu(gpu) || kept.iter().any(|m| listings.may_hold(self, p, gpu, m)))
             .collect();
         let mut stays = stays.into_iter();
         self.processes.retain(|_| stays.next().unwrap_or(false));
         self.gpus[at].restrict_to(keep);
+    }
+}
+
+/// Who NVML lists on each MIG device of a snapshot, read once (by GPU,
+/// MIG index and PID), so that asking it of every holder does not search
+/// every device's list each time.
+pub struct MigListings(HashSet<(u32, u32, u32)>);
+
+impl MigListings {
+    /// The listings of every MIG device of `gpus`.
+    pub fn of(gpus: &[Gpu]) -> MigListings {
+        let mut listed = HashSet::new();
+        for g in gpus {
+            for m in &g.mig_devices {
+                listed.extend(m.nvml_processes.iter().map(|n| (g.index, m.index, n.pid)));
+            }
+        }
+        MigListings(listed)
+    }
+
+    /// As [`Snapshot::surely_holds_mig`], of `s` (the snapshot these
+    /// listings were read from).
+    pub fn surely_holds(&self, s: &Snapshot, p: &Process, gpu: u32, m: &MigDevice) -> bool {
+        s.surely(p, gpu, m, self.0.contains(&(gpu, m.index, p.pid)))
+    }
+
+    /// As [`Snapshot::may_hold_mig`], of `s` (the snapshot these listings
+    /// were read from).
+    pub fn may_hold(&self, s: &Snapshot, p: &Process, gpu: u32, m: &MigDevice) -> bool {
+        s.may(p, gpu, m, &|d| self.0.contains(&(gpu, d.index, p.pid)))
     }
 }
 

@@ -18,6 +18,7 @@ mod gpu;
 mod idle;
 mod k8s;
 mod kill;
+mod lookup;
 mod mig;
 mod mps;
 mod next;
@@ -72,7 +73,8 @@ pub use kill::{
     Change, Changed, Handled, Left, MpsPart, NotOurProc, Plan, PlanEntry, Report, Skipped, Target,
     UsersOwn, WatchFailed, With,
 };
-pub use mig::{mig_label, MigCap, Selection};
+pub use lookup::{Lookup, DESCENT_STEPS};
+pub use mig::{mig_label, MigCap, MigListings, Selection};
 pub use mps::{MpsGpu, MpsRole};
 pub use next::Next;
 pub use nodes::{
@@ -280,7 +282,7 @@ impl Snapshot {
     /// parents; a PID it cannot place is no descendant).
     pub fn descends_from(&self, pid: u32, root: u32) -> bool {
         let mut at = pid;
-        for _ in 0..4096 {
+        for _ in 0..DESCENT_STEPS {
             if at == root {
                 return true;
             }

@@ -9,6 +9,7 @@
 
 use super::{Process, Snapshot};
 use serde::Serialize;
+use std::collections::HashSet;
 
 /// What a process is to MPS.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -29,49 +30,72 @@ pub struct MpsGpu {
     pub gpu: u32,
     /// The servers holding this GPU (one per user at a time).
     pub servers: Vec<u32>,
-    /// The PIDs NVML lists as MPS clients of this GPU, visible here or not.
+    /// The PIDs NVML lists as MPS clients of this GPU, visible here or
+    /// not, in PID order.
     pub clients: Vec<u32>,
     /// The clients' memory, as NVML reports it.
     pub client_bytes: u64,
 }
 
+impl MpsGpu {
+    /// The MPS server that holds this GPU (and its clients' memory),
+    /// when exactly one does.
+    pub fn server(&self) -> Option<u32> {
+        match self.servers[..] {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+}
+
 impl Snapshot {
     /// What `p` is to MPS, if anything. Only a protected process (its exe
-    /// one only root could have put there) is taken for a daemon.
+    /// one only root could have put there) is taken for a daemon. (Once
+    /// per holder: [`super::Lookup::mps_role`].)
     pub fn mps_role(&self, p: &Process) -> Option<MpsRole> {
-        if p.protected {
-            match p.program() {
-                "nvidia-cuda-mps-control" => return Some(MpsRole::Control),
-                "nvidia-cuda-mps-server" => return Some(MpsRole::Server),
-                _ => {}
-            }
-        }
+        let client = self
+            .gpus
+            .iter()
+            .flat_map(|g| &g.nvml_processes)
+            .any(|n| n.pid == p.pid && n.kind == super::NvmlProcessKind::Mps);
+        role(p, client)
+    }
+
+    /// The PIDs NVML lists as MPS clients, of any GPU.
+    pub fn mps_clients(&self) -> HashSet<u32> {
         self.gpus
             .iter()
             .flat_map(|g| &g.nvml_processes)
-            .any(|n| n.pid == p.pid && n.kind == super::NvmlProcessKind::Mps)
-            .then_some(MpsRole::Client)
+            .filter(|n| n.kind == super::NvmlProcessKind::Mps)
+            .map(|n| n.pid)
+            .collect()
     }
 
     /// The MPS control daemons among the holders.
     pub fn mps_controls(&self) -> Vec<u32> {
+        let clients = self.mps_clients();
         self.processes
             .iter()
-            .filter(|p| self.mps_role(p) == Some(MpsRole::Control))
+            .filter(|p| role(p, clients.contains(&p.pid)) == Some(MpsRole::Control))
             .map(|p| p.pid)
             .collect()
     }
 
     /// Each GPU with an MPS server or MPS clients, in index order.
     pub fn mps(&self) -> Vec<MpsGpu> {
+        let clients = self.mps_clients();
+        // The servers once, then each GPU's among them.
+        let servers: Vec<&Process> = self
+            .processes
+            .iter()
+            .filter(|p| role(p, clients.contains(&p.pid)) == Some(MpsRole::Server))
+            .collect();
         self.gpus
             .iter()
             .filter_map(|g| {
-                let servers: Vec<u32> = self
-                    .processes
+                let servers: Vec<u32> = servers
                     .iter()
                     .filter(|p| p.touches_gpu(g.index))
-                    .filter(|p| self.mps_role(p) == Some(MpsRole::Server))
                     .map(|p| p.pid)
                     .collect();
                 let listed = || {
@@ -96,9 +120,20 @@ impl Snapshot {
     /// The MPS server that holds GPU `gpu` (and its clients' memory there),
     /// when exactly one does.
     pub fn mps_server_of(&self, gpu: u32) -> Option<u32> {
-        match self.mps().into_iter().find(|m| m.gpu == gpu)?.servers[..] {
-            [one] => Some(one),
-            _ => None,
+        self.mps().into_iter().find(|m| m.gpu == gpu)?.server()
+    }
+}
+
+/// What `p` is to MPS, given whether NVML lists it as an MPS client. Only
+/// a protected process (its exe one only root could have put there) is
+/// taken for a daemon.
+pub(super) fn role(p: &Process, client: bool) -> Option<MpsRole> {
+    if p.protected {
+        match p.program() {
+            "nvidia-cuda-mps-control" => return Some(MpsRole::Control),
+            "nvidia-cuda-mps-server" => return Some(MpsRole::Server),
+            _ => {}
         }
     }
+    client.then_some(MpsRole::Client)
 }

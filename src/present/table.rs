@@ -4,7 +4,8 @@
 
 use super::words::gpu_list;
 use super::{flags, Printer};
-use crate::model::{DeviceUse, MpsRole, Process, Severity, Snapshot, Via};
+use crate::model::{DeviceUse, Lookup, MigListings, MpsGpu, MpsRole, Process, Severity};
+use crate::model::{Snapshot, Via};
 use crate::safe::{escape, fit, pad, MESSAGE_MAX, TEXT_MAX};
 use crate::units::mib;
 use std::io::{self, Write};
@@ -69,9 +70,17 @@ fn row(p: &Process, gpu: Option<u32>) -> [String; 7] {
     ]
 }
 
+/// What the rows' details read, indexed once per table: the holders, the
+/// GPUs under MPS and who NVML lists on each MIG device.
+struct Rows<'a> {
+    look: Lookup<'a>,
+    mps: Vec<MpsGpu>,
+    mig: MigListings,
+}
+
 fn write_rows<W: Write>(
     w: &mut W,
-    s: &Snapshot,
+    at: &Rows<'_>,
     printer: &Printer,
     header: [&str; 7],
     rows: &[([String; 7], &Process)],
@@ -107,7 +116,7 @@ fn write_rows<W: Write>(
                 text
             }
         )?;
-        write_details(w, s, p, printer)?;
+        write_details(w, at, p, printer)?;
     }
     Ok(())
 }
@@ -117,10 +126,11 @@ fn write_rows<W: Write>(
 /// clients.
 fn write_details<W: Write>(
     w: &mut W,
-    s: &Snapshot,
+    at: &Rows<'_>,
     p: &Process,
     printer: &Printer,
 ) -> io::Result<()> {
+    let s = at.look.snapshot();
     let joined = p.cmdline_joined();
     if !joined.is_empty() && joined != p.comm {
         writeln!(
@@ -138,10 +148,10 @@ fn write_details<W: Write>(
             fit(p.exe.as_deref().unwrap_or("?"), TEXT_MAX)
         )?;
     }
-    if let Some(role) = mps_role(s, p) {
+    if let Some(role) = mps_role(at, p) {
         writeln!(w, "      {} {role}", printer.dim("mps:"))?;
     }
-    if let Some(on) = super::mig::held(s, p) {
+    if let Some(on) = super::mig::held(s, &at.mig, p) {
         writeln!(w, "      {} {}", printer.dim("mig:"), fit(&on, TEXT_MAX))?;
     }
     if let Some(clients) = super::drm::shared(p) {
@@ -157,9 +167,9 @@ fn write_details<W: Write>(
 
 /// What a holder is to NVIDIA MPS, in words: a client of which server,
 /// the server of which GPUs, or the control daemon.
-fn mps_role(s: &Snapshot, p: &Process) -> Option<String> {
-    let role = s.mps_role(p)?;
-    let gpus = s.mps();
+fn mps_role(at: &Rows<'_>, p: &Process) -> Option<String> {
+    let role = at.look.mps_role(p)?;
+    let gpus = &at.mps;
     let lines: Vec<String> = match role {
         MpsRole::Control => vec![
             "control daemon: protected; `echo quit | nvidia-cuda-mps-control` stops MPS once no client is left".into(),
@@ -179,8 +189,8 @@ fn mps_role(s: &Snapshot, p: &Process) -> Option<String> {
             .collect(),
         MpsRole::Client => gpus
             .iter()
-            .filter(|m| m.clients.contains(&p.pid))
-            .map(|m| match s.mps_server_of(m.gpu) {
+            .filter(|m| m.clients.binary_search(&p.pid).is_ok())
+            .map(|m| match m.server() {
                 Some(server) => format!("client of server {server} on GPU {}", m.gpu),
                 None => format!("client on GPU {} (its server is not visible here)", m.gpu),
             })
@@ -210,10 +220,15 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io:
     }
     super::gpus::write_gpus(w, s, printer)?;
     write_unavailable(w, s, printer)?;
+    let at = Rows {
+        look: Lookup::new(s),
+        mps: s.mps(),
+        mig: MigListings::of(&s.gpus),
+    };
     for g in &s.gpus {
-        write_holders_of(w, s, g.index, printer)?;
+        write_holders_of(w, &at, g.index, printer)?;
     }
-    write_shared_only(w, s, printer)?;
+    write_shared_only(w, &at, printer)?;
     write_not_visible(w, s, printer)?;
     if !printer.quiet() {
         write_findings(w, s, printer)?;
@@ -243,10 +258,11 @@ fn write_unavailable<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io
 /// when it has none.
 fn write_holders_of<W: Write>(
     w: &mut W,
-    s: &Snapshot,
+    at: &Rows<'_>,
     gpu: u32,
     printer: &Printer,
 ) -> io::Result<()> {
+    let s = at.look.snapshot();
     let holders: Vec<&Process> = s.processes.iter().filter(|p| p.touches_gpu(gpu)).collect();
     if holders.is_empty() {
         return Ok(());
@@ -266,11 +282,12 @@ fn write_holders_of<W: Write>(
     )?;
     let rows: Vec<([String; 7], &Process)> =
         holders.iter().map(|p| (row(p, Some(gpu)), *p)).collect();
-    write_rows(w, s, printer, HEADER, &rows)
+    write_rows(w, at, printer, HEADER, &rows)
 }
 
 /// The holders of shared driver nodes only (none of the GPUs).
-fn write_shared_only<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
+fn write_shared_only<W: Write>(w: &mut W, at: &Rows<'_>, printer: &Printer) -> io::Result<()> {
+    let s = at.look.snapshot();
     let shared: Vec<&Process> = s
         .processes
         .iter()
@@ -289,7 +306,7 @@ fn write_shared_only<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io
         ))
     )?;
     let rows: Vec<([String; 7], &Process)> = shared.iter().map(|p| (row(p, None), *p)).collect();
-    write_rows(w, s, printer, HEADER, &rows)
+    write_rows(w, at, printer, HEADER, &rows)
 }
 
 /// The PIDs NVML lists that this /proc does not have.

@@ -16,7 +16,7 @@ use crate::proc::nodes::{NodeKind, NodeSet};
 use crate::proc::scan::{Details, Limits, Seen, Stuck, Unread};
 use crate::proc::{looks_renamed, parse, scan};
 use crate::snapshot::config::Config;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
@@ -59,15 +59,7 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
     let mut owners = super::owners::Owners::new(&cfg.sys_root);
     let known = (&gpus[..], &drm_gpus, &memory);
     let (mut processes, pins) = processes_of(seen, nodes, known, &mut owners);
-    // Listed by NVML, but not a process of this /proc (or not one that
-    // could be pinned): another PID namespace's.
-    let not_visible: Vec<u32> = nvml_mem
-        .keys()
-        .copied()
-        .filter(|pid| {
-            !pins.contains_key(pid) && !unreadable.contains_key(pid) && !stale.contains(pid)
-        })
-        .collect();
+    let not_visible = not_visible(&nvml_mem, &pins, &unreadable, &stale);
     for p in &mut processes {
         p.drm_clients = drm_held.clients.remove(&p.pid).unwrap_or_default();
     }
@@ -98,6 +90,24 @@ pub(super) fn assemble(cfg: &Config, proc_fd: &OwnedFd, nodes: &NodeSet, c: Coll
         // Units, pods, MIG capabilities and the kubelet: joined later.
         ..Snapshot::default()
     }
+}
+
+/// Listed by NVML, but not a process of this /proc (or not one that
+/// could be pinned): another PID namespace's.
+fn not_visible(
+    nvml_mem: &NvmlMemory,
+    pins: &BTreeMap<u32, Pin>,
+    unreadable: &BTreeMap<u32, Unread>,
+    stale: &[u32],
+) -> Vec<u32> {
+    let stale: HashSet<u32> = stale.iter().copied().collect();
+    nvml_mem
+        .keys()
+        .copied()
+        .filter(|pid| {
+            !pins.contains_key(pid) && !unreadable.contains_key(pid) && !stale.contains(pid)
+        })
+        .collect()
 }
 
 /// PID → (GPU → bytes) from NVML (None: listed without a size).
@@ -193,8 +203,9 @@ fn processes_of(
 /// Each GPU's memory split into what its visible processes account for and
 /// the rest.
 fn account(gpus: &mut [Gpu], processes: &[Process]) {
+    let visible: HashSet<u32> = processes.iter().map(|q| q.pid).collect();
     for g in gpus {
-        set_accounting(g, |pid| processes.iter().any(|q| q.pid == pid));
+        set_accounting(g, |pid| visible.contains(&pid));
     }
 }
 
@@ -266,9 +277,10 @@ pub(super) fn others(
     stuck: &Stuck,
 ) -> Vec<Brief> {
     let me = std::process::id();
+    let holders: HashSet<u32> = holders.iter().map(|h| h.pid).collect();
     let pids = listed
         .into_iter()
-        .filter(|pid| *pid != me && !holders.iter().any(|h| h.pid == *pid))
+        .filter(|pid| *pid != me && !holders.contains(pid))
         .collect();
     scan::titles(proc_fd, pids, limits, stuck)
         .into_iter()

@@ -48,12 +48,19 @@ pub fn fold_memory(snap: &mut Snapshot, report: &NvmlReport) -> bool {
     if listings(fresh.iter().copied()) != listings(snap.gpus.iter()) {
         return false;
     }
+    let not_visible: BTreeSet<u32> = snap
+        .visibility
+        .nvml_pids_not_visible
+        .iter()
+        .copied()
+        .collect();
     for g in &mut snap.gpus {
         if let Some(f) = fresh.iter().find(|f| f.index == g.index) {
-            fold_gpu(g, f, &snap.visibility.nvml_pids_not_visible);
+            fold_gpu(g, f, &not_visible);
+            let listed = g.listed();
             for p in &mut snap.processes {
                 for m in p.gpu_memory.iter_mut().filter(|m| m.gpu == g.index) {
-                    m.used_bytes = g.listed().get(&p.pid).copied().flatten();
+                    m.used_bytes = listed.get(&p.pid).copied().flatten();
                 }
             }
         }
@@ -69,7 +76,7 @@ fn listings<'a>(gpus: impl Iterator<Item = &'a Gpu>) -> BTreeSet<(u32, u32)> {
 
 /// One GPU's fresh memory and listings, accounted to the PIDs that were
 /// visible before (the process set is unchanged).
-fn fold_gpu(g: &mut Gpu, fresh: &Gpu, not_visible: &[u32]) {
+fn fold_gpu(g: &mut Gpu, fresh: &Gpu, not_visible: &BTreeSet<u32>) {
     let visible: BTreeSet<u32> = g
         .nvml_processes
         .iter()

@@ -4,7 +4,7 @@
 //! hours says so. One-shot commands remember nothing.
 
 use super::{kernel, Config};
-use crate::model::{judged_activity, window_start_ms, Activity, Snapshot};
+use crate::model::{window_start_ms, Activity, Lookup, Snapshot};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
@@ -50,8 +50,9 @@ impl History {
         let now_ms = crate::units::unix_now_ms();
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let mut now = BTreeMap::new();
+        let look = Lookup::new(snap);
         for p in &snap.processes {
-            if judged_activity(snap, p) != Some(Activity::Idle) {
+            if look.judged_activity(p) != Some(Activity::Idle) {
                 continue;
             }
             let key = (p.pid, p.start_time_ticks);

@@ -5,7 +5,7 @@
 use crate::model::Kin;
 use crate::model::{Owner, OwnerKind, Process};
 use crate::proc::{owner, parse, scan};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::OwnedFd;
 
 /// Marks holders whose parent is init or a user manager (a subreaper) as
@@ -14,13 +14,15 @@ use std::os::fd::OwnedFd;
 /// come from the scan's one pass (`kin`); only the siblings' cgroups are
 /// read, never /proc walked again.
 pub(super) fn mark_orphans(proc_fd: &OwnedFd, processes: &mut [Process], kin: &BTreeMap<u32, Kin>) {
+    let mut holders: HashMap<u32, &str> = HashMap::with_capacity(processes.len());
+    for q in processes.iter() {
+        // The first of a PID, as a search from the front finds it.
+        holders.entry(q.pid).or_insert(q.comm.as_str());
+    }
     let comm_of = |pid: u32| {
-        kin.get(&pid).map(|k| k.comm.as_str()).or_else(|| {
-            processes
-                .iter()
-                .find(|q| q.pid == pid)
-                .map(|q| q.comm.as_str())
-        })
+        kin.get(&pid)
+            .map(|k| k.comm.as_str())
+            .or_else(|| holders.get(&pid).copied())
     };
     let candidates: Vec<usize> = (0..processes.len())
         .filter(|&i| {
@@ -35,7 +37,7 @@ pub(super) fn mark_orphans(proc_fd: &OwnedFd, processes: &mut [Process], kin: &B
         .iter()
         .any(|&i| has_main_process(&processes[i].owner));
     // The reaper's other children, with their cgroups and start times.
-    let siblings: Vec<(u32, String, u64)> = if needs_main {
+    let children: Vec<(u32, String, u64)> = if needs_main {
         let reapers = candidates.iter().map(|&i| processes[i].ppid).collect();
         let mut siblings = reaper_children(proc_fd, &reapers, kin);
         siblings.extend(
@@ -48,12 +50,18 @@ pub(super) fn mark_orphans(proc_fd: &OwnedFd, processes: &mut [Process], kin: &B
     } else {
         Vec::new()
     };
+    // The earliest start among each reaper's children of one cgroup.
+    let mut earliest: HashMap<(u32, String), u64> = HashMap::new();
+    for (ppid, cg, start) in children {
+        let first = earliest.entry((ppid, cg)).or_insert(start);
+        *first = (*first).min(start);
+    }
     for i in candidates {
         let p = &processes[i];
         let is_main = has_main_process(&p.owner)
-            && !siblings.iter().any(|(ppid, cg, start)| {
-                *ppid == p.ppid && *cg == p.cgroup && *start < p.start_time_ticks
-            });
+            && earliest
+                .get(&(p.ppid, p.cgroup.clone()))
+                .is_none_or(|&first| first >= p.start_time_ticks);
         processes[i].orphaned = !is_main;
     }
 }

@@ -2,7 +2,7 @@
 //! `GPU:MIG` or `MIG-` UUID, `all`) and a snapshot narrowed to what they
 //! name.
 
-use crate::model::{process_activity, Activity, BadSelector, Gpu, GpuMiss, Here, Snapshot};
+use crate::model::{Activity, BadSelector, Gpu, GpuMiss, Here, Lookup, Snapshot};
 use crate::model::{MigDevice, Selection};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -215,13 +215,14 @@ pub fn narrow(mut snap: Snapshot, sel: &Selection) -> Snapshot {
     let indexes = &sel.gpus;
     // What each holder did on the GPUs left out, judged before they go:
     // a holder busy on GPU 1 is not idle on GPU 0.
+    let look = Lookup::new(&snap);
     let elsewhere: BTreeMap<u32, Activity> = snap
         .processes
         .iter()
         .filter_map(|p| {
             let mut there = p.clone();
             there.gpu_memory.retain(|m| !indexes.contains(&m.gpu));
-            Some((p.pid, process_activity(&snap, &there)?))
+            Some((p.pid, look.process_activity(&there)?))
         })
         .collect();
     snap.gpus.retain(|g| indexes.contains(&g.index));

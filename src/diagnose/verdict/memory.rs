@@ -50,9 +50,11 @@ pub fn holders_only_driver(g: &Gpu) -> Option<&str> {
 /// from another PID namespace or under a PID that now names another process.
 pub fn unexplained_bytes(s: &Snapshot, g: &Gpu) -> u64 {
     let v = &s.visibility;
-    let listed_elsewhere = g.listed_bytes(|pid| {
-        v.nvml_pids_not_visible.contains(&pid) || v.nvml_pids_stale.contains(&pid)
-    });
+    let elsewhere: std::collections::HashSet<u32> = (v.nvml_pids_not_visible.iter())
+        .chain(&v.nvml_pids_stale)
+        .copied()
+        .collect();
+    let listed_elsewhere = g.listed_bytes(|pid| elsewhere.contains(&pid));
     g.memory.unaccounted_bytes.saturating_sub(listed_elsewhere)
 }
 

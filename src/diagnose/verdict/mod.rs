@@ -22,6 +22,7 @@ use crate::model::{
     needs_now, Caveat, Failed, Gpu, GpuName, MemoryUnknown, Named, Reason, Snapshot, Unplaced,
     UnreadableReason, Verdict, VerdictState, Why,
 };
+use std::collections::{HashMap, HashSet};
 
 /// Unaccounted memory up to this much, with no holder, counts as the GPU's
 /// idle baseline (driver reservations), not as a leak.
@@ -163,19 +164,29 @@ fn holding(s: &Snapshot, g: &Gpu) -> Vec<Why> {
 fn listed(s: &Snapshot, g: &Gpu) -> Vec<Why> {
     let v = &s.visibility;
     let mut busy = Vec::new();
+    if g.nvml_processes.is_empty() {
+        return busy;
+    }
+    // Each PID's first holder, as a search from the front finds it.
+    let mut holders = HashMap::with_capacity(s.processes.len());
+    for p in &s.processes {
+        holders.entry(p.pid).or_insert(p);
+    }
+    let not_visible: HashSet<u32> = v.nvml_pids_not_visible.iter().copied().collect();
+    let stale: HashSet<u32> = v.nvml_pids_stale.iter().copied().collect();
     for n in &g.nvml_processes {
         let (pid, bytes) = (n.pid, n.used_bytes);
-        match s.processes.iter().find(|p| p.pid == n.pid) {
+        match holders.get(&n.pid) {
             Some(p) if !p.is_live() && !p.protected_for_all() => busy.push(Why::Zombie {
                 pid,
                 ppid: p.ppid,
                 bytes,
             }),
             Some(_) => {}
-            None if v.nvml_pids_not_visible.contains(&pid) => {
+            None if not_visible.contains(&pid) => {
                 busy.push(Why::OtherNamespace { pid, bytes });
             }
-            None if v.nvml_pids_stale.contains(&pid) => busy.push(Why::StalePid { pid, bytes }),
+            None if stale.contains(&pid) => busy.push(Why::StalePid { pid, bytes }),
             None => {}
         }
     }

@@ -8,10 +8,11 @@ use super::words::restarter;
 use super::words::target::{left, target};
 use super::words::verdict::reasons_line;
 use super::Printer;
-use crate::model::{Evidence, Snapshot};
+use crate::model::{Evidence, Lookup, Process, Snapshot};
 use crate::model::{Plan, PlanEntry, Report};
 use crate::safe::{fit, pad, MESSAGE_MAX, TEXT_MAX};
 pub use doc::{write_kill_command, write_kill_json, write_plan_json, Killed};
+use std::collections::HashSet;
 use std::io::{self, Write};
 
 /// Writes the plan: each target with user, comm, cmdline, owner, memory and
@@ -25,8 +26,9 @@ pub fn write_plan<W: Write + ?Sized>(
     printer: &Printer,
 ) -> io::Result<()> {
     writeln!(w, "{}", printer.bold(&plan_heading(plan, signal, grace)))?;
+    let look = Lookup::new(snap);
     for e in &plan.targets {
-        write_target(w, snap, e, printer)?;
+        write_target(w, look.process(e.pid), e, printer)?;
     }
     write_restarts(w, snap, plan, printer)?;
     if !plan.skipped.is_empty() {
@@ -92,11 +94,10 @@ fn plan_heading(plan: &Plan, signal: &str, grace: f64) -> String {
 /// One target: PID, user, comm and why; then its command line and owner.
 fn write_target<W: Write + ?Sized>(
     w: &mut W,
-    snap: &Snapshot,
+    p: Option<&Process>,
     e: &PlanEntry,
     printer: &Printer,
 ) -> io::Result<()> {
-    let p = snap.processes.iter().find(|p| p.pid == e.pid);
     let (user, comm, cmd, owner) = p.map_or(Default::default(), |p| {
         (
             fit(&p.user, crate::present::table::USER_MAX),
@@ -134,7 +135,8 @@ fn write_restarts<W: Write + ?Sized>(
     plan: &Plan,
     printer: &Printer,
 ) -> io::Result<()> {
-    let targeted = |pid: &u32| plan.targets.iter().any(|e| e.pid == *pid);
+    let targets: HashSet<u32> = plan.targets.iter().map(|e| e.pid).collect();
+    let targeted = |pid: &u32| targets.contains(pid);
     for f in snap.findings.iter().filter(|f| f.pids.iter().any(targeted)) {
         let Evidence::Group(g) = &f.evidence else {
             continue;

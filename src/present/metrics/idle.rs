@@ -5,8 +5,9 @@
 //! read as "busy" or "idle").
 
 use super::{gauge, gauge_family, l, label_value, Labels};
-use crate::model::{process_activity, Activity, FindingKind, Snapshot};
+use crate::model::{Activity, FindingKind, Lookup, Snapshot};
 use prometheus_client::registry::Registry;
+use std::collections::HashSet;
 
 /// `process_sm_util_percent` and `process_idle` per holder and GPU,
 /// labelled `gpu`, `uuid`, `pid`, `comm` as its memory series is; idle
@@ -49,34 +50,25 @@ type Row = (Labels, u32, Option<u32>, Option<u64>);
 /// The rows of every live holder on every GPU whose utilisation answered.
 fn rows(s: &Snapshot) -> Vec<Row> {
     // Idle as the diagnosis found it (live, not protected, no MPS server).
-    let idle_pids: Vec<u32> = s
+    let idle_pids: HashSet<u32> = s
         .findings
         .iter()
         .filter(|f| f.kind() == FindingKind::IdleHolders)
         .flat_map(|f| f.pids.iter().copied())
         .collect();
+    let look = Lookup::new(s);
     let mut rows = Vec::new();
     for p in s.processes.iter().filter(|p| p.is_live()) {
-        let Some(whole) = process_activity(s, p) else {
+        let Some(whole) = look.process_activity(p) else {
             continue;
         };
         for m in &p.gpu_memory {
-            let Some(g) = s.gpus.iter().find(|g| g.index == m.gpu) else {
+            let Some(g) = look.gpu(m.gpu) else {
                 continue;
             };
-            let Some(samples) = g
-                .driver_evidence
-                .as_ref()
-                .and_then(|e| e.process_utilization.value())
-            else {
+            let Some(sm) = look.sm_on(g.index, p.pid) else {
                 continue;
             };
-            let sm = samples
-                .iter()
-                .filter(|u| u.pid == p.pid)
-                .map(|u| u.sm)
-                .max()
-                .unwrap_or(0);
             let idle = u32::from(idle_pids.contains(&p.pid));
             let labels = l(&[
                 ("gpu", g.index.to_string()),

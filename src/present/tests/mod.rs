@@ -12,6 +12,7 @@ mod evil;
 mod fixtures;
 mod fleet;
 mod incident;
+mod scale;
 
 use super::fleet::{write_fleet, write_fleet_command};
 use super::json::{FindingDoc, FleetDoc, SnapshotDoc};
