@@ -179,8 +179,11 @@ fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
     .flatten()
     .collect::<Vec<_>>()
     .join(" ");
+    let lookup = crate::model::Lookup::new(s);
     let table = holders_table(
-        rows.iter().map(|p| holder_row(s, p, app.color)).collect(),
+        rows.iter()
+            .map(|p| holder_row(s, &lookup, p, app.color))
+            .collect(),
         words::holders_title(sort, &filter),
     );
     let n_rows = rows.len();
@@ -195,7 +198,12 @@ fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
 }
 
 /// One holder's row: renamed or orphaned ones in yellow (when `color`).
-fn holder_row<'a>(s: &Snapshot, p: &Process, color: bool) -> Row<'a> {
+fn holder_row<'a>(
+    s: &Snapshot,
+    lookup: &crate::model::Lookup,
+    p: &Process,
+    color: bool,
+) -> Row<'a> {
     let gpus: Vec<String> = {
         let mut g: Vec<u32> = p
             .gpu_memory
@@ -222,7 +230,7 @@ fn holder_row<'a>(s: &Snapshot, p: &Process, color: bool) -> Row<'a> {
             "-".into()
         }),
         Cell::from(gpus.join(",")),
-        Cell::from(crate::model::sm_percent(s, p).map_or("-".into(), |v| format!("{v}%"))),
+        Cell::from(lookup.sm_percent(p).map_or("-".into(), |v| format!("{v}%"))),
         Cell::from(age(s, p)),
         Cell::from(match p.owner.described() {
             o if o.is_empty() => "-".into(),

@@ -140,11 +140,16 @@ pub fn check_unit(snap: &Snapshot, unit: &str) -> Result<(), UnitMiss> {
     Ok(())
 }
 
-pub(super) fn matches(snap: &Snapshot, p: &Process, sel: &Selectors) -> bool {
-    if let Some(root) = sel.tree {
-        if !snap.descends_from(p.pid, root) {
-            return false;
-        }
+/// Whether the selectors name `p`; `tree`: the PIDs below `--tree`'s
+/// root, found once for all processes.
+pub(super) fn matches(
+    snap: &Snapshot,
+    p: &Process,
+    sel: &Selectors,
+    tree: Option<&std::collections::HashSet<u32>>,
+) -> bool {
+    if tree.is_some_and(|below| !below.contains(&p.pid)) {
+        return false;
     }
     if let Some(gpus) = &sel.gpus {
         if !snap.in_selection(p, gpus) {
@@ -270,10 +275,16 @@ fn chosen<'a>(
     sel: &Selectors,
     safety: &Safety,
 ) -> BTreeMap<u32, (&'a Process, Target)> {
+    let tree: Option<std::collections::HashSet<u32>> = sel.tree.map(|root| {
+        crate::model::Lookup::new(snap)
+            .subtree(root)
+            .into_iter()
+            .collect()
+    });
     let matched: Vec<&Process> = snap
         .processes
         .iter()
-        .filter(|p| matches(snap, p, sel))
+        .filter(|p| matches(snap, p, sel, tree.as_ref()))
         .collect();
     let grouper = Groups::new(snap);
     let groups: BTreeSet<String> = matched
