@@ -265,7 +265,7 @@ impl Snapshot {
         for p in &self.processes {
             let mut at = p.ppid;
             // Bounded as `descends_from` is: a loop never runs forever.
-            for _ in 0..4096 {
+            for _ in 0..DESCENT_STEPS {
                 let Some(kin) = self.parents.get(&at) else {
                     break;
                 };

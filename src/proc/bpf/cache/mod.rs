@@ -1,7 +1,7 @@
 //! This boot's relocation of the per-process walk, kept between commands.
 //!
 //! Relocating the object to the running kernel means parsing the kernel's
-//! whole BTF (README's performance section: about 40 ms and 15 MiB), more
+//! whole BTF (docs/guide/07-performance.md: about 40 ms and 15 MiB), more
 //! than a one-shot command's whole walk. The result depends only on the
 //! object and the running kernel, so the first command of a boot keeps it
 //! in a file (`holders-bpf.cache` in `/run/gpufree`, or the directory

@@ -57,7 +57,7 @@ impl ScanChoice {
 /// `fs/file-nr`) from which a one-shot command loads the in-kernel walk
 /// when it must relocate it (the first command of a boot: no cache):
 /// there the walk saves more than the load costs. Measured on a 2-core
-/// host (README's performance section): a one-shot command with the
+/// host (docs/guide/07-performance.md): a one-shot command with the
 /// kernel walk costs about 55-66 ms before its first fd (the load); the
 /// /proc walk about 1.4 µs of wall time per fd of a distinct file (0.8 µs
 /// per dup()ed one), the kernel walk about 0.2 µs; so they cross near
