@@ -99,8 +99,8 @@ pub(super) fn take_from(
 }
 
 /// The bytes of `path` (`-`: stdin), at most [`FROM_MAX_BYTES`]: a
-/// regular file opened as the caller (without blocking: a FIFO is
-/// refused, never waited on), or stdin, whatever it is.
+/// regular file opened as the caller (a FIFO or a device is refused,
+/// never opened), or stdin, whatever it is.
 fn read(path: &Path) -> Result<Vec<u8>, FromBad> {
     use std::os::unix::fs::OpenOptionsExt;
     let unreadable = |e: std::io::Error| FromBad::Unreadable {
@@ -111,13 +111,21 @@ fn read(path: &Path) -> Result<Vec<u8>, FromBad> {
     let source: Box<dyn Read> = if path.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
     } else {
+        use std::os::unix::fs::MetadataExt;
+        // Looked at before it is opened: opening a device can act (a
+        // tape rewinds, a watchdog arms) and opening a FIFO releases its
+        // writer. The file opened must be the one looked at.
+        let looked = std::fs::metadata(path).map_err(unreadable)?;
+        if !looked.is_file() {
+            return Err(FromBad::NotRegular { path: shown(path) });
+        }
         let f = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
             .open(path)
             .map_err(unreadable)?;
         let meta = f.metadata().map_err(unreadable)?;
-        if !meta.is_file() {
+        if !meta.is_file() || (meta.dev(), meta.ino()) != (looked.dev(), looked.ino()) {
             return Err(FromBad::NotRegular { path: shown(path) });
         }
         if meta.len() > FROM_MAX_BYTES {

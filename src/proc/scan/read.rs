@@ -70,15 +70,23 @@ pub fn still_pinned(pins: &[(&OwnedFd, u64)]) -> Vec<bool> {
     }
     let chunk = pins.len().div_ceil(threads);
     std::thread::scope(|scope| {
+        // A part no thread could be started for (EAGAIN: a pids limit, a
+        // user at their `ulimit -u`) is checked here, on this thread.
         let parts: Vec<_> = pins
             .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(same).collect::<Vec<bool>>()))
+            .map(|part| {
+                let spawned = std::thread::Builder::new()
+                    .spawn_scoped(scope, move || part.iter().map(same).collect::<Vec<bool>>());
+                (part, spawned.ok())
+            })
             .collect();
         parts
             .into_iter()
-            // A part whose thread panicked is not known to be alive.
-            .zip(pins.chunks(chunk))
-            .flat_map(|(h, part)| h.join().unwrap_or_else(|_| vec![false; part.len()]))
+            .flat_map(|(part, handle)| match handle {
+                // A part whose thread panicked is not known to be alive.
+                Some(h) => h.join().unwrap_or_else(|_| vec![false; part.len()]),
+                None => part.iter().map(same).collect(),
+            })
             .collect()
     })
 }

@@ -239,7 +239,11 @@ fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
         fd = match rustix::fs::openat(&fd, name, walk, Mode::empty()) {
             Ok(next) => next,
             Err(rustix::io::Errno::NOENT) if create && i + 1 == names.len() => {
-                rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o755))
+                // Explicit modes: the caller's umask (a setuid copy's is
+                // its user's) must not leave a cache no CAP_BPF copy reads.
+                let mode = Mode::from_raw_mode(0o755);
+                rustix::fs::mkdirat(&fd, name, mode)
+                    .and_then(|()| rustix::fs::chmodat(&fd, name, mode, AtFlags::empty()))
                     .and_then(|()| rustix::fs::openat(&fd, name, walk, Mode::empty()))
                     .map_err(|e| Some(io(&at, e)))?
             }
@@ -331,6 +335,7 @@ pub fn write(dir: &Path, object: &[u8], relocated: &Relocated) -> Result<(), Cac
     let _ = rustix::fs::unlinkat(&dir_fd, aside.as_str(), AtFlags::empty());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(&dir_fd, aside.as_str(), flags, Mode::from_raw_mode(0o644))
+        .and_then(|f| rustix::fs::fchmod(&f, Mode::from_raw_mode(0o644)).map(|()| f))
         .map_err(|e| io(&dir.join(&aside), e))?;
     let written = std::fs::File::from(fd)
         .write_all(&encode(object, &boot, relocated))
