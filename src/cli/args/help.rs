@@ -15,6 +15,9 @@ pub(super) const OUTPUT: &str = "Output";
 /// Where gpufree looks: roots, libraries, sockets, files.
 pub(super) const WHERE: &str = "Where to look";
 
+/// The headings, in the order every command's help lists them.
+const HEADINGS: [&str; 5] = [LOOK, DO, TIMING, OUTPUT, WHERE];
+
 /// Where a global flag's line goes under its heading: after the
 /// command's own flags.
 const AFTER_OWN: usize = 1000;
@@ -24,7 +27,7 @@ const AFTER_OWN: usize = 1000;
 /// others after the command's own. Run as a command's `defer`, once its
 /// parent has handed it the global flags.
 fn hide_globals(cmd: Command, keep: fn(&clap::Arg) -> bool) -> Command {
-    cmd.mut_args(|a| {
+    in_heading_order(cmd).mut_args(|a| {
         if !a.is_global_set() {
             a
         } else if keep(&a) {
@@ -34,6 +37,22 @@ fn hide_globals(cmd: Command, keep: fn(&clap::Arg) -> bool) -> Command {
             a.hide(true)
         }
     })
+}
+
+/// The command's flags moved into [`HEADINGS`]' order (clap lists the
+/// headings in the order of their first flag; `mut_arg` moves a flag to
+/// the end), so that every command's help reads in the same order.
+fn in_heading_order(cmd: Command) -> Command {
+    let ids: Vec<clap::Id> = HEADINGS
+        .iter()
+        .flat_map(|h| {
+            cmd.get_arguments()
+                .filter(|a| a.get_help_heading() == Some(*h))
+                .map(|a| a.get_id().clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    ids.iter().fold(cmd, |cmd, id| cmd.mut_arg(id, |a| a))
 }
 
 /// A command that takes every global flag (status, why, check).

@@ -19,7 +19,7 @@ pub use serve::ServeArgs;
 
 /// gpufree: who holds my GPU memory, why is it not free, and what exactly frees it.
 #[derive(Debug, Parser)]
-#[command(name = "gpufree", version, about, max_term_width = 100, after_help = help::STATUS)]
+#[command(name = "gpufree", version, about, max_term_width = 100, after_help = help::STATUS, defer(help::all))]
 pub struct Cli {
     /// Options every command takes.
     #[command(flatten)]
@@ -116,14 +116,16 @@ fn scan_choice() -> impl clap::builder::TypedValueParser<Value = crate::proc::sc
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Per-GPU memory and every process holding GPU memory or a GPU device node.
+    ///
     /// Run by a user who is not root, it asks the view of `gpufree serve
     /// --view-socket` where one answers (GPUFREE_VIEW_SOCKET, default
     /// /run/gpufree-view/view.sock; off: never), and says so.
     #[command(after_help = help::STATUS, defer(help::all))]
     Status,
-    /// Why memory on the selected GPUs is not free: ordered findings, each
-    /// with the exact next command. Exit 0 when free, 1 when something holds
-    /// them, 3 when what could not be seen leaves it unknown. A user who is
+    /// Why memory on the selected GPUs is not free, and the exact next command.
+    ///
+    /// Ordered findings, each with the exact next command. Exit 0 when
+    /// free, 1 when something holds them, 3 when what could not be seen leaves it unknown. A user who is
     /// not root is answered by serve's view where one answers (as status).
     #[command(after_help = help::WHY, defer(help::all))]
     Why {
@@ -138,6 +140,8 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "text", help_heading = OUTPUT)]
         format: WhyFormat,
     },
+    /// Free the selected GPUs (or PIDs) safely, and wait until the memory is back.
+    ///
     /// Free the selected GPUs (or PIDs) safely, then wait until the memory is
     /// really released. Targets are always GPU holders; selectors narrow them.
     #[command(after_help = help::KILL, defer(help::live))]
@@ -145,13 +149,15 @@ pub enum Command {
     /// Block until the selected GPUs are free (systemd ExecStartPre=, Slurm prolog, CI).
     #[command(after_help = help::WAIT, defer(help::live))]
     Wait(WaitArgs),
-    /// One verdict for monitors (node-problem-detector, Nagios, Slurm's
-    /// health check): leftover holders, memory unaccounted past a grace
+    /// One verdict for monitors (node-problem-detector, Nagios, Slurm).
+    ///
+    /// For node-problem-detector, Nagios or Slurm's health check: leftover holders, memory unaccounted past a grace
     /// period, stuck or zombie holders, NVML failing, unknown verdicts.
     #[command(after_help = help::CHECK, defer(help::all))]
     Check(CheckArgs),
-    /// The fleet's nodes whose GPUs are not free, from Prometheus: most
-    /// memory held first, with their holders and the command to run on
+    /// The fleet's nodes whose GPUs are not free, from Prometheus.
+    ///
+    /// Most memory held first, with their holders and the command to run on
     /// each. Exit 0 when all are free, 1 when some are not, 3 when
     /// Prometheus cannot answer or a node's data is stale.
     #[command(defer(help::no_snapshot))]
@@ -172,8 +178,10 @@ pub enum Command {
         #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
         audit_log: Option<PathBuf>,
     },
-    /// Prometheus metrics over HTTP (read-only; a cached snapshot of the
-    /// --gpu selection, refreshed every --interval): GET /metrics, and
+    /// Prometheus metrics over HTTP.
+    ///
+    /// Read-only; a cached snapshot of the
+    /// --gpu selection, refreshed every --interval: GET /metrics, and
     /// GET /healthz (200 while the snapshot is fresh, else 503).
     #[command(after_help = help::SERVE, defer(help::live))]
     Serve(ServeArgs),
@@ -192,14 +200,17 @@ pub enum Command {
         #[arg(long, help_heading = OUTPUT)]
         label_cmdline: bool,
     },
+    /// Prepare the in-kernel walk once per boot (root; gpufree-prepare.service).
+    ///
     /// Relocate the in-kernel walk to this boot's kernel and keep it
     /// (GPUFREE_BPF_CACHE), so that no later command pays it; root only,
     /// run at boot by gpufree-prepare.service. Exit 0 kept, 1 nothing to
     /// keep (the cache off, a kernel without the walk), 3 not kept, 5 not root.
     #[command(after_help = help::PREPARE, defer(help::no_snapshot))]
     Prepare,
-    /// Check a systemd unit for the mistakes that keep GPUs busy or hidden
-    /// ($ and % substitution in Exec lines, KillMode=process, PrivateDevices=yes,
+    /// Check a systemd unit for the mistakes that keep GPUs busy or hidden.
+    ///
+    /// Looks for $ and % substitution in Exec lines, KillMode=process, PrivateDevices=yes,
     /// inline nvidia-smi wait loops). Exit 0 when clean, 1 with problems.
     #[command(defer(help::no_snapshot))]
     Doctor {
