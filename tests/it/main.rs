@@ -23,6 +23,7 @@ mod fleet;
 mod from;
 mod fuse;
 mod harness;
+mod help;
 mod hooks;
 mod idle;
 mod k8s;

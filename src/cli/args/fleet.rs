@@ -1,49 +1,57 @@
 //! The options of `gpufree fleet`.
 
 use super::duration_at_least;
+use super::help::{LOOK, TIMING, WHERE};
 use crate::model::{BadValue, Floor};
 use clap::Args;
 
 /// `gpufree fleet` flags.
 #[derive(Debug, Args)]
 pub struct FleetArgs {
-    /// The Prometheus server that scrapes the nodes' `gpufree serve` (or
-    /// their node_exporter's textfile), e.g. http://prometheus:9090.
-    #[arg(long, value_name = "URL")]
+    /// The Prometheus server, e.g. http://prometheus:9090.
+    ///
+    /// The one that scrapes the nodes' `gpufree serve` (or their
+    /// node_exporter's textfile).
+    #[arg(help_heading = WHERE, long, value_name = "URL")]
     pub prometheus: String,
     /// Read the targets of this scrape job.
-    #[arg(long, value_name = "NAME", default_value = "gpufree")]
+    #[arg(help_heading = WHERE, long, value_name = "NAME", default_value = "gpufree")]
     pub job: String,
-    /// Instead of --job: label matchers that pick gpufree's targets, as
-    /// inside PromQL's braces (`cluster="a",job=~"gpufree|node"`).
-    #[arg(long, value_name = "MATCHERS", conflicts_with = "job")]
+    /// Instead of --job: label matchers that pick gpufree's targets.
+    ///
+    /// As inside PromQL's braces (`cluster="a",job=~"gpufree|node"`).
+    #[arg(help_heading = WHERE, long, value_name = "MATCHERS", conflicts_with = "job")]
     pub selector: Option<String>,
-    /// The label that names a node (e.g. `nodename`, `node`); the command
-    /// to run there is `ssh` to its value without a `:port`.
-    #[arg(long, value_name = "LABEL", default_value = "instance")]
+    /// The label that names a node (e.g. `nodename`, `node`).
+    ///
+    /// The command to run there is `ssh` to its value without a `:port`.
+    #[arg(help_heading = WHERE, long, value_name = "LABEL", default_value = "instance")]
     pub node_label: String,
-    /// How far back to look for when each holder began to hold memory (at
-    /// least 1m): a time held is right to within a 24th of it (a fifth of
+    /// How far back to look for when each holder began to hold memory.
+    ///
+    /// At least 1m. A time held is right to within a 24th of it (a fifth of
     /// that for a holder younger than that), at the same cost for any
     /// history.
-    #[arg(long, value_name = "DUR", default_value = "6h", value_parser = history)]
+    #[arg(help_heading = TIMING, long, value_name = "DUR", default_value = "6h", value_parser = history)]
     pub history: std::time::Duration,
-    /// A node whose data (since its snapshot was taken; from an older
-    /// exporter, the sample's age plus the snapshot's age when it was
-    /// scraped) is older than this is stale; so is an answer evaluated
-    /// further than this from now.
-    #[arg(long, value_name = "DUR", default_value = "3m", value_parser = crate::units::parse_duration)]
+    /// A node whose data is older than this is stale.
+    ///
+    /// Its data's age is counted since its snapshot was taken (from an
+    /// older exporter, the sample's age plus the snapshot's age when it
+    /// was scraped); an answer evaluated further than this from now is
+    /// stale too.
+    #[arg(help_heading = TIMING, long, value_name = "DUR", default_value = "3m", value_parser = crate::units::parse_duration)]
     pub max_age: std::time::Duration,
     /// The whole view, every request to Prometheus included, ends within
     /// DUR (exit 3 past it).
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = fleet_timeout)]
+    #[arg(help_heading = TIMING, long, value_name = "DUR", default_value = "10s", value_parser = fleet_timeout)]
     pub timeout: std::time::Duration,
-    /// List only nodes with a leftover holder (owned by no unit,
-    /// container, pod or job), or with a GPU whose verdict is unknown.
-    /// Exit 0 then means no leftover anywhere (GPUs held by owned
+    /// List only nodes with a leftover holder or an unknown verdict.
+    ///
+    /// A leftover holder is owned by no unit, container, pod or job. Exit 0 then means no leftover anywhere (GPUs held by owned
     /// processes may be busy), 1 a listed node has a busy GPU, 3 a
     /// listed verdict unknown or a node stale.
-    #[arg(long)]
+    #[arg(help_heading = LOOK, long)]
     pub leftovers: bool,
 }
 

@@ -4,18 +4,22 @@
 use crate::model::{BadValue, Floor};
 use crate::snapshot::GpuSelector;
 use clap::{Args, Parser, Subcommand};
+use help::{DO, LOOK, OUTPUT, TIMING, WHERE};
 use std::path::PathBuf;
 
+mod act;
 mod check;
 mod fleet;
+mod help;
 mod serve;
+pub use act::{KillArgs, WaitArgs};
 pub use check::{CheckArgs, CheckFormat};
 pub use fleet::FleetArgs;
 pub use serve::ServeArgs;
 
 /// gpufree: who holds my GPU memory, why is it not free, and what exactly frees it.
 #[derive(Debug, Parser)]
-#[command(name = "gpufree", version, about, max_term_width = 100)]
+#[command(name = "gpufree", version, about, max_term_width = 100, after_help = help::STATUS, defer(help::all))]
 pub struct Cli {
     /// Options every command takes.
     #[command(flatten)]
@@ -27,69 +31,75 @@ pub struct Cli {
 
 /// Options every command takes. Plain values: the paths among them are
 /// read by the configuration step (`config.rs`) only, with the
-/// environment, once gpufree knows whether its caller may steer it.
+/// environment, once gpufree knows whether its caller may steer it. Each
+/// command's help shows those that apply to it (`help.rs`).
 #[derive(Debug, Clone, Args)]
 pub struct Common {
     /// GPUs to look at: an index, a UUID or UUID prefix, a PCI bus id, or
     /// `all` (repeatable; default all).
-    #[arg(long = "gpu", value_name = "SEL", global = true)]
+    #[arg(long = "gpu", value_name = "SEL", global = true, help_heading = LOOK)]
     pub gpu: Vec<GpuSelector>,
     /// One JSON document on stdout, nothing else.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = OUTPUT)]
     pub json: bool,
     /// NVML library to load (default: the system's libnvidia-ml.so.1; env
-    /// GPUFREE_NVML_LIB). Refused where gpufree runs with privileges its
-    /// caller lacks (setuid, file capabilities), as are all path flags.
-    #[arg(long, value_name = "PATH", global = true)]
+    /// GPUFREE_NVML_LIB).
+    ///
+    /// Refused where gpufree runs with privileges its caller lacks (setuid, file capabilities),
+    /// as are all path flags.
+    #[arg(long, value_name = "PATH", global = true, help_heading = WHERE)]
     pub nvml_lib: Option<PathBuf>,
     /// Directory holding the GPU device nodes (default /dev; env
     /// GPUFREE_DEV_DIR).
-    #[arg(long, value_name = "DIR", global = true)]
+    #[arg(long, value_name = "DIR", global = true, help_heading = WHERE)]
     pub dev_dir: Option<PathBuf>,
     /// The proc filesystem to scan (e.g. the host's /proc mounted at
     /// /host/proc; env GPUFREE_PROC_ROOT).
-    #[arg(long, value_name = "DIR", global = true)]
+    #[arg(long, value_name = "DIR", global = true, help_heading = WHERE)]
     pub proc_root: Option<PathBuf>,
-    /// The kubelet's pod-resources socket, read when it exists to join
-    /// holders with the pods their GPUs are allocated to (env
-    /// GPUFREE_KUBELET_SOCKET).
-    #[arg(long, value_name = "PATH", global = true)]
+    /// The kubelet's pod-resources socket (env GPUFREE_KUBELET_SOCKET).
+    ///
+    /// Read when it exists, to join holders with the pods their GPUs are allocated to.
+    #[arg(long, value_name = "PATH", global = true, help_heading = WHERE)]
     pub kubelet_socket: Option<PathBuf>,
     /// No colours (also: NO_COLOR, or stdout not a terminal).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = OUTPUT)]
     pub no_color: bool,
-    /// Print less: status without findings or footer, why without details
-    /// or next commands, kill and wait without a report; errors still go to
-    /// stderr and the exit code says the outcome.
-    #[arg(short, long, global = true)]
+    /// Print less; the exit code still says the outcome.
+    ///
+    /// Status prints no findings or footer, why no details or next commands, kill and wait no
+    /// report; errors still go to stderr.
+    #[arg(short, long, global = true, help_heading = OUTPUT)]
     pub quiet: bool,
     /// Print more to stderr (timings).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, help_heading = OUTPUT)]
     pub verbose: u8,
-    /// How long one read may take (a process's fds and maps, an NVML call)
-    /// before it counts as timed out and the verdict as unknown (default
-    /// 5s; env GPUFREE_READ_TIMEOUT).
-    #[arg(long, value_name = "DUR", value_parser = read_timeout, global = true)]
+    /// How long one read may take (default 5s; env GPUFREE_READ_TIMEOUT).
+    ///
+    /// A read (a process's fds and maps, an NVML call) that takes longer counts as timed out,
+    /// and the verdict as unknown.
+    #[arg(long, value_name = "DUR", value_parser = read_timeout, global = true, help_heading = TIMING)]
     pub read_timeout: Option<std::time::Duration>,
-    /// How far back each NVML read asks the driver for per-process
-    /// utilisation samples, to tell idle holders (default 5s): a look into
-    /// the samples the driver keeps, not a wait.
-    #[arg(long, value_name = "DUR", value_parser = idle_window, global = true)]
+    /// How far back to ask for per-process utilisation samples (default 5s).
+    ///
+    /// To tell idle holders: a look into the samples the driver keeps, not a wait.
+    #[arg(long, value_name = "DUR", value_parser = idle_window, global = true, help_heading = TIMING)]
     pub idle_window: Option<std::time::Duration>,
-    /// How holders are found: `procfs` (every process's fds and maps read
-    /// through /proc), `bpf` (BPF iterators walk them in the kernel; needs
-    /// root or CAP_BPF and CAP_PERFMON, and kernel BTF), or `auto`: the
-    /// in-kernel walk for watch, serve and wait, and for one-shot commands
-    /// where the host has enough open files to repay its load. Where the
-    /// in-kernel walk cannot run, the /proc walk does, and the JSON's
-    /// `visibility.scan_reason` says why. Default auto; env GPUFREE_SCAN.
-    #[arg(long, value_name = "HOW", value_parser = scan_choice(), global = true)]
+    /// How holders are found: procfs, bpf or auto (default; env GPUFREE_SCAN).
+    ///
+    /// `procfs` reads every process's fds and maps through /proc; `bpf` walks them in the
+    /// kernel with BPF iterators (needs root or CAP_BPF and CAP_PERFMON, and kernel BTF);
+    /// `auto` takes the in-kernel walk for watch, serve and wait, and for one-shot commands
+    /// where the host has enough open files to repay its load. Where the in-kernel walk cannot
+    /// run, the /proc walk does, and the JSON's `visibility.scan_reason` says why.
+    #[arg(long, value_name = "HOW", value_parser = scan_choice(), global = true, help_heading = WHERE)]
     pub scan: Option<crate::proc::scan::ScanChoice>,
-    /// status, why and check: read the snapshot from FILE (`-`: stdin),
-    /// as `status --json` or `why --json` wrote it, on this host or
-    /// another, instead of looking at this host; they print what the
-    /// live command printed when it was taken, marked as from FILE.
-    #[arg(long, value_name = "FILE", global = true)]
+    /// Read the snapshot from FILE (`-`: stdin) instead of this host.
+    ///
+    /// For status, why and check: a snapshot as `status --json` or `why --json` wrote it, on
+    /// this host or another; they print what the live command printed when it was taken, marked
+    /// as from FILE.
+    #[arg(long, value_name = "FILE", global = true, help_heading = WHERE)]
     pub from: Option<PathBuf>,
 }
 
@@ -106,103 +116,131 @@ fn scan_choice() -> impl clap::builder::TypedValueParser<Value = crate::proc::sc
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Per-GPU memory and every process holding GPU memory or a GPU device node.
+    ///
     /// Run by a user who is not root, it asks the view of `gpufree serve
     /// --view-socket` where one answers (GPUFREE_VIEW_SOCKET, default
     /// /run/gpufree-view/view.sock; off: never), and says so.
+    #[command(after_help = help::STATUS, defer(help::all))]
     Status,
-    /// Why memory on the selected GPUs is not free: ordered findings, each
-    /// with the exact next command. Exit 0 when free, 1 when something holds
-    /// them, 3 when what could not be seen leaves it unknown. A user who is
+    /// Why memory on the selected GPUs is not free, and the exact next command.
+    ///
+    /// Ordered findings, each with the exact next command. Exit 0 when
+    /// free, 1 when something holds them, 3 when what could not be seen leaves it unknown. A user who is
     /// not root is answered by serve's view where one answers (as status).
+    #[command(after_help = help::WHY, defer(help::all))]
     Why {
         /// Also say which holders `pkill -f REGEX` and `pkill REGEX` would hit
         /// and miss, and which other processes they would hit.
-        #[arg(long, value_name = "REGEX")]
+        #[arg(long, value_name = "REGEX", help_heading = LOOK)]
         pattern: Option<String>,
-        /// text, or slurm: one line for `scontrol update ... reason=`
-        /// (`gpufree: ` and the first finding, at most 100 bytes), as the
-        /// Slurm prolog and epilog drain with.
-        #[arg(long, value_enum, default_value = "text")]
+        /// text, or slurm: one line for `scontrol update ... reason=`.
+        ///
+        /// `gpufree: ` and the first finding, at most 100 bytes, as the Slurm prolog and epilog
+        /// drain with.
+        #[arg(long, value_enum, default_value = "text", help_heading = OUTPUT)]
         format: WhyFormat,
     },
+    /// Free the selected GPUs (or PIDs) safely, and wait until the memory is back.
+    ///
     /// Free the selected GPUs (or PIDs) safely, then wait until the memory is
     /// really released. Targets are always GPU holders; selectors narrow them.
+    #[command(after_help = help::KILL, defer(help::live))]
     Kill(KillArgs),
     /// Block until the selected GPUs are free (systemd ExecStartPre=, Slurm prolog, CI).
+    #[command(after_help = help::WAIT, defer(help::live))]
     Wait(WaitArgs),
-    /// One verdict for monitors (node-problem-detector, Nagios, Slurm's
-    /// health check): leftover holders, memory unaccounted past a grace
+    /// One verdict for monitors (node-problem-detector, Nagios, Slurm).
+    ///
+    /// For node-problem-detector, Nagios or Slurm's health check: leftover holders, memory unaccounted past a grace
     /// period, stuck or zombie holders, NVML failing, unknown verdicts.
+    #[command(after_help = help::CHECK, defer(help::all))]
     Check(CheckArgs),
-    /// The fleet's nodes whose GPUs are not free, from Prometheus: most
-    /// memory held first, with their holders and the command to run on
+    /// The fleet's nodes whose GPUs are not free, from Prometheus.
+    ///
+    /// Most memory held first, with their holders and the command to run on
     /// each. Exit 0 when all are free, 1 when some are not, 3 when
     /// Prometheus cannot answer or a node's data is stale.
+    #[command(defer(help::no_snapshot))]
     Fleet(FleetArgs),
     /// Live terminal view: GPU memory bars, the holders, the top finding; kill from the view.
+    #[command(after_help = help::WATCH, defer(help::live))]
     Watch {
         /// Screen and memory refresh (at least 100ms).
-        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = refresh_interval)]
+        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = refresh_interval, help_heading = TIMING)]
         interval: std::time::Duration,
-        /// A full holder scan at least this often (also on a holder's exit,
-        /// a change of NVML's process lists, and the r key; at least 1s).
-        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = scan_interval)]
+        /// A full holder scan at least this often (at least 1s).
+        ///
+        /// Also on a holder's exit, a change of NVML's process lists, and the r key.
+        #[arg(long, value_name = "DUR", default_value = "60s", value_parser = scan_interval, help_heading = TIMING)]
         scan_every: std::time::Duration,
         /// Also append the audit record of each kill (the k key) to FILE, as
         /// `gpufree kill --audit-log` does.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
         audit_log: Option<PathBuf>,
     },
-    /// Prometheus metrics over HTTP (read-only; a cached snapshot of the
-    /// --gpu selection, refreshed every --interval): GET /metrics, and
+    /// Prometheus metrics over HTTP.
+    ///
+    /// Read-only; a cached snapshot of the
+    /// --gpu selection, refreshed every --interval: GET /metrics, and
     /// GET /healthz (200 while the snapshot is fresh, else 503).
+    #[command(after_help = help::SERVE, defer(help::live))]
     Serve(ServeArgs),
     /// The same metrics once, on stdout or atomically into FILE (node_exporter's
     /// textfile collector).
+    #[command(defer(help::live))]
     Metrics {
-        /// Write here instead of stdout: an exclusively created temporary file
-        /// in FILE's directory, mode 0644 (0600 with --label-cmdline), renamed
-        /// over FILE. FILE must be absent or a regular file: a symlink, device
-        /// or FIFO there is refused (exit 2).
-        #[arg(long, value_name = "FILE")]
+        /// Write here instead of stdout, atomically.
+        ///
+        /// An exclusively created temporary file in FILE's directory, mode 0644 (0600 with
+        /// --label-cmdline), renamed over FILE. FILE must be absent or a regular file: a
+        /// symlink, device or FIFO there is refused (exit 2).
+        #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
         output: Option<PathBuf>,
         /// Add each holder's command line as a label (may hold secrets).
-        #[arg(long)]
+        #[arg(long, help_heading = OUTPUT)]
         label_cmdline: bool,
     },
+    /// Prepare the in-kernel walk once per boot (root; gpufree-prepare.service).
+    ///
     /// Relocate the in-kernel walk to this boot's kernel and keep it
     /// (GPUFREE_BPF_CACHE), so that no later command pays it; root only,
     /// run at boot by gpufree-prepare.service. Exit 0 kept, 1 nothing to
     /// keep (the cache off, a kernel without the walk), 3 not kept, 5 not root.
+    #[command(after_help = help::PREPARE, defer(help::no_snapshot))]
     Prepare,
-    /// Check a systemd unit for the mistakes that keep GPUs busy or hidden
-    /// ($ and % substitution in Exec lines, KillMode=process, PrivateDevices=yes,
+    /// Check a systemd unit for the mistakes that keep GPUs busy or hidden.
+    ///
+    /// Looks for $ and % substitution in Exec lines, KillMode=process, PrivateDevices=yes,
     /// inline nvidia-smi wait loops). Exit 0 when clean, 1 with problems.
+    #[command(defer(help::no_snapshot))]
     Doctor {
         /// The unit file (or drop-in) to read.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help_heading = WHERE)]
         unit: PathBuf,
     },
     /// Print shell completions (generated from this command line's definition).
+    #[command(defer(help::no_report))]
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
     /// Print the man page (roff, generated from this command line's
     /// definition), or write one page per command into DIR.
+    #[command(defer(help::no_report))]
     Man {
         /// Write gpufree.1 and one gpufree-COMMAND.1 per command here.
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR", help_heading = OUTPUT)]
         dir: Option<PathBuf>,
     },
     /// Replay the reference incident on the simulator, with real processes.
+    #[command(defer(help::no_snapshot))]
     Demo {
         /// Keep the incident running until Enter, to try other tools on it.
-        #[arg(long)]
+        #[arg(long, help_heading = DO)]
         hold: bool,
     },
     /// The simulated NVML library.
-    #[command(subcommand)]
+    #[command(subcommand, defer(help::no_report))]
     Sim(SimCommand),
 }
 
@@ -213,86 +251,6 @@ pub enum WhyFormat {
     Text,
     /// A drain reason for Slurm.
     Slurm,
-}
-
-/// `gpufree kill` flags.
-#[derive(Debug, Args)]
-pub struct KillArgs {
-    /// A holder's PID (repeatable).
-    #[arg(long, value_name = "PID")]
-    pub pid: Vec<u32>,
-    /// Holders whose comm, whole command line or exe path matches REGEX.
-    #[arg(long = "match", value_name = "REGEX")]
-    pub matcher: Option<String>,
-    /// Holders of this user (name or UID).
-    #[arg(long, value_name = "NAME|UID")]
-    pub user: Option<String>,
-    /// Holders of this systemd unit, container id, pod UID or Slurm job.
-    #[arg(long, value_name = "NAME")]
-    pub unit: Option<String>,
-    /// Holders that are PID or descend from it (a launcher and its
-    /// workers), through parents that hold no GPU themselves.
-    #[arg(long, value_name = "PID")]
-    pub tree: Option<u32>,
-    /// Print the plan and stop.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Do not ask (without a terminal and without --yes, gpufree refuses).
-    #[arg(long, short = 'y')]
-    pub yes: bool,
-    /// First signal: TERM, INT, HUP, QUIT, USR1, USR2 or KILL.
-    #[arg(long, value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
-    pub signal: rustix::process::Signal,
-    /// How long to wait after the first signal before SIGKILL.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = crate::units::parse_duration)]
-    pub grace: std::time::Duration,
-    /// The whole kill after confirmation (signals, grace, the wait for the
-    /// memory) ends within DUR; a grace longer than that is cut to it.
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = kill_timeout)]
-    pub timeout: std::time::Duration,
-    /// Do not wait for the memory.
-    #[arg(long)]
-    pub no_wait: bool,
-    /// Once the memory is back, watch DUR for a holder that a supervisor
-    /// starts again (up to 5s more while a process the targets' parent
-    /// started meanwhile has not opened a GPU yet); 0: do not watch.
-    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = crate::units::parse_duration)]
-    pub settle: std::time::Duration,
-    /// Without NVML, call the memory released once no holder is left
-    /// (otherwise the release is unknown: exit 3).
-    #[arg(long)]
-    pub holders_only: bool,
-    /// Also signal protected daemons (nvidia-persistenced, DCGM, MPS, Xorg...). Never implied.
-    #[arg(long)]
-    pub force_protected: bool,
-    /// Also signal holders of only shared nodes (nvidia-uvm, nvidiactl) that
-    /// belong to no targeted group.
-    #[arg(long)]
-    pub include_shared: bool,
-    /// Also append the kill's audit record to FILE, one JSON line per kill
-    /// (created 0600; a symlink or non-regular file is refused). The record
-    /// always goes to the journal (or syslog) too.
-    #[arg(long, value_name = "FILE")]
-    pub audit_log: Option<PathBuf>,
-}
-
-/// `gpufree wait` flags.
-#[derive(Debug, Args)]
-pub struct WaitArgs {
-    /// Free means at most SIZE used (512MiB, 2GiB, 0). Default: no holder
-    /// processes and used memory at the idle baseline.
-    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
-    pub max_used: Option<u64>,
-    /// Give up after DUR (0 = check once).
-    #[arg(long, value_name = "DUR", default_value = "300s", value_parser = crate::units::parse_duration)]
-    pub timeout: std::time::Duration,
-    /// How often to look (at least 10ms).
-    #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = wait_interval)]
-    pub interval: std::time::Duration,
-    /// Without NVML, call the GPUs free when no process holds them
-    /// (otherwise the verdict is unknown: exit 3).
-    #[arg(long)]
-    pub holders_only: bool,
 }
 
 /// A duration of at least `min_ms` milliseconds; a shorter one is refused
@@ -375,7 +333,7 @@ pub enum SimCommand {
     /// Run a program (gpufree, pynvml, gpustat, nvitop...) against the simulated GPUs in FILE.
     Exec {
         /// The simulator's state file.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help_heading = WHERE)]
         state: PathBuf,
         /// The command and its arguments.
         #[arg(last = true, required = true, value_name = "CMD")]
