@@ -58,6 +58,10 @@ pub struct Common {
     /// No colours (also: NO_COLOR, or stdout not a terminal).
     #[arg(long, global = true)]
     pub no_color: bool,
+    /// Text lines as long as they are (default: the terminal's width, else
+    /// COLUMNS, else 100 columns; --json is never cut).
+    #[arg(long, global = true)]
+    pub wide: bool,
     /// Print less: status without findings or footer, why without details
     /// or next commands, kill and wait without a report; errors still go to
     /// stderr and the exit code says the outcome.
