@@ -1,7 +1,12 @@
 //! Text that fits the printer's width: a command line cut with `…` that
-//! keeps the program's file name, and a paragraph wrapped at spaces.
+//! keeps the program's file name, a paragraph wrapped at spaces, the
+//! holder table's wide columns narrowed, and the executables that several
+//! renamed holders share (said once).
 
+use crate::model::Snapshot;
 use crate::safe::{escape, fit, width};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
 
 /// `cmdline` escaped, within `max` columns: whole when it fits, else its
 /// program named by its file name (`/usr/bin/python3 -m vllm` reads
@@ -46,6 +51,53 @@ pub(crate) fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
     }
     lines.push(line);
     lines
+}
+
+/// The PIDs of the renamed holders of `s` by their executable.
+pub(crate) fn exes(s: &Snapshot) -> BTreeMap<String, Vec<u32>> {
+    let mut by: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for p in s.processes.iter().filter(|p| p.renamed) {
+        let exe = p.exe.clone().unwrap_or_else(|| "?".into());
+        by.entry(exe).or_default().push(p.pid);
+    }
+    for pids in by.values_mut() {
+        pids.sort_unstable();
+        pids.dedup();
+    }
+    by
+}
+
+/// Narrows the DEVICES and then the OWNER column (never under 12 and 8
+/// columns) until a row of `widths` fits `limit` columns.
+pub(crate) fn narrow(widths: &mut [usize; 7], limit: Option<usize>) {
+    let Some(limit) = limit else { return };
+    let total = 2 + widths.iter().sum::<usize>() + 2 * 6;
+    let mut over = total.saturating_sub(limit);
+    for (column, floor) in [(4, 12), (5, 8)] {
+        let give = over.min(widths[column].saturating_sub(floor));
+        widths[column] -= give;
+        over -= give;
+    }
+}
+
+/// `text` after `head` (which takes `cols` columns with its space),
+/// wrapped to the printer's width under itself.
+pub(crate) fn write_wrapped<W: Write>(
+    w: &mut W,
+    head: &str,
+    cols: usize,
+    text: &str,
+    printer: &super::Printer,
+) -> io::Result<()> {
+    let room = printer.room(cols, 20);
+    for (i, line) in wrap(text, room, room).iter().enumerate() {
+        if i == 0 {
+            writeln!(w, "{head} {line}")?;
+        } else {
+            writeln!(w, "{:cols$}{line}", "")?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! visible processes, unaccounted), then the holders grouped by GPU, then
 //! the findings with their next commands.
 
-use super::columns::{command, wrap};
+use super::columns::{command, exes, narrow, write_wrapped};
 use super::words::gpu_list;
 use super::{flags, Printer};
 use crate::model::{DeviceUse, Lookup, MigListings, MpsGpu, MpsRole, Process, Severity};
@@ -83,33 +83,6 @@ struct Rows<'a> {
     exes: BTreeMap<String, Vec<u32>>,
     /// The executables already said.
     said: RefCell<BTreeSet<String>>,
-}
-
-/// The PIDs of the renamed holders of `s` by their executable.
-fn exes(s: &Snapshot) -> BTreeMap<String, Vec<u32>> {
-    let mut by: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for p in s.processes.iter().filter(|p| p.renamed) {
-        let exe = p.exe.clone().unwrap_or_else(|| "?".into());
-        by.entry(exe).or_default().push(p.pid);
-    }
-    for pids in by.values_mut() {
-        pids.sort_unstable();
-        pids.dedup();
-    }
-    by
-}
-
-/// Narrows the DEVICES and then the OWNER column (never under 12 and 8
-/// columns) until a row of `widths` fits `limit` columns.
-fn narrow(widths: &mut [usize; 7], limit: Option<usize>) {
-    let Some(limit) = limit else { return };
-    let total = 2 + widths.iter().sum::<usize>() + 2 * 6;
-    let mut over = total.saturating_sub(limit);
-    for (column, floor) in [(4, 12), (5, 8)] {
-        let give = over.min(widths[column].saturating_sub(floor));
-        widths[column] -= give;
-        over -= give;
-    }
 }
 
 fn write_rows<W: Write>(
@@ -394,15 +367,7 @@ fn write_findings<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::R
             Severity::Info => printer.dim("info "),
         };
         let said = super::words::words(f);
-        let message = fit(&said.message, MESSAGE_MAX);
-        let room = printer.room(6, 20);
-        for (i, line) in wrap(&message, room, room).iter().enumerate() {
-            if i == 0 {
-                writeln!(w, "{tag} {line}")?;
-            } else {
-                writeln!(w, "      {line}")?;
-            }
-        }
+        write_wrapped(w, &tag, 6, &fit(&said.message, MESSAGE_MAX), printer)?;
         if !said.next.is_empty() {
             writeln!(w, "      {} {}", printer.dim("next:"), escape(&said.next))?;
         }

@@ -1,7 +1,7 @@
 //! The `gpufree why` explanation: the findings in order, each with its
 //! evidence and the exact next command.
 
-use super::columns::wrap;
+use super::columns::{wrap, write_wrapped};
 use super::words::gpu_list;
 use super::words::verdict::reasons_line;
 use super::words::words;
@@ -107,26 +107,6 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Re
                 printer.bold("next:"),
                 escape(&said.next)
             )?;
-        }
-    }
-    Ok(())
-}
-
-/// `text` after `head` (which takes `cols` columns with its space),
-/// wrapped to the printer's width under itself.
-fn write_wrapped<W: Write>(
-    w: &mut W,
-    head: &str,
-    cols: usize,
-    text: &str,
-    printer: &Printer,
-) -> io::Result<()> {
-    let room = printer.room(cols, 20);
-    for (i, line) in wrap(text, room, room).iter().enumerate() {
-        if i == 0 {
-            writeln!(w, "{head} {line}")?;
-        } else {
-            writeln!(w, "{:cols$}{line}", "")?;
         }
     }
     Ok(())
