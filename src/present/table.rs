@@ -2,7 +2,7 @@
 //! visible processes, unaccounted), then the holders grouped by GPU, then
 //! the findings with their next commands.
 
-use super::columns::{command, exes, narrow, write_wrapped};
+use super::columns::{command, exes, narrow, wrap, write_wrapped};
 use super::words::gpu_list;
 use super::{flags, Printer};
 use crate::model::{DeviceUse, Lookup, MigListings, MpsGpu, MpsRole, Process, Severity};
@@ -378,23 +378,20 @@ fn write_findings<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::R
 /// What was scanned: processes, unreadable ones, GPUs, the device dir.
 fn write_footer<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     let v = &s.visibility;
-    writeln!(
-        w,
-        "{}",
-        printer.dim(&format!(
-            "scanned {} processes{}; GPUs {}; device dir {}",
-            v.processes_scanned,
-            if v.processes_unreadable > 0 {
-                format!(", {} unreadable", v.processes_unreadable)
-            } else {
-                String::new()
-            },
-            if s.gpus.is_empty() {
-                "none".into()
-            } else {
-                gpu_list(&s.gpus.iter().map(|g| g.index).collect::<Vec<_>>())
-            },
-            escape(&s.dev_dir)
-        ))
-    )
+    let mut text = format!("scanned {} processes", v.processes_scanned);
+    if v.processes_unreadable > 0 {
+        text.push_str(&format!(", {} unreadable", v.processes_unreadable));
+    }
+    let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
+    let gpus = if gpus.is_empty() {
+        "none".into()
+    } else {
+        gpu_list(&gpus)
+    };
+    text.push_str(&format!("; GPUs {gpus}; device dir {}", escape(&s.dev_dir)));
+    let room = printer.room(0, 20);
+    for line in wrap(&text, room, room) {
+        writeln!(w, "{}", printer.dim(&line))?;
+    }
+    Ok(())
 }
