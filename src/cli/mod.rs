@@ -182,7 +182,24 @@ fn printer(common: &Common) -> Printer {
         .color(!common.no_color && !env_off && std::io::stdout().is_terminal())
         .quiet(common.quiet)
         .json(common.json)
+        .width((!common.wide).then(columns))
         .build()
+}
+
+/// The columns a text line may take: the terminal's on stdout, else
+/// `COLUMNS` (a positive integer), else 100.
+fn columns() -> usize {
+    let tty = rustix::termios::tcgetwinsize(std::io::stdout())
+        .ok()
+        .map(|w| usize::from(w.ws_col))
+        .filter(|&c| c > 0);
+    let env = || {
+        std::env::var("COLUMNS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&c| c > 0)
+    };
+    tty.or_else(env).unwrap_or(100)
 }
 
 /// Parses `args` (the program's name first) and runs the command; the

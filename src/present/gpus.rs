@@ -83,11 +83,16 @@ pub(super) fn write_gpus<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -
             width[i] = width[i].max(crate::safe::width(c));
         }
     }
+    if let Some(limit) = printer.width() {
+        // Names give way first, as nvidia-smi's do: `NVIDIA H100 80G…`.
+        let over = (width.iter().sum::<usize>() + 2 * 5).saturating_sub(limit);
+        width[1] -= over.min(width[1].saturating_sub(GPU_HEADER[1].len().max(12)));
+    }
     let fmt = |c: [&str; 6]| {
         format!(
             "{}  {}  {}  {}  {}  {}",
             pad(c[0], width[0]),
-            pad(c[1], width[1]),
+            pad(&fit(c[1], width[1]), width[1]),
             pad_left(c[2], width[2]),
             pad_left(c[3], width[3]),
             pad_left(c[4], width[4]),

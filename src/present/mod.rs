@@ -2,6 +2,7 @@
 //! JSON into any writer; none touches /proc or NVML.
 
 pub mod check;
+mod columns;
 pub mod doctor;
 mod drm;
 pub mod fleet;

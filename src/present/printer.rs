@@ -10,13 +10,15 @@ use crate::safe::Guard;
 use anstyle::{AnsiColor, Style};
 use std::io::Write;
 
-/// What every writer is told: colours or not, quiet or not, JSON or text.
-/// `Printer::default()` is plain, full text.
+/// What every writer is told: colours or not, quiet or not, JSON or text,
+/// and how many columns a line may take. `Printer::default()` is plain,
+/// full text with no limit on a line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Printer {
     color: bool,
     quiet: bool,
     json: bool,
+    width: Option<usize>,
 }
 
 /// Builds a [`Printer`]; each setting defaults to off.
@@ -52,6 +54,13 @@ impl PrinterBuilder {
         self
     }
 
+    /// The columns a text line may take (the terminal's, `COLUMNS` or
+    /// 100, as `cli` decides); None (`--wide`): no limit. JSON is never cut.
+    pub fn width(&mut self, columns: Option<usize>) -> &mut PrinterBuilder {
+        self.config.width = columns;
+        self
+    }
+
     /// The printer.
     pub fn build(&self) -> Printer {
         self.config
@@ -72,6 +81,19 @@ impl Printer {
     /// Whether the command writes its JSON document (`--json`).
     pub fn json(&self) -> bool {
         self.json
+    }
+
+    /// The columns a text line may take; None: no limit (`--wide`).
+    pub fn width(&self) -> Option<usize> {
+        self.width
+    }
+
+    /// The columns left for a field after `used` columns of its line;
+    /// `usize::MAX` without a limit, and never under `floor`, so that a
+    /// narrow terminal still shows a few columns of each field.
+    pub fn room(&self, used: usize, floor: usize) -> usize {
+        self.width
+            .map_or(usize::MAX, |w| w.saturating_sub(used).max(floor))
     }
 
     /// This printer without colours: for the formats other programs read

@@ -2,12 +2,15 @@
 //! visible processes, unaccounted), then the holders grouped by GPU, then
 //! the findings with their next commands.
 
+use super::columns::{command, exes, narrow, wrap, write_wrapped};
 use super::words::gpu_list;
 use super::{flags, Printer};
 use crate::model::{DeviceUse, Lookup, MigListings, MpsGpu, MpsRole, Process, Severity};
 use crate::model::{Snapshot, Via};
 use crate::safe::{escape, fit, pad, MESSAGE_MAX, TEXT_MAX};
 use crate::units::mib;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
 fn via(d: &DeviceUse) -> String {
@@ -76,6 +79,10 @@ struct Rows<'a> {
     look: Lookup<'a>,
     mps: Vec<MpsGpu>,
     mig: MigListings,
+    /// The renamed holders of each executable, to say a shared one once.
+    exes: BTreeMap<String, Vec<u32>>,
+    /// The executables already said.
+    said: RefCell<BTreeSet<String>>,
 }
 
 fn write_rows<W: Write>(
@@ -91,17 +98,18 @@ fn write_rows<W: Write>(
             width[i] = width[i].max(crate::safe::width(c));
         }
     }
+    narrow(&mut width, printer.width());
     let line = |cells: [&str; 7]| {
         let mut s = String::from("  ");
         for (i, c) in cells.iter().enumerate() {
             if i == 6 {
                 s.push_str(c);
             } else {
-                s.push_str(&pad(c, width[i]));
+                s.push_str(&pad(&fit(c, width[i]), width[i]));
                 s.push_str("  ");
             }
         }
-        s.trim_end().to_string()
+        fit(s.trim_end(), printer.room(0, 20))
     };
     writeln!(w, "{}", printer.dim(&line(header)))?;
     for (r, p) in rows {
@@ -133,20 +141,16 @@ fn write_details<W: Write>(
     let s = at.look.snapshot();
     let joined = p.cmdline_joined();
     if !joined.is_empty() && joined != p.comm {
+        let room = printer.room(15, 20).min(TEXT_MAX);
         writeln!(
             w,
             "      {} {}",
             printer.dim("cmdline:"),
-            fit(&joined, TEXT_MAX)
+            command(&joined, room)
         )?;
     }
     if p.renamed {
-        writeln!(
-            w,
-            "      {} {}",
-            printer.dim("exe:"),
-            fit(p.exe.as_deref().unwrap_or("?"), TEXT_MAX)
-        )?;
+        write_exe(w, at, p, printer)?;
     }
     if let Some(role) = mps_role(at, p) {
         writeln!(w, "      {} {role}", printer.dim("mps:"))?;
@@ -163,6 +167,29 @@ fn write_details<W: Write>(
         )?;
     }
     Ok(())
+}
+
+/// A renamed holder's executable; one that several renamed holders share
+/// is said once, under the first of them, with their PIDs.
+fn write_exe<W: Write>(w: &mut W, at: &Rows<'_>, p: &Process, printer: &Printer) -> io::Result<()> {
+    let exe = p.exe.as_deref().unwrap_or("?");
+    let pids = at.exes.get(exe).map_or(&[][..], Vec::as_slice);
+    let line = if pids.len() > 1 {
+        if !at.said.borrow_mut().insert(exe.to_string()) {
+            return Ok(());
+        }
+        let renamed: usize = at.exes.values().map(Vec::len).sum();
+        if pids.len() == renamed {
+            format!("{exe} (all {renamed} renamed holders)")
+        } else {
+            let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+            format!("{exe} (renamed holders {})", pids.join(", "))
+        }
+    } else {
+        exe.to_string()
+    };
+    let room = printer.room(11, 20).min(TEXT_MAX);
+    writeln!(w, "      {} {}", printer.dim("exe:"), fit(&line, room))
 }
 
 /// What a holder is to NVIDIA MPS, in words: a client of which server,
@@ -224,6 +251,8 @@ pub fn write_status<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io:
         look: Lookup::new(s),
         mps: s.mps(),
         mig: MigListings::of(&s.gpus),
+        exes: exes(s),
+        said: RefCell::default(),
     };
     for g in &s.gpus {
         write_holders_of(w, &at, g.index, printer)?;
@@ -338,7 +367,7 @@ fn write_findings<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::R
             Severity::Info => printer.dim("info "),
         };
         let said = super::words::words(f);
-        writeln!(w, "{tag} {}", fit(&said.message, MESSAGE_MAX))?;
+        write_wrapped(w, &tag, 6, &fit(&said.message, MESSAGE_MAX), printer)?;
         if !said.next.is_empty() {
             writeln!(w, "      {} {}", printer.dim("next:"), escape(&said.next))?;
         }
@@ -349,23 +378,20 @@ fn write_findings<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::R
 /// What was scanned: processes, unreadable ones, GPUs, the device dir.
 fn write_footer<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Result<()> {
     let v = &s.visibility;
-    writeln!(
-        w,
-        "{}",
-        printer.dim(&format!(
-            "scanned {} processes{}; GPUs {}; device dir {}",
-            v.processes_scanned,
-            if v.processes_unreadable > 0 {
-                format!(", {} unreadable", v.processes_unreadable)
-            } else {
-                String::new()
-            },
-            if s.gpus.is_empty() {
-                "none".into()
-            } else {
-                gpu_list(&s.gpus.iter().map(|g| g.index).collect::<Vec<_>>())
-            },
-            escape(&s.dev_dir)
-        ))
-    )
+    let mut text = format!("scanned {} processes", v.processes_scanned);
+    if v.processes_unreadable > 0 {
+        text.push_str(&format!(", {} unreadable", v.processes_unreadable));
+    }
+    let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
+    let gpus = if gpus.is_empty() {
+        "none".into()
+    } else {
+        gpu_list(&gpus)
+    };
+    text.push_str(&format!("; GPUs {gpus}; device dir {}", escape(&s.dev_dir)));
+    let room = printer.room(0, 20);
+    for line in wrap(&text, room, room) {
+        writeln!(w, "{}", printer.dim(&line))?;
+    }
+    Ok(())
 }

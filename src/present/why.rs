@@ -1,6 +1,7 @@
 //! The `gpufree why` explanation: the findings in order, each with its
 //! evidence and the exact next command.
 
+use super::columns::{wrap, write_wrapped};
 use super::words::gpu_list;
 use super::words::verdict::reasons_line;
 use super::words::words;
@@ -87,12 +88,17 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Re
             Severity::Warning => printer.warn("warn "),
             Severity::Info => printer.dim("info "),
         };
-        writeln!(w, "{:>2}. {tag} {}", i + 1, fit(&said.message, MESSAGE_MAX))?;
+        let number = format!("{:>2}. {tag}", i + 1);
+        write_wrapped(w, &number, 10, &fit(&said.message, MESSAGE_MAX), printer)?;
         if printer.quiet() {
             continue;
         }
+        let room = printer.room(11, 20);
         for d in &said.details {
-            writeln!(w, "           {}", printer.dim(&fit(d, TEXT_MAX)))?;
+            for (j, line) in wrap(&fit(d, TEXT_MAX), room, room - 2).iter().enumerate() {
+                let indent = if j == 0 { "" } else { "  " };
+                writeln!(w, "           {indent}{}", printer.dim(line))?;
+            }
         }
         if !said.next.is_empty() {
             writeln!(

@@ -263,7 +263,7 @@ fn unreadable_pid_1_with_leaked_memory_gives_the_driver_verdict_first() {
     assert!(!why.stderr.contains("sudo"), "{}", why.stderr);
 
     // The same as text.
-    let text = gpufree_inside(&ns, &d, &state, &["why", "--no-color"]).run();
+    let text = gpufree_inside(&ns, &d, &state, &["why", "--no-color", "--wide"]).run();
     text.assert_exit(3);
     let first_line = text
         .stdout

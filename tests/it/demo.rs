@@ -30,7 +30,7 @@ fn demo_json_is_the_incident() {
 
 #[test]
 fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
-    let r = Gpufree::new(["demo"]).run();
+    let r = Gpufree::new(["demo", "--wide"]).run();
     r.assert_exit(0);
     let out = &r.stdout;
     assert!(

@@ -96,7 +96,7 @@ fn is_any_holder(d: &TestDir, h: &Spawned, reason: &str, words: &str) {
         "{}",
         doc["gpus"][0]["verdict"]
     );
-    let why = Gpufree::new(["why"]).on(d, &state).run();
+    let why = Gpufree::new(["why", "--wide"]).on(d, &state).run();
     assert!(
         why.stdout.contains(&format!("[not protected: {words}")),
         "{}",
@@ -198,7 +198,7 @@ fn a_users_display_server_is_protected_only_in_that_users_kill() {
     assert_eq!(p["protected"], true, "{p}");
     assert_eq!(p["protection"], "user", "{p}");
     assert!(p.get("not_protected").is_none(), "{p}");
-    let why = Gpufree::new(["why"]).on(&d, &state).run();
+    let why = Gpufree::new(["why", "--wide"]).on(&d, &state).run();
     assert!(
         why.stdout
             .contains("nobody's own, protected only in nobody's kills"),

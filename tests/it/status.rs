@@ -84,7 +84,10 @@ fn seed_incident_eight_renamed_workers_hold_96610_mib_each_and_launcher_and_trac
 #[test]
 fn seed_incident_table_reads_like_the_answer() {
     let inc = incident();
-    let r = Gpufree::new(["status"]).dev(&inc.dev).sim(&inc.state).run();
+    let r = Gpufree::new(["status", "--wide"])
+        .dev(&inc.dev)
+        .sim(&inc.state)
+        .run();
     r.assert_exit(0);
     assert!(
         !r.stdout.contains('\x1b'),
@@ -107,6 +110,52 @@ fn seed_incident_table_reads_like_the_answer() {
             "{label}: {next}"
         );
     }
+}
+
+/// Issue 32: text within `COLUMNS` (100 without it, stdout being no
+/// terminal) but the `next:` commands, whole with `--wide`; JSON whole
+/// whatever the width.
+#[test]
+fn text_fits_columns_and_wide_cuts_nothing() {
+    let inc = incident();
+    let run = |extra: &[&str], columns: Option<&str>| {
+        let mut g = Gpufree::new(["status"]).args(extra.iter().copied());
+        if let Some(c) = columns {
+            g = g.env("COLUMNS", c);
+        }
+        let r = g.dev(&inc.dev).sim(&inc.state).run();
+        r.assert_exit(0);
+        r.stdout
+    };
+    let fits = |text: &str, columns: usize| {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with("next:"))
+            .all(|l| l.chars().count() <= columns)
+    };
+    let plain = run(&[], None);
+    assert!(fits(&plain, 100), "{plain}");
+    let narrow = run(&[], Some("80"));
+    assert!(fits(&narrow, 80), "{narrow}");
+    // The footer counts the host's processes, which come and go.
+    let body = |t: &str| {
+        t.lines()
+            .filter(|l| !l.starts_with("scanned "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        body(&run(&[], Some("wide"))),
+        body(&plain),
+        "a bad COLUMNS is ignored"
+    );
+    let wide = run(&["--wide"], Some("80"));
+    assert!(!wide.contains('…'), "{wide}");
+    assert!(!fits(&wide, 100), "{wide}");
+    let json = run(&["--json"], Some("40"));
+    assert!(
+        !json.contains('…') && json.contains("resource_tracker import main"),
+        "{json}"
+    );
 }
 
 #[test]

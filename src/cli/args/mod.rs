@@ -65,6 +65,10 @@ pub struct Common {
     /// No colours (also: NO_COLOR, or stdout not a terminal).
     #[arg(long, global = true, help_heading = OUTPUT)]
     pub no_color: bool,
+    /// Text lines as long as they are (default: the terminal's width, else
+    /// COLUMNS, else 100 columns; --json is never cut).
+    #[arg(long, global = true, help_heading = OUTPUT)]
+    pub wide: bool,
     /// Print less; the exit code still says the outcome.
     ///
     /// Status prints no findings or footer, why no details or next commands, kill and wait no

@@ -13,6 +13,7 @@ mod fixtures;
 mod fleet;
 mod incident;
 mod scale;
+mod width;
 
 use super::fleet::{write_fleet, write_fleet_command};
 use super::json::{FindingDoc, FleetDoc, SnapshotDoc};
