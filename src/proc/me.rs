@@ -43,10 +43,12 @@ pub fn user_namespace() -> Option<&'static std::ffi::OsStr> {
 /// /proc/uptime cannot be read.
 pub fn uptime_ticks() -> Option<u64> {
     let tps = rustix::param::clock_ticks_per_second();
-    std::fs::read_to_string("/proc/uptime")
-        .ok()
-        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
-        .map(|up| (up * tps as f64) as u64)
+    let text = std::fs::read_to_string("/proc/uptime").ok()?;
+    // "SECONDS.CENTISECONDS", read as integers: through f64, 12345.67 s
+    // became 1234566 ticks, one before the tick it is.
+    let (secs, centis) = text.split_whitespace().next()?.split_once('.')?;
+    let (secs, centis) = (secs.parse::<u64>().ok()?, centis.parse::<u64>().ok()?);
+    Some(secs * tps + centis * tps / 100)
 }
 
 /// Who is running gpufree, as an audit record names them: its UIDs, the

@@ -354,6 +354,10 @@ fn kill_unit_matches_exactly_not_by_prefix() {
     let h1 = in_cgroup(&d, &one);
     let h10 = in_cgroup(&d, &ten);
     let state = d.one_gpu(&[], 0);
+    // A holder started in the clock tick the kill starts in counts as
+    // started during it (start times are known to a tick): h10, a sibling
+    // of h1, would be taken for h1's parent starting it again.
+    std::thread::sleep(std::time::Duration::from_millis(30));
     let r = Gpufree::new(["kill"])
         .json()
         .on(&d, &state)
