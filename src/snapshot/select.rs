@@ -237,5 +237,18 @@ pub fn narrow(mut snap: Snapshot, sel: &Selection) -> Snapshot {
     for (&gpu, keep) in &sel.mig {
         snap.restrict_mig(gpu, keep);
     }
+    // The PIDs NVML lists that no process here is (another namespace's,
+    // or gone): only those on what is left, or a GPU left out would lend
+    // its hidden holders to the selection's findings.
+    let listed: std::collections::HashSet<u32> = (snap.gpus.iter())
+        .flat_map(|g| {
+            let mig = g.mig_devices.iter().flat_map(|m| &m.nvml_processes);
+            g.nvml_processes.iter().chain(mig)
+        })
+        .map(|p| p.pid)
+        .collect();
+    let v = &mut snap.visibility;
+    v.nvml_pids_not_visible.retain(|pid| listed.contains(pid));
+    v.nvml_pids_stale.retain(|pid| listed.contains(pid));
     snap
 }

@@ -636,3 +636,39 @@ fn ranks_under_a_launcher_that_holds_nothing_are_one_group() {
         assert!(!alive(*p));
     }
 }
+
+/// A PID NVML lists on GPU 1 that no process here is belongs to GPU 1's
+/// findings only: `why --gpu 0` of a free GPU 0 names none of it
+/// (newuser32 F1: it showed as an error with 0 bytes), and `why --gpu 1`
+/// names it with its memory.
+#[test]
+fn a_hidden_pid_on_another_gpu_is_not_the_selection_s_finding() {
+    let d = TestDir::new(2);
+    let state = d.state(&sim_state(vec![
+        sim_gpu(0, &[], 0),
+        sim_gpu(1, &[(999_999, 4096, "always")], 0),
+    ]));
+    let zero = Gpufree::new(["why"])
+        .json()
+        .on(&d, &state)
+        .args(["--gpu", "0"])
+        .run();
+    zero.assert_exit(0);
+    let doc = zero.json();
+    for kind in ["outside-namespace", "stale-nvml-pid"] {
+        assert!(find(&doc, kind).is_empty(), "{kind}: {}", zero.report());
+    }
+    let one = Gpufree::new(["why"])
+        .json()
+        .on(&d, &state)
+        .args(["--gpu", "1"])
+        .run();
+    let doc = one.json();
+    let named: Vec<&Value> = ["outside-namespace", "stale-nvml-pid"]
+        .iter()
+        .flat_map(|k| find(&doc, k))
+        .collect();
+    assert_eq!(named.len(), 1, "{}", one.report());
+    assert_eq!(pids(named[0]), vec![999_999]);
+    assert_eq!(named[0]["bytes"], 4096u64 << 20, "{}", one.report());
+}
