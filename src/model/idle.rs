@@ -197,15 +197,7 @@ pub fn sm_percent(s: &Snapshot, p: &Process) -> Option<u32> {
         .iter()
         .filter_map(|m| {
             let g = s.gpus.iter().find(|g| g.index == m.gpu)?;
-            let samples = g.driver_evidence.as_ref()?.process_utilization.value()?;
-            Some(
-                samples
-                    .iter()
-                    .filter(|u| u.pid == p.pid)
-                    .map(|u| u.sm)
-                    .max()
-                    .unwrap_or(0),
-            )
+            Some(Samples::of(g.driver_evidence.as_ref())?.sm(p.pid))
         })
         .max()
 }
