@@ -307,13 +307,7 @@ fn kill_selectors(args: &KillArgs) -> Result<(Option<regex::Regex>, Option<UserS
 /// run the simulator.
 fn refuse_steering(cli: &Cli, why: Secure) -> Result<(), Error> {
     let refused = |what: &'static str| Err(Error::Steering { what, why });
-    let c = &cli.common;
-    for (given, flag) in [
-        (c.nvml_lib.is_some(), "--nvml-lib"),
-        (c.dev_dir.is_some(), "--dev-dir"),
-        (c.proc_root.is_some(), "--proc-root"),
-        (c.kubelet_socket.is_some(), "--kubelet-socket"),
-    ] {
+    for (given, flag) in cli.common.host_paths() {
         if given {
             return refused(flag);
         }

@@ -48,15 +48,12 @@ pub(super) fn refuse(cli: &Cli, secure: bool) -> Result<(), Error> {
         return bad(FromBad::Command(command));
     }
     let c = &cli.common;
-    for (given, flag) in [
+    let collection = [
         (c.scan.is_some(), "--scan"),
-        (c.dev_dir.is_some(), "--dev-dir"),
-        (c.nvml_lib.is_some(), "--nvml-lib"),
-        (c.proc_root.is_some(), "--proc-root"),
-        (c.kubelet_socket.is_some(), "--kubelet-socket"),
         (c.read_timeout.is_some(), "--read-timeout"),
         (c.idle_window.is_some(), "--idle-window"),
-    ] {
+    ];
+    for (given, flag) in c.host_paths().into_iter().chain(collection) {
         if given {
             return bad(FromBad::Flag(flag));
         }

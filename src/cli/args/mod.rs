@@ -107,6 +107,21 @@ pub struct Common {
     pub from: Option<PathBuf>,
 }
 
+impl Common {
+    /// The flags that name a path, library, socket or root on this host,
+    /// each with whether it was given: refused where gpufree runs with
+    /// privileges its caller lacks, and with `--from` (nothing is read
+    /// from this host).
+    pub fn host_paths(&self) -> [(bool, &'static str); 4] {
+        [
+            (self.nvml_lib.is_some(), "--nvml-lib"),
+            (self.dev_dir.is_some(), "--dev-dir"),
+            (self.proc_root.is_some(), "--proc-root"),
+            (self.kubelet_socket.is_some(), "--kubelet-socket"),
+        ]
+    }
+}
+
 /// `--scan`: one of the choices, by name (clap lists them in the help and
 /// in the error).
 fn scan_choice() -> impl clap::builder::TypedValueParser<Value = crate::proc::scan::ScanChoice> {
