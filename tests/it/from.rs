@@ -47,15 +47,7 @@ fn unmarked(mut doc: Value) -> Value {
 /// the marker, the exit codes the same; the marker names the file, the
 /// time and the host.
 fn same_json(what: &str, live: Gpufree, words: &[&str], copy: &Path) {
-    let l = live_with_copy(live, copy);
-    let f = from(words, copy);
-    assert_eq!(
-        f.code,
-        l.code,
-        "{what}: exit codes\n{}\n{}",
-        l.report(),
-        f.report()
-    );
+    let (l, f) = live_and_from(what, live, words, copy);
     let (ld, fd) = (l.json(), f.json());
     let marker = &fd["from_file"];
     assert_eq!(marker["path"], copy.to_str().unwrap(), "{what}: {marker}");
@@ -78,6 +70,13 @@ fn same_json(what: &str, live: Gpufree, words: &[&str], copy: &Path) {
 
 /// The live text of `words` and `--from` its copy are the same.
 fn same_text(what: &str, live: Gpufree, words: &[&str], copy: &Path) {
+    let (l, f) = live_and_from(what, live, words, copy);
+    assert_eq!(f.stdout, l.stdout, "{what}: the text differs");
+}
+
+/// `live` run (writing its snapshot to `copy`) and `words --from copy`,
+/// their exit codes the same.
+fn live_and_from(what: &str, live: Gpufree, words: &[&str], copy: &Path) -> (Output, Output) {
     let l = live_with_copy(live, copy);
     let f = from(words, copy);
     assert_eq!(
@@ -87,7 +86,7 @@ fn same_text(what: &str, live: Gpufree, words: &[&str], copy: &Path) {
         l.report(),
         f.report()
     );
-    assert_eq!(f.stdout, l.stdout, "{what}: the text differs");
+    (l, f)
 }
 
 #[test]
