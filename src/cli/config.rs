@@ -202,6 +202,7 @@ fn collect_config(common: &Common, env: &Env, dev_dir: Option<PathBuf>) -> Resul
             .unwrap_or(d.kubelet_socket),
         scan: scan(common, env)?,
         bpf_cache: crate::proc::bpf::cache_dir_from(env.get(crate::proc::bpf::CACHE_ENV)),
+        bpf_pin: crate::proc::bpf::pin_dir_from(env.get(crate::proc::bpf::PIN_ENV)),
         kmsg: match env.get("GPUFREE_KMSG") {
             Some(v) if v.is_empty() || v == "off" => None,
             Some(_) => env.path("GPUFREE_KMSG"),

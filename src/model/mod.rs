@@ -82,7 +82,7 @@ pub use nodes::{
 };
 pub use nvml::{NvmlDown, Step, XidDown};
 pub use pin::{Pin, Pins};
-pub use prepare::{KeptFile, NothingToKeep, PrepareFailure, Prepared};
+pub use prepare::{KeptFile, NothingToKeep, PrepareFailure, Prepared, WalkPin};
 pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,

@@ -130,7 +130,8 @@ impl Collector {
                 });
             }
         }
-        let walks = scan::WalkChooser::new(cfg.scan, cfg.long_lived, cfg.bpf_cache.clone());
+        let walks = scan::WalkChooser::new(cfg.scan, cfg.long_lived, cfg.bpf_cache.clone())
+            .taking_pins(cfg.bpf_pin.clone());
         if cfg.long_lived {
             walks.preload(&proc_fd, &nodes);
         }

@@ -32,6 +32,7 @@ mod mig;
 mod mps;
 mod nodes;
 mod pattern;
+mod pin;
 mod prepare;
 mod privilege;
 mod procfs;

@@ -81,6 +81,9 @@ impl fmt::Display for Relocation {
             Relocation::Prepared => f.write_str(
                 "relocated to this kernel from this boot's cache, kept there by gpufree prepare",
             ),
+            Relocation::Pinned => {
+                f.write_str("loaded and verified once this boot by gpufree prepare, kept pinned")
+            }
             Relocation::Made(notes) if notes.is_empty() => {
                 f.write_str("relocated to this kernel from its BTF")
             }
@@ -136,6 +139,11 @@ impl fmt::Display for CacheRefusal {
             CacheRefusal::OtherMaker => f.write_str("made by another gpufree or in another boot"),
             CacheRefusal::NoBootId => f.write_str("this boot's id is unreadable"),
             CacheRefusal::NotRoot => f.write_str("only root keeps it"),
+            CacheRefusal::NotBpfFs { path } => write!(
+                f,
+                "{path} is not on a BPF file system (mount one: mount -t bpf bpf /sys/fs/bpf)"
+            ),
+            CacheRefusal::InUse { path } => write!(f, "{path} is in use by another command"),
         }
     }
 }
@@ -177,10 +185,6 @@ impl fmt::Display for BpfUnavailable {
             BpfUnavailable::Refused { program, why } => {
                 write!(f, "the kernel's verifier refused {program}: {why}")
             }
-            BpfUnavailable::TooManyDevices(max) => write!(
-                f,
-                "the device nodes span more than {max} file systems or majors"
-            ),
             BpfUnavailable::TooManyNodes { nodes, max } => {
                 write!(f, "{nodes} device nodes, more than the walk takes ({max})")
             }
