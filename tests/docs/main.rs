@@ -102,8 +102,25 @@ fn guide_runs_against_the_demo_in_order() {
     run_pages(&mut session, GUIDE);
 }
 
+/// Its one command shows a machine with no GPU: on one with NVIDIA
+/// device nodes or library it would print that machine (and open its
+/// real nodes through NVML), so there it is skipped, said on stderr.
 #[test]
 fn troubleshooting_runs() {
+    let nodes = std::fs::read_dir("/dev")
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("nvidia"))
+        })
+        .unwrap_or(false);
+    let library = std::process::Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnvidia-ml.so.1"));
+    if nodes || library {
+        eprintln!("skipped: this machine has NVIDIA device nodes or libnvidia-ml.so.1");
+        return;
+    }
     run_pages(&mut Session::start(&[]), &ON_THEIR_OWN[..1]);
 }
 
@@ -140,7 +157,7 @@ fn every_block_with_commands_is_run_or_marked() {
     for page in pages() {
         let name = page.display().to_string();
         for b in blocks(&read(&name)) {
-            if b.not_tested().is_some_and(|r| !r.is_empty()) {
+            if b.not_tested().is_some_and(|r| !r.is_empty()) || b.excerpt_of().is_some() {
                 marked += 1;
             } else if b.info == "console" && run.contains(&name.as_str()) {
                 tested += 1;
@@ -169,4 +186,30 @@ fn try_it_shows_the_example_state_file_whole() {
         .find(|b| b.info == "json")
         .expect("try-it.md shows the state file");
     assert_eq!(shown.body.join("\n") + "\n", file);
+}
+
+/// A block marked as an excerpt of a shipped file (the systemd drop-in)
+/// shows only lines that file has, comments aside.
+#[test]
+fn every_excerpt_is_lines_of_its_file() {
+    let mut seen = 0;
+    for page in pages() {
+        let name = page.display().to_string();
+        for b in blocks(&read(&name)) {
+            let Some(path) = b.excerpt_of() else { continue };
+            let file = read(path);
+            let lines: Vec<&str> = file.lines().map(str::trim).collect();
+            for l in b.body.iter().map(|l| l.trim()) {
+                if !l.is_empty() && !l.starts_with('#') {
+                    assert!(
+                        lines.contains(&l),
+                        "{name}:{}: `{l}` is not a line of {path}",
+                        b.line
+                    );
+                }
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen > 0, "no excerpt checked");
 }

@@ -16,9 +16,29 @@ pub struct Block {
 }
 
 impl Block {
-    /// Whether the block shows a shell command (`$ ` at the start of a line).
+    /// Whether the block shows something a reader runs or installs: a
+    /// `$ ` line, a command line (gpufree, sudo, cargo, python3, a script
+    /// of the repository), or a setting that runs gpufree (`Key=...gpufree`).
     pub fn shows_commands(&self) -> bool {
-        self.body.iter().any(|l| l.starts_with("$ "))
+        self.body.iter().any(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix("$ ").unwrap_or(l);
+            let first = l.split_whitespace().next().unwrap_or("");
+            matches!(first, "gpufree" | "sudo" | "cargo" | "python3")
+                || first.ends_with("/gpufree")
+                || first.starts_with("scripts/")
+                || (l.contains('=') && l.contains("/gpufree"))
+                || l.starts_with("$ ")
+        })
+    }
+
+    /// Marked as lines of a file of the repository
+    /// (`<!-- tested: excerpt of PATH -->`): each line shown, comments
+    /// aside, is a line of that file.
+    pub fn excerpt_of(&self) -> Option<&str> {
+        let m = self.marker.as_deref()?;
+        let path = m.strip_prefix("<!-- tested: excerpt of ")?;
+        Some(path.trim_end_matches("-->").trim())
     }
 
     /// Marked as not run, with the reason (`<!-- not tested: reason -->`).
