@@ -12,6 +12,7 @@
 //! memory is never attributed to whoever got a PID later.
 
 mod assemble;
+mod bundle;
 mod config;
 mod drm;
 mod fold;
