@@ -150,6 +150,8 @@ pub enum Content {
         /// Where it was read.
         source: String,
     },
+    /// `gpufree doctor` of each unit file copied (as copied).
+    Doctor,
     /// The audit records of the `--audit-log` file (its last lines).
     Audit {
         /// The file.

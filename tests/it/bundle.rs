@@ -328,6 +328,8 @@ fn bundle_takes_the_unit_file_of_a_holders_unit_and_follows_no_link() {
     assert!(unit.contains("Restart=always"), "{unit}");
     assert!(unit.contains("ExecStart=(left out)"), "{unit}");
     member(&members, "vllm.service.d/10-gpu.conf");
+    let doctor = String::from_utf8(member(&members, "doctor.txt").to_vec()).unwrap();
+    assert!(doctor.contains("vllm.service"), "{doctor}");
     let kernel = member(&members, "proc-version.txt");
     assert_eq!(kernel, b"Linux version 6.1.0-test\n");
     for secret in ["SECRET123", "ENVSECRET456", "LINKSECRET"] {

@@ -67,6 +67,13 @@ pub(super) fn run_bundle(
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{dir}.tar.gz")));
     let to_stdout = out.as_os_str() == "-";
+    if to_stdout && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        use clap::CommandFactory;
+        return Err(Error::Args(super::Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "bundle --out -: stdout is a terminal; redirect it to a file or a pipe",
+        )));
+    }
     if to_stdout {
         let mut o = std::io::stdout().lock();
         o.write_all(&gz)?;
@@ -141,18 +148,43 @@ fn host_files(b: &mut Bundle, c: &Collector, snap: &Snapshot, keep: Keep, secure
     }
     let (read, left) = c.unit_files(snap);
     b.left_out.extend(left);
+    let mut doctor = Vec::new();
+    let mut total = 0u64;
     for (unit, (path, got)) in read {
         let source = path.display().to_string();
-        match got {
-            Ok(bytes) => {
-                let text = redact_unit(&String::from_utf8_lossy(&bytes), keep);
-                let name = format!("units{}", member_path(&path));
-                b.add(name, Content::Unit { unit, source }, text.into_bytes());
+        let bytes = match got {
+            Ok(bytes) if total + bytes.len() as u64 > UNITS_TOTAL_MAX => {
+                b.leave(
+                    source,
+                    LeftWhy::TooLarge {
+                        max: UNITS_TOTAL_MAX,
+                    },
+                );
+                continue;
             }
-            Err(why) => b.leave(source, why),
-        }
+            Ok(bytes) => bytes,
+            Err(why) => {
+                b.leave(source, why);
+                continue;
+            }
+        };
+        total += bytes.len() as u64;
+        let text = redact_unit(&String::from_utf8_lossy(&bytes), keep);
+        // Doctor reads the copy in the archive: what it quotes of an
+        // Exec line is only there when the command lines are kept.
+        let problems = crate::doctor::check(&text);
+        let plain = PrinterBuilder::new().build();
+        let _ = crate::present::doctor::write_doctor(&mut doctor, &path, &problems, &plain);
+        let name = format!("units{}", member_path(&path));
+        b.add(name, Content::Unit { unit, source }, text.into_bytes());
+    }
+    if !doctor.is_empty() {
+        b.add("doctor.txt", Content::Doctor, doctor);
     }
 }
+
+/// The most bytes of unit files one bundle takes, all units together.
+const UNITS_TOTAL_MAX: u64 = 8 << 20;
 
 /// `path` as a member's path below a directory: `/` then its normal
 /// components (no root, no `..`).

@@ -17,6 +17,7 @@ pub fn content(c: &Content) -> String {
         Content::Unit { unit, source } => {
             format!("unit {}: {}", escape(unit), escape(source))
         }
+        Content::Doctor => "gpufree doctor of each unit file, as copied here".into(),
         Content::Audit { source } => format!("audit records from {}", escape(source)),
         Content::Recording { source } => format!("recording from {}", escape(source)),
     }
