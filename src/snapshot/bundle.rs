@@ -17,7 +17,7 @@ impl Collector {
     }
 
     /// The unit files and drop-ins of the system units that own `snap`'s
-    /// holders (each unit once, at most [`UNITS_MAX`]), by unit; and the
+    /// holders (each unit once, at most 32), by unit; and the
     /// units not read, with why.
     pub fn unit_files(&self, snap: &Snapshot) -> (Vec<(String, UnitRead)>, Vec<LeftOut>) {
         let units: std::collections::BTreeSet<&str> = snap
