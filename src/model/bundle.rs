@@ -238,6 +238,8 @@ pub enum LeftWhy {
         /// The flag.
         flag: String,
     },
+    /// Records in the journal (or syslog), which a bundle does not read.
+    Journal,
     /// More units than a bundle reads.
     TooMany {
         /// The most it reads.

@@ -385,3 +385,42 @@ fn a_setuid_copy_bundles_only_to_stdout() {
     }
     assert!(!out.exists());
 }
+
+/// A recording's lines come along with their command lines emptied; a
+/// line that is not JSON cannot be redacted and is left out, said.
+#[test]
+fn bundle_copies_a_recording_redacted_and_leaves_out_what_is_not_json() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let rec = d.tmp.path().join("rec.jsonl");
+    std::fs::write(
+        &rec,
+        "{\"t\":1,\"snapshot\":{\"processes\":[{\"pid\":7,\"cmdline\":[\"x\",\"--key=RECSECRET\"]}]}}\n\
+         python3 --key=RECSECRET2\n\
+         {\"t\":2,\"holder_appeared\":{\"pid\":8,\"environment\":{\"K\":\"RECSECRET3\"}}}\n",
+    )
+    .unwrap();
+    let out = d.tmp.path().join("r.tar.gz");
+    let r = Gpufree::new(["bundle"])
+        .arg("--recording")
+        .arg(&rec)
+        .arg("--out")
+        .arg(&out)
+        .on(&d, &state)
+        .run();
+    r.assert_exit(0);
+    let (members, raw) = unpack(&out);
+    assert!(!has(&raw, "RECSECRET"), "a secret of the recording");
+    let copy = String::from_utf8(member(&members, "recording.jsonl").to_vec()).unwrap();
+    let lines: Vec<serde_json::Value> = copy
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{copy}");
+    assert_eq!(lines[0]["snapshot"]["processes"][0]["pid"], 7);
+    assert!(
+        r.stdout.contains("1 line(s) that are not JSON"),
+        "{}",
+        r.report()
+    );
+}

@@ -41,6 +41,7 @@ pub(super) fn run_bundle(
     documents(&mut b, &snap)?;
     host_files(&mut b, &c, &snap, keep, s.privilege.secure.is_some());
     copied(&mut b, args, keep)?;
+    b.leave("the journal's audit records", LeftWhy::Journal);
     if !keep.cmdlines {
         b.leave("command lines", LeftWhy::Cmdlines);
     }

@@ -41,6 +41,9 @@ pub fn left_why(w: &LeftWhy) -> String {
         LeftWhy::Secure => {
             "not read: gpufree runs with privileges its caller lacks (setuid, capabilities)".into()
         }
+        LeftWhy::Journal => {
+            "not read; journalctl SYSLOG_IDENTIFIER=gpufree shows them (or syslog's file)".into()
+        }
         LeftWhy::BadUnitName => "not a unit name systemd accepts".into(),
         LeftWhy::NotGiven { flag } => format!("not asked ({flag} FILE copies them)"),
         LeftWhy::TooMany { max } => format!("more than {max} units; the rest not read"),
