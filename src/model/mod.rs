@@ -7,6 +7,7 @@
 
 mod audit;
 mod blind;
+mod bundle;
 mod check;
 mod driver;
 mod evidence;
@@ -43,6 +44,10 @@ mod xid;
 
 pub use audit::{
     AuditError, AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, Sink, TargetOutcome,
+};
+pub use bundle::{
+    redact_json, redact_unit, Bundle, Content, Cut, Keep, LeftOut, LeftWhy, Member, CMDLINE_KEYS,
+    ENV_KEYS,
 };
 pub use check::{
     CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,

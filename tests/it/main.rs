@@ -10,6 +10,7 @@ mod blind;
 mod bpf;
 mod bpf_cache;
 mod builder;
+mod bundle;
 mod check;
 mod cmd;
 mod contrib;
