@@ -201,7 +201,9 @@ fn pin_all(root: &OwnedFd, name: &str, at: &Path, walk: &Direct) -> Result<(), C
     pin(walk.program.as_fd(), PROGRAM)?;
     for (object_name, pinned) in MAPS {
         let fd = walk.maps.get(object_name).and_then(map_fd);
-        let fd = fd.ok_or_else(|| io(&at.join(pinned), "no such map in the walk"))?;
+        let fd = fd.ok_or_else(|| CacheRefusal::NoSuchMap {
+            name: object_name.to_string(),
+        })?;
         pin(fd, pinned)?;
     }
     Ok(())
