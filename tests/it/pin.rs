@@ -112,7 +112,11 @@ fn one_shot_commands_take_the_pinned_walk_in_turn_each_with_its_own_targets() {
     }
     let Some(fs) = BpfFs::mount(&a) else { return };
     let pins = fs.pins();
+    // Another version's pins (here an empty set) go when prepare pins.
+    let other = pins.join("0".repeat(64));
+    std::fs::create_dir_all(&other).unwrap();
     let doc = prepare(&pins);
+    assert!(!other.exists(), "another version's pins are removed");
     let dir = doc["pinned"].as_str().expect("pinned").to_string();
     assert!(dir.starts_with(pins.to_str().unwrap()), "{doc}");
     assert_eq!(
