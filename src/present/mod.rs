@@ -2,7 +2,7 @@
 //! JSON into any writer; none touches /proc or NVML.
 
 pub mod check;
-mod columns;
+pub(crate) mod columns;
 pub mod doctor;
 mod drm;
 pub mod fleet;
