@@ -14,24 +14,20 @@ use std::io::{self, Write};
 /// lines in it.
 #[derive(Debug, Clone, Copy)]
 enum Room {
-    /// Words made for no printer (JSON, the table's messages): a command
-    /// line takes at most [`COMMAND_DEFAULT`] columns.
-    Default,
     /// `why`'s evidence at a width: a line's columns.
     Columns(usize),
-    /// `--wide`: whole, up to [`COMMAND_WIDE`] columns.
+    /// Words made for no width (JSON, `--wide`): whole, up to
+    /// [`COMMAND_WHOLE`] columns.
     Whole,
 }
 
-/// A command line's columns in words made for no printer.
-const COMMAND_DEFAULT: usize = 60;
-
-/// A command line's columns under `--wide`: whole but for a hostile one,
-/// which must leave its line's end (within `safe::TEXT_MAX`) readable.
-const COMMAND_WIDE: usize = 300;
+/// A command line's columns where no width is set: whole but for a
+/// hostile one, which must leave its line's end (within `safe::TEXT_MAX`)
+/// readable.
+const COMMAND_WHOLE: usize = 300;
 
 thread_local! {
-    static ROOM: Cell<Room> = const { Cell::new(Room::Default) };
+    static ROOM: Cell<Room> = const { Cell::new(Room::Whole) };
 }
 
 /// Runs `make` (which makes a finding's words) with its command lines cut
@@ -51,9 +47,8 @@ pub(crate) fn with_room<T>(room: Option<usize>, make: impl FnOnce() -> T) -> T {
 /// columns).
 pub(crate) fn command_in(cmdline: &str, used: usize) -> String {
     let max = match ROOM.with(Cell::get) {
-        Room::Default => COMMAND_DEFAULT,
         Room::Columns(room) => room.saturating_sub(used).max(20),
-        Room::Whole => COMMAND_WIDE,
+        Room::Whole => COMMAND_WHOLE,
     };
     cut(cmdline, max)
 }
@@ -196,10 +191,7 @@ mod tests {
     #[test]
     fn a_findings_command_line_takes_the_room_its_line_leaves() {
         let cmd = "/opt/conda/envs/train/bin/python3.11 /home/ana/project/train.py --epochs 90";
-        assert_eq!(
-            command_in(cmd, 10),
-            "python3.11 /home/ana/project/train.py --epochs 90"
-        );
+        assert_eq!(command_in(cmd, 10), cmd);
         assert_eq!(
             with_room(Some(40), || command_in(cmd, 10)),
             "python3.11 /home/ana/project/…"
