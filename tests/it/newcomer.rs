@@ -35,6 +35,18 @@ fn not_root_says_what_it_could_not_read_and_to_run_it_with_sudo() {
     ] {
         assert!(r.stdout.contains(words), "lacks {words:?}:\n{}", r.report());
     }
+    // kill leaves root's holder out (exit 5, refused), saying how to run it.
+    let r = as_nobody(&d, &["kill", "--gpu", "0", "--yes", "--no-color"])
+        .dev(&d.dev)
+        .sim_state(&state)
+        .run();
+    r.assert_exit(5);
+    assert!(
+        r.stdout
+            .contains("run as root (sudo gpufree kill, the same arguments)"),
+        "{}",
+        r.report()
+    );
 }
 
 /// Neither a library nor a node: exit 3, and the one line names the
