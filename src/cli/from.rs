@@ -43,6 +43,7 @@ pub(super) fn refuse(cli: &Cli, secure: bool) -> Result<(), Error> {
         Some(Command::Demo { .. }) => Some("demo"),
         Some(Command::Sim(_)) => Some("sim"),
         Some(Command::Prepare) => Some("prepare"),
+        Some(Command::Bundle(_)) => Some("bundle"),
     };
     if let Some(command) = command {
         return bad(FromBad::Command(command));

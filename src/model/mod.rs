@@ -7,6 +7,7 @@
 
 mod audit;
 mod blind;
+mod bundle;
 mod check;
 mod driver;
 mod evidence;
@@ -43,6 +44,10 @@ mod xid;
 
 pub use audit::{
     AuditError, AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, Sink, TargetOutcome,
+};
+pub use bundle::{
+    redact_json, redact_unit, Bundle, Content, Cut, Keep, LeftOut, LeftWhy, Member, CMDLINE_KEYS,
+    ENV_KEYS,
 };
 pub use check::{
     CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,
@@ -82,7 +87,7 @@ pub use nodes::{
 };
 pub use nvml::{NvmlDown, Step, XidDown};
 pub use pin::{Pin, Pins};
-pub use prepare::{KeptFile, NothingToKeep, PrepareFailure, Prepared};
+pub use prepare::{KeptFile, NothingToKeep, PrepareFailure, Prepared, WalkPin};
 pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,
