@@ -109,8 +109,8 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
         .run();
     r.assert_exit(0);
     let text = std::fs::read_to_string(repo("contrib/systemd/gpufree.conf")).unwrap();
-    assert!(text.contains("ExecStartPre=/usr/local/bin/gpufree wait"));
-    assert!(text.contains("ExecStopPost=-/usr/local/bin/gpufree kill --unit %n --yes"));
+    assert!(text.contains("ExecStartPre=/usr/bin/gpufree wait"));
+    assert!(text.contains("ExecStopPost=-/usr/bin/gpufree kill --unit %n --yes"));
     let r = Gpufree::new(["doctor"])
         .json()
         .args([
@@ -141,6 +141,33 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
         .run();
     r.assert_exit(2);
     assert!(r.stderr.contains("/nonexistent/x.service"));
+}
+
+/// Every contrib file that names gpufree's binary names the one the .deb
+/// and the RPM install (newcomer: the drop-in named /usr/local/bin, which
+/// no install method gives), and says what to change for another.
+#[test]
+fn contrib_files_name_the_packaged_binary() {
+    let cargo = std::fs::read_to_string(repo("Cargo.toml")).unwrap();
+    assert!(cargo.contains(r#"["target/release/gpufree", "usr/bin/", "755"]"#));
+    for file in [
+        "contrib/systemd/gpufree.conf",
+        "contrib/systemd/gpufree-serve.service",
+        "contrib/systemd/gpufree-prepare.service",
+        "contrib/nhc/gpufree.nhc",
+        "contrib/k8s/npd-daemonset-gpufree.yaml",
+        "contrib/k8s/npd-gpufree-monitor.json",
+    ] {
+        let text = std::fs::read_to_string(repo(file)).unwrap();
+        assert!(!text.contains("/usr/local/bin/gpufree"), "{file}");
+        assert!(text.contains("/usr/bin/gpufree"), "{file}");
+        if !file.ends_with(".json") {
+            assert!(
+                text.contains("~/.cargo/bin"),
+                "{file} says what cargo gives"
+            );
+        }
+    }
 }
 
 #[test]

@@ -31,6 +31,7 @@ mod k8s;
 mod kill;
 mod mig;
 mod mps;
+mod newcomer;
 mod nodes;
 mod pattern;
 mod pin;

@@ -89,7 +89,7 @@ pub enum Error {
     #[error("kill: {}", crate::present::words::target::not_ours(*.0))]
     KillRefused(crate::model::NotOurProc),
     /// A `--dev-dir` given by hand holds no GPU node while NVML sees GPUs.
-    #[error("--dev-dir {}: no GPU device node there (nvidia*, dri/card*, dri/renderD*, kfd)", .0.display())]
+    #[error("{}", crate::present::words::front::no_gpu_node(.0))]
     NoGpuNode(PathBuf),
     /// A `--dev-dir` given by hand could not be listed.
     #[error("{0}")]
@@ -122,7 +122,7 @@ pub enum Error {
         why: crate::model::LeftWhy,
     },
     /// The snapshot could not be taken (no GPU, /proc unreadable).
-    #[error(transparent)]
+    #[error("{}", snapshot_line(.0))]
     Snapshot(SnapshotError),
     /// `watch` without a terminal.
     #[error("watch: needs a terminal on stdin and stdout; for one look use `gpufree status` (or --json)")]
@@ -192,6 +192,18 @@ pub enum Error {
     /// Reading or writing the terminal or stdout failed.
     #[error(transparent)]
     Io(#[from] io::Error),
+}
+
+/// Why the snapshot could not be taken, with the next step where a
+/// newcomer's first run ends here (no GPU: where gpufree looked and the
+/// flags that point it elsewhere).
+fn snapshot_line(e: &SnapshotError) -> String {
+    match e {
+        SnapshotError::NoGpu { nvml, dev_dir } => {
+            crate::present::words::front::no_gpu(nvml, dev_dir)
+        }
+        e => e.to_string(),
+    }
 }
 
 /// An error and its causes in one line, `: ` between them.
