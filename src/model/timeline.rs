@@ -191,3 +191,92 @@ pub fn state_at(bytes: &[u8], at: Option<At>) -> Result<Snapshot, RecordBad> {
         None => Err(before),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{is_recording, state_at, Replay, ReplayStep};
+    use crate::model::{At, RecordBad};
+
+    /// A recording: a full snapshot of a free GPU at 1000, a holder's
+    /// memory at 2000 (the patch of `used_bytes`), a kill at 2500, the end.
+    fn recording() -> String {
+        let doc = crate::model::Snapshot {
+            ticks_per_second: 100,
+            uptime_ticks: 500,
+            ..Default::default()
+        };
+        let full = serde_json::to_value(crate::present::json::SnapshotDoc::new(&doc)).unwrap();
+        let lines = [
+            serde_json::json!({"record": 1, "t": 1000, "full": full}),
+            serde_json::json!({"record": 1, "t": 2000, "change": {
+                "events": [{"event": "holder-left", "pid": 7}],
+                "patch": {"object": {"fields": {"dev_dir": {"set": "/changed"}}}}}}),
+            serde_json::json!({"record": 1, "t": 2500, "kill": {"version": 1}}),
+            serde_json::json!({"record": 1, "t": 3000, "end": "stopped"}),
+        ];
+        lines.iter().map(|l| l.to_string() + "\n").collect()
+    }
+
+    #[test]
+    fn the_state_at_a_moment_is_the_full_snapshot_and_the_changes_up_to_it() {
+        let rec = recording();
+        assert!(is_recording(rec.as_bytes()));
+        assert!(!is_recording(b"{\"gpus\": []}"));
+        let at = |a| state_at(rec.as_bytes(), a);
+        let before = at(Some(At::Unix(1500))).unwrap();
+        assert_eq!(before.dev_dir, "");
+        assert_eq!(before.taken_unix_ms, Some(1500));
+        // The clock moved on from the full snapshot's: 0.5 s is 50 ticks.
+        assert_eq!(before.uptime_ticks, 550);
+        assert_eq!(at(Some(At::Unix(2000))).unwrap().dev_dir, "/changed");
+        let end = at(None).unwrap();
+        assert_eq!(
+            (end.dev_dir.as_str(), end.taken_unix_ms),
+            ("/changed", Some(3000))
+        );
+        assert_eq!(at(Some(At::BeforeEnd(1500))).unwrap().dev_dir, "");
+        assert_eq!(at(Some(At::AfterStart(1000))).unwrap().dev_dir, "/changed");
+        assert!(matches!(
+            at(Some(At::Unix(999))),
+            Err(RecordBad::Before { first_ms: None, .. })
+        ));
+        let mut r = Replay::new(rec.as_bytes());
+        let steps: Vec<_> = std::iter::from_fn(|| r.step())
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(steps.len(), 4);
+        assert_eq!(steps[0], (1000, ReplayStep::Full));
+        assert!(matches!(&steps[2].1, ReplayStep::Kill(_)));
+    }
+
+    #[test]
+    fn a_line_cut_short_at_the_end_is_the_end_and_a_bad_one_is_named() {
+        let rec = recording();
+        let cut = format!("{rec}{{\"record\":1,\"t\":4000,\"chan");
+        assert_eq!(state_at(cut.as_bytes(), None).unwrap().dev_dir, "/changed");
+        let bad = rec
+            .replace("\"t\":2500", "\"t\":2500,\"what\":1")
+            .replace("\"kill\"", "\"oops\"");
+        assert!(matches!(
+            state_at(bad.as_bytes(), None),
+            Err(RecordBad::Line { line: 3, .. })
+        ));
+        let newer = rec.replacen("\"record\":1", "\"record\":9", 1);
+        assert!(matches!(
+            state_at(newer.as_bytes(), None),
+            Err(RecordBad::Newer {
+                line: 1,
+                version: 9
+            })
+        ));
+        let misfit = rec.replace(
+            r#"{"object":{"fields":{"dev_dir":{"set":"/changed"}}}}"#,
+            r#"{"array":{"len":3,"items":[]}}"#,
+        );
+        assert_ne!(misfit, rec);
+        assert!(matches!(
+            state_at(misfit.as_bytes(), None),
+            Err(RecordBad::Misfit { line: 2 })
+        ));
+    }
+}
