@@ -24,7 +24,7 @@ pub struct RecordArgs {
     /// Start a new file past this size: FILE becomes FILE.1, FILE.1 FILE.2, ... (0: never).
     #[arg(help_heading = OUTPUT, long, value_name = "SIZE", default_value = "64MiB", value_parser = size)]
     pub max_size: u64,
-    /// Start a new file when FILE's first record is this old (default: never).
+    /// Start a new file once this long has passed since it was started or opened (default: never).
     #[arg(help_heading = OUTPUT, long, value_name = "DUR", value_parser = full_every)]
     pub max_age: Option<std::time::Duration>,
     /// How many earlier files to keep (FILE.1 to FILE.N; 0: none).
