@@ -107,6 +107,7 @@ pub(super) fn record(s: &Settings, args: &RecordArgs) -> Result<Outcome, Error> 
         out: args.out.clone(),
         interval: args.interval,
         full_every: args.full_every,
+        scan_every: args.scan_every,
         bounds: crate::record::Bounds {
             max_size: args.max_size,
             max_age_ms: args

@@ -37,6 +37,9 @@ pub struct Options {
     pub interval: Duration,
     /// A full snapshot at least this often.
     pub full_every: Duration,
+    /// A full holder scan at least this often; NVML alone between (a
+    /// change of its process lists scans at once).
+    pub scan_every: Duration,
     /// When a new file starts.
     pub bounds: Bounds,
     /// The audit log whose new kills go into the timeline.
@@ -86,6 +89,8 @@ struct Recording<'a> {
     last: Option<Last>,
     stop: &'a AtomicBool,
     failed: Option<std::io::Error>,
+    /// When the last full holder scan was.
+    scanned: std::time::Instant,
 }
 
 /// Records until `stop` is set (the caller's SIGINT and SIGTERM handler),
@@ -110,6 +115,7 @@ pub fn record(collector: Collector, opts: &Options, stop: &AtomicBool) -> Result
         last: None,
         stop,
         failed: None,
+        scanned: std::time::Instant::now(),
     };
     let first = r.take().map_err(RecordError::Gpu)?;
     r.write_full(first).map_err(refused)?;
@@ -234,10 +240,31 @@ impl Recording<'_> {
         Ok(())
     }
 
+    /// The last snapshot with NVML's memory now, judged again; None
+    /// where only a full scan can tell (NVML's process lists changed).
+    fn refreshed(&self) -> Option<Snapshot> {
+        let mut snap = self.last.as_ref()?.snap.clone();
+        if !pipeline::refresh_memory(&mut snap, &self.collector.nvml()) {
+            return None;
+        }
+        snap.taken_unix_ms = Some(crate::units::unix_now_ms());
+        Some(snap)
+    }
+
     fn look_once(&mut self) -> Result<(), OpenError> {
         self.write_kills()?;
-        let Ok(Some(snap)) = self.take() else {
-            return Ok(());
+        let cheap = (self.scanned.elapsed() < self.opts.scan_every)
+            .then(|| self.refreshed())
+            .flatten();
+        let snap = match cheap {
+            Some(snap) => snap,
+            None => {
+                self.scanned = std::time::Instant::now();
+                let Ok(Some(snap)) = self.take() else {
+                    return Ok(());
+                };
+                snap
+            }
         };
         let t = snap.taken_unix_ms.unwrap_or_default();
         let full_due = self.last.as_ref().is_none_or(|l| {

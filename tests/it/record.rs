@@ -92,6 +92,7 @@ fn a_recorded_kill_replays_from_the_stuck_state_through_the_kill_to_the_release(
         .on(&d, &state)
         .args(["--out", rec_path.to_str().unwrap(), "--interval", "100ms"])
         .args(["--audit-log", log.to_str().unwrap(), "--scan", "procfs"])
+        .args(["--scan-every", "1s"])
         .spawn();
     wait_line(&rec_path, "full snapshot", |l| l.get("full").is_some());
     let late = holder(&["python3", "eval.py"]);

@@ -21,6 +21,12 @@ pub struct RecordArgs {
     /// A full snapshot at least this often (at least 1s); only changes between.
     #[arg(help_heading = TIMING, long, value_name = "DUR", default_value = "10m", value_parser = full_every)]
     pub full_every: std::time::Duration,
+    /// A full holder scan at least this often (at least 1s); between, NVML alone.
+    ///
+    /// NVML's memory on every look; a change of its process lists scans at once. A holder of a
+    /// device node alone is seen at the next scan.
+    #[arg(help_heading = TIMING, long, value_name = "DUR", default_value = "10s", value_parser = full_every)]
+    pub scan_every: std::time::Duration,
     /// Start a new file past this size: FILE becomes FILE.1, FILE.1 FILE.2, ... (0: never).
     #[arg(help_heading = OUTPUT, long, value_name = "SIZE", default_value = "64MiB", value_parser = size)]
     pub max_size: u64,
