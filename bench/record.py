@@ -61,10 +61,15 @@ def main():
         with open(out) as f:
             lines = f.read().splitlines()
         full = len(lines[0]) if lines else 0
+        # The full snapshots of every --full-every (default 10m) come on
+        # top of what a window shorter than it sees.
+        full_every_s = float(os.environ.get("FULL_EVERY_S", "600"))
+        fulls = full * 3600 / full_every_s
         print(f"{nprocs} processes; record {' '.join(opts)} for {t1 - t0:.0f} s used {cpu * 1000:.0f} ms CPU "
               f"= {100 * cpu / (t1 - t0):.2f} % of one core (target <= 1 %); "
-              f"file grew {b1 - b0} bytes = {per_hour / 1024:.1f} KiB/hour (target <= 10 MiB); "
-              f"a full snapshot is {full} bytes, {len(lines)} lines in all")
+              f"file grew {b1 - b0} bytes = {per_hour / 1024:.1f} KiB/hour of changes, plus "
+              f"{fulls / 1024:.1f} KiB/hour of full snapshots ({full} bytes each) (target <= 10 MiB); "
+              f"{len(lines)} lines in all")
     finally:
         if rec is not None:
             rec.send_signal(signal.SIGTERM)
