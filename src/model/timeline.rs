@@ -177,7 +177,9 @@ pub fn state_at(bytes: &[u8], at: Option<At>) -> Result<Snapshot, RecordBad> {
     }
     let before = RecordBad::Before {
         at_ms,
-        first_ms: first_full,
+        // Before the file's first record: that record's time is the
+        // earliest a moment can be.
+        first_ms: first_full.or((at_ms < first).then_some(first)),
     };
     if first_full.is_none() || shown.is_none() {
         return Err(before);
@@ -238,7 +240,10 @@ mod tests {
         assert_eq!(at(Some(At::AfterStart(1000))).unwrap().dev_dir, "/changed");
         assert!(matches!(
             at(Some(At::Unix(999))),
-            Err(RecordBad::Before { first_ms: None, .. })
+            Err(RecordBad::Before {
+                at_ms: 999,
+                first_ms: Some(1000)
+            })
         ));
         let mut r = Replay::new(rec.as_bytes());
         let steps: Vec<_> = std::iter::from_fn(|| r.step())
