@@ -1,7 +1,8 @@
 //! `gpufree record`: a timeline of the host appended to a file, one JSON
 //! line per record ([`crate::model::Line`]): a full snapshot (the
-//! document `status --json` writes) at start, every `--full-every` and at
-//! the head of each new file, and between them only what changed (typed
+//! document `status --json` writes, less its findings in words) at start,
+//! every `--full-every` and at the head of each new file, and between
+//! them only what changed (typed
 //! events and the patch that rebuilds the document), the kills the audit
 //! log gains, and a last record when stopped. Like `serve`, one collector
 //! (the in-kernel walk loaded once, NVML's Xid events heard) and the one
@@ -332,9 +333,15 @@ fn quiet(doc: &Value) -> Value {
 /// The fields of `visibility` that move while nothing happens.
 const NOISE: [&str; 2] = ["processes_scanned", "scan_reread"];
 
-/// The snapshot document of `snap`, as a value.
+/// The snapshot document of `snap`, as a value, without its findings in
+/// words: a reader judges the snapshot again (`--from` does), the events
+/// name each finding's kind, and the words quote holders' command lines
+/// where no key says so (a bundle's redaction goes by key).
 fn document(snap: &Snapshot) -> Value {
-    serde_json::to_value(crate::present::json::SnapshotDoc::new(snap)).unwrap_or(Value::Null)
+    let mut doc =
+        serde_json::to_value(crate::present::json::SnapshotDoc::new(snap)).unwrap_or(Value::Null);
+    doc.as_object_mut().map(|o| o.remove("findings"));
+    doc
 }
 
 /// `doc`'s clock fields (those of its full snapshot, taken at `full_ms`)
