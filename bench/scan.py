@@ -109,8 +109,11 @@ def main():
             sys.exit(f"{b} missing: cargo build --release --workspace && cargo build --release --examples")
     work = tempfile.mkdtemp(prefix="gpufree-bench-")
     dev = os.path.join(work, "dev")
-    # Every gpufree this bench runs keeps the walk's relocation here, not in /run.
+    # Every gpufree this bench runs keeps the walk's relocation here, not in /run,
+    # and takes no walk the machine's own `gpufree prepare` pinned.
     os.environ.setdefault("GPUFREE_BPF_CACHE", os.path.join(work, "bpf-cache"))
+    os.environ["GPUFREE_BPF_PIN"] = "off"
+    pins = mount_pins(work)
     pop = subprocess.Popen([sys.executable, os.path.join(root, "bench/population.py"), dev] + sys.argv[1:],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -154,6 +157,15 @@ def main():
         found["bpf-first"] = found["gpufree"]
         envs = {"bpf": {"GPUFREE_BPF_CACHE": os.path.join(work, "bpf-cache")},
                 "bpf-first": {"GPUFREE_BPF_CACHE": "off"}}
+        # "bpf-pinned" takes the walk `gpufree prepare` loaded and pinned (every
+        # one-shot command run as root where the prepare unit ran): no load.
+        if pins:
+            tools["bpf-pinned"] = tools["bpf"]
+            found["bpf-pinned"] = found["gpufree"]
+            envs["bpf-pinned"] = {**envs["bpf"], "GPUFREE_BPF_PIN": pins}
+            subprocess.run([gpufree, "prepare"], env={**os.environ, **envs["bpf-pinned"]},
+                           check=True, stdout=subprocess.DEVNULL)
+            check_pinned(run(tools["bpf-pinned"], envs["bpf-pinned"])[3])
         res = {k: [] for k in tools}
         for k, argv in tools.items():  # warm-up
             run(argv, envs.get(k))
@@ -178,6 +190,10 @@ def main():
         bf = med["bpf-first"]
         print(f"bpf-first one-shot: fuser/bpf-first {med['fuser'][0]/bf[0]:.2f}x; "
               f"lsof/bpf-first {med['lsof'][0]/bf[0]:.2f}x; procfs/bpf-first {g[0]/bf[0]:.2f}x")
+        if "bpf-pinned" in med:
+            bn = med["bpf-pinned"]
+            print(f"bpf-pinned one-shot: fuser/bpf-pinned {med['fuser'][0]/bn[0]:.2f}x; "
+                  f"lsof/bpf-pinned {med['lsof'][0]/bn[0]:.2f}x; procfs/bpf-pinned {g[0]/bn[0]:.2f}x")
         refresh = binary(root, "refresh")
         if os.path.exists(refresh):
             for scan in ("procfs", "bpf"):
@@ -196,7 +212,27 @@ def main():
     finally:
         pop.stdin.close()
         pop.wait()
+        if pins:
+            subprocess.run(["umount", "-l", os.path.dirname(pins)])
         subprocess.run(["rm", "-rf", work])
+
+
+def mount_pins(work):
+    """A BPF file system of the bench's own under work, for `gpufree prepare`'s
+    pins: their directory, or None (said) where it cannot be mounted."""
+    at = os.path.join(work, "bpffs")
+    os.makedirs(at)
+    if subprocess.run(["mount", "-t", "bpf", "bpf", at]).returncode != 0:
+        print("no BPF file system could be mounted (root?): no bpf-pinned row", file=sys.stderr)
+        return None
+    return os.path.join(at, "gpufree")
+
+
+def check_pinned(out):
+    """Stops the bench unless the run whose output is out took the pinned walk."""
+    how = __import__("json").loads(out)["visibility"]["scan_cause"]["walked"]["how"]
+    if how != {"per_process": "pinned"}:
+        sys.exit(f"bpf-pinned did not take the pinned walk: {how}")
 
 # --scaling: how each walk's cost grows with the number of open fds on the host.
 

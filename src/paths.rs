@@ -33,6 +33,9 @@ pub enum Refused {
     /// A file with another link elsewhere.
     #[error("has another link elsewhere (a hard link); not written")]
     Linked,
+    /// Something is already there, where only a new file is written.
+    #[error("already exists; not replaced (give a new name)")]
+    Exists,
     /// A directory another user owns, or others may write (not sticky):
     /// they could rename or replace what is written there.
     #[error(
@@ -174,6 +177,25 @@ pub enum Unloadable {
         /// It.
         path: std::path::PathBuf,
     },
+}
+
+/// `path` created new (`O_EXCL`, `mode`) through its directory reached
+/// without links: whatever is there already, a file, a link or a FIFO,
+/// is refused ([`Refused::Exists`]), never opened or replaced.
+pub fn create_new(path: &Path, mode: u32) -> Result<std::fs::File, OpenError> {
+    let (dir, name) = dir_of(path)?;
+    let fd = rustix::fs::openat(
+        &dir,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )
+    .map_err(|e| match e {
+        rustix::io::Errno::EXIST | rustix::io::Errno::LOOP => OpenError::Refused(Refused::Exists),
+        e => OpenError::Io(e.into()),
+    })?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(std::io::Error::from)?;
+    Ok(std::fs::File::from(fd))
 }
 
 /// The path root loads for the library named `path` (`--nvml-lib`, a

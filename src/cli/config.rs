@@ -202,6 +202,7 @@ fn collect_config(common: &Common, env: &Env, dev_dir: Option<PathBuf>) -> Resul
             .unwrap_or(d.kubelet_socket),
         scan: scan(common, env)?,
         bpf_cache: crate::proc::bpf::cache_dir_from(env.get(crate::proc::bpf::CACHE_ENV)),
+        bpf_pin: crate::proc::bpf::pin_dir_from(env.get(crate::proc::bpf::PIN_ENV)),
         kmsg: match env.get("GPUFREE_KMSG") {
             Some(v) if v.is_empty() || v == "off" => None,
             Some(_) => env.path("GPUFREE_KMSG"),
@@ -334,6 +335,13 @@ fn refuse_steering(cli: &Cli, why: Secure) -> Result<(), Error> {
         Some(Command::Man { dir: Some(_) }) => refused("man --dir"),
         Some(Command::Sim(SimCommand::Lib | SimCommand::Exec { .. })) => refused("sim"),
         Some(Command::Demo { .. }) => refused("demo"),
+        // A setuid copy writes no file: the archive goes to the caller's
+        // own stdout, and it reads no file the caller names.
+        Some(Command::Bundle(b)) if b.out.as_ref().is_none_or(|o| o.as_os_str() != "-") => {
+            refused("bundle without --out -")
+        }
+        Some(Command::Bundle(b)) if b.recording.is_some() => refused("--recording"),
+        Some(Command::Bundle(b)) if b.audit_log.is_some() => refused("--audit-log"),
         _ => Ok(()),
     }
 }

@@ -45,6 +45,7 @@ pub(super) fn refuse(cli: &Cli, secure: bool) -> Result<(), Error> {
         Some(Command::Demo { .. }) => Some("demo"),
         Some(Command::Sim(_)) => Some("sim"),
         Some(Command::Prepare) => Some("prepare"),
+        Some(Command::Bundle(_)) => Some("bundle"),
         Some(Command::Record(_)) => Some("record"),
     };
     if let Some(command) = command {

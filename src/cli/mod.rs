@@ -8,11 +8,12 @@
 //!   status, why, metrics; `act`: kill, wait; `live`: watch, serve, demo,
 //!   sim, record; `fleet`: the fleet view from Prometheus; `files`: doctor, man,
 //!   completions and the atomic writes; `from`: a snapshot document read
-//!   back (`--from`); `error`: the outcomes, the errors and their exit
+//!   back (`--from`); `bundle`: the archive for a bug report; `error`: the outcomes, the errors and their exit
 //!   codes.
 
 mod act;
 mod args;
+mod bundle;
 mod check;
 mod config;
 mod error;
@@ -164,7 +165,15 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
             output,
             label_cmdline,
         } => show::metrics(s, output.as_deref(), label_cmdline, &printer),
+        Command::Bundle(_) if s.common.json => {
+            use clap::CommandFactory;
+            Err(Error::Args(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "bundle --json: the bundle is an archive; its status.json is status --json",
+            )))
+        }
         Command::Prepare => prepare::run_prepare(s, &printer),
+        Command::Bundle(args) => bundle::run_bundle(s, &args, &printer),
         Command::Doctor { unit } => files::run_doctor(&unit, &printer),
         Command::Completions { shell } => files::completions(shell),
         Command::Man { dir } => files::man(dir.as_deref()),

@@ -13,8 +13,10 @@ use std::io::Write;
 /// nothing to keep; a typed error when it is not kept or the caller is
 /// not root.
 pub(super) fn run_prepare(s: &Settings, printer: &Printer) -> Result<Outcome, Error> {
+    let collect = &s.collect;
     let prepared =
-        crate::proc::bpf::prepare(s.collect.bpf_cache.as_deref()).map_err(Error::Prepare)?;
+        crate::proc::bpf::prepare(collect.bpf_cache.as_deref(), collect.bpf_pin.as_deref())
+            .map_err(Error::Prepare)?;
     let outcome = match prepared {
         Prepared::Kept(_) => Outcome::Done,
         Prepared::Nothing(_) => Outcome::NotReached,

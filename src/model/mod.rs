@@ -7,6 +7,7 @@
 
 mod audit;
 mod blind;
+mod bundle;
 mod check;
 mod driver;
 mod evidence;
@@ -47,6 +48,10 @@ mod xid;
 pub use audit::{
     AuditError, AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, Sink, TargetOutcome,
 };
+pub use bundle::{
+    redact_json, redact_unit, Bundle, Content, Cut, Keep, LeftOut, LeftWhy, Member, CMDLINE_KEYS,
+    ENV_KEYS,
+};
 pub use check::{
     CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,
     Window, STUCK_SAMPLE_MS, STUCK_WINDOW_MS,
@@ -86,7 +91,7 @@ pub use nodes::{
 pub use nvml::{NvmlDown, Step, XidDown};
 pub use patch::{apply as apply_patch, diff as diff_json, Misfit, Patch};
 pub use pin::{Pin, Pins};
-pub use prepare::{KeptFile, NothingToKeep, PrepareFailure, Prepared};
+pub use prepare::{KeptFile, NothingToKeep, PrepareFailure, Prepared, WalkPin};
 pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,

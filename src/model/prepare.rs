@@ -32,6 +32,22 @@ pub struct KeptFile {
     /// The load from the file, as the next command loads it, in
     /// milliseconds (the first load itself where the file was there).
     pub check_ms: f64,
+    /// The walk kept loaded for this boot's one-shot commands: pinned, or
+    /// why not.
+    pub pin: WalkPin,
+}
+
+/// The walk `prepare` keeps loaded for the boot's one-shot commands.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WalkPin {
+    /// Pinned in this directory (or a whole set of its pins was there).
+    Pinned(String),
+    /// `GPUFREE_BPF_PIN` is `off` (or empty), or a test hook changed the
+    /// walk.
+    Off,
+    /// Not pinned, for this reason (commands then load it from the file).
+    NotPinned(CacheRefusal),
 }
 
 /// Why there is nothing to keep.

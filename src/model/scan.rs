@@ -21,6 +21,10 @@ pub enum ScanReason {
         pick: ScanPick,
         /// How it was loaded.
         how: WalkHow,
+        /// Why the walk `gpufree prepare` pinned was not taken, where one
+        /// is pinned (absent: taken, none pinned, or none asked).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pin_not_taken: Option<CacheRefusal>,
     },
     /// The proc root is not this PID namespace's: the in-kernel walk
     /// would number other processes.
@@ -80,6 +84,9 @@ pub enum Relocation {
     Kept,
     /// From this boot's cache, made there by `gpufree prepare`.
     Prepared,
+    /// Not loaded at all: the walk `gpufree prepare` loaded, verified and
+    /// pinned for this boot.
+    Pinned,
     /// Made from the kernel's BTF, with why the cache was not read or not
     /// written (nothing where there was simply none yet).
     Made(Vec<CacheNote>),
@@ -167,6 +174,21 @@ pub enum CacheRefusal {
     NoBootId,
     /// Only root keeps one.
     NotRoot,
+    /// Not on a BPF file system (where a loaded walk is pinned).
+    NotBpfFs {
+        /// The path.
+        path: String,
+    },
+    /// Taken by another command (one uses a pinned walk at a time).
+    InUse {
+        /// The path.
+        path: String,
+    },
+    /// The loaded walk has no map of this name (a pin is missing it).
+    NoSuchMap {
+        /// The map's name.
+        name: String,
+    },
 }
 
 /// Why the iterator walk, not the per-process one, is loaded.
@@ -214,9 +236,6 @@ pub enum BpfUnavailable {
         /// The verifier's last line.
         why: String,
     },
-    /// More distinct superblocks or majors among the nodes than the
-    /// program takes (this many).
-    TooManyDevices(usize),
     /// More nodes than the walk takes.
     TooManyNodes {
         /// The nodes.

@@ -1,6 +1,7 @@
 //! Presenters: they read a [`crate::model::Snapshot`] and write text or
 //! JSON into any writer; none touches /proc or NVML.
 
+pub mod bundle;
 pub mod check;
 mod columns;
 pub mod doctor;

@@ -9,6 +9,7 @@
 //! trees as well as at the live system.
 
 pub mod bpf;
+pub mod bundle;
 pub mod caps;
 pub mod drm;
 pub mod kmsg;

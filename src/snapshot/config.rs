@@ -46,6 +46,10 @@ pub struct Config {
     /// Where this boot's relocation of the in-kernel walk is kept
     /// (`GPUFREE_BPF_CACHE`, default `/run/gpufree`; `off`: nowhere).
     pub bpf_cache: Option<PathBuf>,
+    /// Where `gpufree prepare` keeps the in-kernel walk loaded for the
+    /// boot's one-shot commands (`GPUFREE_BPF_PIN`, default
+    /// `/sys/fs/bpf/gpufree`; `off`: nowhere).
+    pub bpf_pin: Option<PathBuf>,
     /// Hide from this user what only root may read of other users'
     /// processes ([`crate::model::Snapshot::hide_from`]): a gpufree in
     /// secure mode shows its caller no more than root's view would.
@@ -82,6 +86,7 @@ impl Default for Config {
             scan: crate::proc::scan::ScanChoice::Auto,
             long_lived: false,
             bpf_cache: crate::proc::bpf::cache_dir_from(None),
+            bpf_pin: crate::proc::bpf::pin_dir_from(None),
             hide_from: None,
             kmsg: Some(PathBuf::from(crate::proc::kmsg::DEFAULT_KMSG)),
             idle_window: DEFAULT_IDLE_WINDOW,

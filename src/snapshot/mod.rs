@@ -12,6 +12,7 @@
 //! memory is never attributed to whoever got a PID later.
 
 mod assemble;
+mod bundle;
 mod config;
 mod drm;
 mod fold;
@@ -130,7 +131,8 @@ impl Collector {
                 });
             }
         }
-        let walks = scan::WalkChooser::new(cfg.scan, cfg.long_lived, cfg.bpf_cache.clone());
+        let walks = scan::WalkChooser::new(cfg.scan, cfg.long_lived, cfg.bpf_cache.clone())
+            .taking_pins(cfg.bpf_pin.clone());
         if cfg.long_lived {
             walks.preload(&proc_fd, &nodes);
         }
@@ -190,9 +192,9 @@ impl Collector {
     }
 
     /// One collection: the holder scan (each holder pinned), NVML after
-    /// the pins, details, owners, launchers and restart policies, its
-    /// reads ending by `deadline` (what is not
-    /// read by then is reported as timed out). It judges nothing: verdicts
+    /// the pins, details, owners, launchers and restart policies, its reads
+    /// ending by `deadline` (what is not read by then is reported as timed
+    /// out). It judges nothing: verdicts
     /// and findings are the diagnosis's (`crate::pipeline::judged`).
     pub fn collect_until(&self, deadline: Option<Instant>) -> Result<Snapshot, SnapshotError> {
         let limits = Limits {
@@ -256,8 +258,7 @@ impl Collector {
     /// What a snapshot learns around its holders: MIG capabilities,
     /// launchers, restart policies, the kubelet's allocations, the kernel
     /// log's Xids (one-shot commands) or NVML's Xid events (long-running
-    /// ones), and (for
-    /// `why --pattern`) every other process among `listed`.
+    /// ones), and (for `why --pattern`) every other process among `listed`.
     fn join_context(&self, snap: &mut Snapshot, listed: Vec<u32>, limits: Limits) {
         let mig_minors = self.cfg.mig_minors.as_deref();
         mig::map_caps(&self.proc_fd, mig_minors, &self.nodes, snap);

@@ -31,6 +31,7 @@ pub fn bpf_cache() -> &'static str {
 /// machine's /run. The test process's own environment is never changed.
 pub fn scratch(cmd: &mut Command) -> &mut Command {
     cmd.env("GPUFREE_BPF_CACHE", bpf_cache())
+        .env("GPUFREE_BPF_PIN", "off")
 }
 
 /// The simulated libnvidia-ml.so.1, as `gpufree sim lib` gives it: asked
@@ -82,6 +83,8 @@ impl Gpufree {
             env: Vec::new(),
         }
         .env("GPUFREE_BPF_CACHE", bpf_cache())
+        // Not a walk the machine's gpufree prepare pinned: a test names its own.
+        .env("GPUFREE_BPF_PIN", "off")
         .env_remove("NO_COLOR")
         .env_remove("GPUFREE_DEV_DIR")
         .env_remove("GPUFREE_NVML_LIB")

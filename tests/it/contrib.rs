@@ -313,6 +313,11 @@ fn the_prepare_unit_runs_the_packaged_prepare_at_boot() {
     assert_eq!(value("Service", "Type"), ["oneshot"]);
     assert_eq!(value("Service", "PrivateNetwork"), ["yes"]);
     assert_eq!(
+        value("Service", "ReadWritePaths"),
+        ["-/sys/fs/bpf"],
+        "where it pins the walk (read-only otherwise)"
+    );
+    assert_eq!(
         value("Service", "SuccessExitStatus"),
         ["1"],
         "nothing to keep"

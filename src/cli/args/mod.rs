@@ -8,12 +8,14 @@ use help::{DO, LOOK, OUTPUT, TIMING, WHERE};
 use std::path::PathBuf;
 
 mod act;
+mod bundle;
 mod check;
 mod fleet;
 mod help;
 mod record;
 mod serve;
 pub use act::{KillArgs, WaitArgs};
+pub use bundle::BundleArgs;
 pub use check::{CheckArgs, CheckFormat};
 pub use fleet::FleetArgs;
 pub use record::RecordArgs;
@@ -233,6 +235,13 @@ pub enum Command {
         #[arg(long, help_heading = OUTPUT)]
         label_cmdline: bool,
     },
+    /// One archive for a bug report or an incident review: status and why, versions, audit
+    /// records, the holders' unit files; command lines and environments left out unless asked.
+    ///
+    /// Prints the listing of what it holds and what it left out. Exit 0 written, 2 usage (an
+    /// existing --out, a symlink), 3 not collected or not written.
+    #[command(defer(help::live))]
+    Bundle(BundleArgs),
     /// Prepare the in-kernel walk once per boot (root; gpufree-prepare.service).
     ///
     /// Relocate the in-kernel walk to this boot's kernel and keep it

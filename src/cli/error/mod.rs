@@ -111,6 +111,17 @@ pub enum Error {
         /// Why: refused (a path the user chose) or failed.
         source: WriteError,
     },
+    /// A file `bundle` was told to read (`--recording`, `--audit-log`)
+    /// cannot be read.
+    #[error("{flag} {}: {}", crate::safe::escape(&path.to_string_lossy()), crate::present::words::bundle::left_why(why))]
+    BundleInput {
+        /// The flag.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: crate::model::LeftWhy,
+    },
     /// The snapshot could not be taken (no GPU, /proc unreadable).
     #[error(transparent)]
     Snapshot(SnapshotError),
@@ -247,6 +258,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::NoGpuNode(_)
         | E::DevDir(_)
         | E::UnitFile { .. }
+        | E::BundleInput { .. }
         | E::From(_)
         | E::Replay(_)
         | E::Record(RecordError::Refused { .. } | RecordError::Gpu(_))

@@ -6,6 +6,7 @@
 use super::next::next_line;
 use crate::model::{Evidence, Finding};
 
+pub mod bundle;
 pub mod check;
 pub mod demo;
 pub mod doctor;

@@ -3,7 +3,7 @@
 //! nothing (`model::PrepareFailure`, the one-line error), in words; and
 //! its JSON document, the value beside its words.
 
-use crate::model::{KeptFile, NothingToKeep, PrepareFailure, Prepared, Relocation};
+use crate::model::{KeptFile, NothingToKeep, PrepareFailure, Prepared, Relocation, WalkPin};
 use crate::present::{write_json, Printer};
 use crate::safe::escape;
 use serde::Serialize;
@@ -24,6 +24,9 @@ pub struct PrepareDoc<'a> {
     pub load_ms: Option<f64>,
     /// The load from the file, as the next command loads it.
     pub check_ms: Option<f64>,
+    /// The directory where the walk is kept loaded for the boot's
+    /// one-shot commands (null: not pinned; `cause` says why).
+    pub pinned: Option<&'a str>,
     /// What was done, in words.
     pub reason: String,
     /// What was done, typed.
@@ -32,11 +35,18 @@ pub struct PrepareDoc<'a> {
 
 /// `prepared`'s document.
 pub fn doc(prepared: &Prepared) -> PrepareDoc<'_> {
+    let pinned = match prepared {
+        Prepared::Kept(KeptFile {
+            pin: WalkPin::Pinned(dir),
+            ..
+        }) => Some(dir.as_str()),
+        _ => None,
+    };
     let (state, file, made_by, load_ms, check_ms) = match prepared {
         Prepared::Kept(k) => {
             let (state, by) = match k.found {
                 Relocation::Kept => ("kept", "command"),
-                Relocation::Prepared => ("kept", "prepare"),
+                Relocation::Prepared | Relocation::Pinned => ("kept", "prepare"),
                 Relocation::Made(_) => ("made", "prepare"),
             };
             let file = Some(k.file.as_str());
@@ -50,6 +60,7 @@ pub fn doc(prepared: &Prepared) -> PrepareDoc<'_> {
         made_by,
         load_ms,
         check_ms,
+        pinned,
         reason: prepared.to_string(),
         cause: prepared,
     }
@@ -82,9 +93,28 @@ impl fmt::Display for Prepared {
 
 impl fmt::Display for KeptFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let file = escape(&self.file);
-        let (load, check) = (self.load_ms, self.check_ms);
-        match &self.found {
+        write!(f, "{}", Relocated(self))?;
+        match &self.pin {
+            WalkPin::Pinned(dir) => write!(
+                f,
+                "; loaded and pinned in {} for this boot's one-shot commands",
+                escape(dir)
+            ),
+            WalkPin::Off => Ok(()),
+            WalkPin::NotPinned(why) => write!(f, "; not pinned: {why}"),
+        }
+    }
+}
+
+/// What `prepare` did with the relocation, in words.
+struct Relocated<'a>(&'a KeptFile);
+
+impl fmt::Display for Relocated<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Relocated(kept) = self;
+        let file = escape(&kept.file);
+        let (load, check) = (kept.load_ms, kept.check_ms);
+        match &kept.found {
             Relocation::Made(notes) => {
                 write!(
                     f,

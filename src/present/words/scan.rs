@@ -23,7 +23,17 @@ impl fmt::Display for ScanReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ScanReason::Picked(pick) => write!(f, "{pick}"),
-            ScanReason::Walked { pick, how } => write!(f, "{pick}; {how}"),
+            ScanReason::Walked {
+                pick,
+                how,
+                pin_not_taken,
+            } => {
+                write!(f, "{pick}; {how}")?;
+                match pin_not_taken {
+                    Some(why) => write!(f, " (the walk gpufree prepare pinned not taken: {why})"),
+                    None => Ok(()),
+                }
+            }
             ScanReason::ForeignProc { proc_root } => write!(
                 f,
                 "{proc_root} is not this PID namespace's /proc: the in-kernel walk would number other processes"
@@ -81,6 +91,9 @@ impl fmt::Display for Relocation {
             Relocation::Prepared => f.write_str(
                 "relocated to this kernel from this boot's cache, kept there by gpufree prepare",
             ),
+            Relocation::Pinned => {
+                f.write_str("loaded and verified once this boot by gpufree prepare, kept pinned")
+            }
             Relocation::Made(notes) if notes.is_empty() => {
                 f.write_str("relocated to this kernel from its BTF")
             }
@@ -136,6 +149,12 @@ impl fmt::Display for CacheRefusal {
             CacheRefusal::OtherMaker => f.write_str("made by another gpufree or in another boot"),
             CacheRefusal::NoBootId => f.write_str("this boot's id is unreadable"),
             CacheRefusal::NotRoot => f.write_str("only root keeps it"),
+            CacheRefusal::NotBpfFs { path } => write!(
+                f,
+                "{path} is not on a BPF file system (mount one: mount -t bpf bpf /sys/fs/bpf)"
+            ),
+            CacheRefusal::InUse { path } => write!(f, "{path} is in use by another command"),
+            CacheRefusal::NoSuchMap { name } => write!(f, "the walk has no map {name}"),
         }
     }
 }
@@ -177,10 +196,6 @@ impl fmt::Display for BpfUnavailable {
             BpfUnavailable::Refused { program, why } => {
                 write!(f, "the kernel's verifier refused {program}: {why}")
             }
-            BpfUnavailable::TooManyDevices(max) => write!(
-                f,
-                "the device nodes span more than {max} file systems or majors"
-            ),
             BpfUnavailable::TooManyNodes { nodes, max } => {
                 write!(f, "{nodes} device nodes, more than the walk takes ({max})")
             }

@@ -34,17 +34,20 @@ char LICENSE[] SEC("license") = "GPL"; /* bpf_seq_write is GPL-only */
 #define EEXIST 17
 #define BPF_MAP_TYPE_HASH 1
 
-/* Set by the loader before the load (.rodata: the verifier sees them).
- * The superblocks the targets live on and the majors of the target device
- * numbers: a cheap test that spares most files the map lookup. */
-const volatile __u32 ndevs = 0;
-const volatile __u32 devs[MAX_DEVS] = {};
-const volatile __u32 nmajors = 0;
-const volatile __u32 majors[MAX_DEVS] = {};
-/* Bit (inode number % 64) set for each target's inode: most files of a
- * target's file system (a test directory on the root file system, the
- * libraries every process maps) are ruled out without a map lookup. */
-const volatile __u64 ino_bits = 0;
+/* The targets' prefilter, written by the loader after the load (.bss: the
+ * verifier takes it as unknown, so one verified program serves any set of
+ * targets, and `gpufree prepare` can keep one loaded for later commands).
+ * A cheap test that spares most files the map lookups: a bit per target's
+ * inode (inode number % 64), per target's superblock (dev_bit), and per
+ * major of the target device numbers. A bit set by another target only
+ * costs a lookup: the maps decide. */
+struct prefilter {
+	__u64 ino_bits;
+	__u64 dev_bits;
+	__u64 major_bits[64]; /* bit m % 64 of word m / 64: major m (12 bits) */
+};
+volatile struct prefilter prefilter = {};
+_Static_assert(sizeof(struct prefilter) == 528, "src/proc/bpf/mod.rs writes 528 bytes (PREFILTER)");
 /* Test-only: makes the holder programs fail the verifier (the loader's
  * fallback is tested with a real refusal). */
 const volatile __u32 break_verifier = 0;
@@ -147,15 +150,10 @@ static __always_inline int claim(__u64 walk, __u32 tid, __u32 part, __u32 walker
 	return 1;
 }
 
-static __always_inline int in_list(const volatile __u32 *list, __u32 n, __u32 v)
+/* A superblock's bit in `prefilter.dev_bits` (mod.rs: dev_bit). */
+static __always_inline __u64 dev_bit(__u32 dev)
 {
-	for (int i = 0; i < MAX_DEVS; i++) {
-		if (i >= n)
-			return 0;
-		if (list[i] == v)
-			return 1;
-	}
-	return 0;
+	return 1ULL << ((dev ^ (dev >> 20) ^ (dev >> 8)) & 63);
 }
 
 /* The target this inode is, or -1. Every field is read before the first
@@ -167,15 +165,17 @@ static __always_inline int match(struct inode *inode)
 	__u64 ino = inode->i_ino;
 	__u16 mode = inode->i_mode & S_IFMT;
 	__u32 rdev = inode->i_rdev;
+	__u32 major = (rdev >> 20) & 4095;
 	__u32 *idx;
 
-	if ((ino_bits & (1ULL << (ino & 63))) && in_list(devs, ndevs, dev)) {
+	if ((prefilter.ino_bits & (1ULL << (ino & 63))) && (prefilter.dev_bits & dev_bit(dev))) {
 		struct ident key = { .dev = dev, .ino = ino };
 		idx = bpf_map_lookup_elem(&by_ident, &key);
 		if (idx)
 			return *idx;
 	}
-	if ((mode == S_IFCHR || mode == S_IFBLK) && in_list(majors, nmajors, rdev >> 20)) {
+	if ((mode == S_IFCHR || mode == S_IFBLK) &&
+	    (prefilter.major_bits[major >> 6] & (1ULL << (major & 63)))) {
 		idx = bpf_map_lookup_elem(&by_rdev, &rdev);
 		if (idx)
 			return *idx;

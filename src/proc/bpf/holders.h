@@ -3,9 +3,6 @@
 #ifndef GPUFREE_HOLDERS_H
 #define GPUFREE_HOLDERS_H
 
-/* Distinct superblocks (and distinct majors) of the targets the program
- * takes (src/proc/bpf/mod.rs: MAX_DEVS). */
-#define MAX_DEVS 8
 /* The most nodes the loader gives the walk (mod.rs: MAX_TARGETS). */
 #define MAX_TARGETS 400
 
@@ -25,8 +22,7 @@ struct gf_rec {
 	char comm[16];  /* REC_TASK: the leader's comm */
 };
 
-/* What the loader assumes (record.rs: SIZE; mod.rs: MAX_DEVS). */
+/* What the loader assumes (record.rs: SIZE). */
 _Static_assert(sizeof(struct gf_rec) == 48, "src/proc/bpf/record.rs reads 48-byte records");
-_Static_assert(MAX_DEVS == 8, "src/proc/bpf/mod.rs passes 8 devs and 8 majors");
 
 #endif

@@ -27,16 +27,17 @@ mod loaded;
 mod per_process;
 mod record;
 mod syscalls;
+mod targets;
 mod unavailable;
 
+pub use cache::pin::{dir_from as pin_dir_from, ENV as PIN_ENV};
 pub use cache::prepare::prepare;
 pub use cache::{dir_from as cache_dir_from, ENV as CACHE_ENV};
 pub use record::{parse_all, Hold, HoldRecord, Record, TaskRecord, Unread};
 pub use unavailable::Unavailable;
 
 use super::nodes::NodeSet;
-use crate::model::{BpfStep, IteratorsWhy, WalkHow};
-use aya::maps::HashMap;
+use crate::model::{BpfStep, IteratorsWhy, Relocation, WalkHow};
 use loaded::Loaded;
 use std::io::Read;
 use std::path::Path;
@@ -107,23 +108,10 @@ pub struct Started {
     pub after: Vec<std::fs::File>,
 }
 
-/// As `MAX_DEVS` in holders.h.
-const MAX_DEVS: usize = 8;
-
 /// As `MAX_TARGETS` in holders.h: the most nodes the walk takes (one
 /// task's records, a mapping record per node among them, must fit the
 /// kernel's buffer of one read).
 const MAX_TARGETS: usize = 400;
-
-/// File systems where `stat`'s device number is the superblock's, so that
-/// a regular-file target matches by inode: tmpfs, ramfs, ext2/3/4, xfs.
-const SAME_DEV_FS: [i64; 4] = [0x0102_1994, 0x8584_58f6, 0xef53, 0x5846_5342];
-
-/// The kernel's own encoding of a device number (`MKDEV`): major in the
-/// top 12 bits, minor in the low 20.
-fn kernel_dev(dev: u64) -> u32 {
-    (rustix::fs::major(dev) << 20) | (rustix::fs::minor(dev) & 0xf_ffff)
-}
 
 /// The programs, loaded and verified once, with their targets: each walk
 /// after that costs only the walk.
@@ -132,30 +120,17 @@ pub struct Programs {
     /// The number of the last walk (the per-process walk's programs
     /// share its work by it).
     walk: u64,
+    /// Where the walk is the one `gpufree prepare` pinned: the lock that
+    /// keeps it this command's alone (cache/pin.rs).
+    _pin_lock: Option<std::os::fd::OwnedFd>,
+    /// Why the walk `gpufree prepare` pinned was not taken, where one is.
+    pin_not_taken: Option<crate::model::CacheRefusal>,
 }
 
 impl std::fmt::Debug for Programs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Programs")
     }
-}
-
-/// The distinct values of `values`, at most [`MAX_DEVS`], as the program's
-/// fixed array and its length.
-fn distinct(values: impl Iterator<Item = u32>) -> Result<List, Unavailable> {
-    let mut out = [0u32; MAX_DEVS];
-    let mut n = 0;
-    for v in values {
-        if out[..n].contains(&v) {
-            continue;
-        }
-        if n == MAX_DEVS {
-            return Err(Unavailable::TooManyDevices(MAX_DEVS));
-        }
-        out[n] = v;
-        n += 1;
-    }
-    Ok((out, u32::try_from(n).unwrap_or(0)))
 }
 
 /// Whether `dir` keeps this boot's relocation of the walk (a look at its
@@ -167,35 +142,11 @@ pub fn relocation_kept(dir: &Path) -> bool {
 /// The values of the object's global constants, by name.
 pub type Globals = [(&'static str, Vec<u8>)];
 
-/// The object's constants for `nodes` and `hooks`.
-fn globals(nodes: &NodeSet, hooks: TestHooks) -> Result<Vec<(&'static str, Vec<u8>)>, Unavailable> {
-    let devs = distinct(nodes.nodes.iter().map(|n| kernel_dev(n.dev)))?;
-    let majors = nodes.nodes.iter().filter_map(|n| n.rdev);
-    let majors = distinct(majors.map(rustix::fs::major))?;
-    let ino_bits = nodes.nodes.iter().fold(0u64, |m, n| m | 1 << (n.ino % 64));
-    Ok(constants(devs, majors, ino_bits, hooks))
-}
-
-/// A list of at most [`MAX_DEVS`] values, as the program's fixed array
-/// and its length.
-type List = ([u32; MAX_DEVS], u32);
-
-/// The object's constants: the targets' superblocks `devs`, majors
-/// `majors` and inode bits `ino_bits`, and `hooks`.
-fn constants(
-    (devs, ndevs): List,
-    (majors, nmajors): List,
-    ino_bits: u64,
-    hooks: TestHooks,
-) -> Vec<(&'static str, Vec<u8>)> {
-    let words = |w: &[u32]| w.iter().flat_map(|v| v.to_ne_bytes()).collect();
+/// The object's constants (its .rodata, which the verifier sees): what
+/// `hooks` make of the programs.
+fn constants(hooks: TestHooks) -> Vec<(&'static str, Vec<u8>)> {
     let flag = |on: bool| u32::from(on).to_ne_bytes().to_vec();
     vec![
-        ("ndevs", ndevs.to_ne_bytes().to_vec()),
-        ("devs", words(&devs)),
-        ("nmajors", nmajors.to_ne_bytes().to_vec()),
-        ("majors", words(&majors)),
-        ("ino_bits", ino_bits.to_ne_bytes().to_vec()),
         ("break_verifier", flag(hooks.break_verifier)),
         ("report_unread", flag(hooks.report_unread)),
     ]
@@ -206,10 +157,14 @@ impl Programs {
     /// this kernel (from this boot's cache in `cache`, or afresh from the
     /// kernel's BTF, then kept there), or where it cannot run the iterator
     /// walk; and fills the target maps. `hooks`: what tests make of them.
+    /// `pins`: where `gpufree prepare` keeps the walk loaded (a one-shot
+    /// command's; None: load one): taken, where it can be, with no load
+    /// at all.
     pub fn load(
         nodes: &NodeSet,
         hooks: TestHooks,
         cache: Option<&Path>,
+        pins: Option<&Path>,
     ) -> Result<Programs, Unavailable> {
         if nodes.nodes.len() > MAX_TARGETS {
             return Err(Unavailable::TooManyNodes {
@@ -217,31 +172,76 @@ impl Programs {
                 max: MAX_TARGETS,
             });
         }
-        same_dev_targets(nodes)?;
-        let globals = globals(nodes, hooks)?;
-        let loaded = if hooks.iterator_walk {
-            let ebpf = iterators::load(&globals, None)?;
-            Loaded::Iterators {
-                ebpf,
-                why: IteratorsWhy::TestHook,
-            }
-        } else {
-            match per_process::load(&globals, cache, cache::Maker::Command) {
-                Ok((walk, relocation)) => Loaded::PerProcess { walk, relocation },
-                Err(not) => {
-                    if let IteratorsWhy::Load(e @ Unavailable::NotPermitted(_)) = not.why {
-                        return Err(e);
-                    }
-                    let ebpf = iterators::load(&globals, not.btf)?;
-                    Loaded::Iterators { ebpf, why: not.why }
-                }
-            }
+        targets::same_dev(nodes)?;
+        let pinned = pins
+            .filter(|_| hooks == TestHooks::default())
+            .map(|dir| cache::pin::take(dir, object()));
+        let (pinned, pin_not_taken) = match pinned {
+            Some(Ok(taken)) => (Some(taken), None),
+            Some(Err(why)) => (None, why),
+            None => (None, None),
         };
-        let mut programs = Programs { loaded, walk: 0 };
-        programs.fill_targets(nodes)?;
+        let (loaded, lock) = match pinned {
+            Some(taken) => {
+                let relocation = Relocation::Pinned;
+                let loaded = Loaded::PerProcess {
+                    walk: taken.walk,
+                    relocation,
+                };
+                (loaded, Some(taken.lock))
+            }
+            None => (load_own(hooks, cache)?, None),
+        };
+        let mut programs = Programs {
+            loaded,
+            walk: 0,
+            _pin_lock: lock,
+            pin_not_taken,
+        };
+        targets::give(&mut programs.loaded, nodes)?;
+        programs.walk = programs.last_walk()?;
         Ok(programs)
     }
 
+    /// Why the walk `gpufree prepare` pinned was not taken, where one is.
+    pub fn pin_not_taken(&self) -> Option<&crate::model::CacheRefusal> {
+        self.pin_not_taken.as_ref()
+    }
+
+    /// The number of the last walk of these programs (0: none; a pinned
+    /// walk's last command's).
+    fn last_walk(&mut self) -> Result<u64, Unavailable> {
+        let map = self.loaded.map_mut("walk_number")?;
+        aya::maps::Array::<_, u64>::try_from(&*map)
+            .and_then(|a| a.get(&0, 0))
+            .map_err(|e| failed(BpfStep::Map("walk_number".into()), &e))
+    }
+}
+
+/// Loads the programs for this command: the per-process walk, or where it
+/// cannot run the iterator walk.
+fn load_own(hooks: TestHooks, cache: Option<&Path>) -> Result<Loaded, Unavailable> {
+    let globals = constants(hooks);
+    if hooks.iterator_walk {
+        let ebpf = iterators::load(&globals, None)?;
+        return Ok(Loaded::Iterators {
+            ebpf,
+            why: IteratorsWhy::TestHook,
+        });
+    }
+    match per_process::load(&globals, cache, cache::Maker::Command) {
+        Ok((walk, relocation)) => Ok(Loaded::PerProcess { walk, relocation }),
+        Err(not) => {
+            if let IteratorsWhy::Load(e @ Unavailable::NotPermitted(_)) = not.why {
+                return Err(e);
+            }
+            let ebpf = iterators::load(&globals, not.btf)?;
+            Ok(Loaded::Iterators { ebpf, why: not.why })
+        }
+    }
+}
+
+impl Programs {
     /// Which walk is loaded, and how (for `visibility`): how the
     /// per-process walk's relocation was had, or why the iterator walk
     /// runs instead.
@@ -277,55 +277,6 @@ impl Programs {
         }
         Ok(files)
     }
-
-    /// Gives the programs the targets: every node by (superblock, inode),
-    /// and the character and block nodes also by device number.
-    fn fill_targets(&mut self, nodes: &NodeSet) -> Result<(), Unavailable> {
-        let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
-        let idents = nodes
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| ([u64::from(kernel_dev(n.dev)), n.ino], index(i)));
-        fill(&mut self.loaded, "by_ident", idents)?;
-        let rdevs = nodes
-            .nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| Some((kernel_dev(n.rdev?), index(i))));
-        fill(&mut self.loaded, "by_rdev", rdevs)
-    }
-}
-
-/// Fails for a regular-file target on a file system whose `stat` device
-/// number may not be its superblock's (the walk matches those by inode).
-fn same_dev_targets(nodes: &NodeSet) -> Result<(), Unavailable> {
-    for n in nodes.nodes.iter().filter(|n| n.rdev.is_none()) {
-        // f_type's type differs between targets (i64 on x86-64).
-        #[allow(clippy::unnecessary_cast)]
-        let same_dev =
-            rustix::fs::statfs(&n.path).is_ok_and(|f| SAME_DEV_FS.contains(&(f.f_type as i64)));
-        if !same_dev {
-            return Err(Unavailable::ForeignFs(n.path.display().to_string()));
-        }
-    }
-    Ok(())
-}
-
-/// Inserts `entries` into the hash map `name`.
-fn fill<K: aya::Pod>(
-    loaded: &mut Loaded,
-    name: &'static str,
-    entries: impl Iterator<Item = (K, u32)>,
-) -> Result<(), Unavailable> {
-    let map = loaded.map_mut(name)?;
-    let mut map: HashMap<_, K, u32> =
-        HashMap::try_from(map).map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
-    for (key, target) in entries {
-        map.insert(key, target, 0)
-            .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
-    }
-    Ok(())
 }
 
 /// Reads one walk to its end. The kernel answers EAGAIN after a million

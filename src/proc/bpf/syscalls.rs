@@ -216,3 +216,36 @@ pub fn iter_file(prog: BorrowedFd<'_>) -> io::Result<std::fs::File> {
     let iter = unsafe { bpf_fd(bpf_cmd::BPF_ITER_CREATE, &mut attr) }?;
     Ok(std::fs::File::from(iter))
 }
+
+/// The `bpf_attr` of BPF_OBJ_PIN or BPF_OBJ_GET for `name` in the
+/// directory `dir` (BPF_F_PATH_FD: the name is looked up from the
+/// descriptor, never from a path walked again).
+#[allow(unsafe_code)]
+fn obj_attr(dir: BorrowedFd<'_>, name: &CStr, fd: u32) -> bpf_attr {
+    let mut attr = zeroed();
+    // SAFETY: only these commands' member of the union is written.
+    let u = unsafe { &mut attr.__bindgen_anon_4 };
+    u.pathname = ptr(name.as_ptr());
+    u.bpf_fd = fd;
+    u.file_flags = aya_obj::generated::BPF_F_PATH_FD;
+    u.path_fd = dir.as_raw_fd();
+    attr
+}
+
+/// Pins the program or map `fd` as `name` in the BPF file system
+/// directory `dir`.
+#[allow(unsafe_code)]
+pub fn obj_pin(fd: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    let mut attr = obj_attr(dir, name, fd.as_raw_fd() as u32);
+    // SAFETY: `name` is live for the call and NUL-terminated.
+    unsafe { bpf(bpf_cmd::BPF_OBJ_PIN, &mut attr) }.map(drop)
+}
+
+/// The program or map pinned as `name` in the BPF file system directory
+/// `dir`.
+#[allow(unsafe_code)]
+pub fn obj_get(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OwnedFd> {
+    let mut attr = obj_attr(dir, name, 0);
+    // SAFETY: as obj_pin.
+    unsafe { bpf_fd(bpf_cmd::BPF_OBJ_GET, &mut attr) }
+}

@@ -4,7 +4,9 @@
 //! of processes in D with where they wait. Each read runs on the scan's
 //! workers under the same limits.
 
-use super::{classify, is_gone, open_dir, read_at, task, Limits, Outcome, Seen, Unread};
+use super::{
+    classify, is_gone, open_dir, read_at, read_one_at, task, Limits, Outcome, Seen, Unread,
+};
 use crate::model::{Sampled, Wait};
 use crate::proc::nodes::NodeSet;
 use crate::proc::parse;
@@ -97,7 +99,7 @@ pub fn titles(
     let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
         let dir = open_dir(&*proc_fd, &pid.to_string()).ok()?;
         let stat = read_stat(&dir).ok()?;
-        let cmdline = read_at(&dir, "cmdline")
+        let cmdline = read_one_at(&dir, "cmdline")
             .map(|b| parse::parse_cmdline(&b))
             .unwrap_or_default();
         Some((stat.comm, cmdline))
@@ -130,7 +132,9 @@ pub fn waits(
     let job = Arc::new(move |pid: u32, _: &mut Vec<u8>| {
         let dir = d.get(&pid).ok_or(Errno::SRCH)?;
         let state = read_stat(dir)?.state;
-        let wchan = (state == 'D').then(|| read_at(dir, "wchan").ok()).flatten();
+        let wchan = (state == 'D')
+            .then(|| read_one_at(dir, "wchan").ok())
+            .flatten();
         Ok::<_, Errno>((state, wchan))
     });
     let states = run_jobs(pids, threads, limits, stuck, job);

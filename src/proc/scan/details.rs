@@ -5,7 +5,7 @@
 //! memory map and user namespace, read as the rest is, on the scan's
 //! workers under their deadline).
 
-use super::{open_dir, read_at};
+use super::{open_dir, read_at, read_one_at};
 use crate::model::{NotProtected, Protection};
 use crate::proc::parse::{self, Stat, Status};
 use crate::proc::protect::{self, Named};
@@ -67,14 +67,14 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
     }
     // Without a readable status, the owner of the /proc directory is the
     // process's effective UID: never "root" by default.
-    let status = read_at(dir, "status")
+    let status = read_one_at(dir, "status")
         .ok()
         .and_then(|b| parse::parse_status(&b).ok())
         .unwrap_or_else(|| Status {
             uid: rustix::fs::fstat(dir).map_or(u32::MAX, |st| st.st_uid),
             nspid: Vec::new(),
         });
-    let cmdline = read_at(dir, "cmdline")
+    let cmdline = read_one_at(dir, "cmdline")
         .map(|b| parse::parse_cmdline(&b))
         .unwrap_or_default();
     let exe_raw = rustix::fs::readlinkat(dir, "exe", Vec::new()).ok();
@@ -84,13 +84,13 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
     let exe_trusted = exe_raw.as_ref().is_some_and(|raw| {
         exe.as_deref().is_some_and(protect::is_protected_exe) && exe_is_trusted(dir, raw.as_bytes())
     });
-    let cgroup = read_at(dir, "cgroup").unwrap_or_default();
+    let cgroup = read_one_at(dir, "cgroup").unwrap_or_default();
     let wchan = (stat.state != 'R')
-        .then(|| read_at(dir, "wchan").ok())
+        .then(|| read_one_at(dir, "wchan").ok())
         .flatten()
         .map(|w| parse::escape_bytes(w.trim_ascii()))
         .filter(|w| !w.is_empty() && w != "0");
-    let environ = read_at(dir, "environ").ok();
+    let environ = read_one_at(dir, "environ").ok();
     let environment = environ
         .as_deref()
         .map(parse::supervision_env)

@@ -35,7 +35,7 @@ pub use jobs::Stuck;
 use jobs::{run_jobs, worker_count};
 pub use method::{ScanChoice, Scanned, WalkChooser, CROSSOVER_FILES, CROSSOVER_FILES_CACHED};
 pub(crate) use read::open_dir;
-pub use read::{read_at, start_time_now, still_pinned};
+pub use read::{read_at, read_one_at, start_time_now, still_pinned};
 use task::scan_process;
 pub use task::{holding_now, Holding};
 

@@ -22,6 +22,30 @@ pub(crate) fn open_dir(at: impl AsFd, name: &str) -> rustix::io::Result<OwnedFd>
 /// which adds a `statx` and an `lseek` per file that a /proc file's size
 /// (always 0) cannot use: three files in four per holder are these.
 pub fn read_at(dir: impl AsFd, name: &str) -> rustix::io::Result<Vec<u8>> {
+    read_until(dir, name, End::Empty)
+}
+
+/// As [`read_at`], for a file the kernel writes whole to any read large
+/// enough (a process's `stat`, `status`, `cgroup`, `wchan`: one record
+/// made at once; `cmdline` and `environ`: copied until the buffer or the
+/// text ends): a read shorter than asked is its end, so no read is spent
+/// on learning it (one in three of a holder's reads). Never for a file of
+/// many records (`maps`), whose reads may stop short of a full buffer.
+pub fn read_one_at(dir: impl AsFd, name: &str) -> rustix::io::Result<Vec<u8>> {
+    read_until(dir, name, End::Short)
+}
+
+/// What says a file read has reached its end.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// A read of nothing.
+    Empty,
+    /// A read shorter than asked.
+    Short,
+}
+
+/// `name` in `dir` read whole, its end known by `end`.
+fn read_until(dir: impl AsFd, name: &str, end: End) -> rustix::io::Result<Vec<u8>> {
     thread_local! {
         /// Each thread's room to read into; what is returned is a copy
         /// of exactly the file's length (thousands of holders each keep
@@ -35,9 +59,15 @@ pub fn read_at(dir: impl AsFd, name: &str) -> rustix::io::Result<Vec<u8>> {
             if len == buf.len() {
                 buf.resize(buf.len() * 2, 0);
             }
+            let asked = buf.len() - len;
             match rustix::io::read(&fd, &mut buf[len..]) {
                 Ok(0) => break,
-                Ok(n) => len += n,
+                Ok(n) => {
+                    len += n;
+                    if end == End::Short && n < asked {
+                        break;
+                    }
+                }
                 Err(Errno::INTR) => {}
                 Err(e) => return Err(e),
             }

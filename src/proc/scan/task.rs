@@ -3,8 +3,8 @@
 //! read before and after.
 
 use super::{
-    classify, is_denied, is_gone, open_dir, read_at, DrmFd, NodeUse, Outcome, Seen, Unread,
-    MAPS_CHUNK,
+    classify, is_denied, is_gone, open_dir, read_at, read_one_at, DrmFd, NodeUse, Outcome, Seen,
+    Unread, MAPS_CHUNK,
 };
 use crate::proc::nodes::{NodeKind, NodeSet};
 use crate::proc::parse::{self, Stat};
@@ -236,7 +236,7 @@ pub fn holding_now(dir: &OwnedFd, nodes: &NodeSet) -> Holding {
 }
 
 pub(super) fn read_stat(dir: &OwnedFd) -> rustix::io::Result<Stat> {
-    let bytes = read_at(dir, "stat")?;
+    let bytes = read_one_at(dir, "stat")?;
     // An unparsable stat is not a process we can know.
     parse::parse_stat(&bytes).map_err(|_| Errno::INVAL)
 }

@@ -113,3 +113,37 @@ fn a_proc_of_an_ancestor_namespace_is_not_ours_even_when_self_matches() {
         &open_proc(std::path::Path::new("/proc")).unwrap()
     ));
 }
+
+/// Files the kernel writes whole, read with one read fewer, come back
+/// whole however long: a command line and an environment of several pages
+/// (each read fills the buffer until the text ends), a status and a stat.
+#[test]
+fn a_file_written_whole_reads_whole_when_a_short_read_ends_it() {
+    use super::{read_at, read_one_at};
+    let long_arg = "a".repeat(10_000);
+    // (sh keeps its own command line, its extra argument unused, and
+    // waits on its stdin: no process of its own.)
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "read x", "sh"])
+        .arg(&long_arg)
+        .stdin(std::process::Stdio::piped())
+        .env("GPUFREE_TEST_LONG", "e".repeat(20_000))
+        .spawn()
+        .unwrap();
+    let dir = rustix::fs::open(
+        format!("/proc/{}", child.id()).as_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    for name in ["cmdline", "environ", "status", "stat", "cgroup"] {
+        let whole = read_at(&dir, name).unwrap();
+        assert_eq!(read_one_at(&dir, name).unwrap(), whole, "{name}");
+        assert!(!whole.is_empty(), "{name}");
+    }
+    let cmdline = read_one_at(&dir, "cmdline").unwrap();
+    assert!(cmdline.len() > 10_000 && cmdline.ends_with(format!("{long_arg}\0").as_bytes()));
+    assert!(read_one_at(&dir, "environ").unwrap().len() > 20_000);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -21,6 +21,7 @@
 //! the format before it is not used, and made again). Anything else is
 //! not used, and the relocation is made again.
 
+pub mod pin;
 pub mod prepare;
 
 use crate::model::CacheRefusal;
@@ -126,12 +127,18 @@ fn shown(path: &Path) -> String {
 /// cache where root keeps it, or none; so does a setuid one run by a
 /// user (root only by its effective id).
 pub fn dir_from(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    root_may_name(value, DEFAULT_DIR)
+}
+
+/// A directory from the environment's `value`, as [`dir_from`] takes it,
+/// `default` where unset or not root's.
+fn root_may_name(value: Option<std::ffi::OsString>, default: &str) -> Option<PathBuf> {
     match value {
         Some(v) if v.is_empty() || v == "off" => None,
         Some(v) if rustix::process::getuid().is_root() && rustix::process::geteuid().is_root() => {
             Some(PathBuf::from(v))
         }
-        _ => Some(PathBuf::from(DEFAULT_DIR)),
+        _ => Some(PathBuf::from(default)),
     }
 }
 
@@ -141,15 +148,20 @@ fn boot_id() -> Option<[u8; 36]> {
     text.get(..36)?.try_into().ok()
 }
 
-/// The header of a file for `object` in boot `boot`.
-fn header(object: &[u8], boot: &[u8; 36]) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
+/// What made a relocation of `object`: the SHA-256 of [`MAKER`],
+/// [`RELOCATOR`] and the object.
+fn maker_key(object: &[u8]) -> [u8; 32] {
     let mut maker = Sha256::new().chain_update(MAKER.as_bytes());
     for code in RELOCATOR {
         maker.update(code);
     }
-    let maker = maker.chain_update(object);
-    out.extend_from_slice(&maker.finalize());
+    maker.chain_update(object).finalize().into()
+}
+
+/// The header of a file for `object` in boot `boot`.
+fn header(object: &[u8], boot: &[u8; 36]) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&maker_key(object));
     out.extend_from_slice(boot);
     out
 }
@@ -185,18 +197,18 @@ fn decode(bytes: &[u8], object: &[u8], boot: &[u8; 36]) -> Result<Relocated, Cac
     })
 }
 
-/// Whether the mount `fd` is on is a local file system, found without a
-/// request to any file system (its mount id from `/proc/self/fdinfo`,
-/// which the kernel's VFS writes itself, then the mount table): else why
-/// not. `at`: the path, for the reason.
-fn local(fd: &OwnedFd, table: &[u8], at: &Path) -> Result<(), NotRead> {
+/// Whether the mount `fd` is on is a local file system (or one of
+/// `also`), found without a request to any file system (its mount id from
+/// `/proc/self/fdinfo`, which the kernel's VFS writes itself, then the
+/// mount table): else why not. `at`: the path, for the reason.
+fn local(fd: &OwnedFd, table: &[u8], at: &Path, also: &[&[u8]]) -> Result<(), NotRead> {
     let info = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
     let info = std::fs::read(&info).map_err(|e| Some(io(Path::new(&info), e)))?;
     let path = || shown(at);
     let id = crate::proc::mounts::mnt_id_of_fdinfo(&info)
         .ok_or_else(|| Some(CacheRefusal::NoMount { path: path() }))?;
     match crate::proc::mounts::fstype_of(table, id) {
-        Some(fs) if LOCAL_FS.contains(&fs) => Ok(()),
+        Some(fs) if LOCAL_FS.contains(&fs) || also.contains(&fs) => Ok(()),
         Some(fs) => Err(Some(CacheRefusal::NotLocal {
             path: path(),
             fs: String::from_utf8_lossy(fs).into_owned(),
@@ -206,14 +218,14 @@ fn local(fd: &OwnedFd, table: &[u8], at: &Path) -> Result<(), NotRead> {
 }
 
 /// The directory `dir`, opened one component at a time from `/`, none of
-/// them a link or `..`, each found on a local file system before anything
-/// in it is looked up, and the last trusted; `create`: make the last
-/// (0755) where it is missing. `Err(None)`: it is missing. Each component
+/// them a link or `..`, each found on a local file system (or one of
+/// `also`) before anything in it is looked up, and the last trusted; `create`:
+/// make the last (0755) where it is missing. `Err(None)`: it is missing. Each component
 /// is opened as a path only (O_PATH without O_DIRECTORY: no automount is
 /// set off, no file system's open is called), so no FUSE, NFS or autofs
 /// server is asked. Walked by hand: openat2's RESOLVE_NO_XDEV would refuse
 /// `/run` itself (a mount point), and no crate checks each mount.
-fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
+fn open_dir(dir: &Path, create: bool, also: &[&[u8]]) -> Result<OwnedFd, NotRead> {
     use std::path::Component;
     if !dir.is_absolute() {
         return Err(Some(CacheRefusal::NotAbsolute { path: shown(dir) }));
@@ -223,7 +235,7 @@ fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
     let walk = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut fd =
         rustix::fs::open("/", walk, Mode::empty()).map_err(|e| Some(io(Path::new("/"), e)))?;
-    local(&fd, &table, Path::new("/"))?;
+    local(&fd, &table, Path::new("/"), also)?;
     let mut at = PathBuf::from("/");
     let names: Vec<_> = dir.components().collect();
     for (i, part) in names.iter().enumerate() {
@@ -251,7 +263,7 @@ fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
             Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => return Err(not_dir()),
             Err(e) => return Err(Some(io(&at, e))),
         };
-        local(&fd, &table, &at)?;
+        local(&fd, &table, &at, also)?;
     }
     let read = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(&fd, ".", read, Mode::empty()) {
@@ -271,7 +283,7 @@ fn open_dir(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
 /// not too large (only a regular file is opened: opening a device may act
 /// on it).
 fn open_file(dir: &Path) -> Result<(std::fs::File, u64), NotRead> {
-    let dir_fd = open_dir(dir, false)?;
+    let dir_fd = open_dir(dir, false, &[])?;
     let file = dir.join(FILE);
     let seen = match rustix::fs::statat(&dir_fd, FILE, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
@@ -328,7 +340,7 @@ pub fn write(dir: &Path, object: &[u8], relocated: &Relocated) -> Result<(), Cac
     }
     let boot = boot_id().ok_or(CacheRefusal::NoBootId)?;
     // (Made where missing: never None.)
-    let dir_fd = open_dir(dir, true)
+    let dir_fd = open_dir(dir, true, &[])
         .map_err(|e| e.unwrap_or_else(|| CacheRefusal::LinkOrNotDir { path: shown(dir) }))?;
     let aside = format!("{FILE}.{}", std::process::id());
     // One left by a gpufree of this PID that died writing it.

@@ -4,26 +4,16 @@
 //! command will load it, so that the kernel's verifier is known to take
 //! what that command will load.
 
-use super::super::{constants, per_process, Globals, TestHooks, MAX_DEVS};
-use super::{Maker, FILE};
+use super::super::direct::Direct;
+use super::super::object;
+use super::super::{constants, per_process, Globals, TestHooks};
+use super::{pin, Maker, FILE};
 use crate::model::{
     CacheNote, IteratorsWhy, KeptFile, LinkFailure, NothingToKeep, PrepareFailure, Prepared,
-    Relocation,
+    Relocation, WalkPin,
 };
 use std::path::Path;
 use std::time::Instant;
-
-/// The walk's constants for the loads: every device and major slot
-/// filled and every inode bit set, so that no branch of the program is
-/// dead to the verifier (a command's own targets take a part of it).
-fn widest(hooks: TestHooks) -> Vec<(&'static str, Vec<u8>)> {
-    let mut all = [0u32; MAX_DEVS];
-    for (slot, v) in all.iter_mut().zip((1..).map(|i: u32| u32::MAX - i)) {
-        *slot = v;
-    }
-    let n = u32::try_from(MAX_DEVS).unwrap_or(0);
-    constants((all, n), (all, n), u64::MAX, hooks)
-}
 
 /// Milliseconds since `t`, to the microsecond.
 fn ms(t: Instant) -> f64 {
@@ -33,9 +23,10 @@ fn ms(t: Instant) -> f64 {
 /// Keeps this boot's relocation of the per-process walk in `dir` (None:
 /// the cache is off): a sound one kept there is kept, anything else is
 /// made again and written; then loaded from the file, as the next command
-/// loads it. Only root (its real and effective ids), as only root writes
-/// the cache.
-pub fn prepare(dir: Option<&Path>) -> Result<Prepared, PrepareFailure> {
+/// loads it, and that load pinned in `pins` (None: off) for the boot's
+/// one-shot commands. Only root (its real and effective ids), as only
+/// root writes the cache.
+pub fn prepare(dir: Option<&Path>, pins: Option<&Path>) -> Result<Prepared, PrepareFailure> {
     use rustix::process::{geteuid, getuid};
     if !(getuid().is_root() && geteuid().is_root()) {
         return Err(PrepareFailure::NotRoot);
@@ -43,10 +34,11 @@ pub fn prepare(dir: Option<&Path>) -> Result<Prepared, PrepareFailure> {
     let Some(dir) = dir else {
         return Ok(Prepared::Nothing(NothingToKeep::Off));
     };
-    let globals = widest(TestHooks::from_env());
+    let hooks = TestHooks::from_env();
+    let globals = constants(hooks);
     let started = Instant::now();
-    let found = match per_process::load(&globals, Some(dir), Maker::Prepare) {
-        Ok((_walk, found)) => found,
+    let (walk, found) = match per_process::load(&globals, Some(dir), Maker::Prepare) {
+        Ok(loaded) => loaded,
         Err(not) => match not.why {
             IteratorsWhy::Link(LinkFailure::NoKfunc(name)) => {
                 return Ok(Prepared::Nothing(NothingToKeep::NoKfunc(name)))
@@ -63,24 +55,32 @@ pub fn prepare(dir: Option<&Path>) -> Result<Prepared, PrepareFailure> {
         }
     }
     // Where the file was there, that load was from it.
-    let check_ms = match found {
+    let (walk, check_ms) = match found {
         Relocation::Made(_) => check(&globals, dir)?,
-        _ => load_ms,
+        _ => (walk, load_ms),
+    };
+    let pin = match pins {
+        Some(pins) if hooks == TestHooks::default() => match pin::keep(pins, object(), &walk) {
+            Ok(at) => WalkPin::Pinned(at.display().to_string()),
+            Err(why) => WalkPin::NotPinned(why),
+        },
+        _ => WalkPin::Off,
     };
     Ok(Prepared::Kept(KeptFile {
         file: dir.join(FILE).display().to_string(),
         found,
         load_ms,
         check_ms,
+        pin,
     }))
 }
 
-/// Loads the walk from the file in `dir`, as the next command will: its
-/// milliseconds, or why it was not taken from the file.
-fn check(globals: &Globals, dir: &Path) -> Result<f64, PrepareFailure> {
+/// Loads the walk from the file in `dir`, as the next command will: the
+/// walk and its milliseconds, or why it was not taken from the file.
+fn check(globals: &Globals, dir: &Path) -> Result<(Direct, f64), PrepareFailure> {
     let started = Instant::now();
     match per_process::load(globals, Some(dir), Maker::Prepare) {
-        Ok((_walk, Relocation::Kept | Relocation::Prepared)) => Ok(ms(started)),
+        Ok((walk, Relocation::Kept | Relocation::Prepared)) => Ok((walk, ms(started))),
         Ok((_walk, other)) => Err(PrepareFailure::NotReadBack(other)),
         Err(not) => Err(PrepareFailure::NotLoaded(not.why)),
     }

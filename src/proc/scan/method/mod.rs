@@ -93,6 +93,9 @@ pub struct WalkChooser {
     /// Where this boot's relocation of the walk is kept (none: made anew
     /// on every load).
     cache: Option<PathBuf>,
+    /// Where `gpufree prepare` keeps the walk loaded (a one-shot
+    /// command's; none: load one).
+    pins: Option<PathBuf>,
     state: Mutex<State>,
 }
 
@@ -114,17 +117,33 @@ impl WalkChooser {
             long_lived,
             hooks: bpf::TestHooks::from_env(),
             cache,
+            pins: None,
             state: Mutex::new(State::Untried),
         }
     }
 }
 
 impl WalkChooser {
+    /// The chooser, taking the walk `gpufree prepare` pinned in `pins`
+    /// where it can: a one-shot command's only (one command at a time
+    /// takes it; a long-running one loads its own).
+    #[must_use]
+    pub fn taking_pins(self, pins: Option<PathBuf>) -> WalkChooser {
+        let pins = pins.filter(|_| !self.long_lived);
+        WalkChooser { pins, ..self }
+    }
+
     /// The programs loaded for `nodes`, or why they cannot be. A
     /// long-running command gives back what a parse of the kernel's BTF
     /// freed.
     fn load(&self, nodes: &NodeSet) -> State {
-        let state = match Programs::load(nodes, self.hooks, self.cache.as_deref()) {
+        let loaded = Programs::load(
+            nodes,
+            self.hooks,
+            self.cache.as_deref(),
+            self.pins.as_deref(),
+        );
+        let state = match loaded {
             Ok(p) => State::Loaded(Box::new(p)),
             Err(e) => State::Unavailable(e),
         };
@@ -283,6 +302,7 @@ impl WalkChooser {
                     State::Loaded(p) | State::Busy(p, _) => ScanReason::Walked {
                         pick: why,
                         how: p.how(),
+                        pin_not_taken: p.pin_not_taken().cloned(),
                     },
                     _ => ScanReason::Picked(why),
                 },

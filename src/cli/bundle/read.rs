@@ -1,0 +1,76 @@
+//! The files a caller names for `gpufree bundle` to copy (`--audit-log`,
+//! `--recording`): a regular file's last bytes, read as the caller, never
+//! blocking on a FIFO or acting on a device (its lines are redacted by
+//! `present::bundle::write_redacted_lines`).
+
+use crate::model::{Cut, LeftWhy};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// The most of the audit log copied (its last records).
+pub const AUDIT_MAX: u64 = 1 << 20;
+/// The most of a recording copied (its tail).
+pub const RECORDING_MAX: u64 = 16 << 20;
+
+/// The last `max` bytes of the regular file at `path` (looked at before
+/// it is opened: opening a device can act, opening a FIFO releases its
+/// writer), and what was cut when it is larger.
+pub fn tail(path: &Path, max: u64) -> Result<(Vec<u8>, Option<Cut>), LeftWhy> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let why = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound => LeftWhy::Missing,
+        _ => LeftWhy::Unreadable {
+            error: e.to_string(),
+        },
+    };
+    let looked = std::fs::symlink_metadata(path).map_err(why)?;
+    if looked.file_type().is_symlink() {
+        let target = std::fs::read_link(path).map_err(why)?;
+        return Err(LeftWhy::Symlink {
+            target: target.to_string_lossy().into_owned(),
+        });
+    }
+    if !looked.is_file() {
+        return Err(LeftWhy::NotRegular);
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(why)?;
+    let meta = f.metadata().map_err(why)?;
+    if !meta.is_file() || (meta.dev(), meta.ino()) != (looked.dev(), looked.ino()) {
+        return Err(LeftWhy::NotRegular);
+    }
+    let len = meta.len();
+    let cut = (len > max).then_some(Cut { kept: max, of: len });
+    if cut.is_some() {
+        f.seek(SeekFrom::Start(len - max)).map_err(why)?;
+    }
+    let mut bytes = Vec::new();
+    f.take(max).read_to_end(&mut bytes).map_err(why)?;
+    Ok((bytes, cut))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail;
+    use crate::model::{Cut, LeftWhy};
+
+    #[test]
+    fn tail_keeps_the_last_bytes_and_refuses_links_and_fifos() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("log");
+        std::fs::write(&f, b"0123456789").unwrap();
+        assert_eq!(
+            tail(&f, 4).unwrap(),
+            (b"6789".to_vec(), Some(Cut { kept: 4, of: 10 }))
+        );
+        assert_eq!(tail(&f, 40).unwrap(), (b"0123456789".to_vec(), None));
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert!(matches!(tail(&link, 4), Err(LeftWhy::Symlink { .. })));
+        assert_eq!(tail(t.path(), 4), Err(LeftWhy::NotRegular));
+        assert_eq!(tail(&t.path().join("none"), 4), Err(LeftWhy::Missing));
+    }
+}

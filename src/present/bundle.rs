@@ -1,0 +1,127 @@
+//! `gpufree bundle`'s listing (the archive's MANIFEST, also printed), its
+//! versions file, and the copies of JSON-lines files (the audit log, a
+//! recording) with what the bundle does not keep removed.
+
+use super::words::bundle::{content, left_why};
+use crate::model::{redact_json, Bundle, Keep, Snapshot};
+use crate::safe::escape;
+use std::io::{self, Write};
+
+/// The listing: where and when, each file with its size and what it is,
+/// then what was left out and why. `name` is the archive's directory.
+pub fn write_manifest<W: Write>(w: &mut W, name: &str, b: &Bundle) -> io::Result<()> {
+    writeln!(w, "gpufree bundle {}", escape(name))?;
+    writeln!(w, "gpufree {}", env!("CARGO_PKG_VERSION"))?;
+    writeln!(w)?;
+    writeln!(w, "Files:")?;
+    let width = b.members.iter().map(|m| m.name.len()).max().unwrap_or(0);
+    for m in &b.members {
+        let size = match m.content {
+            crate::model::Content::Manifest => "-".to_string(),
+            _ => m.bytes.len().to_string(),
+        };
+        write!(
+            w,
+            "  {:width$}  {:>9}  {}",
+            escape(&m.name),
+            size,
+            content(&m.content)
+        )?;
+        match m.cut {
+            Some(cut) => writeln!(w, " (its last {} of {} bytes)", cut.kept, cut.of)?,
+            None => writeln!(w)?,
+        }
+    }
+    if !b.left_out.is_empty() {
+        writeln!(w)?;
+        writeln!(w, "Left out:")?;
+        for l in &b.left_out {
+            writeln!(w, "  {}: {}", escape(&l.what), left_why(&l.why))?;
+        }
+    }
+    Ok(())
+}
+
+/// The versions file: gpufree's, the NVIDIA driver's as NVML said it,
+/// and the host's name and the time of the collection.
+pub fn write_versions<W: Write>(w: &mut W, s: &Snapshot) -> io::Result<()> {
+    writeln!(w, "gpufree: {}", env!("CARGO_PKG_VERSION"))?;
+    let driver = s.nvml.driver_version.as_deref().unwrap_or("unknown");
+    writeln!(w, "NVIDIA driver (NVML): {}", escape(driver))?;
+    writeln!(w, "NVML available: {}", s.nvml.available)?;
+    writeln!(w, "NVML library: {}", escape(&s.nvml.library))?;
+    writeln!(
+        w,
+        "host: {}",
+        escape(s.host.as_deref().unwrap_or("unknown"))
+    )?;
+    if let Some(ms) = s.taken_unix_ms {
+        writeln!(w, "taken (unix ms): {ms}")?;
+    }
+    writeln!(w, "kernel: see proc-version.txt")
+}
+
+/// Where the archive was written, after the listing.
+pub fn write_written<W: Write>(w: &mut W, path: &std::path::Path) -> io::Result<()> {
+    writeln!(w)?;
+    writeln!(w, "Written: {}", escape(&path.to_string_lossy()))
+}
+
+/// serde_json's compact layout (one line per record), with the
+/// characters [`crate::safe::is_unsafe`] names written as `\uXXXX`.
+struct Line;
+
+impl serde_json::ser::Formatter for Line {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        crate::safe::json_fragment(w, fragment)
+    }
+}
+
+/// `bytes` (JSON lines) written again with what `keep` does not keep
+/// removed from each line ([`redact_json`]); the first line is skipped
+/// when `cut` (it may be a piece), and a line that is not JSON is
+/// skipped: nothing could be removed from it. Returns how many lines
+/// were skipped as not JSON.
+pub fn write_redacted_lines<W: Write>(
+    w: &mut W,
+    bytes: &[u8],
+    cut: bool,
+    keep: Keep,
+) -> io::Result<u64> {
+    let mut dropped = 0;
+    let mut lines = bytes.split(|b| *b == b'\n');
+    if cut {
+        lines.next();
+    }
+    for line in lines.filter(|l| !l.iter().all(u8::is_ascii_whitespace)) {
+        match serde_json::from_slice::<serde_json::Value>(line) {
+            Ok(mut v) => {
+                redact_json(&mut v, keep);
+                let mut ser = serde_json::Serializer::with_formatter(&mut *w, Line);
+                serde::Serialize::serialize(&v, &mut ser).map_err(io::Error::from)?;
+                writeln!(w)?;
+            }
+            Err(_) => dropped += 1,
+        }
+    }
+    Ok(dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_redacted_lines;
+    use crate::model::Keep;
+
+    #[test]
+    fn redacted_lines_drop_the_cut_piece_and_what_is_not_json() {
+        let bytes = b"ece\"]}\n{\"cmdline\":[\"x\",\"--k=S\"]}\nnot json S\n\n";
+        let mut out = Vec::new();
+        let dropped = write_redacted_lines(&mut out, bytes, true, Keep::default()).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "{\"cmdline\":[]}\n");
+        assert_eq!(dropped, 1);
+    }
+}

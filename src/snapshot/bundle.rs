@@ -1,0 +1,51 @@
+//! What `gpufree bundle` reads of the host beside a collection, through
+//! the collector's own roots (its proc root, its unit directories): the
+//! version files and the unit files of the holders' system units.
+
+use super::Collector;
+use crate::model::{LeftOut, LeftWhy, Snapshot};
+use crate::proc::bundle::UnitRead;
+
+/// The most units whose files one bundle reads.
+pub(crate) const UNITS_MAX: usize = 32;
+
+impl Collector {
+    /// The kernel's and the NVIDIA driver's version files under the proc
+    /// root, each with its bytes or why not.
+    pub fn version_files(&self) -> Vec<UnitRead> {
+        crate::proc::bundle::versions(&self.config().proc_root)
+    }
+
+    /// The unit files and drop-ins of the system units that own `snap`'s
+    /// holders (each unit once, at most 32), by unit; and the
+    /// units not read, with why.
+    pub fn unit_files(&self, snap: &Snapshot) -> (Vec<(String, UnitRead)>, Vec<LeftOut>) {
+        let units: std::collections::BTreeSet<&str> = snap
+            .processes
+            .iter()
+            .filter_map(|p| p.owner.system_unit())
+            .collect();
+        let mut read = Vec::new();
+        let mut left = Vec::new();
+        for (i, unit) in units.into_iter().enumerate() {
+            let why = if i >= UNITS_MAX {
+                LeftWhy::TooMany { max: UNITS_MAX }
+            } else if !crate::proc::restart::is_unit_name(unit) {
+                LeftWhy::BadUnitName
+            } else {
+                let files = crate::proc::bundle::unit_files(&self.config().unit_dirs, unit);
+                if files.is_empty() {
+                    LeftWhy::Missing
+                } else {
+                    read.extend(files.into_iter().map(|f| (unit.to_string(), f)));
+                    continue;
+                }
+            };
+            left.push(LeftOut {
+                what: unit.to_string(),
+                why,
+            });
+        }
+        (read, left)
+    }
+}

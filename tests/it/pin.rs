@@ -1,0 +1,221 @@
+//! The walk `gpufree prepare` keeps loaded (pinned in a BPF file system,
+//! `GPUFREE_BPF_PIN`) for the boot's one-shot commands: taken by one
+//! command at a time, with that command's own targets, so that commands
+//! in turn on different device directories each find exactly their own
+//! holders; a pin another command holds, one in a directory others may
+//! write, or one reached through a link is not taken (the command loads
+//! its own and still finds every holder); long-running commands load
+//! their own. Each test mounts a BPF file system of its own.
+
+use crate::bpf::{holders, per_process_walk_runs, Holders};
+use crate::harness::*;
+use gpufree::demo::holder::HoldSpec;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A BPF file system mounted for one test, unmounted when dropped.
+struct BpfFs(PathBuf);
+
+impl BpfFs {
+    /// Mounted under `d`'s directory; None (said) where it cannot be.
+    fn mount(d: &TestDir) -> Option<BpfFs> {
+        let at = d.tmp.path().join("bpffs");
+        std::fs::create_dir(&at).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "bpf", "bpf", at.to_str().unwrap()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            skip_off_ci("root, to mount a BPF file system", &"mount -t bpf failed");
+            return None;
+        }
+        Some(BpfFs(at))
+    }
+
+    /// The pins' directory in it.
+    fn pins(&self) -> PathBuf {
+        self.0.join("gpufree")
+    }
+}
+
+impl Drop for BpfFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// `gpufree prepare --json` keeping the walk in `pins`, with only the
+/// capabilities its unit leaves it (contrib/systemd/gpufree-prepare.service).
+fn prepare(pins: &Path) -> Value {
+    Gpufree::new(["prepare", "--json"])
+        .wrapped([
+            "setpriv",
+            "--bounding-set=-all,+bpf,+perfmon",
+            "--inh-caps=-all",
+            "--no-new-privs",
+            "--",
+        ])
+        .env("GPUFREE_BPF_PIN", pins)
+        .run()
+        .assert_exit(0)
+        .json()
+}
+
+/// A one-shot `status --json` with the in-kernel walk, on `dev`, the pins
+/// in `pins`.
+fn status(dev: &Path, pins: &Path) -> Value {
+    Gpufree::new(["status", "--json", "--scan", "bpf"])
+        .dev(dev)
+        .no_nvml()
+        .env("GPUFREE_BPF_PIN", pins)
+        .doc()
+}
+
+/// How the walk was had, as `scan_cause` says.
+fn how(doc: &Value) -> &Value {
+    &doc["visibility"]["scan_cause"]["walked"]["how"]
+}
+
+/// A holder of `node` by fd and a holder of it by a mapping alone.
+fn two_holders(node: &Path) -> [gpufree::demo::holder::Spawned; 2] {
+    let fd = hold(
+        &["python3", "fd"],
+        HoldSpec {
+            fd: vec![node.to_path_buf()],
+            ..HoldSpec::default()
+        },
+    );
+    let map = hold(
+        &["python3", "map"],
+        HoldSpec {
+            maps_only: vec![node.to_path_buf()],
+            ..HoldSpec::default()
+        },
+    );
+    [fd, map]
+}
+
+/// What `two_holders` hold, as [`holders`] reads it.
+fn want(h: &[gpufree::demo::holder::Spawned; 2], node: &str) -> Holders {
+    let held = |how: &str| BTreeMap::from([(node.to_string(), vec![how.to_string()])]);
+    Holders::from([(h[0].pid(), held("fd")), (h[1].pid(), held("mmap"))])
+}
+
+#[test]
+fn one_shot_commands_take_the_pinned_walk_in_turn_each_with_its_own_targets() {
+    let a = TestDir::new(1);
+    if !per_process_walk_runs(&a) {
+        return;
+    }
+    let Some(fs) = BpfFs::mount(&a) else { return };
+    let pins = fs.pins();
+    // Another version's pins (here an empty set) go when prepare pins.
+    let other = pins.join("0".repeat(64));
+    std::fs::create_dir_all(&other).unwrap();
+    let doc = prepare(&pins);
+    assert!(!other.exists(), "another version's pins are removed");
+    let dir = doc["pinned"].as_str().expect("pinned").to_string();
+    assert!(dir.starts_with(pins.to_str().unwrap()), "{doc}");
+    assert_eq!(
+        doc["cause"]["kept"]["pin"],
+        json!({ "pinned": dir }),
+        "{doc}"
+    );
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    // Twice: the pins there are kept.
+    assert_eq!(prepare(&pins)["pinned"], json!(dir));
+
+    // Two device directories, two holders each; commands in turn.
+    let b = TestDir::new(1);
+    let (on_a, on_b) = (
+        two_holders(&a.node("nvidia0")),
+        two_holders(&b.node("nvidia0")),
+    );
+    let all: Vec<u32> = on_a.iter().chain(&on_b).map(|h| h.pid()).collect();
+    for round in 0..2 {
+        for (d, h) in [(&a, &on_a), (&b, &on_b)] {
+            let doc = status(&d.dev, &pins);
+            assert_eq!(
+                how(&doc),
+                &json!({ "per_process": "pinned" }),
+                "round {round}"
+            );
+            assert!(
+                doc["visibility"]["scan_reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("by gpufree prepare, kept pinned"),
+                "{}",
+                doc["visibility"]
+            );
+            // Exactly this directory's holders: none of the last
+            // command's targets, every process walked in every walk.
+            assert_eq!(holders(&doc, &all), want(h, "nvidia0"), "round {round}");
+        }
+    }
+    // A long-running command loads its own: while one waits, a one-shot
+    // command still takes the pinned walk.
+    let waiting = Gpufree::new(["wait", "--timeout", "4s", "--scan", "bpf"])
+        .dev(&b.dev)
+        .no_nvml()
+        .env("GPUFREE_BPF_PIN", &pins)
+        .spawn();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let doc = status(&a.dev, &pins);
+    let _ = waiting.finish();
+    assert_eq!(how(&doc), &json!({ "per_process": "pinned" }));
+}
+
+#[test]
+fn a_pin_in_use_others_may_write_or_reached_through_a_link_is_not_taken() {
+    let d = TestDir::new(1);
+    if !per_process_walk_runs(&d) {
+        return;
+    }
+    let Some(fs) = BpfFs::mount(&d) else { return };
+    let pins = fs.pins();
+    let dir = PathBuf::from(prepare(&pins)["pinned"].as_str().unwrap());
+    let h = two_holders(&d.node("nvidia0"));
+    let pids: Vec<u32> = h.iter().map(|h| h.pid()).collect();
+    // Loaded its own, found every holder, and said why it took no pin
+    // (`why`: the refusal's name; None: nothing to say).
+    let own = |doc: &Value, why: Option<&str>| {
+        assert_ne!(how(doc), &json!({ "per_process": "pinned" }), "{doc}");
+        assert_eq!(holders(doc, &pids), want(&h, "nvidia0"));
+        let said = &doc["visibility"]["scan_cause"]["walked"]["pin_not_taken"];
+        match why {
+            Some(why) => assert!(said.get(why).is_some(), "{why}: {}", doc["visibility"]),
+            None => assert!(said.is_null(), "{}", doc["visibility"]),
+        }
+    };
+
+    // Held by another command (here a flock of the test's own).
+    let lock = std::fs::File::open(&dir).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    own(&status(&d.dev, &pins), Some("in_use"));
+    drop(lock);
+    assert_eq!(
+        how(&status(&d.dev, &pins)),
+        &json!({ "per_process": "pinned" })
+    );
+
+    // A directory others may write.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    own(&status(&d.dev, &pins), Some("not_root_only"));
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+
+    // The pins' directory named through a link.
+    let link = d.tmp.path().join("link");
+    std::os::unix::fs::symlink(&pins, &link).unwrap();
+    own(&status(&d.dev, &link), Some("link_or_not_dir"));
+
+    // Off, and a directory where nothing is pinned: nothing to say.
+    own(&status(&d.dev, Path::new("off")), None);
+    own(&status(&d.dev, &d.tmp.path().join("none")), None);
+}
