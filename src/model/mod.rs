@@ -25,16 +25,19 @@ mod mps;
 mod next;
 mod nodes;
 mod nvml;
+mod patch;
 mod pin;
 mod prepare;
 mod process;
 mod readback;
+mod record;
 mod release;
 mod rename;
 mod restart;
 mod role;
 mod scan;
 mod selector;
+mod timeline;
 mod unavailable;
 mod usage;
 mod verdict;
@@ -86,12 +89,14 @@ pub use nodes::{
     DevDirUnlisted, FileKind, LinkEnd, LinkTarget, MajorsUnread, NodeRefusal, Wanted, WrongDevice,
 };
 pub use nvml::{NvmlDown, Step, XidDown};
+pub use patch::{apply as apply_patch, diff as diff_json, Misfit, Patch};
 pub use pin::{Pin, Pins};
 pub use prepare::{KeptFile, NothingToKeep, PrepareFailure, Prepared, WalkPin};
 pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,
 };
+pub use record::{events, At, Delta, Entry, Event, Line, RecordBad, RecordEnd, RECORD_VERSION};
 pub use release::{Held, Holds, OnGpu, Restart};
 pub use rename::{base, names_program, rename_of, started_as, Rename};
 pub use restart::{BusFailure, RestartSource, UnitUnread};
@@ -103,6 +108,7 @@ pub use scan::{
 pub use selector::{BadSelector, GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+pub use timeline::{is_recording, state_at, Replay, ReplayStep};
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
 pub use usage::{BadValue, Floor, UnitFileWhy};
 pub use verdict::{

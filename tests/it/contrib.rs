@@ -266,6 +266,36 @@ fn the_serve_unit_passes_systemd_analyze_verify() {
     }
 }
 
+/// The shipped unit of `record`: the packaged binary's `record` into its
+/// state directory, no network, no capability to signal; the packages
+/// carry it; systemd accepts it (where systemd-analyze is installed).
+#[test]
+fn the_record_unit_records_into_its_state_directory_and_is_packaged() {
+    let text = std::fs::read_to_string(repo("contrib/systemd/gpufree-record.service")).unwrap();
+    let keys = unit_keys(&text);
+    let value = |key: &str| -> Vec<&str> {
+        keys.iter()
+            .filter(|(s, k, _)| s == "Service" && k == key)
+            .map(|(_, _, v)| v.as_str())
+            .collect()
+    };
+    let exec = value("ExecStart").concat();
+    assert!(
+        exec.starts_with("/usr/bin/gpufree record --out /var/lib/gpufree-record/"),
+        "{exec}"
+    );
+    assert_eq!(value("StateDirectory"), ["gpufree-record"]);
+    assert_eq!(value("PrivateNetwork"), ["yes"]);
+    assert!(!value("CapabilityBoundingSet").concat().contains("CAP_KILL"));
+    let cargo = std::fs::read_to_string(repo("Cargo.toml")).unwrap();
+    let shipped =
+        r#"["contrib/systemd/gpufree-record.service", "usr/share/gpufree/systemd/", "644"]"#;
+    assert!(cargo.contains(shipped), "Cargo.toml lacks {shipped}");
+    if systemd_analyze_runs() {
+        verify_unit("gpufree-record.service");
+    }
+}
+
 /// The keys of a unit file, in order, as (section, key, value); comments
 /// and blank lines left out.
 fn unit_keys(text: &str) -> Vec<(String, String, String)> {

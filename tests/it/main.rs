@@ -41,6 +41,7 @@ mod procfs;
 mod prometheus;
 mod protect;
 mod real_gpu;
+mod record;
 mod reuse;
 mod scan;
 mod serve;

@@ -7,6 +7,7 @@ use super::files::WriteError;
 use crate::model::{Level, PrepareFailure, Reason};
 use crate::present::check::Format;
 use crate::present::words::verdict::reasons_line;
+use crate::record::RecordError;
 use crate::serve::ServeError;
 use crate::sim::SimError;
 use crate::snapshot::SnapshotError;
@@ -189,6 +190,12 @@ pub enum Error {
     /// `--from`: the file, or what was asked with it, cannot be used.
     #[error("{}", crate::present::words::from::bad(.0))]
     From(crate::model::FromBad),
+    /// `--from REC --at TIME`: the recording cannot be read at that moment.
+    #[error("{}", crate::present::words::from::replay_bad(.0))]
+    Replay(crate::model::RecordBad),
+    /// `record` could not start or go on.
+    #[error(transparent)]
+    Record(#[from] crate::record::RecordError),
     /// Reading or writing the terminal or stdout failed.
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -265,6 +272,8 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::UnitFile { .. }
         | E::BundleInput { .. }
         | E::From(_)
+        | E::Replay(_)
+        | E::Record(RecordError::Refused { .. } | RecordError::Gpu(_))
         | E::CmdlinesExposed(_)
         | E::FleetSelector(_)
         | E::FleetUrl(_)
@@ -292,6 +301,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::ReleaseUnknown(_)
         | E::WaitUnknown { .. }
         | E::Prepare(_)
+        | E::Record(_)
         | E::Io(_) => 3,
     }
 }
