@@ -341,6 +341,7 @@ pub(super) fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         .filter(|p| {
             p.memory_bytes() == 0
                 && p.memory_known()
+                && !nvidia_unread(s, p)
                 && !p.devices.is_empty()
                 && p.is_live()
                 && !p.protected_for_all()
@@ -351,6 +352,17 @@ pub(super) fn node_only(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         .partition(|p| memory_groups.contains(&ctx.group(p)));
     device_holders(&with_group, true, out);
     device_holders(&alone, false, out);
+}
+
+/// Whether NVML could not be read and `p` holds an NVIDIA node (the
+/// discovery names them all `nvidia*`): its GPU memory is then unknown,
+/// never none.
+fn nvidia_unread(s: &Snapshot, p: &Process) -> bool {
+    !s.nvml.available
+        && p.devices.iter().any(|d| {
+            let name = d.path.rsplit('/').next().unwrap_or_default();
+            name.starts_with("nvidia")
+        })
 }
 
 /// One finding for processes that hold device nodes without memory (none

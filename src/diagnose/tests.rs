@@ -1374,3 +1374,21 @@ fn renamed_holders_are_told_apart_by_what_they_changed_and_said_when_it_cannot_b
     );
     assert_eq!(renamed[2].1, vec![7]);
 }
+
+/// NVML unread: a holder of an NVIDIA node with no memory listed holds an
+/// unknown amount, so no finding says it holds none.
+#[test]
+fn with_nvml_unread_no_holder_of_an_nvidia_node_is_said_to_hold_no_memory() {
+    let mut p = worker(4_242, 1, 0);
+    p.gpu_memory.clear();
+    p.renamed = false;
+    let mut s = base(vec![gpu(0, W, W)], vec![p]);
+    let said = |s: &Snapshot| {
+        diagnose(s)
+            .iter()
+            .any(|f| f.kind == FindingKind::DeviceHolders)
+    };
+    assert!(said(&s), "NVML read: it holds no memory");
+    s.nvml.available = false;
+    assert!(!said(&s), "NVML unread: unknown, never none");
+}
