@@ -12,6 +12,8 @@
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
+#[path = "../common/env.rs"]
+mod env;
 mod markdown;
 mod normalize;
 mod scene;

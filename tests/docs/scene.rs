@@ -2,6 +2,7 @@
 //! whose commands are shown against it, and the environment `gpufree sim
 //! exec` gives a command run against it.
 
+use crate::env::scratch;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -15,9 +16,10 @@ pub struct Scene {
 }
 
 impl Scene {
-    /// Starts `gpufree demo --hold` and waits until it holds the incident.
+    /// Starts `gpufree demo --hold` (in the tests' environment,
+    /// [`scratch`]) and waits until it holds the incident.
     pub fn start() -> Scene {
-        let mut demo = Command::new(env!("CARGO_BIN_EXE_gpufree"))
+        let mut demo = scratch(&mut Command::new(env!("CARGO_BIN_EXE_gpufree")))
             .args(["demo", "--hold"])
             .env("NO_COLOR", "1")
             .stdin(Stdio::piped())
