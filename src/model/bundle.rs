@@ -95,8 +95,9 @@ fn unit_key_gone(key: &str, keep: Keep) -> bool {
 
 /// A unit file's text without the values `keep` does not keep: each
 /// `Exec*=` and `Environment=` line keeps its key, its value replaced by
-/// `(left out)`; a line continued with a backslash is removed with it.
-pub fn redact_unit(text: &str, keep: Keep) -> String {
+/// `mark` (the words' `LEFT_OUT_MARK`); a line continued with a backslash
+/// is removed with it.
+pub fn redact_unit(text: &str, keep: Keep, mark: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut continued = false;
     for line in text.lines() {
@@ -108,7 +109,9 @@ pub fn redact_unit(text: &str, keep: Keep) -> String {
         match key.filter(|k| unit_key_gone(k, keep)) {
             Some(k) => {
                 out.push_str(k);
-                out.push_str("=(left out)\n");
+                out.push('=');
+                out.push_str(mark);
+                out.push('\n');
                 continued = line.trim_end().ends_with('\\');
             }
             None => {
@@ -168,7 +171,7 @@ pub enum Content {
 /// is, its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
-    /// Its name (no directory).
+    /// Its path below the archive's directory.
     pub name: String,
     /// What it is.
     pub content: Content,
@@ -190,20 +193,42 @@ pub struct Cut {
 /// Something a bundle does not contain, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LeftOut {
-    /// What it is: a path, a unit, or a kind of value.
-    pub what: String,
+    /// What it is.
+    pub what: LeftItem,
     /// Why.
     pub why: LeftWhy,
+}
+
+/// What a bundle left out: a file, a unit, or a kind of value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "name", rename_all = "kebab-case")]
+pub enum LeftItem {
+    /// A file, by its path.
+    Path(String),
+    /// A unit, by its name.
+    Unit(String),
+    /// The command lines, in every document.
+    Cmdlines,
+    /// The environments, in every document.
+    Environments,
+    /// The audit records in the journal (or syslog).
+    JournalRecords,
+    /// The holders' unit files.
+    UnitFiles,
+    /// The records of an audit log file.
+    AuditLog,
+    /// A recording.
+    Recording,
 }
 
 /// Why something is not in the bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "reason", rename_all = "kebab-case")]
 pub enum LeftWhy {
-    /// Command lines, without `--with-cmdlines`.
-    Cmdlines,
-    /// Environments, without `--with-env`.
-    Environments,
+    /// Not asked for: command lines without `--with-cmdlines`,
+    /// environments without `--with-env`, an audit log or a recording
+    /// whose flag was not given.
+    NotAsked,
     /// There is no such file.
     Missing,
     /// A symlink, not followed out of its directory.
@@ -232,14 +257,8 @@ pub enum LeftWhy {
     Secure,
     /// Not a unit name systemd accepts.
     BadUnitName,
-    /// The flag that names it was not given (`--audit-log`,
-    /// `--recording`).
-    NotGiven {
-        /// The flag.
-        flag: String,
-    },
-    /// Records in the journal (or syslog), which a bundle does not read.
-    Journal,
+    /// What a bundle never reads (the journal's records).
+    NotRead,
     /// More units than a bundle reads.
     TooMany {
         /// The most it reads.
@@ -247,10 +266,14 @@ pub enum LeftWhy {
     },
 }
 
+/// The listing's name in the archive.
+pub const MANIFEST: &str = "MANIFEST";
+
 /// A bundle: its members and what it left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bundle {
-    /// The files, in the archive's order (the manifest first once made).
+    /// The files, in the archive's order (the manifest first once
+    /// [`Bundle::with_manifest`] put it there).
     pub members: Vec<Member>,
     /// What it does not contain.
     pub left_out: Vec<LeftOut>,
@@ -259,20 +282,41 @@ pub struct Bundle {
 impl Bundle {
     /// Adds a file.
     pub fn add(&mut self, name: impl Into<String>, content: Content, bytes: Vec<u8>) {
+        self.add_tail(name, content, bytes, None);
+    }
+
+    /// Adds a file of which only the tail may have been kept (`cut`).
+    pub fn add_tail(
+        &mut self,
+        name: impl Into<String>,
+        content: Content,
+        bytes: Vec<u8>,
+        cut: Option<Cut>,
+    ) {
         self.members.push(Member {
             name: name.into(),
             content,
             bytes,
-            cut: None,
+            cut,
         });
     }
 
+    /// The bundle with its listing (`bytes`, made from the members
+    /// before) first, as [`MANIFEST`].
+    pub fn with_manifest(mut self, bytes: Vec<u8>) -> Bundle {
+        let manifest = Member {
+            name: MANIFEST.into(),
+            content: Content::Manifest,
+            bytes,
+            cut: None,
+        };
+        self.members.insert(0, manifest);
+        self
+    }
+
     /// Says what was left out.
-    pub fn leave(&mut self, what: impl Into<String>, why: LeftWhy) {
-        self.left_out.push(LeftOut {
-            what: what.into(),
-            why,
-        });
+    pub fn leave(&mut self, what: LeftItem, why: LeftWhy) {
+        self.left_out.push(LeftOut { what, why });
     }
 }
 
@@ -331,7 +375,7 @@ mod tests {
     #[test]
     fn redact_unit_keeps_the_keys_and_drops_continued_lines() {
         let text = "[Service]\nExecStart=/bin/x \\\n  --key=S\nEnvironment=K=S\nRestart=always\n";
-        let out = redact_unit(text, Keep::default());
+        let out = redact_unit(text, Keep::default(), "(left out)");
         assert_eq!(
             out,
             "[Service]\nExecStart=(left out)\nEnvironment=(left out)\nRestart=always\n"
@@ -340,6 +384,6 @@ mod tests {
             cmdlines: true,
             env: true,
         };
-        assert_eq!(redact_unit(text, kept), text);
+        assert_eq!(redact_unit(text, kept, "(left out)"), text);
     }
 }

@@ -46,8 +46,8 @@ pub use audit::{
     AuditError, AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, Sink, TargetOutcome,
 };
 pub use bundle::{
-    redact_json, redact_unit, Bundle, Content, Cut, Keep, LeftOut, LeftWhy, Member, CMDLINE_KEYS,
-    ENV_KEYS,
+    redact_json, redact_unit, Bundle, Content, Cut, Keep, LeftItem, LeftOut, LeftWhy, Member,
+    CMDLINE_KEYS, ENV_KEYS, MANIFEST,
 };
 pub use check::{
     CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,
@@ -104,7 +104,7 @@ pub use selector::{BadSelector, GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
-pub use usage::{BadValue, Floor, UnitFileWhy};
+pub use usage::{BadValue, Conflict, Floor, UnitFileWhy};
 pub use verdict::{
     BlindSpot, Caveat, Failed, GpuName, MemoryUnknown, Named, Reason, Verdict, VerdictState, Why,
 };

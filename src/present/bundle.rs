@@ -2,29 +2,30 @@
 //! versions file, and the copies of JSON-lines files (the audit log, a
 //! recording) with what the bundle does not keep removed.
 
-use super::words::bundle::{content, left_why};
-use crate::model::{redact_json, Bundle, Keep, Snapshot};
+use super::words::bundle::{content, left_out};
+use crate::model::{redact_json, Bundle, Content, Keep, Snapshot, MANIFEST};
 use crate::safe::escape;
 use std::io::{self, Write};
 
-/// The listing: where and when, each file with its size and what it is,
-/// then what was left out and why. `name` is the archive's directory.
+/// The listing: where and when, itself ([`MANIFEST`], its size not
+/// known as it is written) then each of `b`'s files with its size and
+/// what it is, then what was left out and why. `name` is the archive's
+/// directory.
 pub fn write_manifest<W: Write>(w: &mut W, name: &str, b: &Bundle) -> io::Result<()> {
     writeln!(w, "gpufree bundle {}", escape(name))?;
     writeln!(w, "gpufree {}", env!("CARGO_PKG_VERSION"))?;
     writeln!(w)?;
     writeln!(w, "Files:")?;
-    let width = b.members.iter().map(|m| m.name.len()).max().unwrap_or(0);
+    let names = b.members.iter().map(|m| m.name.len());
+    let width = names.chain([MANIFEST.len()]).max().unwrap_or(0);
+    let this = content(&Content::Manifest);
+    writeln!(w, "  {MANIFEST:width$}  {:>9}  {this}", "-")?;
     for m in &b.members {
-        let size = match m.content {
-            crate::model::Content::Manifest => "-".to_string(),
-            _ => m.bytes.len().to_string(),
-        };
         write!(
             w,
             "  {:width$}  {:>9}  {}",
             escape(&m.name),
-            size,
+            m.bytes.len(),
             content(&m.content)
         )?;
         match m.cut {
@@ -36,7 +37,7 @@ pub fn write_manifest<W: Write>(w: &mut W, name: &str, b: &Bundle) -> io::Result
         writeln!(w)?;
         writeln!(w, "Left out:")?;
         for l in &b.left_out {
-            writeln!(w, "  {}: {}", escape(&l.what), left_why(&l.why))?;
+            writeln!(w, "  {}", left_out(l))?;
         }
     }
     Ok(())

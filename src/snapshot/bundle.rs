@@ -3,7 +3,7 @@
 //! version files and the unit files of the holders' system units.
 
 use super::Collector;
-use crate::model::{LeftOut, LeftWhy, Snapshot};
+use crate::model::{LeftItem, LeftOut, LeftWhy, Snapshot};
 use crate::proc::bundle::UnitRead;
 
 /// The most units whose files one bundle reads.
@@ -42,7 +42,7 @@ impl Collector {
                 }
             };
             left.push(LeftOut {
-                what: unit.to_string(),
+                what: LeftItem::Unit(unit.to_string()),
                 why,
             });
         }

@@ -424,3 +424,40 @@ fn bundle_copies_a_recording_redacted_and_leaves_out_what_is_not_json() {
         r.report()
     );
 }
+
+/// `--out -` with stdout a terminal is a usage error (exit 2) refused
+/// before anything is collected: the snapshot the test hook copies, which
+/// the same bundle to a file writes, is never taken.
+#[test]
+fn bundle_to_stdout_on_a_terminal_is_refused_before_anything_is_collected() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let copy = d.tmp.path().join("copy.json");
+    Gpufree::new(["bundle"])
+        .arg("--out")
+        .arg(d.tmp.path().join("b.tar.gz"))
+        .on(&d, &state)
+        .env("GPUFREE_TEST_SNAPSHOT_COPY", &copy)
+        .run()
+        .assert_exit(0);
+    assert!(copy.exists(), "the hook copies a bundle's snapshot");
+    std::fs::remove_file(&copy).unwrap();
+    // It ends at once: the pause lets the pane be kept before it does.
+    let cmd = format!(
+        "sleep 1; env GPUFREE_TEST_SNAPSHOT_COPY={} GPUFREE_SIM_STATE={} {} bundle --out - --dev-dir {} --nvml-lib {}",
+        copy.display(),
+        state.display(),
+        bin().display(),
+        d.dev.display(),
+        sim_lib().display()
+    );
+    let Some(t) = Tmux::start("bundle-tty", &cmd) else {
+        return;
+    };
+    assert_eq!(t.wait_exit(), "2", "{}", t.screen());
+    // Its whole output, the lines scrolled off the pane's top too.
+    let all = t.cmd(&["capture-pane", "-p", "-S", "-"]).stdout;
+    let all = String::from_utf8_lossy(&all);
+    assert!(all.contains("stdout is a terminal"), "{all}");
+    assert!(!copy.exists(), "nothing was collected");
+}

@@ -3,7 +3,7 @@
 //! blocking on a FIFO or acting on a device (its lines are redacted by
 //! `present::bundle::write_redacted_lines`).
 
-use crate::model::{Cut, LeftWhy};
+use crate::model::{Content, Cut, LeftItem, LeftWhy};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -11,6 +11,57 @@ use std::path::Path;
 pub const AUDIT_MAX: u64 = 1 << 20;
 /// The most of a recording copied (its tail).
 pub const RECORDING_MAX: u64 = 16 << 20;
+
+/// A file the caller names for the bundle to copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    /// `--audit-log`: its last records.
+    AuditLog,
+    /// `--recording`: its tail.
+    Recording,
+}
+
+impl Copied {
+    /// The flag that names it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Copied::AuditLog => "--audit-log",
+            Copied::Recording => "--recording",
+        }
+    }
+
+    /// The most of it copied, in bytes.
+    pub fn max(self) -> u64 {
+        match self {
+            Copied::AuditLog => AUDIT_MAX,
+            Copied::Recording => RECORDING_MAX,
+        }
+    }
+
+    /// Its member's name in the archive.
+    pub fn member(self) -> &'static str {
+        match self {
+            Copied::AuditLog => "audit.jsonl",
+            Copied::Recording => "recording.jsonl",
+        }
+    }
+
+    /// What its member is, copied from `source`.
+    pub fn content(self, source: String) -> Content {
+        match self {
+            Copied::AuditLog => Content::Audit { source },
+            Copied::Recording => Content::Recording { source },
+        }
+    }
+
+    /// What is left out when it is not named.
+    pub fn left(self) -> LeftItem {
+        match self {
+            Copied::AuditLog => LeftItem::AuditLog,
+            Copied::Recording => LeftItem::Recording,
+        }
+    }
+}
 
 /// The last `max` bytes of the regular file at `path` (looked at before
 /// it is opened: opening a device can act, opening a FIFO releases its
