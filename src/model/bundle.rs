@@ -18,14 +18,15 @@ pub struct Keep {
 }
 
 /// The JSON keys whose values are command lines, in every document the
-/// bundle copies (the snapshot's `cmdline`, a launcher's `argv`, the
-/// audit record's invoker `argv`).
-pub const CMDLINE_KEYS: &[&str] = &["cmdline", "argv", "args", "command_line"];
+/// bundle copies (a process's, a launcher's and another process's
+/// `cmdline`, an audit target's `cmdline`, the audit record's invoker
+/// `argv`); `args` and `command_line` as SPEC.md promises.
+const CMDLINE_KEYS: &[&str] = &["cmdline", "argv", "args", "command_line"];
 
 /// The JSON keys whose values are environments; also the `value` of an
 /// object whose `reason` is `preload` (a refusal of protection names the
 /// variable's value).
-pub const ENV_KEYS: &[&str] = &["environment", "env", "environ"];
+const ENV_KEYS: &[&str] = &["environment", "env", "environ"];
 
 impl Snapshot {
     /// Removes what `keep` does not keep: every process's, launcher's and
@@ -58,8 +59,9 @@ impl Snapshot {
 }
 
 /// Removes from a JSON document (an audit record, a line of a recording)
-/// the values of [`CMDLINE_KEYS`] and [`ENV_KEYS`] that `keep` does not
-/// keep, at any depth: an array becomes empty, an object empty, anything
+/// the values of the command line keys and the environment keys (this
+/// file's `CMDLINE_KEYS`, `ENV_KEYS`) that `keep` does not keep, at any
+/// depth: an array becomes empty, an object empty, anything
 /// else an empty string. The keys stay, so a reader sees what was there.
 pub fn redact_json(v: &mut serde_json::Value, keep: Keep) {
     use serde_json::Value;

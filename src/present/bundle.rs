@@ -115,7 +115,61 @@ pub fn write_redacted_lines<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::write_redacted_lines;
-    use crate::model::Keep;
+    use crate::model::{redact_json, Brief, Invoker, Keep, Kin, NotProtected, Process, Snapshot};
+    use crate::present::json::SnapshotDoc;
+
+    const MARK: &str = "MARKER";
+
+    /// The JSON keys `redact_json` empties are the fields the documents a
+    /// bundle copies really have: a marker in every command line,
+    /// environment and preload value of a snapshot's document and of an
+    /// audit record's invoker is gone, and the snapshot's document
+    /// redacted as JSON is the document of the snapshot redacted by field.
+    #[test]
+    fn redact_json_knows_every_field_that_holds_a_command_line_or_an_environment() {
+        let p = Process {
+            cmdline: vec![MARK.into()],
+            environment: [("K".to_string(), MARK.to_string())].into(),
+            not_protected: Some(NotProtected::Preload {
+                variable: "LD_PRELOAD".into(),
+                value: MARK.into(),
+            }),
+            ..Process::default()
+        };
+        let mut s = Snapshot {
+            processes: vec![p],
+            others: vec![Brief {
+                cmdline: vec![MARK.into()],
+                ..Brief::default()
+            }],
+            ..Snapshot::default()
+        };
+        let kin = Kin {
+            cmdline: vec![MARK.into()],
+            ..Kin::default()
+        };
+        s.parents.insert(1, kin);
+        let mut v = serde_json::to_value(SnapshotDoc::new(&s)).unwrap();
+        assert!(v.to_string().contains(MARK));
+        redact_json(&mut v, Keep::default());
+        assert!(!v.to_string().contains(MARK), "{v}");
+        s.redact(Keep::default());
+        // The key stays where redact_json emptied it; the document skips
+        // an empty environment.
+        let emptied = v["processes"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("environment");
+        assert_eq!(emptied, Some(serde_json::json!({})));
+        assert_eq!(v, serde_json::to_value(SnapshotDoc::new(&s)).unwrap());
+        let invoker = Invoker {
+            argv: vec![MARK.into()],
+            ..Invoker::default()
+        };
+        let mut v = serde_json::to_value(invoker).unwrap();
+        redact_json(&mut v, Keep::default());
+        assert!(!v.to_string().contains(MARK), "{v}");
+    }
 
     #[test]
     fn redacted_lines_drop_the_cut_piece_and_what_is_not_json() {

@@ -109,7 +109,7 @@ mod tests {
     use crate::model::{Cut, LeftWhy};
 
     #[test]
-    fn tail_keeps_the_last_bytes_and_refuses_links_and_fifos() {
+    fn tail_keeps_the_last_bytes_and_refuses_links_fifos_and_directories() {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("log");
         std::fs::write(&f, b"0123456789").unwrap();
@@ -122,6 +122,11 @@ mod tests {
         std::os::unix::fs::symlink(&f, &link).unwrap();
         assert!(matches!(tail(&link, 4), Err(LeftWhy::Symlink { .. })));
         assert_eq!(tail(t.path(), 4), Err(LeftWhy::NotRegular));
+        let fifo = t.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success(), "mkfifo");
+        // Refused without waiting for a writer.
+        assert_eq!(tail(&fifo, 4), Err(LeftWhy::NotRegular));
         assert_eq!(tail(&t.path().join("none"), 4), Err(LeftWhy::Missing));
     }
 }
