@@ -169,6 +169,36 @@ pub enum Content {
     },
 }
 
+/// A version file of the host, under the proc root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionFile {
+    /// The kernel's (`version`).
+    Kernel,
+    /// The NVIDIA driver's (`driver/nvidia/version`).
+    NvidiaDriver,
+}
+
+impl VersionFile {
+    /// Both, the kernel's first.
+    pub const ALL: [VersionFile; 2] = [VersionFile::Kernel, VersionFile::NvidiaDriver];
+
+    /// Its path below the proc root.
+    pub fn rel(self) -> &'static str {
+        match self {
+            VersionFile::Kernel => "version",
+            VersionFile::NvidiaDriver => "driver/nvidia/version",
+        }
+    }
+
+    /// Its member's name in the archive.
+    pub fn member(self) -> &'static str {
+        match self {
+            VersionFile::Kernel => "proc-version.txt",
+            VersionFile::NvidiaDriver => "nvidia-driver-version.txt",
+        }
+    }
+}
+
 /// A file in the archive: its name under the archive's directory, what it
 /// is, its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]

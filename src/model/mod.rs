@@ -47,7 +47,7 @@ pub use audit::{
 };
 pub use bundle::{
     redact_json, redact_unit, Bundle, Content, Cut, Keep, LeftItem, LeftOut, LeftWhy, Member,
-    MANIFEST,
+    VersionFile, MANIFEST,
 };
 pub use check::{
     CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,

@@ -44,8 +44,9 @@ pub fn write_manifest<W: Write>(w: &mut W, name: &str, b: &Bundle) -> io::Result
 }
 
 /// The versions file: gpufree's, the NVIDIA driver's as NVML said it,
-/// and the host's name and the time of the collection.
-pub fn write_versions<W: Write>(w: &mut W, s: &Snapshot) -> io::Result<()> {
+/// and the host's name and the time of the collection; where the
+/// kernel's is (`kernel`, its member), when it was read.
+pub fn write_versions<W: Write>(w: &mut W, s: &Snapshot, kernel: Option<&str>) -> io::Result<()> {
     writeln!(w, "gpufree: {}", env!("CARGO_PKG_VERSION"))?;
     let driver = s.nvml.driver_version.as_deref().unwrap_or("unknown");
     writeln!(w, "NVIDIA driver (NVML): {}", escape(driver))?;
@@ -59,7 +60,10 @@ pub fn write_versions<W: Write>(w: &mut W, s: &Snapshot) -> io::Result<()> {
     if let Some(ms) = s.taken_unix_ms {
         writeln!(w, "taken (unix ms): {ms}")?;
     }
-    writeln!(w, "kernel: see proc-version.txt")
+    match kernel {
+        Some(member) => writeln!(w, "kernel: see {member}"),
+        None => Ok(()),
+    }
 }
 
 /// Where the archive was written, after the listing.

@@ -7,7 +7,7 @@
 //! way (a unit that is a link to elsewhere, or to `/etc/shadow`, is named
 //! with where it leads, not read).
 
-use crate::model::LeftWhy;
+use crate::model::{LeftWhy, VersionFile};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -22,13 +22,13 @@ pub const DROPINS_MAX: usize = 16;
 
 /// The version files under the proc root: the kernel's and the NVIDIA
 /// driver's, each with its path, its bytes or why not.
-pub fn versions(proc_root: &Path) -> Vec<(PathBuf, Result<Vec<u8>, LeftWhy>)> {
-    ["version", "driver/nvidia/version"]
+pub fn versions(proc_root: &Path) -> Vec<(VersionFile, FileRead)> {
+    VersionFile::ALL
         .iter()
-        .map(|rel| {
-            let path = proc_root.join(rel);
+        .map(|&file| {
+            let path = proc_root.join(file.rel());
             let read = open_plain(&path).and_then(|f| bounded(f, VERSION_MAX));
-            (path, read)
+            (file, (path, read))
         })
         .collect()
 }
@@ -68,15 +68,16 @@ fn bounded(fd: OwnedFd, max: u64) -> Result<Vec<u8>, LeftWhy> {
     Ok(bytes)
 }
 
-/// A unit file read: where, and its bytes.
-pub type UnitRead = (PathBuf, Result<Vec<u8>, LeftWhy>);
+/// A file read (a version file, a unit file): where, and its bytes or why
+/// not.
+pub type FileRead = (PathBuf, Result<Vec<u8>, LeftWhy>);
 
 /// `unit`'s files in `dirs`: its unit file from the first directory that
 /// has it as a file (a template instance falls back to its template), and
 /// its drop-ins (`UNIT.d/*.conf`) from every directory; a link met on the
 /// way is listed with where it leads. The caller has checked the name
 /// (`restart::is_unit_name`).
-pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<UnitRead> {
+pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<FileRead> {
     let template = unit.split_once('@').and_then(|(head, rest)| {
         let suffix = rest.rsplit_once('.')?.1;
         Some(format!("{head}@.{suffix}"))
@@ -108,7 +109,7 @@ pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<UnitRead> {
 }
 
 /// The drop-ins of `name` in one unit directory, in file-name order.
-fn dropins(dir: &Path, fd: &OwnedFd, name: &str) -> Vec<UnitRead> {
+fn dropins(dir: &Path, fd: &OwnedFd, name: &str) -> Vec<FileRead> {
     let sub = format!("{name}.d");
     let Ok(dfd) = beneath(fd, Path::new(&sub), true) else {
         return Vec::new();
@@ -198,7 +199,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         std::fs::write(t.path().join("version"), "Linux 6.1\n").unwrap();
         let v = versions(t.path());
-        assert_eq!(v[0].1, Ok(b"Linux 6.1\n".to_vec()));
-        assert_eq!(v[1].1, Err(LeftWhy::Missing));
+        assert_eq!(v[0].1 .1, Ok(b"Linux 6.1\n".to_vec()));
+        assert_eq!(v[1].1 .1, Err(LeftWhy::Missing));
     }
 }

@@ -18,8 +18,9 @@ mod read;
 
 use super::args::BundleArgs;
 use super::{take_selected_by, Error, Outcome, Settings};
-use crate::model::{redact_unit, Bundle, Content, Keep, LeftItem, LeftWhy, Snapshot};
+use crate::model::{redact_unit, Bundle, Content, Keep, LeftItem, LeftWhy, Snapshot, VersionFile};
 use crate::present::{Printer, PrinterBuilder};
+use crate::proc::bundle::FileRead;
 use crate::snapshot::Collector;
 use read::Copied;
 use std::io::Write;
@@ -61,8 +62,12 @@ fn assemble(s: &Settings, args: &BundleArgs, keep: Keep) -> Result<(Bundle, Stri
     snap.redact(keep);
     crate::pipeline::judge_with(&mut snap, &Default::default());
     let mut b = Bundle::default();
-    documents(&mut b, &snap)?;
-    version_files(&mut b, &c);
+    let versions = c.version_files();
+    let kernel = versions
+        .iter()
+        .any(|(f, (_, got))| *f == VersionFile::Kernel && got.is_ok());
+    documents(&mut b, &snap, kernel.then(|| VersionFile::Kernel.member()))?;
+    version_files(&mut b, versions);
     unit_files(&mut b, &c, &snap, keep, s.privilege.secure.is_some())?;
     copied(&mut b, args, keep)?;
     b.leave(LeftItem::JournalRecords, LeftWhy::NotRead);
@@ -107,8 +112,9 @@ fn listing(printer: &Printer, manifest: &[u8], out: Option<&Path>) -> std::io::R
 }
 
 /// The collection's documents: status --json and why --json (one
-/// document), status and why as printed, the versions.
-fn documents(b: &mut Bundle, snap: &Snapshot) -> Result<(), Error> {
+/// document), status and why as printed, the versions (pointing at
+/// `kernel`, the kernel's version file's member, where it was read).
+fn documents(b: &mut Bundle, snap: &Snapshot, kernel: Option<&str>) -> Result<(), Error> {
     let json = PrinterBuilder::new().json(true).build();
     let text = PrinterBuilder::new().build();
     let mut doc = Vec::new();
@@ -122,23 +128,18 @@ fn documents(b: &mut Bundle, snap: &Snapshot) -> Result<(), Error> {
     crate::present::write_why_command(&mut text.guard(&mut why), snap, &text)?;
     b.add("why.txt", Content::WhyText, why);
     let mut versions = Vec::new();
-    crate::present::bundle::write_versions(&mut versions, snap)?;
+    crate::present::bundle::write_versions(&mut versions, snap, kernel)?;
     b.add("versions.txt", Content::Versions, versions);
     Ok(())
 }
 
 /// The kernel's and the NVIDIA driver's version files, as the collector
-/// reads them.
-fn version_files(b: &mut Bundle, c: &Collector) {
-    for (path, read) in c.version_files() {
+/// read them.
+fn version_files(b: &mut Bundle, versions: Vec<(VersionFile, FileRead)>) {
+    for (file, (path, read)) in versions {
         let source = path.display().to_string();
-        let name = if source.ends_with("nvidia/version") {
-            "nvidia-driver-version.txt"
-        } else {
-            "proc-version.txt"
-        };
         match read {
-            Ok(bytes) => b.add(name, Content::HostFile { source }, bytes),
+            Ok(bytes) => b.add(file.member(), Content::HostFile { source }, bytes),
             Err(why) => b.leave(LeftItem::Path(source), why),
         }
     }
