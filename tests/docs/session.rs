@@ -36,7 +36,7 @@ impl Session {
     /// state, an empty kernel log) and the build's ([`scratch`]: the BPF
     /// cache), taking no pin, reading not the host's kernel log, and
     /// sending no kill's record to the host's journal.
-    pub fn start(env: &[(&str, String)]) -> Session {
+    pub fn start(env: &[(String, String)]) -> Session {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = format!(
             "{}:{}",
