@@ -19,7 +19,7 @@ mod normalize;
 mod scene;
 mod session;
 
-use markdown::{blocks, steps, Block};
+use markdown::{blocks, steps, Block, Marker};
 use normalize::normalize;
 use scene::Scene;
 use session::Session;
@@ -56,7 +56,7 @@ fn read(page: &str) -> String {
 fn runnable(page: &str) -> Vec<Block> {
     blocks(&read(page))
         .into_iter()
-        .filter(|b| b.info == "console" && b.not_tested().is_none())
+        .filter(|b| b.info == "console" && !matches!(b.marker, Marker::NotTested(_)))
         .collect()
 }
 
@@ -164,12 +164,13 @@ fn every_block_with_commands_is_run_or_marked() {
     for page in pages() {
         let name = page.display().to_string();
         for b in blocks(&read(&name)) {
-            if b.not_tested().is_some_and(|r| !r.is_empty()) || b.excerpt_of().is_some() {
-                marked += 1;
-            } else if b.info == "console" && run.contains(&name.as_str()) {
-                tested += 1;
-            } else if b.info == "console" || b.shows_commands() {
-                wrong.push(format!("{name}:{}", b.line));
+            let console = b.info == "console";
+            match &b.marker {
+                Marker::NotTested(reason) if !reason.is_empty() => marked += 1,
+                Marker::ExcerptOf(_) => marked += 1,
+                _ if console && run.contains(&name.as_str()) => tested += 1,
+                _ if console || b.shows_commands() => wrong.push(format!("{name}:{}", b.line)),
+                _ => {}
             }
         }
     }
@@ -203,7 +204,9 @@ fn every_excerpt_is_lines_of_its_file() {
     for page in pages() {
         let name = page.display().to_string();
         for b in blocks(&read(&name)) {
-            let Some(path) = b.excerpt_of() else { continue };
+            let Marker::ExcerptOf(path) = &b.marker else {
+                continue;
+            };
             let file = read(path);
             let lines: Vec<&str> = file.lines().map(str::trim).collect();
             for l in b.body.iter().map(|l| l.trim()) {
