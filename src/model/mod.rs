@@ -29,6 +29,7 @@ mod pin;
 mod prepare;
 mod process;
 mod readback;
+mod redact;
 mod release;
 mod rename;
 mod restart;
@@ -46,8 +47,8 @@ pub use audit::{
     AuditError, AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, Sink, TargetOutcome,
 };
 pub use bundle::{
-    redact_json, redact_unit, Bundle, Content, Cut, Keep, LeftItem, LeftOut, LeftWhy, Member,
-    VersionFile, MANIFEST,
+    limits as bundle_limits, Bundle, Content, Cut, LeftItem, LeftOut, LeftWhy, Member, VersionFile,
+    MANIFEST,
 };
 pub use check::{
     CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,
@@ -92,6 +93,7 @@ pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,
 };
+pub use redact::{redact_json, redact_unit, Keep};
 pub use release::{Held, Holds, OnGpu, Restart};
 pub use rename::{base, names_program, rename_of, started_as, Rename};
 pub use restart::{BusFailure, RestartSource, UnitUnread};

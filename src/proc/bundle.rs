@@ -13,12 +13,7 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-/// The most of a version file read.
-pub const VERSION_MAX: u64 = 64 * 1024;
-/// The most of one unit file or drop-in read.
-pub const UNIT_MAX: u64 = 256 * 1024;
-/// The most drop-ins read per unit and directory.
-pub const DROPINS_MAX: usize = 16;
+use crate::model::bundle_limits::{DROPINS_PER_DIR, UNIT_FILE_BYTES, VERSION_FILE_BYTES};
 
 /// The version files under the proc root: the kernel's and the NVIDIA
 /// driver's, each with its path, its bytes or why not.
@@ -27,7 +22,7 @@ pub fn versions(proc_root: &Path) -> Vec<(VersionFile, FileRead)> {
         .iter()
         .map(|&file| {
             let path = proc_root.join(file.rel());
-            let read = open_plain(&path).and_then(|f| bounded(f, VERSION_MAX));
+            let read = open_plain(&path).and_then(|f| bounded(f, VERSION_FILE_BYTES));
             (file, (path, read))
         })
         .collect()
@@ -93,7 +88,7 @@ pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<FileRead> {
             match beneath(fd, Path::new(name), false) {
                 Err(LeftWhy::Missing) => {}
                 Ok(f) => {
-                    out.push((dir.join(name), bounded(f, UNIT_MAX)));
+                    out.push((dir.join(name), bounded(f, UNIT_FILE_BYTES)));
                     break 'main;
                 }
                 Err(why) => out.push((dir.join(name), Err(symlink(fd, name, why)))),
@@ -125,10 +120,10 @@ fn dropins(dir: &Path, fd: &OwnedFd, name: &str) -> Vec<FileRead> {
     names.sort();
     names
         .into_iter()
-        .take(DROPINS_MAX)
+        .take(DROPINS_PER_DIR)
         .map(|n| {
             let read = match beneath(&dfd, Path::new(&n), false) {
-                Ok(f) => bounded(f, UNIT_MAX),
+                Ok(f) => bounded(f, UNIT_FILE_BYTES),
                 Err(why) => Err(symlink(&dfd, &n, why)),
             };
             (dir.join(&sub).join(&n), read)
@@ -167,7 +162,7 @@ fn symlink(dir: &OwnedFd, name: &str, why: LeftWhy) -> LeftWhy {
 
 #[cfg(test)]
 mod tests {
-    use super::{unit_files, versions, UNIT_MAX};
+    use super::{unit_files, versions, UNIT_FILE_BYTES};
     use crate::model::LeftWhy;
 
     #[test]
@@ -189,9 +184,18 @@ mod tests {
         assert_eq!(got[2].0, a.join("x.service.d/10-a.conf"));
         assert!(matches!(&got[3].1, Err(LeftWhy::Symlink { .. })));
         assert_eq!(got.len(), 4);
-        std::fs::write(b.join("big.service"), vec![b'#'; UNIT_MAX as usize + 1]).unwrap();
+        std::fs::write(
+            b.join("big.service"),
+            vec![b'#'; UNIT_FILE_BYTES as usize + 1],
+        )
+        .unwrap();
         let big = unit_files(&[b], "big.service");
-        assert_eq!(big[0].1, Err(LeftWhy::TooLarge { max: UNIT_MAX }));
+        assert_eq!(
+            big[0].1,
+            Err(LeftWhy::TooLarge {
+                max: UNIT_FILE_BYTES
+            })
+        );
     }
 
     #[test]

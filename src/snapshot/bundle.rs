@@ -7,8 +7,7 @@ use crate::model::VersionFile;
 use crate::model::{LeftItem, LeftOut, LeftWhy, Snapshot};
 use crate::proc::bundle::FileRead;
 
-/// The most units whose files one bundle reads.
-pub(crate) const UNITS_MAX: usize = 32;
+use crate::model::bundle_limits::UNITS;
 
 impl Collector {
     /// The kernel's and the NVIDIA driver's version files under the proc
@@ -18,7 +17,7 @@ impl Collector {
     }
 
     /// The unit files and drop-ins of the system units that own `snap`'s
-    /// holders (each unit once, at most 32), by unit; and the
+    /// holders (each unit once, at most [`UNITS`]), by unit; and the
     /// units not read, with why.
     pub fn unit_files(&self, snap: &Snapshot) -> (Vec<(String, FileRead)>, Vec<LeftOut>) {
         let units: std::collections::BTreeSet<&str> = snap
@@ -29,8 +28,8 @@ impl Collector {
         let mut read = Vec::new();
         let mut left = Vec::new();
         for (i, unit) in units.into_iter().enumerate() {
-            let why = if i >= UNITS_MAX {
-                LeftWhy::TooMany { max: UNITS_MAX }
+            let why = if i >= UNITS {
+                LeftWhy::TooMany { max: UNITS }
             } else if !crate::proc::restart::is_unit_name(unit) {
                 LeftWhy::BadUnitName
             } else {

@@ -18,6 +18,7 @@ mod read;
 
 use super::args::BundleArgs;
 use super::{take_selected_by, Error, Outcome, Settings};
+use crate::model::bundle_limits::UNIT_FILES_TOTAL_BYTES;
 use crate::model::{redact_unit, Bundle, Content, Keep, LeftItem, LeftWhy, Snapshot, VersionFile};
 use crate::present::{Printer, PrinterBuilder};
 use crate::proc::bundle::FileRead;
@@ -166,8 +167,8 @@ fn unit_files(
     for (unit, (path, got)) in read {
         let source = path.display().to_string();
         let bytes = match got {
-            Ok(bytes) if total + bytes.len() as u64 > UNITS_TOTAL_MAX => {
-                let max = UNITS_TOTAL_MAX;
+            Ok(bytes) if total + bytes.len() as u64 > UNIT_FILES_TOTAL_BYTES => {
+                let max = UNIT_FILES_TOTAL_BYTES;
                 b.leave(LeftItem::Path(source), LeftWhy::TooLarge { max });
                 continue;
             }
@@ -192,9 +193,6 @@ fn unit_files(
     }
     Ok(())
 }
-
-/// The most bytes of unit files one bundle takes, all units together.
-const UNITS_TOTAL_MAX: u64 = 8 << 20;
 
 /// `path` as a member's path below a directory: `/` then its normal
 /// components (no root, no `..`).

@@ -7,10 +7,7 @@ use crate::model::{Content, Cut, LeftItem, LeftWhy};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-/// The most of the audit log copied (its last records).
-pub const AUDIT_MAX: u64 = 1 << 20;
-/// The most of a recording copied (its tail).
-pub const RECORDING_MAX: u64 = 16 << 20;
+use crate::model::bundle_limits::{AUDIT_TAIL_BYTES, RECORDING_TAIL_BYTES};
 
 /// A file the caller names for the bundle to copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +30,8 @@ impl Copied {
     /// The most of it copied, in bytes.
     pub fn max(self) -> u64 {
         match self {
-            Copied::AuditLog => AUDIT_MAX,
-            Copied::Recording => RECORDING_MAX,
+            Copied::AuditLog => AUDIT_TAIL_BYTES,
+            Copied::Recording => RECORDING_TAIL_BYTES,
         }
     }
 
