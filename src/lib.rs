@@ -15,7 +15,7 @@
 //!   [`pipeline`] joins it to collection: collect, narrow, judge.
 //! - [`act`]: kill and wait, by identity; values out, nothing printed.
 //! - [`present`]: table, why, kill, JSON and metrics writers.
-//! - front ends: [`watch`] (the live view), [`serve`] (the metrics
+//! - front ends: [`watch`] (the live view), [`record`] (the timeline), [`serve`] (the metrics
 //!   server), [`doctor`] (the checks of a systemd unit).
 //! - [`safe`]: hostile strings made harmless: escaped for a terminal,
 //!   quoted for a shell; [`paths`]: files a caller names, written only
@@ -43,6 +43,7 @@ pub mod paths;
 pub mod pipeline;
 pub mod present;
 pub mod proc;
+pub mod record;
 pub mod safe;
 pub mod serve;
 pub mod sim;

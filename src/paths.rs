@@ -36,6 +36,12 @@ pub enum Refused {
     /// Something is already there, where only a new file is written.
     #[error("already exists; not replaced (give a new name)")]
     Exists,
+    /// A directory another user owns, or others may write (not sticky):
+    /// they could rename or replace what is written there.
+    #[error(
+        "its directory is another user's, or others may write it; give a directory of your own"
+    )]
+    OthersDirectory,
 }
 
 /// Why a named file could not be opened: refused, or an error.
@@ -112,8 +118,30 @@ pub fn existing(dir: &OwnedFd, name: &std::ffi::OsStr) -> Result<bool, OpenError
 /// ([`writable`]): the file the caller named, and theirs.
 pub fn open_append(path: &Path, mode: u32) -> Result<std::fs::File, OpenError> {
     let (dir, name) = dir_of(path)?;
+    open_append_at(&dir, name, mode)
+}
+
+/// Whether a directory opened by [`open_dir`] is one nobody else controls:
+/// the real user's own or root's, and writable by no one else unless
+/// sticky (where only an entry's owner may rename or remove it).
+pub fn trusted_dir(dir: &OwnedFd) -> Result<(), OpenError> {
+    let st = rustix::fs::fstat(dir).map_err(std::io::Error::from)?;
+    let owner_ok = st.st_uid == rustix::process::getuid().as_raw() || st.st_uid == 0;
+    let others_write = st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0;
+    if !owner_ok || others_write {
+        return Err(Refused::OthersDirectory.into());
+    }
+    Ok(())
+}
+
+/// `name` in `dir` opened as [`open_append`] opens a path.
+pub fn open_append_at(
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    mode: u32,
+) -> Result<std::fs::File, OpenError> {
     let fd = rustix::fs::openat(
-        &dir,
+        dir,
         name,
         OFlags::WRONLY
             | OFlags::APPEND

@@ -326,6 +326,8 @@ fn refuse_steering(cli: &Cli, why: Secure) -> Result<(), Error> {
         Some(Command::Metrics {
             output: Some(_), ..
         }) => refused("--output"),
+        // A setuid record would append to a file of its caller's choosing.
+        Some(Command::Record(_)) => refused("record"),
         // A setuid serve would bind any port for its caller.
         Some(Command::Serve(_)) => refused("serve"),
         // It needs no privilege; a setuid one would connect anywhere for

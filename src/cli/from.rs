@@ -6,11 +6,13 @@
 //! flags that steer a live collection are refused with it. In secure mode
 //! only stdin (`-`) is read: the caller's shell opened it with the
 //! caller's own rights, so a setuid gpufree reads no file its caller
-//! could not.
+//! could not. A recording (`gpufree record`) is read at the moment
+//! `--at` names, or at its end.
 
 use super::args::{CheckArgs, Command};
 use super::{Cli, Error, Settings};
 use crate::diagnose::Options;
+use crate::model::{is_recording, state_at, At, RecordBad};
 use crate::model::{FromBad, FromFile, Snapshot, FROM_MAX_BYTES, SNAPSHOT_VERSION};
 use crate::present::Printer;
 use crate::{pipeline, snapshot};
@@ -44,6 +46,7 @@ pub(super) fn refuse(cli: &Cli, secure: bool) -> Result<(), Error> {
         Some(Command::Sim(_)) => Some("sim"),
         Some(Command::Prepare) => Some("prepare"),
         Some(Command::Bundle(_)) => Some("bundle"),
+        Some(Command::Record(_)) => Some("record"),
     };
     if let Some(command) = command {
         return bad(FromBad::Command(command));
@@ -80,8 +83,21 @@ pub(super) fn take_from(
     opts: &Options,
     printer: &Printer,
 ) -> Result<Snapshot, Error> {
+    let at = match &s.common.at {
+        Some(text) => {
+            Some(At::parse(text).ok_or_else(|| Error::Replay(RecordBad::BadAt(text.clone())))?)
+        }
+        None => None,
+    };
     let bytes = read(path).map_err(Error::From)?;
-    let mut snap = parse(path, &bytes).map_err(Error::From)?;
+    let mut snap = if is_recording(&bytes) {
+        // A recording: the state at `--at` (its end without).
+        state_at(&bytes, at).map_err(Error::Replay)?
+    } else if at.is_some() {
+        return Err(Error::Replay(RecordBad::NotARecording));
+    } else {
+        parse(path, &bytes).map_err(Error::From)?
+    };
     let from = FromFile {
         path: shown(path),
         taken_unix_ms: snap.taken_unix_ms,

@@ -1,8 +1,8 @@
 //! The commands that keep running or run something else: `watch`,
-//! `serve`, `demo` and `sim`.
+//! `serve`, `record`, `demo` and `sim`.
 
 use super::{collector, take_selected};
-use crate::cli::args::{ServeArgs, SimCommand};
+use crate::cli::args::{RecordArgs, ServeArgs, SimCommand};
 use crate::cli::config::Settings;
 use crate::cli::error::{Error, Outcome};
 use crate::present::notice::write_listening;
@@ -80,6 +80,45 @@ pub(super) fn serve(s: &Settings, args: &ServeArgs) -> Result<Outcome, Error> {
             let _ = write_listening(&mut std::io::stderr(), addr, view.as_deref());
         }
     })?;
+    Ok(Outcome::Done)
+}
+
+/// `gpufree record`: the timeline into `--out` until SIGINT or SIGTERM,
+/// then its last record.
+pub(super) fn record(s: &Settings, args: &RecordArgs) -> Result<Outcome, Error> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    // As serve's: each collection asks the driver back to the one before.
+    let cfg = Config {
+        long_lived: true,
+        idle_window: s
+            .collect
+            .idle_window
+            .max(args.interval + std::time::Duration::from_secs(1)),
+        ..s.collect.clone()
+    };
+    let c = collector(s, cfg, None)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    // A handler that cannot be set leaves the default: the process ends
+    // on the signal, every line written whole (each is one write).
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    let opts = crate::record::Options {
+        out: args.out.clone(),
+        interval: args.interval,
+        full_every: args.full_every,
+        scan_every: args.scan_every,
+        bounds: crate::record::Bounds {
+            max_size: args.max_size,
+            max_age_ms: args
+                .max_age
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            keep: args.keep,
+        },
+        audit_log: args.audit_log.clone(),
+        gpus: s.common.gpu.clone(),
+    };
+    crate::record::record(c, &opts, &stop)?;
     Ok(Outcome::Done)
 }
 

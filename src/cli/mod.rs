@@ -6,7 +6,7 @@
 //! - `args`: the clap definitions; `config`: the one configuration step
 //!   (privilege context, environment, flags → [`Settings`]); `show`:
 //!   status, why, metrics; `act`: kill, wait; `live`: watch, serve, demo,
-//!   sim; `fleet`: the fleet view from Prometheus; `files`: doctor, man,
+//!   sim, record; `fleet`: the fleet view from Prometheus; `files`: doctor, man,
 //!   completions and the atomic writes; `from`: a snapshot document read
 //!   back (`--from`); `bundle`: the archive for a bug report; `error`: the outcomes, the errors and their exit
 //!   codes.
@@ -27,7 +27,8 @@ mod spinner;
 mod view;
 
 pub use args::{
-    CheckArgs, Cli, Command, Common, FleetArgs, KillArgs, ServeArgs, SimCommand, WaitArgs,
+    CheckArgs, Cli, Command, Common, FleetArgs, KillArgs, RecordArgs, ServeArgs, SimCommand,
+    WaitArgs,
 };
 pub use config::{settings, Settings};
 pub use error::{exit_code, finish, Error, Outcome};
@@ -151,6 +152,7 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
             ..
         } => live::watch(s, (interval, scan_every), &printer),
         Command::Serve(args) => live::serve(s, &args),
+        Command::Record(args) => live::record(s, &args),
         Command::Metrics {
             output,
             label_cmdline,

@@ -5,6 +5,7 @@
 use super::{Error, Incident, PKILL_PATTERN};
 use crate::model::Snapshot;
 use crate::pipeline;
+use crate::present::columns::{command, write_lines};
 use crate::present::words::demo as words;
 use crate::present::{table, why, Printer};
 use crate::snapshot;
@@ -54,11 +55,8 @@ pub(super) fn free_it<W: Write>(
         printer,
     )?;
     let free = after.verdict.state == crate::model::VerdictState::Free;
-    writeln!(
-        w,
-        "{}",
-        printer.bold(words::ending(free && report.released))
-    )?;
+    let ending = words::ending(free && report.released);
+    write_lines(w, ending, 0, printer, |l| printer.bold(l))?;
     Ok(free && report.released)
 }
 
@@ -81,7 +79,7 @@ pub(super) fn narrate<W: Write>(
     };
     table::write_status(w, &plain, printer)?;
     writeln!(w)?;
-    writeln!(w, "{}", printer.bold(words::FIRST_THEORY))?;
+    write_lines(w, words::FIRST_THEORY, 0, printer, |l| printer.bold(l))?;
     writeln!(w, "{}", printer.bold(words::WHY))?;
     why::write_why(w, snap, printer)?;
     Ok(())
@@ -94,7 +92,8 @@ fn introduce<W: Write>(w: &mut W, inc: &Incident, printer: &Printer) -> std::io:
     let (launcher, tracker) = (pid("launcher"), pid("tracker"));
     let (first, last) = (pid("worker0"), pid("worker7"));
     writeln!(w, "{}", words::host(&launcher, &tracker, &first, &last))?;
-    writeln!(w, "{}", printer.dim(&words::files(&inc.dev, &inc.state)))
+    let files = words::files(&inc.dev, &inc.state);
+    write_lines(w, &files, 2, printer, |l| printer.dim(l))
 }
 
 /// What the operator's `pkill -9 -f` would have hit and missed, as `why
@@ -113,7 +112,7 @@ fn pkill_f<W: Write>(w: &mut W, snap: &Snapshot, printer: &Printer) -> Result<()
         words::would_signal(hits.len(), snap.processes.len())
     )?;
     for p in misses.iter().filter(|p| p.renamed) {
-        writeln!(w, "{}", words::misses(p))?;
+        write_lines(w, &words::misses(p), 11, printer, str::to_string)?;
     }
     Ok(())
 }
@@ -128,7 +127,8 @@ fn ps_grep<W: Write>(w: &mut W, snap: &Snapshot, printer: &Printer) -> Result<()
         .iter()
         .filter(|p| grep.is_match(&p.cmdline_joined()))
     {
-        writeln!(w, "  {:>7} {}", p.pid, p.cmdline_joined())?;
+        let cmdline = command(&p.cmdline_joined(), printer.room(10, 20));
+        writeln!(w, "  {:>7} {cmdline}", p.pid)?;
     }
     writeln!(w, "  {}", printer.dim(words::NOT_SHOWN))?;
     Ok(())

@@ -25,10 +25,12 @@ mod mps;
 mod next;
 mod nodes;
 mod nvml;
+mod patch;
 mod pin;
 mod prepare;
 mod process;
 mod readback;
+mod record;
 mod redact;
 mod release;
 mod rename;
@@ -36,6 +38,7 @@ mod restart;
 mod role;
 mod scan;
 mod selector;
+mod timeline;
 mod unavailable;
 mod usage;
 mod verdict;
@@ -87,12 +90,14 @@ pub use nodes::{
     DevDirUnlisted, FileKind, LinkEnd, LinkTarget, MajorsUnread, NodeRefusal, Wanted, WrongDevice,
 };
 pub use nvml::{NvmlDown, Step, XidDown};
+pub use patch::{apply as apply_patch, diff as diff_json, Misfit, Patch};
 pub use pin::{Pin, Pins};
 pub use prepare::{KeptFile, NothingToKeep, PrepareFailure, Prepared, WalkPin};
 pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,
 };
+pub use record::{events, At, Delta, Entry, Event, Line, RecordBad, RecordEnd, RECORD_VERSION};
 pub use redact::{redact_json, redact_unit, Keep};
 pub use release::{Held, Holds, OnGpu, Restart};
 pub use rename::{base, names_program, rename_of, started_as, Rename};
@@ -105,6 +110,7 @@ pub use scan::{
 pub use selector::{BadSelector, GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+pub use timeline::{is_recording, state_at, Replay, ReplayStep};
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
 pub use usage::{BadValue, Conflict, Floor, UnitFileWhy};
 pub use verdict::{

@@ -21,6 +21,10 @@ pub enum ScanReason {
         pick: ScanPick,
         /// How it was loaded.
         how: WalkHow,
+        /// Why the walk `gpufree prepare` pinned was not taken, where one
+        /// is pinned (absent: taken, none pinned, or none asked).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pin_not_taken: Option<CacheRefusal>,
     },
     /// The proc root is not this PID namespace's: the in-kernel walk
     /// would number other processes.
@@ -179,6 +183,11 @@ pub enum CacheRefusal {
     InUse {
         /// The path.
         path: String,
+    },
+    /// The loaded walk has no map of this name (a pin is missing it).
+    NoSuchMap {
+        /// The map's name.
+        name: String,
     },
 }
 

@@ -1,20 +1,63 @@
 //! Text that fits the printer's width: a command line cut with `…` that
 //! keeps the program's file name, a paragraph wrapped at spaces, the
 //! holder table's wide columns narrowed, and the executables that several
-//! renamed holders share (said once).
+//! renamed holders share (said once); the room a finding's command lines
+//! take in the words being made ([`with_room`], [`command_in`]).
 
 use crate::model::Snapshot;
 use crate::safe::{escape, fit, width};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-/// `cmdline` escaped, within `max` columns: whole when it fits, else its
-/// program named by its file name (`/usr/bin/python3 -m vllm` reads
-/// `python3 -m vllm`) and the rest cut with `…`.
-pub(crate) fn command(cmdline: &str, max: usize) -> String {
-    let whole = escape(cmdline);
-    if width(&whole) <= max {
-        return whole.into_owned();
+/// The columns a line of the words being made may take, for the command
+/// lines in it.
+#[derive(Debug, Clone, Copy)]
+enum Room {
+    /// `why`'s evidence at a width: a line's columns.
+    Columns(usize),
+    /// Words made for no width (JSON, `--wide`): whole, up to
+    /// [`COMMAND_WHOLE`] columns.
+    Whole,
+}
+
+/// A command line's columns where no width is set: whole but for a
+/// hostile one, which must leave its line's end (within `safe::TEXT_MAX`)
+/// readable.
+const COMMAND_WHOLE: usize = 300;
+
+thread_local! {
+    static ROOM: Cell<Room> = const { Cell::new(Room::Whole) };
+}
+
+/// Runs `make` (which makes a finding's words) with its command lines cut
+/// to lines of `room` columns (None: `--wide`, whole up to 300 columns).
+pub(crate) fn with_room<T>(room: Option<usize>, make: impl FnOnce() -> T) -> T {
+    let room = room.map_or(Room::Whole, Room::Columns);
+    let before = ROOM.with(|r| r.replace(room));
+    let made = make();
+    ROOM.with(|r| r.set(before));
+    made
+}
+
+/// `cmdline` as a finding's words show it, on a line where `used` columns
+/// are taken by the rest: whole when it fits, else its program by its file
+/// name (`/opt/venv/bin/python3 train.py` reads `python3 train.py`) and
+/// cut with `…`, to the line's room ([`with_room`]; never under 20
+/// columns).
+pub(crate) fn command_in(cmdline: &str, used: usize) -> String {
+    let max = match ROOM.with(Cell::get) {
+        Room::Columns(room) => room.saturating_sub(used).max(20),
+        Room::Whole => COMMAND_WHOLE,
+    };
+    cut(cmdline, max)
+}
+
+/// `cmdline` (not escaped) within `max` columns: whole, else named by its
+/// program's file name and cut with `…`.
+fn cut(cmdline: &str, max: usize) -> String {
+    if width(cmdline) <= max {
+        return cmdline.to_string();
     }
     let (program, args) = cmdline.split_once(' ').unwrap_or((cmdline, ""));
     let name = program
@@ -26,6 +69,17 @@ pub(crate) fn command(cmdline: &str, max: usize) -> String {
     } else {
         fit(&format!("{name} {args}"), max)
     }
+}
+
+/// `cmdline` escaped, within `max` columns: whole when it fits, else its
+/// program named by its file name (`/usr/bin/python3 -m vllm` reads
+/// `python3 -m vllm`) and the rest cut with `…`.
+pub(crate) fn command(cmdline: &str, max: usize) -> String {
+    let whole = escape(cmdline);
+    if width(&whole) <= max {
+        return whole.into_owned();
+    }
+    cut(cmdline, max)
 }
 
 /// `text` (already escaped) in lines of at most `first` columns, then
@@ -80,6 +134,27 @@ pub(crate) fn narrow(widths: &mut [usize; 7], limit: Option<usize>) {
     }
 }
 
+/// `text` (a narration's line, which may begin with spaces) within the
+/// printer's width: wrapped at spaces, its later lines indented by
+/// `indent` columns, each painted by `paint`; whole under `--wide`.
+pub(crate) fn write_lines<W: Write>(
+    w: &mut W,
+    text: &str,
+    indent: usize,
+    printer: &super::Printer,
+    paint: impl Fn(&str) -> String,
+) -> io::Result<()> {
+    let body = text.trim_start_matches(' ');
+    let lead = text.len() - body.len();
+    let first = printer.room(lead, 20);
+    let rest = printer.room(indent, 20);
+    for (i, line) in wrap(body, first, rest).iter().enumerate() {
+        let pad = if i == 0 { lead } else { indent };
+        writeln!(w, "{:pad$}{}", "", paint(line))?;
+    }
+    Ok(())
+}
+
 /// `text` after `head` (which takes `cols` columns with its space),
 /// wrapped to the printer's width under itself.
 pub(crate) fn write_wrapped<W: Write>(
@@ -102,7 +177,7 @@ pub(crate) fn write_wrapped<W: Write>(
 
 #[cfg(test)]
 mod tests {
-    use super::{command, wrap};
+    use super::{command, command_in, with_room, wrap};
 
     #[test]
     fn a_command_line_keeps_its_program_name_and_is_cut_with_a_mark() {
@@ -111,6 +186,22 @@ mod tests {
         assert_eq!(command(cmd, 20), "python3 -m vllm.ent…");
         assert_eq!(command("/opt/bin/serve", 8), "serve");
         assert_eq!(command("a\x1bb", 10), "a\\eb");
+    }
+
+    #[test]
+    fn a_findings_command_line_takes_the_room_its_line_leaves() {
+        let cmd = "/opt/conda/envs/train/bin/python3.11 /home/ana/project/train.py --epochs 90";
+        assert_eq!(command_in(cmd, 10), cmd);
+        assert_eq!(
+            with_room(Some(40), || command_in(cmd, 10)),
+            "python3.11 /home/ana/project/…"
+        );
+        assert_eq!(
+            with_room(Some(30), || command_in(cmd, 25)),
+            "python3.11 /home/an…"
+        );
+        assert_eq!(with_room(None, || command_in(cmd, 10)), cmd);
+        assert_eq!(with_room(Some(200), || command_in(cmd, 10)), cmd);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 pub mod bundle;
 pub mod check;
-mod columns;
+pub(crate) mod columns;
 pub mod doctor;
 mod drm;
 pub mod fleet;

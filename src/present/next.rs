@@ -5,7 +5,7 @@
 use super::words::gpu_list;
 use crate::diagnose::supervisors::{stop_unit, wait_for};
 use crate::model::{DeviceUse, FleetNode, Next, NotProtected, Who};
-use crate::safe::{shell_command, shell_word};
+use crate::safe::{shell_command, shell_word, width};
 use crate::units::mib;
 
 /// The next command as a line to paste (empty for none).
@@ -134,7 +134,9 @@ pub fn who(w: &Who) -> String {
     let mut s = if cmd.is_empty() || *cmd == w.comm {
         format!("{} {}", w.pid, w.comm)
     } else {
-        format!("{} {} ('{}')", w.pid, w.comm, shorten(cmd, 60))
+        let head = format!("{} {} ('", w.pid, w.comm);
+        let cmd = super::columns::command_in(cmd, width(&head) + 2);
+        format!("{head}{cmd}')")
     };
     if let Some(role) = w.role {
         s.push_str(&format!(" [{}]", super::words::role(role)));

@@ -133,3 +133,13 @@ pub fn write_accept_starved<W: Write>(
 pub fn write_accept_failed<W: Write>(w: &mut W, error: &io::Error) -> io::Result<()> {
     writeln!(w, "gpufree serve: accept: {error}; retrying")
 }
+
+/// `record` skipped a look whose collection failed (the timeline goes on
+/// with the next).
+pub fn write_record_skipped<W: Write>(w: &mut W, message: &str) -> io::Result<()> {
+    writeln!(
+        w,
+        "gpufree record: snapshot failed, nothing recorded for this look: {}",
+        fit(message, crate::safe::MESSAGE_MAX)
+    )
+}

@@ -77,8 +77,11 @@ pub fn write_why<W: Write>(w: &mut W, s: &Snapshot, printer: &Printer) -> io::Re
             ))
         )?;
     }
+    // A command line in the evidence takes the room of its line (11
+    // columns in), whole under --wide.
+    let room = printer.width().map(|_| printer.room(11, 20));
     for (i, f) in s.findings.iter().enumerate() {
-        let said = words(f);
+        let said = super::columns::with_room(room, || words(f));
         if f.kind() == FindingKind::Free {
             writeln!(w, "  {}", fit(&said.message, MESSAGE_MAX))?;
             continue;

@@ -89,6 +89,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     // started by the command line, never reach back into it or the demo.
     ("watch", &["cli", "demo"]),
     ("serve", &["cli", "demo"]),
+    // So is the recorder.
+    ("record", &["cli", "demo"]),
     // The doctor reads a systemd unit file: it needs no snapshot, no
     // pipeline, no action, no presenter and no live view.
     (

@@ -109,8 +109,8 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
         .run();
     r.assert_exit(0);
     let text = std::fs::read_to_string(repo("contrib/systemd/gpufree.conf")).unwrap();
-    assert!(text.contains("ExecStartPre=/usr/local/bin/gpufree wait"));
-    assert!(text.contains("ExecStopPost=-/usr/local/bin/gpufree kill --unit %n --yes"));
+    assert!(text.contains("ExecStartPre=/usr/bin/gpufree wait"));
+    assert!(text.contains("ExecStopPost=-/usr/bin/gpufree kill --unit %n --yes"));
     let r = Gpufree::new(["doctor"])
         .json()
         .args([
@@ -141,6 +141,33 @@ fn systemd_drop_in_is_clean_and_the_incident_unit_is_not() {
         .run();
     r.assert_exit(2);
     assert!(r.stderr.contains("/nonexistent/x.service"));
+}
+
+/// Every contrib file that names gpufree's binary names the one the .deb
+/// and the RPM install (newcomer: the drop-in named /usr/local/bin, which
+/// no install method gives), and says what to change for another.
+#[test]
+fn contrib_files_name_the_packaged_binary() {
+    let cargo = std::fs::read_to_string(repo("Cargo.toml")).unwrap();
+    assert!(cargo.contains(r#"["target/release/gpufree", "usr/bin/", "755"]"#));
+    for file in [
+        "contrib/systemd/gpufree.conf",
+        "contrib/systemd/gpufree-serve.service",
+        "contrib/systemd/gpufree-prepare.service",
+        "contrib/nhc/gpufree.nhc",
+        "contrib/k8s/npd-daemonset-gpufree.yaml",
+        "contrib/k8s/npd-gpufree-monitor.json",
+    ] {
+        let text = std::fs::read_to_string(repo(file)).unwrap();
+        assert!(!text.contains("/usr/local/bin/gpufree"), "{file}");
+        assert!(text.contains("/usr/bin/gpufree"), "{file}");
+        if !file.ends_with(".json") {
+            assert!(
+                text.contains("~/.cargo/bin"),
+                "{file} says what cargo gives"
+            );
+        }
+    }
 }
 
 #[test]
@@ -236,6 +263,36 @@ fn the_serve_unit_passes_systemd_analyze_verify() {
     assert!(text.contains("ExecStart=/usr/bin/gpufree serve "), "{text}");
     if systemd_analyze_runs() {
         verify_unit("gpufree-serve.service");
+    }
+}
+
+/// The shipped unit of `record`: the packaged binary's `record` into its
+/// state directory, no network, no capability to signal; the packages
+/// carry it; systemd accepts it (where systemd-analyze is installed).
+#[test]
+fn the_record_unit_records_into_its_state_directory_and_is_packaged() {
+    let text = std::fs::read_to_string(repo("contrib/systemd/gpufree-record.service")).unwrap();
+    let keys = unit_keys(&text);
+    let value = |key: &str| -> Vec<&str> {
+        keys.iter()
+            .filter(|(s, k, _)| s == "Service" && k == key)
+            .map(|(_, _, v)| v.as_str())
+            .collect()
+    };
+    let exec = value("ExecStart").concat();
+    assert!(
+        exec.starts_with("/usr/bin/gpufree record --out /var/lib/gpufree-record/"),
+        "{exec}"
+    );
+    assert_eq!(value("StateDirectory"), ["gpufree-record"]);
+    assert_eq!(value("PrivateNetwork"), ["yes"]);
+    assert!(!value("CapabilityBoundingSet").concat().contains("CAP_KILL"));
+    let cargo = std::fs::read_to_string(repo("Cargo.toml")).unwrap();
+    let shipped =
+        r#"["contrib/systemd/gpufree-record.service", "usr/share/gpufree/systemd/", "644"]"#;
+    assert!(cargo.contains(shipped), "Cargo.toml lacks {shipped}");
+    if systemd_analyze_runs() {
+        verify_unit("gpufree-record.service");
     }
 }
 

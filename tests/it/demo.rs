@@ -59,6 +59,39 @@ fn demo_shows_what_pkill_and_grep_miss_then_status_and_cleans_up() {
     }
 }
 
+/// The demo within 80 and 100 columns (`COLUMNS`, stdout not a terminal):
+/// its narration (the files, the "misses" lines, the operator's theory,
+/// the ending), the tables, `why`'s evidence and the kill plan, every line
+/// but the `next:` commands (cut, they would not paste); the "misses" lines
+/// keep the exe on a line of their own.
+#[test]
+fn demo_fits_80_and_100_columns() {
+    for columns in [80, 100] {
+        let r = Gpufree::new(["demo"])
+            .env("COLUMNS", columns.to_string())
+            .run();
+        r.assert_exit(0);
+        for line in r.stdout.lines() {
+            if line.trim_start().starts_with("next:") {
+                continue;
+            }
+            assert!(
+                gpufree::safe::width(line) <= columns,
+                "{} > {columns}: {line}\n{}",
+                gpufree::safe::width(line),
+                r.stdout
+            );
+        }
+        assert_eq!(r.stdout.matches("  misses ").count(), 9, "{}", r.stdout);
+        assert!(r.stdout.contains("The operator's first theory"));
+        assert!(
+            r.stdout.contains("All 8 GPUs are free again"),
+            "{}",
+            r.stdout
+        );
+    }
+}
+
 /// `demo --hold` names this gpufree by its path in what it suggests (a
 /// README's build is not on PATH), and ends when its input does.
 #[test]

@@ -112,7 +112,11 @@ fn one_shot_commands_take_the_pinned_walk_in_turn_each_with_its_own_targets() {
     }
     let Some(fs) = BpfFs::mount(&a) else { return };
     let pins = fs.pins();
+    // Another version's pins (here an empty set) go when prepare pins.
+    let other = pins.join("0".repeat(64));
+    std::fs::create_dir_all(&other).unwrap();
     let doc = prepare(&pins);
+    assert!(!other.exists(), "another version's pins are removed");
     let dir = doc["pinned"].as_str().expect("pinned").to_string();
     assert!(dir.starts_with(pins.to_str().unwrap()), "{doc}");
     assert_eq!(
@@ -179,15 +183,22 @@ fn a_pin_in_use_others_may_write_or_reached_through_a_link_is_not_taken() {
     let dir = PathBuf::from(prepare(&pins)["pinned"].as_str().unwrap());
     let h = two_holders(&d.node("nvidia0"));
     let pids: Vec<u32> = h.iter().map(|h| h.pid()).collect();
-    let own = |doc: &Value| {
+    // Loaded its own, found every holder, and said why it took no pin
+    // (`why`: the refusal's name; None: nothing to say).
+    let own = |doc: &Value, why: Option<&str>| {
         assert_ne!(how(doc), &json!({ "per_process": "pinned" }), "{doc}");
         assert_eq!(holders(doc, &pids), want(&h, "nvidia0"));
+        let said = &doc["visibility"]["scan_cause"]["walked"]["pin_not_taken"];
+        match why {
+            Some(why) => assert!(said.get(why).is_some(), "{why}: {}", doc["visibility"]),
+            None => assert!(said.is_null(), "{}", doc["visibility"]),
+        }
     };
 
     // Held by another command (here a flock of the test's own).
     let lock = std::fs::File::open(&dir).unwrap();
     rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
-    own(&status(&d.dev, &pins));
+    own(&status(&d.dev, &pins), Some("in_use"));
     drop(lock);
     assert_eq!(
         how(&status(&d.dev, &pins)),
@@ -196,14 +207,15 @@ fn a_pin_in_use_others_may_write_or_reached_through_a_link_is_not_taken() {
 
     // A directory others may write.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    own(&status(&d.dev, &pins));
+    own(&status(&d.dev, &pins), Some("not_root_only"));
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
 
     // The pins' directory named through a link.
     let link = d.tmp.path().join("link");
     std::os::unix::fs::symlink(&pins, &link).unwrap();
-    own(&status(&d.dev, &link));
+    own(&status(&d.dev, &link), Some("link_or_not_dir"));
 
-    // Off.
-    own(&status(&d.dev, Path::new("off")));
+    // Off, and a directory where nothing is pinned: nothing to say.
+    own(&status(&d.dev, Path::new("off")), None);
+    own(&status(&d.dev, &d.tmp.path().join("none")), None);
 }

@@ -223,7 +223,7 @@ fn a_setuid_copy_takes_no_paths_from_its_caller() {
     // Files: none written, appended to or read.
     let check_state = secret_dir.join("check.json");
     let metrics = secret_dir.join("gpufree.prom");
-    let refused: [(&[&str], &str); 6] = [
+    let refused: [(&[&str], &str); 7] = [
         (
             &["check", "--state", check_state.to_str().unwrap()],
             "--state",
@@ -249,6 +249,8 @@ fn a_setuid_copy_takes_no_paths_from_its_caller() {
         ),
         // A setuid serve would bind any port for its caller.
         (&["serve", "--listen", "127.0.0.1:81"], "serve"),
+        // A setuid record would append to a file of its caller's choosing.
+        (&["record", "--out", secret.to_str().unwrap()], "record"),
         // Nor connect anywhere for it.
         (&["fleet", "--prometheus", "http://127.0.0.1:9"], "fleet"),
     ];

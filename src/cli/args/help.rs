@@ -62,7 +62,7 @@ pub(super) fn all(cmd: Command) -> Command {
 
 /// A command that looks at this host now: everything but `--from`.
 pub(super) fn live(cmd: Command) -> Command {
-    hide_globals(cmd, |a| a.get_id() != "from")
+    hide_globals(cmd, |a| a.get_id() != "from" && a.get_id() != "at")
 }
 
 /// A command that takes no snapshot of this host: only the output flags.

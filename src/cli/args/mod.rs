@@ -12,11 +12,13 @@ mod bundle;
 mod check;
 mod fleet;
 mod help;
+mod record;
 mod serve;
 pub use act::{KillArgs, WaitArgs};
 pub use bundle::BundleArgs;
 pub use check::{CheckArgs, CheckFormat};
 pub use fleet::FleetArgs;
+pub use record::RecordArgs;
 pub use serve::ServeArgs;
 
 /// gpufree: who holds my GPU memory, why is it not free, and what exactly frees it.
@@ -107,6 +109,12 @@ pub struct Common {
     /// as from FILE.
     #[arg(long, value_name = "FILE", global = true, help_heading = WHERE)]
     pub from: Option<PathBuf>,
+    /// With --from a recording (`gpufree record`): the moment to show (default: its end).
+    ///
+    /// RFC 3339 (2026-12-05T20:43:40Z), Unix seconds, or a duration before the recording's end
+    /// (-5m) or after its start (+30s).
+    #[arg(long, value_name = "TIME", global = true, requires = "from", allow_hyphen_values = true, help_heading = WHERE)]
+    pub at: Option<String>,
 }
 
 impl Common {
@@ -206,6 +214,12 @@ pub enum Command {
     /// GET /healthz (200 while the snapshot is fresh, else 503).
     #[command(after_help = help::SERVE, defer(help::live))]
     Serve(ServeArgs),
+    /// Record a timeline of holders, memory, verdicts, findings and kills into FILE.
+    ///
+    /// A full snapshot at start and every --full-every, only what changed between; read it back
+    /// with `why --from FILE --at TIME`. Stops on SIGINT or SIGTERM.
+    #[command(defer(help::live))]
+    Record(RecordArgs),
     /// The same metrics once, on stdout or atomically into FILE (node_exporter's
     /// textfile collector).
     #[command(defer(help::live))]

@@ -7,6 +7,7 @@ use super::files::WriteError;
 use crate::model::{Level, PrepareFailure, Reason};
 use crate::present::check::Format;
 use crate::present::words::verdict::reasons_line;
+use crate::record::RecordError;
 use crate::serve::ServeError;
 use crate::sim::SimError;
 use crate::snapshot::SnapshotError;
@@ -89,7 +90,7 @@ pub enum Error {
     #[error("kill: {}", crate::present::words::target::not_ours(*.0))]
     KillRefused(crate::model::NotOurProc),
     /// A `--dev-dir` given by hand holds no GPU node while NVML sees GPUs.
-    #[error("--dev-dir {}: no GPU device node there (nvidia*, dri/card*, dri/renderD*, kfd)", .0.display())]
+    #[error("{}", crate::present::words::front::no_gpu_node(.0))]
     NoGpuNode(PathBuf),
     /// A `--dev-dir` given by hand could not be listed.
     #[error("{0}")]
@@ -122,7 +123,7 @@ pub enum Error {
         why: crate::model::LeftWhy,
     },
     /// The snapshot could not be taken (no GPU, /proc unreadable).
-    #[error(transparent)]
+    #[error("{}", snapshot_line(.0))]
     Snapshot(SnapshotError),
     /// `watch` without a terminal.
     #[error("watch: needs a terminal on stdin and stdout; for one look use `gpufree status` (or --json)")]
@@ -189,9 +190,27 @@ pub enum Error {
     /// `--from`: the file, or what was asked with it, cannot be used.
     #[error("{}", crate::present::words::from::bad(.0))]
     From(crate::model::FromBad),
+    /// `--from REC --at TIME`: the recording cannot be read at that moment.
+    #[error("{}", crate::present::words::from::replay_bad(.0))]
+    Replay(crate::model::RecordBad),
+    /// `record` could not start or go on.
+    #[error(transparent)]
+    Record(#[from] crate::record::RecordError),
     /// Reading or writing the terminal or stdout failed.
     #[error(transparent)]
     Io(#[from] io::Error),
+}
+
+/// Why the snapshot could not be taken, with the next step where a
+/// newcomer's first run ends here (no GPU: where gpufree looked and the
+/// flags that point it elsewhere).
+fn snapshot_line(e: &SnapshotError) -> String {
+    match e {
+        SnapshotError::NoGpu { nvml, dev_dir } => {
+            crate::present::words::front::no_gpu(nvml, dev_dir)
+        }
+        e => e.to_string(),
+    }
 }
 
 /// An error and its causes in one line, `: ` between them.
@@ -253,6 +272,8 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::UnitFile { .. }
         | E::BundleInput { .. }
         | E::From(_)
+        | E::Replay(_)
+        | E::Record(RecordError::Refused { .. } | RecordError::Gpu(_))
         | E::CmdlinesExposed(_)
         | E::FleetSelector(_)
         | E::FleetUrl(_)
@@ -280,6 +301,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::ReleaseUnknown(_)
         | E::WaitUnknown { .. }
         | E::Prepare(_)
+        | E::Record(_)
         | E::Io(_) => 3,
     }
 }

@@ -137,7 +137,7 @@ fn no_nvml_or_unknown_memory_is_unknown_unless_holders_only() {
     let v = judge(&s);
     assert_eq!(v.state, VerdictState::Unknown);
     let no_nvml = MemoryUnknown::NoNvml {
-        error: Some("no NVIDIA library (libnvidia-ml.so.1): no such file".into()),
+        error: Some("no NVIDIA library (libnvidia-ml.so.1, searched in LD_LIBRARY_PATH, /etc/ld.so.cache, /lib, /usr/lib; name it with --nvml-lib or GPUFREE_NVML_LIB): no such file".into()),
     };
     assert_eq!(
         v.reasons,

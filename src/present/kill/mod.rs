@@ -102,13 +102,17 @@ fn write_target<W: Write + ?Sized>(
         (
             fit(&p.user, crate::present::table::USER_MAX),
             fit(&p.comm, crate::present::table::COMM_MAX),
-            fit(&p.cmdline_joined(), TEXT_MAX),
+            p.cmdline_joined(),
             match p.owner.described() {
                 o if o.is_empty() => "-".to_string(),
                 o => fit(&o, TEXT_MAX),
             },
         )
     });
+    // The command line takes what the line leaves after its labels and
+    // the owner, named by its program's file name when cut.
+    let used = 11 + "cmdline: ".len() + 3 + "owner: ".len() + crate::safe::width(&owner);
+    let cmd = crate::present::columns::command(&cmd, printer.room(used, 20).min(TEXT_MAX));
     writeln!(
         w,
         "  {:>7}  {} {} {}",
@@ -260,14 +264,11 @@ fn write_released<W: Write>(w: &mut W, r: &Report, printer: &Printer) -> io::Res
         .seconds_after_exit
         .map(|t| format!(" ({t:.2} s after the last target exited: the driver's teardown)"))
         .unwrap_or_default();
-    writeln!(
-        w,
-        "{}",
-        printer.bold(&format!(
-            "GPU memory released after {:.2} s{teardown}.",
-            r.seconds_to_release
-        ))
-    )?;
+    let released = format!(
+        "GPU memory released after {:.2} s{teardown}.",
+        r.seconds_to_release
+    );
+    crate::present::columns::write_lines(w, &released, 0, printer, |l| printer.bold(l))?;
     if let Some(e) = &r.restart_watch_error {
         writeln!(
             w,

@@ -1,6 +1,9 @@
 //! Output that fits the terminal (issue 32): the status table and `why`
 //! of the seed incident at 80 and 100 columns, every line within them but
 //! the `next:` commands (cut, they would not paste); `--wide` cuts nothing.
+//! `why`'s evidence names a process by its command line cut to the line's
+//! room (the interpreter's directory dropped first), and `why --pattern`'s
+//! "misses" lines likewise.
 
 use super::{incident, judged, written, Options, PrinterBuilder};
 use crate::present::table::write_status;
@@ -59,4 +62,44 @@ fn wide_cuts_nothing() {
         "{narrow}"
     );
     assert!(narrow.contains("NVIDIA RTX PRO …"), "{narrow}");
+}
+
+/// `why` on `s`, `columns` wide.
+fn why_at(s: &crate::model::Snapshot, columns: Option<usize>) -> String {
+    let printer = PrinterBuilder::new().width(columns).build();
+    written(|w| write_why(w, s, &printer))
+}
+
+#[test]
+fn why_s_evidence_and_pattern_misses_at_80_and_100_columns() {
+    let kernel = judged(
+        super::incident::incident_with_idle_kernel(),
+        &Options::default(),
+    );
+    let pattern = super::with_pattern(&incident(), "python3.*vllm");
+    for columns in [80, 100] {
+        let (kernel, pattern) = (
+            why_at(&kernel, Some(columns)),
+            why_at(&pattern, Some(columns)),
+        );
+        fits(&kernel, columns);
+        fits(&pattern, columns);
+        // The script part stays; the interpreter's directory goes first.
+        assert!(
+            kernel.contains("301200 python3 ('python3 -m ipykernel_launcher -f /home/alice/"),
+            "{kernel}"
+        );
+        assert!(
+            pattern.contains("misses 212437 python3: 'python3 -c from multiprocess"),
+            "{pattern}"
+        );
+        insta::assert_snapshot!(format!("idle_kernel_why_{columns}"), kernel);
+        insta::assert_snapshot!(format!("incident_why_pattern_{columns}"), pattern);
+    }
+    // --wide: whole.
+    let wide = why_at(&kernel, None);
+    assert!(
+        wide.contains("('/home/alice/.venv/bin/python3 -m ipykernel_launcher -f /home/alice/.local/share/jupyter/runtime/kernel-4f1c.json')"),
+        "{wide}"
+    );
 }

@@ -169,7 +169,7 @@ pub fn fix(m: &Mistake) -> String {
         }
         Mistake::FormatSpecifier { spec, .. } => format!("write %%{spec}"),
         Mistake::WaitLoop { .. } => {
-            "ExecStartPre=/usr/local/bin/gpufree wait --gpu all --timeout 120s".into()
+            "ExecStartPre=/usr/bin/gpufree wait --gpu all --timeout 120s".into()
         }
         Mistake::EnvironmentLiteral { name, .. } => {
             format!("write the value itself, e.g. Environment={name}=...")

@@ -2,7 +2,7 @@
 //! why a file or a command line is refused ([`FromBad`]).
 
 use super::fault::utc;
-use crate::model::{FromBad, FromFile, FROM_MAX_BYTES};
+use crate::model::{FromBad, FromFile, RecordBad, FROM_MAX_BYTES};
 use crate::safe::{escape, fit};
 
 /// `from FILE: a snapshot taken at TIME on HOST, not now`.
@@ -82,6 +82,44 @@ pub fn bad(b: &FromBad) -> String {
              file its caller names; give the document on stdin (--from - < FILE: your shell \
              opens it with your own rights)",
             shown(path)
+        ),
+    }
+}
+
+/// Why a recording cannot be read at the moment asked, in one line.
+pub fn replay_bad(b: &RecordBad) -> String {
+    match b {
+        RecordBad::Line { line, error } => format!(
+            "--from: line {line} is no record of `gpufree record` ({})",
+            fit(error, 200)
+        ),
+        RecordBad::Newer { line, version } => format!(
+            "--from: line {line} is a record of version {version}, written by a newer gpufree \
+             (this one reads versions up to {})",
+            crate::model::RECORD_VERSION
+        ),
+        RecordBad::Misfit { line } => format!(
+            "--from: line {line}'s changes do not fit the snapshot before them (a file cut or \
+             joined by hand?)"
+        ),
+        RecordBad::Before {
+            at_ms,
+            first_ms: Some(first),
+        } => format!(
+            "--at: {} is before the recording's first full snapshot ({})",
+            utc(at_ms / 1000),
+            utc(first / 1000)
+        ),
+        RecordBad::Before { .. } => {
+            "--from: the recording holds no full snapshot to start from".to_string()
+        }
+        RecordBad::NotARecording => "--at: only a recording (`gpufree record --out FILE`) has \
+             moments; a snapshot document has one"
+            .to_string(),
+        RecordBad::BadAt(text) => format!(
+            "--at {}: not a time (RFC 3339 like 2026-12-05T20:43:40Z, Unix seconds, -5m before \
+             the recording's end or +30s after its start)",
+            fit(&escape(text), 100)
         ),
     }
 }

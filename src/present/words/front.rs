@@ -6,7 +6,9 @@
 //! user's view is believed; a kill's audit record in one line; a
 //! Prometheus answer the fleet view refuses; why `kill`'s watch for
 //! restarts stopped early and how a target changed before its signal
-//! (their JSON too).
+//! (their JSON too); what a newcomer's first failures ask them to do: no
+//! GPU at all ([`no_gpu`]), a device directory without GPU nodes
+//! ([`no_gpu_node`]).
 
 use crate::model::{
     AuditRecord, BadValue, Change, Conflict, Floor, Held, KillResult, LabelsOver, UnitFileWhy,
@@ -287,6 +289,32 @@ impl fmt::Display for crate::model::AuditError {
             .collect();
         write!(f, "audit record not written: {}", each.join("; "))
     }
+}
+
+/// The GPU device nodes gpufree looks for in a device directory.
+const NODES: &str = "nvidia*, dri/card*, dri/renderD*, kfd";
+
+/// Neither NVML (`nvml`: why) nor a GPU device node in `dev_dir`: what
+/// was looked at, and the next step on a GPU host, in a container and
+/// without a GPU.
+pub fn no_gpu(nvml: &str, dev_dir: &str) -> String {
+    format!(
+        "no GPU here: {nvml}, and no GPU device nodes ({NODES}) in {dev_dir}; \
+         on a GPU host, check that the NVIDIA driver is loaded (nvidia-smi) and name the \
+         directory of its device nodes with --dev-dir (in a container, mount the host's \
+         /dev and driver libraries); without a GPU, \
+         `gpufree demo` shows a simulated host"
+    )
+}
+
+/// A `--dev-dir` given by hand that holds no GPU node while NVML sees
+/// GPUs: what was looked for, and where the nodes usually are.
+pub fn no_gpu_node(dev_dir: &Path) -> String {
+    format!(
+        "--dev-dir {}: no GPU device node there ({NODES}), while NVML sees GPUs; \
+         name the directory that holds them (/dev, or the host's /dev mounted in a container)",
+        dev_dir.display()
+    )
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //! holders, single processes in odd states, protected daemons.
 
 use crate::model::{Finding, GroupName, LaunchGroup, Next, Orphan, PatternHits, Restarter, Who};
-use crate::present::next::{
-    count, gpus_phrase, memory, next_line, nodes, one_or, quoted, shorten, who,
-};
+use crate::present::columns::command_in;
+use crate::present::next::{count, gpus_phrase, memory, next_line, nodes, one_or, quoted, who};
+use crate::safe::width;
 use crate::units::gib;
 
 /// A launch group: how many of it hold how much where, what else its
@@ -170,12 +170,18 @@ pub(super) fn pattern(h: &PatternHits) -> (String, Vec<String>) {
         .misses
         .iter()
         .map(|m| {
+            let head = format!("misses {} {}: ", m.pid, m.comm);
             let why = if m.renamed {
-                format!("its cmdline is now '{}' (renamed)", shorten(&m.seen, 50))
+                let used = width(&head) + "its cmdline is now '' (renamed)".len();
+                format!(
+                    "its cmdline is now '{}' (renamed)",
+                    command_in(&m.seen, used)
+                )
             } else {
-                format!("'{}' does not match", shorten(&m.seen, 50))
+                let used = width(&head) + "'' does not match".len();
+                format!("'{}' does not match", command_in(&m.seen, used))
             };
-            format!("misses {} {}: {why}", m.pid, m.comm)
+            format!("{head}{why}")
         })
         .collect();
     details.extend(
@@ -190,10 +196,9 @@ pub(super) fn pattern(h: &PatternHits) -> (String, Vec<String>) {
         details.push(format!("`pkill {q}` (without -f) matches comm, at most 15 bytes: this pattern, longer than that, hits no holder's comm"));
     }
     details.extend(h.collateral.iter().map(|(pid, comm, seen)| {
-        format!(
-            "also hits {pid} {comm} ('{}'), which holds no GPU",
-            shorten(seen, 60)
-        )
+        let head = format!("also hits {pid} {comm} ('");
+        let seen = command_in(seen, width(&head) + "'), which holds no GPU".len());
+        format!("{head}{seen}'), which holds no GPU")
     }));
     let message = format!(
         "`pkill -f {q}` would hit {} of {} holders and {}; `pkill {q}` (comm) would hit {} of {}",

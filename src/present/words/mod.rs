@@ -95,7 +95,8 @@ fn said(f: &Finding) -> (String, Vec<String>) {
         Evidence::Stopped { who, wchan } => holders::blocked(who, wchan.as_deref(), true),
         Evidence::Protected(list) => holders::protected(list),
         Evidence::PartialView { verdict, unseen } => {
-            (unseen::partial_view(*verdict, unseen), Vec::new())
+            let as_root = f.next == crate::model::Next::AsRoot;
+            (unseen::partial_view(*verdict, unseen, as_root), Vec::new())
         }
         Evidence::OutsideNamespace | Evidence::StaleNvmlPid => {
             (unseen::listed_elsewhere(f), Vec::new())

@@ -59,13 +59,31 @@ impl fmt::Display for Step {
     }
 }
 
+/// Where the library `library` was looked for, and the flag that names
+/// another: a bare name is the dynamic loader's search, a path was given.
+fn looked(library: &str) -> &'static str {
+    if library.contains('/') {
+        "given by --nvml-lib or GPUFREE_NVML_LIB"
+    } else {
+        "searched in LD_LIBRARY_PATH, /etc/ld.so.cache, /lib, /usr/lib; \
+         name it with --nvml-lib or GPUFREE_NVML_LIB"
+    }
+}
+
 impl fmt::Display for NvmlDown {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const HUNG: &str = "NVML did not answer within";
         const LATE: &str = "NVML was not read before the deadline";
         match self {
             NvmlDown::NoLibrary { library, error } => {
-                write!(f, "no NVIDIA library ({library}): {error}")
+                let error = error
+                    .strip_prefix("a libloading error occurred: ")
+                    .unwrap_or(error);
+                write!(
+                    f,
+                    "no NVIDIA library ({library}, {}): {error}",
+                    looked(library)
+                )
             }
             NvmlDown::InitFailed { library, failure } => {
                 write!(f, "NVML init failed ({library}): {}", described(failure))
@@ -206,7 +224,7 @@ mod tests {
                     library: "libnvidia-ml.so.1".into(),
                     error: "no such file".into(),
                 },
-                "no NVIDIA library (libnvidia-ml.so.1): no such file",
+                "no NVIDIA library (libnvidia-ml.so.1, searched in LD_LIBRARY_PATH, /etc/ld.so.cache, /lib, /usr/lib; name it with --nvml-lib or GPUFREE_NVML_LIB): no such file",
             ),
             (
                 NvmlDown::InitFailed {

@@ -3,7 +3,8 @@
 //! and `ps aux | grep NAME` that defeats, for the name it was started as.
 
 use crate::model::{Rename, Renamed};
-use crate::present::next::{count, one_or, quoted, shorten};
+use crate::present::next::{count, one_or, quoted};
+use crate::safe::width;
 
 /// Holders that changed their comm only, or rewrote their command line
 /// (`how`), and what each still shows to `pkill` and `ps | grep`.
@@ -94,11 +95,10 @@ fn holder(r: &Renamed) -> String {
         }
         None => String::new(),
     };
+    let head = format!("{}: comm '{}', cmdline '", r.pid, r.comm);
+    let cmdline = crate::present::columns::command_in(&r.cmdline, width(&head) + 2);
     format!(
-        "{}: comm '{}', cmdline '{}', exe {}{verdict}",
-        r.pid,
-        r.comm,
-        shorten(&r.cmdline, 60),
+        "{head}{cmdline}', exe {}{verdict}",
         r.exe.as_deref().unwrap_or("?")
     )
 }

@@ -23,7 +23,17 @@ impl fmt::Display for ScanReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ScanReason::Picked(pick) => write!(f, "{pick}"),
-            ScanReason::Walked { pick, how } => write!(f, "{pick}; {how}"),
+            ScanReason::Walked {
+                pick,
+                how,
+                pin_not_taken,
+            } => {
+                write!(f, "{pick}; {how}")?;
+                match pin_not_taken {
+                    Some(why) => write!(f, " (the walk gpufree prepare pinned not taken: {why})"),
+                    None => Ok(()),
+                }
+            }
             ScanReason::ForeignProc { proc_root } => write!(
                 f,
                 "{proc_root} is not this PID namespace's /proc: the in-kernel walk would number other processes"
@@ -144,6 +154,7 @@ impl fmt::Display for CacheRefusal {
                 "{path} is not on a BPF file system (mount one: mount -t bpf bpf /sys/fs/bpf)"
             ),
             CacheRefusal::InUse { path } => write!(f, "{path} is in use by another command"),
+            CacheRefusal::NoSuchMap { name } => write!(f, "the walk has no map {name}"),
         }
     }
 }

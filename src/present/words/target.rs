@@ -33,7 +33,7 @@ pub fn left(l: &Left) -> String {
             "protected ({comm}): a driver daemon or display server; --force-protected to include it"
         ),
         Left::NotYours { user, uid, runs_for } => {
-            format!("owned by {user} (uid {uid}), gpufree runs for uid {runs_for}: run as root")
+            format!("owned by {user} (uid {uid}), gpufree runs for uid {runs_for}: run as root (sudo gpufree kill, the same arguments)")
         }
         Left::Zombie { parent } => {
             format!("a zombie: it has exited already; parent {parent} must reap it")
@@ -202,7 +202,7 @@ mod tests {
         };
         assert_eq!(
             left(&not_yours),
-            "owned by bob (uid 1001), gpufree runs for uid 1000: run as root"
+            "owned by bob (uid 1001), gpufree runs for uid 1000: run as root (sudo gpufree kill, the same arguments)"
         );
         assert_eq!(
             left(&Left::ProcNotOurs {

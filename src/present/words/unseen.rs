@@ -2,7 +2,9 @@
 //! for: a partial view, PIDs NVML lists elsewhere, unaccounted memory
 //! with its reset plan, and free GPUs.
 
-use crate::model::{Basis, Cause, Evidence, Finding, Next, Unseen, VerdictState, Who};
+use crate::model::{
+    Basis, Cause, Evidence, Finding, Next, UnreadableReason, Unseen, VerdictState, Who,
+};
 use crate::present::next::{count, gpus_phrase, next_line, who};
 use crate::units::{gib, mib};
 
@@ -13,7 +15,7 @@ pub(super) fn listed_elsewhere(f: &Finding) -> String {
     let bytes = gib(f.bytes);
     if matches!(f.evidence, Evidence::OutsideNamespace) {
         format!(
-            "NVML lists {pids} with {bytes} that this /proc does not have: processes of another PID namespace (the host, or a container on an older driver); run gpufree on the host (or with hostPID) to see and free them"
+            "NVML lists {pids} with {bytes} that this /proc does not have: processes of another PID namespace (the host, or a container on an older driver); run gpufree on the host, or in a container given the host's PID namespace ({HOST_PID}), to see and free them"
         )
     } else {
         format!(
@@ -22,9 +24,19 @@ pub(super) fn listed_elsewhere(f: &Finding) -> String {
     }
 }
 
-/// What could not be seen, and what that leaves of the verdict.
-pub(super) fn partial_view(verdict: VerdictState, unseen: &[Unseen]) -> String {
-    let why: Vec<String> = unseen.iter().map(unseen_words).collect();
+/// What a process gpufree may not read keeps from it, and what lets it
+/// read them.
+pub(super) const UNREADABLE: &str = "reading their fd tables and maps (/proc/PID/fd, /proc/PID/maps) needs root, or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH: run gpufree with sudo";
+
+/// How a container is given the host's PID namespace, so that its /proc
+/// has the processes NVML lists.
+pub(super) const HOST_PID: &str =
+    "docker run --pid=host, podman run --pid=host, Kubernetes hostPID: true";
+
+/// What could not be seen, and what that leaves of the verdict; `as_root`:
+/// gpufree is not root, and root would see more.
+pub(super) fn partial_view(verdict: VerdictState, unseen: &[Unseen], as_root: bool) -> String {
+    let why: Vec<String> = unseen.iter().map(|u| unseen_words(u, as_root)).collect();
     let why = why.join("; ");
     match verdict {
         VerdictState::Unknown => format!(
@@ -35,8 +47,22 @@ pub(super) fn partial_view(verdict: VerdictState, unseen: &[Unseen]) -> String {
     }
 }
 
-fn unseen_words(u: &Unseen) -> String {
+fn unseen_words(u: &Unseen, as_root: bool) -> String {
     match u {
+        Unseen::Unreadable { first, total }
+            if as_root
+                && first
+                    .iter()
+                    .all(|u| u.reason == UnreadableReason::Permission) =>
+        {
+            let each: Vec<String> = first.iter().map(|u| u.pid.to_string()).collect();
+            format!(
+                "{} could not be read (permission denied: PID {}{}): {UNREADABLE}",
+                count(*total, "process", "processes"),
+                each.join(", "),
+                if *total > 6 { ", ..." } else { "" }
+            )
+        }
         Unseen::Unreadable { first, total } => {
             let each: Vec<String> = first
                 .iter()
@@ -89,7 +115,7 @@ pub(super) fn unaccounted(gpu: u32, bytes: u64, cause: &Cause) -> (String, Vec<S
             ),
             holders.iter().map(who).collect(),
         ),
-        Cause::NestedNamespace => (format!("{head} {nobody}; gpufree runs in a nested PID namespace: new drivers hide other namespaces' processes but count their memory"), Vec::new()),
+        Cause::NestedNamespace => (format!("{head} {nobody}; gpufree runs in a nested PID namespace (a container without the host's PID namespace): new drivers hide other namespaces' processes but count their memory; run gpufree on the host, or give its container the host's PID namespace ({HOST_PID})"), Vec::new()),
         Cause::Partial(blind) => (
             format!("{head} {nobody}; the view is partial: {}", super::verdict::blind_spots(blind)),
             Vec::new(),

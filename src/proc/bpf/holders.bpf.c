@@ -47,6 +47,7 @@ struct prefilter {
 	__u64 major_bits[64]; /* bit m % 64 of word m / 64: major m (12 bits) */
 };
 volatile struct prefilter prefilter = {};
+_Static_assert(sizeof(struct prefilter) == 528, "src/proc/bpf/mod.rs writes 528 bytes (PREFILTER)");
 /* Test-only: makes the holder programs fail the verifier (the loader's
  * fallback is tested with a real refusal). */
 const volatile __u32 break_verifier = 0;

@@ -27,6 +27,7 @@ mod loaded;
 mod per_process;
 mod record;
 mod syscalls;
+mod targets;
 mod unavailable;
 
 pub use cache::pin::{dir_from as pin_dir_from, ENV as PIN_ENV};
@@ -37,7 +38,6 @@ pub use unavailable::Unavailable;
 
 use super::nodes::NodeSet;
 use crate::model::{BpfStep, IteratorsWhy, Relocation, WalkHow};
-use aya::maps::HashMap;
 use loaded::Loaded;
 use std::io::Read;
 use std::path::Path;
@@ -113,16 +113,6 @@ pub struct Started {
 /// kernel's buffer of one read).
 const MAX_TARGETS: usize = 400;
 
-/// File systems where `stat`'s device number is the superblock's, so that
-/// a regular-file target matches by inode: tmpfs, ramfs, ext2/3/4, xfs.
-const SAME_DEV_FS: [i64; 4] = [0x0102_1994, 0x8584_58f6, 0xef53, 0x5846_5342];
-
-/// The kernel's own encoding of a device number (`MKDEV`): major in the
-/// top 12 bits, minor in the low 20.
-fn kernel_dev(dev: u64) -> u32 {
-    (rustix::fs::major(dev) << 20) | (rustix::fs::minor(dev) & 0xf_ffff)
-}
-
 /// The programs, loaded and verified once, with their targets: each walk
 /// after that costs only the walk.
 pub struct Programs {
@@ -133,6 +123,8 @@ pub struct Programs {
     /// Where the walk is the one `gpufree prepare` pinned: the lock that
     /// keeps it this command's alone (cache/pin.rs).
     _pin_lock: Option<std::os::fd::OwnedFd>,
+    /// Why the walk `gpufree prepare` pinned was not taken, where one is.
+    pin_not_taken: Option<crate::model::CacheRefusal>,
 }
 
 impl std::fmt::Debug for Programs {
@@ -160,37 +152,6 @@ fn constants(hooks: TestHooks) -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-/// A superblock's bit in the prefilter (holders.bpf.c: `dev_bit`).
-fn dev_bit(dev: u32) -> u64 {
-    1 << ((dev ^ (dev >> 20) ^ (dev >> 8)) & 63)
-}
-
-/// The program's prefilter for `nodes` (holders.bpf.c: `struct
-/// prefilter`, its .bss, written after the load): a bit per target's
-/// inode, superblock and major.
-fn prefilter(nodes: &NodeSet) -> [u8; PREFILTER] {
-    let mut ino_bits = 0u64;
-    let mut dev_bits = 0u64;
-    let mut major_bits = [0u64; 64];
-    for n in &nodes.nodes {
-        ino_bits |= 1 << (n.ino % 64);
-        dev_bits |= dev_bit(kernel_dev(n.dev));
-        if let Some(rdev) = n.rdev {
-            let major = (kernel_dev(rdev) >> 20) as usize;
-            major_bits[major / 64] |= 1 << (major % 64);
-        }
-    }
-    let mut out = [0u8; PREFILTER];
-    let words = [ino_bits, dev_bits].into_iter().chain(major_bits);
-    for (into, w) in out.chunks_exact_mut(8).zip(words) {
-        into.copy_from_slice(&w.to_ne_bytes());
-    }
-    out
-}
-
-/// The bytes of `struct prefilter`.
-const PREFILTER: usize = 8 * 66;
-
 impl Programs {
     /// Loads the object for `nodes`: the per-process walk, relocated to
     /// this kernel (from this boot's cache in `cache`, or afresh from the
@@ -211,10 +172,15 @@ impl Programs {
                 max: MAX_TARGETS,
             });
         }
-        same_dev_targets(nodes)?;
+        targets::same_dev(nodes)?;
         let pinned = pins
             .filter(|_| hooks == TestHooks::default())
-            .and_then(|dir| cache::pin::take(dir, object()).ok());
+            .map(|dir| cache::pin::take(dir, object()));
+        let (pinned, pin_not_taken) = match pinned {
+            Some(Ok(taken)) => (Some(taken), None),
+            Some(Err(why)) => (None, why),
+            None => (None, None),
+        };
         let (loaded, lock) = match pinned {
             Some(taken) => {
                 let relocation = Relocation::Pinned;
@@ -230,10 +196,16 @@ impl Programs {
             loaded,
             walk: 0,
             _pin_lock: lock,
+            pin_not_taken,
         };
-        programs.fill_targets(nodes)?;
+        targets::give(&mut programs.loaded, nodes)?;
         programs.walk = programs.last_walk()?;
         Ok(programs)
+    }
+
+    /// Why the walk `gpufree prepare` pinned was not taken, where one is.
+    pub fn pin_not_taken(&self) -> Option<&crate::model::CacheRefusal> {
+        self.pin_not_taken.as_ref()
     }
 
     /// The number of the last walk of these programs (0: none; a pinned
@@ -305,68 +277,6 @@ impl Programs {
         }
         Ok(files)
     }
-
-    /// Gives the programs the targets (in place of any they had): every
-    /// node by (superblock, inode), and the character and block nodes also
-    /// by device number; then their prefilter.
-    fn fill_targets(&mut self, nodes: &NodeSet) -> Result<(), Unavailable> {
-        let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
-        let idents = nodes
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| ([u64::from(kernel_dev(n.dev)), n.ino], index(i)));
-        fill(&mut self.loaded, "by_ident", idents)?;
-        let rdevs = nodes
-            .nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| Some((kernel_dev(n.rdev?), index(i))));
-        fill(&mut self.loaded, "by_rdev", rdevs)?;
-        let map = self.loaded.map_mut(".bss")?;
-        aya::maps::Array::<_, [u8; PREFILTER]>::try_from(map)
-            .and_then(|mut a| a.set(0, prefilter(nodes), 0))
-            .map_err(|e| failed(BpfStep::Map(".bss".into()), &e))
-    }
-}
-
-/// Fails for a regular-file target on a file system whose `stat` device
-/// number may not be its superblock's (the walk matches those by inode).
-fn same_dev_targets(nodes: &NodeSet) -> Result<(), Unavailable> {
-    for n in nodes.nodes.iter().filter(|n| n.rdev.is_none()) {
-        // f_type's type differs between targets (i64 on x86-64).
-        #[allow(clippy::unnecessary_cast)]
-        let same_dev =
-            rustix::fs::statfs(&n.path).is_ok_and(|f| SAME_DEV_FS.contains(&(f.f_type as i64)));
-        if !same_dev {
-            return Err(Unavailable::ForeignFs(n.path.display().to_string()));
-        }
-    }
-    Ok(())
-}
-
-/// Puts `entries` in the hash map `name`, in place of what it held.
-fn fill<K: aya::Pod>(
-    loaded: &mut Loaded,
-    name: &'static str,
-    entries: impl Iterator<Item = (K, u32)>,
-) -> Result<(), Unavailable> {
-    let map = loaded.map_mut(name)?;
-    let mut map: HashMap<_, K, u32> =
-        HashMap::try_from(map).map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
-    let held: Vec<K> = map
-        .keys()
-        .collect::<Result<_, _>>()
-        .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
-    for key in &held {
-        map.remove(key)
-            .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
-    }
-    for (key, target) in entries {
-        map.insert(key, target, 0)
-            .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
-    }
-    Ok(())
 }
 
 /// Reads one walk to its end. The kernel answers EAGAIN after a million

@@ -382,9 +382,9 @@ pub fn caveat(c: &Caveat) -> String {
             processes(p.len()),
             pids(p),
             if *root {
-                ""
+                String::new()
             } else {
-                "; run as root to read them"
+                format!("; {}", super::unseen::UNREADABLE)
             },
             if *accounted { ACCOUNTED } else { "" }
         ),

@@ -326,7 +326,7 @@ fn each_caveat() {
             root: false,
             accounted: false
         }),
-        "2 processes could not be read (permission denied: PID 1, 2); run as root to read them"
+        "2 processes could not be read (permission denied: PID 1, 2); reading their fd tables and maps (/proc/PID/fd, /proc/PID/maps) needs root, or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH: run gpufree with sudo"
     );
     assert_eq!(
         caveat(&Caveat::Hidepid { accounted: true }),

@@ -50,8 +50,14 @@ const MAPS: [(&str, &str); 4] = [
     (".bss", "prefilter"),
 ];
 
-/// The pins' directory, from the environment's `value`, as the cache's.
+/// The pins' directory, from the environment's `value`, as the cache's;
+/// none for a gpufree whose real user is not root (a setuid copy a user
+/// runs): one command at a time takes the pins, and a user's command,
+/// stopped while it holds them, would keep every other command from them.
 pub fn dir_from(value: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    if !rustix::process::getuid().is_root() {
+        return None;
+    }
     root_may_name(value, DEFAULT_DIR)
 }
 
@@ -186,7 +192,31 @@ pub fn keep(dir: &Path, object: &[u8], walk: &Direct) -> Result<PathBuf, CacheRe
     if pinned.is_err() {
         remove(&root, &aside);
     }
-    pinned.map(|()| at)
+    pinned.map(|()| {
+        remove_others(&root, &name);
+        at
+    })
+}
+
+/// Removes the pins of other gpufree versions or builds in `root` (every
+/// directory named like a key, or a key's directory being made, but
+/// `ours` and ours being made by another prepare): their walks stay
+/// loaded until their pins go.
+fn remove_others(root: &OwnedFd, ours: &str) {
+    let Ok(dir) = rustix::fs::Dir::read_from(root) else {
+        return;
+    };
+    let names: Vec<String> = dir
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
+        .collect();
+    for name in names {
+        let key = name.split('_').next().unwrap_or_default();
+        let like_a_key = key.len() == 64 && key.bytes().all(|b| b.is_ascii_hexdigit());
+        if like_a_key && key != ours {
+            remove(root, &name);
+        }
+    }
 }
 
 /// Makes the directory `name` in `root` (0700) and pins `walk` in it.
@@ -201,7 +231,9 @@ fn pin_all(root: &OwnedFd, name: &str, at: &Path, walk: &Direct) -> Result<(), C
     pin(walk.program.as_fd(), PROGRAM)?;
     for (object_name, pinned) in MAPS {
         let fd = walk.maps.get(object_name).and_then(map_fd);
-        let fd = fd.ok_or_else(|| io(&at.join(pinned), "no such map in the walk"))?;
+        let fd = fd.ok_or_else(|| CacheRefusal::NoSuchMap {
+            name: object_name.to_string(),
+        })?;
         pin(fd, pinned)?;
     }
     Ok(())

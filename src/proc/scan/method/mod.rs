@@ -302,6 +302,7 @@ impl WalkChooser {
                     State::Loaded(p) | State::Busy(p, _) => ScanReason::Walked {
                         pick: why,
                         how: p.how(),
+                        pin_not_taken: p.pin_not_taken().cloned(),
                     },
                     _ => ScanReason::Picked(why),
                 },

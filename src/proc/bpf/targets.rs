@@ -1,0 +1,113 @@
+//! The targets the walk looks for, given to its maps: each node by
+//! (superblock, inode) and by device number, and the prefilter that spares
+//! most files those lookups.
+
+use super::loaded::Loaded;
+use super::unavailable::failed;
+use super::Unavailable;
+use crate::model::BpfStep;
+use crate::proc::nodes::NodeSet;
+use aya::maps::HashMap;
+
+/// File systems where `stat`'s device number is the superblock's, so that
+/// a regular-file target matches by inode: tmpfs, ramfs, ext2/3/4, xfs.
+const SAME_DEV_FS: [i64; 4] = [0x0102_1994, 0x8584_58f6, 0xef53, 0x5846_5342];
+
+/// The kernel's own encoding of a device number (`MKDEV`): major in the
+/// top 12 bits, minor in the low 20.
+fn kernel_dev(dev: u64) -> u32 {
+    (rustix::fs::major(dev) << 20) | (rustix::fs::minor(dev) & 0xf_ffff)
+}
+
+/// A superblock's bit in the prefilter (holders.bpf.c: `dev_bit`).
+fn dev_bit(dev: u32) -> u64 {
+    1 << ((dev ^ (dev >> 20) ^ (dev >> 8)) & 63)
+}
+
+/// The program's prefilter for `nodes` (holders.bpf.c: `struct
+/// prefilter`, its .bss, written after the load): a bit per target's
+/// inode, superblock and major.
+fn prefilter(nodes: &NodeSet) -> [u8; PREFILTER] {
+    let mut ino_bits = 0u64;
+    let mut dev_bits = 0u64;
+    let mut major_bits = [0u64; 64];
+    for n in &nodes.nodes {
+        ino_bits |= 1 << (n.ino % 64);
+        dev_bits |= dev_bit(kernel_dev(n.dev));
+        if let Some(rdev) = n.rdev {
+            let major = (kernel_dev(rdev) >> 20) as usize;
+            major_bits[major / 64] |= 1 << (major % 64);
+        }
+    }
+    let mut out = [0u8; PREFILTER];
+    let words = [ino_bits, dev_bits].into_iter().chain(major_bits);
+    for (into, w) in out.chunks_exact_mut(8).zip(words) {
+        into.copy_from_slice(&w.to_ne_bytes());
+    }
+    out
+}
+
+/// The bytes of `struct prefilter`.
+const PREFILTER: usize = 8 * 66;
+
+/// Gives the programs `loaded` the targets `nodes` (in place of any they
+/// had): every node by (superblock, inode), and the character and block
+/// nodes also by device number; then their prefilter.
+pub fn give(loaded: &mut Loaded, nodes: &NodeSet) -> Result<(), Unavailable> {
+    let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+    let idents = nodes
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| ([u64::from(kernel_dev(n.dev)), n.ino], index(i)));
+    fill(loaded, "by_ident", idents)?;
+    let rdevs = nodes
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| Some((kernel_dev(n.rdev?), index(i))));
+    fill(loaded, "by_rdev", rdevs)?;
+    let map = loaded.map_mut(".bss")?;
+    aya::maps::Array::<_, [u8; PREFILTER]>::try_from(map)
+        .and_then(|mut a| a.set(0, prefilter(nodes), 0))
+        .map_err(|e| failed(BpfStep::Map(".bss".into()), &e))
+}
+
+/// Fails for a regular-file target on a file system whose `stat` device
+/// number may not be its superblock's (the walk matches those by inode).
+pub fn same_dev(nodes: &NodeSet) -> Result<(), Unavailable> {
+    for n in nodes.nodes.iter().filter(|n| n.rdev.is_none()) {
+        // f_type's type differs between targets (i64 on x86-64).
+        #[allow(clippy::unnecessary_cast)]
+        let same_dev =
+            rustix::fs::statfs(&n.path).is_ok_and(|f| SAME_DEV_FS.contains(&(f.f_type as i64)));
+        if !same_dev {
+            return Err(Unavailable::ForeignFs(n.path.display().to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// Puts `entries` in the hash map `name`, in place of what it held.
+fn fill<K: aya::Pod>(
+    loaded: &mut Loaded,
+    name: &'static str,
+    entries: impl Iterator<Item = (K, u32)>,
+) -> Result<(), Unavailable> {
+    let map = loaded.map_mut(name)?;
+    let mut map: HashMap<_, K, u32> =
+        HashMap::try_from(map).map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
+    let held: Vec<K> = map
+        .keys()
+        .collect::<Result<_, _>>()
+        .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
+    for key in &held {
+        map.remove(key)
+            .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
+    }
+    for (key, target) in entries {
+        map.insert(key, target, 0)
+            .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
+    }
+    Ok(())
+}
