@@ -375,8 +375,8 @@ fn a_setuid_copy_bundles_only_to_stdout() {
 
 /// A recording's lines come along with their command lines emptied; a
 /// line that is not JSON cannot be redacted and is left out, said. The
-/// recording is a stand-in for `gpufree record`'s format (not on main
-/// yet): JSON lines with command lines and environments at some depth.
+/// recording is a stand-in for `gpufree record`'s format: JSON lines with
+/// command lines and environments at some depth.
 #[test]
 fn bundle_copies_a_recording_redacted_and_leaves_out_what_is_not_json() {
     let d = TestDir::new(1);
