@@ -27,10 +27,11 @@ use super::args::{CheckArgs, Command, KillArgs, SimCommand};
 use super::{regex_flag, Cli, Common, Error};
 use crate::act::audit::Sinks;
 use crate::act::kill::UserSel;
-use crate::model::BadValue;
+use crate::model::{BadValue, Conflict};
 use crate::proc::me::{Privilege, Secure};
 use crate::snapshot::Config;
 use std::ffi::OsString;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -122,6 +123,7 @@ pub fn settings(cli: &Cli) -> Result<Settings, Error> {
         env = env.secure(why);
         refuse_steering(cli, why)?;
     }
+    refuse_conflicts(cli, std::io::stdout().is_terminal())?;
     super::from::refuse(cli, privilege.secure.is_some())?;
     let common = &cli.common;
     let dev_dir = common
@@ -342,6 +344,27 @@ fn refuse_steering(cli: &Cli, why: Secure) -> Result<(), Error> {
         }
         Some(Command::Bundle(b)) if b.recording.is_some() => refused("--recording"),
         Some(Command::Bundle(b)) if b.audit_log.is_some() => refused("--audit-log"),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a flag that contradicts its command or where its output goes
+/// (`stdout_terminal`), before anything is collected.
+fn refuse_conflicts(cli: &Cli, stdout_terminal: bool) -> Result<(), Error> {
+    let conflict = |c: Conflict| {
+        use clap::CommandFactory;
+        Err(Error::Args(
+            Cli::command().error(clap::error::ErrorKind::ArgumentConflict, c),
+        ))
+    };
+    match &cli.command {
+        Some(Command::Metrics { .. }) if cli.common.json => conflict(Conflict::MetricsJson),
+        Some(Command::Bundle(_)) if cli.common.json => conflict(Conflict::BundleJson),
+        Some(Command::Bundle(b))
+            if stdout_terminal && b.out.as_ref().is_some_and(|o| o.as_os_str() == "-") =>
+        {
+            conflict(Conflict::BundleToTerminal)
+        }
         _ => Ok(()),
     }
 }

@@ -153,25 +153,10 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         } => live::watch(s, (interval, scan_every), &printer),
         Command::Serve(args) => live::serve(s, &args),
         Command::Record(args) => live::record(s, &args),
-        Command::Metrics { .. } if s.common.json => {
-            use clap::CommandFactory;
-            Err(Error::Args(Cli::command().error(
-                clap::error::ErrorKind::ArgumentConflict,
-                "metrics --json: metrics writes Prometheus's text format (what a scraper \
-                 reads); the JSON document is status --json",
-            )))
-        }
         Command::Metrics {
             output,
             label_cmdline,
         } => show::metrics(s, output.as_deref(), label_cmdline, &printer),
-        Command::Bundle(_) if s.common.json => {
-            use clap::CommandFactory;
-            Err(Error::Args(Cli::command().error(
-                clap::error::ErrorKind::ArgumentConflict,
-                "bundle --json: the bundle is an archive; its status.json is status --json",
-            )))
-        }
         Command::Prepare => prepare::run_prepare(s, &printer),
         Command::Bundle(args) => bundle::run_bundle(s, &args, &printer),
         Command::Doctor { unit } => files::run_doctor(&unit, &printer),

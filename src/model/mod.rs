@@ -31,6 +31,7 @@ mod prepare;
 mod process;
 mod readback;
 mod record;
+mod redact;
 mod release;
 mod rename;
 mod restart;
@@ -49,8 +50,8 @@ pub use audit::{
     AuditError, AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, Sink, TargetOutcome,
 };
 pub use bundle::{
-    redact_json, redact_unit, Bundle, Content, Cut, Keep, LeftOut, LeftWhy, Member, CMDLINE_KEYS,
-    ENV_KEYS,
+    limits as bundle_limits, Bundle, Content, Cut, LeftItem, LeftOut, LeftWhy, Member, VersionFile,
+    MANIFEST,
 };
 pub use check::{
     CheckMemory, CheckOutcome, Condition, Level, Pending, Problem, Sample, Sampled, Stuck, Wait,
@@ -97,6 +98,7 @@ pub use process::{
     Process, Protection, Via,
 };
 pub use record::{events, At, Delta, Entry, Event, Line, RecordBad, RecordEnd, RECORD_VERSION};
+pub use redact::{redact_json, redact_unit, Keep};
 pub use release::{Held, Holds, OnGpu, Restart};
 pub use rename::{base, names_program, rename_of, started_as, Rename};
 pub use restart::{BusFailure, RestartSource, UnitUnread};
@@ -110,7 +112,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 pub use timeline::{is_recording, state_at, Replay, ReplayStep};
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
-pub use usage::{BadValue, Floor, UnitFileWhy};
+pub use usage::{BadValue, Conflict, Floor, UnitFileWhy};
 pub use verdict::{
     BlindSpot, Caveat, Failed, GpuName, MemoryUnknown, Named, Reason, Verdict, VerdictState, Why,
 };

@@ -1,6 +1,7 @@
 //! Why a value the user gave on the command line or in a variable cannot
 //! be used, as values: a flag's value under its floor, a signal or a
-//! choice that is not one, a `doctor --unit` file that cannot be read.
+//! choice that is not one, a `doctor --unit` file that cannot be read, a
+//! flag that contradicts its command ([`Conflict`]).
 //! Usage errors; their sentences are made in `present/words/front.rs`.
 
 /// A flag's or a variable's value that is not one it takes.
@@ -29,6 +30,18 @@ pub enum BadValue {
 }
 
 impl std::error::Error for BadValue {}
+
+/// A flag that contradicts its command or where its output goes: refused
+/// before anything is collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    /// `metrics --json`: metrics writes Prometheus's text format.
+    MetricsJson,
+    /// `bundle --json`: the bundle is an archive.
+    BundleJson,
+    /// `bundle --out -` with stdout a terminal.
+    BundleToTerminal,
+}
 
 impl From<crate::units::Error> for BadValue {
     fn from(e: crate::units::Error) -> BadValue {

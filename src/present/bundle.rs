@@ -2,29 +2,30 @@
 //! versions file, and the copies of JSON-lines files (the audit log, a
 //! recording) with what the bundle does not keep removed.
 
-use super::words::bundle::{content, left_why};
-use crate::model::{redact_json, Bundle, Keep, Snapshot};
+use super::words::bundle::{content, left_out};
+use crate::model::{redact_json, Bundle, Content, Keep, Snapshot, MANIFEST};
 use crate::safe::escape;
 use std::io::{self, Write};
 
-/// The listing: where and when, each file with its size and what it is,
-/// then what was left out and why. `name` is the archive's directory.
+/// The listing: where and when, itself ([`MANIFEST`], its size not
+/// known as it is written) then each of `b`'s files with its size and
+/// what it is, then what was left out and why. `name` is the archive's
+/// directory.
 pub fn write_manifest<W: Write>(w: &mut W, name: &str, b: &Bundle) -> io::Result<()> {
     writeln!(w, "gpufree bundle {}", escape(name))?;
     writeln!(w, "gpufree {}", env!("CARGO_PKG_VERSION"))?;
     writeln!(w)?;
     writeln!(w, "Files:")?;
-    let width = b.members.iter().map(|m| m.name.len()).max().unwrap_or(0);
+    let names = b.members.iter().map(|m| m.name.len());
+    let width = names.chain([MANIFEST.len()]).max().unwrap_or(0);
+    let this = content(&Content::Manifest);
+    writeln!(w, "  {MANIFEST:width$}  {:>9}  {this}", "-")?;
     for m in &b.members {
-        let size = match m.content {
-            crate::model::Content::Manifest => "-".to_string(),
-            _ => m.bytes.len().to_string(),
-        };
         write!(
             w,
             "  {:width$}  {:>9}  {}",
             escape(&m.name),
-            size,
+            m.bytes.len(),
             content(&m.content)
         )?;
         match m.cut {
@@ -36,15 +37,16 @@ pub fn write_manifest<W: Write>(w: &mut W, name: &str, b: &Bundle) -> io::Result
         writeln!(w)?;
         writeln!(w, "Left out:")?;
         for l in &b.left_out {
-            writeln!(w, "  {}: {}", escape(&l.what), left_why(&l.why))?;
+            writeln!(w, "  {}", left_out(l))?;
         }
     }
     Ok(())
 }
 
 /// The versions file: gpufree's, the NVIDIA driver's as NVML said it,
-/// and the host's name and the time of the collection.
-pub fn write_versions<W: Write>(w: &mut W, s: &Snapshot) -> io::Result<()> {
+/// and the host's name and the time of the collection; where the
+/// kernel's is (`kernel`, its member), when it was read.
+pub fn write_versions<W: Write>(w: &mut W, s: &Snapshot, kernel: Option<&str>) -> io::Result<()> {
     writeln!(w, "gpufree: {}", env!("CARGO_PKG_VERSION"))?;
     let driver = s.nvml.driver_version.as_deref().unwrap_or("unknown");
     writeln!(w, "NVIDIA driver (NVML): {}", escape(driver))?;
@@ -58,7 +60,10 @@ pub fn write_versions<W: Write>(w: &mut W, s: &Snapshot) -> io::Result<()> {
     if let Some(ms) = s.taken_unix_ms {
         writeln!(w, "taken (unix ms): {ms}")?;
     }
-    writeln!(w, "kernel: see proc-version.txt")
+    match kernel {
+        Some(member) => writeln!(w, "kernel: see {member}"),
+        None => Ok(()),
+    }
 }
 
 /// Where the archive was written, after the listing.
@@ -114,7 +119,61 @@ pub fn write_redacted_lines<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::write_redacted_lines;
-    use crate::model::Keep;
+    use crate::model::{redact_json, Brief, Invoker, Keep, Kin, NotProtected, Process, Snapshot};
+    use crate::present::json::SnapshotDoc;
+
+    const MARK: &str = "MARKER";
+
+    /// The JSON keys `redact_json` empties are the fields the documents a
+    /// bundle copies really have: a marker in every command line,
+    /// environment and preload value of a snapshot's document and of an
+    /// audit record's invoker is gone, and the snapshot's document
+    /// redacted as JSON is the document of the snapshot redacted by field.
+    #[test]
+    fn redact_json_knows_every_field_that_holds_a_command_line_or_an_environment() {
+        let p = Process {
+            cmdline: vec![MARK.into()],
+            environment: [("K".to_string(), MARK.to_string())].into(),
+            not_protected: Some(NotProtected::Preload {
+                variable: "LD_PRELOAD".into(),
+                value: MARK.into(),
+            }),
+            ..Process::default()
+        };
+        let mut s = Snapshot {
+            processes: vec![p],
+            others: vec![Brief {
+                cmdline: vec![MARK.into()],
+                ..Brief::default()
+            }],
+            ..Snapshot::default()
+        };
+        let kin = Kin {
+            cmdline: vec![MARK.into()],
+            ..Kin::default()
+        };
+        s.parents.insert(1, kin);
+        let mut v = serde_json::to_value(SnapshotDoc::new(&s)).unwrap();
+        assert!(v.to_string().contains(MARK));
+        redact_json(&mut v, Keep::default());
+        assert!(!v.to_string().contains(MARK), "{v}");
+        s.redact(Keep::default());
+        // The key stays where redact_json emptied it; the document skips
+        // an empty environment.
+        let emptied = v["processes"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("environment");
+        assert_eq!(emptied, Some(serde_json::json!({})));
+        assert_eq!(v, serde_json::to_value(SnapshotDoc::new(&s)).unwrap());
+        let invoker = Invoker {
+            argv: vec![MARK.into()],
+            ..Invoker::default()
+        };
+        let mut v = serde_json::to_value(invoker).unwrap();
+        redact_json(&mut v, Keep::default());
+        assert!(!v.to_string().contains(MARK), "{v}");
+    }
 
     #[test]
     fn redacted_lines_drop_the_cut_piece_and_what_is_not_json() {

@@ -7,28 +7,23 @@
 //! way (a unit that is a link to elsewhere, or to `/etc/shadow`, is named
 //! with where it leads, not read).
 
-use crate::model::LeftWhy;
+use crate::model::{LeftWhy, VersionFile};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-/// The most of a version file read.
-pub const VERSION_MAX: u64 = 64 * 1024;
-/// The most of one unit file or drop-in read.
-pub const UNIT_MAX: u64 = 256 * 1024;
-/// The most drop-ins read per unit and directory.
-pub const DROPINS_MAX: usize = 16;
+use crate::model::bundle_limits::{DROPINS_PER_DIR, UNIT_FILE_BYTES, VERSION_FILE_BYTES};
 
 /// The version files under the proc root: the kernel's and the NVIDIA
 /// driver's, each with its path, its bytes or why not.
-pub fn versions(proc_root: &Path) -> Vec<(PathBuf, Result<Vec<u8>, LeftWhy>)> {
-    ["version", "driver/nvidia/version"]
+pub fn versions(proc_root: &Path) -> Vec<(VersionFile, FileRead)> {
+    VersionFile::ALL
         .iter()
-        .map(|rel| {
-            let path = proc_root.join(rel);
-            let read = open_plain(&path).and_then(|f| bounded(f, VERSION_MAX));
-            (path, read)
+        .map(|&file| {
+            let path = proc_root.join(file.rel());
+            let read = open_plain(&path).and_then(|f| bounded(f, VERSION_FILE_BYTES));
+            (file, (path, read))
         })
         .collect()
 }
@@ -68,15 +63,16 @@ fn bounded(fd: OwnedFd, max: u64) -> Result<Vec<u8>, LeftWhy> {
     Ok(bytes)
 }
 
-/// A unit file read: where, and its bytes.
-pub type UnitRead = (PathBuf, Result<Vec<u8>, LeftWhy>);
+/// A file read (a version file, a unit file): where, and its bytes or why
+/// not.
+pub type FileRead = (PathBuf, Result<Vec<u8>, LeftWhy>);
 
 /// `unit`'s files in `dirs`: its unit file from the first directory that
 /// has it as a file (a template instance falls back to its template), and
 /// its drop-ins (`UNIT.d/*.conf`) from every directory; a link met on the
 /// way is listed with where it leads. The caller has checked the name
 /// (`restart::is_unit_name`).
-pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<UnitRead> {
+pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<FileRead> {
     let template = unit.split_once('@').and_then(|(head, rest)| {
         let suffix = rest.rsplit_once('.')?.1;
         Some(format!("{head}@.{suffix}"))
@@ -92,7 +88,7 @@ pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<UnitRead> {
             match beneath(fd, Path::new(name), false) {
                 Err(LeftWhy::Missing) => {}
                 Ok(f) => {
-                    out.push((dir.join(name), bounded(f, UNIT_MAX)));
+                    out.push((dir.join(name), bounded(f, UNIT_FILE_BYTES)));
                     break 'main;
                 }
                 Err(why) => out.push((dir.join(name), Err(symlink(fd, name, why)))),
@@ -108,7 +104,7 @@ pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<UnitRead> {
 }
 
 /// The drop-ins of `name` in one unit directory, in file-name order.
-fn dropins(dir: &Path, fd: &OwnedFd, name: &str) -> Vec<UnitRead> {
+fn dropins(dir: &Path, fd: &OwnedFd, name: &str) -> Vec<FileRead> {
     let sub = format!("{name}.d");
     let Ok(dfd) = beneath(fd, Path::new(&sub), true) else {
         return Vec::new();
@@ -124,10 +120,10 @@ fn dropins(dir: &Path, fd: &OwnedFd, name: &str) -> Vec<UnitRead> {
     names.sort();
     names
         .into_iter()
-        .take(DROPINS_MAX)
+        .take(DROPINS_PER_DIR)
         .map(|n| {
             let read = match beneath(&dfd, Path::new(&n), false) {
-                Ok(f) => bounded(f, UNIT_MAX),
+                Ok(f) => bounded(f, UNIT_FILE_BYTES),
                 Err(why) => Err(symlink(&dfd, &n, why)),
             };
             (dir.join(&sub).join(&n), read)
@@ -166,7 +162,7 @@ fn symlink(dir: &OwnedFd, name: &str, why: LeftWhy) -> LeftWhy {
 
 #[cfg(test)]
 mod tests {
-    use super::{unit_files, versions, UNIT_MAX};
+    use super::{unit_files, versions, UNIT_FILE_BYTES};
     use crate::model::LeftWhy;
 
     #[test]
@@ -188,9 +184,18 @@ mod tests {
         assert_eq!(got[2].0, a.join("x.service.d/10-a.conf"));
         assert!(matches!(&got[3].1, Err(LeftWhy::Symlink { .. })));
         assert_eq!(got.len(), 4);
-        std::fs::write(b.join("big.service"), vec![b'#'; UNIT_MAX as usize + 1]).unwrap();
+        std::fs::write(
+            b.join("big.service"),
+            vec![b'#'; UNIT_FILE_BYTES as usize + 1],
+        )
+        .unwrap();
         let big = unit_files(&[b], "big.service");
-        assert_eq!(big[0].1, Err(LeftWhy::TooLarge { max: UNIT_MAX }));
+        assert_eq!(
+            big[0].1,
+            Err(LeftWhy::TooLarge {
+                max: UNIT_FILE_BYTES
+            })
+        );
     }
 
     #[test]
@@ -198,7 +203,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         std::fs::write(t.path().join("version"), "Linux 6.1\n").unwrap();
         let v = versions(t.path());
-        assert_eq!(v[0].1, Ok(b"Linux 6.1\n".to_vec()));
-        assert_eq!(v[1].1, Err(LeftWhy::Missing));
+        assert_eq!(v[0].1 .1, Ok(b"Linux 6.1\n".to_vec()));
+        assert_eq!(v[1].1 .1, Err(LeftWhy::Missing));
     }
 }

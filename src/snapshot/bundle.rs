@@ -3,23 +3,23 @@
 //! version files and the unit files of the holders' system units.
 
 use super::Collector;
-use crate::model::{LeftOut, LeftWhy, Snapshot};
-use crate::proc::bundle::UnitRead;
+use crate::model::VersionFile;
+use crate::model::{LeftItem, LeftOut, LeftWhy, Snapshot};
+use crate::proc::bundle::FileRead;
 
-/// The most units whose files one bundle reads.
-pub(crate) const UNITS_MAX: usize = 32;
+use crate::model::bundle_limits::UNITS;
 
 impl Collector {
     /// The kernel's and the NVIDIA driver's version files under the proc
     /// root, each with its bytes or why not.
-    pub fn version_files(&self) -> Vec<UnitRead> {
+    pub fn version_files(&self) -> Vec<(VersionFile, FileRead)> {
         crate::proc::bundle::versions(&self.config().proc_root)
     }
 
     /// The unit files and drop-ins of the system units that own `snap`'s
-    /// holders (each unit once, at most 32), by unit; and the
+    /// holders (each unit once, at most [`UNITS`]), by unit; and the
     /// units not read, with why.
-    pub fn unit_files(&self, snap: &Snapshot) -> (Vec<(String, UnitRead)>, Vec<LeftOut>) {
+    pub fn unit_files(&self, snap: &Snapshot) -> (Vec<(String, FileRead)>, Vec<LeftOut>) {
         let units: std::collections::BTreeSet<&str> = snap
             .processes
             .iter()
@@ -28,8 +28,8 @@ impl Collector {
         let mut read = Vec::new();
         let mut left = Vec::new();
         for (i, unit) in units.into_iter().enumerate() {
-            let why = if i >= UNITS_MAX {
-                LeftWhy::TooMany { max: UNITS_MAX }
+            let why = if i >= UNITS {
+                LeftWhy::TooMany { max: UNITS }
             } else if !crate::proc::restart::is_unit_name(unit) {
                 LeftWhy::BadUnitName
             } else {
@@ -42,7 +42,7 @@ impl Collector {
                 }
             };
             left.push(LeftOut {
-                what: unit.to_string(),
+                what: LeftItem::Unit(unit.to_string()),
                 why,
             });
         }

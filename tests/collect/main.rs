@@ -15,6 +15,9 @@
 #[allow(dead_code)] // The integration tests' command builder, which the harness uses.
 #[path = "../it/cmd.rs"]
 mod cmd;
+#[allow(dead_code)] // The tests' environment, which the command builder gives.
+#[path = "../common/env.rs"]
+mod env;
 #[allow(dead_code)] // The integration tests' harness; this binary uses a part.
 #[path = "../it/harness.rs"]
 mod harness;

@@ -12,30 +12,37 @@
 
 #![allow(clippy::unwrap_used)] // Tests fail loudly by design.
 
+#[path = "../common/env.rs"]
+mod env;
 mod markdown;
 mod normalize;
 mod scene;
 mod session;
 
-use markdown::{blocks, steps, Block};
+use markdown::{blocks, steps, Block, Marker};
 use normalize::normalize;
 use scene::Scene;
 use session::Session;
 use std::path::{Path, PathBuf};
 
 /// Pages whose console blocks run against the demo's incident, each group
-/// in order in one session and one incident (the guide is read in order:
-/// chapter 2 frees GPU 3, chapter 3 waits for it).
+/// in order in one session and one incident.
 const README: &[&str] = &["README.md"];
+/// The guide's chapters shown against the incident, read in order:
+/// chapter 2 frees GPU 3, chapter 3 waits for it.
 const GUIDE: &[&str] = &[
     "docs/guide/01-diagnosing.md",
     "docs/guide/02-freeing.md",
     "docs/guide/03-waiting.md",
     "docs/guide/04-fleet.md",
 ];
+/// The troubleshooting page: its one command shows a machine with no GPU.
+const TROUBLESHOOTING: &str = "docs/guide/08-troubleshooting.md";
+/// The try-it page: the reader's own processes on a simulated GPU.
+const TRY_IT: &str = "docs/guide/try-it.md";
 /// Pages whose console blocks run without the incident, each in a session
 /// of its own.
-const ON_THEIR_OWN: &[&str] = &["docs/guide/08-troubleshooting.md", "docs/guide/try-it.md"];
+const ON_THEIR_OWN: &[&str] = &[TROUBLESHOOTING, TRY_IT];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -49,7 +56,7 @@ fn read(page: &str) -> String {
 fn runnable(page: &str) -> Vec<Block> {
     blocks(&read(page))
         .into_iter()
-        .filter(|b| b.info == "console" && b.not_tested().is_none())
+        .filter(|b| b.info == "console" && !matches!(b.marker, Marker::NotTested(_)))
         .collect()
 }
 
@@ -89,14 +96,14 @@ fn run_pages(session: &mut Session, pages: &[&str]) {
 }
 
 #[test]
-fn readme_runs_against_the_demo() {
+fn readme_shows_what_gpufree_prints() {
     let scene = Scene::start();
     let mut session = Session::start(&scene.env());
     run_pages(&mut session, README);
 }
 
 #[test]
-fn guide_runs_against_the_demo_in_order() {
+fn guide_chapters_in_order_show_what_gpufree_prints() {
     let scene = Scene::start();
     let mut session = Session::start(&scene.env());
     run_pages(&mut session, GUIDE);
@@ -106,7 +113,7 @@ fn guide_runs_against_the_demo_in_order() {
 /// device nodes or library it would print that machine (and open its
 /// real nodes through NVML), so there it is skipped, said on stderr.
 #[test]
-fn troubleshooting_runs() {
+fn troubleshooting_no_gpu_output_is_what_gpufree_prints() {
     let nodes = std::fs::read_dir("/dev")
         .map(|d| {
             d.flatten()
@@ -121,12 +128,12 @@ fn troubleshooting_runs() {
         eprintln!("skipped: this machine has NVIDIA device nodes or libnvidia-ml.so.1");
         return;
     }
-    run_pages(&mut Session::start(&[]), &ON_THEIR_OWN[..1]);
+    run_pages(&mut Session::start(&[]), &[TROUBLESHOOTING]);
 }
 
 #[test]
-fn try_it_on_your_own_processes_runs() {
-    run_pages(&mut Session::start(&[]), &ON_THEIR_OWN[1..]);
+fn try_it_page_commands_print_what_it_shows() {
+    run_pages(&mut Session::start(&[]), &[TRY_IT]);
 }
 
 /// README.md and every page under docs/.
@@ -157,12 +164,13 @@ fn every_block_with_commands_is_run_or_marked() {
     for page in pages() {
         let name = page.display().to_string();
         for b in blocks(&read(&name)) {
-            if b.not_tested().is_some_and(|r| !r.is_empty()) || b.excerpt_of().is_some() {
-                marked += 1;
-            } else if b.info == "console" && run.contains(&name.as_str()) {
-                tested += 1;
-            } else if b.info == "console" || b.shows_commands() {
-                wrong.push(format!("{name}:{}", b.line));
+            let console = b.info == "console";
+            match &b.marker {
+                Marker::NotTested(reason) if !reason.is_empty() => marked += 1,
+                Marker::ExcerptOf(_) => marked += 1,
+                _ if console && run.contains(&name.as_str()) => tested += 1,
+                _ if console || b.shows_commands() => wrong.push(format!("{name}:{}", b.line)),
+                _ => {}
             }
         }
     }
@@ -180,7 +188,7 @@ fn every_block_with_commands_is_run_or_marked() {
 fn try_it_shows_the_example_state_file_whole() {
     let file = read("docs/examples/state.json");
     serde_json::from_str::<serde_json::Value>(&file).expect("docs/examples/state.json is JSON");
-    let page = blocks(&read(ON_THEIR_OWN[1]));
+    let page = blocks(&read(TRY_IT));
     let shown = page
         .iter()
         .find(|b| b.info == "json")
@@ -196,7 +204,9 @@ fn every_excerpt_is_lines_of_its_file() {
     for page in pages() {
         let name = page.display().to_string();
         for b in blocks(&read(&name)) {
-            let Some(path) = b.excerpt_of() else { continue };
+            let Marker::ExcerptOf(path) = &b.marker else {
+                continue;
+            };
             let file = read(path);
             let lines: Vec<&str> = file.lines().map(str::trim).collect();
             for l in b.body.iter().map(|l| l.trim()) {

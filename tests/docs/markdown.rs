@@ -10,7 +10,7 @@ pub struct Block {
     /// What follows the opening ``` (`console`, `sh`, or nothing).
     pub info: String,
     /// The `<!-- ... -->` on the last non-blank line before the fence.
-    pub marker: Option<String>,
+    pub marker: Marker,
     /// The lines between the fences, the fence's indentation removed.
     pub body: Vec<String>,
 }
@@ -31,29 +31,37 @@ impl Block {
                 || l.starts_with("$ ")
         })
     }
+}
 
-    /// Marked as lines of a file of the repository
-    /// (`<!-- tested: excerpt of PATH -->`): each line shown, comments
-    /// aside, is a line of that file.
-    pub fn excerpt_of(&self) -> Option<&str> {
-        let m = self.marker.as_deref()?;
-        let path = m.strip_prefix("<!-- tested: excerpt of ")?;
-        Some(path.trim_end_matches("-->").trim())
-    }
+/// What the `<!-- ... -->` just above a block says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Marker {
+    /// `<!-- not tested: reason -->`: not run, with the reason (empty
+    /// when none was given).
+    NotTested(String),
+    /// `<!-- tested: excerpt of PATH -->`: each line shown, comments
+    /// aside, is a line of that file of the repository.
+    ExcerptOf(String),
+    /// `<!-- tested: one command ... -->`: one command and its output,
+    /// whose output may itself hold `$ ` lines (the demo's narration).
+    OneCommand,
+    /// Any other comment, or none.
+    Other,
+}
 
-    /// Marked as not run, with the reason (`<!-- not tested: reason -->`).
-    pub fn not_tested(&self) -> Option<&str> {
-        let m = self.marker.as_deref()?;
-        let reason = m.strip_prefix("<!-- not tested:")?;
-        Some(reason.trim_end_matches("-->").trim())
-    }
-
-    /// Marked as one command and its output, whose output may itself hold
-    /// `$ ` lines (the demo's narration).
-    fn one_command(&self) -> bool {
-        self.marker
-            .as_deref()
-            .is_some_and(|m| m.starts_with("<!-- tested: one command"))
+impl Marker {
+    /// The marker a comment line is.
+    fn parse(comment: &str) -> Marker {
+        let inner = |rest: &str| rest.trim_end_matches("-->").trim().to_owned();
+        if let Some(reason) = comment.strip_prefix("<!-- not tested:") {
+            Marker::NotTested(inner(reason))
+        } else if let Some(path) = comment.strip_prefix("<!-- tested: excerpt of ") {
+            Marker::ExcerptOf(inner(path))
+        } else if comment.starts_with("<!-- tested: one command") {
+            Marker::OneCommand
+        } else {
+            Marker::Other
+        }
     }
 }
 
@@ -83,7 +91,7 @@ pub fn blocks(text: &str) -> Vec<Block> {
                     let marker = last_nonblank
                         .map(str::trim)
                         .filter(|l| l.starts_with("<!--"))
-                        .map(str::to_owned);
+                        .map_or(Marker::Other, Marker::parse);
                     let info = fence.trim().to_owned();
                     let block = Block {
                         line: i + 1,
@@ -115,11 +123,13 @@ pub fn steps(block: &Block) -> Vec<Step> {
     for (i, l) in block.body.iter().enumerate() {
         let line = block.line + 1 + i;
         match l.strip_prefix("$ ") {
-            Some(command) if out.is_empty() || !block.one_command() => out.push(Step {
-                line,
-                command: command.to_owned(),
-                expected: String::new(),
-            }),
+            Some(command) if out.is_empty() || block.marker != Marker::OneCommand => {
+                out.push(Step {
+                    line,
+                    command: command.to_owned(),
+                    expected: String::new(),
+                })
+            }
             _ => match out.last_mut() {
                 Some(step) => {
                     step.expected.push_str(l);

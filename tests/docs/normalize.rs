@@ -44,7 +44,9 @@ pub fn normalize(text: &str) -> String {
 
 /// Every run of 3 to 7 digits that is a number of its own (not part of
 /// `96,610`, `94.3` or `nvidia0`) becomes `<pid>`: PIDs differ from run
-/// to run, and so does how many digits they have.
+/// to run, and so does how many digits they have. A short size, a port
+/// or a year of its own (`512 MiB`) is made `<pid>` too; a size grouped
+/// with commas is kept.
 fn pids(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
@@ -94,7 +96,7 @@ pub fn expected(text: &str) -> String {
 }
 
 #[test]
-fn pids_widths_and_times_are_redacted_and_sizes_kept() {
+fn pids_widths_and_times_are_redacted_and_comma_grouped_sizes_kept() {
     let a = "  31195  root  VLLM::Worker_TP  96,610 MiB on GPU 3 after 2.18 s, pids 13078..13085";
     let b = "  915 root VLLM::Worker_TP 96,610 MiB on GPU 3 after 0.5 s, pids 1..13085";
     assert_eq!(

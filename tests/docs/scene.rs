@@ -1,7 +1,9 @@
 //! The demo's incident kept running (`gpufree demo --hold`) for the pages
 //! whose commands are shown against it, and the environment `gpufree sim
-//! exec` gives a command run against it.
+//! exec` gives a command run against it (`gpufree::sim::client_env`, the
+//! function `sim exec` itself calls).
 
+use crate::env::scratch;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -12,12 +14,14 @@ pub struct Scene {
     demo: Child,
     stdin: Option<ChildStdin>,
     state: PathBuf,
+    dev: PathBuf,
 }
 
 impl Scene {
-    /// Starts `gpufree demo --hold` and waits until it holds the incident.
+    /// Starts `gpufree demo --hold` (in the tests' environment,
+    /// [`scratch`]) and waits until it holds the incident.
     pub fn start() -> Scene {
-        let mut demo = Command::new(env!("CARGO_BIN_EXE_gpufree"))
+        let mut demo = scratch(&mut Command::new(env!("CARGO_BIN_EXE_gpufree")))
             .args(["demo", "--hold"])
             .env("NO_COLOR", "1")
             .stdin(Stdio::piped())
@@ -27,16 +31,13 @@ impl Scene {
             .expect("gpufree demo --hold");
         let stdin = demo.stdin.take();
         let stdout = demo.stdout.take().expect("the demo's stdout");
-        let mut state = None;
+        let (mut state, mut dev) = (None, None);
         let mut lines = BufReader::new(stdout);
         let mut line = String::new();
         while lines.read_line(&mut line).is_ok_and(|n| n > 0) {
-            if state.is_none() {
-                state = line
-                    .split_once(" sim exec --state ")
-                    .and_then(|(_, rest)| rest.split_whitespace().next())
-                    .map(PathBuf::from);
-            }
+            // Its `sim exec --state STATE -- gpufree status --dev-dir DEV`.
+            state = state.or_else(|| word_after(&line, " sim exec --state "));
+            dev = dev.or_else(|| word_after(&line, " --dev-dir "));
             if line.starts_with("Press Enter") {
                 break;
             }
@@ -46,29 +47,29 @@ impl Scene {
         // closed pipe while it cleans up.
         std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
         let state = state.expect("the demo printed its sim exec line");
-        Scene { demo, stdin, state }
+        let dev = dev.expect("the demo printed its device directory");
+        Scene {
+            demo,
+            stdin,
+            state,
+            dev,
+        }
     }
 
-    /// What `gpufree sim exec --state STATE` sets, and the demo's device
-    /// directory: `gpufree CMD` in a session then is the line the demo
-    /// prints.
-    pub fn env(&self) -> Vec<(&'static str, String)> {
-        let lib = Command::new(env!("CARGO_BIN_EXE_gpufree"))
-            .args(["sim", "lib"])
-            .output()
-            .expect("gpufree sim lib");
-        let lib = PathBuf::from(String::from_utf8_lossy(&lib.stdout).trim());
-        let dev = self.state.with_file_name("dev");
-        vec![
-            ("GPUFREE_SIM_STATE", self.state.display().to_string()),
-            (
-                "GPUFREE_NVML_LIB",
-                lib.join("libnvidia-ml.so.1").display().to_string(),
-            ),
-            ("LD_LIBRARY_PATH", lib.display().to_string()),
-            ("GPUFREE_DEV_DIR", dev.display().to_string()),
-        ]
+    /// What `gpufree sim exec --state STATE` sets (the same function
+    /// makes it), and the device directory the demo printed: `gpufree
+    /// CMD` in a session then is the line the demo prints.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let mut env = gpufree::sim::client_env(&self.state).expect("the simulator's environment");
+        env.push(("GPUFREE_DEV_DIR".into(), self.dev.display().to_string()));
+        env
     }
+}
+
+/// The word after `marker` in `line`, as a path.
+fn word_after(line: &str, marker: &str) -> Option<PathBuf> {
+    let (_, rest) = line.split_once(marker)?;
+    rest.split_whitespace().next().map(PathBuf::from)
 }
 
 impl Drop for Scene {

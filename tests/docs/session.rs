@@ -2,6 +2,7 @@
 //! command sets (a variable, a holder started with `&`) is there for the
 //! next, as in a reader's terminal.
 
+use crate::env::scratch;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -32,16 +33,25 @@ pub fn bin_dir() -> PathBuf {
 impl Session {
     /// A bash in the repository's root with gpufree on its PATH and `env`
     /// set, writing nothing outside its own temporary directory (check's
-    /// state) and sending no kill's record to the host's journal.
-    pub fn start(env: &[(&str, String)]) -> Session {
+    /// state, an empty kernel log) and the build's ([`scratch`]: the BPF
+    /// cache), taking no pin, reading not the host's kernel log, and
+    /// sending no kill's record to the host's journal.
+    pub fn start(env: &[(String, String)]) -> Session {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = format!(
             "{}:{}",
             bin_dir().display(),
             std::env::var("PATH").unwrap_or_default()
         );
+        // The pages show a host whose kernel log holds no Xid: an empty
+        // log of the session's own, never the machine's (`scratch` has
+        // none at all, which prints no kernel log line).
+        let kmsg = dir.path().join("kmsg");
+        std::fs::write(&kmsg, "").expect("write the empty kernel log");
         let mut cmd = Command::new("bash");
-        cmd.args(["--noprofile", "--norc"])
+        scratch(&mut cmd)
+            .env("GPUFREE_KMSG", kmsg)
+            .args(["--noprofile", "--norc"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env("PATH", path)
             .env("COLUMNS", "100")

@@ -345,40 +345,27 @@ fn bundle_takes_the_unit_file_of_a_holders_unit_and_follows_no_link() {
 /// A setuid copy of gpufree, run by nobody, writes no file for its
 /// caller and reads none the caller names: a bundle only to stdin's
 /// shell-opened stdout (`--out -`), without `--recording` or
-/// `--audit-log`; refused before anything is collected.
+/// `--audit-log`; refused in the configuration step (test hooks, such
+/// as the snapshot's copy, never run in secure mode, so what was not
+/// collected cannot be seen here).
 #[test]
 fn a_setuid_copy_bundles_only_to_stdout() {
     use std::os::unix::fs::PermissionsExt;
-    if !rustix::process::geteuid().is_root() {
-        skip_off_ci("root", &"to make a setuid copy of gpufree");
+    let Some(p) = crate::privilege::Privileged::new("setuid") else {
         return;
-    }
+    };
+    // Where nobody could write, were it not refused.
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let exe = dir.path().join("gpufree");
-    std::fs::copy(bin(), &exe).unwrap();
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o4755)).unwrap();
     let out = dir.path().join("b.tar.gz");
-    let as_nobody = |args: &[&str]| {
-        let mut cmd = std::process::Command::new("setpriv");
-        cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-            .arg(&exe)
-            .arg("bundle")
-            .args(args)
-            .env_clear()
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .stdin(std::process::Stdio::null());
-        let o = cmd.output().unwrap();
-        Output::ended(&cmd, o)
-    };
     let file = out.to_str().unwrap();
     for args in [
-        &[][..],
-        &["--out", file][..],
-        &["--out", "-", "--recording", "/etc/shadow"][..],
-        &["--out", "-", "--audit-log", "/etc/shadow"][..],
+        &["bundle"][..],
+        &["bundle", "--out", file][..],
+        &["bundle", "--out", "-", "--recording", "/etc/shadow"][..],
+        &["bundle", "--out", "-", "--audit-log", "/etc/shadow"][..],
     ] {
-        let r = as_nobody(args);
+        let r = p.run(args, &[]);
         r.assert_exit(2);
         assert!(r.stdout.is_empty(), "{}", r.report());
         assert!(r.stderr.contains("refused"), "{}", r.report());
@@ -387,7 +374,9 @@ fn a_setuid_copy_bundles_only_to_stdout() {
 }
 
 /// A recording's lines come along with their command lines emptied; a
-/// line that is not JSON cannot be redacted and is left out, said.
+/// line that is not JSON cannot be redacted and is left out, said. The
+/// recording is a stand-in for `gpufree record`'s format: JSON lines with
+/// command lines and environments at some depth.
 #[test]
 fn bundle_copies_a_recording_redacted_and_leaves_out_what_is_not_json() {
     let d = TestDir::new(1);
@@ -423,4 +412,41 @@ fn bundle_copies_a_recording_redacted_and_leaves_out_what_is_not_json() {
         "{}",
         r.report()
     );
+}
+
+/// `--out -` with stdout a terminal is a usage error (exit 2) refused
+/// before anything is collected: the snapshot the test hook copies, which
+/// the same bundle to a file writes, is never taken.
+#[test]
+fn bundle_to_stdout_on_a_terminal_is_refused_before_anything_is_collected() {
+    let d = TestDir::new(1);
+    let state = d.one_gpu(&[], 0);
+    let copy = d.tmp.path().join("copy.json");
+    Gpufree::new(["bundle"])
+        .arg("--out")
+        .arg(d.tmp.path().join("b.tar.gz"))
+        .on(&d, &state)
+        .env("GPUFREE_TEST_SNAPSHOT_COPY", &copy)
+        .run()
+        .assert_exit(0);
+    assert!(copy.exists(), "the hook copies a bundle's snapshot");
+    std::fs::remove_file(&copy).unwrap();
+    // It ends at once: the pause lets the pane be kept before it does.
+    let cmd = format!(
+        "sleep 1; env GPUFREE_TEST_SNAPSHOT_COPY={} GPUFREE_SIM_STATE={} {} bundle --out - --dev-dir {} --nvml-lib {}",
+        copy.display(),
+        state.display(),
+        bin().display(),
+        d.dev.display(),
+        sim_lib().display()
+    );
+    let Some(t) = Tmux::start("bundle-tty", &cmd) else {
+        return;
+    };
+    assert_eq!(t.wait_exit(), "2", "{}", t.screen());
+    // Its whole output, the lines scrolled off the pane's top too.
+    let all = t.cmd(&["capture-pane", "-p", "-S", "-"]).stdout;
+    let all = String::from_utf8_lossy(&all);
+    assert!(all.contains("stdout is a terminal"), "{all}");
+    assert!(!copy.exists(), "nothing was collected");
 }

@@ -22,17 +22,10 @@ pub fn bin() -> PathBuf {
 /// relocation of the in-kernel walk (`GPUFREE_BPF_CACHE`): in the build's
 /// own scratch directory, never the machine's /run.
 pub fn bpf_cache() -> &'static str {
-    concat!(env!("CARGO_TARGET_TMPDIR"), "/bpf-cache")
+    crate::env::BPF_CACHE
 }
 
-/// Gives `cmd` (gpufree itself, or anything that starts it: a shell, tmux,
-/// setpriv, a daemon running a hook) the build's BPF cache
-/// ([`bpf_cache`]), so no gpufree a test starts keeps its relocation in the
-/// machine's /run. The test process's own environment is never changed.
-pub fn scratch(cmd: &mut Command) -> &mut Command {
-    cmd.env("GPUFREE_BPF_CACHE", bpf_cache())
-        .env("GPUFREE_BPF_PIN", "off")
-}
+pub use crate::env::scratch;
 
 /// The simulated libnvidia-ml.so.1, as `gpufree sim lib` gives it: asked
 /// once per test binary.
@@ -63,12 +56,13 @@ pub struct Gpufree {
 }
 
 impl Gpufree {
-    /// `gpufree WORDS...` with the tests' environment: the build's BPF
-    /// cache; no `NO_COLOR`, `GPUFREE_DEV_DIR`, `GPUFREE_NVML_LIB`,
-    /// `GPUFREE_PROC_ROOT` or `GPUFREE_READ_TIMEOUT` from the caller; and
-    /// a kill's audit record going nowhere (the journal and syslog sockets
-    /// set empty) unless a test names a socket: tests never write to the
-    /// machine's logs.
+    /// `gpufree WORDS...` with the tests' environment: [`scratch`]'s, which
+    /// [`Gpufree::command`] gives first (the build's BPF cache, no pins, no
+    /// kernel log, no process root or read timeout from the caller); no
+    /// `NO_COLOR`, `GPUFREE_DEV_DIR` or `GPUFREE_NVML_LIB` from the caller;
+    /// and a kill's audit record going nowhere (the journal and syslog
+    /// sockets set empty) unless a test names a socket: tests never write
+    /// to the machine's logs.
     pub fn new<I, S>(words: I) -> Gpufree
     where
         I: IntoIterator<Item = S>,
@@ -82,18 +76,11 @@ impl Gpufree {
             tail: Vec::new(),
             env: Vec::new(),
         }
-        .env("GPUFREE_BPF_CACHE", bpf_cache())
-        // Not a walk the machine's gpufree prepare pinned: a test names its own.
-        .env("GPUFREE_BPF_PIN", "off")
         .env_remove("NO_COLOR")
         .env_remove("GPUFREE_DEV_DIR")
         .env_remove("GPUFREE_NVML_LIB")
-        .env_remove("GPUFREE_PROC_ROOT")
-        .env_remove("GPUFREE_READ_TIMEOUT")
         .env("GPUFREE_JOURNAL_SOCKET", "")
         .env("GPUFREE_SYSLOG_SOCKET", "")
-        // Not the machine's kernel log: a test names its fixture.
-        .env("GPUFREE_KMSG", "off")
     }
 
     /// Runs `program` (a copy of gpufree, a link to it) instead of the
@@ -212,7 +199,8 @@ impl Gpufree {
         self
     }
 
-    /// The command, stdin closed, to run or spawn as the test needs.
+    /// The command, stdin closed, to run or spawn as the test needs:
+    /// [`scratch`]'s environment, then the builder's.
     pub fn command(&self) -> Command {
         let mut cmd = match self.wrapper.split_first() {
             Some((first, rest)) => {
@@ -222,7 +210,8 @@ impl Gpufree {
             }
             None => Command::new(&self.program),
         };
-        cmd.args(&self.head)
+        scratch(&mut cmd)
+            .args(&self.head)
             .args(&self.opts)
             .args(&self.tail)
             .stdin(Stdio::null());

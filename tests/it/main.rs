@@ -17,6 +17,8 @@ mod contrib;
 mod daemon;
 mod demo;
 mod drm;
+#[path = "../common/env.rs"]
+mod env;
 mod evidence;
 mod evil;
 mod faults;

@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A copy of the gpufree binary, made privileged, in a directory of the
-/// test's (root's, 0755).
-struct Privileged {
+/// test's (root's, 0755). Other tests of a privileged copy use it too
+/// (bundle.rs).
+pub(crate) struct Privileged {
     _dir: tempfile::TempDir,
     exe: PathBuf,
 }
@@ -23,7 +24,7 @@ struct Privileged {
 impl Privileged {
     /// `how`: `setuid`, or the capabilities for `setcap` (`cap_kill+ep`).
     /// None (skipped off CI) without root or setcap.
-    fn new(how: &str) -> Option<Privileged> {
+    pub(crate) fn new(how: &str) -> Option<Privileged> {
         if !rustix::process::geteuid().is_root() {
             skip_off_ci("root", &"to make a privileged copy of gpufree");
             return None;
@@ -62,7 +63,7 @@ impl Privileged {
 
     /// Runs the copy as nobody with only `env` (and PATH): the /proc walk,
     /// so that no run here touches the machine's BPF cache.
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+    pub(crate) fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         run_cmd(
             Command::new("setpriv")
                 .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])

@@ -17,6 +17,9 @@ mod args;
 #[path = "../it/cmd.rs"]
 mod cmd;
 mod doctor;
+#[allow(dead_code)] // The tests' environment, which the command builder gives.
+#[path = "../common/env.rs"]
+mod env;
 mod parsers;
 mod pipeline;
 mod sim_state;

@@ -26,7 +26,8 @@ pub struct BundleArgs {
     /// Environment= lines).
     #[arg(long, help_heading = OUTPUT)]
     pub with_env: bool,
-    /// A recording (`gpufree record`'s file) whose tail goes into the archive.
+    /// A recording (`gpufree record`'s JSON lines) whose tail goes into the
+    /// archive, each line redacted.
     #[arg(long, value_name = "FILE", help_heading = WHERE)]
     pub recording: Option<PathBuf>,
     /// The audit log (`kill --audit-log`'s file) whose last records go into the archive.

@@ -45,11 +45,11 @@ mod tests {
     fn the_archive_reads_back_under_its_directory_with_mode_0600() {
         let mut b = Bundle::default();
         b.add("status.json", Content::StatusJson, b"{}\n".to_vec());
-        b.add(
-            "units/etc/x.service",
-            Content::Versions,
-            b"[Unit]\n".to_vec(),
-        );
+        let unit = Content::Unit {
+            unit: "x.service".into(),
+            source: "/etc/x.service".into(),
+        };
+        b.add("units/etc/x.service", unit, b"[Unit]\n".to_vec());
         let gz = tar_gz("bundle-h-t", &b, 1).unwrap();
         let mut a = tar::Archive::new(flate2::read::GzDecoder::new(gz.as_slice()));
         let mut seen = Vec::new();

@@ -18,13 +18,18 @@ mod read;
 
 use super::args::BundleArgs;
 use super::{take_selected_by, Error, Outcome, Settings};
-use crate::model::{redact_unit, Bundle, Content, Keep, LeftWhy, Snapshot};
+use crate::model::bundle_limits::UNIT_FILES_TOTAL_BYTES;
+use crate::model::{redact_unit, Bundle, Content, Keep, LeftItem, LeftWhy, Snapshot, VersionFile};
 use crate::present::{Printer, PrinterBuilder};
+use crate::proc::bundle::FileRead;
 use crate::snapshot::Collector;
+use read::Copied;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// `gpufree bundle`: the archive written, its listing printed.
+/// `gpufree bundle`: the archive written, its listing printed. (Its usage
+/// errors, `--json` and `--out -` on a terminal, are refused in
+/// `config.rs` before anything is collected.)
 pub(super) fn run_bundle(
     s: &Settings,
     args: &BundleArgs,
@@ -34,61 +39,62 @@ pub(super) fn run_bundle(
         cmdlines: args.with_cmdlines,
         env: args.with_env,
     };
-    let (c, mut snap) = take_selected_by(s, &Default::default())?;
-    snap.redact(keep);
-    crate::pipeline::judge_with(&mut snap, &Default::default());
-    let mut b = Bundle::default();
-    documents(&mut b, &snap)?;
-    host_files(&mut b, &c, &snap, keep, s.privilege.secure.is_some());
-    copied(&mut b, args, keep)?;
-    b.leave("the journal's audit records", LeftWhy::Journal);
-    if !keep.cmdlines {
-        b.leave("command lines", LeftWhy::Cmdlines);
-    }
-    if !keep.env {
-        b.leave("environments", LeftWhy::Environments);
-    }
-    let now = crate::units::unix_now_ms() / 1000;
-    let dir = format!("bundle-{}-{}", host_word(&snap), time_word(now));
+    let (b, dir, now) = assemble(s, args, keep)?;
     let mut manifest = Vec::new();
-    b.members.insert(
-        0,
-        crate::model::Member {
-            name: "MANIFEST".into(),
-            content: Content::Manifest,
-            bytes: Vec::new(),
-            cut: None,
-        },
-    );
     crate::present::bundle::write_manifest(&mut manifest, &dir, &b)?;
-    b.members[0].bytes.clone_from(&manifest);
-    let gz = archive::tar_gz(&dir, &b, now)?;
+    let gz = archive::tar_gz(&dir, &b.with_manifest(manifest.clone()), now)?;
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{dir}.tar.gz")));
     let to_stdout = out.as_os_str() == "-";
-    if to_stdout && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        use clap::CommandFactory;
-        return Err(Error::Args(super::Cli::command().error(
-            clap::error::ErrorKind::ArgumentConflict,
-            "bundle --out -: stdout is a terminal; redirect it to a file or a pipe",
-        )));
-    }
-    if to_stdout {
-        let mut o = std::io::stdout().lock();
-        o.write_all(&gz)?;
-        o.flush()?;
-    } else {
-        archive::write_new(&out, &gz).map_err(|source| Error::Write {
-            target: format!("--out {}", out.display()),
-            source,
-        })?;
-    }
+    deliver(&out, to_stdout, &gz)?;
     if !printer.quiet() {
         listing(printer, &manifest, (!to_stdout).then_some(out.as_path()))?;
     }
     Ok(Outcome::Done)
+}
+
+/// One collection, redacted as `keep` says and judged again, and every
+/// member but the manifest; the archive's directory name and its time
+/// (the collection's), in seconds.
+fn assemble(s: &Settings, args: &BundleArgs, keep: Keep) -> Result<(Bundle, String, u64), Error> {
+    let (c, mut snap) = take_selected_by(s, &Default::default())?;
+    snap.redact(keep);
+    crate::pipeline::judge_with(&mut snap, &Default::default());
+    let mut b = Bundle::default();
+    let versions = c.version_files();
+    let kernel = versions
+        .iter()
+        .any(|(f, (_, got))| *f == VersionFile::Kernel && got.is_ok());
+    documents(&mut b, &snap, kernel.then(|| VersionFile::Kernel.member()))?;
+    version_files(&mut b, versions);
+    unit_files(&mut b, &c, &snap, keep, s.privilege.secure.is_some())?;
+    copied(&mut b, args, keep)?;
+    b.leave(LeftItem::JournalRecords, LeftWhy::NotRead);
+    if !keep.cmdlines {
+        b.leave(LeftItem::Cmdlines, LeftWhy::NotAsked);
+    }
+    if !keep.env {
+        b.leave(LeftItem::Environments, LeftWhy::NotAsked);
+    }
+    let now = snap.taken_unix_ms.unwrap_or_else(crate::units::unix_now_ms) / 1000;
+    let dir = format!("bundle-{}-{}", host_word(&snap), time_word(now));
+    Ok((b, dir, now))
+}
+
+/// Writes the archive to `out`, or to stdout (`--out -`).
+fn deliver(out: &Path, to_stdout: bool, gz: &[u8]) -> Result<(), Error> {
+    if to_stdout {
+        let mut o = std::io::stdout().lock();
+        o.write_all(gz)?;
+        o.flush()?;
+        return Ok(());
+    }
+    archive::write_new(out, gz).map_err(|source| Error::Write {
+        target: format!("--out {}", out.display()),
+        source,
+    })
 }
 
 /// The listing on stdout (stderr when stdout is the archive), and where
@@ -107,8 +113,9 @@ fn listing(printer: &Printer, manifest: &[u8], out: Option<&Path>) -> std::io::R
 }
 
 /// The collection's documents: status --json and why --json (one
-/// document), status and why as printed, the versions.
-fn documents(b: &mut Bundle, snap: &Snapshot) -> Result<(), Error> {
+/// document), status and why as printed, the versions (pointing at
+/// `kernel`, the kernel's version file's member, where it was read).
+fn documents(b: &mut Bundle, snap: &Snapshot, kernel: Option<&str>) -> Result<(), Error> {
     let json = PrinterBuilder::new().json(true).build();
     let text = PrinterBuilder::new().build();
     let mut doc = Vec::new();
@@ -122,70 +129,70 @@ fn documents(b: &mut Bundle, snap: &Snapshot) -> Result<(), Error> {
     crate::present::write_why_command(&mut text.guard(&mut why), snap, &text)?;
     b.add("why.txt", Content::WhyText, why);
     let mut versions = Vec::new();
-    crate::present::bundle::write_versions(&mut versions, snap)?;
+    crate::present::bundle::write_versions(&mut versions, snap, kernel)?;
     b.add("versions.txt", Content::Versions, versions);
     Ok(())
 }
 
-/// What the collector reads of the host for a bundle: the version files
-/// and the holders' unit files (not in secure mode), the latter without
-/// the lines `keep` does not keep.
-fn host_files(b: &mut Bundle, c: &Collector, snap: &Snapshot, keep: Keep, secure: bool) {
-    for (path, read) in c.version_files() {
+/// The kernel's and the NVIDIA driver's version files, as the collector
+/// read them.
+fn version_files(b: &mut Bundle, versions: Vec<(VersionFile, FileRead)>) {
+    for (file, (path, read)) in versions {
         let source = path.display().to_string();
-        let name = if source.ends_with("nvidia/version") {
-            "nvidia-driver-version.txt"
-        } else {
-            "proc-version.txt"
-        };
         match read {
-            Ok(bytes) => b.add(name, Content::HostFile { source }, bytes),
-            Err(why) => b.leave(source, why),
+            Ok(bytes) => b.add(file.member(), Content::HostFile { source }, bytes),
+            Err(why) => b.leave(LeftItem::Path(source), why),
         }
     }
+}
+
+/// The holders' unit files as the collector reads them (not in secure
+/// mode), without the lines `keep` does not keep, and doctor of each.
+fn unit_files(
+    b: &mut Bundle,
+    c: &Collector,
+    snap: &Snapshot,
+    keep: Keep,
+    secure: bool,
+) -> Result<(), Error> {
     if secure {
-        b.leave("the holders' unit files", LeftWhy::Secure);
-        return;
+        b.leave(LeftItem::UnitFiles, LeftWhy::Secure);
+        return Ok(());
     }
     let (read, left) = c.unit_files(snap);
     b.left_out.extend(left);
+    let plain = PrinterBuilder::new().build();
     let mut doctor = Vec::new();
     let mut total = 0u64;
     for (unit, (path, got)) in read {
         let source = path.display().to_string();
         let bytes = match got {
-            Ok(bytes) if total + bytes.len() as u64 > UNITS_TOTAL_MAX => {
-                b.leave(
-                    source,
-                    LeftWhy::TooLarge {
-                        max: UNITS_TOTAL_MAX,
-                    },
-                );
+            Ok(bytes) if total + bytes.len() as u64 > UNIT_FILES_TOTAL_BYTES => {
+                let max = UNIT_FILES_TOTAL_BYTES;
+                b.leave(LeftItem::Path(source), LeftWhy::TooLarge { max });
                 continue;
             }
             Ok(bytes) => bytes,
             Err(why) => {
-                b.leave(source, why);
+                b.leave(LeftItem::Path(source), why);
                 continue;
             }
         };
         total += bytes.len() as u64;
-        let text = redact_unit(&String::from_utf8_lossy(&bytes), keep);
+        let mark = crate::present::words::bundle::LEFT_OUT_MARK;
+        let text = redact_unit(&String::from_utf8_lossy(&bytes), keep, mark);
         // Doctor reads the copy in the archive: what it quotes of an
         // Exec line is only there when the command lines are kept.
         let problems = crate::doctor::check(&text);
-        let plain = PrinterBuilder::new().build();
-        let _ = crate::present::doctor::write_doctor(&mut doctor, &path, &problems, &plain);
+        crate::present::doctor::write_doctor(&mut doctor, &path, &problems, &plain)?;
         let name = format!("units{}", member_path(&path));
         b.add(name, Content::Unit { unit, source }, text.into_bytes());
     }
     if !doctor.is_empty() {
         b.add("doctor.txt", Content::Doctor, doctor);
     }
+    Ok(())
 }
-
-/// The most bytes of unit files one bundle takes, all units together.
-const UNITS_TOTAL_MAX: u64 = 8 << 20;
 
 /// `path` as a member's path below a directory: `/` then its normal
 /// components (no root, no `..`).
@@ -203,31 +210,16 @@ fn member_path(path: &Path) -> String {
 /// recording's tail, each line redacted; neither named, said.
 fn copied(b: &mut Bundle, args: &BundleArgs, keep: Keep) -> Result<(), Error> {
     let named = [
-        (
-            "--audit-log",
-            &args.audit_log,
-            read::AUDIT_MAX,
-            "audit.jsonl",
-        ),
-        (
-            "--recording",
-            &args.recording,
-            read::RECORDING_MAX,
-            "recording.jsonl",
-        ),
+        (Copied::AuditLog, &args.audit_log),
+        (Copied::Recording, &args.recording),
     ];
-    for (flag, path, max, name) in named {
+    for (copied, path) in named {
         let Some(path) = path else {
-            let what = match flag {
-                "--audit-log" => "the audit log's records",
-                _ => "a recording",
-            };
-            let flag = flag.to_string();
-            b.leave(what, LeftWhy::NotGiven { flag });
+            b.leave(copied.left(), LeftWhy::NotAsked);
             continue;
         };
-        let (bytes, cut) = read::tail(path, max).map_err(|why| Error::BundleInput {
-            flag,
+        let (bytes, cut) = read::tail(path, copied.max()).map_err(|why| Error::BundleInput {
+            flag: copied.flag(),
             path: path.clone(),
             why,
         })?;
@@ -236,16 +228,12 @@ fn copied(b: &mut Bundle, args: &BundleArgs, keep: Keep) -> Result<(), Error> {
             crate::present::bundle::write_redacted_lines(&mut copy, &bytes, cut.is_some(), keep)?;
         let source = path.display().to_string();
         if dropped > 0 {
-            b.leave(source.clone(), LeftWhy::NotJson { lines: dropped });
+            b.leave(
+                LeftItem::Path(source.clone()),
+                LeftWhy::NotJson { lines: dropped },
+            );
         }
-        let content = match flag {
-            "--audit-log" => Content::Audit { source },
-            _ => Content::Recording { source },
-        };
-        b.add(name, content, copy);
-        if let Some(m) = b.members.last_mut() {
-            m.cut = cut;
-        }
+        b.add_tail(copied.member(), copied.content(source), copy, cut);
     }
     Ok(())
 }

@@ -3,14 +3,62 @@
 //! blocking on a FIFO or acting on a device (its lines are redacted by
 //! `present::bundle::write_redacted_lines`).
 
-use crate::model::{Cut, LeftWhy};
+use crate::model::{Content, Cut, LeftItem, LeftWhy};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-/// The most of the audit log copied (its last records).
-pub const AUDIT_MAX: u64 = 1 << 20;
-/// The most of a recording copied (its tail).
-pub const RECORDING_MAX: u64 = 16 << 20;
+use crate::model::bundle_limits::{AUDIT_TAIL_BYTES, RECORDING_TAIL_BYTES};
+
+/// A file the caller names for the bundle to copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    /// `--audit-log`: its last records.
+    AuditLog,
+    /// `--recording`: its tail.
+    Recording,
+}
+
+impl Copied {
+    /// The flag that names it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Copied::AuditLog => "--audit-log",
+            Copied::Recording => "--recording",
+        }
+    }
+
+    /// The most of it copied, in bytes.
+    pub fn max(self) -> u64 {
+        match self {
+            Copied::AuditLog => AUDIT_TAIL_BYTES,
+            Copied::Recording => RECORDING_TAIL_BYTES,
+        }
+    }
+
+    /// Its member's name in the archive.
+    pub fn member(self) -> &'static str {
+        match self {
+            Copied::AuditLog => "audit.jsonl",
+            Copied::Recording => "recording.jsonl",
+        }
+    }
+
+    /// What its member is, copied from `source`.
+    pub fn content(self, source: String) -> Content {
+        match self {
+            Copied::AuditLog => Content::Audit { source },
+            Copied::Recording => Content::Recording { source },
+        }
+    }
+
+    /// What is left out when it is not named.
+    pub fn left(self) -> LeftItem {
+        match self {
+            Copied::AuditLog => LeftItem::AuditLog,
+            Copied::Recording => LeftItem::Recording,
+        }
+    }
+}
 
 /// The last `max` bytes of the regular file at `path` (looked at before
 /// it is opened: opening a device can act, opening a FIFO releases its
@@ -58,7 +106,7 @@ mod tests {
     use crate::model::{Cut, LeftWhy};
 
     #[test]
-    fn tail_keeps_the_last_bytes_and_refuses_links_and_fifos() {
+    fn tail_keeps_the_last_bytes_and_refuses_links_fifos_and_directories() {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("log");
         std::fs::write(&f, b"0123456789").unwrap();
@@ -71,6 +119,11 @@ mod tests {
         std::os::unix::fs::symlink(&f, &link).unwrap();
         assert!(matches!(tail(&link, 4), Err(LeftWhy::Symlink { .. })));
         assert_eq!(tail(t.path(), 4), Err(LeftWhy::NotRegular));
+        let fifo = t.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success(), "mkfifo");
+        // Refused without waiting for a writer.
+        assert_eq!(tail(&fifo, 4), Err(LeftWhy::NotRegular));
         assert_eq!(tail(&t.path().join("none"), 4), Err(LeftWhy::Missing));
     }
 }

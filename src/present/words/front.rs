@@ -1,6 +1,7 @@
 //! The words of the front ends' own refusals and messages, from typed
 //! values: a duration or size that is not one (`units::Error`), a flag's
-//! or variable's value that cannot be used ([`BadValue`]), a unit file
+//! or variable's value that cannot be used ([`BadValue`]), a flag that
+//! contradicts its command ([`Conflict`]), a unit file
 //! `doctor` cannot read ([`UnitFileWhy`]); `kill`'s spinner; whether a
 //! user's view is believed; a kill's audit record in one line; a
 //! Prometheus answer the fleet view refuses; why `kill`'s watch for
@@ -10,7 +11,8 @@
 //! ([`no_gpu_node`]).
 
 use crate::model::{
-    AuditRecord, BadValue, Change, Floor, Held, KillResult, LabelsOver, UnitFileWhy, WatchFailed,
+    AuditRecord, BadValue, Change, Conflict, Floor, Held, KillResult, LabelsOver, UnitFileWhy,
+    WatchFailed,
 };
 use crate::safe::fit;
 use std::fmt;
@@ -45,6 +47,23 @@ fn floor(why: Floor) -> &'static str {
         Floor::LookBack => "the look back steps by 1m",
         Floor::Answer => "no answer could arrive in time",
         Floor::Sample => "no sample would fall inside it",
+    }
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Conflict::MetricsJson => {
+                "metrics --json: metrics writes Prometheus's text format (what a scraper \
+                 reads); the JSON document is status --json"
+            }
+            Conflict::BundleJson => {
+                "bundle --json: the bundle is an archive; its status.json is status --json"
+            }
+            Conflict::BundleToTerminal => {
+                "bundle --out -: stdout is a terminal; redirect it to a file or a pipe"
+            }
+        })
     }
 }
 
