@@ -122,14 +122,21 @@ fn a_file_written_whole_reads_whole_when_a_short_read_ends_it() {
     use super::{read_at, read_one_at};
     let long_arg = "a".repeat(10_000);
     // (sh keeps its own command line, its extra argument unused, and
-    // waits on its stdin: no process of its own.)
+    // waits on its stdin: no process of its own. It says when it runs: a
+    // spawn returns once the exec has begun, before the kernel has set the
+    // new command line.)
     let mut child = std::process::Command::new("sh")
-        .args(["-c", "read x", "sh"])
+        .args(["-c", "echo ready; read x", "sh"])
         .arg(&long_arg)
         .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
         .env("GPUFREE_TEST_LONG", "e".repeat(20_000))
         .spawn()
         .unwrap();
+    let mut ready = String::new();
+    let out = child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut ready).unwrap();
+    assert_eq!(ready, "ready\n");
     let dir = rustix::fs::open(
         format!("/proc/{}", child.id()).as_str(),
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
@@ -156,7 +163,12 @@ fn a_file_written_whole_reads_whole_when_a_short_read_ends_it() {
     let status = read_one_at(&dir, "status").unwrap();
     assert!(String::from_utf8_lossy(&status).contains("\nUid:"));
     let cmdline = read_one_at(&dir, "cmdline").unwrap();
-    assert!(cmdline.len() > 10_000 && cmdline.ends_with(format!("{long_arg}\0").as_bytes()));
+    let tail = String::from_utf8_lossy(&cmdline[cmdline.len().saturating_sub(40)..]).into_owned();
+    assert!(
+        cmdline.len() > 10_000 && cmdline.ends_with(format!("{long_arg}\0").as_bytes()),
+        "{} bytes, ending {tail:?}",
+        cmdline.len()
+    );
     assert!(read_one_at(&dir, "environ").unwrap().len() > 20_000);
     let _ = child.kill();
     let _ = child.wait();
