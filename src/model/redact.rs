@@ -1,6 +1,6 @@
 //! The one rule of what `gpufree bundle` keeps of command lines and
 //! environments ([`Keep`]): left out unless asked, in every document (the
-//! snapshot, the audit records, a recording, unit files).
+//! snapshot, the audit records, a recording; a unit file's in `redact_unit.rs`).
 
 use super::Snapshot;
 use serde::Serialize;

@@ -194,7 +194,8 @@ mod tests {
         std::fs::write(b.join("x.service"), "[Service]\n").unwrap();
         std::fs::write(a.join("x.service.d/10-a.conf"), "[Service]\nRestart=no\n").unwrap();
         std::os::unix::fs::symlink("../../secret", a.join("x.service.d/20-b.conf")).unwrap();
-        let got = unit_files(&[a.clone(), b.clone()], "x.service", &mut u64::MAX);
+        let mut unbounded = u64::MAX;
+        let got = unit_files(&[a.clone(), b.clone()], "x.service", &mut unbounded);
         assert!(
             matches!(&got[0].1, Err(LeftWhy::Symlink { target }) if target.ends_with("secret"))
         );
@@ -207,7 +208,7 @@ mod tests {
             vec![b'#'; UNIT_FILE_BYTES as usize + 1],
         )
         .unwrap();
-        let big = unit_files(&[b.clone()], "big.service", &mut u64::MAX);
+        let big = unit_files(std::slice::from_ref(&b), "big.service", &mut unbounded);
         assert_eq!(
             big[0].1,
             Err(LeftWhy::TooLarge {
