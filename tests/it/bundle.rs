@@ -513,6 +513,19 @@ fn bundle_of_a_real_recording_and_audit_log_holds_no_command_line() {
     let pid = rustix::process::Pid::from_raw(rec.child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     rec.finish();
+    // And a status --json document as a line (attack 31's recording):
+    // its findings' details quote the worker's command line.
+    let status = Gpufree::new(["status"]).json().on(&d, &state).run();
+    let line = format!("{}\n", status.json());
+    assert!(
+        line.contains("\"details\"") && line.contains(CMD_SECRET),
+        "{line}"
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&rec_path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, line.as_bytes()).unwrap();
     let recorded = std::fs::read(&rec_path).unwrap();
     assert!(has(&recorded, CMD_SECRET) && has(&recorded, REC_SECRET));
     let bundle = |name: &str, flags: &[&str]| {
