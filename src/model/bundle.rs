@@ -2,7 +2,7 @@
 //! or an incident review ([`Member`]), what was left out and why
 //! ([`LeftOut`]), and the most it takes of each thing it reads
 //! ([`limits`]). What it keeps of command lines and environments is
-//! `model/redact.rs`'s.
+//! `model/redact.rs`'s and `model/redact_unit.rs`'s.
 
 use serde::Serialize;
 

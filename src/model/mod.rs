@@ -32,6 +32,7 @@ mod process;
 mod readback;
 mod record;
 mod redact;
+mod redact_unit;
 mod release;
 mod rename;
 mod restart;
@@ -98,7 +99,8 @@ pub use process::{
     Process, Protection, Via,
 };
 pub use record::{events, At, Delta, Entry, Event, Line, RecordBad, RecordEnd, RECORD_VERSION};
-pub use redact::{redact_json, redact_unit, Keep};
+pub use redact::{redact_json, Keep};
+pub use redact_unit::redact_unit;
 pub use release::{Held, Holds, OnGpu, Restart};
 pub use rename::{base, names_program, rename_of, started_as, Rename};
 pub use restart::{BusFailure, RestartSource, UnitUnread};

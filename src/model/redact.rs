@@ -1,6 +1,6 @@
 //! The one rule of what `gpufree bundle` keeps of command lines and
 //! environments ([`Keep`]): left out unless asked, in every document (the
-//! snapshot, the audit records, a recording, unit files).
+//! snapshot, the audit records, a recording; a unit file's in `redact_unit.rs`).
 
 use super::Snapshot;
 use serde::Serialize;
@@ -18,13 +18,67 @@ pub struct Keep {
 /// The JSON keys whose values are command lines, in every document the
 /// bundle copies (a process's, a launcher's and another process's
 /// `cmdline`, an audit target's `cmdline`, the audit record's invoker
-/// `argv`); `args` and `command_line` as SPEC.md promises.
+/// `argv`); `args` and `command_line` as SPEC.md promises. Kept as they
+/// are with `--with-cmdlines`.
 const CMDLINE_KEYS: &[&str] = &["cmdline", "argv", "args", "command_line"];
 
-/// The JSON keys whose values are environments; also the `value` of an
-/// object whose `reason` is `preload` (a refusal of protection names the
-/// variable's value).
+/// The JSON keys whose values are environments. Kept as they are with
+/// `--with-env`.
 const ENV_KEYS: &[&str] = &["environment", "env", "environ"];
+
+/// The JSON keys whose string values are kept in a copied line (an audit
+/// record, a recording's line) unless both command lines and
+/// environments are kept: names, ids, uuids, paths of devices and
+/// binaries, times and typed words (enums), none of which quotes a command
+/// line or an environment (the bundle's own `status.json` keeps the same
+/// values). Every other string, free text above all (a finding's
+/// `details`, `message`, `next`, a verdict's `reasons`, an `error`), is
+/// emptied; numbers, booleans and nulls are kept under any key.
+const SAFE_STRING_KEYS: &[&str] = &[
+    // A snapshot document's.
+    "uuid",
+    "name",
+    "pci_bus_id",
+    "vendor",
+    "state",
+    "kind",
+    "comm",
+    "exe",
+    "user",
+    "path",
+    "via",
+    "id",
+    "cgroup",
+    "source",
+    "severity",
+    "scan",
+    "host",
+    "dev_dir",
+    "library",
+    "driver_version",
+    "wchan",
+    "variable",
+    // A recording's: its events, the fields a patch removed.
+    "event",
+    "removed",
+    // An audit record's.
+    "version",
+    "time",
+    "command",
+    "signal",
+    "signals",
+    "result",
+    "outcome",
+    "verdict",
+    "tty",
+    "sudo_user",
+];
+
+/// The keys of a recording's patch and line that only wrap what is
+/// below: a string under one of them is judged by the key above.
+const WRAPPING_KEYS: &[&str] = &[
+    "set", "object", "fields", "array", "items", "full", "change", "kill", "value",
+];
 
 impl Snapshot {
     /// Removes what `keep` does not keep: every process's, launcher's and
@@ -57,75 +111,63 @@ impl Snapshot {
 }
 
 /// Removes from a JSON document (an audit record, a line of a recording)
-/// the values of the command line keys and the environment keys (this
-/// file's `CMDLINE_KEYS`, `ENV_KEYS`) that `keep` does not keep, at any
-/// depth: an array becomes empty, an object empty, anything
-/// else an empty string. The keys stay, so a reader sees what was there.
+/// what `keep` does not keep, by an allowlist: a string is kept only
+/// under a key of `SAFE_STRING_KEYS` (judged by the nearest key that is
+/// not a number nor one of `WRAPPING_KEYS`, so a recording's patch of a
+/// command line is judged as the command line), else emptied (an item of
+/// an array removed); the values of `CMDLINE_KEYS` and `ENV_KEYS` are
+/// emptied unless `keep` keeps them. With both kept the line stays as it
+/// is (free text may quote either).
 pub fn redact_json(v: &mut serde_json::Value, keep: Keep) {
+    if !(keep.cmdlines && keep.env) {
+        allow(v, "", keep);
+    }
+}
+
+/// [`redact_json`] below the key `under`.
+fn allow(v: &mut serde_json::Value, under: &str, keep: Keep) {
     use serde_json::Value;
     match v {
         Value::Object(map) => {
-            let preload = map.get("reason").and_then(Value::as_str) == Some("preload");
             for (key, value) in map.iter_mut() {
-                let gone = (!keep.cmdlines && CMDLINE_KEYS.contains(&key.as_str()))
-                    || (!keep.env && ENV_KEYS.contains(&key.as_str()))
-                    || (!keep.env && preload && key == "value");
-                if gone {
-                    *value = match value {
-                        Value::Array(_) => Value::Array(Vec::new()),
-                        Value::Object(_) => Value::Object(serde_json::Map::new()),
-                        _ => Value::String(String::new()),
-                    };
-                } else {
-                    redact_json(value, keep);
+                let k = key.as_str();
+                let cmd = CMDLINE_KEYS.contains(&k);
+                let env = ENV_KEYS.contains(&k);
+                if (cmd && keep.cmdlines) || (env && keep.env) {
+                    continue;
                 }
+                if cmd || env {
+                    *value = empty(value);
+                    continue;
+                }
+                let wraps = WRAPPING_KEYS.contains(&k) || k.bytes().all(|b| b.is_ascii_digit());
+                allow(value, if wraps { under } else { k }, keep);
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(|i| redact_json(i, keep)),
+        Value::Array(items) => {
+            let safe = SAFE_STRING_KEYS.contains(&under);
+            items.retain(|i| safe || !i.is_string());
+            items.iter_mut().for_each(|i| allow(i, under, keep));
+        }
+        Value::String(s) if !SAFE_STRING_KEYS.contains(&under) => s.clear(),
         _ => {}
     }
 }
 
-/// The unit file keys whose values are command lines (`ExecStart=` and
-/// its kin) or environments (`Environment=`, `PassEnvironment=` names
-/// only, kept; `EnvironmentFile=` is a path, kept).
-fn unit_key_gone(key: &str, keep: Keep) -> bool {
-    (!keep.cmdlines && key.starts_with("Exec")) || (!keep.env && key == "Environment")
-}
-
-/// A unit file's text without the values `keep` does not keep: each
-/// `Exec*=` and `Environment=` line keeps its key, its value replaced by
-/// `mark` (the words' `LEFT_OUT_MARK`); a line continued with a backslash
-/// is removed with it.
-pub fn redact_unit(text: &str, keep: Keep, mark: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut continued = false;
-    for line in text.lines() {
-        if continued {
-            continued = line.trim_end().ends_with('\\');
-            continue;
-        }
-        let key = line.split_once('=').map(|(k, _)| k.trim());
-        match key.filter(|k| unit_key_gone(k, keep)) {
-            Some(k) => {
-                out.push_str(k);
-                out.push('=');
-                out.push_str(mark);
-                out.push('\n');
-                continued = line.trim_end().ends_with('\\');
-            }
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
+/// An empty value of `v`'s kind: an array empty, an object empty,
+/// anything else an empty string.
+fn empty(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Array(_) => Value::Array(Vec::new()),
+        Value::Object(_) => Value::Object(serde_json::Map::new()),
+        _ => Value::String(String::new()),
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{redact_json, redact_unit, Keep};
+    use super::{redact_json, Keep};
     use crate::model::{Kin, Process, Snapshot};
 
     #[test]
@@ -176,17 +218,35 @@ mod tests {
     }
 
     #[test]
-    fn redact_unit_keeps_the_keys_and_drops_continued_lines() {
-        let text = "[Service]\nExecStart=/bin/x \\\n  --key=S\nEnvironment=K=S\nRestart=always\n";
-        let out = redact_unit(text, Keep::default(), "(left out)");
-        assert_eq!(
-            out,
-            "[Service]\nExecStart=(left out)\nEnvironment=(left out)\nRestart=always\n"
+    fn redact_json_keeps_only_allowed_strings_free_text_and_patches_included() {
+        let mut v = serde_json::json!({
+            "record": 1, "t": 5,
+            "full": {"findings": [{"kind": "renamed-holders", "pids": [4242],
+                "details": ["4242: cmdline 'x --api-key=S'"], "message": "S", "next": "S"}],
+                "processes": [{"pid": 4242, "comm": "worker", "owner": {"name": "run-u1.service"}}]},
+            "change": {"patch": {"object": {"fields": {
+                "processes": {"array": {"items": [[0, {"object": {"fields": {
+                    "cmdline": {"array": {"items": [[1, {"set": "--api-key=S"}]], "len": 2}},
+                    "comm": {"set": "w2"}}}}]], "len": 1}},
+                "findings": {"array": {"items": [[0, {"set": {"details": ["S"]}}]], "len": 1}}
+            }}}}
+        });
+        redact_json(&mut v, Keep::default());
+        let text = v.to_string();
+        assert!(
+            !text.contains("api-key") && !text.contains("\"S\""),
+            "{text}"
         );
-        let kept = Keep {
+        assert_eq!(v["full"]["findings"][0]["kind"], "renamed-holders");
+        assert_eq!(v["full"]["findings"][0]["pids"][0], 4242);
+        assert_eq!(v["full"]["processes"][0]["owner"]["name"], "run-u1.service");
+        assert!(text.contains("\"w2\""), "{text}");
+        let mut kept = serde_json::json!({"details": ["x --api-key=S"]});
+        let both = Keep {
             cmdlines: true,
             env: true,
         };
-        assert_eq!(redact_unit(text, kept, "(left out)"), text);
+        redact_json(&mut kept, both);
+        assert_eq!(kept["details"][0], "x --api-key=S");
     }
 }

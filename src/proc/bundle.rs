@@ -13,7 +13,9 @@ use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use crate::model::bundle_limits::{DROPINS_PER_DIR, UNIT_FILE_BYTES, VERSION_FILE_BYTES};
+use crate::model::bundle_limits::{
+    DROPINS_PER_DIR, UNIT_FILES_TOTAL_BYTES, UNIT_FILE_BYTES, VERSION_FILE_BYTES,
+};
 
 /// The version files under the proc root: the kernel's and the NVIDIA
 /// driver's, each with its path, its bytes or why not.
@@ -71,8 +73,10 @@ pub type FileRead = (PathBuf, Result<Vec<u8>, LeftWhy>);
 /// has it as a file (a template instance falls back to its template), and
 /// its drop-ins (`UNIT.d/*.conf`) from every directory; a link met on the
 /// way is listed with where it leads. The caller has checked the name
-/// (`restart::is_unit_name`).
-pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<FileRead> {
+/// (`restart::is_unit_name`). `budget` is what is left of the bytes of
+/// all units' files together: each file is read only up to it (never
+/// more is held), and what is read is taken from it.
+pub fn unit_files(dirs: &[PathBuf], unit: &str, budget: &mut u64) -> Vec<FileRead> {
     let template = unit.split_once('@').and_then(|(head, rest)| {
         let suffix = rest.rsplit_once('.')?.1;
         Some(format!("{head}@.{suffix}"))
@@ -88,7 +92,7 @@ pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<FileRead> {
             match beneath(fd, Path::new(name), false) {
                 Err(LeftWhy::Missing) => {}
                 Ok(f) => {
-                    out.push((dir.join(name), bounded(f, UNIT_FILE_BYTES)));
+                    out.push((dir.join(name), budgeted(f, budget)));
                     break 'main;
                 }
                 Err(why) => out.push((dir.join(name), Err(symlink(fd, name, why)))),
@@ -97,14 +101,14 @@ pub fn unit_files(dirs: &[PathBuf], unit: &str) -> Vec<FileRead> {
     }
     for name in &names {
         for (dir, fd) in &opened {
-            out.extend(dropins(dir, fd, name));
+            out.extend(dropins(dir, fd, name, budget));
         }
     }
     out
 }
 
 /// The drop-ins of `name` in one unit directory, in file-name order.
-fn dropins(dir: &Path, fd: &OwnedFd, name: &str) -> Vec<FileRead> {
+fn dropins(dir: &Path, fd: &OwnedFd, name: &str, budget: &mut u64) -> Vec<FileRead> {
     let sub = format!("{name}.d");
     let Ok(dfd) = beneath(fd, Path::new(&sub), true) else {
         return Vec::new();
@@ -123,12 +127,26 @@ fn dropins(dir: &Path, fd: &OwnedFd, name: &str) -> Vec<FileRead> {
         .take(DROPINS_PER_DIR)
         .map(|n| {
             let read = match beneath(&dfd, Path::new(&n), false) {
-                Ok(f) => bounded(f, UNIT_FILE_BYTES),
+                Ok(f) => budgeted(f, budget),
                 Err(why) => Err(symlink(&dfd, &n, why)),
             };
             (dir.join(&sub).join(&n), read)
         })
         .collect()
+}
+
+/// A unit file's bytes: at most [`UNIT_FILE_BYTES`], and at most what is
+/// left of `budget` (then refused as beyond the total), taken from it.
+fn budgeted(fd: OwnedFd, budget: &mut u64) -> Result<Vec<u8>, LeftWhy> {
+    let max = UNIT_FILE_BYTES.min(*budget);
+    let bytes = bounded(fd, max).map_err(|why| match why {
+        LeftWhy::TooLarge { .. } if max < UNIT_FILE_BYTES => LeftWhy::TooLarge {
+            max: UNIT_FILES_TOTAL_BYTES,
+        },
+        why => why,
+    })?;
+    *budget -= bytes.len() as u64;
+    Ok(bytes)
 }
 
 /// `name` opened beneath `dir` with no link on the way (a directory when
@@ -162,7 +180,7 @@ fn symlink(dir: &OwnedFd, name: &str, why: LeftWhy) -> LeftWhy {
 
 #[cfg(test)]
 mod tests {
-    use super::{unit_files, versions, UNIT_FILE_BYTES};
+    use super::{unit_files, versions, UNIT_FILES_TOTAL_BYTES, UNIT_FILE_BYTES};
     use crate::model::LeftWhy;
 
     #[test]
@@ -176,7 +194,8 @@ mod tests {
         std::fs::write(b.join("x.service"), "[Service]\n").unwrap();
         std::fs::write(a.join("x.service.d/10-a.conf"), "[Service]\nRestart=no\n").unwrap();
         std::os::unix::fs::symlink("../../secret", a.join("x.service.d/20-b.conf")).unwrap();
-        let got = unit_files(&[a.clone(), b.clone()], "x.service");
+        let mut unbounded = u64::MAX;
+        let got = unit_files(&[a.clone(), b.clone()], "x.service", &mut unbounded);
         assert!(
             matches!(&got[0].1, Err(LeftWhy::Symlink { target }) if target.ends_with("secret"))
         );
@@ -189,13 +208,24 @@ mod tests {
             vec![b'#'; UNIT_FILE_BYTES as usize + 1],
         )
         .unwrap();
-        let big = unit_files(&[b], "big.service");
+        let big = unit_files(std::slice::from_ref(&b), "big.service", &mut unbounded);
         assert_eq!(
             big[0].1,
             Err(LeftWhy::TooLarge {
                 max: UNIT_FILE_BYTES
             })
         );
+        // The total is spent while reading: a file past it is not held.
+        let mut budget = 12;
+        let got = unit_files(&[a, b], "x.service", &mut budget);
+        assert_eq!(got[1].1, Ok(b"[Service]\n".to_vec()));
+        assert_eq!(
+            got[2].1,
+            Err(LeftWhy::TooLarge {
+                max: UNIT_FILES_TOTAL_BYTES
+            })
+        );
+        assert_eq!(budget, 2);
     }
 
     #[test]

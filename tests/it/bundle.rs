@@ -301,7 +301,11 @@ fn bundle_takes_the_unit_file_of_a_holders_unit_and_follows_no_link() {
     std::fs::create_dir_all(units.join("vllm.service.d")).unwrap();
     std::fs::write(
         units.join("vllm.service"),
-        "[Service]\nExecStart=/usr/bin/python3 -m vllm --api-key=SECRET123\n\
+        // As systemd-run writes a transient unit: its Description is the
+        // command line; a credential; a comment inside a continuation.
+        "[Unit]\nDescription=/usr/bin/python3 -m vllm --api-key=SECRET123\n\
+         [Service]\nExecStart=/usr/bin/python3 -m vllm \\\n# the key below\n  --api-key=CONTSECRET\n\
+         SetCredential=hf:CREDSECRET\n\
          Environment=HF_TOKEN=ENVSECRET456\nRestart=always\n",
     )
     .unwrap();
@@ -332,7 +336,15 @@ fn bundle_takes_the_unit_file_of_a_holders_unit_and_follows_no_link() {
     assert!(doctor.contains("vllm.service"), "{doctor}");
     let kernel = member(&members, "proc-version.txt");
     assert_eq!(kernel, b"Linux version 6.1.0-test\n");
-    for secret in ["SECRET123", "ENVSECRET456", "LINKSECRET"] {
+    assert!(unit.contains("Description=(left out)"), "{unit}");
+    assert!(unit.contains("SetCredential=(left out)"), "{unit}");
+    for secret in [
+        "SECRET123",
+        "ENVSECRET456",
+        "LINKSECRET",
+        "CONTSECRET",
+        "CREDSECRET",
+    ] {
         assert!(!has(&raw, secret), "{secret} in the archive");
     }
     assert!(
@@ -449,4 +461,100 @@ fn bundle_to_stdout_on_a_terminal_is_refused_before_anything_is_collected() {
     let all = String::from_utf8_lossy(&all);
     assert!(all.contains("stdout is a terminal"), "{all}");
     assert!(!copy.exists(), "nothing was collected");
+}
+
+/// A secret on a command line that only `gpufree record` and `kill
+/// --audit-log` saw (a holder appearing during the recording, then
+/// killed).
+const REC_SECRET: &str = "RECORDSECRET246";
+
+/// Waits (10 s at most) until the file at `path` has a line with `needle`.
+fn wait_for(path: &Path, needle: &str) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read(path).is_ok_and(|b| has(&b, needle)) {
+        assert!(std::time::Instant::now() < until, "no {needle} in {path:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A real recording (`gpufree record`: full snapshots whose findings'
+/// details quote command lines, changes whose patches set them, a kill's
+/// record) and a real `kill --audit-log`: no command line of theirs is in
+/// the archive, free text included; with `--with-cmdlines` they are.
+#[test]
+fn bundle_of_a_real_recording_and_audit_log_holds_no_command_line() {
+    let d = TestDir::new(1);
+    let (worker, state, audit) = scene(&d);
+    let rec_path = d.tmp.path().join("timeline.jsonl");
+    let rec = Gpufree::new(["record"])
+        .on(&d, &state)
+        .args(["--out", rec_path.to_str().unwrap(), "--interval", "100ms"])
+        .args(["--audit-log", audit.to_str().unwrap(), "--scan", "procfs"])
+        .args(["--scan-every", "1s"])
+        .spawn();
+    wait_for(&rec_path, "\"full\"");
+    let late = hold(
+        &["python3", "eval.py", &format!("--token={REC_SECRET}")],
+        HoldSpec {
+            fd: vec![d.node("nvidia0")],
+            ..HoldSpec::default()
+        },
+    );
+    wait_for(&rec_path, REC_SECRET);
+    Gpufree::new(["kill"])
+        .on(&d, &state)
+        .args(["--pid", &late.pid().to_string(), "--yes", "--audit-log"])
+        .arg(&audit)
+        .env("GPUFREE_JOURNAL_SOCKET", "")
+        .env("GPUFREE_SYSLOG_SOCKET", "")
+        .run()
+        .assert_exit(0);
+    wait_for(&rec_path, "\"kill\"");
+    let pid = rustix::process::Pid::from_raw(rec.child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    rec.finish();
+    // And a status --json document as a line (attack 31's recording):
+    // its findings' details quote the worker's command line.
+    let status = Gpufree::new(["status"]).json().on(&d, &state).run();
+    let line = format!("{}\n", status.json());
+    assert!(
+        line.contains("\"details\"") && line.contains(CMD_SECRET),
+        "{line}"
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&rec_path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, line.as_bytes()).unwrap();
+    let recorded = std::fs::read(&rec_path).unwrap();
+    assert!(has(&recorded, CMD_SECRET) && has(&recorded, REC_SECRET));
+    let bundle = |name: &str, flags: &[&str]| {
+        let out = d.tmp.path().join(name);
+        Gpufree::new(["bundle"])
+            .args(flags)
+            .arg("--recording")
+            .arg(&rec_path)
+            .arg("--audit-log")
+            .arg(&audit)
+            .arg("--out")
+            .arg(&out)
+            .on(&d, &state)
+            .run()
+            .assert_exit(0);
+        unpack(&out)
+    };
+    let (members, raw) = bundle("r.tar.gz", &[]);
+    for secret in [CMD_SECRET, ENV_SECRET, AUDIT_SECRET, REC_SECRET] {
+        assert!(!has(&raw, secret), "{secret} in the archive");
+    }
+    // What explains the incident stays: the holders' PIDs and names, the
+    // kill's record.
+    let copy = member(&members, "recording.jsonl");
+    assert!(has(copy, "\"kill\"") && has(copy, &late.pid().to_string()));
+    assert!(has(copy, "VLLM::Worker_TP"));
+    let (_, raw) = bundle("k.tar.gz", &["--with-cmdlines", "--with-env"]);
+    for secret in [CMD_SECRET, AUDIT_SECRET, REC_SECRET] {
+        assert!(has(&raw, secret), "{secret} not kept");
+    }
+    drop(worker);
 }

@@ -18,7 +18,6 @@ mod read;
 
 use super::args::BundleArgs;
 use super::{take_selected_by, Error, Outcome, Settings};
-use crate::model::bundle_limits::UNIT_FILES_TOTAL_BYTES;
 use crate::model::{redact_unit, Bundle, Content, Keep, LeftItem, LeftWhy, Snapshot, VersionFile};
 use crate::present::{Printer, PrinterBuilder};
 use crate::proc::bundle::FileRead;
@@ -163,22 +162,16 @@ fn unit_files(
     b.left_out.extend(left);
     let plain = PrinterBuilder::new().build();
     let mut doctor = Vec::new();
-    let mut total = 0u64;
     for (unit, (path, got)) in read {
         let source = path.display().to_string();
+        // The total of all units' bytes was bounded while reading.
         let bytes = match got {
-            Ok(bytes) if total + bytes.len() as u64 > UNIT_FILES_TOTAL_BYTES => {
-                let max = UNIT_FILES_TOTAL_BYTES;
-                b.leave(LeftItem::Path(source), LeftWhy::TooLarge { max });
-                continue;
-            }
             Ok(bytes) => bytes,
             Err(why) => {
                 b.leave(LeftItem::Path(source), why);
                 continue;
             }
         };
-        total += bytes.len() as u64;
         let mark = crate::present::words::bundle::LEFT_OUT_MARK;
         let text = redact_unit(&String::from_utf8_lossy(&bytes), keep, mark);
         // Doctor reads the copy in the archive: what it quotes of an

@@ -51,7 +51,9 @@ pub fn left(what: &LeftItem) -> String {
 fn left_why_of(what: &LeftItem, why: &LeftWhy) -> String {
     match (what, why) {
         (LeftItem::Cmdlines, LeftWhy::NotAsked) => {
-            "left out everywhere; --with-cmdlines keeps them".into()
+            "left out everywhere, with the copied lines' free text and every unit key not on \
+             the allowlist; --with-cmdlines keeps them"
+                .into()
         }
         (LeftItem::Environments, LeftWhy::NotAsked) => {
             "left out everywhere; --with-env keeps them".into()
