@@ -146,7 +146,11 @@ fn a_file_written_whole_reads_whole_when_a_short_read_ends_it() {
     // last line's end, and readable.
     for name in ["status", "stat", "cgroup"] {
         let read = read_one_at(&dir, name).unwrap();
-        assert!(read.ends_with(b"\n"), "{name}: {}", String::from_utf8_lossy(&read));
+        assert!(
+            read.ends_with(b"\n"),
+            "{name}: {}",
+            String::from_utf8_lossy(&read)
+        );
     }
     assert!(crate::proc::parse::parse_stat(&read_one_at(&dir, "stat").unwrap()).is_ok());
     let status = read_one_at(&dir, "status").unwrap();
