@@ -1,8 +1,8 @@
 //! `gpufree watch --replay FILE` used as a person uses it: a host recorded
 //! while a holder is stuck, killed and released, then replayed in tmux:
 //! the first moment shows the holder under the REPLAY bar, End shows the
-//! GPU free, ← goes back to the holder, the kill key says nothing can be
-//! signalled, q quits. A file that is no recording and a flag that needs
+//! GPU free, ← goes back to the holder, space plays it to its end, the kill
+//! and rescan keys say why they do nothing, q quits. A file that is no recording and a flag that needs
 //! the live host fail before the terminal is taken.
 
 use crate::harness::{bin, hold, Gpufree, TestDir, Tmux};
@@ -101,11 +101,24 @@ fn a_replay_shows_the_stuck_holder_then_the_free_gpu_and_signals_nothing() {
     }
     assert!(!s.contains("GPU 0  free"), "{s}");
 
+    // Played from the first moment at 64 times its pace: it stops at the
+    // last moment, paused.
+    t.keys(&["Home"]);
+    t.wait_for(&format!("moment 1/{last}"));
+    t.keys(&["+", "+", "+", "+", "+", "+", " "]);
+    t.wait_for("×64  playing");
+    let s = t.wait_for(&format!("moment {last}/{last}  ×64  paused"));
+    assert!(s.contains("GPU 0  free"), "{s}");
+    t.keys(&["Left"]);
+    t.wait_for(&format!("moment {}/{last}", last - 1));
+
     t.keys(&["k"]);
     let s = t.wait_for("nothing can be signalled");
     assert!(!s.contains("kill: plan"), "{s}");
-    t.keys(&["+", "+"]);
-    t.wait_for("×4");
+    t.keys(&["r"]);
+    t.wait_for("cannot be scanned again");
+    t.keys(&["-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]);
+    t.wait_for("×1/16");
     t.keys(&["q"]);
     let until = Instant::now() + Duration::from_secs(10);
     while !std::fs::read_to_string(&code).is_ok_and(|c| c.ends_with('\n')) {
