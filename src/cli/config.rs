@@ -322,6 +322,10 @@ fn refuse_steering(cli: &Cli, why: Secure) -> Result<(), Error> {
         Some(Command::Watch {
             audit_log: Some(_), ..
         }) => refused("--audit-log"),
+        // A setuid replay would read a file of its caller's choosing.
+        Some(Command::Watch {
+            replay: Some(_), ..
+        }) => refused("--replay"),
         Some(Command::Check(CheckArgs { state: Some(_), .. })) => refused("--state"),
         Some(Command::Metrics {
             output: Some(_), ..

@@ -10,7 +10,7 @@
 //! `--at` names, or at its end.
 
 use super::args::{CheckArgs, Command};
-use super::{Cli, Error, Settings};
+use super::{Cli, Error, Outcome, Settings};
 use crate::diagnose::Options;
 use crate::model::{is_recording, state_at, At, RecordBad};
 use crate::model::{FromBad, FromFile, Snapshot, FROM_MAX_BYTES, SNAPSHOT_VERSION};
@@ -23,6 +23,7 @@ use std::path::Path;
 /// Refuses `--from` where it cannot be used: a command that acts or
 /// watches, a flag that steers a live collection, a path in secure mode.
 pub(super) fn refuse(cli: &Cli, secure: bool) -> Result<(), Error> {
+    refuse_replay(cli)?;
     let Some(path) = &cli.common.from else {
         return Ok(());
     };
@@ -66,6 +67,72 @@ pub(super) fn refuse(cli: &Cli, secure: bool) -> Result<(), Error> {
         return bad(FromBad::Secure { path: shown(path) });
     }
     Ok(())
+}
+
+/// Refuses, with `watch --replay`, a flag that needs the live host: the
+/// ones `--from` refuses, `--from` itself and `--audit-log` (nothing is
+/// killed from a file).
+fn refuse_replay(cli: &Cli) -> Result<(), Error> {
+    let Some(Command::Watch {
+        replay: Some(_),
+        audit_log,
+        ..
+    }) = &cli.command
+    else {
+        return Ok(());
+    };
+    let c = &cli.common;
+    let live = [
+        (c.from.is_some(), "--from"),
+        (audit_log.is_some(), "--audit-log"),
+        (c.scan.is_some(), "--scan"),
+        (c.read_timeout.is_some(), "--read-timeout"),
+        (c.idle_window.is_some(), "--idle-window"),
+    ];
+    match c
+        .host_paths()
+        .into_iter()
+        .chain(live)
+        .find(|(given, _)| *given)
+    {
+        Some((_, flag)) => Err(Error::WatchReplay(crate::model::ReplayBad::Flag(flag))),
+        None => Ok(()),
+    }
+}
+
+/// `gpufree watch --replay FILE`: the recording read and indexed, its first
+/// moment built (a file that cannot be replayed fails here, before the
+/// terminal is taken), then stepped through in the live view's frame.
+pub(super) fn replay(s: &Settings, path: &Path, printer: &Printer) -> Result<Outcome, Error> {
+    use crate::model::{ReplayBad, ReplayWhy};
+    use std::io::IsTerminal;
+    let bad = |why| {
+        Error::WatchReplay(ReplayBad::File {
+            path: shown(path),
+            why,
+        })
+    };
+    let bytes = read(path).map_err(|e| bad(ReplayWhy::File(e)))?;
+    if !is_recording(&bytes) {
+        return Err(bad(ReplayWhy::NotARecording));
+    }
+    let rec = crate::watch::Recording::open(bytes).map_err(|e| bad(ReplayWhy::Record(e)))?;
+    let gpus = if s.common.gpu.is_empty() {
+        None
+    } else {
+        let first = rec.state(0).map_err(|e| bad(ReplayWhy::Record(e)))?;
+        Some(snapshot::resolve(&first.gpus, &s.common.gpu).map_err(Error::Selector)?)
+    };
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(Error::NoTerminal);
+    }
+    let opts = crate::watch::ReplayOptions {
+        diagnose: Options::default(),
+        gpus,
+        color: printer.color(),
+    };
+    crate::watch::replay(&rec, &opts)?;
+    Ok(Outcome::Done)
 }
 
 /// The path as the words show it.

@@ -147,6 +147,9 @@ pub fn run(cli: Cli) -> Result<Outcome, Error> {
         Command::Check(args) => check::run_check(s, &args, &printer),
         Command::Fleet(args) => fleet::run_fleet(s, &args, &printer),
         Command::Watch {
+            replay: Some(path), ..
+        } => from::replay(s, &path, &printer),
+        Command::Watch {
             interval,
             scan_every,
             ..

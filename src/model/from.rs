@@ -86,3 +86,29 @@ pub enum FromBad {
         path: String,
     },
 }
+
+/// Why `watch --replay FILE` cannot run: its file, or a flag given with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayBad {
+    /// The file cannot be stepped through.
+    File {
+        /// The path as given.
+        path: String,
+        /// What is wrong.
+        why: ReplayWhy,
+    },
+    /// A flag that needs the live host.
+    Flag(&'static str),
+}
+
+/// What is wrong with a file given to `watch --replay`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayWhy {
+    /// It could not be read (`Unreadable`, `NotRegular`, `TooLarge`; the
+    /// path inside is the same).
+    File(FromBad),
+    /// It is no recording (a snapshot document, or not ours).
+    NotARecording,
+    /// It is a recording that cannot be read back.
+    Record(super::RecordBad),
+}

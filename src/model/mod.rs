@@ -72,7 +72,7 @@ pub use fleet::{
     look_back_steps, Fleet, FleetGpu, FleetHolder, FleetNode, LabelsOver, StaleNode, StaleReason,
     CLOCK_SKEW_SECONDS,
 };
-pub use from::{FromBad, FromFile, FROM_MAX_BYTES, SNAPSHOT_VERSION};
+pub use from::{FromBad, FromFile, ReplayBad, ReplayWhy, FROM_MAX_BYTES, SNAPSHOT_VERSION};
 pub use gpu::{Gpu, Memory, MigDevice, NvmlProcess, NvmlProcessKind, Vendor};
 pub use idle::{
     activity, judged_activity, process_activity, sm_percent, window_start_ms, Activity, IdleHolder,

@@ -87,7 +87,20 @@ pub(super) fn age(s: &Snapshot, p: &Process) -> String {
 }
 
 pub(super) fn draw(f: &mut Frame<'_>, app: &mut App) {
-    let area = f.area();
+    let mut area = f.area();
+    if let Some(at) = &app.replay {
+        let split = Layout::default()
+            .direction(Direction::Vertical)
+            .constraints([Constraint::Length(2), Constraint::Min(0)])
+            .split(area);
+        let bar = Line::styled(
+            words::replay_bar(at),
+            Style::new().add_modifier(Modifier::REVERSED),
+        );
+        let notice = Line::styled(app.notice.unwrap_or(""), fg(app.color, Color::Yellow));
+        f.render_widget(Paragraph::new(vec![bar, notice]), split[0]);
+        area = split[1];
+    }
     let Some(s) = app.snap.take() else {
         let text = app
             .error
@@ -135,7 +148,7 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
             area,
         );
     }
-    draw_footer(f, s, chunks[2], app.color);
+    draw_footer(f, s, chunks[2], app);
     if let Some(popup) = &app.popup {
         draw_popup(f, popup, area);
     }
@@ -273,7 +286,8 @@ fn detail(p: &Process) -> Vec<Line<'static>> {
 }
 
 /// The top finding, coloured by its severity (when `color`), and the keys.
-fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect, color: bool) {
+fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect, app: &App) {
+    let color = app.color;
     let top = s.findings.first();
     let finding = top.map_or(String::new(), |f| {
         let sev = match f.severity {
@@ -283,7 +297,7 @@ fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect, color: bool) {
         };
         format!("{sev}: {}", cell(&crate::present::words::words(f).message))
     });
-    let help = "q quit  ↑/↓ select  Enter detail  m/p/a sort  g/u/o filter  k kill  r rescan";
+    let help = words::help(app.replay.is_some());
     let severity = match top.map(|f| f.severity) {
         Some(Severity::Error) => Color::Red,
         Some(Severity::Warning) => Color::Yellow,

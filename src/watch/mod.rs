@@ -12,14 +12,19 @@
 //! by GPU, user and owner), the top finding of `why`, a detail pane, and a
 //! kill through the same safe path as `gpufree kill` (plan, confirmation,
 //! release). q or Esc quits and restores the terminal, also on a panic.
+//!
+//! `--replay FILE` shows a recording instead (`replay.rs`): the same frame
+//! under a time bar, moved through by keys, with nothing live.
 
 mod draw;
 mod keys;
+mod replay;
 #[cfg(test)]
 mod tests;
 
 use draw::draw;
 use keys::{on_key, on_popup_key, Flow};
+pub use replay::{replay, Recording, ReplayOptions};
 
 use crate::act::identity::Target;
 use crate::act::kill::{Plan, Selectors};
@@ -203,6 +208,10 @@ struct App {
     updated: Option<Instant>,
     /// Colours on (the printer's choice).
     color: bool,
+    /// Where a replay stands (None: the live view).
+    replay: Option<crate::present::words::watch::ReplayAt>,
+    /// What the last key could not do, said until the next key.
+    notice: Option<&'static str>,
 }
 
 /// The next value after `cur` in `all`, then back to none (cycling filters).
@@ -231,6 +240,8 @@ impl App {
             popup: None,
             updated: None,
             color,
+            replay: None,
+            notice: None,
         }
     }
 

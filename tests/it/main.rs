@@ -44,6 +44,7 @@ mod prometheus;
 mod protect;
 mod real_gpu;
 mod record;
+mod replay;
 mod reuse;
 mod scan;
 mod serve;

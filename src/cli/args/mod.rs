@@ -206,6 +206,9 @@ pub enum Command {
         /// `gpufree kill --audit-log` does.
         #[arg(long, value_name = "FILE", help_heading = OUTPUT)]
         audit_log: Option<PathBuf>,
+        /// Step through a recording (`gpufree record --out FILE`) instead of the live host.
+        #[arg(long, value_name = "FILE", help_heading = LOOK)]
+        replay: Option<PathBuf>,
     },
     /// Prometheus metrics over HTTP.
     ///

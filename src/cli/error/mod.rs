@@ -193,6 +193,10 @@ pub enum Error {
     /// `--from REC --at TIME`: the recording cannot be read at that moment.
     #[error("{}", crate::present::words::from::replay_bad(.0))]
     Replay(crate::model::RecordBad),
+    /// `watch --replay FILE`: the file, or a flag given with it, cannot
+    /// be used.
+    #[error("{}", crate::present::words::watch::replay_bad(.0))]
+    WatchReplay(crate::model::ReplayBad),
     /// `record` could not start or go on.
     #[error(transparent)]
     Record(#[from] crate::record::RecordError),
@@ -240,18 +244,25 @@ impl Error {
     }
 }
 
+/// The exit code of a command that ended without an error (SPEC.md).
+fn outcome_code(outcome: &Outcome) -> u8 {
+    match outcome {
+        Outcome::Done => 0,
+        Outcome::NotReached => 1,
+        Outcome::Unknown => 3,
+        Outcome::Survivors => 4,
+        Outcome::Refused => 5,
+        Outcome::Check(format, level) => check_code(*format, *level),
+    }
+}
+
 /// The exit code of a command's end (SPEC.md): 0 done, 1 not reached,
 /// 2 usage, 3 environment or unknown, 4 survivors, 5 refused; 127 when
 /// `sim exec` could not run its command (as `env` and shells do).
 pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
     use Error as E;
     let e = match end {
-        Ok(Outcome::Done) => return 0,
-        Ok(Outcome::NotReached) => return 1,
-        Ok(Outcome::Unknown) => return 3,
-        Ok(Outcome::Survivors) => return 4,
-        Ok(Outcome::Refused) => return 5,
-        Ok(Outcome::Check(format, level)) => return check_code(*format, *level),
+        Ok(outcome) => return outcome_code(outcome),
         Err(e) if e.is_broken_pipe() => return 0,
         Err(e) => e,
     };
@@ -273,6 +284,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::BundleInput { .. }
         | E::From(_)
         | E::Replay(_)
+        | E::WatchReplay(_)
         | E::Record(RecordError::Refused { .. } | RecordError::Gpu(_))
         | E::CmdlinesExposed(_)
         | E::FleetSelector(_)

@@ -4,7 +4,8 @@
 
 use super::target::{left, not_ours, target};
 use super::verdict::reasons_line;
-use crate::model::{NotOurProc, Plan, Process, Report};
+use crate::model::{FromBad, NotOurProc, Plan, Process, ReplayBad, ReplayWhy, Report};
+use crate::safe::escape;
 use crate::safe::{fit, TEXT_MAX};
 use crate::units::mib;
 use std::fmt::Display;
@@ -129,4 +130,102 @@ pub fn outcome(r: &Report, audit: Option<&dyn Display>) -> String {
         "signalled {:?}; survivors {:?}; {released}{audited}",
         r.targets, r.survivors
     )
+}
+
+/// The keys the footer lists: the live view's, or a replay's.
+pub fn help(replay: bool) -> &'static str {
+    if replay {
+        "q quit  space play/pause  ←/→ moment  +/- speed  Home/End first/last  ↑/↓ select  \
+         Enter detail  m/p/a sort  g/u/o filter"
+    } else {
+        "q quit  ↑/↓ select  Enter detail  m/p/a sort  g/u/o filter  k kill  r rescan"
+    }
+}
+
+/// Where a replay stands: the moment shown, of how many, and how it plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayAt {
+    /// The moment's time (ms since the epoch).
+    pub t_ms: u64,
+    /// The first moment's time (ms since the epoch).
+    pub start_ms: u64,
+    /// Its position, from 0.
+    pub pos: usize,
+    /// How many moments there are.
+    pub count: usize,
+    /// The speed, as a power of two (-4: 1/16 of the real pace, 6: 64 times).
+    pub speed: i32,
+    /// Playing (else paused).
+    pub playing: bool,
+}
+
+/// The replay's time bar: the moment in RFC 3339 UTC and from the start,
+/// its position, the speed, and that nothing here is live.
+pub fn replay_bar(at: &ReplayAt) -> String {
+    let speed = if at.speed >= 0 {
+        format!("×{}", 1u64 << at.speed.unsigned_abs())
+    } else {
+        format!("×1/{}", 1u64 << at.speed.unsigned_abs())
+    };
+    let since = at.t_ms.saturating_sub(at.start_ms) as f64 / 1000.0;
+    format!(
+        " {}  +{since:.1} s  moment {}/{}  {speed}  {}  REPLAY — nothing here is live ",
+        rfc3339(at.t_ms),
+        at.pos + 1,
+        at.count,
+        if at.playing { "playing" } else { "paused" },
+    )
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC, to the millisecond.
+fn rfc3339(ms: u64) -> String {
+    let c = crate::units::civil(ms / 1000);
+    let (h, mi, s) = c.hms;
+    format!(
+        "{:04}-{:02}-{:02}T{h:02}:{mi:02}:{s:02}.{:03}Z",
+        c.year,
+        c.month,
+        c.day,
+        ms % 1000
+    )
+}
+
+/// What the kill key says in a replay.
+pub const REPLAY_NO_KILL: &str =
+    "k: nothing can be signalled from a recording (a file pins no process); run gpufree kill on the host";
+
+/// What the rescan key says in a replay.
+pub const REPLAY_NO_RESCAN: &str =
+    "r: a recording cannot be scanned again; ←/→ step through its moments";
+
+/// Why `watch --replay FILE` cannot run, in one line: its file (named),
+/// or a flag that needs the live host.
+pub fn replay_bad(b: &ReplayBad) -> String {
+    let (path, why) = match b {
+        ReplayBad::File { path, why } => (fit(&escape(path), 1024), why),
+        ReplayBad::Flag(flag) => {
+            return format!(
+                "{flag} with watch --replay: it steers the live host, and a replay reads only \
+                 its file"
+            )
+        }
+    };
+    let why = match why {
+        ReplayWhy::File(FromBad::NotRegular { .. }) => "not a regular file".to_string(),
+        ReplayWhy::File(FromBad::TooLarge { .. }) => format!(
+            "larger than {} MiB, the most read (a rotated recording's files are replayed one by one)",
+            crate::model::FROM_MAX_BYTES >> 20
+        ),
+        ReplayWhy::File(FromBad::Unreadable { error, .. }) => format!("cannot be read: {error}"),
+        ReplayWhy::File(other) => super::from::bad(other),
+        ReplayWhy::NotARecording => {
+            "not a recording as `gpufree record --out FILE` writes it".to_string()
+        }
+        // The recording's reasons as `--from` words them, less its flag.
+        ReplayWhy::Record(r) => {
+            let words = super::from::replay_bad(r);
+            words.strip_prefix("--from: ").unwrap_or(&words).to_string()
+        }
+    };
+    format!("watch --replay {path}: {why}")
 }
