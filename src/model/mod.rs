@@ -112,7 +112,7 @@ pub use scan::{
 pub use selector::{BadSelector, GpuMiss, Here, UnitMiss, UnitOwner};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-pub use timeline::{is_recording, state_at, Replay, ReplayStep};
+pub use timeline::{index, is_recording, state_at, Moment, Replay, ReplayStep};
 pub use unavailable::{Call, Failure, MigCall, Unavailable, Unplaced};
 pub use usage::{BadValue, Conflict, Floor, UnitFileWhy};
 pub use verdict::{

@@ -9,37 +9,12 @@ use super::draw::draw;
 use super::keys::{on_key, Flow};
 use super::{App, Error};
 use crate::diagnose::Options as Diagnose;
-use crate::model::{RecordBad, Replay, Selection, Snapshot, RECORD_VERSION};
+use crate::model::{index, Moment, RecordBad, Replay, Selection, Snapshot};
 use crate::pipeline::{judge_with, select_with};
 use crate::present::words::watch::{self as words, ReplayAt};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind};
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
-
-/// What the index reads of a line: its version, time, and whether it is a
-/// full snapshot (the rest is skipped, not kept).
-#[derive(Deserialize)]
-struct Head {
-    record: u64,
-    t: u64,
-    #[serde(default)]
-    full: Option<IgnoredAny>,
-}
-
-/// One record of the recording: a moment of the replay.
-#[derive(Debug, Clone, Copy)]
-struct Moment {
-    /// Its time (ms since the epoch).
-    t: u64,
-    /// Where its line starts in the file.
-    start: usize,
-    /// Its line's number, from 1.
-    line: usize,
-    /// The moment of the full snapshot it builds on.
-    base: usize,
-}
 
 /// A recording, indexed: its bytes and its moments, from the first full
 /// snapshot on.
@@ -54,6 +29,12 @@ impl Recording {
     /// line cut short (the recorder stopped mid-write) is the end.
     pub fn open(bytes: Vec<u8>) -> Result<Recording, RecordBad> {
         let moments = index(&bytes)?;
+        if moments.is_empty() {
+            return Err(RecordBad::Before {
+                at_ms: 0,
+                first_ms: None,
+            });
+        }
         let rec = Recording { bytes, moments };
         rec.state(0)?;
         Ok(rec)
@@ -78,11 +59,11 @@ impl Recording {
         };
         let m = *self.moments.get(i).ok_or(before.clone())?;
         let base = self.moments[m.base];
-        let mut replay = Replay::new(&self.bytes[base.start..]);
+        let mut replay = Replay::starting(&self.bytes, base);
         for _ in m.base..=i {
             match replay.step() {
                 Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(shifted(e, base.line - 1)),
+                Some(Err(e)) => return Err(e),
                 None => break,
             }
         }
@@ -94,75 +75,6 @@ impl Recording {
             }),
             None => Err(before),
         }
-    }
-}
-
-/// Every record's moment from the first full snapshot on, reading only
-/// each line's head.
-fn index(bytes: &[u8]) -> Result<Vec<Moment>, RecordBad> {
-    let mut moments: Vec<Moment> = Vec::new();
-    let mut base = None;
-    let mut start = 0;
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let at = start;
-        start += line.len() + 1;
-        if line.trim_ascii().is_empty() {
-            continue;
-        }
-        let head = match serde_json::from_slice::<Head>(line) {
-            Ok(h) => h,
-            // The last line, cut short: the end.
-            Err(e) if e.is_eof() && bytes[start.min(bytes.len())..].trim_ascii().is_empty() => {
-                break
-            }
-            Err(e) => {
-                return Err(RecordBad::Line {
-                    line: i + 1,
-                    error: e.to_string(),
-                })
-            }
-        };
-        if head.record > u64::from(RECORD_VERSION) {
-            return Err(RecordBad::Newer {
-                line: i + 1,
-                version: head.record,
-            });
-        }
-        if head.full.is_some() {
-            base = Some(moments.len());
-        }
-        if let Some(base) = base {
-            moments.push(Moment {
-                t: head.t,
-                start: at,
-                line: i + 1,
-                base,
-            });
-        }
-    }
-    if moments.is_empty() {
-        return Err(RecordBad::Before {
-            at_ms: 0,
-            first_ms: None,
-        });
-    }
-    Ok(moments)
-}
-
-/// `e` with its line counted from the file's start, not from the line
-/// `by` lines into it where the reading began.
-fn shifted(e: RecordBad, by: usize) -> RecordBad {
-    match e {
-        RecordBad::Line { line, error } => RecordBad::Line {
-            line: line + by,
-            error,
-        },
-        RecordBad::Newer { line, version } => RecordBad::Newer {
-            line: line + by,
-            version,
-        },
-        RecordBad::Misfit { line } => RecordBad::Misfit { line: line + by },
-        e => e,
     }
 }
 
