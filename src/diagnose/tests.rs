@@ -1354,15 +1354,30 @@ fn renamed_holders_are_told_apart_by_what_they_changed_and_said_when_it_cannot_b
     let mut hidden = plain(7, 1, "worker", &[]);
     hidden.exe = None;
     hidden.renamed = true;
+    // A bundle's: its command line left out, its executable kept; what
+    // `pkill -f` would do to it is not said (newuser38 4: "hits", from
+    // the empty command line, where the live answer was "misses").
+    let mut redacted = plain(8, 1, "worker", &[]);
+    redacted.renamed = true;
     let f = diagnose(&base(
         vec![gpu(0, 0, 0)],
-        vec![comm_only, rewritten, hidden],
+        vec![comm_only, rewritten, hidden, redacted],
     ));
     let renamed: Vec<(&str, Vec<u32>)> = f
         .iter()
         .filter(|x| x.kind == FindingKind::RenamedHolders)
         .map(|x| (x.message.as_str(), x.pids.clone()))
         .collect();
+    let untold = f
+        .iter()
+        .find(|x| x.kind == FindingKind::RenamedHolders && x.pids.contains(&8))
+        .map(|x| x.details.clone())
+        .unwrap();
+    assert!(
+        untold.iter().any(|d| d.contains("`pkill python3` misses"))
+            && untold.iter().all(|d| !d.contains("pkill -f")),
+        "{untold:?}"
+    );
     assert_eq!(renamed.len(), 3, "{renamed:?}");
     assert!(renamed[0].0.starts_with("1 holder rewrote its command line (setproctitle), comm unchanged: `pkill -f python3` and `ps aux | grep python3` miss it; plain `pkill python3` (comm) misses none"), "{renamed:?}");
     assert_eq!(renamed[0].1, vec![6]);
@@ -1372,7 +1387,7 @@ fn renamed_holders_are_told_apart_by_what_they_changed_and_said_when_it_cannot_b
         renamed[2].0.contains("which is not shown here"),
         "{renamed:?}"
     );
-    assert_eq!(renamed[2].1, vec![7]);
+    assert_eq!(renamed[2].1, vec![7, 8]);
 }
 
 /// NVML unread: a holder of an NVIDIA node with no memory listed holds an

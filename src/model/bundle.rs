@@ -185,6 +185,13 @@ pub enum LeftWhy {
         /// How many lines.
         lines: u64,
     },
+    /// Records of a recording no redacted state could be made of (before
+    /// the copy's first full snapshot, one that does not read, or a
+    /// change after one).
+    NotReplayable {
+        /// How many records.
+        records: u64,
+    },
     /// Not read in secure mode (setuid, file capabilities).
     Secure,
     /// Not a unit name systemd accepts.

@@ -240,7 +240,9 @@ impl At {
         }
         if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
             let secs: f64 = t.parse().ok()?;
-            return (secs.is_finite() && secs < 1e13).then_some(At::Unix((secs * 1000.0) as u64));
+            // Rounded: 1733431420.123 s is 1733431420122.9999 ms as a float.
+            let ms = (secs * 1000.0).round();
+            return (secs.is_finite() && secs < 1e13).then_some(At::Unix(ms as u64));
         }
         rfc3339_ms(t).map(At::Unix)
     }
@@ -364,6 +366,10 @@ mod tests {
     #[test]
     fn moments_in_every_form() {
         assert_eq!(At::parse("1733431420"), Some(At::Unix(1_733_431_420_000)));
+        for ms in 1_733_431_420_000..1_733_431_421_000 {
+            let text = format!("{}.{:03}", ms / 1000, ms % 1000);
+            assert_eq!(At::parse(&text), Some(At::Unix(ms)), "{text}");
+        }
         assert_eq!(
             At::parse("1733431420.25"),
             Some(At::Unix(1_733_431_420_250))

@@ -86,29 +86,25 @@ impl serde_json::ser::Formatter for Line {
     }
 }
 
+/// `value` as one line of compact JSON, escaped as [`Line`] says.
+pub fn write_line<W: Write, T: serde::Serialize>(w: &mut W, value: &T) -> io::Result<()> {
+    let mut ser = serde_json::Serializer::with_formatter(&mut *w, Line);
+    value.serialize(&mut ser).map_err(io::Error::from)?;
+    writeln!(w)
+}
+
 /// `bytes` (JSON lines) written again with what `keep` does not keep
-/// removed from each line ([`redact_json`]); the first line is skipped
-/// when `cut` (it may be a piece), and a line that is not JSON is
+/// removed from each line ([`redact_json`]); a line that is not JSON is
 /// skipped: nothing could be removed from it. Returns how many lines
 /// were skipped as not JSON.
-pub fn write_redacted_lines<W: Write>(
-    w: &mut W,
-    bytes: &[u8],
-    cut: bool,
-    keep: Keep,
-) -> io::Result<u64> {
+pub fn write_redacted_lines<W: Write>(w: &mut W, bytes: &[u8], keep: Keep) -> io::Result<u64> {
     let mut dropped = 0;
-    let mut lines = bytes.split(|b| *b == b'\n');
-    if cut {
-        lines.next();
-    }
+    let lines = bytes.split(|b| *b == b'\n');
     for line in lines.filter(|l| !l.iter().all(u8::is_ascii_whitespace)) {
         match serde_json::from_slice::<serde_json::Value>(line) {
             Ok(mut v) => {
                 redact_json(&mut v, keep);
-                let mut ser = serde_json::Serializer::with_formatter(&mut *w, Line);
-                serde::Serialize::serialize(&v, &mut ser).map_err(io::Error::from)?;
-                writeln!(w)?;
+                write_line(w, &v)?;
             }
             Err(_) => dropped += 1,
         }
@@ -170,10 +166,10 @@ mod tests {
     }
 
     #[test]
-    fn redacted_lines_drop_the_cut_piece_and_what_is_not_json() {
-        let bytes = b"ece\"]}\n{\"cmdline\":[\"x\",\"--k=S\"]}\nnot json S\n\n";
+    fn redacted_lines_drop_what_is_not_json() {
+        let bytes = b"{\"cmdline\":[\"x\",\"--k=S\"]}\nnot json S\n\n";
         let mut out = Vec::new();
-        let dropped = write_redacted_lines(&mut out, bytes, true, Keep::default()).unwrap();
+        let dropped = write_redacted_lines(&mut out, bytes, Keep::default()).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "{\"cmdline\":[]}\n");
         assert_eq!(dropped, 1);
     }

@@ -54,6 +54,18 @@ pub fn write_marker<W: Write>(w: &mut W, from: &FromFile) -> io::Result<()> {
     writeln!(w, "gpufree: {}", marker(from))
 }
 
+/// The document `gpufree record` keeps of judged snapshot `s`: `status
+/// --json`'s without its findings in words (a reader judges the snapshot
+/// again, as `--from` does; the words quote holders' command lines where
+/// no key says so).
+pub fn recorded_document(s: &Snapshot) -> Result<serde_json::Value, serde_json::Error> {
+    let mut doc = serde_json::to_value(super::json::SnapshotDoc::new(s))?;
+    if let Some(o) = doc.as_object_mut() {
+        o.remove("findings");
+    }
+    Ok(doc)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::model::{DriverEvidence, Failure, Gpu, KernelLog, Reading, Snapshot};

@@ -15,6 +15,7 @@
 
 mod archive;
 mod read;
+mod recording;
 
 use super::args::BundleArgs;
 use super::{take_selected_by, Error, Outcome, Settings};
@@ -217,14 +218,23 @@ fn copied(b: &mut Bundle, args: &BundleArgs, keep: Keep) -> Result<(), Error> {
             why,
         })?;
         let mut copy = Vec::new();
-        let dropped =
-            crate::present::bundle::write_redacted_lines(&mut copy, &bytes, cut.is_some(), keep)?;
         let source = path.display().to_string();
-        if dropped > 0 {
-            b.leave(
-                LeftItem::Path(source.clone()),
-                LeftWhy::NotJson { lines: dropped },
-            );
+        // A recording is redacted by its records' types, so that its copy
+        // replays; any other file's lines by the allowlist.
+        let lines = read::whole_lines(&bytes, cut.is_some());
+        let typed = copied == Copied::Recording && crate::model::is_recording(lines);
+        let left = if typed && !(keep.cmdlines && keep.env) {
+            let records = recording::write_redacted_recording(&mut copy, lines, keep)?;
+            LeftWhy::NotReplayable { records }
+        } else {
+            let lines = crate::present::bundle::write_redacted_lines(&mut copy, lines, keep)?;
+            LeftWhy::NotJson { lines }
+        };
+        if matches!(
+            left,
+            LeftWhy::NotReplayable { records: 1.. } | LeftWhy::NotJson { lines: 1.. }
+        ) {
+            b.leave(LeftItem::Path(source.clone()), left);
         }
         b.add_tail(copied.member(), copied.content(source), copy, cut);
     }

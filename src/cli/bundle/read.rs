@@ -100,9 +100,19 @@ pub fn tail(path: &Path, max: u64) -> Result<(Vec<u8>, Option<Cut>), LeftWhy> {
     Ok((bytes, cut))
 }
 
+/// The whole lines of `bytes`: past its first line when `cut` (the tail
+/// began inside it, so it may be a piece).
+pub fn whole_lines(bytes: &[u8], cut: bool) -> &[u8] {
+    match (cut, bytes.iter().position(|&b| b == b'\n')) {
+        (true, Some(end)) => &bytes[end + 1..],
+        (true, None) => &[],
+        (false, _) => bytes,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::tail;
+    use super::{tail, whole_lines};
     use crate::model::{Cut, LeftWhy};
 
     #[test]
@@ -125,5 +135,13 @@ mod tests {
         // Refused without waiting for a writer.
         assert_eq!(tail(&fifo, 4), Err(LeftWhy::NotRegular));
         assert_eq!(tail(&t.path().join("none"), 4), Err(LeftWhy::Missing));
+    }
+
+    #[test]
+    fn a_cut_tail_loses_its_first_piece() {
+        let bytes = b"ece\"]}\n{\"a\":1}\n";
+        assert_eq!(whole_lines(bytes, true), b"{\"a\":1}\n");
+        assert_eq!(whole_lines(bytes, false), bytes);
+        assert_eq!(whole_lines(b"no newline", true), b"");
     }
 }

@@ -86,6 +86,9 @@ pub fn left_why(w: &LeftWhy) -> String {
         LeftWhy::NotJson { lines } => {
             format!("{lines} line(s) that are not JSON (they could not be redacted)")
         }
+        LeftWhy::NotReplayable { records } => format!(
+            "{records} record(s) no redacted state could be made of (before the copy's first full snapshot, or after a record that does not read)"
+        ),
         LeftWhy::Secure => {
             "not read: gpufree runs with privileges its caller lacks (setuid, capabilities)".into()
         }

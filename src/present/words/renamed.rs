@@ -65,7 +65,7 @@ pub(super) fn renamed(how: Option<Rename>, holders: &[Renamed]) -> (String, Vec<
             of(f_misses),
         )
     };
-    let details = holders.iter().map(holder).collect();
+    let details = holders.iter().map(|r| holder(r, true)).collect();
     (message, details)
 }
 
@@ -78,20 +78,26 @@ fn untold(holders: &[Renamed]) -> (String, Vec<String>) {
         count(n, "holder has", "holders have"),
         one_or(n, "itself", "themselves"),
     );
-    (message, holders.iter().map(holder).collect())
+    (message, holders.iter().map(|r| holder(r, false)).collect())
 }
 
-/// One renamed holder: its names now, and what each `pkill` does to it.
-fn holder(r: &Renamed) -> String {
+/// One renamed holder: its names now, and what each `pkill` does to it;
+/// `pkill -f`'s only where its command line is `told` (what it would hit
+/// of a command line not shown cannot be said).
+fn holder(r: &Renamed, told: bool) -> String {
     let hits = |yes: bool| if yes { "hits" } else { "misses" };
     let verdict = match r.started_as.as_deref() {
-        Some(n) => {
+        Some(n) if told => {
             let q = quoted(n);
             format!(
                 "; started as {q}: `pkill {q}` {}, `pkill -f {q}` {}",
                 hits(r.pkill),
                 hits(r.pkill_f)
             )
+        }
+        Some(n) => {
+            let q = quoted(n);
+            format!("; started as {q}: `pkill {q}` {}", hits(r.pkill))
         }
         None => String::new(),
     };
