@@ -67,7 +67,7 @@ fn is_cmdline_key(key: &str) -> bool {
 /// next; comment lines inside are skipped), comments left out, section
 /// headers kept when they are only a name (`[Service]`, else written
 /// `[mark]`), each `KEY=value` kept where `KEY` is on the allowlist and the
-/// value is one line of plain words ([`plain_value`]; `Exec*=` and
+/// value is one line of plain words (`plain_value`; `Exec*=` and
 /// `Description=` with `keep.cmdlines`, `Environment=` with `keep.env`, as
 /// they are), else written `KEY=mark` (the words' `LEFT_OUT_MARK`; an
 /// empty value, a reset, stays empty).
