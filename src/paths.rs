@@ -180,10 +180,13 @@ pub enum Unloadable {
 }
 
 /// `path` created new (`O_EXCL`, `mode`) through its directory reached
-/// without links: whatever is there already, a file, a link or a FIFO,
-/// is refused ([`Refused::Exists`]), never opened or replaced.
+/// without links, in a directory nobody else controls ([`trusted_dir`],
+/// the rule `record --out` keeps): whatever is there already, a file or a
+/// FIFO, is refused ([`Refused::Exists`]; a symlink, [`Refused::Symlink`]),
+/// never opened or replaced.
 pub fn create_new(path: &Path, mode: u32) -> Result<std::fs::File, OpenError> {
     let (dir, name) = dir_of(path)?;
+    trusted_dir(&dir)?;
     let fd = rustix::fs::openat(
         &dir,
         name,
@@ -191,11 +194,21 @@ pub fn create_new(path: &Path, mode: u32) -> Result<std::fs::File, OpenError> {
         Mode::from_raw_mode(mode),
     )
     .map_err(|e| match e {
-        rustix::io::Errno::EXIST | rustix::io::Errno::LOOP => OpenError::Refused(Refused::Exists),
+        rustix::io::Errno::LOOP => OpenError::Refused(Refused::Symlink),
+        rustix::io::Errno::EXIST => OpenError::Refused(what_is_there(&dir, name)),
         e => OpenError::Io(e.into()),
     })?;
     rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(std::io::Error::from)?;
     Ok(std::fs::File::from(fd))
+}
+
+/// Why `name` in `dir`, found there already, is not created: a symlink
+/// (`O_EXCL` says `EEXIST` for one, not `ELOOP`) or anything else.
+fn what_is_there(dir: &OwnedFd, name: &std::ffi::OsStr) -> Refused {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => Refused::Symlink,
+        _ => Refused::Exists,
+    }
 }
 
 /// The path root loads for the library named `path` (`--nvml-lib`, a
@@ -276,6 +289,40 @@ mod tests {
             Err(OpenError::Refused(Refused::Symlink))
         ));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    }
+
+    #[test]
+    fn create_new_calls_a_link_a_link_and_a_file_there_already_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("b.tgz");
+        create_new(&file, 0o600).unwrap();
+        assert!(matches!(
+            create_new(&file, 0o600),
+            Err(OpenError::Refused(Refused::Exists))
+        ));
+        let link = tmp.path().join("link.tgz");
+        std::os::unix::fs::symlink(tmp.path().join("nowhere"), &link).unwrap();
+        assert!(matches!(
+            create_new(&link, 0o600),
+            Err(OpenError::Refused(Refused::Symlink))
+        ));
+        assert!(!tmp.path().join("nowhere").exists());
+    }
+
+    #[test]
+    fn create_new_refuses_a_directory_others_may_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let open = tmp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(
+            create_new(&open.join("b.tgz"), 0o600),
+            Err(OpenError::Refused(Refused::OthersDirectory))
+        ));
+        assert!(!open.join("b.tgz").exists());
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        create_new(&open.join("b.tgz"), 0o600).unwrap();
     }
 
     #[test]

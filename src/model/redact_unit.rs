@@ -63,18 +63,26 @@ fn is_cmdline_key(key: &str) -> bool {
 }
 
 /// A unit file's text as a bundle copies it: its lines joined as systemd
-/// joins them (a line ending with a backslash goes on with the next;
-/// comment lines inside are skipped), comments left out, section
-/// headers kept, each `KEY=value` kept where `KEY` is on the allowlist
-/// (`Exec*=` and `Description=` with `keep.cmdlines`, `Environment=` with
-/// `keep.env`), else written `KEY=mark` (the words' `LEFT_OUT_MARK`; an
+/// joins them (a line ending with an unescaped backslash goes on with the
+/// next; comment lines inside are skipped), comments left out, section
+/// headers kept when they are only a name (`[Service]`, else written
+/// `[mark]`), each `KEY=value` kept where `KEY` is on the allowlist and the
+/// value is one line of plain words (`plain_value`; `Exec*=` and
+/// `Description=` with `keep.cmdlines`, `Environment=` with `keep.env`, as
+/// they are), else written `KEY=mark` (the words' `LEFT_OUT_MARK`; an
 /// empty value, a reset, stays empty).
 pub fn redact_unit(text: &str, keep: Keep, mark: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for line in logical_lines(text) {
+    for (line, continued) in logical_lines(text) {
         let t = line.trim();
         if t.is_empty() || t.starts_with('[') {
-            out.push_str(t);
+            if t.is_empty() || plain_header(t) {
+                out.push_str(t);
+            } else {
+                out.push('[');
+                out.push_str(mark);
+                out.push(']');
+            }
             out.push('\n');
             continue;
         }
@@ -82,13 +90,12 @@ pub fn redact_unit(text: &str, keep: Keep, mark: &str) -> String {
             continue;
         };
         let key = key.trim();
-        let kept = KEPT_KEYS.contains(&key)
-            || (keep.cmdlines && is_cmdline_key(key))
-            || (keep.env && key == "Environment");
         let value = value.trim();
+        let asked = (keep.cmdlines && is_cmdline_key(key)) || (keep.env && key == "Environment");
+        let allowed = KEPT_KEYS.contains(&key) && !continued && plain_value(value);
         out.push_str(key);
         out.push('=');
-        out.push_str(if kept || value.is_empty() {
+        out.push_str(if asked || allowed || value.is_empty() {
             value
         } else {
             mark
@@ -98,16 +105,43 @@ pub fn redact_unit(text: &str, keep: Keep, mark: &str) -> String {
     out
 }
 
-/// Whether a line is a comment (`#` or `;` after leading blanks).
+/// Whether a section header is only a name: `^\[[A-Za-z-]+\]$`.
+fn plain_header(t: &str) -> bool {
+    t.strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .is_some_and(|name| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphabetic() || c == '-')
+        })
+}
+
+/// Whether a kept key's value is plain words (unit names, numbers, time
+/// spans, signal names, paths): ASCII letters and digits, `@ . _ : + - , =
+/// /`, and single spaces between them. Anything else (a `#` or `;` after a
+/// blank, quotes, a backslash) is not copied.
+fn plain_value(v: &str) -> bool {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "@._:+-,=/".contains(c);
+    !v.contains("  ") && v.chars().all(|c| c == ' ' || safe(c))
+}
+
+/// Whether a comment (`#` or `;` after leading blanks).
 fn is_comment(line: &str) -> bool {
     matches!(line.trim_start().chars().next(), Some('#' | ';'))
 }
 
-/// The file's logical lines, as systemd.syntax(7) reads them: a line
-/// ending with a backslash is joined (the backslash a space) with the next
-/// line that is not a comment; comment lines outside a continuation are
-/// dropped.
-fn logical_lines(text: &str) -> Vec<String> {
+/// `line` without its continuation backslash, if it ends with one: an
+/// odd number of backslashes at its end (`\\` is an escaped backslash,
+/// as systemd reads it, and ends the line).
+fn continues(line: &str) -> Option<&str> {
+    let n = line.len() - line.trim_end_matches('\\').len();
+    (n % 2 == 1).then(|| &line[..line.len() - 1])
+}
+
+/// The file's logical lines, as systemd.syntax(7) reads them, each with
+/// whether it was joined from more than one line: a line ending with a
+/// backslash ([`continues`]) is joined (the backslash a space) with the
+/// next line that is not a comment; comment lines outside a continuation
+/// are dropped.
+fn logical_lines(text: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     let mut open: Option<String> = None;
     for line in text.lines() {
@@ -115,25 +149,25 @@ fn logical_lines(text: &str) -> Vec<String> {
             continue;
         }
         let body = line.trim_end();
-        let (part, goes_on) = match body.strip_suffix('\\') {
+        let (part, goes_on) = match continues(body) {
             Some(head) => (head.trim_end(), true),
             None => (body, false),
         };
-        let mut joined = match open.take() {
+        let (mut joined, continued) = match open.take() {
             Some(mut o) => {
                 o.push(' ');
                 o.push_str(part.trim_start());
-                o
+                (o, true)
             }
-            None => part.to_string(),
+            None => (part.to_string(), false),
         };
         if goes_on {
             open = Some(std::mem::take(&mut joined));
         } else {
-            out.push(joined);
+            out.push((joined, continued));
         }
     }
-    out.extend(open);
+    out.extend(open.map(|o| (o, true)));
     out
 }
 
@@ -189,5 +223,51 @@ mod tests {
         let out = redact_unit(text, cmd, MARK);
         assert!(out.contains("ExecStart=/usr/bin/python3 -m vllm --api-key=LEAK2\n"));
         assert!(!out.contains("LEAK1") && !out.contains("LEAK3"), "{out}");
+    }
+
+    #[test]
+    fn odd_headers_and_values_with_comments_or_from_continuations_are_left_out() {
+        // attack38 finding 6: what systemd ignores or rejects is not
+        // copied word for word.
+        let text = "[Service ; hunter2-hdr]\n[X-Ok]\n[Install]x\n\
+            Restart=on-failure # hunter2-inline\nRestartSec=5 ;hunter2-semi\n\
+            After=network.target \\\n hunter2-cont\nUser=\"quoted\"\nGroup=a  b\n\
+            KillMode=mixed\nAfter=network.target nvidia-persistenced.service\n\
+            TimeoutStopSec=1min 30s\nUser=svc@host_1\n";
+        let out = redact_unit(text, Keep::default(), MARK);
+        assert_eq!(
+            out,
+            "[(left out)]\n[X-Ok]\n[(left out)]\nRestart=(left out)\n\
+             RestartSec=(left out)\nAfter=(left out)\nUser=(left out)\n\
+             Group=(left out)\nKillMode=mixed\n\
+             After=network.target nvidia-persistenced.service\n\
+             TimeoutStopSec=1min 30s\nUser=svc@host_1\n"
+        );
+        assert!(!out.contains("hunter2"), "{out}");
+    }
+
+    #[test]
+    fn an_escaped_backslash_at_the_end_does_not_swallow_the_next_line() {
+        let text = "[Service]\nExecStart=/bin/x \\\\\nRestart=always\n\
+            ExecStop=/bin/y \\\\\\\n  --z\nRestart=no\n";
+        let out = redact_unit(text, Keep::default(), MARK);
+        assert_eq!(
+            out,
+            "[Service]\nExecStart=(left out)\nRestart=always\n\
+             ExecStop=(left out)\nRestart=no\n"
+        );
+        let cmd = Keep {
+            cmdlines: true,
+            env: false,
+        };
+        let out = redact_unit(text, cmd, MARK);
+        assert!(
+            out.contains("ExecStart=/bin/x \\\\\nRestart=always\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("ExecStop=/bin/y \\\\ --z\nRestart=no\n"),
+            "{out}"
+        );
     }
 }

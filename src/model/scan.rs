@@ -154,6 +154,13 @@ pub enum CacheRefusal {
         /// The path.
         path: String,
     },
+    /// A directory on the way to the pins, on the BPF file system, is not
+    /// root's, or others may write it (its owner could rename the pins
+    /// away).
+    NotRootsOnTheWay {
+        /// The path.
+        path: String,
+    },
     /// Not a regular file.
     NotRegular {
         /// The path.

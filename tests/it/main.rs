@@ -11,6 +11,7 @@ mod bpf;
 mod bpf_cache;
 mod builder;
 mod bundle;
+mod bundle_out;
 mod check;
 mod cmd;
 mod contrib;

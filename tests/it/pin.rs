@@ -219,3 +219,53 @@ fn a_pin_in_use_others_may_write_or_reached_through_a_link_is_not_taken() {
     own(&status(&d.dev, Path::new("off")), None);
     own(&status(&d.dev, &d.tmp.path().join("none")), None);
 }
+
+#[test]
+fn a_pin_under_a_directory_a_user_owns_is_neither_made_nor_taken() {
+    // attack38 finding 4: a user who owns a directory on the way could
+    // rename the pins away.
+    let d = TestDir::new(1);
+    if !per_process_walk_runs(&d) {
+        return;
+    }
+    let Some(fs) = BpfFs::mount(&d) else { return };
+    let theirs = fs.0.join("u");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let pins = theirs.join("gpufree");
+    let doc = prepare(&pins);
+    assert!(doc["pinned"].is_null(), "{doc}");
+    let why = &doc["cause"]["kept"]["pin"]["not_pinned"]["not_roots_on_the_way"];
+    assert_eq!(why["path"], json!(theirs.to_str().unwrap()), "{doc}");
+    assert!(!pins.exists(), "nothing made under the user's directory");
+    let r = Gpufree::new(["prepare"])
+        .env("GPUFREE_BPF_PIN", &pins)
+        .run();
+    let line = &r.assert_exit(0).stdout;
+    assert!(line.contains("NOT pinned for one-shot commands"), "{line}");
+    assert!(
+        line.contains("on the way to the pins, is not root's"),
+        "{line}"
+    );
+
+    // Pins made while the directory was root's are not taken once a user
+    // owns it.
+    std::os::unix::fs::chown(&theirs, Some(0), Some(0)).unwrap();
+    assert!(prepare(&pins)["pinned"].is_string());
+    let h = two_holders(&d.node("nvidia0"));
+    let pids: Vec<u32> = h.iter().map(|h| h.pid()).collect();
+    assert_eq!(
+        how(&status(&d.dev, &pins)),
+        &json!({ "per_process": "pinned" })
+    );
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let doc = status(&d.dev, &pins);
+    assert_ne!(how(&doc), &json!({ "per_process": "pinned" }), "{doc}");
+    assert_eq!(holders(&doc, &pids), want(&h, "nvidia0"));
+    let said = &doc["visibility"]["scan_cause"]["walked"]["pin_not_taken"];
+    assert!(
+        said.get("not_roots_on_the_way").is_some(),
+        "{}",
+        doc["visibility"]
+    );
+}

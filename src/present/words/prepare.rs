@@ -101,7 +101,10 @@ impl fmt::Display for KeptFile {
                 escape(dir)
             ),
             WalkPin::Off => Ok(()),
-            WalkPin::NotPinned(why) => write!(f, "; not pinned: {why}"),
+            WalkPin::NotPinned(why) => write!(
+                f,
+                "; NOT pinned for one-shot commands (each loads its own walk, slower): {why}"
+            ),
         }
     }
 }

@@ -141,6 +141,10 @@ impl fmt::Display for CacheRefusal {
             CacheRefusal::NotRootOnly { path } => {
                 write!(f, "{path} is not root's, or others may write it")
             }
+            CacheRefusal::NotRootsOnTheWay { path } => write!(
+                f,
+                "{path}, on the way to the pins, is not root's, or others may write it"
+            ),
             CacheRefusal::NotRegular { path } => write!(f, "{path} is not a regular file"),
             CacheRefusal::TooLarge { path, max } => {
                 write!(f, "{path} is larger than {max} bytes")

@@ -11,7 +11,7 @@ fn bundle_refuses_an_existing_out_and_a_link_and_bad_flags() {
     std::fs::write(&existing, "mine").unwrap();
     let link = d.tmp.path().join("link.tar.gz");
     std::os::unix::fs::symlink(d.tmp.path().join("elsewhere"), &link).unwrap();
-    for out in [&existing, &link] {
+    for (out, word) in [(&existing, "already exists"), (&link, "is a symlink")] {
         let r = Gpufree::new(["bundle"])
             .arg("--out")
             .arg(out)
@@ -19,7 +19,7 @@ fn bundle_refuses_an_existing_out_and_a_link_and_bad_flags() {
             .run();
         r.assert_exit(2);
         assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.report());
-        assert!(r.stderr.contains("already exists"), "{}", r.report());
+        assert!(r.stderr.contains(word), "{}", r.report());
     }
     assert_eq!(std::fs::read(&existing).unwrap(), b"mine");
     assert!(!d.tmp.path().join("elsewhere").exists());

@@ -217,15 +217,19 @@ fn local(fd: &OwnedFd, table: &[u8], at: &Path, also: &[&[u8]]) -> Result<(), No
     }
 }
 
+/// The check of every directory on the way ([`open_dir`]).
+type Each<'a> = &'a mut dyn FnMut(&OwnedFd, &Path) -> Result<(), NotRead>;
+
 /// The directory `dir`, opened one component at a time from `/`, none of
 /// them a link or `..`, each found on a local file system (or one of
-/// `also`) before anything in it is looked up, and the last trusted; `create`:
+/// `also`) and passing `each` (given it and its path) before anything in
+/// it is looked up, and the last trusted; `create`:
 /// make the last (0755) where it is missing. `Err(None)`: it is missing. Each component
 /// is opened as a path only (O_PATH without O_DIRECTORY: no automount is
 /// set off, no file system's open is called), so no FUSE, NFS or autofs
 /// server is asked. Walked by hand: openat2's RESOLVE_NO_XDEV would refuse
 /// `/run` itself (a mount point), and no crate checks each mount.
-fn open_dir(dir: &Path, create: bool, also: &[&[u8]]) -> Result<OwnedFd, NotRead> {
+fn open_dir(dir: &Path, create: bool, also: &[&[u8]], each: Each<'_>) -> Result<OwnedFd, NotRead> {
     use std::path::Component;
     if !dir.is_absolute() {
         return Err(Some(CacheRefusal::NotAbsolute { path: shown(dir) }));
@@ -236,6 +240,7 @@ fn open_dir(dir: &Path, create: bool, also: &[&[u8]]) -> Result<OwnedFd, NotRead
     let mut fd =
         rustix::fs::open("/", walk, Mode::empty()).map_err(|e| Some(io(Path::new("/"), e)))?;
     local(&fd, &table, Path::new("/"), also)?;
+    each(&fd, Path::new("/"))?;
     let mut at = PathBuf::from("/");
     let names: Vec<_> = dir.components().collect();
     for (i, part) in names.iter().enumerate() {
@@ -264,6 +269,7 @@ fn open_dir(dir: &Path, create: bool, also: &[&[u8]]) -> Result<OwnedFd, NotRead
             Err(e) => return Err(Some(io(&at, e))),
         };
         local(&fd, &table, &at, also)?;
+        each(&fd, &at)?;
     }
     let read = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(&fd, ".", read, Mode::empty()) {
@@ -283,7 +289,7 @@ fn open_dir(dir: &Path, create: bool, also: &[&[u8]]) -> Result<OwnedFd, NotRead
 /// not too large (only a regular file is opened: opening a device may act
 /// on it).
 fn open_file(dir: &Path) -> Result<(std::fs::File, u64), NotRead> {
-    let dir_fd = open_dir(dir, false, &[])?;
+    let dir_fd = open_dir(dir, false, &[], &mut |_, _| Ok(()))?;
     let file = dir.join(FILE);
     let seen = match rustix::fs::statat(&dir_fd, FILE, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
@@ -340,7 +346,7 @@ pub fn write(dir: &Path, object: &[u8], relocated: &Relocated) -> Result<(), Cac
     }
     let boot = boot_id().ok_or(CacheRefusal::NoBootId)?;
     // (Made where missing: never None.)
-    let dir_fd = open_dir(dir, true, &[])
+    let dir_fd = open_dir(dir, true, &[], &mut |_, _| Ok(()))
         .map_err(|e| e.unwrap_or_else(|| CacheRefusal::LinkOrNotDir { path: shown(dir) }))?;
     let aside = format!("{FILE}.{}", std::process::id());
     // One left by a gpufree of this PID that died writing it.

@@ -75,9 +75,13 @@ fn c_name(name: &str) -> CString {
     CString::new(name).unwrap_or_default()
 }
 
-/// `dir`, opened by the cache's rules and on a BPF file system.
+/// `dir`, opened by the cache's rules and on a BPF file system, every
+/// directory on the way below the BPF file system's mount root's and
+/// writable by no one else ([`owned_on_the_way`]).
 fn open_root(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
-    let fd = open_dir(dir, create, &PIN_FS)?;
+    let mut on_bpf = false;
+    let mut each = |fd: &OwnedFd, at: &Path| owned_on_the_way(fd, at, &mut on_bpf);
+    let fd = open_dir(dir, create, &PIN_FS, &mut each)?;
     match rustix::fs::fstatfs(&fd) {
         // f_type's type differs between targets (i64 on x86-64).
         #[allow(clippy::unnecessary_cast)]
@@ -85,6 +89,30 @@ fn open_root(dir: &Path, create: bool) -> Result<OwnedFd, NotRead> {
         Ok(_) => Err(Some(CacheRefusal::NotBpfFs { path: shown(dir) })),
         Err(e) => Err(Some(io(dir, e))),
     }
+}
+
+/// Whether `fd` (a directory at `at` on the way to the pins) is one no
+/// user controls, where it is on a BPF file system (`on_bpf`: whether the
+/// one above it was): root's and writable by no one else, so that no user
+/// can rename the pins away; a mount root may be sticky and writable by
+/// all (a plain `mount -t bpf` makes it 1777), where only the owner of an
+/// entry may rename it. Directories above the BPF file system are the
+/// cache's to judge.
+fn owned_on_the_way(fd: &OwnedFd, at: &Path, on_bpf: &mut bool) -> Result<(), NotRead> {
+    let above = *on_bpf;
+    // f_type's type differs between targets (i64 on x86-64).
+    #[allow(clippy::unnecessary_cast)]
+    let bpf = rustix::fs::fstatfs(fd).map_err(|e| Some(io(at, e)))?.f_type as i64 == BPF_FS_MAGIC;
+    *on_bpf = bpf;
+    if !bpf {
+        return Ok(());
+    }
+    let st = rustix::fs::fstat(fd).map_err(|e| Some(io(at, e)))?;
+    let sticky_root = !above && st.st_uid == 0 && st.st_mode & 0o1000 != 0;
+    if root_only(&st) || sticky_root {
+        return Ok(());
+    }
+    Err(Some(CacheRefusal::NotRootsOnTheWay { path: shown(at) }))
 }
 
 /// The directory `name` in `root`, opened and trusted.
