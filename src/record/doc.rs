@@ -46,13 +46,19 @@ impl Clock {
     }
 }
 
-/// `snap` without what moves on every look while nothing happens (the
-/// clock, how many processes the scan read, the start of the driver's
-/// utilisation window) and without its findings (the document has none):
-/// a change of those alone is not recorded; with another, it is.
-pub(super) fn quiet(snap: &Snapshot) -> Snapshot {
+/// The document of `snap` without what moves on every look while nothing
+/// happens (the clock, how many processes the scan read, the start of the
+/// driver's utilisation window): a change of those alone is not recorded;
+/// with another, it is. A document, not the snapshot: the snapshot has
+/// more than its document (every process the scan read, as `parents`),
+/// whose changes are not the document's.
+pub(super) fn quiet(snap: &Snapshot) -> Result<Value, serde_json::Error> {
+    document(&quiet_copy(snap))
+}
+
+/// `snap` with what moves while nothing happens zeroed.
+fn quiet_copy(snap: &Snapshot) -> Snapshot {
     let mut s = snap.clone();
-    s.findings.clear();
     s.uptime_ticks = 0;
     s.taken_unix_ms = None;
     s.visibility.processes_scanned = 0;
@@ -110,7 +116,7 @@ mod tests {
     use crate::model::Snapshot;
 
     #[test]
-    fn a_look_that_moved_only_the_clock_or_the_scan_counts_is_quiet() {
+    fn a_look_that_moved_only_the_clock_the_scan_counts_or_a_non_holder_is_quiet() {
         let was = Snapshot {
             uptime_ticks: 100,
             taken_unix_ms: Some(1_000),
@@ -122,9 +128,10 @@ mod tests {
         now.taken_unix_ms = Some(3_000);
         now.visibility.processes_scanned = 7;
         now.visibility.scan_reread = 2;
-        assert_eq!(quiet(&was), quiet(&now));
+        now.parents.insert(42, crate::model::Kin::default());
+        assert_eq!(quiet(&was).unwrap(), quiet(&now).unwrap());
         now.dev_dir = "/elsewhere".into();
-        assert_ne!(quiet(&was), quiet(&now));
+        assert_ne!(quiet(&was).unwrap(), quiet(&now).unwrap());
     }
 
     #[test]

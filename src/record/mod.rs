@@ -73,11 +73,12 @@ pub enum RecordError {
     Gpu(crate::model::GpuMiss),
 }
 
-/// What was written last: the judged snapshot and its document (with the
-/// clock of the last full one), and that clock.
+/// What was written last: the judged snapshot, its document (with the
+/// clock of the last full one) and its quiet document, and that clock.
 struct Last {
     snap: Snapshot,
     doc: Value,
+    quiet: Value,
     full: Clock,
 }
 
@@ -199,8 +200,14 @@ impl Recorder<'_> {
         let Some(snap) = snap else { return Ok(()) };
         let full = Clock::of(&snap);
         let doc = document(&snap).map_err(unwritable)?;
+        let quiet = quiet(&snap).map_err(unwritable)?;
         self.write(full.ms(), Entry::Full(doc.clone()))?;
-        self.last = Some(Last { snap, doc, full });
+        self.last = Some(Last {
+            snap,
+            doc,
+            quiet,
+            full,
+        });
         Ok(())
     }
 
@@ -209,7 +216,8 @@ impl Recorder<'_> {
         let Some(last) = &self.last else {
             return self.write_full(Some(snap));
         };
-        if quiet(&last.snap) == quiet(&snap) {
+        let quiet = quiet(&snap).map_err(unwritable)?;
+        if quiet == last.quiet {
             return Ok(());
         }
         let t = snap.taken_unix_ms.unwrap_or_default();
@@ -223,7 +231,12 @@ impl Recorder<'_> {
         };
         let full = last.full;
         self.write(t, Entry::Change(change))?;
-        self.last = Some(Last { snap, doc, full });
+        self.last = Some(Last {
+            snap,
+            doc,
+            quiet,
+            full,
+        });
         Ok(())
     }
 
