@@ -195,9 +195,10 @@ pub struct Civil {
 }
 
 /// `secs` since the Unix epoch as a civil date and time in UTC (Howard
-/// Hinnant's `civil_from_days`, on 400-year eras). Written by hand: the
-/// formatting of audit records and reports needs nothing more, and no date
-/// crate is a dependency.
+/// Hinnant's `civil_from_days`, on 400-year eras). Written by hand: it
+/// takes every `u64` (a file's or the kernel's time may be absurd), where
+/// the `time` crate, which parses RFC 3339 (`model::rfc3339_ms`), stops
+/// at the year 9999.
 pub fn civil(secs: u64) -> Civil {
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let z = days + 719_468;

@@ -98,7 +98,9 @@ pub use process::{
     saturating_sum, Claim, DeviceUse, DrmClient, GpuMemory, Kin, NotProtected, Owner, OwnerKind,
     Process, Protection, Via,
 };
-pub use record::{events, At, Delta, Entry, Event, Line, RecordBad, RecordEnd, RECORD_VERSION};
+pub use record::{
+    events, rfc3339_ms, At, Delta, Entry, Event, Line, RecordBad, RecordEnd, RECORD_VERSION,
+};
 pub use redact::{redact_json, Keep};
 pub use redact_unit::redact_unit;
 pub use release::{Held, Holds, OnGpu, Restart};

@@ -5,7 +5,7 @@
 //! record, and the end. A moment of it (`--at`) is [`At`].
 
 use super::patch::Patch;
-use super::{Snapshot, VerdictState};
+use super::{FindingKind, Snapshot, VerdictState};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -96,15 +96,17 @@ pub enum Event {
         /// Now.
         state: VerdictState,
     },
-    /// A finding appeared.
+    /// A finding appeared. The kind is typed: a reader refuses a line
+    /// naming a kind it does not know (a newer gpufree's), as it refuses
+    /// a newer [`RECORD_VERSION`].
     FindingAppeared {
         /// Its kind.
-        kind: String,
+        kind: FindingKind,
     },
     /// A finding cleared.
     FindingCleared {
         /// Its kind.
-        kind: String,
+        kind: FindingKind,
     },
     /// The driver reported an Xid the snapshot before did not have.
     Xid {
@@ -154,20 +156,16 @@ pub fn events(was: &Snapshot, now: &Snapshot) -> Vec<Event> {
         }
     }
     out.extend(memory_changes(was, now));
-    let kinds = |s: &Snapshot| -> BTreeSet<String> {
-        s.findings
-            .iter()
-            .map(|f| f.kind().as_str().to_string())
-            .collect()
-    };
+    let kinds =
+        |s: &Snapshot| -> BTreeSet<FindingKind> { s.findings.iter().map(|f| f.kind()).collect() };
     let (fb, fa) = (kinds(was), kinds(now));
     out.extend(
         fb.difference(&fa)
-            .map(|k| Event::FindingCleared { kind: k.clone() }),
+            .map(|&kind| Event::FindingCleared { kind }),
     );
     out.extend(
         fa.difference(&fb)
-            .map(|k| Event::FindingAppeared { kind: k.clone() }),
+            .map(|&kind| Event::FindingAppeared { kind }),
     );
     if was.verdict.state != now.verdict.state {
         out.push(Event::Verdict {
@@ -257,71 +255,13 @@ impl At {
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` in ms since the Unix epoch
-/// (a space for the `T`, a lower-case `z`, accepted as RFC 3339 allows).
-fn rfc3339_ms(t: &str) -> Option<u64> {
-    let b = t.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = t.get(r)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
-    };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let mut rest = &t[19..];
-    let mut ms = 0i64;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let first3: String = frac[..digits].chars().chain("00".chars()).take(3).collect();
-        ms = first3.parse().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset_min = match rest {
-        "Z" | "z" => 0,
-        o if o.len() == 6 && matches!(&o[..1], "+" | "-") && &o[3..4] == ":" => {
-            let v = num(rest_start(t, o) + 1..rest_start(t, o) + 3)? * 60
-                + num(rest_start(t, o) + 4..rest_start(t, o) + 6)?;
-            if o.starts_with('-') {
-                -v
-            } else {
-                v
-            }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(y, mo, d);
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset_min * 60;
-    u64::try_from(secs * 1000 + ms).ok()
-}
-
-/// Where `rest`, a tail of `whole`, starts in it.
-fn rest_start(whole: &str, rest: &str) -> usize {
-    whole.len() - rest.len()
-}
-
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's
-/// `days_from_civil`, the inverse of [`crate::units::civil`]).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// RFC 3339 (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, any separator for
+/// the `T`, a lower-case `z`, as the RFC allows) in ms since the Unix
+/// epoch; None: not RFC 3339, or before 1970.
+pub fn rfc3339_ms(t: &str) -> Option<u64> {
+    use time::format_description::well_known::Rfc3339;
+    let at = time::OffsetDateTime::parse(t, &Rfc3339).ok()?;
+    u64::try_from(at.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
 /// Why a recording cannot be read back at a moment (`--from REC --at`).
@@ -384,8 +324,10 @@ mod tests {
             At::parse("2026-12-05T20:43:40.5+01:00"),
             At::parse("2026-12-05T19:43:40.500Z")
         );
-        let civil = crate::units::civil(1_796_503_420);
-        assert_eq!((civil.year, civil.month, civil.day), (2026, 12, 5));
+        assert_eq!(
+            At::parse("2026-12-05 20:43:40z"),
+            At::parse("2026-12-05T20:43:40Z")
+        );
         assert_eq!(
             At::parse("2026-12-05T20:43:40Z"),
             Some(At::Unix(1_796_503_420_000))
@@ -395,6 +337,8 @@ mod tests {
             "yesterday",
             "-5",
             "2026-13-01T00:00:00Z",
+            "2026-02-30T00:00:00Z",
+            "1969-12-31T23:59:59Z",
             "2026-12-05",
             "1e5",
         ] {

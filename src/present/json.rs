@@ -64,7 +64,9 @@ impl FindingDoc {
 pub struct SnapshotDoc<'a> {
     gpus: Vec<GpuDoc<'a>>,
     processes: &'a [Process],
-    findings: Vec<FindingDoc>,
+    /// None: left out (`record`'s documents: a reader judges them again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    findings: Option<Vec<FindingDoc>>,
     visibility: VisibilityDoc<'a>,
     nvml: NvmlDoc<'a>,
     unavailable: Vec<UnavailableDoc<'a>>,
@@ -117,6 +119,11 @@ impl MpsDoc {
 }
 
 impl<'a> SnapshotDoc<'a> {
+    /// Its findings left out.
+    pub fn findings_left_out(&mut self) {
+        self.findings = None;
+    }
+
     /// The document of `s`.
     pub fn new(s: &'a Snapshot) -> SnapshotDoc<'a> {
         // Every field named: a field added to the snapshot fails to
@@ -148,7 +155,7 @@ impl<'a> SnapshotDoc<'a> {
         SnapshotDoc {
             gpus: gpus.iter().map(GpuDoc::new).collect(),
             processes,
-            findings: findings.iter().map(FindingDoc::new).collect(),
+            findings: Some(findings.iter().map(FindingDoc::new).collect()),
             visibility: VisibilityDoc::new(visibility),
             nvml: NvmlDoc::new(nvml),
             unavailable: unavailable.iter().map(UnavailableDoc::new).collect(),

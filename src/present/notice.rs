@@ -143,3 +143,41 @@ pub fn write_record_skipped<W: Write>(w: &mut W, message: &str) -> io::Result<()
         fit(message, crate::safe::MESSAGE_MAX)
     )
 }
+
+/// `record`'s `--gpu` named no GPU of a look after its start (said once,
+/// until a look finds it again; at the start it is a usage error).
+pub fn write_record_gpu_miss<W: Write>(w: &mut W, miss: &crate::model::GpuMiss) -> io::Result<()> {
+    let why = super::words::selector::gpu_miss(miss);
+    writeln!(
+        w,
+        "gpufree record: {}; nothing recorded until it is back",
+        fit(&why, crate::safe::MESSAGE_MAX)
+    )
+}
+
+/// Why `record` could not take the kills of its `--audit-log`.
+#[derive(Debug)]
+pub enum AuditUnread {
+    /// Opening, seeking or reading it failed.
+    Io(io::Error),
+    /// It is no regular file.
+    NotAFile,
+    /// This many of its lines are no JSON object: skipped.
+    NotRecords(usize),
+}
+
+/// `record` could not take (some of) the kills `--audit-log` gained
+/// (said once, until a read of it goes well again).
+pub fn write_record_audit<W: Write>(w: &mut W, log: &Path, why: &AuditUnread) -> io::Result<()> {
+    let log = escape(&log.to_string_lossy()).into_owned();
+    let why = match why {
+        AuditUnread::Io(e) => fit(&e.to_string(), crate::safe::MESSAGE_MAX),
+        AuditUnread::NotAFile => "not a regular file".to_string(),
+        AuditUnread::NotRecords(1) => "a line that is no audit record, skipped".to_string(),
+        AuditUnread::NotRecords(n) => format!("{n} lines that are no audit record, skipped"),
+    };
+    writeln!(
+        w,
+        "gpufree record: --audit-log {log}: {why}; kills may be missing from the timeline"
+    )
+}

@@ -3,7 +3,10 @@
 //! once it was replaced or cut short), whole lines only, never through a
 //! link and never anything but a regular file.
 
-use std::io::{Read, Seek, SeekFrom};
+pub(super) use crate::present::notice::AuditUnread;
+use serde::Deserialize;
+use serde_json::Value;
+use std::io::{Read as _, Seek, SeekFrom};
 use std::path::PathBuf;
 
 /// At most this much of the log is read per look.
@@ -12,55 +15,138 @@ const MAX_READ: u64 = 4 << 20;
 /// Where the log was read to.
 pub(super) struct Tail {
     path: PathBuf,
-    /// The file (device, inode) and the offset read to.
-    at: Option<((u64, u64), u64)>,
+    /// The file and the offset read to.
+    at: Option<(FileId, u64)>,
 }
+
+/// A file's device and inode.
+type FileId = (u64, u64);
 
 impl Tail {
     /// From the log's end now: kills from now on.
     pub(super) fn start(path: PathBuf) -> Tail {
         let mut t = Tail { path, at: None };
-        if let Some((f, id)) = t.open() {
+        if let Ok(Some((f, id))) = t.open() {
             let end = f.metadata().map_or(0, |m| m.len());
             t.at = Some((id, end));
         }
         t
     }
 
-    fn open(&self) -> Option<(std::fs::File, (u64, u64))> {
+    /// The log, or None where there is none (yet: `kill` creates it).
+    fn open(&self) -> Result<Option<(std::fs::File, FileId)>, AuditUnread> {
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let f = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-            .open(&self.path)
-            .ok()?;
-        let m = f.metadata().ok()?;
-        m.is_file().then_some((f, (m.dev(), m.ino())))
+            .open(&self.path);
+        let f = match f {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(AuditUnread::Io(e)),
+        };
+        let m = f.metadata().map_err(AuditUnread::Io)?;
+        if !m.is_file() {
+            return Err(AuditUnread::NotAFile);
+        }
+        Ok(Some((f, (m.dev(), m.ino()))))
     }
 
-    /// The records appended since the last look, each a JSON object.
-    pub(super) fn new_records(&mut self) -> Vec<serde_json::Value> {
-        let Some((mut f, id)) = self.open() else {
-            return Vec::new();
+    /// The records appended since the last look, each a JSON object, and
+    /// what kept any from being read.
+    pub(super) fn new_records(&mut self) -> Read {
+        let (records, trouble) = match self.read() {
+            Ok((records, 0)) => (records, None),
+            Ok((records, bad)) => (records, Some(AuditUnread::NotRecords(bad))),
+            Err(e) => (Vec::new(), Some(e)),
         };
-        let len = f.metadata().map_or(0, |m| m.len());
+        Read { records, trouble }
+    }
+
+    /// The new records, and how many new lines are none.
+    fn read(&mut self) -> Result<(Vec<Value>, usize), AuditUnread> {
+        let Some((mut f, id)) = self.open()? else {
+            return Ok((Vec::new(), 0));
+        };
+        let len = f.metadata().map_err(AuditUnread::Io)?.len();
         let from = match self.at {
             Some((was, pos)) if was == id && pos <= len => pos,
             _ => 0,
         };
         let mut bytes = Vec::new();
-        if f.seek(SeekFrom::Start(from)).is_err()
-            || f.take(MAX_READ).read_to_end(&mut bytes).is_err()
-        {
-            return Vec::new();
-        }
+        f.seek(SeekFrom::Start(from))
+            .and_then(|_| f.take(MAX_READ).read_to_end(&mut bytes))
+            .map_err(AuditUnread::Io)?;
         // Whole lines only: a line being written is read next time.
         let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         self.at = Some((id, from + whole as u64));
-        bytes[..whole]
+        let lines = bytes[..whole]
             .split(|&b| b == b'\n')
-            .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
-            .filter(serde_json::Value::is_object)
-            .collect()
+            .filter(|l| !l.trim_ascii().is_empty());
+        let mut bad = 0;
+        let mut records = Vec::new();
+        for l in lines {
+            match serde_json::from_slice::<Value>(l) {
+                Ok(v) if v.is_object() => records.push(v),
+                _ => bad += 1,
+            }
+        }
+        Ok((records, bad))
+    }
+}
+
+/// What a look at the log read.
+pub(super) struct Read {
+    /// The new kills' records.
+    pub(super) records: Vec<Value>,
+    /// What kept some from being read.
+    pub(super) trouble: Option<AuditUnread>,
+}
+
+/// The head of a kill's audit record ([`crate::model::AuditRecord`]):
+/// when it ended, RFC 3339.
+#[derive(Deserialize)]
+struct KillHead {
+    time: String,
+}
+
+/// When the kill of `record` ended (ms since the Unix epoch); None: its
+/// `time` is missing or no RFC 3339.
+pub(super) fn time_ms(record: &Value) -> Option<u64> {
+    let head = KillHead::deserialize(record).ok()?;
+    crate::model::rfc3339_ms(&head.time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{time_ms, AuditUnread, Tail};
+    use std::io::Write;
+
+    #[test]
+    fn a_kills_time_is_rfc3339_only() {
+        let at = |t: &str| time_ms(&serde_json::json!({ "time": t }));
+        assert_eq!(at("1970-01-01T00:00:01.5Z"), Some(1_500));
+        for not in ["-5m", "+1s", "1733431420", "yesterday"] {
+            assert_eq!(at(not), None, "{not}");
+        }
+        assert_eq!(time_ms(&serde_json::json!({ "time": 5 })), None);
+    }
+
+    #[test]
+    fn lines_that_are_no_record_and_a_log_that_is_no_file_are_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let mut tail = Tail::start(path.clone());
+        assert!(tail.new_records().trouble.is_none(), "no log yet");
+        let mut f = std::fs::File::create(&path).unwrap();
+        writeln!(f, "{{\"time\":\"x\"}}\nnot json\n\n[1]").unwrap();
+        let read = tail.new_records();
+        assert_eq!(read.records.len(), 1);
+        assert!(matches!(read.trouble, Some(AuditUnread::NotRecords(2))));
+        let mut tail = Tail::start(dir.path().to_path_buf());
+        assert!(matches!(
+            tail.new_records().trouble,
+            Some(AuditUnread::NotAFile)
+        ));
     }
 }

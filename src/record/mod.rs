@@ -11,23 +11,23 @@
 //! nothing changes writes nothing between its full snapshots.
 
 mod audit;
+mod doc;
 mod sink;
 
 pub use sink::Bounds;
 
 use crate::act::monitor::{self, Tick, Watch};
-use crate::model::{diff_json, events, Delta, Entry, Line, RecordEnd, Snapshot, RECORD_VERSION};
+use crate::model::{diff_json, events, Delta, Entry, RecordEnd, Snapshot};
 use crate::paths::OpenError;
 use crate::pipeline;
+use crate::present::notice;
 use crate::snapshot::{self, Collector, GpuSelector};
+use doc::{document, line, quiet, Clock};
 use serde_json::Value;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-/// The fields of a snapshot document that a record's time gives.
-const CLOCK_FIELDS: [&str; 2] = ["uptime_ticks", "taken_unix_ms"];
 
 /// Options of `gpufree record`.
 #[derive(Debug, Clone)]
@@ -73,23 +73,34 @@ pub enum RecordError {
     Gpu(crate::model::GpuMiss),
 }
 
-/// What was written last: the judged snapshot and its document (with the
-/// clock fields of the last full one), and when the full one was.
+/// What was written last: the judged snapshot, its document (with the
+/// clock of the last full one) and its quiet document, and that clock.
 struct Last {
     snap: Snapshot,
     doc: Value,
-    full_ms: u64,
+    quiet: Value,
+    full: Clock,
+}
+
+/// What was said on stderr and not said again until it clears.
+#[derive(Default)]
+struct Said {
+    /// `--gpu` named no GPU of a look.
+    gpu_miss: bool,
+    /// The audit log could not be read, or had lines that are no record.
+    audit: bool,
 }
 
 /// The loop's state.
-struct Recording<'a> {
+struct Recorder<'a> {
     collector: Collector,
     opts: &'a Options,
     sink: sink::Sink,
     audit: Option<audit::Tail>,
     last: Option<Last>,
     stop: &'a AtomicBool,
-    failed: Option<std::io::Error>,
+    failed: Option<OpenError>,
+    said: Said,
     /// When the last full holder scan was.
     scanned: std::time::Instant,
 }
@@ -108,7 +119,7 @@ pub fn record(collector: Collector, opts: &Options, stop: &AtomicBool) -> Result
         },
     };
     let sink = sink::Sink::open(&opts.out, opts.bounds).map_err(refused)?;
-    let mut r = Recording {
+    let mut r = Recorder {
         collector,
         opts,
         sink,
@@ -116,23 +127,32 @@ pub fn record(collector: Collector, opts: &Options, stop: &AtomicBool) -> Result
         last: None,
         stop,
         failed: None,
+        said: Said::default(),
         scanned: std::time::Instant::now(),
     };
     let first = r.take().map_err(RecordError::Gpu)?;
     r.write_full(first).map_err(refused)?;
-    let _ = monitor::run(&mut r, opts.interval);
-    let end = r.failed.take().map_or_else(
-        || {
-            let now = crate::units::unix_now_ms();
-            r.write(now, Entry::End(RecordEnd::Stopped))?;
-            r.sink.sync().map_err(OpenError::from)
-        },
-        |e| Err(OpenError::Io(e)),
-    );
+    match monitor::run(&mut r, opts.interval) {
+        // Stopped: by `stop`, or by a write that failed (`r.failed`);
+        // Interrupted: the signal heard before `stop` was read; the
+        // recorder sets no deadline. Each ends the file the same way.
+        monitor::Ended::Stopped(()) | monitor::Ended::Interrupted | monitor::Ended::Deadline => {}
+    }
+    let end = match r.failed.take() {
+        Some(e) => Err(e),
+        None => r
+            .write(crate::units::unix_now_ms(), Entry::End(RecordEnd::Stopped))
+            .and_then(|()| r.sink.sync().map_err(OpenError::from)),
+    };
     end.map_err(refused)
 }
 
-impl Recording<'_> {
+/// A document or line serde_json could not write, as the file's error.
+fn unwritable(e: serde_json::Error) -> OpenError {
+    OpenError::Io(e.into())
+}
+
+impl Recorder<'_> {
     /// One judged snapshot of the selected GPUs, with its time and host;
     /// a failed collection is said on stderr and skipped (None via Ok).
     fn take(&self) -> Result<Option<Snapshot>, crate::model::GpuMiss> {
@@ -140,10 +160,7 @@ impl Recording<'_> {
         let mut snap = match pipeline::judged(&self.collector) {
             Ok(s) => s,
             Err(e) => {
-                let _ = crate::present::notice::write_record_skipped(
-                    &mut std::io::stderr(),
-                    &e.to_string(),
-                );
+                let _ = notice::write_record_skipped(&mut std::io::stderr(), &e.to_string());
                 return Ok(None);
             }
         };
@@ -163,15 +180,15 @@ impl Recording<'_> {
     /// `entry` at `t` as one line, into a new file first where due (the
     /// old one ended, the new one starting with the last full state).
     fn write(&mut self, t: u64, entry: Entry) -> Result<(), OpenError> {
-        let bytes = line(t, entry);
+        let bytes = line(t, entry).map_err(unwritable)?;
         if self.sink.due(bytes.len() as u64, t) {
-            let end = line(t, Entry::End(RecordEnd::Rotated));
+            let end = line(t, Entry::End(RecordEnd::Rotated)).map_err(unwritable)?;
             self.sink.append(&end)?;
             self.sink.rotate(t)?;
             if let Some(last) = &self.last {
-                let mut doc = last.doc.clone();
-                set_clock(&mut doc, last.full_ms, t);
-                self.sink.append(&line(t, Entry::Full(doc)))?;
+                let doc = document(&last.full.moved_on(&last.snap, t)).map_err(unwritable)?;
+                self.sink
+                    .append(&line(t, Entry::Full(doc)).map_err(unwritable)?)?;
             }
         }
         self.sink.append(&bytes)?;
@@ -181,13 +198,15 @@ impl Recording<'_> {
     /// A full snapshot.
     fn write_full(&mut self, snap: Option<Snapshot>) -> Result<(), OpenError> {
         let Some(snap) = snap else { return Ok(()) };
-        let t = snap.taken_unix_ms.unwrap_or_default();
-        let doc = document(&snap);
-        self.write(t, Entry::Full(doc.clone()))?;
+        let full = Clock::of(&snap);
+        let doc = document(&snap).map_err(unwritable)?;
+        let quiet = quiet(&snap).map_err(unwritable)?;
+        self.write(full.ms(), Entry::Full(doc.clone()))?;
         self.last = Some(Last {
             snap,
             doc,
-            full_ms: t,
+            quiet,
+            full,
         });
         Ok(())
     }
@@ -197,19 +216,12 @@ impl Recording<'_> {
         let Some(last) = &self.last else {
             return self.write_full(Some(snap));
         };
-        let t = snap.taken_unix_ms.unwrap_or_default();
-        let mut doc = document(&snap);
-        for f in CLOCK_FIELDS {
-            match last.doc.get(f) {
-                Some(v) => doc[f] = v.clone(),
-                None => {
-                    doc.as_object_mut().map(|o| o.remove(f));
-                }
-            }
-        }
-        if quiet(&last.doc) == quiet(&doc) {
+        let quiet = quiet(&snap).map_err(unwritable)?;
+        if quiet == last.quiet {
             return Ok(());
         }
+        let t = snap.taken_unix_ms.unwrap_or_default();
+        let doc = document(&last.full.on(&snap)).map_err(unwritable)?;
         let Some(patch) = diff_json(&last.doc, &doc) else {
             return Ok(());
         };
@@ -217,25 +229,35 @@ impl Recording<'_> {
             events: events(&last.snap, &snap),
             patch,
         };
-        let full_ms = last.full_ms;
+        let full = last.full;
         self.write(t, Entry::Change(change))?;
-        self.last = Some(Last { snap, doc, full_ms });
+        self.last = Some(Last {
+            snap,
+            doc,
+            quiet,
+            full,
+        });
         Ok(())
     }
 
-    /// The kills the audit log gained, at their own times.
+    /// The kills the audit log gained, at their own times (now, for a
+    /// record whose `time` is no RFC 3339); what kept some from being read
+    /// said once on stderr.
     fn write_kills(&mut self) -> Result<(), OpenError> {
-        let kills = self
-            .audit
-            .as_mut()
-            .map(audit::Tail::new_records)
-            .unwrap_or_default();
-        for k in kills {
-            let t = k
-                .get("time")
-                .and_then(Value::as_str)
-                .and_then(crate::model::At::parse)
-                .map_or_else(crate::units::unix_now_ms, |a| a.resolve(0, 0));
+        let (Some(tail), Some(path)) = (self.audit.as_mut(), &self.opts.audit_log) else {
+            return Ok(());
+        };
+        let read = tail.new_records();
+        match &read.trouble {
+            None => self.said.audit = false,
+            Some(_) if self.said.audit => {}
+            Some(trouble) => {
+                self.said.audit = true;
+                let _ = notice::write_record_audit(&mut std::io::stderr(), path, trouble);
+            }
+        }
+        for k in read.records {
+            let t = audit::time_ms(&k).unwrap_or_else(crate::units::unix_now_ms);
             self.write(t, Entry::Kill(k))?;
         }
         Ok(())
@@ -261,15 +283,24 @@ impl Recording<'_> {
             Some(snap) => snap,
             None => {
                 self.scanned = std::time::Instant::now();
-                let Ok(Some(snap)) = self.take() else {
-                    return Ok(());
-                };
-                snap
+                match self.take() {
+                    Ok(Some(snap)) => {
+                        self.said.gpu_miss = false;
+                        snap
+                    }
+                    Ok(None) => return Ok(()),
+                    Err(miss) => {
+                        if !std::mem::replace(&mut self.said.gpu_miss, true) {
+                            let _ = notice::write_record_gpu_miss(&mut std::io::stderr(), &miss);
+                        }
+                        return Ok(());
+                    }
+                }
             }
         };
         let t = snap.taken_unix_ms.unwrap_or_default();
         let full_due = self.last.as_ref().is_none_or(|l| {
-            Duration::from_millis(t.saturating_sub(l.full_ms)) >= self.opts.full_every
+            Duration::from_millis(t.saturating_sub(l.full.ms())) >= self.opts.full_every
         });
         if full_due {
             self.write_full(Some(snap))
@@ -279,7 +310,7 @@ impl Recording<'_> {
     }
 }
 
-impl Watch for Recording<'_> {
+impl Watch for Recorder<'_> {
     type Out = ();
 
     fn look(&mut self, tick: Tick) -> ControlFlow<()> {
@@ -293,10 +324,7 @@ impl Watch for Recording<'_> {
             Ok(()) if !self.stop.load(Ordering::SeqCst) => ControlFlow::Continue(()),
             Ok(()) => ControlFlow::Break(()),
             Err(e) => {
-                self.failed = Some(match e {
-                    OpenError::Io(e) => e,
-                    OpenError::Refused(r) => std::io::Error::other(r),
-                });
+                self.failed = Some(e);
                 ControlFlow::Break(())
             }
         }
@@ -304,83 +332,5 @@ impl Watch for Recording<'_> {
 
     fn deadline(&self) -> Option<std::time::Instant> {
         None
-    }
-}
-
-/// `doc` without what moves on every look while nothing happens (how
-/// many processes the scan read, the start of the driver's utilisation
-/// window): a change of those alone is not recorded; with another, it is.
-fn quiet(doc: &Value) -> Value {
-    let mut d = doc.clone();
-    if let Some(v) = d.get_mut("visibility").and_then(Value::as_object_mut) {
-        for f in NOISE {
-            v.remove(f);
-        }
-    }
-    for g in d
-        .get_mut("gpus")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(e) = g.get_mut("driver_evidence").and_then(Value::as_object_mut) {
-            e.remove("utilization_window");
-        }
-    }
-    d
-}
-
-/// The fields of `visibility` that move while nothing happens.
-const NOISE: [&str; 2] = ["processes_scanned", "scan_reread"];
-
-/// The snapshot document of `snap`, as a value, without its findings in
-/// words: a reader judges the snapshot again (`--from` does), the events
-/// name each finding's kind, and the words quote holders' command lines
-/// where no key says so (a bundle's redaction goes by key).
-fn document(snap: &Snapshot) -> Value {
-    let mut doc =
-        serde_json::to_value(crate::present::json::SnapshotDoc::new(snap)).unwrap_or(Value::Null);
-    doc.as_object_mut().map(|o| o.remove("findings"));
-    doc
-}
-
-/// `doc`'s clock fields (those of its full snapshot, taken at `full_ms`)
-/// moved on to `t`, as a reader moves them ([`crate::model::Replay`]).
-fn set_clock(doc: &mut Value, full_ms: u64, t: u64) {
-    let field = |doc: &Value, f: &str| doc.get(f).and_then(Value::as_u64).unwrap_or_default();
-    let since = t.saturating_sub(full_ms);
-    let ticks = field(doc, "uptime_ticks") + since * field(doc, "ticks_per_second") / 1000;
-    doc["uptime_ticks"] = ticks.into();
-    doc["taken_unix_ms"] = t.into();
-}
-
-/// One record as a line of compact JSON, the characters a terminal would
-/// act on escaped (`cat` of the file shows them, never obeys them).
-fn line(t: u64, entry: Entry) -> Vec<u8> {
-    let l = Line {
-        record: RECORD_VERSION,
-        t,
-        entry,
-    };
-    let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, Escaping);
-    if serde::Serialize::serialize(&l, &mut ser).is_err() {
-        out.clear();
-    }
-    out.push(b'\n');
-    out
-}
-
-/// serde_json's compact layout, with [`crate::safe::json_fragment`]'s
-/// escapes.
-struct Escaping;
-
-impl serde_json::ser::Formatter for Escaping {
-    fn write_string_fragment<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        fragment: &str,
-    ) -> std::io::Result<()> {
-        crate::safe::json_fragment(w, fragment)
     }
 }
