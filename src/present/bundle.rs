@@ -72,25 +72,9 @@ pub fn write_written<W: Write>(w: &mut W, path: &std::path::Path) -> io::Result<
     writeln!(w, "Written: {}", escape(&path.to_string_lossy()))
 }
 
-/// serde_json's compact layout (one line per record), with the
-/// characters [`crate::safe::is_unsafe`] names written as `\uXXXX`.
-struct Line;
-
-impl serde_json::ser::Formatter for Line {
-    fn write_string_fragment<W: ?Sized + Write>(
-        &mut self,
-        w: &mut W,
-        fragment: &str,
-    ) -> io::Result<()> {
-        crate::safe::json_fragment(w, fragment)
-    }
-}
-
-/// `value` as one line of compact JSON, escaped as [`Line`] says.
+/// `value` written as one line ([`super::from::json_line`]).
 pub fn write_line<W: Write, T: serde::Serialize>(w: &mut W, value: &T) -> io::Result<()> {
-    let mut ser = serde_json::Serializer::with_formatter(&mut *w, Line);
-    value.serialize(&mut ser).map_err(io::Error::from)?;
-    writeln!(w)
+    w.write_all(&super::from::json_line(value)?)
 }
 
 /// `bytes` (JSON lines) written again with what `keep` does not keep

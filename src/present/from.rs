@@ -59,11 +59,34 @@ pub fn write_marker<W: Write>(w: &mut W, from: &FromFile) -> io::Result<()> {
 /// again, as `--from` does; the words quote holders' command lines where
 /// no key says so).
 pub fn recorded_document(s: &Snapshot) -> Result<serde_json::Value, serde_json::Error> {
-    let mut doc = serde_json::to_value(super::json::SnapshotDoc::new(s))?;
-    if let Some(o) = doc.as_object_mut() {
-        o.remove("findings");
+    let mut doc = super::json::SnapshotDoc::new(s);
+    doc.findings_left_out();
+    serde_json::to_value(doc)
+}
+
+/// `value` as one line of compact JSON (a recording's record, a line a
+/// bundle copies), ended by a newline, with the characters a terminal
+/// would act on escaped: `cat` of the file shows them, never obeys them.
+pub fn json_line<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, Escaping);
+    value.serialize(&mut ser)?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// serde_json's compact layout, with [`crate::safe::json_fragment`]'s
+/// escapes.
+struct Escaping;
+
+impl serde_json::ser::Formatter for Escaping {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        crate::safe::json_fragment(w, fragment)
     }
-    Ok(doc)
 }
 
 #[cfg(test)]

@@ -71,43 +71,19 @@ fn quiet_copy(snap: &Snapshot) -> Snapshot {
     s
 }
 
-/// The snapshot document of `snap`, as a value, without its findings in
-/// words: a reader judges the snapshot again (`--from` does), the events
-/// name each finding's kind, and the words quote holders' command lines
-/// where no key says so (a bundle's redaction goes by key).
+/// The snapshot document of `snap`, as `record` keeps it
+/// ([`crate::present::from::recorded_document`]).
 pub(super) fn document(snap: &Snapshot) -> Result<Value, serde_json::Error> {
-    let mut doc = crate::present::json::SnapshotDoc::new(snap);
-    doc.findings_left_out();
-    serde_json::to_value(doc)
+    crate::present::from::recorded_document(snap)
 }
 
-/// One record as a line of compact JSON, the characters a terminal would
-/// act on escaped (`cat` of the file shows them, never obeys them).
+/// One record as a line ([`crate::present::from::json_line`]).
 pub(super) fn line(t: u64, entry: Entry) -> Result<Vec<u8>, serde_json::Error> {
-    let l = Line {
+    crate::present::from::json_line(&Line {
         record: RECORD_VERSION,
         t,
         entry,
-    };
-    let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, Escaping);
-    serde::Serialize::serialize(&l, &mut ser)?;
-    out.push(b'\n');
-    Ok(out)
-}
-
-/// serde_json's compact layout, with [`crate::safe::json_fragment`]'s
-/// escapes.
-struct Escaping;
-
-impl serde_json::ser::Formatter for Escaping {
-    fn write_string_fragment<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        fragment: &str,
-    ) -> std::io::Result<()> {
-        crate::safe::json_fragment(w, fragment)
-    }
+    })
 }
 
 #[cfg(test)]
