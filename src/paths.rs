@@ -134,7 +134,8 @@ pub fn trusted_dir(dir: &OwnedFd) -> Result<(), OpenError> {
     Ok(())
 }
 
-/// `name` in `dir` opened as [`open_append`] opens a path.
+/// `name` in `dir` opened as [`open_append`] opens a path, and readable
+/// (a recorder reads how its file ends).
 pub fn open_append_at(
     dir: &OwnedFd,
     name: &std::ffi::OsStr,
@@ -143,7 +144,7 @@ pub fn open_append_at(
     let fd = rustix::fs::openat(
         dir,
         name,
-        OFlags::WRONLY
+        OFlags::RDWR
             | OFlags::APPEND
             | OFlags::CREATE
             | OFlags::NOFOLLOW

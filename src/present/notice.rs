@@ -164,6 +164,9 @@ pub enum AuditUnread {
     NotAFile,
     /// This many of its lines are no JSON object: skipped.
     NotRecords(usize),
+    /// Another user owns it, or others may write it: its records could be
+    /// anyone's, so none is taken.
+    NotTrusted,
 }
 
 /// `record` could not take (some of) the kills `--audit-log` gained
@@ -175,6 +178,9 @@ pub fn write_record_audit<W: Write>(w: &mut W, log: &Path, why: &AuditUnread) ->
         AuditUnread::NotAFile => "not a regular file".to_string(),
         AuditUnread::NotRecords(1) => "a line that is no audit record, skipped".to_string(),
         AuditUnread::NotRecords(n) => format!("{n} lines that are no audit record, skipped"),
+        AuditUnread::NotTrusted => {
+            "another user owns it, or others may write it: none of its records is taken".to_string()
+        }
     };
     writeln!(
         w,

@@ -49,6 +49,13 @@ impl Tail {
         if !m.is_file() {
             return Err(AuditUnread::NotAFile);
         }
+        // Written by `kill` as root (or as this user): a log another user
+        // could append to would put kills that never happened in the
+        // timeline.
+        let owner_ok = m.uid() == 0 || m.uid() == rustix::process::geteuid().as_raw();
+        if !owner_ok || m.mode() & 0o022 != 0 {
+            return Err(AuditUnread::NotTrusted);
+        }
         Ok(Some((f, (m.dev(), m.ino()))))
     }
 
@@ -148,5 +155,29 @@ mod tests {
             tail.new_records().trouble,
             Some(AuditUnread::NotAFile)
         ));
+    }
+
+    /// A log another user owns, or others may write, gives no record: a
+    /// user could append a kill that never happened (attack38 3).
+    #[test]
+    fn a_log_anyone_else_could_write_gives_no_record() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        std::fs::write(&path, "{\"time\":\"x\"}\n").unwrap();
+        let mut tail = Tail::start(path.clone());
+        std::fs::write(&path, "{\"time\":\"x\"}\n{\"time\":\"y\"}\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let read = tail.new_records();
+        assert!(read.records.is_empty());
+        assert!(matches!(read.trouble, Some(AuditUnread::NotTrusted)));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+            let read = tail.new_records();
+            assert!(matches!(read.trouble, Some(AuditUnread::NotTrusted)));
+            std::os::unix::fs::chown(&path, Some(0), None).unwrap();
+        }
+        assert_eq!(tail.new_records().records.len(), 1, "its own again");
     }
 }

@@ -41,14 +41,29 @@ impl Sink {
         paths::trusted_dir(&dir)?;
         let file = paths::open_append_at(&dir, name, MODE)?;
         let size = file.metadata()?.len();
-        Ok(Sink {
+        let mut sink = Sink {
             name: name.to_os_string(),
             dir,
             file,
             size,
             started_ms: crate::units::unix_now_ms(),
             bounds,
-        })
+        };
+        sink.end_cut_line()?;
+        Ok(sink)
+    }
+
+    /// A file whose last line was cut (a recorder stopped mid-write) ended
+    /// with a newline, so that this recorder's first record, a full
+    /// snapshot, is a line of its own: a reader passes over a cut line a
+    /// full snapshot follows, and would refuse the two glued together.
+    fn end_cut_line(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut last = [0u8];
+        if self.size > 0 && self.file.read_at(&mut last, self.size - 1)? == 1 && last[0] != b'\n' {
+            self.append(b"\n")?;
+        }
+        Ok(())
     }
 
     /// Whether `more` bytes written at `now_ms` go into a new file.
@@ -107,5 +122,31 @@ impl Sink {
     /// What was written, on the disk.
     pub(super) fn sync(&self) -> std::io::Result<()> {
         self.file.sync_data()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Bounds, Sink};
+
+    #[test]
+    fn a_file_whose_last_line_was_cut_is_ended_before_the_first_record() {
+        let t = tempfile::tempdir().unwrap();
+        let bounds = Bounds {
+            max_size: 0,
+            max_age_ms: None,
+            keep: 0,
+        };
+        for (was, now) in [
+            ("{\"cut", "{\"cut\nfull\n"),
+            ("whole\n", "whole\nfull\n"),
+            ("", "full\n"),
+        ] {
+            let path = t.path().join("t.jsonl");
+            std::fs::write(&path, was).unwrap();
+            let mut sink = Sink::open(&path, bounds).unwrap();
+            sink.append(b"full\n").unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), now, "{was:?}");
+        }
     }
 }

@@ -33,8 +33,9 @@ pub struct RecordArgs {
     /// Start a new file once this long has passed since it was started or opened (default: never).
     #[arg(help_heading = OUTPUT, long, value_name = "DUR", value_parser = at_least_a_second)]
     pub max_age: Option<std::time::Duration>,
-    /// How many earlier files to keep (FILE.1 to FILE.N; 0: none).
-    #[arg(help_heading = OUTPUT, long, value_name = "N", default_value_t = 5)]
+    /// How many earlier files to keep (FILE.1 to FILE.N; 0: none; at most 1000).
+    #[arg(help_heading = OUTPUT, long, value_name = "N", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub keep: u32,
     /// The audit log `kill --audit-log` appends to: each kill recorded there from now on goes into
     /// the timeline.
