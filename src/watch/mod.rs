@@ -17,6 +17,9 @@
 //! under a time bar, moved through by keys, with nothing live.
 
 mod draw;
+#[cfg(test)]
+mod frame_tests;
+mod holders;
 mod keys;
 mod replay;
 #[cfg(test)]

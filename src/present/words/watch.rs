@@ -5,6 +5,7 @@
 use super::target::{left, not_ours, target};
 use super::verdict::reasons_line;
 use crate::model::{FromBad, NotOurProc, Plan, Process, ReplayBad, ReplayWhy, Report};
+use crate::present::next::count;
 use crate::safe::escape;
 use crate::safe::{fit, TEXT_MAX};
 use crate::units::mib;
@@ -22,7 +23,12 @@ pub fn gpus_title(gpus: usize, holders: usize, scanned: u32, updated: Option<f64
     let updated = updated
         .map(|u| format!(", updated {u:.0}s ago"))
         .unwrap_or_default();
-    format!(" gpufree watch: {gpus} GPUs, {holders} holders, {scanned} processes scanned{updated} ")
+    format!(
+        " gpufree watch: {}, {}, {} scanned{updated} ",
+        count(gpus, "GPU", "GPUs"),
+        count(holders, "holder", "holders"),
+        count(scanned as usize, "process", "processes"),
+    )
 }
 
 /// The holders table's title: its sort key and filters (`gpu=0 user=ann`).
@@ -132,15 +138,47 @@ pub fn outcome(r: &Report, audit: Option<&dyn Display>) -> String {
     )
 }
 
-/// The keys the footer lists: the live view's, or a replay's.
-pub fn help(replay: bool) -> &'static str {
-    if replay {
-        "q quit  space play/pause  ←/→ moment  +/- speed  Home/End first/last  ↑/↓ select  \
-         Enter detail  m/p/a sort  g/u/o filter"
+/// The keys the footer lists (the live view's, or a replay's), within
+/// `room` columns: whole entries, the last ones left out first.
+pub fn help(replay: bool, room: usize) -> String {
+    let keys: &[&str] = if replay {
+        &[
+            "q quit",
+            "space play/pause",
+            "←/→ moment",
+            "Enter detail",
+            "↑/↓ select",
+            "+/- speed",
+            "Home/End first/last",
+            "m/p/a sort",
+            "g/u/o filter",
+        ]
     } else {
-        "q quit  ↑/↓ select  Enter detail  m/p/a sort  g/u/o filter  k kill  r rescan"
+        &[
+            "q quit",
+            "↑/↓ select",
+            "Enter detail",
+            "k kill",
+            "m/p/a sort",
+            "g/u/o filter",
+            "r rescan",
+        ]
+    };
+    let mut line = String::new();
+    for k in keys {
+        let sep = if line.is_empty() { "" } else { "  " };
+        if crate::safe::width(&line) + sep.len() + crate::safe::width(k) > room {
+            break;
+        }
+        line.push_str(sep);
+        line.push_str(k);
     }
+    line
 }
+
+/// What the holders pane says where even its PID and memory columns do
+/// not fit (a number cut short would name another process).
+pub const TOO_NARROW: &str = "too narrow for PIDs: widen the terminal or close the detail (Enter)";
 
 /// Where a replay stands: the moment shown, of how many, and how it plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
