@@ -124,6 +124,10 @@ pub(super) fn draw(f: &mut Frame<'_>, app: &mut App) {
             fit(&words::replay_bar(at), room),
             Style::new().add_modifier(Modifier::REVERSED),
         )];
+        if let Some(kill) = &app.kill {
+            let bold = Style::new().add_modifier(Modifier::BOLD);
+            lines.push(Line::styled(fit(kill, room), bold));
+        }
         lines.push(Line::styled(
             fit(app.notice.unwrap_or(""), room),
             fg(app.color, Color::Yellow),

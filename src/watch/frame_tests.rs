@@ -1,12 +1,13 @@
 //! The frame drawn into a test terminal: a PID and a memory figure are
 //! never cut, cut lines end with `…`, the key help keeps whole entries,
-//! counts are singular for one.
+//! counts are singular for one; a replay's kill moment says what the kill
+//! did.
 
 use super::draw::draw_snapshot;
 use super::holders::{layout, Col};
 use super::App;
-use crate::model::{GpuMemory, Owner, OwnerKind, Process, Snapshot};
-use crate::present::words::watch::help;
+use crate::model::{GpuMemory, KillSeen, Owner, OwnerKind, Process, Snapshot};
+use crate::present::words::watch::{help, replay_kill};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
@@ -149,4 +150,41 @@ fn the_key_help_drops_whole_entries() {
         assert!(whole_entries, "{room}: {short}");
     }
     assert_eq!(help(false, 30), "q quit  ↑/↓ select");
+}
+
+#[test]
+fn a_kill_moment_says_who_which_signal_which_pids_and_the_outcome() {
+    let record = serde_json::json!({
+        "version": 1, "time": "2026-12-05T22:50:35.113Z", "host": "vm",
+        "command": "kill",
+        "invoker": {"pid": 15740, "uid": 0, "euid": 0, "user": "root", "argv": []},
+        "signal": "TERM",
+        "targets": [{"pid": 15148, "comm": "sleep\u{1b}[2J", "round": 1}],
+        "outcome": {"result": "released", "released": true, "verdict": "free",
+            "reasons": [], "seconds_to_release": 0.52, "signalled": [15148],
+            "survivors": [], "killed_hard": [], "identity_changed": [], "rounds": 1}
+    });
+    let seen = KillSeen::read(&record);
+    assert_eq!(
+        replay_kill(seen.as_ref()),
+        "kill by root (pid 15740): SIGTERM to 1 process: 15148 sleep\\e[2J → released in 0.52 s"
+    );
+    let mut survived = record.clone();
+    survived["outcome"]["result"] = "not-released".into();
+    survived["outcome"]["survivors"] = serde_json::json!([15148]);
+    let line = replay_kill(KillSeen::read(&survived).as_ref());
+    assert!(
+        line.ends_with("→ memory not released; 1 process survived"),
+        "{line}"
+    );
+    // A record without the fields (or with one of another type): unread.
+    for bad in [
+        serde_json::json!({"version": 1}),
+        serde_json::json!({"invoker": {"pid": "x"}}),
+    ] {
+        assert_eq!(
+            replay_kill(KillSeen::read(&bad).as_ref()),
+            "a kill (its record unread)"
+        );
+    }
 }

@@ -4,7 +4,9 @@
 
 use super::target::{left, not_ours, target};
 use super::verdict::reasons_line;
-use crate::model::{FromBad, NotOurProc, Plan, Process, ReplayBad, ReplayWhy, Report};
+use crate::model::{
+    FromBad, KillResult, KillSeen, NotOurProc, Plan, Process, ReplayBad, ReplayWhy, Report,
+};
 use crate::present::next::count;
 use crate::safe::escape;
 use crate::safe::{fit, TEXT_MAX};
@@ -174,6 +176,53 @@ pub fn help(replay: bool, room: usize) -> String {
         line.push_str(k);
     }
     line
+}
+
+/// A replay's moment that is a kill's audit record, in one line: who
+/// (user, gpufree's PID), the signal, the PIDs signalled (with their
+/// comm), and what came of it; `kill`: its typed fields, None where the
+/// record lacks them.
+pub fn replay_kill(kill: Option<&KillSeen>) -> String {
+    let Some(k) = kill else {
+        return "a kill (its record unread)".into();
+    };
+    let comm = |pid: u32| {
+        k.targets
+            .iter()
+            .find(|t| t.pid == pid)
+            .map_or(String::new(), |t| format!(" {}", fit(&t.comm, 32)))
+    };
+    let pids: Vec<String> = k
+        .outcome
+        .signalled
+        .iter()
+        .take(8)
+        .map(|&p| format!("{p}{}", comm(p)))
+        .collect();
+    let more = k.outcome.signalled.len().saturating_sub(pids.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    let outcome = match k.outcome.result {
+        KillResult::Released => format!("released in {:.2} s", k.outcome.seconds_to_release),
+        KillResult::NotReleased => "memory not released".into(),
+        KillResult::Unknown => "release unknown".into(),
+        KillResult::NotWaited => "release not waited for".into(),
+    };
+    let survivors = match k.outcome.survivors.as_slice() {
+        [] => String::new(),
+        s => format!("; {} survived", count(s.len(), "process", "processes")),
+    };
+    format!(
+        "kill by {} (pid {}): SIG{} to {}: {}{more} → {outcome}{survivors}",
+        cell(&k.invoker.user),
+        k.invoker.pid,
+        cell(k.signal.strip_prefix("SIG").unwrap_or(&k.signal)),
+        count(k.outcome.signalled.len(), "process", "processes"),
+        pids.join(", "),
+    )
 }
 
 /// What the holders pane says where even its PID and memory columns do
