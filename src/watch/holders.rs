@@ -177,6 +177,24 @@ pub(super) fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area:
         );
         return;
     }
+    let table = table(&texts, styles, &cols, block);
+    if app.table.selected().is_none() && n_rows > 0 {
+        app.table.select(Some(0));
+    }
+    if app.table.selected().is_some_and(|i| i >= n_rows) {
+        app.table.select(n_rows.checked_sub(1));
+    }
+    f.render_stateful_widget(table, area, &mut app.table);
+}
+
+/// The table of `texts` (each row's cells, styled by `styles`) in the
+/// columns `cols`, each cell cut to its column with `…`.
+fn table<'a>(
+    texts: &[[String; 9]],
+    styles: Vec<Style>,
+    cols: &[(Col, usize)],
+    block: Block<'a>,
+) -> Table<'a> {
     let rows: Vec<Row<'_>> = texts
         .iter()
         .zip(styles)
@@ -187,7 +205,7 @@ pub(super) fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area:
             Row::new(cells).style(style)
         })
         .collect();
-    let table = Table::new(
+    Table::new(
         rows,
         cols.iter().map(|&(_, w)| Constraint::Length(w as u16)),
     )
@@ -196,14 +214,7 @@ pub(super) fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area:
             .style(Style::new().add_modifier(Modifier::BOLD)),
     )
     .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-    .block(block);
-    if app.table.selected().is_none() && n_rows > 0 {
-        app.table.select(Some(0));
-    }
-    if app.table.selected().is_some_and(|i| i >= n_rows) {
-        app.table.select(n_rows.checked_sub(1));
-    }
-    f.render_stateful_widget(table, area, &mut app.table);
+    .block(block)
 }
 
 fn sort_name(sort: Sort) -> &'static str {
