@@ -4,7 +4,7 @@
 //! to the journal, syslog and `--audit-log`.
 
 use super::{Owner, Reason, VerdictState};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One kill, as the audit log keeps it (the JSON line of `--audit-log`,
 /// and `GPUFREE_RECORD` in the journal).
@@ -92,7 +92,7 @@ pub struct AuditTarget {
 }
 
 /// What came of a kill's release (the record's `outcome.result`).
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum KillResult {
     /// The memory is proven back.
@@ -182,6 +182,60 @@ pub struct KillOutcome {
     pub identity_changed: Vec<u32>,
     /// Rounds of signals.
     pub rounds: u32,
+}
+
+/// What a replay reads of a kill's audit record (a recording's `"kill"`
+/// line): the typed fields it shows, nothing else. A record without one
+/// of them, or with one of another type, is not read at all
+/// ([`KillSeen::read`]); its strings are as hostile as the record's.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct KillSeen {
+    /// Who ran it: `invoker.user` and `invoker.pid`.
+    pub invoker: InvokerSeen,
+    /// The first signal of each target (`TERM`).
+    pub signal: String,
+    /// The targets, for their comm.
+    pub targets: Vec<TargetSeen>,
+    /// What came of it.
+    pub outcome: OutcomeSeen,
+}
+
+/// Who ran a kill, as a replay reads it.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct InvokerSeen {
+    /// gpufree's PID.
+    pub pid: u32,
+    /// The real UID's user name.
+    pub user: String,
+}
+
+/// A kill's target, as a replay reads it.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct TargetSeen {
+    /// PID.
+    pub pid: u32,
+    /// comm (set by the process: hostile).
+    pub comm: String,
+}
+
+/// What a kill came to, as a replay reads it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct OutcomeSeen {
+    /// What came of the release.
+    pub result: KillResult,
+    /// From the first signal to the release.
+    pub seconds_to_release: f64,
+    /// Every PID signalled.
+    pub signalled: Vec<u32>,
+    /// Targets still running at the end.
+    pub survivors: Vec<u32>,
+}
+
+impl KillSeen {
+    /// The fields a replay shows of `record`, or None where it lacks one.
+    pub fn read(record: &serde_json::Value) -> Option<KillSeen> {
+        KillSeen::deserialize(record).ok()
+    }
 }
 
 /// Where a record is written.

@@ -48,7 +48,8 @@ mod visibility;
 mod xid;
 
 pub use audit::{
-    AuditError, AuditRecord, AuditTarget, Invoker, KillOutcome, KillResult, Sink, TargetOutcome,
+    AuditError, AuditRecord, AuditTarget, Invoker, InvokerSeen, KillOutcome, KillResult, KillSeen,
+    OutcomeSeen, Sink, TargetOutcome, TargetSeen,
 };
 pub use bundle::{
     limits as bundle_limits, Bundle, Content, Cut, LeftItem, LeftOut, LeftWhy, Member, VersionFile,

@@ -2,19 +2,21 @@
 //! under it), the holders sorted
 //! as asked, the findings and the popups, drawn from a snapshot.
 
-use super::{cell, App, Popup, Sort};
+use super::holders::draw_holders;
+use super::{cell, App, Popup};
 use crate::model::{Process, Severity, Snapshot};
 use crate::present::words::watch as words;
+use crate::safe::{fit, width};
 use crate::units::mib;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
 /// A foreground colour, or the terminal's own when `color` is off
 /// (`--no-color`, `NO_COLOR`, as the printer decided).
-fn fg(color: bool, c: Color) -> Style {
+pub(super) fn fg(color: bool, c: Color) -> Style {
     if color {
         Style::new().fg(c)
     } else {
@@ -71,14 +73,42 @@ fn bar(
         "░".repeat(width - acc - unacc),
         fg(color, Color::DarkGray),
     ));
-    spans.push(Span::raw(format!(
+    spans.push(Span::raw(numbers(&m)));
+    Line::from(spans)
+}
+
+/// A bar's numbers: used of total, accounted and unaccounted.
+fn numbers(m: &crate::model::Memory) -> String {
+    format!(
         " {} / {}  accounted {}  unaccounted {}",
         mib(m.used_bytes),
         mib(m.total_bytes),
         mib(m.accounted_bytes),
         mib(m.unaccounted_bytes)
-    )));
-    Line::from(spans)
+    )
+}
+
+/// `line` within `room` columns: whole where it fits, else cut with `…`
+/// (by [`fit`], as the CLI's tables cut), each span keeping its style.
+pub(super) fn fit_line(line: Line<'static>, room: usize) -> Line<'static> {
+    if line.width() <= room {
+        return line;
+    }
+    let mut left = room;
+    let mut spans = Vec::new();
+    for span in line.spans {
+        let w = width(&span.content);
+        if w < left {
+            left -= w;
+            spans.push(span);
+            continue;
+        }
+        // More follows: a span that ends at the edge is cut too.
+        let cut = fit(&format!("{}…", span.content), left);
+        spans.push(Span::styled(cut, span.style));
+        break;
+    }
+    Line::from(spans).style(line.style)
 }
 
 pub(super) fn age(s: &Snapshot, p: &Process) -> String {
@@ -89,16 +119,24 @@ pub(super) fn age(s: &Snapshot, p: &Process) -> String {
 pub(super) fn draw(f: &mut Frame<'_>, app: &mut App) {
     let mut area = f.area();
     if let Some(at) = &app.replay {
+        let room = usize::from(area.width);
+        let mut lines = vec![Line::styled(
+            fit(&words::replay_bar(at), room),
+            Style::new().add_modifier(Modifier::REVERSED),
+        )];
+        if let Some(kill) = &app.kill {
+            let bold = Style::new().add_modifier(Modifier::BOLD);
+            lines.push(Line::styled(fit(kill, room), bold));
+        }
+        lines.push(Line::styled(
+            fit(app.notice.unwrap_or(""), room),
+            fg(app.color, Color::Yellow),
+        ));
         let split = Layout::default()
             .direction(Direction::Vertical)
-            .constraints([Constraint::Length(2), Constraint::Min(0)])
+            .constraints([Constraint::Length(lines.len() as u16), Constraint::Min(0)])
             .split(area);
-        let bar = Line::styled(
-            words::replay_bar(at),
-            Style::new().add_modifier(Modifier::REVERSED),
-        );
-        let notice = Line::styled(app.notice.unwrap_or(""), fg(app.color, Color::Yellow));
-        f.render_widget(Paragraph::new(vec![bar, notice]), split[0]);
+        f.render_widget(Paragraph::new(lines), split[0]);
         area = split[1];
     }
     let Some(s) = app.snap.take() else {
@@ -107,7 +145,7 @@ pub(super) fn draw(f: &mut Frame<'_>, app: &mut App) {
             .as_deref()
             .map(cell)
             .unwrap_or_else(|| "gpufree watch: taking the first snapshot...".into());
-        f.render_widget(Paragraph::new(text), area);
+        f.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), area);
         return;
     };
     draw_snapshot(f, app, &s, area);
@@ -156,11 +194,21 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
 
 /// The memory bar of every GPU, under a title that counts what is shown.
 fn draw_gpus(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
-    let width = (area.width as usize).saturating_sub(70).clamp(10, 60);
+    let room = usize::from(area.width.saturating_sub(2));
+    let widest = s
+        .gpus
+        .iter()
+        .flat_map(|g| std::iter::once(&g.memory).chain(g.mig_devices.iter().map(|m| &m.memory)))
+        .map(|m| width(&numbers(m)))
+        .max()
+        .unwrap_or(0);
+    // The label and the verdict take 15 columns.
+    let bar = room.saturating_sub(15 + widest).clamp(10, 60);
     let lines: Vec<Line<'_>> = s
         .gpus
         .iter()
-        .flat_map(|g| bars(width, g, app.color))
+        .flat_map(|g| bars(bar, g, app.color))
+        .map(|l| fit_line(l, room))
         .collect();
     let title = words::gpus_title(
         s.gpus.len(),
@@ -168,116 +216,11 @@ fn draw_gpus(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
         s.visibility.processes_scanned,
         app.updated.map(|u| u.elapsed().as_secs_f64()),
     );
+    let title = fit(&title, room);
     f.render_widget(
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
         area,
     );
-}
-
-/// The holders table, sorted and filtered as asked, keeping a selection
-/// on a row that exists.
-fn draw_holders(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area: Rect) {
-    let rows = app.rows_of(s);
-    let sort = match app.sort {
-        Sort::Memory => "memory",
-        Sort::Pid => "pid",
-        Sort::Age => "age",
-    };
-    let filter = [
-        app.gpu.map(|g| format!("gpu={g}")),
-        app.user.as_ref().map(|u| format!("user={}", cell(u))),
-        app.owner.as_ref().map(|o| format!("owner={}", cell(o))),
-    ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join(" ");
-    let lookup = crate::model::Lookup::new(s);
-    let table = holders_table(
-        rows.iter()
-            .map(|p| holder_row(s, &lookup, p, app.color))
-            .collect(),
-        words::holders_title(sort, &filter),
-    );
-    let n_rows = rows.len();
-    drop(rows);
-    if app.table.selected().is_none() && n_rows > 0 {
-        app.table.select(Some(0));
-    }
-    if app.table.selected().is_some_and(|i| i >= n_rows) {
-        app.table.select(n_rows.checked_sub(1));
-    }
-    f.render_stateful_widget(table, area, &mut app.table);
-}
-
-/// One holder's row: renamed or orphaned ones in yellow (when `color`).
-fn holder_row<'a>(
-    s: &Snapshot,
-    lookup: &crate::model::Lookup,
-    p: &Process,
-    color: bool,
-) -> Row<'a> {
-    let gpus: Vec<String> = {
-        let mut g: Vec<u32> = p
-            .gpu_memory
-            .iter()
-            .map(|m| m.gpu)
-            .chain(p.devices.iter().filter_map(|d| d.gpu))
-            .collect();
-        g.sort_unstable();
-        g.dedup();
-        g.iter().map(u32::to_string).collect()
-    };
-    let style = if p.renamed || p.orphaned {
-        fg(color, Color::Yellow)
-    } else {
-        Style::new()
-    };
-    Row::new(vec![
-        Cell::from(p.pid.to_string()),
-        Cell::from(cell(&p.user)),
-        Cell::from(cell(&p.comm)),
-        Cell::from(if p.memory_bytes() > 0 {
-            mib(p.memory_bytes())
-        } else {
-            "-".into()
-        }),
-        Cell::from(gpus.join(",")),
-        Cell::from(lookup.sm_percent(p).map_or("-".into(), |v| format!("{v}%"))),
-        Cell::from(age(s, p)),
-        Cell::from(match p.owner.described() {
-            o if o.is_empty() => "-".into(),
-            o => cell(&o),
-        }),
-        Cell::from(crate::present::flags(p)),
-    ])
-    .style(style)
-}
-
-/// The holders table around `rows`: its columns, header and title.
-fn holders_table(rows: Vec<Row<'_>>, title: String) -> Table<'_> {
-    Table::new(
-        rows,
-        [
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Length(16),
-            Constraint::Length(12),
-            Constraint::Length(7),
-            Constraint::Length(4),
-            Constraint::Length(7),
-            Constraint::Min(10),
-            Constraint::Length(18),
-        ],
-    )
-    .header(
-        Row::new([
-            "PID", "USER", "COMM", "MEMORY", "GPUS", "SM%", "AGE", "OWNER", "FLAGS",
-        ])
-        .style(Style::new().add_modifier(Modifier::BOLD)),
-    )
-    .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-    .block(Block::default().borders(Borders::ALL).title(title))
 }
 
 /// The detail pane's lines for one process.
@@ -297,7 +240,9 @@ fn draw_footer(f: &mut Frame<'_>, s: &Snapshot, area: Rect, app: &App) {
         };
         format!("{sev}: {}", cell(&crate::present::words::words(f).message))
     });
-    let help = words::help(app.replay.is_some());
+    let room = usize::from(area.width);
+    let finding = fit(&finding, room);
+    let help = words::help(app.replay.is_some(), room);
     let severity = match top.map(|f| f.severity) {
         Some(Severity::Error) => Color::Red,
         Some(Severity::Warning) => Color::Yellow,

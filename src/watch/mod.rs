@@ -17,6 +17,9 @@
 //! under a time bar, moved through by keys, with nothing live.
 
 mod draw;
+#[cfg(test)]
+mod frame_tests;
+mod holders;
 mod keys;
 mod replay;
 #[cfg(test)]
@@ -212,6 +215,8 @@ struct App {
     replay: Option<crate::present::words::watch::ReplayAt>,
     /// What the last key could not do, said until the next key.
     notice: Option<&'static str>,
+    /// The replay's moment is a kill's record: what it did, in one line.
+    kill: Option<String>,
 }
 
 /// The next value after `cur` in `all`, then back to none (cycling filters).
@@ -242,6 +247,7 @@ impl App {
             color,
             replay: None,
             notice: None,
+            kill: None,
         }
     }
 

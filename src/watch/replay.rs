@@ -9,7 +9,7 @@ use super::draw::draw;
 use super::keys::{on_key, Flow};
 use super::{App, Error};
 use crate::diagnose::Options as Diagnose;
-use crate::model::{index, Moment, RecordBad, Replay, Selection, Snapshot};
+use crate::model::{index, KillSeen, Moment, RecordBad, Replay, ReplayStep, Selection, Snapshot};
 use crate::pipeline::{judge_with, select_with};
 use crate::present::words::watch::{self as words, ReplayAt};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind};
@@ -53,6 +53,12 @@ impl Recording {
     /// The state at moment `i` (not judged): its full snapshot and the
     /// records after it, up to and with its own.
     pub fn state(&self, i: usize) -> Result<Snapshot, RecordBad> {
+        self.moment(i).map(|(s, _)| s)
+    }
+
+    /// The state at moment `i` (as [`Recording::state`]) and the moment's
+    /// own record, applied (None where the recording ended before it).
+    pub fn moment(&self, i: usize) -> Result<(Snapshot, Option<ReplayStep>), RecordBad> {
         let before = RecordBad::Before {
             at_ms: 0,
             first_ms: None,
@@ -60,15 +66,19 @@ impl Recording {
         let m = *self.moments.get(i).ok_or(before.clone())?;
         let base = self.moments[m.base];
         let mut replay = Replay::starting(&self.bytes, base);
+        let mut own = None;
         for _ in m.base..=i {
             match replay.step() {
-                Some(Ok(_)) => {}
+                Some(Ok((_, step))) => own = Some(step),
                 Some(Err(e)) => return Err(e),
-                None => break,
+                None => {
+                    own = None;
+                    break;
+                }
             }
         }
         match replay.snapshot(m.t) {
-            Some(Ok(s)) => Ok(s),
+            Some(Ok(s)) => Ok((s, own)),
             Some(Err(e)) => Err(RecordBad::Line {
                 line: m.line,
                 error: e.to_string(),
@@ -206,8 +216,14 @@ fn on_replay_key(app: &mut App, player: &mut Player, code: KeyCode, rec: &Record
 /// Shows the player's moment, judged as `--from` judges a snapshot; one
 /// that cannot be rebuilt is said instead.
 fn show(app: &mut App, rec: &Recording, opts: &ReplayOptions, player: &Player) {
-    match rec.state(player.pos) {
-        Ok(mut snap) => {
+    match rec.moment(player.pos) {
+        Ok((mut snap, own)) => {
+            app.kill = match own {
+                Some(ReplayStep::Kill(record)) => {
+                    Some(words::replay_kill(KillSeen::read(&record).as_ref()))
+                }
+                _ => None,
+            };
             judge_with(&mut snap, &opts.diagnose);
             let snap = match &opts.gpus {
                 Some(sel) => select_with(snap, sel, &opts.diagnose),
@@ -217,6 +233,7 @@ fn show(app: &mut App, rec: &Recording, opts: &ReplayOptions, player: &Player) {
             app.error = None;
         }
         Err(e) => {
+            app.kill = None;
             app.snap = None;
             app.error = Some(crate::present::words::from::replay_bad(&e));
         }

@@ -7,7 +7,7 @@ use crate::model::RecordBad;
 use crate::model::{Gpu, Memory, VerdictState};
 use crate::present::words::watch::{replay_bar, ReplayAt};
 
-fn busy_gpu() -> Gpu {
+pub(super) fn busy_gpu() -> Gpu {
     let mut g = Gpu {
         memory: Memory {
             total_bytes: 100 << 20,

@@ -1,7 +1,8 @@
 //! `gpufree watch --replay FILE` used as a person uses it: a host recorded
 //! while a holder is stuck, killed and released, then replayed in tmux:
 //! the first moment shows the holder under the REPLAY bar, End shows the
-//! GPU free, ← goes back to the holder, space plays it to its end, the kill
+//! GPU free, ← goes back to the holder past the kill's moment (which says
+//! who signalled what and what came of it), space plays it to its end, the kill
 //! and rescan keys say why they do nothing, q quits. A file that is no recording and a flag that needs
 //! the live host fail before the terminal is taken.
 
@@ -40,20 +41,23 @@ fn a_replay_shows_the_stuck_holder_then_the_free_gpu_and_signals_nothing() {
     );
     let state = d.one_gpu(&[(trainer.pid(), 1024, "while-alive")], 0);
     let rec_path = d.tmp.path().join("timeline.jsonl");
+    let log = d.tmp.path().join("kills.jsonl");
+    let log = log.to_str().unwrap();
     let rec = Gpufree::new(["record"])
         .on(&d, &state)
         .args(["--out", rec_path.to_str().unwrap(), "--interval", "100ms"])
-        .args(["--scan", "procfs", "--scan-every", "1s"])
+        .args(["--scan", "procfs", "--scan-every", "1s", "--audit-log", log])
         .spawn();
     wait_text(&rec_path, "\"full\"");
     std::thread::sleep(Duration::from_millis(300));
     let pid = trainer.pid().to_string();
     Gpufree::new(["kill"])
         .on(&d, &state)
-        .args(["--pid", &pid, "--yes"])
+        .args(["--pid", &pid, "--yes", "--audit-log", log])
         .run()
         .assert_exit(0);
     wait_text(&rec_path, "\"state\":\"free\"");
+    wait_text(&rec_path, "\"kill\":");
     let id = rustix::process::Pid::from_raw(rec.child.id() as i32).unwrap();
     rustix::process::kill_process(id, rustix::process::Signal::TERM).unwrap();
     rec.finish().assert_exit(0);
@@ -91,15 +95,25 @@ fn a_replay_shows_the_stuck_holder_then_the_free_gpu_and_signals_nothing() {
     assert!(s.contains("GPU 0  free"), "the GPU free at the end:\n{s}");
     assert!(!s.contains(&pid), "the holder gone at the end:\n{s}");
 
-    // Back, one moment at a time, to the last one the holder was in.
+    // Back, one moment at a time, to the last one the holder was in; on
+    // the way, the kill's moment says what the kill did.
     let mut s = s;
-    while !s.contains(&pid) {
+    let mut kill_said = None;
+    while !s.contains(&pid) || s.contains("kill by") {
+        if s.contains("kill by") {
+            kill_said = Some(s.clone());
+        }
         let now = moment(&s);
         assert!(now > 1, "the holder never came back:\n{s}");
         t.keys(&["Left"]);
         s = t.wait_for(&format!("moment {}/{last}", now - 1));
     }
     assert!(!s.contains("GPU 0  free"), "{s}");
+    let said = kill_said.expect("no moment said the kill");
+    assert!(
+        said.contains(&format!("SIGTERM to 1 process: {pid}")) && said.contains("→ released in"),
+        "{said}"
+    );
 
     // Played from the first moment at 64 times its pace: it stops at the
     // last moment, paused.

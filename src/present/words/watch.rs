@@ -4,7 +4,10 @@
 
 use super::target::{left, not_ours, target};
 use super::verdict::reasons_line;
-use crate::model::{FromBad, NotOurProc, Plan, Process, ReplayBad, ReplayWhy, Report};
+use crate::model::{
+    FromBad, KillResult, KillSeen, NotOurProc, Plan, Process, ReplayBad, ReplayWhy, Report,
+};
+use crate::present::next::count;
 use crate::safe::escape;
 use crate::safe::{fit, TEXT_MAX};
 use crate::units::mib;
@@ -22,7 +25,12 @@ pub fn gpus_title(gpus: usize, holders: usize, scanned: u32, updated: Option<f64
     let updated = updated
         .map(|u| format!(", updated {u:.0}s ago"))
         .unwrap_or_default();
-    format!(" gpufree watch: {gpus} GPUs, {holders} holders, {scanned} processes scanned{updated} ")
+    format!(
+        " gpufree watch: {}, {}, {} scanned{updated} ",
+        count(gpus, "GPU", "GPUs"),
+        count(holders, "holder", "holders"),
+        count(scanned as usize, "process", "processes"),
+    )
 }
 
 /// The holders table's title: its sort key and filters (`gpu=0 user=ann`).
@@ -132,15 +140,94 @@ pub fn outcome(r: &Report, audit: Option<&dyn Display>) -> String {
     )
 }
 
-/// The keys the footer lists: the live view's, or a replay's.
-pub fn help(replay: bool) -> &'static str {
-    if replay {
-        "q quit  space play/pause  ←/→ moment  +/- speed  Home/End first/last  ↑/↓ select  \
-         Enter detail  m/p/a sort  g/u/o filter"
+/// The keys the footer lists (the live view's, or a replay's), within
+/// `room` columns: whole entries, the last ones left out first.
+pub fn help(replay: bool, room: usize) -> String {
+    let keys: &[&str] = if replay {
+        &[
+            "q quit",
+            "space play/pause",
+            "←/→ moment",
+            "Enter detail",
+            "↑/↓ select",
+            "+/- speed",
+            "Home/End first/last",
+            "m/p/a sort",
+            "g/u/o filter",
+        ]
     } else {
-        "q quit  ↑/↓ select  Enter detail  m/p/a sort  g/u/o filter  k kill  r rescan"
+        &[
+            "q quit",
+            "↑/↓ select",
+            "Enter detail",
+            "k kill",
+            "m/p/a sort",
+            "g/u/o filter",
+            "r rescan",
+        ]
+    };
+    let mut line = String::new();
+    for k in keys {
+        let sep = if line.is_empty() { "" } else { "  " };
+        if crate::safe::width(&line) + sep.len() + crate::safe::width(k) > room {
+            break;
+        }
+        line.push_str(sep);
+        line.push_str(k);
     }
+    line
 }
+
+/// A replay's moment that is a kill's audit record, in one line: who
+/// (user, gpufree's PID), the signal, the PIDs signalled (with their
+/// comm), and what came of it; `kill`: its typed fields, None where the
+/// record lacks them.
+pub fn replay_kill(kill: Option<&KillSeen>) -> String {
+    let Some(k) = kill else {
+        return "a kill (its record unread)".into();
+    };
+    let comm = |pid: u32| {
+        k.targets
+            .iter()
+            .find(|t| t.pid == pid)
+            .map_or(String::new(), |t| format!(" {}", fit(&t.comm, 32)))
+    };
+    let pids: Vec<String> = k
+        .outcome
+        .signalled
+        .iter()
+        .take(8)
+        .map(|&p| format!("{p}{}", comm(p)))
+        .collect();
+    let more = k.outcome.signalled.len().saturating_sub(pids.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    let outcome = match k.outcome.result {
+        KillResult::Released => format!("released in {:.2} s", k.outcome.seconds_to_release),
+        KillResult::NotReleased => "memory not released".into(),
+        KillResult::Unknown => "release unknown".into(),
+        KillResult::NotWaited => "release not waited for".into(),
+    };
+    let survivors = match k.outcome.survivors.as_slice() {
+        [] => String::new(),
+        s => format!("; {} survived", count(s.len(), "process", "processes")),
+    };
+    format!(
+        "kill by {} (pid {}): SIG{} to {}: {}{more} → {outcome}{survivors}",
+        cell(&k.invoker.user),
+        k.invoker.pid,
+        cell(k.signal.strip_prefix("SIG").unwrap_or(&k.signal)),
+        count(k.outcome.signalled.len(), "process", "processes"),
+        pids.join(", "),
+    )
+}
+
+/// What the holders pane says where even its PID and memory columns do
+/// not fit (a number cut short would name another process).
+pub const TOO_NARROW: &str = "too narrow for PIDs: widen the terminal or close the detail (Enter)";
 
 /// Where a replay stands: the moment shown, of how many, and how it plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
