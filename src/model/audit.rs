@@ -14,6 +14,10 @@ pub struct AuditRecord {
     pub version: u32,
     /// When the kill ended, UTC, RFC 3339 (`2025-01-31T12:00:00.123Z`).
     pub time: String,
+    /// When it began (its checks and first signals), UTC, RFC 3339: a
+    /// timeline places the release after it, not after `time`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
     /// The host's name (uname's nodename).
     pub host: String,
     /// What killed: `kill`, or `watch` (its k key).
@@ -190,6 +194,9 @@ pub struct KillOutcome {
 /// ([`KillSeen::read`]); its strings are as hostile as the record's.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct KillSeen {
+    /// When it began (RFC 3339; read as a time only by [`KillSeen::started_ms`]).
+    #[serde(default)]
+    pub started: Option<String>,
     /// Who ran it: `invoker.user` and `invoker.pid`.
     pub invoker: InvokerSeen,
     /// The first signal of each target (`TERM`).
@@ -235,6 +242,12 @@ impl KillSeen {
     /// The fields a replay shows of `record`, or None where it lacks one.
     pub fn read(record: &serde_json::Value) -> Option<KillSeen> {
         KillSeen::deserialize(record).ok()
+    }
+
+    /// When the kill began (ms since the Unix epoch); None where the
+    /// record does not say it as RFC 3339.
+    pub fn started_ms(&self) -> Option<u64> {
+        self.started.as_deref().and_then(super::rfc3339_ms)
     }
 }
 

@@ -249,6 +249,10 @@ pub struct Report {
     pub reasons: Vec<Reason>,
     /// From the first signal to the release.
     pub seconds_to_release: f64,
+    /// When the kill began (ms since the Unix epoch): its checks and
+    /// first signals. The audit record's `started`.
+    #[serde(skip)]
+    pub started_unix_ms: Option<u64>,
     /// From the moment every signalled target had exited to the release
     /// (the driver's teardown), or to the end when not released; None when
     /// a target never exited.

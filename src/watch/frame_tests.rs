@@ -169,6 +169,22 @@ fn a_kill_moment_says_who_which_signal_which_pids_and_the_outcome() {
         replay_kill(seen.as_ref()),
         "kill by root (pid 15740): SIGTERM to 1 process: 15148 sleep\\e[2J → released in 0.52 s"
     );
+    // Its start, where the record has it (the record is written at the
+    // end, after the release the timeline shows; newuser38 3); a start
+    // that is no time is not shown.
+    let mut began = record.clone();
+    began["started"] = "2026-12-05T22:50:33.500Z".into();
+    let line = replay_kill(KillSeen::read(&began).as_ref());
+    assert!(
+        line.starts_with("kill by root (pid 15740) began 2026-12-05T22:50:33.500Z: SIGTERM"),
+        "{line}"
+    );
+    began["started"] = "\u{1b}[2J yesterday".into();
+    let line = replay_kill(KillSeen::read(&began).as_ref());
+    assert!(
+        line.starts_with("kill by root (pid 15740): SIGTERM"),
+        "{line}"
+    );
     let mut survived = record.clone();
     survived["outcome"]["result"] = "not-released".into();
     survived["outcome"]["survivors"] = serde_json::json!([15148]);

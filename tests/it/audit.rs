@@ -162,6 +162,14 @@ fn kill_sends_one_journal_record_naming_the_target_its_signals_and_the_release()
         doc["kill"]["seconds_to_release"]
     );
     assert!(rec["invoker"]["pid"].is_u64());
+    // When it began, and ended: the release lies between them.
+    let ms = |f: &str| gpufree::model::rfc3339_ms(rec[f].as_str().unwrap()).unwrap();
+    let (started, ended) = (ms("started"), ms("time"));
+    let took = rec["outcome"]["seconds_to_release"].as_f64().unwrap();
+    assert!(
+        started as f64 + took * 1000.0 <= ended as f64 + 1.0,
+        "{rec}"
+    );
 }
 
 #[test]

@@ -114,6 +114,9 @@ pub fn record(ctx: &Context, report: &Report) -> Option<AuditRecord> {
     Some(AuditRecord {
         version: 1,
         time: rfc3339(ctx.time),
+        started: report
+            .started_unix_ms
+            .map(|ms| rfc3339(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms))),
         host: ctx.host.clone(),
         command: ctx.command.clone(),
         invoker: ctx.invoker.clone(),

@@ -193,12 +193,14 @@ pub fn execute_reporting(
         // process joins the targets for its start time alone.
         first_tick: crate::proc::me::uptime_ticks().unwrap_or(u64::MAX),
     };
+    let started_unix_ms = crate::units::unix_now_ms();
     let Rounds {
         mut report,
         handled,
         targets,
         signalled,
     } = run.rounds(initial, plan, sel, safety, progress);
+    report.started_unix_ms = Some(started_unix_ms);
     if opts.no_wait {
         report.survivors = survivors(&targets);
         report.verdict = VerdictState::Unknown;

@@ -215,8 +215,13 @@ pub fn replay_kill(kill: Option<&KillSeen>) -> String {
         [] => String::new(),
         s => format!("; {} survived", count(s.len(), "process", "processes")),
     };
+    // The record is written when the kill ended: the release before it
+    // in the timeline came after this.
+    let began = k
+        .started_ms()
+        .map_or(String::new(), |ms| format!(" began {}", rfc3339(ms)));
     format!(
-        "kill by {} (pid {}): SIG{} to {}: {}{more} → {outcome}{survivors}",
+        "kill by {} (pid {}){began}: SIG{} to {}: {}{more} → {outcome}{survivors}",
         cell(&k.invoker.user),
         k.invoker.pid,
         cell(k.signal.strip_prefix("SIG").unwrap_or(&k.signal)),
