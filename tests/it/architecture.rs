@@ -13,6 +13,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "present",
         &[
             "act", "proc", "nvml", "kubelet", "snapshot", "pipeline", "cli", "demo", "fleet",
+            "record",
         ],
     ),
     // The diagnosis is pure: the model and the leaf helpers only.
@@ -20,7 +21,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "diagnose",
         &[
             "act", "proc", "nvml", "kubelet", "snapshot", "pipeline", "present", "cli", "serve",
-            "watch", "demo",
+            "watch", "demo", "record",
         ],
     ),
     // Collection never judges, acts, presents or runs commands: verdicts
@@ -30,34 +31,34 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "proc",
         &[
             "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "snapshot",
-            "nvml",
+            "nvml", "record",
         ],
     ),
     (
         "snapshot",
         &[
-            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo",
+            "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "record",
         ],
     ),
     (
         "nvml",
         &[
             "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "proc",
-            "snapshot",
+            "snapshot", "record",
         ],
     ),
     (
         "sysfs",
         &[
             "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "proc",
-            "nvml", "snapshot",
+            "nvml", "snapshot", "record",
         ],
     ),
     (
         "kubelet",
         &[
             "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "proc",
-            "nvml", "sysfs", "snapshot",
+            "nvml", "sysfs", "snapshot", "record",
         ],
     ),
     // The fleet view reads Prometheus, not this host: it neither collects,
@@ -66,37 +67,40 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         "fleet",
         &[
             "diagnose", "pipeline", "act", "present", "cli", "serve", "watch", "demo", "proc",
-            "nvml", "sysfs", "kubelet", "snapshot",
+            "nvml", "sysfs", "kubelet", "snapshot", "record",
         ],
     ),
     // The pipeline joins collection and diagnosis; it neither acts nor
     // presents.
     (
         "pipeline",
-        &["act", "present", "cli", "serve", "watch", "demo"],
+        &["act", "present", "cli", "serve", "watch", "demo", "record"],
     ),
     // The model is plain values: it depends on no room.
     (
         "model",
         &[
             "act", "present", "cli", "serve", "watch", "demo", "proc", "snapshot", "nvml", "sysfs",
-            "kubelet", "diagnose", "pipeline", "fleet",
+            "kubelet", "diagnose", "pipeline", "fleet", "record",
         ],
     ),
     // Action reports through values, never prints or runs commands.
-    ("act", &["present", "cli", "serve", "watch", "demo"]),
+    (
+        "act",
+        &["present", "cli", "serve", "watch", "demo", "record"],
+    ),
     // The live views (watch's terminal UI, serve's metrics endpoint) are
     // started by the command line, never reach back into it or the demo.
-    ("watch", &["cli", "demo"]),
-    ("serve", &["cli", "demo"]),
+    ("watch", &["cli", "demo", "record"]),
+    ("serve", &["cli", "demo", "record"]),
     // So is the recorder.
-    ("record", &["cli", "demo"]),
+    ("record", &["cli", "demo", "serve", "watch"]),
     // The doctor reads a systemd unit file: it needs no snapshot, no
     // pipeline, no action, no presenter and no live view.
     (
         "doctor",
         &[
-            "act", "present", "snapshot", "pipeline", "watch", "serve", "demo",
+            "act", "present", "snapshot", "pipeline", "watch", "serve", "demo", "record",
         ],
     ),
 ];
