@@ -157,18 +157,20 @@ pub(super) fn take_from(
         None => None,
     };
     let bytes = read(path).map_err(Error::From)?;
-    let mut snap = if is_recording(&bytes) {
+    let (mut snap, recorded_ms) = if is_recording(&bytes) {
         // A recording: the state at `--at` (its end without).
-        state_at(&bytes, at).map_err(Error::Replay)?
+        let (snap, record) = state_at(&bytes, at).map_err(Error::Replay)?;
+        (snap, Some(record))
     } else if at.is_some() {
         return Err(Error::Replay(RecordBad::NotARecording));
     } else {
-        parse(path, &bytes).map_err(Error::From)?
+        (parse(path, &bytes).map_err(Error::From)?, None)
     };
     let from = FromFile {
         path: shown(path),
         taken_unix_ms: snap.taken_unix_ms,
         host: snap.host.clone(),
+        recorded_ms,
     };
     pipeline::judge_with(&mut snap, opts);
     let indexes = snapshot::resolve(&snap.gpus, &s.common.gpu).map_err(Error::Selector)?;

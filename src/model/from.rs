@@ -22,6 +22,10 @@ pub struct FromFile {
     pub taken_unix_ms: Option<u64>,
     /// The host it was taken on, where it says.
     pub host: Option<String>,
+    /// A recording's moment: when its last record at or before that
+    /// moment was written (the state is that record's; nothing was looked
+    /// at since). None: a snapshot document.
+    pub recorded_ms: Option<u64>,
 }
 
 /// Why `--from` cannot be used: the file, or what else was asked.

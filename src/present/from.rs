@@ -91,7 +91,29 @@ impl serde_json::ser::Formatter for Escaping {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::{DriverEvidence, Failure, Gpu, KernelLog, Reading, Snapshot};
+    use crate::model::{DriverEvidence, Failure, FromFile, Gpu, KernelLog, Reading, Snapshot};
+
+    /// A recording's moment is said as its state then, with the record it
+    /// comes from where that is earlier: nothing was looked at at that
+    /// moment (newuser38 8).
+    #[test]
+    fn a_recordings_moment_is_said_a_state_not_a_snapshot_taken_then() {
+        let marker = |recorded_ms| {
+            crate::present::words::from::marker(&FromFile {
+                path: "t.jsonl".into(),
+                taken_unix_ms: Some(1_764_936_181_000),
+                host: Some("vm".into()),
+                recorded_ms,
+            })
+        };
+        assert!(marker(None)
+            .starts_with("from t.jsonl: a snapshot taken 2025-12-05 12:03:01 UTC on vm;"));
+        assert!(marker(Some(1_764_936_170_500)).starts_with(
+            "from t.jsonl: the recording's state at 2025-12-05 12:03:01 UTC (its last record before then: 2025-12-05 12:02:50 UTC) on vm;"
+        ));
+        assert!(marker(Some(1_764_936_181_000))
+            .starts_with("from t.jsonl: the recording's state at 2025-12-05 12:03:01 UTC on vm;"));
+    }
 
     #[test]
     fn failed_readings_and_a_refused_kernel_log_read_back_as_they_were() {

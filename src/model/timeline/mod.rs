@@ -260,8 +260,9 @@ fn span(bytes: &[u8]) -> Result<(u64, u64), RecordBad> {
 }
 
 /// The state of the recording in `bytes` at `at` (None: its end): the
-/// last full snapshot at or before it and the changes up to it.
-pub fn state_at(bytes: &[u8], at: Option<At>) -> Result<Snapshot, RecordBad> {
+/// last full snapshot at or before it and the changes up to it; and the
+/// time of the last record at or before it, whose state that is.
+pub fn state_at(bytes: &[u8], at: Option<At>) -> Result<(Snapshot, u64), RecordBad> {
     let (first, last) = span(bytes)?;
     let at_ms = at.map_or(last, |a| a.resolve(first, last));
     let mut replay = Replay::new(bytes);
@@ -283,11 +284,11 @@ pub fn state_at(bytes: &[u8], at: Option<At>) -> Result<Snapshot, RecordBad> {
         // earliest a moment can be.
         first_ms: first_full.or((at_ms < first).then_some(first)),
     };
-    if first_full.is_none() || shown.is_none() {
+    let (Some(_), Some(shown)) = (first_full, shown) else {
         return Err(before);
-    }
+    };
     match replay.snapshot(at_ms.min(last)) {
-        Some(Ok(s)) => Ok(s),
+        Some(Ok(s)) => Ok((s, shown)),
         Some(Err(e)) => Err(RecordBad::Line {
             line: 0,
             error: e.to_string(),

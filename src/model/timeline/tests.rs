@@ -26,7 +26,7 @@ fn the_state_at_a_moment_is_the_full_snapshot_and_the_changes_up_to_it() {
     let rec = recording();
     assert!(is_recording(rec.as_bytes()));
     assert!(!is_recording(b"{\"gpus\": []}"));
-    let at = |a| state_at(rec.as_bytes(), a);
+    let at = |a| state_at(rec.as_bytes(), a).map(|(s, _)| s);
     let before = at(Some(At::Unix(1500))).unwrap();
     assert_eq!(before.dev_dir, "");
     assert_eq!(before.taken_unix_ms, Some(1500));
@@ -60,12 +60,18 @@ fn the_state_at_a_moment_is_the_full_snapshot_and_the_changes_up_to_it() {
 fn a_line_cut_short_at_the_end_is_the_end_and_a_bad_one_is_named() {
     let rec = recording();
     let cut = format!("{rec}{{\"record\":1,\"t\":4000,\"chan");
-    assert_eq!(state_at(cut.as_bytes(), None).unwrap().dev_dir, "/changed");
+    assert_eq!(
+        state_at(cut.as_bytes(), None)
+            .map(|(s, _)| s)
+            .unwrap()
+            .dev_dir,
+        "/changed"
+    );
     let bad = rec
         .replace("\"t\":2500", "\"t\":2500,\"what\":1")
         .replace("\"kill\"", "\"oops\"");
     assert!(matches!(
-        state_at(bad.as_bytes(), None),
+        state_at(bad.as_bytes(), None).map(|(s, _)| s),
         Err(RecordBad::Line { line: 3, .. })
     ));
     // A bad line in the middle is said, whatever the moment after it:
@@ -74,7 +80,7 @@ fn a_line_cut_short_at_the_end_is_the_end_and_a_bad_one_is_named() {
     let mid = format!("{}\ngarbage\n{}\n", lines[0], lines[1..].join("\n"));
     for at in [None, Some(At::Unix(2000))] {
         assert!(matches!(
-            state_at(mid.as_bytes(), at),
+            state_at(mid.as_bytes(), at).map(|(s, _)| s),
             Err(RecordBad::Line { line: 2, .. })
         ));
     }
@@ -83,20 +89,22 @@ fn a_line_cut_short_at_the_end_is_the_end_and_a_bad_one_is_named() {
     // cut at the file's start leaves it a recording).
     let again = lines[0].replace("\"t\":1000", "\"t\":5000");
     let restarted = format!("{rec}{{\"record\":1,\"t\":4000,\"chan\n{again}\n");
-    let end = state_at(restarted.as_bytes(), None).unwrap();
+    let end = state_at(restarted.as_bytes(), None)
+        .map(|(s, _)| s)
+        .unwrap();
     assert_eq!((end.dev_dir.as_str(), end.taken_unix_ms), ("", Some(5000)));
     let at_start = format!("{{\"record\":1,\"t\":900,\"fu\n{again}\n");
     assert!(is_recording(at_start.as_bytes()));
-    assert!(state_at(at_start.as_bytes(), None).is_ok());
+    assert!(state_at(at_start.as_bytes(), None).map(|(s, _)| s).is_ok());
     // Written onto the cut line, the new one makes a bad line.
     let glued = format!("{rec}{{\"record\":1,\"t\":4000,\"chan{again}\n");
     assert!(matches!(
-        state_at(glued.as_bytes(), None),
+        state_at(glued.as_bytes(), None).map(|(s, _)| s),
         Err(RecordBad::Line { line: 5, .. })
     ));
     let newer = rec.replacen("\"record\":1", "\"record\":9", 1);
     assert!(matches!(
-        state_at(newer.as_bytes(), None),
+        state_at(newer.as_bytes(), None).map(|(s, _)| s),
         Err(RecordBad::Newer {
             line: 1,
             version: 9
@@ -108,7 +116,7 @@ fn a_line_cut_short_at_the_end_is_the_end_and_a_bad_one_is_named() {
     );
     assert_ne!(misfit, rec);
     assert!(matches!(
-        state_at(misfit.as_bytes(), None),
+        state_at(misfit.as_bytes(), None).map(|(s, _)| s),
         Err(RecordBad::Misfit { line: 2 })
     ));
 }

@@ -15,9 +15,18 @@ pub fn marker(from: &FromFile) -> String {
         Some(h) => format!("on {}", fit(&escape(h), 255)),
         None => "on a host it does not name".to_string(),
     };
+    let what = match (from.recorded_ms, from.taken_unix_ms) {
+        (Some(record), Some(ms)) if record / 1000 != ms / 1000 => format!(
+            "the recording's state at {} (its last record before then: {})",
+            utc(ms / 1000),
+            utc(record / 1000)
+        ),
+        (Some(_), Some(ms)) => format!("the recording's state at {}", utc(ms / 1000)),
+        _ => format!("a snapshot {when}"),
+    };
     format!(
-        "from {}: a snapshot {when} {host}; nothing here is live (the next commands re-check \
-         the host when run)",
+        "from {}: {what} {host}; nothing here is live (the next commands re-check the host when \
+         run)",
         shown(&from.path)
     )
 }
