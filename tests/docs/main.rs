@@ -16,6 +16,7 @@
 mod env;
 mod markdown;
 mod normalize;
+#[path = "../common/scene.rs"]
 mod scene;
 mod session;
 

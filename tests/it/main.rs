@@ -30,6 +30,7 @@ mod harness;
 mod help;
 mod hooks;
 mod idle;
+mod incident;
 mod k8s;
 mod kill;
 mod mig;
@@ -48,6 +49,8 @@ mod record;
 mod replay;
 mod reuse;
 mod scan;
+#[path = "../common/scene.rs"]
+mod scene;
 mod serve;
 mod shapes;
 mod sim;

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The lines of the recording at `path` (none yet: empty).
-fn lines(path: &Path) -> Vec<Value> {
+pub(crate) fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -21,7 +21,7 @@ fn lines(path: &Path) -> Vec<Value> {
 }
 
 /// Waits (10 s at most) until a line of `path` satisfies `want`; its index.
-fn wait_line(path: &Path, what: &str, want: impl Fn(&Value) -> bool) -> usize {
+pub(crate) fn wait_line(path: &Path, what: &str, want: impl Fn(&Value) -> bool) -> usize {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(i) = lines(path).iter().position(&want) {
@@ -37,14 +37,14 @@ fn wait_line(path: &Path, what: &str, want: impl Fn(&Value) -> bool) -> usize {
 }
 
 /// Whether `line` is a change with an event of `kind` that `also` accepts.
-fn has_event(line: &Value, kind: &str, also: impl Fn(&Value) -> bool) -> bool {
+pub(crate) fn has_event(line: &Value, kind: &str, also: impl Fn(&Value) -> bool) -> bool {
     line["change"]["events"]
         .as_array()
         .is_some_and(|es| es.iter().any(|e| e["event"] == kind && also(e)))
 }
 
 /// Ends the recorder with SIGTERM (it is our child); its output.
-fn stop(rec: crate::cmd::Running) -> crate::cmd::Output {
+pub(crate) fn stop(rec: crate::cmd::Running) -> crate::cmd::Output {
     let pid = rustix::process::Pid::from_raw(rec.child.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     rec.finish()
