@@ -151,18 +151,19 @@ pub(super) fn take_from(
     printer: &Printer,
 ) -> Result<Snapshot, Error> {
     let at = match &s.common.at {
-        Some(text) => {
-            Some(At::parse(text).ok_or_else(|| Error::Replay(RecordBad::BadAt(text.clone())))?)
-        }
+        Some(text) => Some(
+            At::parse(text)
+                .ok_or_else(|| Error::Replay(shown(path), RecordBad::BadAt(text.clone())))?,
+        ),
         None => None,
     };
     let bytes = read(path).map_err(Error::From)?;
     let (mut snap, recorded_ms) = if is_recording(&bytes) {
         // A recording: the state at `--at` (its end without).
-        let (snap, record) = state_at(&bytes, at).map_err(Error::Replay)?;
+        let (snap, record) = state_at(&bytes, at).map_err(|e| Error::Replay(shown(path), e))?;
         (snap, Some(record))
     } else if at.is_some() {
-        return Err(Error::Replay(RecordBad::NotARecording));
+        return Err(Error::Replay(shown(path), RecordBad::NotARecording));
     } else {
         (parse(path, &bytes).map_err(Error::From)?, None)
     };

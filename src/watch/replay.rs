@@ -235,7 +235,7 @@ fn show(app: &mut App, rec: &Recording, opts: &ReplayOptions, player: &Player) {
         Err(e) => {
             app.kill = None;
             app.snap = None;
-            app.error = Some(crate::present::words::from::replay_bad(&e));
+            app.error = Some(crate::present::words::from::record_bad(&e));
         }
     }
 }

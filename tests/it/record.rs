@@ -293,4 +293,19 @@ fn a_bad_at_or_an_at_without_a_recording_is_a_usage_error() {
     assert!(r.stderr.contains("only a recording"), "{}", r.stderr);
     let r = Gpufree::new(["why"]).args(["--at", "-5m"]).run();
     r.assert_exit(2);
+    // A recording with a line that is no record in the middle: the file
+    // and the line said in one line, not the state before it shown.
+    let full = serde_json::json!({"record": 1, "t": 1000, "full": s.json()});
+    let end = serde_json::json!({"record": 1, "t": 3000, "end": "stopped"});
+    let rec = d.tmp.path().join("bad.jsonl");
+    std::fs::write(&rec, format!("{full}\ngarbage\n{end}\n")).unwrap();
+    let r = Gpufree::new(["why"]).arg("--from").arg(&rec).run();
+    r.assert_exit(2);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.report());
+    assert!(
+        r.stderr
+            .contains(&format!("--from {}: line 2 is no record", rec.display())),
+        "{}",
+        r.report()
+    );
 }

@@ -190,9 +190,10 @@ pub enum Error {
     /// `--from`: the file, or what was asked with it, cannot be used.
     #[error("{}", crate::present::words::from::bad(.0))]
     From(crate::model::FromBad),
-    /// `--from REC --at TIME`: the recording cannot be read at that moment.
-    #[error("{}", crate::present::words::from::replay_bad(.0))]
-    Replay(crate::model::RecordBad),
+    /// `--from REC --at TIME`: the recording (at its path) cannot be read
+    /// at that moment.
+    #[error("{}", crate::present::words::from::replay_bad(.0, .1))]
+    Replay(String, crate::model::RecordBad),
     /// `watch --replay FILE`: the file, or a flag given with it, cannot
     /// be used.
     #[error("{}", crate::present::words::watch::replay_bad(.0))]
@@ -283,7 +284,7 @@ pub fn exit_code(end: &Result<Outcome, Error>) -> u8 {
         | E::UnitFile { .. }
         | E::BundleInput { .. }
         | E::From(_)
-        | E::Replay(_)
+        | E::Replay(..)
         | E::WatchReplay(_)
         | E::Record(RecordError::Refused { .. } | RecordError::Gpu(_))
         | E::CmdlinesExposed(_)

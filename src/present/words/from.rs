@@ -95,20 +95,35 @@ pub fn bad(b: &FromBad) -> String {
     }
 }
 
-/// Why a recording cannot be read at the moment asked, in one line.
-pub fn replay_bad(b: &RecordBad) -> String {
+/// Why the recording at `path` (`--from`) cannot be read at the moment
+/// asked (`--at`), in one line naming the flag and, for the file's own
+/// faults, the file.
+pub fn replay_bad(path: &str, b: &RecordBad) -> String {
+    match b {
+        RecordBad::Before {
+            first_ms: Some(_), ..
+        }
+        | RecordBad::NotARecording
+        | RecordBad::BadAt(_) => record_bad(b),
+        _ => format!("--from {}: {}", shown(path), record_bad(b)),
+    }
+}
+
+/// Why a recording cannot be read, in words of its own: a line, a
+/// version, a change that does not fit, a moment before it (`--at`'s).
+pub fn record_bad(b: &RecordBad) -> String {
     match b {
         RecordBad::Line { line, error } => format!(
-            "--from: line {line} is no record of `gpufree record` ({})",
+            "line {line} is no record of `gpufree record` ({})",
             fit(error, 200)
         ),
         RecordBad::Newer { line, version } => format!(
-            "--from: line {line} is a record of version {version}, written by a newer gpufree \
+            "line {line} is a record of version {version}, written by a newer gpufree \
              (this one reads versions up to {})",
             crate::model::RECORD_VERSION
         ),
         RecordBad::Misfit { line } => format!(
-            "--from: line {line}'s changes do not fit the snapshot before them (a file cut or \
+            "line {line}'s changes do not fit the snapshot before them (a file cut or \
              joined by hand?)"
         ),
         RecordBad::Before {
@@ -120,7 +135,7 @@ pub fn replay_bad(b: &RecordBad) -> String {
             utc(first / 1000)
         ),
         RecordBad::Before { .. } => {
-            "--from: the recording holds no full snapshot to start from".to_string()
+            "the recording holds no full snapshot to start from".to_string()
         }
         RecordBad::NotARecording => "--at: only a recording (`gpufree record --out FILE`) has \
              moments; a snapshot document has one"

@@ -313,11 +313,7 @@ pub fn replay_bad(b: &ReplayBad) -> String {
         ReplayWhy::NotARecording => {
             "not a recording as `gpufree record --out FILE` writes it".to_string()
         }
-        // The recording's reasons as `--from` words them, less its flag.
-        ReplayWhy::Record(r) => {
-            let words = super::from::replay_bad(r);
-            words.strip_prefix("--from: ").unwrap_or(&words).to_string()
-        }
+        ReplayWhy::Record(r) => super::from::record_bad(r),
     };
     format!("watch --replay {path}: {why}")
 }
