@@ -36,8 +36,15 @@ pub fn write_manifest<W: Write>(w: &mut W, name: &str, b: &Bundle) -> io::Result
     if !b.left_out.is_empty() {
         writeln!(w)?;
         writeln!(w, "Left out:")?;
+        // Within 100 columns, the width gpufree keeps where no terminal
+        // says another: the listing is a file as well as printed.
         for l in &b.left_out {
-            writeln!(w, "  {}", left_out(l))?;
+            for (i, line) in super::columns::wrap(&left_out(l), 96, 94)
+                .iter()
+                .enumerate()
+            {
+                writeln!(w, "{}{line}", if i == 0 { "  " } else { "    " })?;
+            }
         }
     }
     Ok(())
@@ -147,6 +154,20 @@ mod tests {
         let mut v = serde_json::to_value(invoker).unwrap();
         redact_json(&mut v, Keep::default());
         assert!(!v.to_string().contains(MARK), "{v}");
+    }
+
+    /// The listing keeps within 100 columns where its words would not.
+    #[test]
+    fn the_listing_of_what_was_left_out_fits_100_columns() {
+        use crate::model::{Bundle, LeftItem, LeftWhy};
+        let mut b = Bundle::default();
+        b.leave(LeftItem::Cmdlines, LeftWhy::NotAsked);
+        b.leave(LeftItem::JournalRecords, LeftWhy::NotRead);
+        let mut out = Vec::new();
+        super::write_manifest(&mut out, "bundle-x", &b).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("--with-cmdlines"), "{text}");
+        assert!(text.lines().all(|l| crate::safe::width(l) <= 100), "{text}");
     }
 
     #[test]

@@ -270,7 +270,7 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// Print the man page (roff, generated from this command line's
-    /// definition), or write one page per command into DIR.
+    /// definition), or write one page per command into a directory (--dir DIR).
     #[command(defer(help::no_report))]
     Man {
         /// Write gpufree.1 and one gpufree-COMMAND.1 per command here.
