@@ -64,6 +64,7 @@ const SAFE_STRING_KEYS: &[&str] = &[
     // An audit record's.
     "version",
     "time",
+    "started",
     "command",
     "signal",
     "signals",

@@ -17,6 +17,10 @@ pub(super) struct Tail {
     path: PathBuf,
     /// The file and the offset read to.
     at: Option<(FileId, u64)>,
+    /// When the recording started (ms since the epoch): a kill that ended
+    /// before is none of its (a log unreadable at the start is read from
+    /// its beginning once it can be).
+    since_ms: u64,
 }
 
 /// A file's device and inode.
@@ -25,7 +29,11 @@ type FileId = (u64, u64);
 impl Tail {
     /// From the log's end now: kills from now on.
     pub(super) fn start(path: PathBuf) -> Tail {
-        let mut t = Tail { path, at: None };
+        let mut t = Tail {
+            path,
+            at: None,
+            since_ms: crate::units::unix_now_ms(),
+        };
         if let Ok(Some((f, id))) = t.open() {
             let end = f.metadata().map_or(0, |m| m.len());
             t.at = Some((id, end));
@@ -94,7 +102,11 @@ impl Tail {
         let mut records = Vec::new();
         for l in lines {
             match serde_json::from_slice::<Value>(l) {
-                Ok(v) if v.is_object() => records.push(v),
+                Ok(v) if v.is_object() => {
+                    if time_ms(&v).is_none_or(|t| t >= self.since_ms) {
+                        records.push(v);
+                    }
+                }
                 _ => bad += 1,
             }
         }
@@ -179,5 +191,28 @@ mod tests {
             std::os::unix::fs::chown(&path, Some(0), None).unwrap();
         }
         assert_eq!(tail.new_records().records.len(), 1, "its own again");
+    }
+
+    /// A log that could not be read when the recording started is read
+    /// from its start once it can be: the kills that ended before the
+    /// recording began are none of its (style39 6).
+    #[test]
+    fn kills_before_the_recording_began_are_left_out() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        std::fs::write(&path, "{\"time\":\"2020-01-01T00:00:00Z\"}\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let mut tail = Tail::start(path.clone());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let later = "2999-01-01T00:00:00Z";
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        writeln!(f, "{{\"time\":\"{later}\"}}").unwrap();
+        let read = tail.new_records();
+        assert_eq!(read.records.len(), 1, "only the kill after the start");
+        assert_eq!(read.records[0]["time"], later);
     }
 }

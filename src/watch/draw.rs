@@ -26,7 +26,7 @@ pub(super) fn fg(color: bool, c: Color) -> Style {
 
 /// The bars of `g`: its own, then one per MIG device (`0:1`), indented;
 /// coloured when `color`.
-pub(super) fn bars(width: usize, g: &crate::model::Gpu, color: bool) -> Vec<Line<'static>> {
+pub(super) fn bars(width: Bar, g: &crate::model::Gpu, color: bool) -> Vec<Line<'static>> {
     let bar = |label, m, state| bar(width, label, m, state, color);
     let mut lines = vec![bar(
         format!("GPU {:<2} ", g.index),
@@ -40,10 +40,34 @@ pub(super) fn bars(width: usize, g: &crate::model::Gpu, color: bool) -> Vec<Line
     lines
 }
 
+/// How a GPU's memory line is drawn: a bar this many cells wide (0: none)
+/// and the numbers whole or short (no `accounted`, which is used less
+/// unaccounted): a figure is never cut, so the bar goes first.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bar {
+    /// Cells of the bar.
+    pub cells: usize,
+    /// The short numbers.
+    pub short: bool,
+}
+
+impl Bar {
+    /// The widest bar (10 to 60 cells, else none) beside numbers at
+    /// most `whole` columns wide in `room` columns after the label and
+    /// verdict (15); the short numbers where even those do not fit.
+    pub(super) fn within(room: usize, whole: usize) -> Bar {
+        let left = room.saturating_sub(15 + whole);
+        Bar {
+            cells: if left >= 10 { left.min(60) } else { 0 },
+            short: room < 15 + whole,
+        }
+    }
+}
+
 /// One memory bar: the label, the verdict, accounted and unaccounted
-/// memory in a bar `width` cells wide, and the numbers.
+/// memory in a bar of `shape`, and the numbers.
 fn bar(
-    width: usize,
+    shape: Bar,
     label: String,
     m: &crate::model::Memory,
     state: crate::model::VerdictState,
@@ -64,6 +88,7 @@ fn bar(
         spans.push(Span::raw("memory unknown"));
         return Line::from(spans);
     }
+    let width = shape.cells;
     let cells = |b: u64| ((b as f64 / m.total_bytes as f64) * width as f64).round() as usize;
     let acc = cells(m.accounted_bytes).min(width);
     let unacc = cells(m.unaccounted_bytes).min(width - acc);
@@ -73,12 +98,20 @@ fn bar(
         "░".repeat(width - acc - unacc),
         fg(color, Color::DarkGray),
     ));
-    spans.push(Span::raw(numbers(&m)));
+    spans.push(Span::raw(numbers(&m, shape.short)));
     Line::from(spans)
 }
 
 /// A bar's numbers: used of total, accounted and unaccounted.
-fn numbers(m: &crate::model::Memory) -> String {
+fn numbers(m: &crate::model::Memory, short: bool) -> String {
+    if short {
+        return format!(
+            " {} / {}  unaccounted {}",
+            mib(m.used_bytes),
+            mib(m.total_bytes),
+            mib(m.unaccounted_bytes)
+        );
+    }
     format!(
         " {} / {}  accounted {}  unaccounted {}",
         mib(m.used_bytes),
@@ -195,15 +228,16 @@ pub(super) fn draw_snapshot(f: &mut Frame<'_>, app: &mut App, s: &Snapshot, area
 /// The memory bar of every GPU, under a title that counts what is shown.
 fn draw_gpus(f: &mut Frame<'_>, app: &App, s: &Snapshot, area: Rect) {
     let room = usize::from(area.width.saturating_sub(2));
-    let widest = s
-        .gpus
-        .iter()
-        .flat_map(|g| std::iter::once(&g.memory).chain(g.mig_devices.iter().map(|m| &m.memory)))
-        .map(|m| width(&numbers(m)))
-        .max()
-        .unwrap_or(0);
-    // The label and the verdict take 15 columns.
-    let bar = room.saturating_sub(15 + widest).clamp(10, 60);
+    let widest = |short| {
+        let memories = s.gpus.iter().flat_map(|g| {
+            std::iter::once(&g.memory).chain(g.mig_devices.iter().map(|m| &m.memory))
+        });
+        memories
+            .map(|m| width(&numbers(m, short)))
+            .max()
+            .unwrap_or(0)
+    };
+    let bar = Bar::within(room, widest(false));
     let lines: Vec<Line<'_>> = s
         .gpus
         .iter()

@@ -130,9 +130,15 @@ fn cut_lines_end_with_an_ellipsis_and_one_is_said_in_the_singular() {
     let lines = frame(&host(), 80, true);
     let all = lines.join("\n");
     assert!(all.contains("1 GPU, 1 holder,"), "{all}");
-    // The GPU's numbers are wider than 80 columns: cut with `…`.
-    let bar = lines.iter().find(|l| l.contains("GPU 0")).unwrap();
-    assert!(bar.trim_end().ends_with("…│"), "{bar}");
+    // The GPU's figures are never cut: the bar goes first, then the
+    // accounted figure (used less unaccounted); at 60, 80 and 100 columns
+    // each figure shown is whole.
+    for cols in [60, 80, 100] {
+        let lines = frame(&host(), cols, true);
+        let bar = lines.iter().find(|l| l.contains("GPU 0")).unwrap();
+        assert!(!bar.contains('…'), "{cols}: {bar}");
+        assert!(bar.contains("unaccounted 10 MiB"), "{cols}: {bar}");
+    }
     // The comm, narrowed, is cut with `…`.
     assert!(table_text(&lines).contains('…'), "{all}");
 }

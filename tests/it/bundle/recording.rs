@@ -95,6 +95,16 @@ fn bundle_of_a_real_recording_and_audit_log_holds_no_command_line() {
     // kill's record.
     let copy = member(&members, "recording.jsonl");
     assert!(has(copy, "\"kill\"") && has(copy, &late.pid().to_string()));
+    // The kill's times come along: when it began and when it ended.
+    let kill = String::from_utf8_lossy(copy)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l.get("kill").is_some())
+        .unwrap();
+    for time in ["started", "time"] {
+        let t = kill["kill"][time].as_str().unwrap_or_default();
+        assert!(gpufree::model::rfc3339_ms(t).is_some(), "{time}: {kill}");
+    }
     assert!(has(copy, "VLLM::Worker_TP"));
     // And it is still a recording: the moment the late holder appeared
     // shows it (its command line left out), the end shows it killed.
