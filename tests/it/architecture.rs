@@ -91,8 +91,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ),
     // The live views (watch's terminal UI, serve's metrics endpoint) are
     // started by the command line, never reach back into it or the demo.
-    ("watch", &["cli", "demo", "record"]),
-    ("serve", &["cli", "demo", "record"]),
+    ("watch", &["cli", "demo", "record", "serve"]),
+    ("serve", &["cli", "demo", "record", "watch"]),
     // So is the recorder.
     ("record", &["cli", "demo", "serve", "watch"]),
     // The doctor reads a systemd unit file: it needs no snapshot, no
