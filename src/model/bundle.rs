@@ -185,9 +185,8 @@ pub enum LeftWhy {
         /// How many lines.
         lines: u64,
     },
-    /// Records of a recording no redacted state could be made of (before
-    /// the copy's first full snapshot, one that does not read, or a
-    /// change after one).
+    /// Lines of a recording that are no record, or changes before the
+    /// copy's first full snapshot (nothing to apply them to).
     NotReplayable {
         /// How many records.
         records: u64,

@@ -32,6 +32,7 @@ mod process;
 mod readback;
 mod record;
 mod redact;
+mod redact_doc;
 mod redact_unit;
 mod release;
 mod rename;
@@ -103,6 +104,7 @@ pub use record::{
     events, rfc3339_ms, At, Delta, Entry, Event, Line, RecordBad, RecordEnd, RECORD_VERSION,
 };
 pub use redact::{redact_json, Keep};
+pub use redact_doc::{redact_document, redact_patch};
 pub use redact_unit::redact_unit;
 pub use release::{Held, Holds, OnGpu, Restart};
 pub use rename::{base, names_program, rename_of, started_as, Rename};

@@ -286,6 +286,13 @@ pub enum RecordBad {
         /// Its number, from 1.
         line: usize,
     },
+    /// A record dated before the record before it: `gpufree record`
+    /// writes none, and a reader stopping at the first record past a
+    /// moment would miss what follows it.
+    BackInTime {
+        /// Its number, from 1.
+        line: usize,
+    },
     /// No full snapshot at or before the moment asked.
     Before {
         /// The moment (ms).

@@ -24,7 +24,7 @@ const CMDLINE_KEYS: &[&str] = &["cmdline", "argv", "args", "command_line"];
 
 /// The JSON keys whose values are environments. Kept as they are with
 /// `--with-env`.
-const ENV_KEYS: &[&str] = &["environment", "env", "environ"];
+const ENV_KEYS: &[&str] = &["environment", "env", "environ", "sudo_user"];
 
 /// The JSON keys whose string values are kept in a copied line (an audit
 /// record, a recording's line) unless both command lines and
@@ -72,7 +72,6 @@ const SAFE_STRING_KEYS: &[&str] = &[
     "outcome",
     "verdict",
     "tty",
-    "sudo_user",
 ];
 
 /// The keys of a recording's patch and line that only wrap what is

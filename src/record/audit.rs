@@ -41,17 +41,29 @@ impl Tail {
         t
     }
 
-    /// The log, or None where there is none (yet: `kill` creates it).
+    /// The log, or None where there is none (yet: `kill` creates it):
+    /// through its directory reached with no symlink on the way, root's
+    /// or this user's and writable by no one else (as `--out`'s), never
+    /// through a symlink.
     fn open(&self) -> Result<Option<(std::fs::File, FileId)>, AuditUnread> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-            .open(&self.path);
-        let f = match f {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(AuditUnread::Io(e)),
+        use crate::paths::OpenError;
+        use rustix::fs::{Mode, OFlags};
+        use std::os::unix::fs::MetadataExt;
+        let unread = |e: OpenError| match e {
+            OpenError::Refused(_) => AuditUnread::NotTrusted,
+            OpenError::Io(e) => AuditUnread::Io(e),
+        };
+        let (dir, name) = match crate::paths::dir_of(&self.path) {
+            Ok(found) => found,
+            Err(OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(unread(e)),
+        };
+        crate::paths::trusted_dir(&dir).map_err(unread)?;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let f = match rustix::fs::openat(&dir, name, flags | OFlags::NOCTTY, Mode::empty()) {
+            Ok(fd) => std::fs::File::from(fd),
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(AuditUnread::Io(e.into())),
         };
         let m = f.metadata().map_err(AuditUnread::Io)?;
         if !m.is_file() {
@@ -102,7 +114,9 @@ impl Tail {
         let mut records = Vec::new();
         for l in lines {
             match serde_json::from_slice::<Value>(l) {
-                Ok(v) if v.is_object() => {
+                // A kill's record, as a replay reads it: any other object
+                // (a recording's own line, a log of something else) is none.
+                Ok(v) if crate::model::KillSeen::read(&v).is_some() => {
                     if time_ms(&v).is_none_or(|t| t >= self.since_ms) {
                         records.push(v);
                     }
@@ -141,6 +155,16 @@ mod tests {
     use super::{time_ms, AuditUnread, Tail};
     use std::io::Write;
 
+    /// A kill's audit record ending at `time`, as small as a reader takes.
+    fn kill(time: &str) -> String {
+        serde_json::json!({
+            "time": time, "invoker": {"pid": 1, "user": "root"}, "signal": "TERM",
+            "targets": [], "outcome": {"result": "released", "seconds_to_release": 0.5,
+                "signalled": [], "survivors": []}
+        })
+        .to_string()
+    }
+
     #[test]
     fn a_kills_time_is_rfc3339_only() {
         let at = |t: &str| time_ms(&serde_json::json!({ "time": t }));
@@ -158,10 +182,13 @@ mod tests {
         let mut tail = Tail::start(path.clone());
         assert!(tail.new_records().trouble.is_none(), "no log yet");
         let mut f = std::fs::File::create(&path).unwrap();
-        writeln!(f, "{{\"time\":\"x\"}}\nnot json\n\n[1]").unwrap();
+        // A recording's own line is no kill (attack39 3: a recorder given
+        // its own file read its lines back as kills).
+        let own = "{\"record\":1,\"t\":5,\"full\":{}}";
+        writeln!(f, "{}\nnot json\n\n[1]\n{own}", kill("x")).unwrap();
         let read = tail.new_records();
         assert_eq!(read.records.len(), 1);
-        assert!(matches!(read.trouble, Some(AuditUnread::NotRecords(2))));
+        assert!(matches!(read.trouble, Some(AuditUnread::NotRecords(3))));
         let mut tail = Tail::start(dir.path().to_path_buf());
         assert!(matches!(
             tail.new_records().trouble,
@@ -176,9 +203,9 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.log");
-        std::fs::write(&path, "{\"time\":\"x\"}\n").unwrap();
+        std::fs::write(&path, kill("x") + "\n").unwrap();
         let mut tail = Tail::start(path.clone());
-        std::fs::write(&path, "{\"time\":\"x\"}\n{\"time\":\"y\"}\n").unwrap();
+        std::fs::write(&path, kill("x") + "\n" + &kill("y") + "\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         let read = tail.new_records();
         assert!(read.records.is_empty());
@@ -191,6 +218,12 @@ mod tests {
             std::os::unix::fs::chown(&path, Some(0), None).unwrap();
         }
         assert_eq!(tail.new_records().records.len(), 1, "its own again");
+        // In a directory others may write: none taken either.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::write(&path, kill("z") + "\n").unwrap();
+        let read = tail.new_records();
+        assert!(matches!(read.trouble, Some(AuditUnread::NotTrusted)));
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     }
 
     /// A log that could not be read when the recording started is read
@@ -201,7 +234,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.log");
-        std::fs::write(&path, "{\"time\":\"2020-01-01T00:00:00Z\"}\n").unwrap();
+        std::fs::write(&path, kill("2020-01-01T00:00:00Z") + "\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         let mut tail = Tail::start(path.clone());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -210,7 +243,7 @@ mod tests {
             .append(true)
             .open(&path)
             .unwrap();
-        writeln!(f, "{{\"time\":\"{later}\"}}").unwrap();
+        writeln!(f, "{}", kill(later)).unwrap();
         let read = tail.new_records();
         assert_eq!(read.records.len(), 1, "only the kill after the start");
         assert_eq!(read.records[0]["time"], later);

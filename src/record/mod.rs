@@ -103,6 +103,10 @@ struct Recorder<'a> {
     said: Said,
     /// When the last full holder scan was.
     scanned: std::time::Instant,
+    /// The time of the last line written: no line is dated before it (a
+    /// kill's record read a look late, a clock stepped back), so a reader
+    /// that stops at the first line past a moment misses nothing.
+    written_ms: u64,
 }
 
 /// Records until `stop` is set (the caller's SIGINT and SIGTERM handler),
@@ -129,6 +133,7 @@ pub fn record(collector: Collector, opts: &Options, stop: &AtomicBool) -> Result
         failed: None,
         said: Said::default(),
         scanned: std::time::Instant::now(),
+        written_ms: 0,
     };
     let first = r.take().map_err(RecordError::Gpu)?;
     r.write_full(first).map_err(refused)?;
@@ -180,6 +185,8 @@ impl Recorder<'_> {
     /// `entry` at `t` as one line, into a new file first where due (the
     /// old one ended, the new one starting with the last full state).
     fn write(&mut self, t: u64, entry: Entry) -> Result<(), OpenError> {
+        let t = t.max(self.written_ms);
+        self.written_ms = t;
         let bytes = line(t, entry).map_err(unwritable)?;
         if self.sink.due(bytes.len() as u64, t) {
             let end = line(t, Entry::End(RecordEnd::Rotated)).map_err(unwritable)?;
@@ -241,8 +248,8 @@ impl Recorder<'_> {
     }
 
     /// The kills the audit log gained, at their own times (now, for a
-    /// record whose `time` is no RFC 3339); what kept some from being read
-    /// said once on stderr.
+    /// record whose `time` is no RFC 3339; never before the line before);
+    /// what kept some from being read said once on stderr.
     fn write_kills(&mut self) -> Result<(), OpenError> {
         let (Some(tail), Some(path)) = (self.audit.as_mut(), &self.opts.audit_log) else {
             return Ok(());

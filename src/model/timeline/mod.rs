@@ -155,6 +155,9 @@ impl<'a> Replay<'a> {
     }
 
     fn apply(&mut self, line: usize, l: Line) -> Result<(u64, ReplayStep), RecordBad> {
+        if l.t < self.t {
+            return Err(RecordBad::BackInTime { line });
+        }
         self.t = l.t;
         let step = match l.entry {
             Entry::Full(doc) => {
@@ -229,6 +232,9 @@ pub fn index(bytes: &[u8]) -> Result<Vec<Moment>, RecordBad> {
             let version = head.record;
             return Err(RecordBad::Newer { line, version });
         }
+        if moments.last().is_some_and(|m| head.t < m.t) {
+            return Err(RecordBad::BackInTime { line });
+        }
         if head.full.is_some() {
             base = Some(moments.len());
         }
@@ -248,15 +254,24 @@ pub fn index(bytes: &[u8]) -> Result<Vec<Moment>, RecordBad> {
 
 /// The first and last record's times in `bytes`.
 fn span(bytes: &[u8]) -> Result<(u64, u64), RecordBad> {
-    let mut times = bytes
-        .split(|&b| b == b'\n')
-        .filter_map(|l| serde_json::from_slice::<Head>(l).ok())
-        .map(|h| h.t);
-    let first = times.next().ok_or(RecordBad::Before {
+    let mut rest = lines(bytes);
+    let mut span: Option<(u64, u64)> = None;
+    while let Some((line, text)) = next_line(&mut rest) {
+        // A line that is no record is said when it is stepped into.
+        let Ok(h) = serde_json::from_slice::<Head>(text) else {
+            continue;
+        };
+        // Every record is read up to the moment asked and no further, so
+        // one dated past those after it would hide them.
+        if span.is_some_and(|(_, last)| h.t < last) {
+            return Err(RecordBad::BackInTime { line });
+        }
+        span = Some((span.map_or(h.t, |(first, _)| first), h.t));
+    }
+    span.ok_or(RecordBad::Before {
         at_ms: 0,
         first_ms: None,
-    })?;
-    Ok((first, times.next_back().unwrap_or(first)))
+    })
 }
 
 /// The state of the recording in `bytes` at `at` (None: its end): the

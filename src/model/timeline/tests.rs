@@ -102,6 +102,20 @@ fn a_line_cut_short_at_the_end_is_the_end_and_a_bad_one_is_named() {
         state_at(glued.as_bytes(), None).map(|(s, _)| s),
         Err(RecordBad::Line { line: 5, .. })
     ));
+    // A record dated past the ones after it (a kill's own time, a clock
+    // stepped back): said, not the state before it shown at every moment
+    // after (attack39 2); the index of a replay says it too.
+    let future = rec.replace("\"t\":2500", "\"t\":9000");
+    for at in [None, Some(At::Unix(2600))] {
+        assert!(matches!(
+            state_at(future.as_bytes(), at).map(|(s, _)| s),
+            Err(RecordBad::BackInTime { line: 4 })
+        ));
+    }
+    assert!(matches!(
+        super::index(future.as_bytes()),
+        Err(RecordBad::BackInTime { line: 4 })
+    ));
     let newer = rec.replacen("\"record\":1", "\"record\":9", 1);
     assert!(matches!(
         state_at(newer.as_bytes(), None).map(|(s, _)| s),

@@ -87,7 +87,7 @@ pub fn left_why(w: &LeftWhy) -> String {
             format!("{lines} line(s) that are not JSON (they could not be redacted)")
         }
         LeftWhy::NotReplayable { records } => format!(
-            "{records} record(s) no redacted state could be made of (before the copy's first full snapshot, or after a record that does not read)"
+            "{records} line(s) that are no record, or changes before the copy's first full snapshot"
         ),
         LeftWhy::Secure => {
             "not read: gpufree runs with privileges its caller lacks (setuid, capabilities)".into()

@@ -122,6 +122,10 @@ pub fn record_bad(b: &RecordBad) -> String {
              (this one reads versions up to {})",
             crate::model::RECORD_VERSION
         ),
+        RecordBad::BackInTime { line } => format!(
+            "line {line} is dated before the record before it (gpufree record writes none so: \
+             a file joined or edited by hand?)"
+        ),
         RecordBad::Misfit { line } => format!(
             "line {line}'s changes do not fit the snapshot before them (a file cut or \
              joined by hand?)"
