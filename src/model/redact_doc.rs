@@ -1,4 +1,4 @@
-//! [`Snapshot::redact`] on a snapshot document as JSON, and on a
+//! [`crate::model::Snapshot::redact`] on a snapshot document as JSON, and on a
 //! recording's patch of one, by the paths of the fields it clears: a
 //! bundle's copy of a recording is redacted line by line, in time linear in
 //! its bytes, and still replays. A test keeps the paths and the method in
@@ -26,7 +26,7 @@ enum Held {
     Env,
 }
 
-/// The fields [`Snapshot::redact`] clears, by their path in the document.
+/// The fields [`crate::model::Snapshot::redact`] clears, by their path in the document.
 fn held(path: &[Step<'_>]) -> Option<Held> {
     use Step::{Item, Key};
     match path {
@@ -57,7 +57,7 @@ fn emptied(v: &Value) -> Value {
 }
 
 /// A snapshot document (`status --json`'s, a recording's full snapshot)
-/// with what `keep` does not keep cleared, as [`Snapshot::redact`] clears
+/// with what `keep` does not keep cleared, as [`crate::model::Snapshot::redact`] clears
 /// it (its findings aside: a recording's document has none).
 pub fn redact_document(doc: &mut Value, keep: Keep) {
     value(doc, &mut Vec::new(), keep);
