@@ -194,6 +194,8 @@ pub struct KillOutcome {
 /// ([`KillSeen::read`]); its strings are as hostile as the record's.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct KillSeen {
+    /// When it ended (RFC 3339; read as a time only by [`KillSeen::ended_ms`]).
+    pub time: String,
     /// When it began (RFC 3339; read as a time only by [`KillSeen::started_ms`]).
     #[serde(default)]
     pub started: Option<String>,
@@ -244,11 +246,31 @@ impl KillSeen {
         KillSeen::deserialize(record).ok()
     }
 
+    /// When the kill ended (ms since the Unix epoch); None where the
+    /// record does not say it as RFC 3339.
+    pub fn ended_ms(&self) -> Option<u64> {
+        super::rfc3339_ms(&self.time)
+    }
+
     /// When the kill began (ms since the Unix epoch); None where the
     /// record does not say it as RFC 3339.
     pub fn started_ms(&self) -> Option<u64> {
         self.started.as_deref().and_then(super::rfc3339_ms)
     }
+}
+
+/// Why `record` could not take the kills of its `--audit-log`.
+#[derive(Debug)]
+pub enum AuditUnread {
+    /// Opening, seeking or reading it failed.
+    Io(std::io::Error),
+    /// It is no regular file.
+    NotAFile,
+    /// This many of its lines are no kill's record: skipped.
+    NotRecords(usize),
+    /// Another user owns it, or others may write it: its records could be
+    /// anyone's, so none is taken.
+    NotTrusted,
 }
 
 /// Where a record is written.

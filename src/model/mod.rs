@@ -49,8 +49,8 @@ mod visibility;
 mod xid;
 
 pub use audit::{
-    AuditError, AuditRecord, AuditTarget, Invoker, InvokerSeen, KillOutcome, KillResult, KillSeen,
-    OutcomeSeen, Sink, TargetOutcome, TargetSeen,
+    AuditError, AuditRecord, AuditTarget, AuditUnread, Invoker, InvokerSeen, KillOutcome,
+    KillResult, KillSeen, OutcomeSeen, Sink, TargetOutcome, TargetSeen,
 };
 pub use bundle::{
     limits as bundle_limits, Bundle, Content, Cut, LeftItem, LeftOut, LeftWhy, Member, VersionFile,
@@ -101,7 +101,8 @@ pub use process::{
     Process, Protection, Via,
 };
 pub use record::{
-    events, rfc3339_ms, At, Delta, Entry, Event, Line, RecordBad, RecordEnd, RECORD_VERSION,
+    events, rfc3339_ms, rfc3339_of_ms, At, Delta, Entry, Event, Line, RecordBad, RecordEnd,
+    RECORD_VERSION,
 };
 pub use redact::{redact_json, Keep};
 pub use redact_doc::{redact_document, redact_patch};

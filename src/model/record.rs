@@ -264,6 +264,22 @@ pub fn rfc3339_ms(t: &str) -> Option<u64> {
     u64::try_from(at.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
+/// `ms` since the Unix epoch as RFC 3339 UTC to the millisecond
+/// (`2025-01-31T12:00:00.123Z`), the form [`rfc3339_ms`] reads: an audit
+/// record's times, a replay's moments. By `units::civil`, which covers
+/// every u64 (the time crate stops at year 9999).
+pub fn rfc3339_of_ms(ms: u64) -> String {
+    let c = crate::units::civil(ms / 1000);
+    let (h, mi, s) = c.hms;
+    format!(
+        "{:04}-{:02}-{:02}T{h:02}:{mi:02}:{s:02}.{:03}Z",
+        c.year,
+        c.month,
+        c.day,
+        ms % 1000
+    )
+}
+
 /// Why a recording cannot be read back at a moment (`--from REC --at`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordBad {

@@ -4,6 +4,7 @@
 //! not obeyed, a command's error, serve's failures it lives through. Each is one
 //! line, `gpufree: ` (or `gpufree serve: `) first.
 
+use crate::model::AuditUnread;
 use crate::model::Visibility;
 use crate::safe::{escape, fit};
 use std::io::{self, Write};
@@ -155,20 +156,6 @@ pub fn write_record_gpu_miss<W: Write>(w: &mut W, miss: &crate::model::GpuMiss) 
     )
 }
 
-/// Why `record` could not take the kills of its `--audit-log`.
-#[derive(Debug)]
-pub enum AuditUnread {
-    /// Opening, seeking or reading it failed.
-    Io(io::Error),
-    /// It is no regular file.
-    NotAFile,
-    /// This many of its lines are no JSON object: skipped.
-    NotRecords(usize),
-    /// Another user owns it, or others may write it: its records could be
-    /// anyone's, so none is taken.
-    NotTrusted,
-}
-
 /// `record` could not take (some of) the kills `--audit-log` gained
 /// (said once, until a read of it goes well again).
 pub fn write_record_audit<W: Write>(w: &mut W, log: &Path, why: &AuditUnread) -> io::Result<()> {
@@ -177,7 +164,9 @@ pub fn write_record_audit<W: Write>(w: &mut W, log: &Path, why: &AuditUnread) ->
         AuditUnread::Io(e) => fit(&e.to_string(), crate::safe::MESSAGE_MAX),
         AuditUnread::NotAFile => "not a regular file".to_string(),
         AuditUnread::NotRecords(1) => "a line that is no audit record, skipped".to_string(),
-        AuditUnread::NotRecords(n) => format!("{n} lines that are no audit record, skipped"),
+        AuditUnread::NotRecords(n) => {
+            format!("{n} lines that are no audit record, skipped")
+        }
         AuditUnread::NotTrusted => {
             "another user owns it, or others may write it: none of its records is taken".to_string()
         }

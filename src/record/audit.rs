@@ -3,8 +3,7 @@
 //! once it was replaced or cut short), whole lines only, never through a
 //! link and never anything but a regular file.
 
-pub(super) use crate::present::notice::AuditUnread;
-use serde::Deserialize;
+pub(super) use crate::model::AuditUnread;
 use serde_json::Value;
 use std::io::{Read as _, Seek, SeekFrom};
 use std::path::PathBuf;
@@ -136,18 +135,10 @@ pub(super) struct Read {
     pub(super) trouble: Option<AuditUnread>,
 }
 
-/// The head of a kill's audit record ([`crate::model::AuditRecord`]):
-/// when it ended, RFC 3339.
-#[derive(Deserialize)]
-struct KillHead {
-    time: String,
-}
-
-/// When the kill of `record` ended (ms since the Unix epoch); None: its
-/// `time` is missing or no RFC 3339.
+/// When the kill of `record` ended (ms since the Unix epoch); None: it
+/// is no kill's record, or its `time` is no RFC 3339.
 pub(super) fn time_ms(record: &Value) -> Option<u64> {
-    let head = KillHead::deserialize(record).ok()?;
-    crate::model::rfc3339_ms(&head.time)
+    crate::model::KillSeen::read(record)?.ended_ms()
 }
 
 #[cfg(test)]
@@ -167,12 +158,15 @@ mod tests {
 
     #[test]
     fn a_kills_time_is_rfc3339_only() {
-        let at = |t: &str| time_ms(&serde_json::json!({ "time": t }));
+        let at = |t: &str| time_ms(&serde_json::from_str(&kill(t)).unwrap());
         assert_eq!(at("1970-01-01T00:00:01.5Z"), Some(1_500));
         for not in ["-5m", "+1s", "1733431420", "yesterday"] {
             assert_eq!(at(not), None, "{not}");
         }
-        assert_eq!(time_ms(&serde_json::json!({ "time": 5 })), None);
+        assert_eq!(
+            time_ms(&serde_json::json!({ "time": "1970-01-01T00:00:01Z" })),
+            None
+        );
     }
 
     #[test]

@@ -252,13 +252,5 @@ fn outcome(r: &Report, ctx: &Context) -> KillOutcome {
 /// a time before 1970 is written as 1970's start.
 pub fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let c = crate::units::civil(d.as_secs());
-    let (h, m, s) = c.hms;
-    format!(
-        "{:04}-{:02}-{:02}T{h:02}:{m:02}:{s:02}.{:03}Z",
-        c.year,
-        c.month,
-        c.day,
-        d.subsec_millis()
-    )
+    crate::model::rfc3339_of_ms(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

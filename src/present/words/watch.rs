@@ -217,9 +217,9 @@ pub fn replay_kill(kill: Option<&KillSeen>) -> String {
     };
     // The record is written when the kill ended: the release before it
     // in the timeline came after this.
-    let began = k
-        .started_ms()
-        .map_or(String::new(), |ms| format!(" began {}", rfc3339(ms)));
+    let began = k.started_ms().map_or(String::new(), |ms| {
+        format!(" began {}", crate::model::rfc3339_of_ms(ms))
+    });
     format!(
         "kill by {} (pid {}){began}: SIG{} to {}: {}{more} → {outcome}{survivors}",
         cell(&k.invoker.user),
@@ -262,23 +262,10 @@ pub fn replay_bar(at: &ReplayAt) -> String {
     let since = at.t_ms.saturating_sub(at.start_ms) as f64 / 1000.0;
     format!(
         " {}  +{since:.1} s  moment {}/{}  {speed}  {}  REPLAY — nothing here is live ",
-        rfc3339(at.t_ms),
+        crate::model::rfc3339_of_ms(at.t_ms),
         at.pos + 1,
         at.count,
         if at.playing { "playing" } else { "paused" },
-    )
-}
-
-/// Milliseconds since the epoch as RFC 3339 UTC, to the millisecond.
-fn rfc3339(ms: u64) -> String {
-    let c = crate::units::civil(ms / 1000);
-    let (h, mi, s) = c.hms;
-    format!(
-        "{:04}-{:02}-{:02}T{h:02}:{mi:02}:{s:02}.{:03}Z",
-        c.year,
-        c.month,
-        c.day,
-        ms % 1000
     )
 }
 
