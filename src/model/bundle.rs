@@ -151,6 +151,8 @@ pub enum LeftItem {
     AuditLog,
     /// A recording.
     Recording,
+    /// The collection: status and why, the versions, the unit files.
+    Collection,
 }
 
 /// Why something is not in the bundle.

@@ -20,9 +20,11 @@ mod recording;
 use super::args::BundleArgs;
 use super::{take_selected_by, Error, Outcome, Settings};
 use crate::model::{redact_unit, Bundle, Content, Keep, LeftItem, LeftWhy, Snapshot, VersionFile};
+use crate::present::words::front::no_gpu;
 use crate::present::{Printer, PrinterBuilder};
 use crate::proc::bundle::FileRead;
 use crate::snapshot::Collector;
+use crate::snapshot::SnapshotError;
 use read::Copied;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -39,7 +41,7 @@ pub(super) fn run_bundle(
         cmdlines: args.with_cmdlines,
         env: args.with_env,
     };
-    let (b, dir, now) = assemble(s, args, keep)?;
+    let (b, dir, now, collected) = assemble(s, args, keep)?;
     let mut manifest = Vec::new();
     crate::present::bundle::write_manifest(&mut manifest, &dir, &b)?;
     let gz = archive::tar_gz(&dir, &b.with_manifest(manifest.clone()), now)?;
@@ -52,14 +54,31 @@ pub(super) fn run_bundle(
     if !printer.quiet() {
         listing(printer, &manifest, (!to_stdout).then_some(out.as_path()))?;
     }
-    Ok(Outcome::Done)
+    // Written without a collection: the listing says why; exit 3, as a
+    // collection that failed.
+    Ok(if collected {
+        Outcome::Done
+    } else {
+        Outcome::Unknown
+    })
 }
+
+/// What [`assemble`] made: the members but the manifest, the archive's
+/// directory name, its time in seconds, and whether a collection is in it.
+type Assembled = (Bundle, String, u64, bool);
 
 /// One collection, redacted as `keep` says and judged again, and every
 /// member but the manifest; the archive's directory name and its time
-/// (the collection's), in seconds.
-fn assemble(s: &Settings, args: &BundleArgs, keep: Keep) -> Result<(Bundle, String, u64), Error> {
-    let (c, mut snap) = take_selected_by(s, &Default::default())?;
+/// (the collection's), in seconds. Where there is no GPU to collect, what
+/// the caller named still goes in ([`uncollected`]).
+fn assemble(s: &Settings, args: &BundleArgs, keep: Keep) -> Result<Assembled, Error> {
+    let (c, mut snap) = match take_selected_by(s, &Default::default()) {
+        Ok(taken) => taken,
+        Err(Error::Snapshot(SnapshotError::NoGpu { nvml, dev_dir })) => {
+            return uncollected(args, keep, no_gpu(&nvml, &dev_dir));
+        }
+        Err(e) => return Err(e),
+    };
     snap.redact(keep);
     crate::pipeline::judge_with(&mut snap, &Default::default());
     let mut b = Bundle::default();
@@ -71,6 +90,38 @@ fn assemble(s: &Settings, args: &BundleArgs, keep: Keep) -> Result<(Bundle, Stri
     version_files(&mut b, versions);
     unit_files(&mut b, &c, &snap, keep, s.privilege.secure.is_some())?;
     copied(&mut b, args, keep)?;
+    left_as_asked(&mut b, keep);
+    let now = snap.taken_unix_ms.unwrap_or_else(crate::units::unix_now_ms) / 1000;
+    let dir = format!("bundle-{}-{}", host_word(&snap), time_word(now));
+    Ok((b, dir, now, true))
+}
+
+/// No GPU here to collect (no NVIDIA library, no device node: `why`, in
+/// words): the archive still holds the files the caller named (a
+/// recording, the audit records), for a report from a host whose driver
+/// is the trouble, and says the collection is left out and why.
+fn uncollected(args: &BundleArgs, keep: Keep, why: String) -> Result<Assembled, Error> {
+    let mut b = Bundle::default();
+    b.leave(LeftItem::Collection, LeftWhy::Unreadable { error: why });
+    copied(&mut b, args, keep)?;
+    left_as_asked(&mut b, keep);
+    let here = Snapshot {
+        host: Some(
+            rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned(),
+        ),
+        ..Snapshot::default()
+    };
+    let now = crate::units::unix_now_ms() / 1000;
+    let dir = format!("bundle-{}-{}", host_word(&here), time_word(now));
+    Ok((b, dir, now, false))
+}
+
+/// What every bundle leaves out unless asked: the journal's records,
+/// command lines and environments.
+fn left_as_asked(b: &mut Bundle, keep: Keep) {
     b.leave(LeftItem::JournalRecords, LeftWhy::NotRead);
     if !keep.cmdlines {
         b.leave(LeftItem::Cmdlines, LeftWhy::NotAsked);
@@ -78,9 +129,6 @@ fn assemble(s: &Settings, args: &BundleArgs, keep: Keep) -> Result<(Bundle, Stri
     if !keep.env {
         b.leave(LeftItem::Environments, LeftWhy::NotAsked);
     }
-    let now = snap.taken_unix_ms.unwrap_or_else(crate::units::unix_now_ms) / 1000;
-    let dir = format!("bundle-{}-{}", host_word(&snap), time_word(now));
-    Ok((b, dir, now))
 }
 
 /// Writes the archive to `out`, or to stdout (`--out -`).

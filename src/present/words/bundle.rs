@@ -40,6 +40,7 @@ pub fn left(what: &LeftItem) -> String {
         LeftItem::Cmdlines => "command lines".into(),
         LeftItem::Environments => "environments".into(),
         LeftItem::JournalRecords => "the journal's audit records".into(),
+        LeftItem::Collection => "the collection (status, why, versions, unit files)".into(),
         LeftItem::UnitFiles => "the holders' unit files".into(),
         LeftItem::AuditLog => "the audit log's records".into(),
         LeftItem::Recording => "a recording".into(),

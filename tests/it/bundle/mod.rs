@@ -316,3 +316,45 @@ fn bundle_takes_the_unit_file_of_a_holders_unit_and_follows_no_link() {
 
 mod recording;
 mod refusals;
+
+/// Where there is no GPU to collect (no NVIDIA library, no device node:
+/// the host whose driver is the trouble, or an analyst's machine), the
+/// archive still holds the recording the caller named, the listing says
+/// the collection is left out and why, and it exits 3 (newuser38 5).
+#[test]
+fn without_a_gpu_the_bundle_holds_what_was_named_and_exits_3() {
+    let library = std::process::Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnvidia-ml.so.1"));
+    if library {
+        skip_off_ci(
+            "a machine without libnvidia-ml.so.1",
+            &"ldconfig -p lists it",
+        );
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let rec = empty.path().join("timeline.jsonl");
+    std::fs::write(&rec, "{\"record\":1,\"t\":1000,\"end\":\"stopped\"}\n").unwrap();
+    let out = empty.path().join("b.tar.gz");
+    let r = Gpufree::new(["bundle"])
+        .dev(empty.path())
+        .env_remove("GPUFREE_NVML_LIB")
+        .env("LD_LIBRARY_PATH", empty.path())
+        .arg("--recording")
+        .arg(&rec)
+        .arg("--out")
+        .arg(&out)
+        .run();
+    r.assert_exit(3);
+    assert!(
+        r.stdout.contains("the collection (status, why"),
+        "{}",
+        r.report()
+    );
+    assert!(r.stdout.contains("no NVIDIA library"), "{}", r.report());
+    let (members, _) = unpack(&out);
+    assert!(has(member(&members, "recording.jsonl"), "stopped"));
+    assert!(names(&members).iter().all(|n| !n.ends_with("status.json")));
+}
