@@ -115,12 +115,7 @@ fn take_selected_by(
     let mut snap = pipeline::judged_with(&c, None, opts).map_err(|e| snapshot_error(s, e))?;
     // When and where, for whoever reads its document back (`--from`).
     snap.taken_unix_ms = Some(taken);
-    snap.host = Some(
-        rustix::system::uname()
-            .nodename()
-            .to_string_lossy()
-            .into_owned(),
-    );
+    snap.host = Some(crate::proc::me::hostname());
     if common.verbose > 0 {
         let millis = started.elapsed().as_secs_f64() * 1000.0;
         let _ = write_scanned(&mut std::io::stderr(), &snap.visibility, millis);

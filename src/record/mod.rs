@@ -171,12 +171,7 @@ impl Recorder<'_> {
         };
         let indexes = snapshot::resolve(&snap.gpus, &self.opts.gpus)?;
         snap.taken_unix_ms = Some(taken);
-        snap.host = Some(
-            rustix::system::uname()
-                .nodename()
-                .to_string_lossy()
-                .into_owned(),
-        );
+        snap.host = Some(crate::proc::me::hostname());
         snap = pipeline::select(snap, &indexes);
         snap.pins = crate::model::Pins::default();
         Ok(Some(snap))

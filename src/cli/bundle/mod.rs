@@ -106,12 +106,7 @@ fn uncollected(args: &BundleArgs, keep: Keep, why: String) -> Result<Assembled, 
     copied(&mut b, args, keep)?;
     left_as_asked(&mut b, keep);
     let here = Snapshot {
-        host: Some(
-            rustix::system::uname()
-                .nodename()
-                .to_string_lossy()
-                .into_owned(),
-        ),
+        host: Some(crate::proc::me::hostname()),
         ..Snapshot::default()
     };
     let now = crate::units::unix_now_ms() / 1000;
