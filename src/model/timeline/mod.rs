@@ -10,28 +10,20 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// What a line says of itself, read before the rest of it.
+/// What a line says of itself, read before the rest of it: its version,
+/// its time, and whether it is a full snapshot (the rest is skipped, not
+/// kept).
 #[derive(Deserialize)]
 struct Head {
     record: u64,
     t: u64,
-    #[serde(flatten)]
-    _rest: IgnoredAny,
+    #[serde(default)]
+    full: Option<IgnoredAny>,
 }
 
 /// Whether `bytes` are a recording: its first line is a record.
 pub fn is_recording(bytes: &[u8]) -> bool {
-    let first = next_line(&mut lines(bytes));
-    first.is_some_and(|(_, l)| serde_json::from_slice::<Head>(l).is_ok())
-}
-
-/// What a full snapshot's line says of itself.
-#[derive(Deserialize)]
-struct FullHead {
-    #[serde(rename = "record")]
-    _record: u64,
-    #[serde(rename = "full")]
-    _full: IgnoredAny,
+    next_line(&mut lines(bytes)).is_some_and(|(_, _, head)| head.is_ok())
 }
 
 /// `bytes` as lines, numbered from 0.
@@ -39,33 +31,43 @@ fn lines(bytes: &[u8]) -> Lines<'_> {
     bytes.split(newline as fn(&u8) -> bool).enumerate()
 }
 
-/// The next record's line of `lines` (its number from 1, its bytes): past
-/// blank lines, and past a line cut short that a full snapshot follows: a
-/// recorder stopped mid-write and started again on the file, which begins
-/// on a line of its own with a full snapshot, so nothing after the cut
-/// depends on what the cut line held. None at the end.
-fn next_line<'a>(lines: &mut Lines<'a>) -> Option<(usize, &'a [u8])> {
+/// A line of a recording: its number from 1, its bytes, and its head as
+/// read (once: every reader takes it from here).
+type Read<'a> = (usize, &'a [u8], serde_json::Result<Head>);
+
+/// The next record's line of `lines`, its head read: past blank lines,
+/// and past a line cut short that a full snapshot follows: a recorder
+/// stopped mid-write and started again on the file, which begins on a
+/// line of its own with a full snapshot, so nothing after the cut depends
+/// on what the cut line held. None at the end.
+fn next_line<'a>(lines: &mut Lines<'a>) -> Option<Read<'a>> {
     loop {
         let (i, line) = lines.next()?;
         if line.trim_ascii().is_empty() {
             continue;
         }
-        if cut_short(line) && full_follows(lines.clone()) {
+        let head = read_head(line);
+        // Cut short: it ended before its value did.
+        let cut = head.as_ref().is_err_and(serde_json::Error::is_eof);
+        if cut && full_follows(lines.clone()) {
             continue;
         }
-        return Some((i + 1, line));
+        return Some((i + 1, line, head));
     }
 }
 
-/// Whether `line` is JSON cut short (it ended before its value did).
-fn cut_short(line: &[u8]) -> bool {
-    serde_json::from_slice::<IgnoredAny>(line).is_err_and(|e| e.is_eof())
+/// `line`'s head: an object's only (serde would take `[1, 2]` for one).
+fn read_head(line: &[u8]) -> serde_json::Result<Head> {
+    if !line.trim_ascii_start().starts_with(b"{") {
+        return Err(serde::de::Error::custom("not a JSON object"));
+    }
+    serde_json::from_slice::<Head>(line)
 }
 
 /// Whether the next record of `rest` is a full snapshot.
 fn full_follows(mut rest: Lines<'_>) -> bool {
     rest.find(|(_, l)| !l.trim_ascii().is_empty())
-        .is_some_and(|(_, l)| serde_json::from_slice::<FullHead>(l).is_ok())
+        .is_some_and(|(_, l)| read_head(l).is_ok_and(|h| h.full.is_some()))
 }
 
 /// One record, applied.
@@ -119,9 +121,9 @@ impl<'a> Replay<'a> {
     /// The next record applied, with its time; None at the end. A last
     /// line cut short (the recorder stopped mid-write) is the end.
     pub fn step(&mut self) -> Option<Result<(u64, ReplayStep), RecordBad>> {
-        let (number, line) = next_line(&mut self.lines)?;
+        let (number, line, head) = next_line(&mut self.lines)?;
         let number = number + self.skipped;
-        let parsed = match serde_json::from_slice::<Head>(line) {
+        let parsed = match head {
             Ok(h) if h.record > u64::from(RECORD_VERSION) => {
                 return Some(Err(RecordBad::Newer {
                     line: number,
@@ -145,8 +147,8 @@ impl<'a> Replay<'a> {
 
     /// The time of the next record, without applying it.
     pub fn next_t(&self) -> Option<u64> {
-        let (_, line) = next_line(&mut self.lines.clone())?;
-        serde_json::from_slice::<Head>(line).ok().map(|h| h.t)
+        let (_, _, head) = next_line(&mut self.lines.clone())?;
+        head.ok().map(|h| h.t)
     }
 
     /// When the last record applied was taken (0: none yet).
@@ -203,24 +205,14 @@ pub struct Moment {
     pub base: usize,
 }
 
-/// What the index reads of a line: its version, time, and whether it is a
-/// full snapshot (the rest is skipped, not kept).
-#[derive(Deserialize)]
-struct IndexHead {
-    record: u64,
-    t: u64,
-    #[serde(default)]
-    full: Option<IgnoredAny>,
-}
-
 /// Every record's moment from the first full snapshot on, reading only
 /// each line's head, passing over the lines [`Replay`] passes over.
 pub fn index(bytes: &[u8]) -> Result<Vec<Moment>, RecordBad> {
     let mut moments: Vec<Moment> = Vec::new();
     let mut base = None;
     let mut rest = lines(bytes);
-    while let Some((line, text)) = next_line(&mut rest) {
-        let head = match serde_json::from_slice::<IndexHead>(text) {
+    while let Some((line, text, head)) = next_line(&mut rest) {
+        let head = match head {
             Ok(h) => h,
             Err(e) if e.is_eof() && rest.clone().all(|(_, l)| l.trim_ascii().is_empty()) => break,
             Err(e) => {
@@ -256,9 +248,9 @@ pub fn index(bytes: &[u8]) -> Result<Vec<Moment>, RecordBad> {
 fn span(bytes: &[u8]) -> Result<(u64, u64), RecordBad> {
     let mut rest = lines(bytes);
     let mut span: Option<(u64, u64)> = None;
-    while let Some((line, text)) = next_line(&mut rest) {
+    while let Some((line, _, head)) = next_line(&mut rest) {
         // A line that is no record is said when it is stepped into.
-        let Ok(h) = serde_json::from_slice::<Head>(text) else {
+        let Ok(h) = head else {
             continue;
         };
         // Every record is read up to the moment asked and no further, so
