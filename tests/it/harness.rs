@@ -578,3 +578,13 @@ pub fn skip_off_ci(needs: &str, why: &dyn std::fmt::Display) {
     );
     eprintln!("skipped: {needs}: {why}");
 }
+
+/// Whether this machine has NVIDIA's library installed (`ldconfig -p`
+/// lists libnvidia-ml.so.1): what a test of the "no library" path decides
+/// from before gpufree runs.
+pub fn nvidia_library_installed() -> bool {
+    Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnvidia-ml.so.1"))
+}

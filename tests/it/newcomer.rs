@@ -56,11 +56,7 @@ fn not_root_says_what_it_could_not_read_and_to_run_it_with_sudo() {
 fn no_library_and_no_device_nodes_name_where_it_looked_and_the_flags() {
     // Decided from the machine, before gpufree runs: a changed message
     // must fail here, not skip.
-    let library = std::process::Command::new("ldconfig")
-        .arg("-p")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnvidia-ml.so.1"));
-    if library {
+    if crate::harness::nvidia_library_installed() {
         skip_off_ci(
             "a machine without libnvidia-ml.so.1",
             &"ldconfig -p lists it",

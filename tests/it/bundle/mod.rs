@@ -323,11 +323,7 @@ mod refusals;
 /// the collection is left out and why, and it exits 3 (newuser38 5).
 #[test]
 fn without_a_gpu_the_bundle_holds_what_was_named_and_exits_3() {
-    let library = std::process::Command::new("ldconfig")
-        .arg("-p")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnvidia-ml.so.1"));
-    if library {
+    if crate::harness::nvidia_library_installed() {
         skip_off_ci(
             "a machine without libnvidia-ml.so.1",
             &"ldconfig -p lists it",
