@@ -225,10 +225,7 @@ impl Collector {
             unreadable,
             mut vanished,
         } = pinned;
-        let pins: Vec<_> = seen
-            .values()
-            .map(|s| (&s.dir, s.details.stat.start_time))
-            .collect();
+        let pins: Vec<_> = seen.values().map(|s| &s.dir).collect();
         let mut alive = scan::still_pinned(&pins).into_iter();
         seen.retain(|pid, _| {
             let kept = alive.next().unwrap_or(false);

@@ -87,16 +87,26 @@ pub fn start_time_now(dir: &OwnedFd) -> rustix::io::Result<(u64, char)> {
     read_stat(dir).map(|s| (s.start_time, s.state))
 }
 
-/// Of each pinned process (its directory fd and the start time it was
-/// read with), whether it is still that process: its start time read
-/// again through the pin equals the one given. The reads are spread over
-/// the scan's worker count (thousands of holders, one /proc read each).
-pub fn still_pinned(pins: &[(&OwnedFd, u64)]) -> Vec<bool> {
-    let same =
-        |(dir, start): &(&OwnedFd, u64)| start_time_now(dir).is_ok_and(|(now, _)| now == *start);
+/// Whether the process a directory fd pins is still there: one `statat`
+/// of its `stat` entry, which the kernel looks up again under the pinned
+/// PID (ESRCH or ENOENT once the process is reaped). The pin holds the
+/// kernel's PID object, never its number, so a successor at the number is
+/// never seen through it and the process there is the one read with it
+/// (its start time cannot change); a zombie is still there. No read of
+/// `stat` itself: thousands of holders, each a formatted file the answer
+/// does not need.
+fn pinned_alive(dir: &OwnedFd) -> bool {
+    rustix::fs::statat(dir, "stat", rustix::fs::AtFlags::empty()).is_ok()
+}
+
+/// Of each pinned process (its directory fd), whether it is still there
+/// (one `statat` through each pin). The probes are spread over the
+/// scan's worker count.
+pub fn still_pinned(pins: &[&OwnedFd]) -> Vec<bool> {
+    let alive = |dir: &&OwnedFd| pinned_alive(dir);
     let threads = worker_count(pins.len());
     if threads <= 1 {
-        return pins.iter().map(same).collect();
+        return pins.iter().map(alive).collect();
     }
     let chunk = pins.len().div_ceil(threads);
     std::thread::scope(|scope| {
@@ -106,7 +116,7 @@ pub fn still_pinned(pins: &[(&OwnedFd, u64)]) -> Vec<bool> {
             .chunks(chunk)
             .map(|part| {
                 let spawned = std::thread::Builder::new()
-                    .spawn_scoped(scope, move || part.iter().map(same).collect::<Vec<bool>>());
+                    .spawn_scoped(scope, move || part.iter().map(alive).collect::<Vec<bool>>());
                 (part, spawned.ok())
             })
             .collect();
@@ -115,7 +125,7 @@ pub fn still_pinned(pins: &[(&OwnedFd, u64)]) -> Vec<bool> {
             .flat_map(|(part, handle)| match handle {
                 // A part whose thread panicked is not known to be alive.
                 Some(h) => h.join().unwrap_or_else(|_| vec![false; part.len()]),
-                None => part.iter().map(same).collect(),
+                None => part.iter().map(alive).collect(),
             })
             .collect()
     })
