@@ -495,7 +495,7 @@ fn lines_with(needles: &[&str], allowed: &[&str]) -> Vec<String> {
 /// command makes a guard with a colour flag of its own.
 #[test]
 fn only_the_printer_makes_a_guard() {
-    let found = lines_with(&["Guard::new"], &["safe.rs", "present/printer.rs"]);
+    let found = lines_with(&["Guard::new"], &["safe/guard.rs", "present/printer.rs"]);
     assert!(
         found.is_empty(),
         "guards made outside the printer:\n{}",
