@@ -459,15 +459,22 @@ impl Tmux {
     }
     /// Waits until the screen shows `text`; returns the screen.
     pub fn wait_for(&self, text: &str) -> String {
+        self.wait_for_all(&[text])
+    }
+
+    /// As [`Self::wait_for`], until the screen shows every one of `texts`
+    /// at once: a screen read while the program is still drawing a frame
+    /// shows part of it, and part of the one before.
+    pub fn wait_for_all(&self, texts: &[&str]) -> String {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
         loop {
             let s = self.screen();
-            if s.contains(text) {
+            if texts.iter().all(|t| s.contains(t)) {
                 return s;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "screen never showed {text:?}:\n{s}"
+                "screen never showed {texts:?}:\n{s}"
             );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }

@@ -64,11 +64,7 @@ fn watch_shows_sorts_details_kills_and_quits_cleanly() {
     );
 
     t.keys(&["Enter"]);
-    let s = t.wait_for("┌ detail");
-    assert!(
-        s.contains("cmdline: VLLM::EngineCore") && s.contains("via fd"),
-        "{s}"
-    );
+    t.wait_for_all(&["┌ detail", "cmdline: VLLM::EngineCore", "via fd"]);
 
     t.keys(&["Enter", "g", "g", "g", "g"]);
     let s = t.wait_for("gpu=3");
