@@ -42,9 +42,14 @@ impl<W: Write> Guard<W> {
     }
 }
 
-/// Printable ASCII and line breaks only: nothing to escape.
+/// Printable ASCII and line breaks only: nothing to escape. Every byte
+/// is looked at, without a branch per byte (the compiler makes it a
+/// vector loop): the guard sees all of a `status --json` of 10,000
+/// holders, 13 MB.
 fn plain(bytes: &[u8]) -> bool {
-    bytes.iter().all(|b| matches!(b, b' '..=b'~' | b'\n'))
+    bytes.iter().fold(true, |all, &b| {
+        all & (b.wrapping_sub(b' ') < 0x5f || b == b'\n')
+    })
 }
 
 /// Writes `chunk` to `inner` with every unsafe character escaped, and with

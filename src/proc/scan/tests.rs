@@ -173,3 +173,28 @@ fn a_file_written_whole_reads_whole_when_a_short_read_ends_it() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The fd table is grown once to hold the jobs' fds (FDSize, the table's
+/// slots), and the fd that grew it is closed.
+#[test]
+fn the_fd_table_is_grown_once_for_the_jobs_fds() {
+    let fd_size = || {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("FDSize:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap()
+    };
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let more = 3000.min(limit.saturating_sub(100) as usize);
+    super::jobs::reserve_fds(more);
+    assert!(fd_size() >= more, "FDSize {} for {more}", fd_size());
+    let probe = format!("/proc/self/fd/{}", more + 64);
+    assert!(
+        std::fs::symlink_metadata(&probe).is_err(),
+        "{probe} was left open"
+    );
+}
