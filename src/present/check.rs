@@ -60,8 +60,10 @@ pub fn write<W: Write>(
                 problems: o.problems.iter().map(|p| (p, said(p, s))).collect(),
                 pending: &o.pending,
             };
-            serde_json::to_writer_pretty(&mut *w, &doc)?;
-            writeln!(w)
+            // The escaping writer: a hostile name in a problem's words is
+            // a \uXXXX escape, not a character the guard would rewrite
+            // inside the string (which made the document invalid JSON).
+            super::write_json(w, &doc)
         }
         Format::Text => {
             writeln!(w, "{}: {}", o.level.as_str(), fit(&head, 400))?;

@@ -315,6 +315,50 @@ fn evil_names_status_json_keeps_them_whole() {
     insta::assert_snapshot!("evil_status_json", folded(&json(&s)));
 }
 
+/// `check --format json` of the hostile names, through the guard as the
+/// command writes it, parses back with every name whole.
+#[test]
+fn evil_names_check_json_parses_back_through_the_guard() {
+    // The corpus's leftover (an orphan: its name breaks its cgroup line)
+    // renamed with what serde_json writes raw: a bidi override, DEL, C1.
+    let mut host = evil();
+    let leftover = host
+        .processes
+        .iter_mut()
+        .find(|p| p.orphaned)
+        .expect("an orphan");
+    leftover.comm = "a\u{202e}b\x7f\u{85}".into();
+    let s = judged(host, &Options::default());
+    let policy = crate::diagnose::check::CheckPolicy::default();
+    let (o, _) =
+        crate::diagnose::check::check(&s, &policy, &Default::default(), &Default::default(), 0);
+    let mut out = Vec::new();
+    {
+        let mut g = Printer::default().plain().guard(&mut out);
+        crate::present::check::write(&mut g, crate::present::check::Format::Json, &o, &s, 0)
+            .unwrap();
+    }
+    let text = String::from_utf8(out).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("check's JSON parses back");
+    let problems = doc["problems"].as_array().expect("problems");
+    assert!(!problems.is_empty(), "{text}");
+    // Whole: a name's unsafe characters are in the parsed strings, and
+    // were never the guard's visible escapes.
+    let words = doc.to_string();
+    let parsed: Vec<&str> = problems
+        .iter()
+        .filter_map(|p| p["message"].as_str())
+        .collect();
+    assert!(
+        parsed.iter().any(|m| m.contains("a\u{202e}b\x7f\u{85}")),
+        "the hostile name not kept whole: {text}"
+    );
+    assert!(
+        !words.contains("\\u{"),
+        "the guard rewrote a string: {text}"
+    );
+}
+
 #[test]
 fn evil_names_why() {
     let s = judged(evil(), &Options::default());
