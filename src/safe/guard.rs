@@ -1,6 +1,6 @@
 //! [`Guard`]: the writer between gpufree's text and a terminal or a pipe.
 
-use super::{is_unsafe, push_escaped};
+use super::{is_unsafe, plain, push_escaped};
 use std::io::{self, Write};
 
 /// A writer for a terminal or a pipe that lets no unsafe character of the
@@ -40,16 +40,6 @@ impl<W: Write> Guard<W> {
         pending.drain(..upto);
         written
     }
-}
-
-/// Printable ASCII and line breaks only: nothing to escape. Every byte
-/// is looked at, without a branch per byte (the compiler makes it a
-/// vector loop): the guard sees all of a `status --json` of 10,000
-/// holders, 13 MB.
-fn plain(bytes: &[u8]) -> bool {
-    bytes.iter().fold(true, |all, &b| {
-        all & (b.wrapping_sub(b' ') < 0x5f || b == b'\n')
-    })
 }
 
 /// Writes `chunk` to `inner` with every unsafe character escaped, and with

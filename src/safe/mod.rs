@@ -33,6 +33,16 @@ pub fn is_unsafe(c: char) -> bool {
         | '\u{e0000}'..='\u{e007f}')
 }
 
+/// Printable ASCII and line breaks only: nothing to escape. Every byte
+/// is looked at, without a branch per byte (the compiler makes it a
+/// vector loop): the guard sees all of a `status --json` of 10,000
+/// holders, 13 MB.
+fn plain(bytes: &[u8]) -> bool {
+    bytes.iter().fold(true, |all, &b| {
+        all & (b.wrapping_sub(b' ') < 0x5f || b == b'\n')
+    })
+}
+
 fn push_escaped(out: &mut String, c: char) {
     match c {
         '\n' => out.push_str("\\n"),
@@ -154,8 +164,9 @@ impl Default for JsonFormatter {
 /// written as `\uXXXX` (what [`JsonFormatter`] writes; compact JSON lines
 /// use it too).
 pub fn json_fragment<W: ?Sized + Write>(w: &mut W, fragment: &str) -> io::Result<()> {
-    // Printable ASCII, as most fragments are, holds none of them.
-    if fragment.bytes().all(|b| matches!(b, b' '..=b'~')) {
+    // Printable ASCII, as most fragments are, holds none of them (and no
+    // line break: serde_json escapes those before a fragment is written).
+    if plain(fragment.as_bytes()) {
         return w.write_all(fragment.as_bytes());
     }
     let mut start = 0;

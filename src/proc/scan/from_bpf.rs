@@ -12,7 +12,7 @@ use crate::proc::bpf::{Hold, HoldRecord, Record, TaskRecord, Unavailable, Unread
 use crate::proc::nodes::{NodeKind, NodeSet};
 use crate::proc::parse;
 use crate::proc::scan::details::read_details;
-use crate::proc::scan::jobs::{run_jobs, worker_count, Stuck};
+use crate::proc::scan::jobs::{reserve_fds, run_jobs, worker_count, Stuck};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
@@ -285,6 +285,8 @@ pub fn from_records(
     // The tick in which the walk began, as /proc counts ticks.
     let began = clock.ticks_here(began);
     let threads = worker_count(pids.len());
+    // Each holder kept keeps its directory fd.
+    reserve_fds(pids.len());
     let (fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
     let job = Arc::new(move |pid: u32, buf: &mut Vec<u8>| match held.get(&pid) {
         Some(at) => pin_one(&fd, &nodes, (pid, began), at, buf),

@@ -39,7 +39,6 @@ pub(super) fn run_jobs<T: Send + 'static>(
 ) -> Vec<(u32, Result<T, Unread>)> {
     let mut done: BTreeMap<u32, Result<T, Unread>> = BTreeMap::new();
     let pids = skip_stuck(pids, stuck, &mut done);
-    reserve_fds(pids.len());
     let (tx, rx) = mpsc::channel::<(u32, T)>();
     let pool = Pool {
         queue: Arc::new(Queue {
@@ -230,31 +229,33 @@ fn work<T>(queue: &Queue, slot: usize, tx: &mpsc::Sender<(u32, T)>, job: &Job<T>
     }
 }
 
-/// Grows this process's fd table once, before the workers start, to hold
-/// `more` fds (a job may keep one: a holder's pinned directory). The kernel
-/// grows a table that threads share by doubling it, each time waiting out
-/// an RCU grace period (`expand_fdtable`'s `synchronize_rcu`) with every
-/// thread that opens a file blocked behind it: pinning 10,000 holders took
-/// nine such waits and left both workers idle half the time. Asked once
-/// here, it waits at most once. Best effort: within the soft limit, and
-/// nothing else changes when the kernel refuses.
+/// Grows this process's fd table once, before the scan's workers start,
+/// to hold `more` fds above those open now (a pinned holder's directory
+/// each). The kernel grows a table that threads share by doubling it, each
+/// time waiting out an RCU grace period (`expand_fdtable`'s
+/// `synchronize_rcu`) with every thread that opens a file blocked behind
+/// it: pinning 10,000 holders took nine such waits and left both workers
+/// idle half the time. Asked once here, it waits at most once. Best
+/// effort: within the soft limit, and nothing else changes when the
+/// kernel refuses.
 pub(super) fn reserve_fds(more: usize) {
     use rustix::process::{getrlimit, Resource};
     // A table starts with room for 64 (BITS_PER_LONG) fds.
     if more < 64 {
         return;
     }
-    let limit = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
-    let want = (more as u64 + 64).min(limit.saturating_sub(1));
-    let (Ok(want), Ok(probe)) = (
-        i32::try_from(want),
-        rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC),
-    ) else {
+    let Ok(probe) = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC) else {
         return;
     };
+    // The lowest free fd: where the workers' fds begin.
+    let first = u64::try_from(std::os::fd::AsRawFd::as_raw_fd(&probe)).unwrap_or(0);
+    let limit = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    let want = (first + more as u64 + 64).min(limit.saturating_sub(1));
     // A copy at `want` or above sizes the table for it; dropped (closed)
     // at once, the table keeps its size.
-    let _ = rustix::io::fcntl_dupfd_cloexec(&probe, want);
+    if let Ok(want) = i32::try_from(want) {
+        let _ = rustix::io::fcntl_dupfd_cloexec(&probe, want);
+    }
 }
 
 pub(super) fn worker_count(n: usize) -> usize {

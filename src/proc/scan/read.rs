@@ -88,15 +88,21 @@ pub fn start_time_now(dir: &OwnedFd) -> rustix::io::Result<(u64, char)> {
 }
 
 /// Whether the process a directory fd pins is still there: one `statat`
-/// of its `stat` entry, which the kernel looks up again under the pinned
-/// PID (ESRCH or ENOENT once the process is reaped). The pin holds the
-/// kernel's PID object, never its number, so a successor at the number is
-/// never seen through it and the process there is the one read with it
-/// (its start time cannot change); a zombie is still there. No read of
-/// `stat` itself: thousands of holders, each a formatted file the answer
-/// does not need.
+/// of its `stat` entry. The kernel looks the pinned task up before any
+/// permission check and answers ESRCH once it is reaped; anything else
+/// (EPERM or ENOENT from a hidepid mount for a process that made itself
+/// undumpable since, EACCES) is a process still there, kept with what was
+/// read of it: a holder must not leave the list by hiding. The pin holds
+/// the kernel's PID object, never its number, so a successor at the
+/// number is never seen through it and the process there is the one read
+/// with it (its start time cannot change); a zombie is still there, as it
+/// was when the pins were checked by reading `stat`, which thousands of
+/// holders made thousands of formatted files the answer does not need.
 fn pinned_alive(dir: &OwnedFd) -> bool {
-    rustix::fs::statat(dir, "stat", rustix::fs::AtFlags::empty()).is_ok()
+    !matches!(
+        rustix::fs::statat(dir, "stat", rustix::fs::AtFlags::empty()),
+        Err(Errno::SRCH)
+    )
 }
 
 /// Of each pinned process (its directory fd), whether it is still there

@@ -198,3 +198,26 @@ fn the_fd_table_is_grown_once_for_the_jobs_fds() {
         "{probe} was left open"
     );
 }
+
+/// A pin is alive while its process lives and while it is a zombie, and
+/// gone once reaped, whoever takes its PID after.
+#[test]
+fn a_pin_is_gone_only_once_its_process_is_reaped() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let dir = open_dir(rustix::fs::CWD, &format!("/proc/{}", child.id())).unwrap();
+    assert_eq!(still_pinned(&[&dir]), [true], "running");
+    child.kill().unwrap();
+    // A zombie until reaped: still the process the pin was read with.
+    while !std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+        .unwrap()
+        .contains(") Z ")
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(still_pinned(&[&dir]), [true], "a zombie");
+    child.wait().unwrap();
+    assert_eq!(still_pinned(&[&dir]), [false], "reaped");
+}
