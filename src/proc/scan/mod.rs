@@ -32,7 +32,7 @@ mod threads;
 pub use chosen::{holding_many, pin, titles, waits};
 pub use details::{read_details, Details};
 pub use jobs::Stuck;
-use jobs::{run_jobs, worker_count};
+use jobs::{reserve_fds, run_jobs, worker_count};
 pub use method::{ScanChoice, Scanned, WalkChooser, CROSSOVER_FILES, CROSSOVER_FILES_CACHED};
 pub(crate) use read::open_dir;
 pub use read::{read_at, read_one_at, start_time_now, still_pinned};
@@ -322,6 +322,8 @@ pub fn scan(
     }
     let pids: Vec<u32> = listed.into_iter().filter(|&p| Some(p) != me).collect();
     let threads = worker_count(pids.len());
+    // A holder found keeps its directory fd; any process may be one.
+    reserve_fds(pids.len());
     let (proc_fd, nodes) = (Arc::clone(proc_fd), Arc::clone(nodes));
     let job = Arc::new(move |pid, buf: &mut Vec<u8>| scan_process(&proc_fd, pid, &nodes, buf));
     let mut result = ScanResult {
