@@ -26,26 +26,16 @@ pub(super) fn busy_gpu() -> Gpu {
 #[test]
 fn bars_are_coloured_only_when_the_printer_says_so() {
     let g = busy_gpu();
-    let coloured = bars(
-        super::draw::Bar {
-            cells: 20,
-            short: false,
-        },
-        &g,
-        true,
-    );
+    let bar = super::draw::Bar {
+        cells: 20,
+        short: false,
+    };
+    let coloured = bars(bar, &g, true);
     assert!(
         coloured[0].spans.iter().any(|s| s.style.fg.is_some()),
         "{coloured:?}"
     );
-    let plain = bars(
-        super::draw::Bar {
-            cells: 20,
-            short: false,
-        },
-        &g,
-        false,
-    );
+    let plain = bars(bar, &g, false);
     assert!(
         plain[0].spans.iter().all(|s| s.style.fg.is_none()),
         "--no-color and NO_COLOR: no colour at all: {plain:?}"

@@ -153,6 +153,16 @@ impl Gpufree {
         self.nvml_lib(NO_NVML)
     }
 
+    /// A host with no GPU to find: no device node in the empty directory
+    /// `empty`, and NVIDIA's library looked for only where it is not (no
+    /// `GPUFREE_NVML_LIB`, `LD_LIBRARY_PATH` on `empty`).
+    pub fn no_gpu_at(self, empty: impl AsRef<Path>) -> Gpufree {
+        let empty = empty.as_ref();
+        self.dev(empty)
+            .env_remove("GPUFREE_NVML_LIB")
+            .env("LD_LIBRARY_PATH", empty)
+    }
+
     /// The simulated NVML library (`--nvml-lib`) over the simulator state
     /// `state` (`GPUFREE_SIM_STATE`).
     pub fn sim(self, state: impl AsRef<Path>) -> Gpufree {

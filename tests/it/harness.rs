@@ -586,12 +586,20 @@ pub fn skip_off_ci(needs: &str, why: &dyn std::fmt::Display) {
     eprintln!("skipped: {needs}: {why}");
 }
 
-/// Whether this machine has NVIDIA's library installed (`ldconfig -p`
-/// lists libnvidia-ml.so.1): what a test of the "no library" path decides
-/// from before gpufree runs.
-pub fn nvidia_library_installed() -> bool {
-    Command::new("ldconfig")
+/// Whether a test of the "no library" path cannot run here, decided from
+/// the machine before gpufree runs (so that a changed message fails, not
+/// skips): NVIDIA's library is installed (`ldconfig -p` lists
+/// libnvidia-ml.so.1). Then the test is skipped, or fails under CI.
+pub fn nvidia_library_here() -> bool {
+    let here = Command::new("ldconfig")
         .arg("-p")
         .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnvidia-ml.so.1"))
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libnvidia-ml.so.1"));
+    if here {
+        skip_off_ci(
+            "a machine without libnvidia-ml.so.1",
+            &"ldconfig -p lists it",
+        );
+    }
+    here
 }

@@ -323,11 +323,7 @@ mod refusals;
 /// the collection is left out and why, and it exits 3 (newuser38 5).
 #[test]
 fn without_a_gpu_the_bundle_holds_what_was_named_and_exits_3() {
-    if crate::harness::nvidia_library_installed() {
-        skip_off_ci(
-            "a machine without libnvidia-ml.so.1",
-            &"ldconfig -p lists it",
-        );
+    if crate::harness::nvidia_library_here() {
         return;
     }
     let empty = tempfile::tempdir().unwrap();
@@ -335,9 +331,7 @@ fn without_a_gpu_the_bundle_holds_what_was_named_and_exits_3() {
     std::fs::write(&rec, "{\"record\":1,\"t\":1000,\"end\":\"stopped\"}\n").unwrap();
     let out = empty.path().join("b.tar.gz");
     let r = Gpufree::new(["bundle"])
-        .dev(empty.path())
-        .env_remove("GPUFREE_NVML_LIB")
-        .env("LD_LIBRARY_PATH", empty.path())
+        .no_gpu_at(empty.path())
         .arg("--recording")
         .arg(&rec)
         .arg("--out")
