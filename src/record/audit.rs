@@ -78,8 +78,8 @@ impl Tail {
         Ok(Some((f, (m.dev(), m.ino()))))
     }
 
-    /// The records appended since the last look, each a JSON object, and
-    /// what kept any from being read.
+    /// The kills' records appended since the last look, each with when it
+    /// ended, and what kept any from being read.
     pub(super) fn new_records(&mut self) -> Read {
         let (records, trouble) = match self.read() {
             Ok((records, 0)) => (records, None),
@@ -90,7 +90,7 @@ impl Tail {
     }
 
     /// The new records, and how many new lines are none.
-    fn read(&mut self) -> Result<(Vec<Value>, usize), AuditUnread> {
+    fn read(&mut self) -> Result<(Vec<Kill>, usize), AuditUnread> {
         let Some((mut f, id)) = self.open()? else {
             return Ok((Vec::new(), 0));
         };
@@ -112,15 +112,13 @@ impl Tail {
         let mut bad = 0;
         let mut records = Vec::new();
         for l in lines {
-            match serde_json::from_slice::<Value>(l) {
-                // A kill's record, as a replay reads it: any other object
-                // (a recording's own line, a log of something else) is none.
-                Ok(v) if crate::model::KillSeen::read(&v).is_some() => {
-                    if time_ms(&v).is_none_or(|t| t >= self.since_ms) {
-                        records.push(v);
+            match kill_of(l) {
+                Some((v, ended)) => {
+                    if ended.is_none_or(|t| t >= self.since_ms) {
+                        records.push((v, ended));
                     }
                 }
-                _ => bad += 1,
+                None => bad += 1,
             }
         }
         Ok((records, bad))
@@ -130,20 +128,27 @@ impl Tail {
 /// What a look at the log read.
 pub(super) struct Read {
     /// The new kills' records.
-    pub(super) records: Vec<Value>,
+    pub(super) records: Vec<Kill>,
     /// What kept some from being read.
     pub(super) trouble: Option<AuditUnread>,
 }
 
-/// When the kill of `record` ended (ms since the Unix epoch); None: it
-/// is no kill's record, or its `time` is no RFC 3339.
-pub(super) fn time_ms(record: &Value) -> Option<u64> {
-    crate::model::KillSeen::read(record)?.ended_ms()
+/// A kill's audit record, and when it ended (ms since the Unix epoch;
+/// None where its `time` is no RFC 3339).
+pub(super) type Kill = (Value, Option<u64>);
+
+/// The kill's record on `line`, read once; None where the line is none,
+/// as a replay reads one (a recording's own line, a log of something
+/// else).
+fn kill_of(line: &[u8]) -> Option<Kill> {
+    let v: Value = serde_json::from_slice(line).ok()?;
+    let ended = crate::model::KillSeen::read(&v)?.ended_ms();
+    Some((v, ended))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{time_ms, AuditUnread, Tail};
+    use super::{kill_of, AuditUnread, Tail};
     use std::io::Write;
 
     /// A kill's audit record ending at `time`, as small as a reader takes.
@@ -158,15 +163,12 @@ mod tests {
 
     #[test]
     fn a_kills_time_is_rfc3339_only() {
-        let at = |t: &str| time_ms(&serde_json::from_str(&kill(t)).unwrap());
+        let at = |t: &str| kill_of(kill(t).as_bytes()).unwrap().1;
         assert_eq!(at("1970-01-01T00:00:01.5Z"), Some(1_500));
         for not in ["-5m", "+1s", "1733431420", "yesterday"] {
             assert_eq!(at(not), None, "{not}");
         }
-        assert_eq!(
-            time_ms(&serde_json::json!({ "time": "1970-01-01T00:00:01Z" })),
-            None
-        );
+        assert_eq!(kill_of(br#"{ "time": "1970-01-01T00:00:01Z" }"#), None);
     }
 
     #[test]
@@ -240,6 +242,6 @@ mod tests {
         writeln!(f, "{}", kill(later)).unwrap();
         let read = tail.new_records();
         assert_eq!(read.records.len(), 1, "only the kill after the start");
-        assert_eq!(read.records[0]["time"], later);
+        assert_eq!(read.records[0].0["time"], later);
     }
 }

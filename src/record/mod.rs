@@ -258,8 +258,8 @@ impl Recorder<'_> {
                 let _ = notice::write_record_audit(&mut std::io::stderr(), path, trouble);
             }
         }
-        for k in read.records {
-            let t = audit::time_ms(&k).unwrap_or_else(crate::units::unix_now_ms);
+        for (k, ended) in read.records {
+            let t = ended.unwrap_or_else(crate::units::unix_now_ms);
             self.write(t, Entry::Kill(k))?;
         }
         Ok(())
