@@ -80,9 +80,8 @@ pub struct Misfit;
 
 /// Applies `patch` to `target` (what [`diff`] made from it gives back
 /// what it was made to). On a misfit `target` may be left part-changed:
-/// the caller drops it (a replay stops at that line; a bundle's copy
-/// leaves out what follows until the next full snapshot), rather than
-/// each change cloning the whole document first.
+/// the caller drops it (a replay stops at that line), rather than each
+/// change cloning the whole document first.
 pub fn apply(target: &mut Value, patch: &Patch) -> Result<(), Misfit> {
     match (target, patch) {
         (target, Patch::Set(v)) => *target = v.clone(),

@@ -69,6 +69,17 @@ pub fn redact_patch(p: &mut Patch, keep: Keep) {
     patch(p, &mut Vec::new(), keep);
 }
 
+/// The step to the entry `k` of the object at `path`: the entries of
+/// `parents` are keyed by PID (an item each), every other object's by
+/// field name.
+fn field<'a>(path: &[Step<'a>], k: &'a str) -> Step<'a> {
+    if matches!(path, [Step::Key("parents")]) {
+        Step::Item
+    } else {
+        Step::Key(k)
+    }
+}
+
 fn value<'a>(v: &'a mut Value, path: &mut Vec<Step<'a>>, keep: Keep) {
     if left_out(path, keep) {
         *v = emptied(v);
@@ -76,11 +87,8 @@ fn value<'a>(v: &'a mut Value, path: &mut Vec<Step<'a>>, keep: Keep) {
     }
     match v {
         Value::Object(map) => {
-            // The entries of `parents` are keyed by PID; every other
-            // object's by field name.
-            let by_pid = matches!(path.as_slice(), [Step::Key("parents")]);
             for (k, child) in map.iter_mut() {
-                path.push(if by_pid { Step::Item } else { Step::Key(k) });
+                path.push(field(path, k));
                 value(child, path, keep);
                 path.pop();
             }
@@ -109,9 +117,8 @@ fn patch<'a>(p: &'a mut Patch, path: &mut Vec<Step<'a>>, keep: Keep) {
     match p {
         Patch::Set(v) => value(v, path, keep),
         Patch::Object { fields, .. } => {
-            let by_pid = matches!(path.as_slice(), [Step::Key("parents")]);
             for (k, child) in fields.iter_mut() {
-                path.push(if by_pid { Step::Item } else { Step::Key(k) });
+                path.push(field(path, k));
                 patch(child, path, keep);
                 path.pop();
             }
