@@ -92,7 +92,7 @@ fn assemble(s: &Settings, args: &BundleArgs, keep: Keep) -> Result<Assembled, Er
     copied(&mut b, args, keep)?;
     left_as_asked(&mut b, keep);
     let now = snap.taken_unix_ms.unwrap_or_else(crate::units::unix_now_ms) / 1000;
-    let dir = format!("bundle-{}-{}", host_word(&snap), time_word(now));
+    let dir = dir_name(snap.host.as_deref(), now);
     Ok((b, dir, now, true))
 }
 
@@ -105,12 +105,8 @@ fn uncollected(args: &BundleArgs, keep: Keep, why: String) -> Result<Assembled, 
     b.leave(LeftItem::Collection, LeftWhy::Unreadable { error: why });
     copied(&mut b, args, keep)?;
     left_as_asked(&mut b, keep);
-    let here = Snapshot {
-        host: Some(crate::proc::me::hostname()),
-        ..Snapshot::default()
-    };
     let now = crate::units::unix_now_ms() / 1000;
-    let dir = format!("bundle-{}-{}", host_word(&here), time_word(now));
+    let dir = dir_name(Some(&crate::proc::me::hostname()), now);
     Ok((b, dir, now, false))
 }
 
@@ -284,10 +280,16 @@ fn copied(b: &mut Bundle, args: &BundleArgs, keep: Keep) -> Result<(), Error> {
     Ok(())
 }
 
+/// The archive's directory: `bundle-HOST-TIME`, of the host named (where
+/// one is) at `secs`.
+fn dir_name(host: Option<&str>, secs: u64) -> String {
+    format!("bundle-{}-{}", host_word(host), time_word(secs))
+}
+
 /// The host's name as a file name's word: letters, digits, `.`, `-`,
 /// `_`; anything else `_`.
-fn host_word(snap: &Snapshot) -> String {
-    let host = snap.host.as_deref().unwrap_or("host");
+fn host_word(host: Option<&str>) -> String {
+    let host = host.unwrap_or("host");
     let w: String = host
         .chars()
         .take(64)
