@@ -1,6 +1,7 @@
 //! Issue 31's bar: the demo's incident (`gpufree demo --hold`: eight
 //! workers renamed `VLLM::Worker_TP0..7` holding the GPUs, a launcher and
-//! a resource tracker holding `/dev/nvidia-uvm`), recorded while `gpufree
+//! a resource tracker holding `nvidia-uvm`, all in the demo's own
+//! temporary device directory on the simulator), recorded while `gpufree
 //! kill --yes` frees it as the demo does, replays from the stuck state
 //! through the kill to the release, in the order and at the times they
 //! happened.
