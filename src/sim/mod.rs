@@ -119,7 +119,7 @@ fn write_embedded() -> Result<PathBuf, SimError> {
     if holds_embedded(&dir.fd, &name) {
         return Ok(path);
     }
-    let aside = format!(".{SIM_FILE}.{}", std::process::id());
+    let aside = aside_name(SIM_FILE);
     // One left by a gpufree of this PID that died writing it.
     let _ = rustix::fs::unlinkat(&dir.fd, aside.as_str(), AtFlags::empty());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -223,19 +223,35 @@ fn link_dir(lib: &Path) -> Result<dirs::Trusted, SimError> {
 pub fn library_dir() -> Result<PathBuf, SimError> {
     let lib = find_library()?;
     let dir = link_dir(&lib)?;
+    link_into(&dir, &lib)?;
+    Ok(dir.path)
+}
+
+/// Makes `dir`'s `libnvidia-ml.so.1` a link to `lib`, unless it already
+/// is one: atomically replaces whatever is there (a link under a name of
+/// this call's, renamed).
+fn link_into(dir: &dirs::Trusted, lib: &Path) -> Result<(), SimError> {
     let target = lib.as_os_str().as_bytes();
     let now = rustix::fs::readlinkat(&dir.fd, NVML_SONAME, Vec::new());
     if now.is_ok_and(|t| t.as_bytes() == target) {
-        return Ok(dir.path);
+        return Ok(());
     }
-    // Atomically replace whatever is there: link under a temp name, rename.
-    let tmp = format!(".{NVML_SONAME}.{}", std::process::id());
+    let tmp = aside_name(NVML_SONAME);
+    // One left by a gpufree of this PID that died making it.
     let _ = rustix::fs::unlinkat(&dir.fd, tmp.as_str(), AtFlags::empty());
-    rustix::fs::symlinkat(&lib, &dir.fd, tmp.as_str())
+    rustix::fs::symlinkat(lib, &dir.fd, tmp.as_str())
         .map_err(|e| dir_err(&dir.path.join(&tmp), e))?;
     rustix::fs::renameat(&dir.fd, tmp.as_str(), &dir.fd, NVML_SONAME)
-        .map_err(|e| dir_err(&dir.path.join(NVML_SONAME), e))?;
-    Ok(dir.path)
+        .map_err(|e| dir_err(&dir.path.join(NVML_SONAME), e))
+}
+
+/// A name to write `name` under before renaming it into place: this
+/// process's own (its PID) and this call's (a count), so that two threads
+/// preparing the library at once (the tests do) never take each other's.
+fn aside_name(name: &str) -> String {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".{name}.{}.{call}", std::process::id())
 }
 
 /// Checks that `path` is readable JSON with a `devices` array, so a typo
@@ -295,5 +311,58 @@ pub fn exec(state: &Path, cmd: &[String]) -> SimError {
     SimError::Exec {
         cmd: program.clone(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads that find the link missing at once each make their own and
+    /// rename it into place: none fails on another's half-made link (a
+    /// name by PID alone made one fail with EEXIST in CI).
+    #[test]
+    fn threads_making_the_link_at_once_all_succeed() {
+        let tmp = tempfile::tempdir().expect("a temp dir");
+        let lib = tmp.path().join("libgpufree_nvml_sim.so");
+        std::fs::write(&lib, b"not a library: only linked to").expect("the target");
+        let open = || {
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            dirs::Trusted {
+                fd: rustix::fs::open(tmp.path(), flags, Mode::empty()).expect("the dir"),
+                path: tmp.path().to_path_buf(),
+            }
+        };
+        for _ in 0..20 {
+            let _ = std::fs::remove_file(tmp.path().join(NVML_SONAME));
+            let gate = std::sync::Barrier::new(4);
+            let made: Vec<Result<(), SimError>> = std::thread::scope(|s| {
+                let workers: Vec<_> = (0..4)
+                    .map(|_| {
+                        let dir = open();
+                        let (gate, lib) = (&gate, &lib);
+                        s.spawn(move || {
+                            gate.wait();
+                            link_into(&dir, lib)
+                        })
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|w| w.join().expect("no panic"))
+                    .collect()
+            });
+            for m in made {
+                m.expect("each thread's link made or found");
+            }
+            let now = std::fs::read_link(tmp.path().join(NVML_SONAME)).expect("the link");
+            assert_eq!(now, lib);
+        }
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .expect("the dir")
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .filter(|n| n.to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "names left aside: {left:?}");
     }
 }
