@@ -31,6 +31,7 @@ char LICENSE[] SEC("license") = "GPL"; /* bpf_seq_write is GPL-only */
 #define S_IFCHR 0020000
 #define S_IFBLK 0060000
 #define PF_EXITING 0x00000004 /* include/linux/sched.h */
+#define PF_KTHREAD 0x00200000
 #define EEXIST 17
 #define BPF_MAP_TYPE_HASH 1
 
@@ -55,6 +56,12 @@ const volatile __u32 break_verifier = 0;
  * reports each unread, as it reports a task whose memory map's lock was
  * taken (the loader reads each again through /proc). */
 const volatile __u32 report_unread = 0;
+/* Whether the per-process walk keeps each process's mapping result for
+ * the next walk of the same programs (kept_maps, below). The loader sets it
+ * on x86-64 only: there the kernel's reads are not reordered with one
+ * another, so two reads of a memory map's write count bracket the walk
+ * of it. */
+const volatile __u32 keep_maps = 0;
 
 struct ident {
 	__u64 dev;
@@ -98,12 +105,53 @@ struct {
 	__u64 *value;
 } claims SEC(".maps");
 
+/* [0]: the walk's number; [1]: the targets' epoch, which the loader bumps
+ * whenever it gives the maps other targets (a kept mapping result names
+ * targets by their index). */
 struct {
 	int (*type)[BPF_MAP_TYPE_ARRAY];
-	int (*max_entries)[1];
+	int (*max_entries)[2];
 	__u32 *key;
 	__u64 *value;
 } walk_number SEC(".maps");
+
+/* The mapping walk's result kept with each process (its leader's task-local
+ * storage, which goes with the task): the targets its memory map maps,
+ * under the map's write count. The kernel bumps that count whenever a
+ * writer takes the map's lock, and no mapping is added, removed or given
+ * another file without it (the kernel's own lockless readers, uprobes and
+ * /proc/PID/maps, rely on the same count). A walk of the same programs that
+ * finds the same count, the same map and the same program (exec count),
+ * within KEPT_FOR_NS of the walk kept, writes the kept targets instead of
+ * walking the map again. The count is 32 bits: 2^31 lock cycles bring it
+ * back, and no writer makes them in 60 s (one cycle is a system call of
+ * 100 ns or more, and a map's writers take its lock in turn).
+ *
+ * `state` says whose the rest is: 0 nothing kept; odd, kept (the count
+ * << 32, the epoch << 1, 1); even, a walker's token (its session << 1)
+ * while it writes the rest. A walker takes it by compare-and-swap, so two
+ * never write one at once, and a reader that finds `state` the same after
+ * reading the rest read one walk's result. */
+#define BPF_MAP_TYPE_TASK_STORAGE 29
+#define BPF_F_NO_PREALLOC 1
+#define BPF_LOCAL_STORAGE_GET_F_CREATE 1
+#define KEPT_TARGETS 6
+#define KEPT_FOR_NS (60ULL * 1000000000ULL)
+struct kept_maps {
+	__u64 state;
+	__u64 mm;      /* the memory map walked (its address) */
+	__u64 exec_id; /* the task's exec count then */
+	__u64 at;      /* when it was walked */
+	__u32 n;       /* targets mapped (more than KEPT_TARGETS: not kept) */
+	__u32 targets[KEPT_TARGETS];
+};
+
+struct {
+	int (*type)[BPF_MAP_TYPE_TASK_STORAGE];
+	int (*map_flags)[BPF_F_NO_PREALLOC];
+	int *key;
+	struct kept_maps *value;
+} kept_maps SEC(".maps");
 
 /* The targets the per-process walk has written a mapping record of, per
  * showing of a task: (iterator session, when it was shown, target). Old
@@ -332,6 +380,60 @@ static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *t
 		write_unread(seq, pid, w.start_ns);
 }
 
+/* The word a mapping result of `task_u`'s memory map `mm` is kept under
+ * for targets of `epoch` (kept_maps); 0 where none is kept: not on this
+ * kernel or machine, a kernel thread (it borrows maps), or a writer holds
+ * the map. */
+static __always_inline __u64 kept_word(struct task_struct *task_u, struct mm_struct *mm,
+				       __u64 epoch)
+{
+	if (!keep_maps || report_unread || !core_field_exists(struct mm_struct, mm_lock_seq.sequence))
+		return 0;
+	__u32 count = *(volatile unsigned int *)&mm->mm_lock_seq.sequence;
+	if ((count & 1) || (task_u->flags & PF_KTHREAD))
+		return 0;
+	return ((__u64)count << 32) | ((epoch & 0x7fffffff) << 1) | 1;
+}
+
+/* Writes the targets `k` keeps, where it keeps a result under `word` of
+ * the map `mm` of this program (`exec_id`) walked less than KEPT_FOR_NS
+ * ago; 1 where it did. */
+static __always_inline int write_kept(struct seq_file *seq, struct kept_maps *k, __u64 word,
+				      __u64 mm, __u64 exec_id, __u32 pid, __u64 start_ns)
+{
+	__u32 t[KEPT_TARGETS];
+	__u64 state = *(volatile __u64 *)&k->state;
+
+	if (state != word || k->mm != mm || k->exec_id != exec_id ||
+	    bpf_ktime_get_ns() - k->at > KEPT_FOR_NS)
+		return 0;
+	__u32 n = k->n;
+	for (int i = 0; i < KEPT_TARGETS; i++)
+		t[i] = k->targets[i];
+	if (n > KEPT_TARGETS || *(volatile __u64 *)&k->state != state)
+		return 0;
+	for (int i = 0; i < KEPT_TARGETS; i++)
+		if (i < n)
+			write_rec(seq, REC_VMA, pid, 0, t[i], start_ns, 0, 0);
+	return 1;
+}
+
+/* Takes `k` to write this walk's result in: NULL where another walker
+ * writes it. */
+static __always_inline struct kept_maps *take_kept(struct kept_maps *k, __u64 token, __u64 mm,
+						   __u64 exec_id)
+{
+	__u64 was = *(volatile __u64 *)&k->state;
+
+	if ((was && !(was & 1)) || __sync_val_compare_and_swap(&k->state, was, token) != was)
+		return 0;
+	k->n = 0;
+	k->mm = mm;
+	k->exec_id = exec_id;
+	k->at = bpf_ktime_get_ns();
+	return k;
+}
+
 /* Walks the memory map of `task` (trusted) for `pid`: one record per target
  * it maps in this showing of the task (as many mappings of one as a CUDA
  * process has say no more, and would overflow the kernel's buffer). The
@@ -339,9 +441,11 @@ static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *t
  * through the loop made the verifier walk it 256 times (0.38 s). A
  * map the open-coded iterator could not start on (it only tries the map's
  * lock, which a writer may hold; or the map went away under an exiting
- * task) makes the process unread. */
+ * task) makes the process unread. Where this map's result is kept from an
+ * earlier walk (kept_maps), that is written instead; a whole walk of a
+ * map no writer changed meanwhile is kept. */
 static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_struct *task,
-				      struct task_struct *leader, __u32 pid)
+				      struct task_struct *leader, __u32 pid, __u64 epoch)
 {
 	struct bpf_iter_task_vma it;
 	struct vm_area_struct *vma;
@@ -352,6 +456,18 @@ static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_st
 	__u64 session = meta->session_id, shown_at = bpf_ktime_get_ns();
 	__u64 start_ns = leader->start_boottime;
 	__u32 zero = 0;
+	struct task_struct *task_u = untrusted(task, struct task_struct);
+	struct mm_struct *mm = task_u->mm;
+	__u64 exec_id = task_u->self_exec_id, token = session << 1;
+	__u64 word = mm ? kept_word(task_u, mm, epoch) : 0;
+	struct kept_maps *k = 0;
+
+	if (word)
+		k = bpf_task_storage_get(&kept_maps, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (k && write_kept(seq, k, word, (__u64)mm, exec_id, pid, start_ns))
+		return;
+	if (k)
+		k = take_kept(k, token, (__u64)mm, exec_id);
 	int err = bpf_iter_task_vma_new(&it, task, 0);
 
 	if (report_unread)
@@ -371,10 +487,21 @@ static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_st
 		if (bpf_map_update_elem(&vmas_shown, &key, &zero, BPF_NOEXIST) == -EEXIST)
 			continue;
 		write_rec(seq, REC_VMA, pid, 0, target, start_ns, 0, 0);
+		if (k) {
+			__u32 n = k->n;
+			if (n < KEPT_TARGETS)
+				k->targets[n] = target;
+			k->n = n + 1;
+		}
 	}
 	bpf_iter_task_vma_destroy(&it);
 	if (err)
 		write_unread(seq, pid, start_ns);
+	if (k) {
+		/* Kept where the walk was whole and no writer took the map. */
+		__u64 now = err || k->n > KEPT_TARGETS ? 0 : kept_word(task_u, mm, epoch);
+		__sync_val_compare_and_swap(&k->state, token, now == word ? word : 0);
+	}
 }
 
 /* Whether `leader` (untrusted) is exiting, or has exited, while threads
@@ -426,8 +553,10 @@ int gpufree_walk(struct bpf_iter__task *ctx)
 		return *(volatile int *)((char *)ctx + 4096);
 	if (!task)
 		return 0;
+	__u32 one = 1;
 	__u64 *walk = bpf_map_lookup_elem(&walk_number, &zero);
-	if (!walk)
+	__u64 *epoch = bpf_map_lookup_elem(&walk_number, &one);
+	if (!walk || !epoch)
 		return 0;
 	__u32 walker = ctx->meta->session_id & 0xff;
 	struct seq_file *seq = ctx->meta->seq;
@@ -457,7 +586,7 @@ int gpufree_walk(struct bpf_iter__task *ctx)
 	if (fds && claim(*walk, tid, PART_FDS, walker))
 		walk_fds(seq, task_u, files, leader, pid, nr_here(task_u->thread_pid, mine));
 	if (maps && claim(*walk, tid, PART_MAPS, walker))
-		walk_maps(ctx->meta, task, leader, pid);
+		walk_maps(ctx->meta, task, leader, pid, *epoch);
 	return 0;
 }
 

@@ -38,7 +38,15 @@ struct files_struct {
 	struct fdtable *fdt;
 };
 
-struct mm_struct;
+/* The memory map's write sequence count (CONFIG_PER_VMA_LOCK, and a
+ * seqcount_t from kernel 6.13: odd while a writer holds the map's lock,
+ * and bumped again when it lets go). An older kernel's int is not this
+ * field: the walk then keeps no mapping results (holders.bpf.c). */
+struct mm_struct {
+	struct {
+		unsigned int sequence;
+	} mm_lock_seq;
+};
 
 struct task_struct {
 	int pid;
@@ -52,6 +60,7 @@ struct task_struct {
 	struct mm_struct *mm;
 	unsigned int flags;
 	struct signal_struct *signal;
+	__u64 self_exec_id;
 };
 
 /* The kernel's atomic_t. */
@@ -127,6 +136,8 @@ static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) = (
 static long (*bpf_seq_write)(struct seq_file *m, const void *data, __u32 len) = (void *)127;
 static struct task_struct *(*bpf_get_current_task_btf)(void) = (void *)158;
 static long (*bpf_loop)(__u32 nr_loops, void *callback, void *ctx, __u64 flags) = (void *)181;
+static void *(*bpf_task_storage_get)(void *map, struct task_struct *task, void *value,
+				     __u64 flags) = (void *)156;
 
 /* Kernel functions (kfuncs; kernel 6.7 and later) of the per-process walk.
  * aya 0.14 cannot link a call to a kfunc, so each is written as a call to
@@ -150,6 +161,9 @@ static void *(*bpf_rdonly_cast)(const void *obj, __u32 btf_id) = KFUNC(4);
 /* CO-RE: the running kernel's offset of a field, size of a type. */
 #define core_field_offset(type, field) __builtin_preserve_field_info(((type *)0)->field, 0)
 #define core_type_size(type) __builtin_preserve_type_info(*(type *)0, 1)
+/* CO-RE: whether the running kernel has the field (0: the read of it is
+ * never reached). */
+#define core_field_exists(type, field) __builtin_preserve_field_info(((type *)0)->field, 2)
 /* CO-RE: the running kernel's BTF id of a type. */
 #define core_type_id(type) __builtin_btf_type_id(*(type *)0, 1)
 

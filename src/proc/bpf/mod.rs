@@ -149,6 +149,7 @@ fn constants(hooks: TestHooks) -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("break_verifier", flag(hooks.break_verifier)),
         ("report_unread", flag(hooks.report_unread)),
+        ("keep_maps", flag(cfg!(target_arch = "x86_64"))),
     ]
 }
 

@@ -52,7 +52,10 @@ const PREFILTER: usize = 8 * 66;
 
 /// Gives the programs `loaded` the targets `nodes` (in place of any they
 /// had): every node by (superblock, inode), and the character and block
-/// nodes also by device number; then their prefilter.
+/// nodes also by device number; then their prefilter. Where the targets
+/// differ from those the maps held (a pinned walk's last command's), the
+/// targets' epoch is bumped: a mapping result the walk kept names targets
+/// by their index, and is then not taken (holders.bpf.c: `kept_maps`).
 pub fn give(loaded: &mut Loaded, nodes: &NodeSet) -> Result<(), Unavailable> {
     let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
     let idents = nodes
@@ -60,17 +63,31 @@ pub fn give(loaded: &mut Loaded, nodes: &NodeSet) -> Result<(), Unavailable> {
         .iter()
         .enumerate()
         .map(|(i, n)| ([u64::from(kernel_dev(n.dev)), n.ino], index(i)));
-    fill(loaded, "by_ident", idents)?;
+    let mut changed = fill(loaded, "by_ident", idents.collect())?;
     let rdevs = nodes
         .nodes
         .iter()
         .enumerate()
         .filter_map(|(i, n)| Some((kernel_dev(n.rdev?), index(i))));
-    fill(loaded, "by_rdev", rdevs)?;
+    changed |= fill(loaded, "by_rdev", rdevs.collect())?;
+    if changed {
+        bump_epoch(loaded)?;
+    }
     let map = loaded.map_mut(".bss")?;
     aya::maps::Array::<_, [u8; PREFILTER]>::try_from(map)
         .and_then(|mut a| a.set(0, prefilter(nodes), 0))
         .map_err(|e| failed(BpfStep::Map(".bss".into()), &e))
+}
+
+/// Bumps the targets' epoch (`walk_number[1]`).
+fn bump_epoch(loaded: &mut Loaded) -> Result<(), Unavailable> {
+    let map = loaded.map_mut("walk_number")?;
+    aya::maps::Array::<_, u64>::try_from(map)
+        .and_then(|mut a| {
+            let epoch = a.get(&1, 0)?;
+            a.set(1, epoch.wrapping_add(1), 0)
+        })
+        .map_err(|e| failed(BpfStep::Map("walk_number".into()), &e))
 }
 
 /// Fails for a regular-file target on a file system whose `stat` device
@@ -88,26 +105,30 @@ pub fn same_dev(nodes: &NodeSet) -> Result<(), Unavailable> {
     Ok(())
 }
 
-/// Puts `entries` in the hash map `name`, in place of what it held.
-fn fill<K: aya::Pod>(
+/// Puts `entries` in the hash map `name`, in place of what it held;
+/// whether that differed (nothing is written where it did not).
+fn fill<K: aya::Pod + Ord>(
     loaded: &mut Loaded,
     name: &'static str,
-    entries: impl Iterator<Item = (K, u32)>,
-) -> Result<(), Unavailable> {
+    mut entries: Vec<(K, u32)>,
+) -> Result<bool, Unavailable> {
     let map = loaded.map_mut(name)?;
-    let mut map: HashMap<_, K, u32> =
-        HashMap::try_from(map).map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
-    let held: Vec<K> = map
-        .keys()
-        .collect::<Result<_, _>>()
-        .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
-    for key in &held {
-        map.remove(key)
-            .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
+    let err = |e: aya::maps::MapError| failed(BpfStep::Map(name.into()), &e);
+    let mut map: HashMap<_, K, u32> = HashMap::try_from(map).map_err(err)?;
+    let mut held: Vec<(K, u32)> = map.iter().collect::<Result<_, _>>().map_err(err)?;
+    held.sort_unstable_by_key(|e| e.0);
+    // The last of one key wins, as in the map.
+    entries.reverse();
+    entries.sort_by_key(|e| e.0);
+    entries.dedup_by(|a, b| a.0 == b.0);
+    if held == entries {
+        return Ok(false);
+    }
+    for (key, _) in &held {
+        map.remove(key).map_err(err)?;
     }
     for (key, target) in entries {
-        map.insert(key, target, 0)
-            .map_err(|e| failed(BpfStep::Map(name.into()), &e))?;
+        map.insert(key, target, 0).map_err(err)?;
     }
-    Ok(())
+    Ok(true)
 }
