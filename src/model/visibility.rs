@@ -57,6 +57,11 @@ pub struct Visibility {
     /// through /proc too, and not counted here.)
     #[serde(default)]
     pub scan_reread: u32,
+    /// Holders whose mappings the in-kernel walk took from the result it
+    /// kept for them at an earlier walk of the same loaded program, their
+    /// memory map unchanged since (an addition to SPEC.md).
+    #[serde(default)]
+    pub scan_kept: u32,
     /// Where the snapshot came from when not from this process's own scan:
     /// root's `gpufree serve` view for a user who is not root (an addition
     /// to SPEC.md).

@@ -27,6 +27,7 @@ pub struct VisibilityDoc<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     scan_cause: &'a Option<ScanReason>,
     scan_reread: u32,
+    scan_kept: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     view: &'a Option<ViewFrom>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -75,6 +76,7 @@ impl<'a> VisibilityDoc<'a> {
             scan,
             scan_reason: scan_cause,
             scan_reread,
+            scan_kept,
             view,
             hidden,
             refused_nodes,
@@ -94,6 +96,7 @@ impl<'a> VisibilityDoc<'a> {
             scan_reason: scan_reason(v),
             scan_cause,
             scan_reread: *scan_reread,
+            scan_kept: *scan_kept,
             view,
             hidden,
             refused_nodes: refused_nodes.iter().map(RefusedNodeDoc::new).collect(),

@@ -63,6 +63,7 @@ fn quiet_copy(snap: &Snapshot) -> Snapshot {
     s.taken_unix_ms = None;
     s.visibility.processes_scanned = 0;
     s.visibility.scan_reread = 0;
+    s.visibility.scan_kept = 0;
     for g in &mut s.gpus {
         if let Some(e) = &mut g.driver_evidence {
             e.utilization_window = None;
@@ -104,6 +105,7 @@ mod tests {
         now.taken_unix_ms = Some(3_000);
         now.visibility.processes_scanned = 7;
         now.visibility.scan_reread = 2;
+        now.visibility.scan_kept = 3;
         now.parents.insert(42, crate::model::Kin::default());
         assert_eq!(quiet(&was).unwrap(), quiet(&now).unwrap());
         now.dev_dir = "/elsewhere".into();

@@ -120,7 +120,7 @@ fn write_embedded() -> Result<PathBuf, SimError> {
         return Ok(path);
     }
     let aside = aside_name(SIM_FILE);
-    // One left by a gpufree of this PID that died writing it.
+    // One of this name, left by a gpufree of this PID that died writing it.
     let _ = rustix::fs::unlinkat(&dir.fd, aside.as_str(), AtFlags::empty());
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let written = rustix::fs::openat(&dir.fd, aside.as_str(), flags, Mode::from_raw_mode(0o644))
@@ -237,7 +237,7 @@ fn link_into(dir: &dirs::Trusted, lib: &Path) -> Result<(), SimError> {
         return Ok(());
     }
     let tmp = aside_name(NVML_SONAME);
-    // One left by a gpufree of this PID that died making it.
+    // One of this name, left by a gpufree of this PID that died making it.
     let _ = rustix::fs::unlinkat(&dir.fd, tmp.as_str(), AtFlags::empty());
     rustix::fs::symlinkat(lib, &dir.fd, tmp.as_str())
         .map_err(|e| dir_err(&dir.path.join(&tmp), e))?;

@@ -212,7 +212,7 @@ impl Collector {
             limits,
             &self.stuck,
         )?;
-        let reread = scanned.reread;
+        let (reread, kept) = (scanned.reread, scanned.kept);
         let mut pinned = Pinned {
             seen: scanned.holders.into_iter().map(|h| (h.pid, h)).collect(),
             unreadable: scanned.unreadable.into_iter().collect(),
@@ -245,6 +245,7 @@ impl Collector {
         snap.visibility.scan = method;
         snap.visibility.scan_reason = Some(reason);
         snap.visibility.scan_reread = reread;
+        snap.visibility.scan_kept = kept;
         self.join_context(&mut snap, scanned.listed, limits);
         if let Some(uid) = self.cfg.hide_from {
             snap.hide_from(uid);

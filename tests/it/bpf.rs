@@ -681,3 +681,33 @@ fn a_process_with_hundreds_of_fds_and_mappings_of_a_node_is_found() {
     );
     every_walk_finds(&d, &pids, &only(pids[0], &[("nvidia0", &["fd", "mmap"])]));
 }
+
+#[test]
+fn a_mapping_whose_protection_changes_during_the_walk_is_still_found() {
+    // attack41 finding 2: this kernel's mapping iterator steps over a
+    // mapping a writer moves meanwhile; a process calling mprotect on its
+    // GPU mapping in a loop was missed in 5 of 40 walks, unread nowhere.
+    // The walk now reads the map again through /proc where the map's
+    // write count moved.
+    let d = TestDir::new(1);
+    if !per_process_walk_runs(&d) {
+        return;
+    }
+    let mut m = crate::mapper::Mapper::start(&d.node("nvidia0"));
+    m.tell("map");
+    m.tell("churn");
+    let pid = m.child.id();
+    let want = Holders::from([(
+        pid,
+        BTreeMap::from([("nvidia0".to_string(), vec!["mmap".to_string()])]),
+    )]);
+    for walk in 0..30 {
+        let doc = Gpufree::new(["status", "--json", "--scan", "bpf"])
+            .dev(&d.dev)
+            .no_nvml()
+            .env("GPUFREE_BPF_PIN", "off")
+            .doc();
+        assert_eq!(doc["visibility"]["scan"], "bpf");
+        assert_eq!(holders(&doc, &[pid]), want, "walk {walk}");
+    }
+}

@@ -33,6 +33,7 @@ mod idle;
 mod incident;
 mod k8s;
 mod kill;
+mod mapper;
 mod mig;
 mod mps;
 mod newcomer;

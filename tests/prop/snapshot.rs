@@ -355,6 +355,7 @@ fn snapshot_values() -> impl Strategy<Value = Snapshot> {
                             gpufree::model::BpfUnavailable::Read("why \"\n".into()),
                         )),
                         scan_reread: u32::from(nested),
+                        scan_kept: u32::from(hidepid),
                         view: None,
                         hidden: Vec::new(),
                         refused_nodes: Vec::new(),

@@ -58,9 +58,10 @@ const volatile __u32 break_verifier = 0;
 const volatile __u32 report_unread = 0;
 /* Whether the per-process walk keeps each process's mapping result for
  * the next walk of the same programs (kept_maps, below). The loader sets it
- * on x86-64 only: there the kernel's reads are not reordered with one
- * another, so two reads of a memory map's write count bracket the walk
- * of it. */
+ * where gpufree is built for x86-64 only: there the CPU does not reorder
+ * one load with another, so the program's loads of a memory map's write
+ * count, in program order (barrier(), below), bracket the walk of the map,
+ * and its loads of a kept result bracket the result. */
 const volatile __u32 keep_maps = 0;
 
 struct ident {
@@ -119,8 +120,9 @@ struct {
  * storage, which goes with the task): the targets its memory map maps,
  * under the map's write count. The kernel bumps that count whenever a
  * writer takes the map's lock, and no mapping is added, removed or given
- * another file without it (the kernel's own lockless readers, uprobes and
- * /proc/PID/maps, rely on the same count). A walk of the same programs that
+ * another file without it (the kernel's uprobes read a mapping's file
+ * without the lock and trust it where the count stands:
+ * find_active_uprobe_speculative). A walk of the same programs that
  * finds the same count, the same map and the same program (exec count),
  * within KEPT_FOR_NS of the walk kept, writes the kept targets instead of
  * walking the map again. The count is 32 bits: 2^31 lock cycles bring it
@@ -130,15 +132,21 @@ struct {
  * `state` says whose the rest is: 0 nothing kept; odd, kept (the count
  * << 32, the epoch << 1, 1); even, a walker's token (its session << 1)
  * while it writes the rest. A walker takes it by compare-and-swap, so two
- * never write one at once, and a reader that finds `state` the same after
- * reading the rest read one walk's result. */
+ * never write one at once. `gen` is odd while a walker writes and bumped
+ * again when it is done: a reader that finds `state` and `gen` the same,
+ * and `gen` even, after reading the rest read one walk's whole result,
+ * even where another walk kept the same word meanwhile. Each entry is
+ * about 100 bytes of kernel memory per process walked, gone with it. */
 #define BPF_MAP_TYPE_TASK_STORAGE 29
 #define BPF_F_NO_PREALLOC 1
 #define BPF_LOCAL_STORAGE_GET_F_CREATE 1
+/* Keeps the compiler from moving a load or store across it. */
+#define barrier() asm volatile("" ::: "memory")
 #define KEPT_TARGETS 6
 #define KEPT_FOR_NS (60ULL * 1000000000ULL)
 struct kept_maps {
 	__u64 state;
+	__u64 gen;
 	__u64 mm;      /* the memory map walked (its address) */
 	__u64 exec_id; /* the task's exec count then */
 	__u64 at;      /* when it was walked */
@@ -380,46 +388,64 @@ static __always_inline void walk_fds(struct seq_file *seq, struct task_struct *t
 		write_unread(seq, pid, w.start_ns);
 }
 
-/* The word a mapping result of `task_u`'s memory map `mm` is kept under
- * for targets of `epoch` (kept_maps); 0 where none is kept: not on this
- * kernel or machine, a kernel thread (it borrows maps), or a writer holds
- * the map. */
-static __always_inline __u64 kept_word(struct task_struct *task_u, struct mm_struct *mm,
-				       __u64 epoch)
+/* No write count: the kernel has none (before 6.14, or without
+ * CONFIG_PER_VMA_LOCK; its int of that name is not one). */
+#define NO_COUNT (1ULL << 32)
+
+/* The write count of the memory map `mm` (odd while a writer holds its
+ * lock), read here in program order; NO_COUNT where there is none. */
+static __always_inline __u64 write_count(struct mm_struct *mm)
 {
-	if (!keep_maps || report_unread || !core_field_exists(struct mm_struct, mm_lock_seq.sequence))
+	if (!mm || !core_field_exists(struct mm_struct, mm_lock_seq.sequence))
+		return NO_COUNT;
+	barrier();
+	__u64 count = *(volatile unsigned int *)&mm->mm_lock_seq.sequence;
+	barrier();
+	return count;
+}
+
+/* The word a mapping result of `task_u`'s memory map is kept under at
+ * write count `count` for targets of `epoch` (kept_maps); 0 where none is
+ * kept: not on this kernel or machine, a kernel thread (it borrows maps),
+ * or a writer holds the map. */
+static __always_inline __u64 kept_word(struct task_struct *task_u, __u64 count, __u64 epoch)
+{
+	if (!keep_maps || report_unread || count == NO_COUNT || (count & 1) ||
+	    (task_u->flags & PF_KTHREAD))
 		return 0;
-	__u32 count = *(volatile unsigned int *)&mm->mm_lock_seq.sequence;
-	if ((count & 1) || (task_u->flags & PF_KTHREAD))
-		return 0;
-	return ((__u64)count << 32) | ((epoch & 0x7fffffff) << 1) | 1;
+	return (count << 32) | ((epoch & 0x7fffffff) << 1) | 1;
 }
 
 /* Writes the targets `k` keeps, where it keeps a result under `word` of
  * the map `mm` of this program (`exec_id`) walked less than KEPT_FOR_NS
- * ago; 1 where it did. */
+ * ago; 1 where it did. Each record says it was kept (aux 1). */
 static __always_inline int write_kept(struct seq_file *seq, struct kept_maps *k, __u64 word,
 				      __u64 mm, __u64 exec_id, __u32 pid, __u64 start_ns)
 {
 	__u32 t[KEPT_TARGETS];
 	__u64 state = *(volatile __u64 *)&k->state;
+	__u64 gen = *(volatile __u64 *)&k->gen;
 
-	if (state != word || k->mm != mm || k->exec_id != exec_id ||
+	barrier();
+	if (state != word || (gen & 1) || k->mm != mm || k->exec_id != exec_id ||
 	    bpf_ktime_get_ns() - k->at > KEPT_FOR_NS)
 		return 0;
 	__u32 n = k->n;
 	for (int i = 0; i < KEPT_TARGETS; i++)
 		t[i] = k->targets[i];
-	if (n > KEPT_TARGETS || *(volatile __u64 *)&k->state != state)
+	barrier();
+	if (n > KEPT_TARGETS || *(volatile __u64 *)&k->gen != gen ||
+	    *(volatile __u64 *)&k->state != state)
 		return 0;
 	for (int i = 0; i < KEPT_TARGETS; i++)
 		if (i < n)
-			write_rec(seq, REC_VMA, pid, 0, t[i], start_ns, 0, 0);
+			write_rec(seq, REC_VMA, pid, 1, t[i], start_ns, 0, 0);
 	return 1;
 }
 
-/* Takes `k` to write this walk's result in: NULL where another walker
- * writes it. */
+/* Takes `k` to write this walk's result in (`gen` made odd): NULL where
+ * another walker writes it. Every path of the caller then reaches
+ * give_kept: a token left would keep nothing for that process again. */
 static __always_inline struct kept_maps *take_kept(struct kept_maps *k, __u64 token, __u64 mm,
 						   __u64 exec_id)
 {
@@ -427,11 +453,21 @@ static __always_inline struct kept_maps *take_kept(struct kept_maps *k, __u64 to
 
 	if ((was && !(was & 1)) || __sync_val_compare_and_swap(&k->state, was, token) != was)
 		return 0;
+	*(volatile __u64 *)&k->gen = k->gen + 1;
+	barrier();
 	k->n = 0;
 	k->mm = mm;
 	k->exec_id = exec_id;
 	k->at = bpf_ktime_get_ns();
 	return k;
+}
+
+/* Gives `k` back (`gen` even again), keeping `word` or nothing (0). */
+static __always_inline void give_kept(struct kept_maps *k, __u64 token, __u64 word)
+{
+	barrier();
+	*(volatile __u64 *)&k->gen = k->gen + 1;
+	__sync_val_compare_and_swap(&k->state, token, word);
 }
 
 /* Walks the memory map of `task` (trusted) for `pid`: one record per target
@@ -441,9 +477,13 @@ static __always_inline struct kept_maps *take_kept(struct kept_maps *k, __u64 to
  * through the loop made the verifier walk it 256 times (0.38 s). A
  * map the open-coded iterator could not start on (it only tries the map's
  * lock, which a writer may hold; or the map went away under an exiting
- * task) makes the process unread. Where this map's result is kept from an
- * earlier walk (kept_maps), that is written instead; a whole walk of a
- * map no writer changed meanwhile is kept. */
+ * task) makes the process unread, and so does a map whose write count
+ * says a writer held it or took it during the walk: this kernel's iterator
+ * steps from mapping to mapping without the map's lock, and can step over
+ * one a writer moves meanwhile (a process calling mprotect on a GPU
+ * mapping in a loop was missed in 5 of 40 walks on 6.18). Where this map's
+ * result is kept from an earlier walk (kept_maps), that is written
+ * instead; a whole walk of a map no writer changed meanwhile is kept. */
 static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_struct *task,
 				      struct task_struct *leader, __u32 pid, __u64 epoch)
 {
@@ -459,7 +499,8 @@ static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_st
 	struct task_struct *task_u = untrusted(task, struct task_struct);
 	struct mm_struct *mm = task_u->mm;
 	__u64 exec_id = task_u->self_exec_id, token = session << 1;
-	__u64 word = mm ? kept_word(task_u, mm, epoch) : 0;
+	__u64 count = write_count(mm);
+	__u64 word = kept_word(task_u, count, epoch);
 	struct kept_maps *k = 0;
 
 	if (word)
@@ -495,13 +536,14 @@ static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_st
 		}
 	}
 	bpf_iter_task_vma_destroy(&it);
+	__u64 after = write_count(mm);
+	if (!err && count != NO_COUNT && ((count & 1) || after != count))
+		err = -11; /* EAGAIN: a writer held or took the map */
 	if (err)
 		write_unread(seq, pid, start_ns);
-	if (k) {
+	if (k)
 		/* Kept where the walk was whole and no writer took the map. */
-		__u64 now = err || k->n > KEPT_TARGETS ? 0 : kept_word(task_u, mm, epoch);
-		__sync_val_compare_and_swap(&k->state, token, now == word ? word : 0);
-	}
+		give_kept(k, token, err || k->n > KEPT_TARGETS ? 0 : word);
 }
 
 /* Whether `leader` (untrusted) is exiting, or has exited, while threads

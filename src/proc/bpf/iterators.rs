@@ -23,9 +23,9 @@ pub fn load(globals: &Globals, btf: Option<Btf>) -> Result<Box<Ebpf>, Unavailabl
     let code = linked.as_ref().map_or(object(), |(buf, at)| &buf[*at..]);
     let mut loader = EbpfLoader::new();
     loader.btf(Some(&btf));
-    // The per-process walk's kept results (a task-storage map, kernel 5.11
-    // and later; this walk needs 5.12) are made with the object's other
-    // maps, which aya 0.14 has no type for: unused here.
+    // aya 0.14 has no type for a task-storage map (the per-process walk's
+    // kept_maps); it makes it with the object's other maps, and this walk
+    // never uses it (task storage is kernel 5.12's, as this walk is).
     loader.allow_unsupported_maps();
     for (name, bytes) in globals {
         loader.override_global(name, bytes.as_slice(), true);

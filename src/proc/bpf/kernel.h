@@ -39,7 +39,7 @@ struct files_struct {
 };
 
 /* The memory map's write sequence count (CONFIG_PER_VMA_LOCK, and a
- * seqcount_t from kernel 6.13: odd while a writer holds the map's lock,
+ * seqcount_t from kernel 6.14: odd while a writer holds the map's lock,
  * and bumped again when it lets go). An older kernel's int is not this
  * field: the walk then keeps no mapping results (holders.bpf.c). */
 struct mm_struct {

@@ -19,8 +19,12 @@ pub struct TaskRecord {
 pub enum Hold {
     /// Through this open fd.
     Fd(u32),
-    /// Through a mapping.
-    Mapping,
+    /// Through a mapping; `kept`: taken from the result the walk kept at
+    /// an earlier walk of the same map (unchanged since).
+    Mapping {
+        /// Kept, not walked now.
+        kept: bool,
+    },
 }
 
 /// One fd or mapping of a process on a target.
@@ -108,7 +112,7 @@ pub fn parse(b: &[u8; SIZE]) -> Option<Record> {
             }))
         }
         FD => hold(Hold::Fd(aux)),
-        VMA => hold(Hold::Mapping),
+        VMA => hold(Hold::Mapping { kept: aux == 1 }),
         UNREAD => Some(Record::Unread(Unread { pid, start_ns })),
         _ => None,
     }
@@ -178,7 +182,7 @@ mod tests {
         assert!(matches!(
             recs[2],
             Record::Hold(HoldRecord {
-                how: Hold::Mapping,
+                how: Hold::Mapping { kept: false },
                 target: 1,
                 ..
             })

@@ -63,15 +63,21 @@ pub fn give(loaded: &mut Loaded, nodes: &NodeSet) -> Result<(), Unavailable> {
         .iter()
         .enumerate()
         .map(|(i, n)| ([u64::from(kernel_dev(n.dev)), n.ino], index(i)));
-    let mut changed = fill(loaded, "by_ident", idents.collect())?;
+    let idents = as_in_map(idents.collect());
     let rdevs = nodes
         .nodes
         .iter()
         .enumerate()
         .filter_map(|(i, n)| Some((kernel_dev(n.rdev?), index(i))));
-    changed |= fill(loaded, "by_rdev", rdevs.collect())?;
+    let rdevs = as_in_map(rdevs.collect());
+    // The epoch first: a command stopped after it wrote other targets but
+    // before it bumped the epoch would leave the next one with these
+    // targets taking results kept for the last ones.
+    let changed = held(loaded, "by_ident")? != idents || held(loaded, "by_rdev")? != rdevs;
     if changed {
         bump_epoch(loaded)?;
+        replace(loaded, "by_ident", idents)?;
+        replace(loaded, "by_rdev", rdevs)?;
     }
     let map = loaded.map_mut(".bss")?;
     aya::maps::Array::<_, [u8; PREFILTER]>::try_from(map)
@@ -105,30 +111,40 @@ pub fn same_dev(nodes: &NodeSet) -> Result<(), Unavailable> {
     Ok(())
 }
 
-/// Puts `entries` in the hash map `name`, in place of what it held;
-/// whether that differed (nothing is written where it did not).
-fn fill<K: aya::Pod + Ord>(
-    loaded: &mut Loaded,
-    name: &'static str,
-    mut entries: Vec<(K, u32)>,
-) -> Result<bool, Unavailable> {
-    let map = loaded.map_mut(name)?;
-    let err = |e: aya::maps::MapError| failed(BpfStep::Map(name.into()), &e);
-    let mut map: HashMap<_, K, u32> = HashMap::try_from(map).map_err(err)?;
-    let mut held: Vec<(K, u32)> = map.iter().collect::<Result<_, _>>().map_err(err)?;
-    held.sort_unstable_by_key(|e| e.0);
-    // The last of one key wins, as in the map.
+/// `entries` as a hash map holds them: by key, the last of one key.
+fn as_in_map<K: Ord + Copy>(mut entries: Vec<(K, u32)>) -> Vec<(K, u32)> {
     entries.reverse();
     entries.sort_by_key(|e| e.0);
     entries.dedup_by(|a, b| a.0 == b.0);
-    if held == entries {
-        return Ok(false);
-    }
-    for (key, _) in &held {
-        map.remove(key).map_err(err)?;
+    entries
+}
+
+/// What the hash map `name` holds, by key.
+fn held<K: aya::Pod + Ord>(
+    loaded: &mut Loaded,
+    name: &'static str,
+) -> Result<Vec<(K, u32)>, Unavailable> {
+    let err = |e: aya::maps::MapError| failed(BpfStep::Map(name.into()), &e);
+    let map: HashMap<_, K, u32> = HashMap::try_from(loaded.map_mut(name)?).map_err(err)?;
+    let mut held: Vec<(K, u32)> = map.iter().collect::<Result<_, _>>().map_err(err)?;
+    held.sort_unstable_by_key(|e| e.0);
+    Ok(held)
+}
+
+/// Puts `entries` in the hash map `name`, in place of what it held.
+fn replace<K: aya::Pod + Ord>(
+    loaded: &mut Loaded,
+    name: &'static str,
+    entries: Vec<(K, u32)>,
+) -> Result<(), Unavailable> {
+    let err = |e: aya::maps::MapError| failed(BpfStep::Map(name.into()), &e);
+    let old = held(loaded, name)?;
+    let mut map: HashMap<_, K, u32> = HashMap::try_from(loaded.map_mut(name)?).map_err(err)?;
+    for (key, _) in old {
+        map.remove(&key).map_err(err)?;
     }
     for (key, target) in entries {
         map.insert(key, target, 0).map_err(err)?;
     }
-    Ok(true)
+    Ok(())
 }

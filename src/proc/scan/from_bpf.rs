@@ -95,6 +95,8 @@ struct Matched {
     drm: Vec<(usize, u32, u32)>,
     /// The walk could not read all of it: read it again through /proc.
     unread: bool,
+    /// Its mappings came from the result the walk kept at an earlier walk.
+    kept: bool,
 }
 
 /// What the walk matched at one PID, by the start time of the process
@@ -133,6 +135,7 @@ fn sort_records(records: Vec<Record>, nodes: &NodeSet) -> (Vec<TaskRecord>, BTre
             continue;
         }
         let m = at_start(held.entry(pid).or_default(), start_ns);
+        m.kept |= how == (Hold::Mapping { kept: true });
         let fd = matches!(how, Hold::Fd(_));
         task::note(&mut m.uses, target, fd, !fd);
         let drm_node = matches!(
@@ -274,6 +277,8 @@ pub fn from_records(
     let pids: Vec<u32> = held.keys().copied().collect();
     let reread = held.values().flatten().filter(|(_, m)| m.unread).count();
     result.reread = u32::try_from(reread).unwrap_or(u32::MAX);
+    let kept = held.values().flatten().filter(|(_, m)| m.kept).count();
+    result.kept = u32::try_from(kept).unwrap_or(u32::MAX);
     let held: Arc<BTreeMap<u32, AtPid>> = Arc::new(
         held.into_iter()
             .map(|(pid, at)| {

@@ -146,6 +146,9 @@ pub struct ScanResult {
     /// Processes the in-kernel walk could not read in full, read again
     /// through /proc.
     pub reread: u32,
+    /// Holders whose mappings the in-kernel walk took from the result it
+    /// kept at an earlier walk (their memory map unchanged since).
+    pub kept: u32,
 }
 
 /// Errors of the scan as a whole (per-process trouble is never one).
