@@ -148,3 +148,23 @@ fn replace<K: aya::Pod + Ord>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::as_in_map;
+
+    /// Two nodes of one device number (a container's copy of a node): the
+    /// map keeps the last one written, and so does the comparison that
+    /// decides whether the targets changed.
+    #[test]
+    fn as_in_map_keeps_the_last_target_of_a_key_sorted_by_key() {
+        let written = vec![(7u32, 0), (3, 1), (7, 2), (5, 3), (7, 4)];
+        assert_eq!(as_in_map(written), vec![(3, 1), (5, 3), (7, 4)]);
+        // Another order of the same nodes is another set of targets.
+        let reordered = vec![(7u32, 4), (3, 1), (5, 3), (7, 0)];
+        assert_ne!(
+            as_in_map(reordered),
+            as_in_map(vec![(7u32, 0), (3, 1), (5, 3), (7, 4)])
+        );
+    }
+}
