@@ -418,9 +418,10 @@ static __always_inline __u64 kept_word(struct task_struct *task_u, __u64 count, 
 
 /* Writes the targets `k` keeps, where it keeps a result under `word` of
  * the map `mm` of this program (`exec_id`) walked less than KEPT_FOR_NS
- * ago; 1 where it did. Each record says it was kept (aux 1). */
+ * before `now`; 1 where it did. Each record says it was kept (aux 1). */
 static __always_inline int write_kept(struct seq_file *seq, struct kept_maps *k, __u64 word,
-				      __u64 mm, __u64 exec_id, __u32 pid, __u64 start_ns)
+				      __u64 mm, __u64 exec_id, __u64 now, __u32 pid,
+				      __u64 start_ns)
 {
 	__u32 t[KEPT_TARGETS];
 	__u64 state = *(volatile __u64 *)&k->state;
@@ -428,7 +429,7 @@ static __always_inline int write_kept(struct seq_file *seq, struct kept_maps *k,
 
 	barrier();
 	if (state != word || (gen & 1) || k->mm != mm || k->exec_id != exec_id ||
-	    bpf_ktime_get_ns() - k->at > KEPT_FOR_NS)
+	    now - k->at > KEPT_FOR_NS)
 		return 0;
 	__u32 n = k->n;
 	for (int i = 0; i < KEPT_TARGETS; i++)
@@ -443,11 +444,12 @@ static __always_inline int write_kept(struct seq_file *seq, struct kept_maps *k,
 	return 1;
 }
 
-/* Takes `k` to write this walk's result in (`gen` made odd): NULL where
- * another walker writes it. Every path of the caller then reaches
- * give_kept: a token left would keep nothing for that process again. */
+/* Takes `k` to write the result of this walk (begun at `now`) in (`gen`
+ * made odd): NULL where another walker writes it. Every path of the caller
+ * then reaches give_kept: a token left would keep nothing for that process
+ * again. */
 static __always_inline struct kept_maps *take_kept(struct kept_maps *k, __u64 token, __u64 mm,
-						   __u64 exec_id)
+						   __u64 exec_id, __u64 now)
 {
 	__u64 was = *(volatile __u64 *)&k->state;
 
@@ -458,7 +460,7 @@ static __always_inline struct kept_maps *take_kept(struct kept_maps *k, __u64 to
 	k->n = 0;
 	k->mm = mm;
 	k->exec_id = exec_id;
-	k->at = bpf_ktime_get_ns();
+	k->at = now;
 	return k;
 }
 
@@ -505,10 +507,10 @@ static __always_inline void walk_maps(struct bpf_iter_meta *meta, struct task_st
 
 	if (word)
 		k = bpf_task_storage_get(&kept_maps, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (k && write_kept(seq, k, word, (__u64)mm, exec_id, pid, start_ns))
+	if (k && write_kept(seq, k, word, (__u64)mm, exec_id, shown_at, pid, start_ns))
 		return;
 	if (k)
-		k = take_kept(k, token, (__u64)mm, exec_id);
+		k = take_kept(k, token, (__u64)mm, exec_id, shown_at);
 	int err = bpf_iter_task_vma_new(&it, task, 0);
 
 	if (report_unread)

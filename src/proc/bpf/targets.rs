@@ -73,11 +73,11 @@ pub fn give(loaded: &mut Loaded, nodes: &NodeSet) -> Result<(), Unavailable> {
     // The epoch first: a command stopped after it wrote other targets but
     // before it bumped the epoch would leave the next one with these
     // targets taking results kept for the last ones.
-    let changed = held(loaded, "by_ident")? != idents || held(loaded, "by_rdev")? != rdevs;
-    if changed {
+    let (held_idents, held_rdevs) = (held(loaded, "by_ident")?, held(loaded, "by_rdev")?);
+    if held_idents != idents || held_rdevs != rdevs {
         bump_epoch(loaded)?;
-        replace(loaded, "by_ident", idents)?;
-        replace(loaded, "by_rdev", rdevs)?;
+        replace(loaded, "by_ident", &held_idents, idents)?;
+        replace(loaded, "by_rdev", &held_rdevs, rdevs)?;
     }
     let map = loaded.map_mut(".bss")?;
     aya::maps::Array::<_, [u8; PREFILTER]>::try_from(map)
@@ -131,17 +131,17 @@ fn held<K: aya::Pod + Ord>(
     Ok(held)
 }
 
-/// Puts `entries` in the hash map `name`, in place of what it held.
+/// Puts `entries` in the hash map `name`, in place of `old`, what it held.
 fn replace<K: aya::Pod + Ord>(
     loaded: &mut Loaded,
     name: &'static str,
+    old: &[(K, u32)],
     entries: Vec<(K, u32)>,
 ) -> Result<(), Unavailable> {
     let err = |e: aya::maps::MapError| failed(BpfStep::Map(name.into()), &e);
-    let old = held(loaded, name)?;
     let mut map: HashMap<_, K, u32> = HashMap::try_from(loaded.map_mut(name)?).map_err(err)?;
     for (key, _) in old {
-        map.remove(&key).map_err(err)?;
+        map.remove(key).map_err(err)?;
     }
     for (key, target) in entries {
         map.insert(key, target, 0).map_err(err)?;
