@@ -588,7 +588,7 @@ fn leader_exits_after(setup: &str) -> Crowd {
 }
 
 /// `pid` holding each node of `held` (name, ways).
-fn only(pid: u32, held: &[(&str, &[&str])]) -> Holders {
+pub fn only(pid: u32, held: &[(&str, &[&str])]) -> Holders {
     let ways = held
         .iter()
         .map(|(n, how)| (n.to_string(), how.iter().map(|h| h.to_string()).collect()))
@@ -697,10 +697,7 @@ fn a_mapping_whose_protection_changes_during_the_walk_is_still_found() {
     m.tell("map");
     m.tell("churn");
     let pid = m.child.id();
-    let want = Holders::from([(
-        pid,
-        BTreeMap::from([("nvidia0".to_string(), vec!["mmap".to_string()])]),
-    )]);
+    let want = only(pid, &[("nvidia0", &["mmap"])]);
     for walk in 0..30 {
         let doc = Gpufree::new(["status", "--json", "--scan", "bpf"])
             .dev(&d.dev)

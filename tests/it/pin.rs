@@ -7,7 +7,7 @@
 //! its own and still finds every holder); long-running commands load
 //! their own. Each test mounts a BPF file system of its own.
 
-use crate::bpf::{holders, per_process_walk_runs, Holders};
+use crate::bpf::{holders, only, per_process_walk_runs, Holders};
 use crate::harness::*;
 use crate::mapper::Mapper;
 use gpufree::demo::holder::HoldSpec;
@@ -21,8 +21,13 @@ use std::process::Command;
 struct BpfFs(PathBuf);
 
 impl BpfFs {
-    /// Mounted under `d`'s directory; None (said) where it cannot be.
+    /// Mounted under `d`'s directory, for a per-process walk; None (said)
+    /// where that walk cannot run here or the file system cannot be
+    /// mounted.
     fn mount(d: &TestDir) -> Option<BpfFs> {
+        if !per_process_walk_runs(d) {
+            return None;
+        }
         let at = d.tmp.path().join("bpffs");
         std::fs::create_dir(&at).unwrap();
         let mounted = Command::new("mount")
@@ -108,9 +113,6 @@ fn want(h: &[gpufree::demo::holder::Spawned; 2], node: &str) -> Holders {
 #[test]
 fn one_shot_commands_take_the_pinned_walk_in_turn_each_with_its_own_targets() {
     let a = TestDir::new(1);
-    if !per_process_walk_runs(&a) {
-        return;
-    }
     let Some(fs) = BpfFs::mount(&a) else { return };
     let pins = fs.pins();
     // Another version's pins (here an empty set) go when prepare pins.
@@ -176,9 +178,6 @@ fn one_shot_commands_take_the_pinned_walk_in_turn_each_with_its_own_targets() {
 #[test]
 fn a_pin_in_use_others_may_write_or_reached_through_a_link_is_not_taken() {
     let d = TestDir::new(1);
-    if !per_process_walk_runs(&d) {
-        return;
-    }
     let Some(fs) = BpfFs::mount(&d) else { return };
     let pins = fs.pins();
     let dir = PathBuf::from(prepare(&pins)["pinned"].as_str().unwrap());
@@ -226,9 +225,6 @@ fn a_pin_under_a_directory_a_user_owns_is_neither_made_nor_taken() {
     // attack38 finding 4: a user who owns a directory on the way could
     // rename the pins away.
     let d = TestDir::new(1);
-    if !per_process_walk_runs(&d) {
-        return;
-    }
     let Some(fs) = BpfFs::mount(&d) else { return };
     let theirs = fs.0.join("u");
     std::fs::create_dir(&theirs).unwrap();
@@ -278,18 +274,12 @@ fn a_pinned_walk_keeps_a_mapping_result_only_while_the_memory_map_is_unchanged()
     // (holders.bpf.c: kept_maps): every change of the map or of the
     // targets between commands must be seen.
     let d = TestDir::new(1);
-    if !per_process_walk_runs(&d) {
-        return;
-    }
     let Some(fs) = BpfFs::mount(&d) else { return };
     let pins = fs.pins();
     prepare(&pins);
     let mut m = Mapper::start(&d.node("nvidia0"));
     let pid = m.child.id();
-    let mapped = Holders::from([(
-        pid,
-        BTreeMap::from([("nvidia0".to_string(), vec!["mmap".to_string()])]),
-    )]);
+    let mapped = only(pid, &[("nvidia0", &["mmap"])]);
     // What the walk found of the process, and whether it took a kept
     // result for it (`scan_kept`).
     let seen = |step: &str| {
