@@ -682,6 +682,49 @@ fn a_process_with_hundreds_of_fds_and_mappings_of_a_node_is_found() {
     every_walk_finds(&d, &pids, &only(pids[0], &[("nvidia0", &["fd", "mmap"])]));
 }
 
+/// The fds at which a child of `a_node_held_at_any_fd_is_found` holds the
+/// node: either side of the walk's groups of 16 fds and words of 64, and
+/// in tables the kernel grew past its first 64 and 1,024 slots.
+const HELD_AT: [u32; 17] = [
+    3, 15, 16, 17, 31, 32, 48, 63, 64, 65, 79, 127, 128, 200, 1000, 1024, 4095,
+];
+
+/// Children that each hold the node at one fd of HELD_AT alone, behind
+/// every other fd below it open on /dev/null (groups half open, others
+/// whole): every walk finds each by fd, and nothing more. The kernel walk
+/// reads a group's slots, files and inodes at once (holders.bpf.c:
+/// fd_gather); a group or word read at the wrong place would miss one.
+#[test]
+fn a_node_held_at_any_fd_is_found() {
+    let d = TestDir::new(1);
+    let node = d.node("nvidia0");
+    let script = format!(
+        "import ctypes,os,resource,time\nlibc=ctypes.CDLL(None)\nresource.setrlimit(resource.RLIMIT_NOFILE,(8192,8192))\nr,w=os.pipe()\nfor p in {HELD_AT:?}:\n    if os.fork()==0:\n        libc.prctl(1,9,0,0,0)\n        os.dup2(w,8000)\n        os.close(r)\n        os.close(w)\n        null=os.open('/dev/null',os.O_RDONLY)\n        for fd in range(4,p,2):\n            os.dup2(null,fd)\n        n=os.open({node:?},os.O_RDONLY)\n        if n!=p:\n            os.dup2(n,p)\n            os.close(n)\n        os.write(8000,b'x')\n        time.sleep(120)\n        os._exit(0)\nos.close(w)\nset=0\nwhile set<{}:\n    b=os.read(r,100)\n    if not b:\n        break\n    set+=len(b)\nprint('ready',flush=True)\ntime.sleep(120)",
+        HELD_AT.len()
+    );
+    let crowd = Crowd::python(&script);
+    let kids: Vec<u32> = crowd.pids().into_iter().skip(1).collect();
+    // Where each child holds the node, from /proc: one fd each, HELD_AT.
+    let mut at: Vec<u32> = Vec::new();
+    for kid in &kids {
+        let fds: Vec<u32> = std::fs::read_dir(format!("/proc/{kid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == node))
+            .map(|e| e.file_name().to_string_lossy().parse().unwrap())
+            .collect();
+        assert_eq!(fds.len(), 1, "child {kid} holds the node at {fds:?}");
+        at.extend(fds);
+    }
+    at.sort_unstable();
+    assert_eq!(at, HELD_AT);
+    let want: Holders = kids
+        .iter()
+        .flat_map(|&kid| only(kid, &[("nvidia0", &["fd"])]))
+        .collect();
+    every_walk_finds(&d, &kids, &want);
+}
+
 #[test]
 fn a_mapping_whose_protection_changes_during_the_walk_is_still_found() {
     // attack41 finding 2: this kernel's mapping iterator steps over a
