@@ -19,7 +19,7 @@
 //! the boundary is only claimed ([`Claim`]): never the owner.
 
 use crate::model::{Claim, Owner, OwnerKind};
-use regex::Regex;
+use regex_lite::Regex;
 use std::sync::LazyLock;
 
 /// Picks the cgroup path that best shows the owner: the v2 line `0::`, else
@@ -116,7 +116,7 @@ static PATTERNS: LazyLock<Patterns> = LazyLock::new(|| {
     }
 });
 
-fn first_group(caps: &regex::Captures<'_>) -> String {
+fn first_group(caps: &regex_lite::Captures<'_>) -> String {
     caps.iter()
         .skip(1)
         .flatten()
