@@ -320,3 +320,75 @@ fn a_pinned_walk_keeps_a_mapping_result_only_while_the_memory_map_is_unchanged()
         assert_eq!(seen(gone).0, mapped, "{gone} gone, again");
     }
 }
+
+/// A process that maps each of `nodes` (each fd closed at once), killed
+/// on drop.
+struct MapsAll(std::process::Child);
+
+impl MapsAll {
+    fn start(nodes: &[PathBuf]) -> MapsAll {
+        let script = "import ctypes,os,sys,time\nlibc=ctypes.CDLL(None)\nlibc.mmap.restype=ctypes.c_void_p\nlibc.mmap.argtypes=[ctypes.c_void_p,ctypes.c_size_t,ctypes.c_int,ctypes.c_int,ctypes.c_int,ctypes.c_long]\nfor n in sys.argv[1:]:\n    fd=os.open(n,os.O_RDONLY)\n    at=libc.mmap(None,4096,1,1,fd,0)\n    os.close(fd)\n    assert at not in (None,ctypes.c_void_p(-1).value),'mmap failed'\nprint('ready',flush=True)\ntime.sleep(120)";
+        let mut child = Command::new("python3")
+            .args(["-c", script])
+            .args(nodes)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert_eq!(first_line(&mut child).trim(), "ready");
+        MapsAll(child)
+    }
+}
+
+impl Drop for MapsAll {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_pinned_walk_keeps_no_result_of_more_targets_than_it_holds() {
+    // A kept mapping result holds 6 targets (holders.bpf.c: KEPT_TARGETS):
+    // a process that maps 6 is kept, one that maps 8 is walked anew by
+    // every command, and each is found whole every time.
+    let d = TestDir::new(8);
+    let Some(fs) = BpfFs::mount(&d) else { return };
+    let pins = fs.pins();
+    prepare(&pins);
+    let names = |n: usize| (0..n).map(|i| format!("nvidia{i}")).collect::<Vec<_>>();
+    let (six, eight) = (names(6), names(8));
+    let maps =
+        |nodes: &[String]| MapsAll::start(&nodes.iter().map(|n| d.node(n)).collect::<Vec<_>>());
+    let (p6, p8) = (maps(&six), maps(&eight));
+    let mapped = |pid: u32, nodes: &[String]| -> Holders {
+        let ways = nodes
+            .iter()
+            .map(|n| (n.clone(), vec!["mmap".to_string()]))
+            .collect();
+        BTreeMap::from([(pid, ways)])
+    };
+    let mut want = mapped(p6.0.id(), &six);
+    want.extend(mapped(p8.0.id(), &eight));
+    for round in 0..3 {
+        let doc = status(&d.dev, &pins);
+        assert_eq!(
+            how(&doc),
+            &json!({ "per_process": "pinned" }),
+            "round {round}"
+        );
+        assert_eq!(
+            holders(&doc, &[p6.0.id(), p8.0.id()]),
+            want,
+            "round {round}"
+        );
+        let kept = doc["visibility"]["scan_kept"].as_u64().unwrap();
+        match round {
+            0 => assert_eq!(kept, 0, "nothing kept before the first walk"),
+            _ if kept == 0 => skip_off_ci(
+                "a kernel whose memory maps have a write count (6.14+, CONFIG_PER_VMA_LOCK), on x86-64",
+                &format!("no kept result taken (scan_kept {kept})"),
+            ),
+            _ => assert_eq!(kept, 1, "round {round}: only the process of 6 targets kept"),
+        }
+    }
+}
