@@ -1,6 +1,6 @@
 //! Test hooks: moments where a test harness steers gpufree through its
 //! environment — a pause point where gpufree stops itself (SIGSTOP) so that
-//! the harness can change the world exactly there, four hooks of the
+//! the harness can change the world exactly there, five hooks of the
 //! in-kernel walk, one of `--scan auto` and one of device-node discovery.
 //! They change nothing gpufree decides from what it reads: each stands in
 //! for a moment or a machine the tests cannot make on demand.
@@ -21,7 +21,9 @@
 //! target has been pinned or stopped yet) and [`while_held`] (`held`: the
 //! first round's targets are frozen or stopped, not yet checked or
 //! signalled). The in-kernel walk's hooks: [`break_verifier`],
-//! [`iterator_walk`], [`report_unread`], [`slow_walk`]; `--scan auto`'s:
+//! [`iterator_walk`], [`report_unread`], [`slow_walk`], and
+//! [`walk_reread`], which only tells the test what the walk read again;
+//! `--scan auto`'s:
 //! [`open_files`]; device-node discovery's: [`gpu_majors`]; `--from`'s:
 //! [`snapshot_copy`]. docs/SPEC.md names each variable.
 

@@ -32,6 +32,10 @@ pub fn report_unread() -> bool {
     false
 }
 
+/// No log of the processes a walk read again.
+#[inline(always)]
+pub fn walk_reread(_pids: &[u32]) {}
+
 /// `--scan auto` counts the kernel's open files.
 #[inline(always)]
 pub fn open_files() -> Option<u64> {

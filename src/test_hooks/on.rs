@@ -96,6 +96,27 @@ pub fn report_unread() -> bool {
     is_one(REPORT_UNREAD_ENV)
 }
 
+/// The variable that names a file where each in-kernel walk appends the
+/// PIDs of the processes it had read again through /proc, a line each: a
+/// test tells a holder the kernel's walk found from one the /proc walk
+/// found for it.
+pub const REREAD_LOG_ENV: &str = "GPUFREE_TEST_BPF_REREAD_LOG";
+
+/// Appends `pids`, read again through /proc, to [`REREAD_LOG_ENV`]'s file
+/// (tests only; a failed write leaves the test without its log).
+pub fn walk_reread(pids: &[u32]) {
+    use std::io::Write;
+    let Some(path) = var(REREAD_LOG_ENV).filter(|v| !v.is_empty()) else {
+        return;
+    };
+    let lines: String = pids.iter().map(|p| format!("{p}\n")).collect();
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(lines.as_bytes()));
+}
+
 /// The variable that gives `--scan auto` this count of the host's open
 /// files instead of the kernel's (`fs/file-nr`): its thresholds are tested
 /// without opening that many files on the machine.

@@ -682,29 +682,100 @@ fn a_process_with_hundreds_of_fds_and_mappings_of_a_node_is_found() {
     every_walk_finds(&d, &pids, &only(pids[0], &[("nvidia0", &["fd", "mmap"])]));
 }
 
-/// The fds at which a child of `a_node_held_at_any_fd_is_found` holds the
-/// node: either side of the walk's groups of 16 fds and words of 64, and
-/// in tables the kernel grew past its first 64 and 1,024 slots.
-const HELD_AT: [u32; 17] = [
-    3, 15, 16, 17, 31, 32, 48, 63, 64, 65, 79, 127, 128, 200, 1000, 1024, 4095,
+/// Where a child of `a_node_held_at_any_fd_is_found` holds the node: (the
+/// fd, the step of the fds below it it keeps open on /dev/null from fd 3).
+/// Either side of the walk's groups of 16 fds and words of 64, in the
+/// table a process starts with (64 slots) and in tables the kernel grew to
+/// fit the fd (to 1,024, 2,048 and 8,192 slots); every other fd open
+/// below, or all of them (whole groups and words).
+const HELD_AT: [(u32, u32); 19] = [
+    (3, 2),
+    (15, 2),
+    (16, 2),
+    (17, 2),
+    (31, 2),
+    (32, 2),
+    (40, 1),
+    (48, 2),
+    (63, 2),
+    (63, 1),
+    (64, 2),
+    (65, 2),
+    (79, 2),
+    (127, 2),
+    (128, 1),
+    (200, 2),
+    (1000, 2),
+    (1024, 2),
+    (4095, 2),
 ];
 
-/// Children that each hold the node at one fd of HELD_AT alone, behind
-/// every other fd below it open on /dev/null (groups half open, others
-/// whole): every walk finds each by fd, and nothing more. The kernel walk
-/// reads a group's slots, files and inodes at once (holders.bpf.c:
-/// fd_gather); a group or word read at the wrong place would miss one.
+/// The children of `a_node_held_at_any_fd_is_found`: each holds NODE at
+/// one fd of HELD_AT alone; the parent prints "ready" once each does (its
+/// /proc/PID/fd says so), or "not ready" after 30 s.
+const HELD_AT_ANY_FD: &str = r#"
+import ast, ctypes, os, resource, sys, time
+PR_SET_PDEATHSIG, SIGKILL = 1, 9
+node, held_at = sys.argv[1], ast.literal_eval(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
+libc = ctypes.CDLL(None)
+def fds_on_node(pid):
+    d = "/proc/%d/fd" % pid
+    out = []
+    for f in os.listdir(d):
+        try:
+            if os.readlink(d + "/" + f) == node:
+                out.append(int(f))
+        except OSError:
+            pass
+    return out
+kids = {}
+for at, step in held_at:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+            null = os.open("/dev/null", os.O_RDONLY)
+            for fd in range(3, at, step):
+                os.dup2(null, fd)
+            if null >= at or (null - 3) % step:
+                os.close(null)
+            n = os.open(node, os.O_RDONLY)
+            if n != at:
+                os.dup2(n, at)
+                os.close(n)
+            time.sleep(120)
+        finally:
+            os._exit(0)
+    kids[pid] = at
+deadline = time.time() + 30
+while any(fds_on_node(k) != [at] for k, at in kids.items()) and time.time() < deadline:
+    time.sleep(0.01)
+print("ready" if time.time() < deadline else "not ready", flush=True)
+time.sleep(120)
+"#;
+
+/// Children that each hold the node at one fd of HELD_AT alone, among
+/// other fds open on /dev/null: every walk finds each by fd, and nothing
+/// more, and the per-process walk finds each itself, reading none again
+/// through /proc. It reads a group's 16 slots, files and inodes at once
+/// (holders.bpf.c: fd_gather): a group or word read at the wrong place
+/// misses a holder, and one read as unread would be found through /proc.
 #[test]
 fn a_node_held_at_any_fd_is_found() {
     let d = TestDir::new(1);
     let node = d.node("nvidia0");
-    let script = format!(
-        "import ctypes,os,resource,time\nlibc=ctypes.CDLL(None)\nresource.setrlimit(resource.RLIMIT_NOFILE,(8192,8192))\nr,w=os.pipe()\nfor p in {HELD_AT:?}:\n    if os.fork()==0:\n        libc.prctl(1,9,0,0,0)\n        os.dup2(w,8000)\n        os.close(r)\n        os.close(w)\n        null=os.open('/dev/null',os.O_RDONLY)\n        for fd in range(4,p,2):\n            os.dup2(null,fd)\n        n=os.open({node:?},os.O_RDONLY)\n        if n!=p:\n            os.dup2(n,p)\n            os.close(n)\n        os.write(8000,b'x')\n        time.sleep(120)\n        os._exit(0)\nos.close(w)\nset=0\nwhile set<{}:\n    b=os.read(r,100)\n    if not b:\n        break\n    set+=len(b)\nprint('ready',flush=True)\ntime.sleep(120)",
-        HELD_AT.len()
-    );
-    let crowd = Crowd::python(&script);
+    let mut child = Command::new("python3")
+        .args(["-c", HELD_AT_ANY_FD, node.to_str().unwrap()])
+        .arg(format!("{HELD_AT:?}"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = first_line(&mut child);
+    let crowd = Crowd(child);
+    assert_eq!(ready.trim(), "ready");
     let kids: Vec<u32> = crowd.pids().into_iter().skip(1).collect();
-    // Where each child holds the node, from /proc: one fd each, HELD_AT.
+    // Where each child holds the node, from /proc: one fd each.
     let mut at: Vec<u32> = Vec::new();
     for kid in &kids {
         let fds: Vec<u32> = std::fs::read_dir(format!("/proc/{kid}/fd"))
@@ -717,12 +788,52 @@ fn a_node_held_at_any_fd_is_found() {
         at.extend(fds);
     }
     at.sort_unstable();
-    assert_eq!(at, HELD_AT);
+    let mut want_at: Vec<u32> = HELD_AT.iter().map(|&(fd, _)| fd).collect();
+    want_at.sort_unstable();
+    assert_eq!(at, want_at);
     let want: Holders = kids
         .iter()
         .flat_map(|&kid| only(kid, &[("nvidia0", &["fd"])]))
         .collect();
     every_walk_finds(&d, &kids, &want);
+    if !per_process_walk_runs(&d) {
+        return;
+    }
+    // Which children the per-process walk read again through /proc: none
+    // of its own accord, every one where told to report each unread (the
+    // log's own check).
+    for (env, all) in [
+        (None, false),
+        (Some("GPUFREE_TEST_BPF_REPORT_UNREAD"), true),
+    ] {
+        let log = d.tmp.path().join(format!("reread-{all}"));
+        let mut run = Gpufree::new(["status", "--json", "--scan", "bpf"])
+            .dev(&d.dev)
+            .no_nvml()
+            .env("GPUFREE_TEST_BPF_REREAD_LOG", log.to_str().unwrap());
+        if let Some(env) = env {
+            run = run.env(env, "1");
+        }
+        let doc = run.doc();
+        let how = &doc["visibility"]["scan_cause"]["walked"]["how"];
+        assert!(how.get("per_process").is_some(), "{env:?}: {how}");
+        assert_eq!(&holders(&doc, &kids), &want, "{env:?}");
+        let reread: Vec<u32> = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        let kids_reread: Vec<u32> = kids
+            .iter()
+            .copied()
+            .filter(|k| reread.contains(k))
+            .collect();
+        let want_reread = if all { kids.clone() } else { Vec::new() };
+        assert_eq!(
+            kids_reread, want_reread,
+            "{env:?}: children read again through /proc"
+        );
+    }
 }
 
 #[test]

@@ -39,7 +39,7 @@ char LICENSE[] SEC("license") = "GPL"; /* bpf_seq_write is GPL-only */
  * verifier takes it as unknown, so one verified program serves any set of
  * targets, and `gpufree prepare` can keep one loaded for later commands).
  * A cheap test that spares most files the map lookups: a bit per target's
- * inode (inode number % 64), per target's superblock (dev_bit), and per
+ * inode (inode number % 64), per target's superblock (dev_slot), and per
  * major of the target device numbers. A bit set by another target only
  * costs a lookup: the maps decide. */
 struct prefilter {
@@ -48,7 +48,7 @@ struct prefilter {
 	__u64 major_bits[64]; /* bit m % 64 of word m / 64: major m (12 bits) */
 };
 volatile struct prefilter prefilter = {};
-_Static_assert(sizeof(struct prefilter) == 528, "src/proc/bpf/mod.rs writes 528 bytes (PREFILTER)");
+_Static_assert(sizeof(struct prefilter) == 528, "src/proc/bpf/targets.rs writes 528 bytes (PREFILTER)");
 /* Test-only: makes the holder programs fail the verifier (the loader's
  * fallback is tested with a real refusal). */
 const volatile __u32 break_verifier = 0;
@@ -206,10 +206,11 @@ static __always_inline int claim(__u64 walk, __u32 tid, __u32 part, __u32 walker
 	return 1;
 }
 
-/* A superblock's bit in `prefilter.dev_bits` (mod.rs: dev_bit). */
-static __always_inline __u64 dev_bit(__u32 dev)
+/* Which bit of `prefilter.dev_bits` is a superblock's (targets.rs:
+ * dev_bit). */
+static __always_inline __u32 dev_slot(__u32 dev)
 {
-	return 1ULL << ((dev ^ (dev >> 20) ^ (dev >> 8)) & 63);
+	return (dev ^ (dev >> 20) ^ (dev >> 8)) & 63;
 }
 
 /* The target this inode is, or -1. Every field is read before the first
@@ -224,7 +225,7 @@ static __always_inline int match(struct inode *inode)
 	__u32 major = (rdev >> 20) & 4095;
 	__u32 *idx;
 
-	if ((prefilter.ino_bits & (1ULL << (ino & 63))) && (prefilter.dev_bits & dev_bit(dev))) {
+	if ((prefilter.ino_bits & (1ULL << (ino & 63))) && (prefilter.dev_bits & (1ULL << dev_slot(dev)))) {
 		struct ident key = { .dev = dev, .ino = ino };
 		idx = bpf_map_lookup_elem(&by_ident, &key);
 		if (idx)
@@ -352,10 +353,11 @@ static int fd_step(__u32 bit, struct fd_walk *w)
 	return 0;
 }
 
-/* 1 where `inode` (untrusted; NULL reads as nothing) may be a target: the
- * prefilter of match, without a branch (the BPF instruction set has no
- * conditional move: each comparison would be one). A device's mode has
- * bit 13 set and bit 15 clear (S_IFCHR, S_IFBLK; no other file type). */
+/* 1 where `inode` (untrusted: a NULL one reads as zeros, and fd_step drops
+ * it) may be a target: the prefilter of match, without a branch (the BPF
+ * instruction set has no conditional move: each comparison would be one).
+ * A device's mode has bit 13 set and bit 15 clear (S_IFCHR, S_IFBLK; no
+ * other file type). */
 static __always_inline __u64 may_match(struct inode *inode)
 {
 	__u32 dev = inode->i_sb->s_dev;
@@ -363,7 +365,7 @@ static __always_inline __u64 may_match(struct inode *inode)
 	__u32 mode = inode->i_mode;
 	__u32 major = (inode->i_rdev >> 20) & 4095;
 	__u64 by_ino = (prefilter.ino_bits >> (ino & 63)) &
-		       (prefilter.dev_bits >> ((dev ^ (dev >> 20) ^ (dev >> 8)) & 63));
+		       (prefilter.dev_bits >> dev_slot(dev));
 	__u64 by_rdev = (prefilter.major_bits[major >> 6] >> (major & 63)) & (mode >> 13) &
 			~(mode >> 15);
 	return (by_ino | by_rdev) & 1;
@@ -382,10 +384,13 @@ static __always_inline __u64 may_match(struct inode *inode)
  * slot's file and then each file's inode, each level in a row without a
  * branch, so that the CPU fetches the group's files (and then their
  * inodes) from memory at once instead of one after the other: two cache
- * misses an fd were 90 % of the fd walk's time. A global function: the
- * verifier checks it once, not on each of its passes over the loops it is
- * called from (as a static function, a group of 16 made each load of the
- * walk 4 ms slower). */
+ * misses an fd were 90 % of the fd walk's time. A slot whose fd is not
+ * open (a slot filled after the bitmap's word was read) is read as empty,
+ * as fd_step would skip it. A global function: the verifier checks it
+ * once, not on each of its passes over the loops it is called from (as a
+ * static function, a group of 16 made each load of the walk 4 ms slower).
+ * Its frame (160 bytes, the group's slots) is the deepest of the walk's
+ * chain of calls, 480 of the kernel's 512 bytes (scripts/bpf-stack.py). */
 __attribute__((noinline)) __u64 fd_gather(__u64 slots, __u64 open)
 {
 	__u64 slot[FD_GROUP]; /* then each slot's inode */
@@ -426,9 +431,9 @@ static int fd_group(__u32 j, struct fd_walk *w)
 /* One word of the open-fd bitmap (bpf_loop's outer step): 64 fds, walked
  * only when one is open (a step per slot made a table of a million closed
  * fds cost each walk a million steps), in groups; then the fds the
- * prefilter passed, each on its own. The two are steps of this one, not
- * the second of the first: the kernel's stack for a program's calls is
- * 512 bytes. */
+ * prefilter passed, each on its own. fd_step runs from this step, not
+ * from fd_group's, so that no chain of calls holds both frames (the
+ * kernel's stack for a program's calls is 512 bytes). */
 static int fd_word(__u32 i, struct fd_walk *w)
 {
 	w->base = i * 64;
@@ -441,16 +446,17 @@ static int fd_word(__u32 i, struct fd_walk *w)
 		w->unread = 1;
 	if (!w->unread && w->passed && bpf_loop(64, fd_step, w, 0) < 0)
 		w->unread = 1;
-	return w->unread;
+	/* 0 or 1 as the verifier sees it, whatever it knows of the field. */
+	return w->unread ? 1 : 0;
 }
 
 /* Walks the fd table `files` of the thread group leader `leader`
  * (untrusted) for its process `pid`: every fd on a target. 1 where the
  * process is unread: a table that reads as empty or odd, or that the
  * leader changed during the walk (an exiting task's table is freed at
- * once, not after the walk). The caller writes that record: the walk's
- * frame, below fd_gather's on the kernel's 512-byte stack for a program's
- * calls, then holds one record less. */
+ * once, not after the walk). The caller writes that record after the
+ * walk, so that its 48 bytes share the walk state's stack slots: the
+ * program's frame is below fd_gather's on the kernel's 512-byte stack. */
 static __always_inline int walk_fds(struct seq_file *seq, struct task_struct *leader,
 				    struct files_struct *files, __u32 pid)
 {

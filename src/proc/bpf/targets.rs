@@ -19,7 +19,7 @@ fn kernel_dev(dev: u64) -> u32 {
     (rustix::fs::major(dev) << 20) | (rustix::fs::minor(dev) & 0xf_ffff)
 }
 
-/// A superblock's bit in the prefilter (holders.bpf.c: `dev_bit`).
+/// A superblock's bit in the prefilter (holders.bpf.c: `dev_slot`).
 fn dev_bit(dev: u32) -> u64 {
     1 << ((dev ^ (dev >> 20) ^ (dev >> 8)) & 63)
 }
