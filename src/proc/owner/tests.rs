@@ -289,6 +289,27 @@ fn odd_components_are_not_boundaries() {
     assert_eq!(o.kind, OwnerKind::SystemdUnit);
 }
 
+/// A uid or job number is ASCII digits, as systemd and Slurm write them: one
+/// in other digits (Arabic-Indic, fullwidth, Devanagari) names no job or
+/// user, and the component is read as any other name.
+#[test]
+fn numbers_in_other_digits_name_no_job_or_user() {
+    let o = of("0::/system.slice/slurmstepd.scope/job_\u{661}\u{662}\u{663}/step_0\n");
+    assert_eq!(
+        (o.kind, o.id.as_str()),
+        (OwnerKind::SystemdUnit, "slurmstepd.scope")
+    );
+    let o = of("4:memory:/slurm/uid_\u{967}\u{966}\u{966}\u{966}/job_78/step_0\n");
+    assert_eq!(o.kind, OwnerKind::None);
+    let o = of("0::/user.slice/user-\u{ff11}\u{ff10}\u{ff10}\u{ff10}.slice/session-3.scope\n");
+    assert_eq!(
+        (o.kind, o.id.as_str()),
+        (OwnerKind::SystemdUnit, "session-3.scope")
+    );
+    let o = of("0::/user.slice/user-1000.slice/user@\u{ff11}\u{ff10}.service/x\n");
+    assert_eq!(o.kind, OwnerKind::SystemdUnit);
+}
+
 #[test]
 fn hybrid_prefers_v2_then_name_systemd() {
     let cg = "12:memory:/docker/abc\n1:name=systemd:/system.slice/a.service\n0::/system.slice/b.service\n";
