@@ -512,7 +512,7 @@ fn auto_keeps_procfs_for_a_one_shot_look_at_a_small_host() {
 /// A process and `n` children of it that hold `node` by an fd and a
 /// mapping inherited from it, and sleep (each killed by the kernel when
 /// the parent is; the parent is killed on drop).
-struct Crowd(std::process::Child);
+pub struct Crowd(pub std::process::Child);
 
 impl Crowd {
     fn new(n: usize, node: &Path) -> Crowd {
@@ -524,7 +524,7 @@ impl Crowd {
     }
 
     /// A Python `script` that prints "ready" once set, killed on drop.
-    fn python(script: &str) -> Crowd {
+    pub fn python(script: &str) -> Crowd {
         let mut child = Command::new("python3")
             .args(["-c", script])
             .stdout(std::process::Stdio::piped())

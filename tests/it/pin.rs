@@ -7,7 +7,7 @@
 //! its own and still finds every holder); long-running commands load
 //! their own. Each test mounts a BPF file system of its own.
 
-use crate::bpf::{holders, only, per_process_walk_runs, Holders};
+use crate::bpf::{holders, only, per_process_walk_runs, Crowd, Holders};
 use crate::harness::*;
 use crate::mapper::Mapper;
 use gpufree::demo::holder::HoldSpec;
@@ -323,27 +323,10 @@ fn a_pinned_walk_keeps_a_mapping_result_only_while_the_memory_map_is_unchanged()
 
 /// A process that maps each of `nodes` (each fd closed at once), killed
 /// on drop.
-struct MapsAll(std::process::Child);
-
-impl MapsAll {
-    fn start(nodes: &[PathBuf]) -> MapsAll {
-        let script = "import ctypes,os,sys,time\nlibc=ctypes.CDLL(None)\nlibc.mmap.restype=ctypes.c_void_p\nlibc.mmap.argtypes=[ctypes.c_void_p,ctypes.c_size_t,ctypes.c_int,ctypes.c_int,ctypes.c_int,ctypes.c_long]\nfor n in sys.argv[1:]:\n    fd=os.open(n,os.O_RDONLY)\n    at=libc.mmap(None,4096,1,1,fd,0)\n    os.close(fd)\n    assert at not in (None,ctypes.c_void_p(-1).value),'mmap failed'\nprint('ready',flush=True)\ntime.sleep(120)";
-        let mut child = Command::new("python3")
-            .args(["-c", script])
-            .args(nodes)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        assert_eq!(first_line(&mut child).trim(), "ready");
-        MapsAll(child)
-    }
-}
-
-impl Drop for MapsAll {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+fn maps_all(nodes: &[PathBuf]) -> Crowd {
+    Crowd::python(&format!(
+        "import ctypes,os,time\nlibc=ctypes.CDLL(None)\nlibc.mmap.restype=ctypes.c_void_p\nlibc.mmap.argtypes=[ctypes.c_void_p,ctypes.c_size_t,ctypes.c_int,ctypes.c_int,ctypes.c_int,ctypes.c_long]\nfor n in {nodes:?}:\n    fd=os.open(n,os.O_RDONLY)\n    at=libc.mmap(None,4096,1,1,fd,0)\n    os.close(fd)\n    assert at not in (None,ctypes.c_void_p(-1).value),'mmap failed'\nprint('ready',flush=True)\ntime.sleep(120)"
+    ))
 }
 
 #[test]
@@ -357,8 +340,7 @@ fn a_pinned_walk_keeps_no_result_of_more_targets_than_it_holds() {
     prepare(&pins);
     let names = |n: usize| (0..n).map(|i| format!("nvidia{i}")).collect::<Vec<_>>();
     let (six, eight) = (names(6), names(8));
-    let maps =
-        |nodes: &[String]| MapsAll::start(&nodes.iter().map(|n| d.node(n)).collect::<Vec<_>>());
+    let maps = |nodes: &[String]| maps_all(&nodes.iter().map(|n| d.node(n)).collect::<Vec<_>>());
     let (p6, p8) = (maps(&six), maps(&eight));
     let mapped = |pid: u32, nodes: &[String]| -> Holders {
         let ways = nodes
