@@ -248,9 +248,15 @@ pub enum Command {
     /// Prepare the in-kernel walk once per boot (root; gpufree-prepare.service).
     ///
     /// Relocate the in-kernel walk to this boot's kernel and keep it
-    /// (GPUFREE_BPF_CACHE), so that no later command pays it; root only,
-    /// run at boot by gpufree-prepare.service. Exit 0 kept, 1 nothing to
-    /// keep (the cache off, a kernel without the walk), 3 not kept, 5 not root.
+    /// (GPUFREE_BPF_CACHE), so that no later command pays it; and keep the
+    /// walk loaded and verified for the boot, pinned in a BPF file system
+    /// (GPUFREE_BPF_PIN, default /sys/fs/bpf/gpufree: a program and four
+    /// maps), so that a one-shot command run as root pays no load either.
+    /// Where the pins cannot be made it says NOT pinned and why, and the
+    /// exit stays the cache's. Removing that directory (or a reboot) undoes
+    /// them; GPUFREE_BPF_PIN=off makes none. Root only, run at boot by
+    /// gpufree-prepare.service. Exit 0 kept, 1 nothing to keep (the cache
+    /// off, a kernel without the walk), 3 not kept, 5 not root.
     #[command(after_help = help::PREPARE, defer(help::no_snapshot))]
     Prepare,
     /// Check a systemd unit for the mistakes that keep GPUs busy or hidden.
