@@ -353,7 +353,7 @@ pub(super) fn process_from(
         }
         p => (p, d.not_protected),
     };
-    let renamed = !d.started_by_link && looks_renamed(&d.stat.comm, &d.cmdline, d.exe.as_deref());
+    let renamed = looks_renamed(&d.stat.comm, &d.cmdline, d.exe.as_deref());
     Process {
         protected: protection.is_some(),
         idle_since_unix_ms: None,

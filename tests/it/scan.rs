@@ -95,67 +95,6 @@ fn renamed_holders_are_flagged_and_plain_ones_are_not() {
     assert_eq!(p["comm"], "pt_data_worker");
 }
 
-/// `sh` holding `node` by fd 3 (its `argv[0]` is `argv0`), killed on
-/// drop; its child `sleep` holds it too.
-fn shell_holding(node: &std::path::Path, argv0: &str) -> crate::bpf::Crowd {
-    use std::os::unix::process::CommandExt;
-    let mut child = std::process::Command::new("sh")
-        .arg0(argv0)
-        .args(["-c", "exec 3<\"$1\"; echo ready; sleep 120; :", "holder"])
-        .arg(node)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert_eq!(first_line(&mut child).trim(), "ready");
-    crate::bpf::Crowd(child)
-}
-
-/// A process started through a link to its program (`sh`, which is
-/// `dash` on Debian) renamed nothing: its comm is the link's name, as
-/// the kernel set it. One that changed its `argv[0]`, or that names itself
-/// `sh` while it runs another program, did.
-#[test]
-fn a_process_started_through_a_link_to_its_program_is_not_renamed() {
-    let sh = std::fs::canonicalize("/usr/bin/sh").unwrap();
-    let target = sh.file_name().unwrap().to_string_lossy().into_owned();
-    if target.starts_with("sh") {
-        skip_off_ci("/usr/bin/sh a link to a program of another name", &target);
-        return;
-    }
-    let d = TestDir::new(1);
-    let plain = shell_holding(&d.node("nvidia0"), "sh");
-    let argv0 = shell_holding(&d.node("nvidia0"), "notsh");
-    let named_sh = hold(
-        &["gpufree"],
-        HoldSpec {
-            title: Some("sh".into()),
-            comm: Some("sh".into()),
-            fd: vec![d.node("nvidia0")],
-            ..HoldSpec::default()
-        },
-    );
-    let doc = Gpufree::new(["status"]).json().dev(&d.dev).no_nvml().doc();
-    let p = process(&doc, plain.0.id()).unwrap();
-    assert_eq!(
-        (&p["comm"], &p["renamed"]),
-        (&"sh".into(), &false.into()),
-        "{p}"
-    );
-    assert!(p["exe"].as_str().unwrap().ends_with(&target), "{p}");
-    let p = process(&doc, argv0.0.id()).unwrap();
-    assert_eq!(
-        (&p["comm"], &p["renamed"]),
-        (&"sh".into(), &true.into()),
-        "{p}"
-    );
-    let p = process(&doc, named_sh.pid()).unwrap();
-    assert_eq!(
-        (&p["comm"], &p["renamed"]),
-        (&"sh".into(), &true.into()),
-        "{p}"
-    );
-}
-
 #[test]
 fn non_utf8_command_line_is_escaped_not_lost() {
     use std::os::unix::ffi::OsStrExt;

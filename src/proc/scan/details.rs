@@ -32,10 +32,6 @@ pub struct Details {
     /// at for a file named like one ([`protect::is_protected_exe`]):
     /// false for every other.
     pub exe_trusted: bool,
-    /// Whether it was started through a link to its executable (`sh`
-    /// that runs `dash`): its comm and `argv[0]` name a link that leads to
-    /// it (the private `started_by_link` below), so it renamed nothing.
-    pub started_by_link: bool,
     /// Raw /proc/PID/cgroup.
     pub cgroup: Vec<u8>,
     /// /proc/PID/wchan when the process waits (not R), if readable and not "0".
@@ -53,7 +49,22 @@ pub struct Details {
 /// Reads a process's details through its directory fd; Err(ESRCH/ENOENT)
 /// when it is gone.
 pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
-    let stat = read_stat_and_threads(dir)?;
+    let mut stat = read_stat(dir)?;
+    if stat.state == 'Z' {
+        // A dead leader no longer counts itself in num_threads; its live
+        // threads still show in task/. Count the tasks, leader included.
+        if let Some(n) = open_dir(dir, "task")
+            .ok()
+            .and_then(|t| Dir::new(t).ok())
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| !e.file_name().to_bytes().starts_with(b"."))
+                    .count()
+            })
+        {
+            stat.threads = n as u32;
+        }
+    }
     // Without a readable status, the owner of the /proc directory is the
     // process's effective UID: never "root" by default.
     let status = read_one_at(dir, "status")
@@ -73,9 +84,6 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
     let exe_trusted = exe_raw.as_ref().is_some_and(|raw| {
         exe.as_deref().is_some_and(protect::is_protected_exe) && exe_is_trusted(dir, raw.as_bytes())
     });
-    let started_by_link = exe
-        .as_deref()
-        .is_some_and(|e| started_by_link(dir, &stat.comm, &cmdline, e));
     let cgroup = read_one_at(dir, "cgroup").unwrap_or_default();
     let wchan = (stat.state != 'R')
         .then(|| read_one_at(dir, "wchan").ok())
@@ -105,30 +113,8 @@ pub fn read_details(dir: &OwnedFd) -> rustix::io::Result<Details> {
         cmdline,
         exe,
         exe_trusted,
-        started_by_link,
         cgroup,
     })
-}
-
-/// /proc/PID/stat, with a dead leader's live threads counted: it no longer
-/// counts itself in num_threads, and its threads still show in task/.
-fn read_stat_and_threads(dir: &OwnedFd) -> rustix::io::Result<Stat> {
-    let mut stat = read_stat(dir)?;
-    if stat.state == 'Z' {
-        // Count the tasks, leader included.
-        if let Some(n) = open_dir(dir, "task")
-            .ok()
-            .and_then(|t| Dir::new(t).ok())
-            .map(|d| {
-                d.flatten()
-                    .filter(|e| !e.file_name().to_bytes().starts_with(b"."))
-                    .count()
-            })
-        {
-            stat.threads = n as u32;
-        }
-    }
-    Ok(stat)
 }
 
 /// Whether the process (its comm and UID, its `exe` link raw and escaped)
@@ -204,64 +190,4 @@ pub(super) fn exe_is_trusted(dir: &OwnedFd, path: &[u8]) -> bool {
     };
     root_only(&file)
         && statat(dir, parent.as_c_str(), AtFlags::empty()).is_ok_and(|d| root_only(&d))
-}
-
-/// The directories, under a process's root, where a program started by
-/// its name alone is found (a shell's PATH).
-const PROGRAM_DIRS: [&str; 6] = [
-    "usr/local/sbin",
-    "usr/local/bin",
-    "usr/sbin",
-    "usr/bin",
-    "sbin",
-    "bin",
-];
-
-/// Whether a process whose names (`comm`, `cmdline`) differ from its
-/// executable's (`exe`) was started through a link to it: its comm and
-/// `argv[0]` are one name, a link in one of [`PROGRAM_DIRS`] under the
-/// process's root that leads to the executable it runs (`sh` to `dash`,
-/// `cc` to `gcc-12` through /etc/alternatives). The kernel names a process
-/// (its comm) for the path it was started by, so one started so changed no
-/// name. Links resolve inside the process's root (a container's own), on
-/// its file system only, and from the kernel's cache of names only
-/// (RESOLVE_CACHED): no file system is asked, so a stuck network or FUSE
-/// root cannot hold the read (a name not cached counts as no link). The
-/// file found must be the one the `exe` link leads to, its identity read
-/// as the kernel holds it (AT_STATX_DONT_SYNC).
-fn started_by_link(dir: &OwnedFd, comm: &str, cmdline: &[String], exe: &str) -> bool {
-    use rustix::fs::{openat, openat2, statx, AtFlags, Mode, OFlags, ResolveFlags, StatxFlags};
-    let argv0 = cmdline
-        .first()
-        .map(|a| crate::model::base(a.split(' ').next().unwrap_or(a)));
-    let name = comm;
-    if crate::model::rename_of(comm, cmdline, Some(exe)).is_none()
-        || argv0 != Some(name)
-        || name.is_empty()
-        || name.contains('/')
-        || name == "."
-        || name == ".."
-    {
-        return false;
-    }
-    let id = |at: &OwnedFd, path: &str, flags: AtFlags| {
-        statx(at, path, flags | AtFlags::STATX_DONT_SYNC, StatxFlags::INO)
-            .map(|x| (x.stx_dev_major, x.stx_dev_minor, x.stx_ino))
-    };
-    let Ok(exe) = id(dir, "exe", AtFlags::empty()) else {
-        return false;
-    };
-    let flags = OFlags::PATH | OFlags::CLOEXEC;
-    let Ok(root) = openat(dir, "root", flags | OFlags::DIRECTORY, Mode::empty()) else {
-        return false;
-    };
-    let how = ResolveFlags::IN_ROOT
-        | ResolveFlags::NO_XDEV
-        | ResolveFlags::NO_MAGICLINKS
-        | ResolveFlags::CACHED;
-    PROGRAM_DIRS.iter().any(|d| {
-        openat2(&root, format!("{d}/{name}"), flags, Mode::empty(), how)
-            .and_then(|f| id(&f, "", AtFlags::EMPTY_PATH))
-            .is_ok_and(|found| found == exe)
-    })
 }
