@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The scan benchmark: gpufree against fuser -v, lsof and a minimal loop, in one run.
 
-Starts bench/population.py (700 processes, ~64k fds, ~10k extra mappings, 20
+Starts bench/population.py (700 processes, ~64k fds of their own, ~10k extra mappings, 20
 holding a test device directory by fd and mmap), then times, interleaved,
 ROUNDS runs of each on the same nodes:
 
