@@ -27,9 +27,6 @@
 
 char LICENSE[] SEC("license") = "GPL"; /* bpf_seq_write is GPL-only */
 
-#define S_IFMT 00170000
-#define S_IFCHR 0020000
-#define S_IFBLK 0060000
 #define PF_EXITING 0x00000004 /* include/linux/sched.h */
 #define PF_KTHREAD 0x00200000
 #define EEXIST 17
@@ -213,6 +210,24 @@ static __always_inline __u32 dev_slot(__u32 dev)
 	return (dev ^ (dev >> 20) ^ (dev >> 8)) & 63;
 }
 
+/* 1 where the prefilter passes an inode by its number `ino` and its
+ * superblock `dev`, else 0; without a branch (the BPF instruction set has
+ * no conditional move: each comparison would be one). */
+static __always_inline __u64 passes_ident(__u64 ino, __u32 dev)
+{
+	return (prefilter.ino_bits >> (ino & 63)) & (prefilter.dev_bits >> dev_slot(dev)) & 1;
+}
+
+/* 1 where the prefilter passes an inode of mode `mode` by its device
+ * number `rdev`, else 0; without a branch. A device's mode has bit 13 set
+ * and bit 15 clear (S_IFCHR, S_IFBLK; no other file type). */
+static __always_inline __u64 passes_rdev(__u32 mode, __u32 rdev)
+{
+	__u32 major = (rdev >> 20) & 4095;
+
+	return (prefilter.major_bits[major >> 6] >> (major & 63)) & (mode >> 13) & ~(mode >> 15) & 1;
+}
+
 /* The target this inode is, or -1. Every field is read before the first
  * branch: the verifier then checks each read once, not once per path (a
  * check of a kernel pointer's read searches the kernel's BTF). */
@@ -220,19 +235,17 @@ static __always_inline int match(struct inode *inode)
 {
 	__u32 dev = inode->i_sb->s_dev;
 	__u64 ino = inode->i_ino;
-	__u16 mode = inode->i_mode & S_IFMT;
+	__u32 mode = inode->i_mode;
 	__u32 rdev = inode->i_rdev;
-	__u32 major = (rdev >> 20) & 4095;
 	__u32 *idx;
 
-	if ((prefilter.ino_bits & (1ULL << (ino & 63))) && (prefilter.dev_bits & (1ULL << dev_slot(dev)))) {
+	if (passes_ident(ino, dev)) {
 		struct ident key = { .dev = dev, .ino = ino };
 		idx = bpf_map_lookup_elem(&by_ident, &key);
 		if (idx)
 			return *idx;
 	}
-	if ((mode == S_IFCHR || mode == S_IFBLK) &&
-	    (prefilter.major_bits[major >> 6] & (1ULL << (major & 63)))) {
+	if (passes_rdev(mode, rdev)) {
 		idx = bpf_map_lookup_elem(&by_rdev, &rdev);
 		if (idx)
 			return *idx;
@@ -354,21 +367,11 @@ static int fd_step(__u32 bit, struct fd_walk *w)
 }
 
 /* 1 where `inode` (untrusted: a NULL one reads as zeros, and fd_step drops
- * it) may be a target: the prefilter of match, without a branch (the BPF
- * instruction set has no conditional move: each comparison would be one).
- * A device's mode has bit 13 set and bit 15 clear (S_IFCHR, S_IFBLK; no
- * other file type). */
+ * it) may be a target: match's prefilter, without a branch. */
 static __always_inline __u64 may_match(struct inode *inode)
 {
-	__u32 dev = inode->i_sb->s_dev;
-	__u64 ino = inode->i_ino;
-	__u32 mode = inode->i_mode;
-	__u32 major = (inode->i_rdev >> 20) & 4095;
-	__u64 by_ino = (prefilter.ino_bits >> (ino & 63)) &
-		       (prefilter.dev_bits >> dev_slot(dev));
-	__u64 by_rdev = (prefilter.major_bits[major >> 6] >> (major & 63)) & (mode >> 13) &
-			~(mode >> 15);
-	return (by_ino | by_rdev) & 1;
+	return passes_ident(inode->i_ino, inode->i_sb->s_dev) |
+	       passes_rdev(inode->i_mode, inode->i_rdev);
 }
 
 /* The fds one step of the walk reads at once: a quarter of the open-fd
