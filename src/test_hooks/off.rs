@@ -34,7 +34,7 @@ pub fn report_unread() -> bool {
 
 /// No log of the processes a walk read again.
 #[inline(always)]
-pub fn walk_reread(_pids: &[u32]) {}
+pub fn walk_reread(_pids: impl Iterator<Item = u32>) {}
 
 /// `--scan auto` counts the kernel's open files.
 #[inline(always)]

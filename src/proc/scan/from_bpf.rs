@@ -275,12 +275,11 @@ pub fn from_records(
         })
         .collect();
     let pids: Vec<u32> = held.keys().copied().collect();
-    let reread: Vec<u32> = held
-        .iter()
-        .filter(|(_, at)| at.iter().any(|(_, m)| m.unread))
-        .map(|(&pid, _)| pid)
-        .collect();
-    crate::test_hooks::walk_reread(&reread);
+    crate::test_hooks::walk_reread(
+        held.iter()
+            .filter(|(_, at)| at.iter().any(|(_, m)| m.unread))
+            .map(|(&pid, _)| pid),
+    );
     let reread = held.values().flatten().filter(|(_, m)| m.unread).count();
     result.reread = u32::try_from(reread).unwrap_or(u32::MAX);
     let kept = held.values().flatten().filter(|(_, m)| m.kept).count();
